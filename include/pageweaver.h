@@ -1,0 +1,259 @@
+/*
+ * pageweaver.h — public C API of PageWeaver: dynamic sparse prefill attention with online
+ * query regrouping and shared KV pages (Query Unions) on NVIDIA Hopper.
+ *
+ * The contract is SPEC.md (project shared folder); section numbers in comments written
+ * "paper §x" refer to the source paper (PageWeaver: KV-Guided Query Unions for Sparse
+ * Attention, v1), "SPEC §x" to the specification.
+ *
+ * Conventions used by every function below:
+ *  - N  = query rows (tokens) of the current prefill chunk, all requests packed.
+ *  - R  = requests in the chunk.       Hkv = KV heads.
+ *  - G  = Q heads per KV head (16 on the fast path); Hq = Hkv * G; Q head h uses KV head h / G.
+ *  - D  = head dim (128),  P = page size in tokens (128),  K = Top-K pages per row (16).
+ *  - Top-K ids are LOGICAL page ids of the query's request, int32, layout [Hkv, N, K]
+ *    (the layout SGLang's MiniMax sparse prefill uses). Any int32 value is allowed; ids
+ *    that are negative, past the KV length or wholly in the query's future are ignored
+ *    (SPEC §1).
+ *  - Every function returns a pw_status_t; on failure pw_last_error() gives a message
+ *    naming the argument or field at fault (thread-local, valid until the next call on
+ *    the same thread). The library never prints and never exits.
+ *  - Host functions (pw_ref_*) take host pointers. Device functions take device
+ *    pointers and run asynchronously on the given stream.
+ */
+#ifndef PAGEWEAVER_H
+#define PAGEWEAVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------ */
+/* Version                                                                              */
+/* ------------------------------------------------------------------------------------ */
+#define PW_VERSION_MAJOR 0
+#define PW_VERSION_MINOR 1
+#define PW_VERSION_PATCH 0
+#define PW_VERSION_NUMBER (PW_VERSION_MAJOR * 10000 + PW_VERSION_MINOR * 100 + PW_VERSION_PATCH)
+
+/* Runtime version of the linked library, as PW_VERSION_NUMBER. */
+int pw_version_number(void);
+/* Runtime version string, e.g. "0.1.0". Static storage. */
+const char *pw_version_string(void);
+
+/* ------------------------------------------------------------------------------------ */
+/* Status                                                                               */
+/* ------------------------------------------------------------------------------------ */
+typedef enum pw_status {
+    PW_SUCCESS = 0,
+    PW_ERROR_INVALID_ARGUMENT = 1, /* a NULL pointer, a bad size, an inconsistent layout */
+    PW_ERROR_UNSUPPORTED = 2,      /* a valid configuration with no implemented path yet */
+    PW_ERROR_OUT_OF_MEMORY = 3,    /* host allocation failed */
+    PW_ERROR_INSUFFICIENT_WORKSPACE = 4, /* caller workspace smaller than the size query */
+    PW_ERROR_CUDA = 5,             /* a CUDA runtime call or launch failed */
+    PW_ERROR_NO_DEVICE = 6,        /* no CUDA device, or not compute capability 9.0 */
+    PW_ERROR_IO = 7,               /* a file could not be opened, read or written */
+    PW_ERROR_FORMAT = 8            /* a file is not in the expected format */
+} pw_status_t;
+
+/* Short constant name of a status ("PW_ERROR_INVALID_ARGUMENT"). Never NULL. */
+const char *pw_status_string(pw_status_t status);
+/* Message of the last failed call on this thread ("" if none). Never NULL. */
+const char *pw_last_error(void);
+
+/* ------------------------------------------------------------------------------------ */
+/* Scalar types                                                                         */
+/* ------------------------------------------------------------------------------------ */
+typedef uint16_t pw_bf16_t;    /* bfloat16 bit pattern */
+typedef uint8_t pw_fp8_e4m3_t; /* FP8 E4M3 (OCP "fn": no inf, 0x7f/0xff are NaN) bit pattern */
+
+typedef enum pw_dtype {
+    PW_DTYPE_FLOAT32 = 0,
+    PW_DTYPE_BFLOAT16 = 1,
+    PW_DTYPE_FLOAT64 = 2 /* reference outputs only */
+} pw_dtype_t;
+
+/* Round-to-nearest-even conversions (SPEC §4). */
+/* float -> E4M3 with saturation to +-448 (satfinite); NaN -> 0x7f (sign kept). */
+pw_fp8_e4m3_t pw_fp8_e4m3_from_float(float x);
+/* E4M3 -> float, exact; 0x7f / 0xff -> NaN. */
+float pw_fp8_e4m3_to_float(pw_fp8_e4m3_t x);
+/* float -> bfloat16, round-to-nearest-even; NaN stays NaN (quiet), inf stays inf. */
+pw_bf16_t pw_bf16_from_float(float x);
+/* bfloat16 -> float, exact. */
+float pw_bf16_to_float(pw_bf16_t x);
+
+/* ------------------------------------------------------------------------------------ */
+/* Problem description                                                                  */
+/* ------------------------------------------------------------------------------------ */
+/* Shapes of one prefill call. Begins with its own size so that it can grow: always
+ * initialise with PW_PROBLEM_INIT, then set the fields. */
+typedef struct pw_problem {
+    uint32_t struct_size;          /* sizeof(pw_problem_t), set by PW_PROBLEM_INIT */
+    int32_t num_tokens;            /* N >= 0: query rows of the chunk, requests packed */
+    int32_t num_requests;          /* R >= 1 */
+    int32_t num_kv_heads;          /* Hkv >= 1 */
+    int32_t q_heads_per_kv;        /* G: 16 on the fast path, 1..16 for the reference */
+    int32_t head_dim;              /* D: 128 on the fast path */
+    int32_t page_size;             /* P in tokens: 128 on the fast path */
+    int32_t topk;                  /* K: Top-K ids per (KV head, query): 16 on the fast path */
+    int32_t max_pages_per_request; /* logical pages addressable per request: columns of the
+                                      page table; every kv_len <= this * P */
+    int64_t num_cache_pages;       /* physical pages held by the K and V caches */
+    float softmax_scale;           /* s; 0 means 1/sqrt(D) */
+} pw_problem_t;
+
+#define PW_PROBLEM_INIT {sizeof(pw_problem_t), 0, 1, 1, 16, 128, 128, 16, 0, 0, 0.0f}
+
+/* Packed variable-length requests (SPEC §1). Host pointers for pw_ref_*, device pointers
+ * for device functions. Query row n belongs to request r iff cu_seqlens_q[r] <= n <
+ * cu_seqlens_q[r+1]; its causal position is c_n = prefix_lens[r] + (n - cu_seqlens_q[r]). */
+typedef struct pw_requests {
+    const int32_t *cu_seqlens_q; /* [R+1]: 0 = cu[0] <= cu[1] <= ... <= cu[R] = N */
+    const int32_t *prefix_lens;  /* [R]: tokens of the request cached before this chunk */
+    const int32_t *kv_lens;      /* [R]: KV length L_r, prefix_r + qlen_r <= L_r <=
+                                    max_pages_per_request * P */
+    const int32_t *page_table;   /* [R, page_table_stride] int32: physical page of logical
+                                    page p of request r at page_table[r*stride + p]; may be
+                                    NULL for pw_ref_regroup / union functions */
+    int64_t page_table_stride;   /* elements between page-table rows, >= max_pages_per_request */
+} pw_requests_t;
+
+/* Validates the shapes of a problem and (for host pointers) the request layout.
+ * Errors: PW_ERROR_INVALID_ARGUMENT naming the field. Does not look at Top-K ids: any
+ * int32 id is valid input. */
+pw_status_t pw_problem_check(const pw_problem_t *problem, const pw_requests_t *requests_host);
+
+/* ------------------------------------------------------------------------------------ */
+/* Grouping: identity, Algorithm 1 greedy regroup, guarded regroup (SPEC §3)             */
+/* ------------------------------------------------------------------------------------ */
+typedef enum pw_regroup_mode {
+    PW_REGROUP_IDENTITY = 0, /* original order: slot = row */
+    PW_REGROUP_GREEDY = 1,   /* Algorithm 1 exactly (paper §3.1) */
+    PW_REGROUP_GUARDED = 2   /* per window: greedy, but keep identity order when greedy does
+                                not strictly reduce the window's union visits */
+} pw_regroup_mode_t;
+
+typedef struct pw_grouping {
+    uint32_t struct_size;   /* sizeof(pw_grouping_t), set by PW_GROUPING_INIT */
+    pw_regroup_mode_t mode; /* how slots are assigned to rows */
+    int32_t window;         /* W: query positions per regroup window (64 or 128 on the GPU;
+                               any >= 1 for the reference); 0 = one window per request */
+    int32_t group_size;     /* g: 1..8; 8 for Union8 */
+} pw_grouping_t;
+
+#define PW_GROUPING_INIT {sizeof(pw_grouping_t), PW_REGROUP_GUARDED, 128, 8}
+
+/* Groups are runs of g consecutive slots inside one window of one request: window k of
+ * request r holds its slots [k*W, (k+1)*W) (the last window may be shorter; W = 0: the
+ * whole request is one window), and each window is cut into runs of g slots, the last run
+ * possibly shorter. Upper bound of the groups of one KV head:
+ *   ceil(N/g) + R + (W > 0 ? ceil(N/W) : 0). */
+int64_t pw_max_groups(const pw_problem_t *problem, const pw_grouping_t *grouping);
+
+/* ------------------------------------------------------------------------------------ */
+/* Union metadata (SPEC §4.1)                                                           */
+/* ------------------------------------------------------------------------------------ */
+typedef struct pw_group_desc {
+    int32_t slot_begin;         /* first slot of the group (index into a perm row) */
+    int32_t request;            /* request of every member */
+    int32_t num_members;        /* 1..g */
+    int32_t union_size;         /* |U_G| distinct valid pages */
+    int32_t half_union_size[2]; /* |U_G0|, |U_G1|: slots [0,4) and [4,g) */
+    int32_t reserved[2];        /* 0 */
+} pw_group_desc_t;
+
+/* Per-group union page lists and member masks. Buffers are caller-owned: host for the
+ * reference, device for the GPU kernel; the capacities below size them. */
+typedef struct pw_union_meta {
+    int64_t max_groups;        /* capacity per KV head (pw_max_groups) */
+    int32_t union_capacity;    /* pages per group list: g * K (128 on the fast path) */
+    int32_t *num_groups;       /* [Hkv] groups actually written per KV head */
+    pw_group_desc_t *groups;   /* [Hkv, max_groups] */
+    int32_t *union_pages;      /* [Hkv, max_groups, union_capacity] logical page ids,
+                                  ascending, -1 after union_size */
+    uint8_t *member_masks;     /* [Hkv, max_groups, union_capacity]: bit s set iff the query
+                                  in slot s of the group selected that page (S_i) */
+} pw_union_meta_t;
+
+/* Logical-reuse metrics of a grouping (SPEC §2). */
+typedef struct pw_union_stats {
+    int64_t queries;      /* query rows counted */
+    int64_t groups;       /* groups counted */
+    int64_t selections;   /* sum_i |S_i| */
+    int64_t union_visits; /* sum_G |U_G| */
+    int64_t c4;           /* sum_G (|U_G0| + |U_G1|) */
+    double rho_q;         /* selections / union_visits (0 if no visits) */
+} pw_union_stats_t;
+
+/* ------------------------------------------------------------------------------------ */
+/* CPU references (the specification in code)                                          */
+/* ------------------------------------------------------------------------------------ */
+
+/* Algorithm 1 (paper §3.1, SPEC §3) on the CPU.
+ *   topk_ids: [Hkv, N, K] int32 host.   perm: [Hkv, N] int32 host, written: perm[h*N + s]
+ *   is the original row executed in slot s; a bijection inside each request.
+ * The result does not depend on any page-count capacity (no 64K cliff).
+ * Errors: PW_ERROR_INVALID_ARGUMENT (shapes, layout, window < 0, g outside 1..8),
+ *         PW_ERROR_OUT_OF_MEMORY. */
+pw_status_t pw_ref_regroup(const pw_problem_t *problem, const int32_t *topk_ids,
+                           const pw_requests_t *requests, const pw_grouping_t *grouping,
+                           int32_t *perm);
+
+/* Union preparation (SPEC §4.1) on the CPU, from any permutation that is a bijection
+ * inside each request (else PW_ERROR_INVALID_ARGUMENT). grouping->window/group_size give
+ * the group boundaries; grouping->mode is ignored. meta buffers: host, capacities at least
+ * pw_max_groups() and g * K. */
+pw_status_t pw_ref_union_prepare(const pw_problem_t *problem, const int32_t *topk_ids,
+                                 const pw_requests_t *requests, const pw_grouping_t *grouping,
+                                 const int32_t *perm, pw_union_meta_t *meta);
+
+/* Metrics of prepared metadata (host). total: whole call; per_kv_head: [Hkv] or NULL. */
+pw_status_t pw_union_stats(const pw_problem_t *problem, const pw_union_meta_t *meta,
+                           pw_union_stats_t *total, pw_union_stats_t *per_kv_head);
+
+typedef enum pw_ref_mode {
+    PW_REF_EXACT = 0,      /* FP64 softmax over dequantised FP8 K/V and the BF16 Q */
+    PW_REF_FP8_EMULATE = 1 /* mirrors the GPU arithmetic of SPEC §4 step by step */
+} pw_ref_mode_t;
+
+/* Tensors of one attention call. Host pointers for the reference, device for the GPU. */
+typedef struct pw_attention_args {
+    uint32_t struct_size;        /* sizeof(pw_attention_args_t), set by PW_ATTENTION_ARGS_INIT */
+    const pw_bf16_t *q;          /* [N, Hq, D] bf16: (n,h,d) at n*q_stride + h*D + d */
+    int64_t q_stride;            /* elements between query rows, >= Hq*D */
+    const pw_fp8_e4m3_t *k_cache; /* [slots, Hkv, D] e4m3, slot = physical page * P + offset:
+                                     (slot,h,d) at slot*kv_stride + h*D + d */
+    const pw_fp8_e4m3_t *v_cache; /* same layout as k_cache */
+    int64_t kv_stride;           /* elements between cache slots, >= Hkv*D */
+    const float *k_scale;        /* one float: real K = k_scale * e4m3 value */
+    const float *v_scale;        /* one float */
+    const int32_t *topk_ids;     /* [Hkv, N, K] logical page ids */
+    pw_requests_t requests;      /* page_table required */
+    void *o;                     /* [N, Hq, D] of o_dtype, written: (n,h,d) at
+                                    n*o_stride + h*D + d */
+    int64_t o_stride;            /* elements between output rows, >= Hq*D */
+    pw_dtype_t o_dtype;          /* FLOAT32 / BFLOAT16 (GPU: BFLOAT16); FLOAT64 reference only */
+    float *lse;                  /* [N, Hq] natural-log LSE of the scaled scores, -inf for
+                                    empty rows; NULL to skip */
+    uint32_t *bad_page_count;    /* optional (NULL): incremented once per (query, KV head,
+                                    page) whose physical id is outside [0, num_cache_pages) */
+} pw_attention_args_t;
+
+#define PW_ATTENTION_ARGS_INIT                                                              \
+    {sizeof(pw_attention_args_t), NULL, 0, NULL, NULL, 0, NULL, NULL, NULL,                 \
+     {NULL, NULL, NULL, NULL, 0}, NULL, 0, PW_DTYPE_FLOAT32, NULL, NULL}
+
+/* Sparse attention of SPEC §1 on the CPU, FP64 accumulation. Empty rows: O = 0,
+ * LSE = -inf. A physical page outside the cache contributes nothing and is counted.
+ * Errors: PW_ERROR_INVALID_ARGUMENT, PW_ERROR_OUT_OF_MEMORY. */
+pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_args_t *args,
+                             pw_ref_mode_t mode);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PAGEWEAVER_H */

@@ -1,0 +1,2 @@
+/* Capture files (safetensors): implemented in the capture module. */
+typedef int pw_capture_placeholder_t;
