@@ -211,9 +211,43 @@ pw_status_t pw_ref_union_prepare(const pw_problem_t *problem, const int32_t *top
                                  const pw_requests_t *requests, const pw_grouping_t *grouping,
                                  const int32_t *perm, pw_union_meta_t *meta);
 
-/* Metrics of prepared metadata (host). total: whole call; per_kv_head: [Hkv] or NULL. */
+/* Metrics of prepared metadata (host). total: whole call; per_kv_head: [Hkv] or NULL.
+ * selections are counted from the member masks, union visits and c4 from the group
+ * descriptors. Errors: PW_ERROR_INVALID_ARGUMENT (NULL pointers, num_groups[h] outside
+ * 0..max_groups). */
 pw_status_t pw_union_stats(const pw_problem_t *problem, const pw_union_meta_t *meta,
                            pw_union_stats_t *total, pw_union_stats_t *per_kv_head);
+
+/* Metrics of one regroup window (one KV head, one request, one window of SPEC §3). */
+typedef struct pw_window_stats {
+    int32_t kv_head;
+    int32_t request;
+    int32_t window;         /* k: the window holds the request's slots [k*W, (k+1)*W) */
+    int32_t slot_begin;     /* first slot of the window (global row index) */
+    int32_t num_slots;      /* W, or fewer for a request's last window */
+    pw_union_stats_t stats; /* over the window's groups */
+} pw_window_stats_t;
+
+/* Per-window breakdown of pw_union_stats (host), in the order of the groups: KV heads,
+ * then requests, then windows ascending; windows without a query are not listed. meta
+ * must come from pw_ref_union_prepare (or the device equivalent, copied to the host)
+ * with the same problem, requests and grouping (window gives the window boundaries).
+ *   window_stats_out: [capacity] host, or NULL to only count.   count: written, the
+ *   number of windows (also when window_stats_out is NULL or too small).
+ * Errors: PW_ERROR_INVALID_ARGUMENT (shapes, a group whose request or slot is out of
+ *         range), PW_ERROR_INSUFFICIENT_WORKSPACE (capacity < *count). */
+pw_status_t pw_union_stats_windows(const pw_problem_t *problem, const pw_requests_t *requests,
+                                   const pw_grouping_t *grouping, const pw_union_meta_t *meta,
+                                   pw_window_stats_t *window_stats_out, int64_t capacity,
+                                   int64_t *count);
+
+/* Convenience (host): pw_ref_regroup with grouping->mode, then pw_ref_union_prepare and
+ * pw_union_stats, with internal allocations. topk_ids: [Hkv, N, K] host.
+ * total: whole call; per_kv_head: [Hkv] or NULL.
+ * Errors: those of the three calls (PW_ERROR_INVALID_ARGUMENT, PW_ERROR_OUT_OF_MEMORY). */
+pw_status_t pw_ref_grouping_stats(const pw_problem_t *problem, const int32_t *topk_ids,
+                                  const pw_requests_t *requests, const pw_grouping_t *grouping,
+                                  pw_union_stats_t *total, pw_union_stats_t *per_kv_head);
 
 typedef enum pw_ref_mode {
     PW_REF_EXACT = 0,      /* FP64 softmax over dequantised FP8 K/V and the BF16 Q */
@@ -252,6 +286,41 @@ typedef struct pw_attention_args {
  * Errors: PW_ERROR_INVALID_ARGUMENT, PW_ERROR_OUT_OF_MEMORY. */
 pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_args_t *args,
                              pw_ref_mode_t mode);
+
+/* ------------------------------------------------------------------------------------ */
+/* Device API: common                                                                   */
+/* ------------------------------------------------------------------------------------ */
+/* A CUDA stream; the same type as cudaStream_t (NULL = the legacy default stream). */
+typedef struct CUstream_st *pw_stream_t;
+
+/* ------------------------------------------------------------------------------------ */
+/* Device: sparse attention kernels (SPEC §4, paper §4)                                 */
+/* ------------------------------------------------------------------------------------ */
+typedef enum pw_kernel {
+    PW_KERNEL_UNION8 = 0,   /* 2-CTA cluster per 8-slot group, TMA multicast of each union
+                               page into both CTAs (paper §4.2-4.3) */
+    PW_KERNEL_UNION4 = 1,   /* one CTA per 4-slot half of each 8-slot group */
+    PW_KERNEL_PER_QUERY = 2 /* one CTA per (query, KV head), 16 of its 64 rows used: the
+                               design of SGLang's native SM90 sparse prefill; reads the
+                               Top-K rows directly (perm and meta unused, may be NULL) */
+} pw_kernel_t;
+
+/* Sparse attention of SPEC §1 with the FP8 arithmetic of SPEC §4 on an sm_90 GPU.
+ *   problem: fast path only: G = 16, D = 128, P = 128, K = 16 (else PW_ERROR_UNSUPPORTED).
+ *   args: device pointers; q bf16, caches e4m3 (16-byte aligned, kv_stride % 16 == 0),
+ *         o bf16 (o_dtype must be PW_DTYPE_BFLOAT16), lse optional, bad_page_count
+ *         optional (a device uint32 the kernel atomically increments once per (query,
+ *         KV head, page) whose physical page is outside the cache; the page is skipped).
+ *   grouping: group_size 8 and the window the metadata was prepared with.
+ *   perm: [Hkv, N] device, the permutation the metadata was prepared from.
+ *   meta: device buffers written by pw_union_prepare (or uploaded from the reference).
+ * Runs asynchronously on stream; no allocation, no host synchronisation: capturable in a
+ * CUDA graph. Errors: PW_ERROR_INVALID_ARGUMENT, PW_ERROR_UNSUPPORTED, PW_ERROR_NO_DEVICE,
+ * PW_ERROR_CUDA (launch failure; message names the CUDA error). */
+pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_args_t *args,
+                               const pw_grouping_t *grouping, const int32_t *perm,
+                               const pw_union_meta_t *meta, pw_kernel_t kernel,
+                               pw_stream_t stream);
 
 #ifdef __cplusplus
 }
