@@ -1,0 +1,55 @@
+/* S_i of SPEC §1 and grouping checks (see selection.h). */
+#include <stdlib.h>
+
+#include "pw_internal.h"
+#include "selection.h"
+
+static int compare_int32(const void *a, const void *b)
+{
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+int32_t pw_selection(const int32_t *row, int32_t k, int64_t causal_pos, int64_t kv_len,
+                     int32_t page_size, int32_t *pages_out)
+{
+    const int64_t last_page = pw_last_visible_page(causal_pos, kv_len, page_size);
+    int32_t n = 0;
+    for (int32_t t = 0; t < k; t++)
+        if (row[t] >= 0 && (int64_t)row[t] <= last_page) pages_out[n++] = row[t];
+    qsort(pages_out, (size_t)n, sizeof *pages_out, compare_int32);
+    int32_t distinct = 0;
+    for (int32_t t = 0; t < n; t++)
+        if (distinct == 0 || pages_out[t] != pages_out[distinct - 1])
+            pages_out[distinct++] = pages_out[t];
+    return distinct;
+}
+
+int32_t pw_selection_of_row(const pw_problem_t *problem, const pw_requests_t *requests,
+                            const int32_t *topk_ids, int32_t kv_head, int32_t request,
+                            int32_t row, int32_t *pages_out)
+{
+    const int64_t k = problem->topk;
+    const int64_t causal_pos = (int64_t)requests->prefix_lens[request] +
+                               (row - requests->cu_seqlens_q[request]);
+    const int32_t *ids = topk_ids + ((int64_t)kv_head * problem->num_tokens + row) * k;
+    return pw_selection(ids, (int32_t)k, causal_pos, requests->kv_lens[request],
+                        problem->page_size, pages_out);
+}
+
+pw_status_t pw_check_grouping(const pw_grouping_t *grouping)
+{
+    if (!grouping) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "grouping is NULL");
+    if (grouping->struct_size < sizeof(pw_grouping_t))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "grouping.struct_size is %u, expected %zu (initialise with "
+                       "PW_GROUPING_INIT)",
+                       grouping->struct_size, sizeof(pw_grouping_t));
+    if (grouping->window < 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "grouping.window is %d (< 0)",
+                       grouping->window);
+    if (grouping->group_size < 1 || grouping->group_size > 8)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "grouping.group_size is %d (1..8)",
+                       grouping->group_size);
+    return PW_SUCCESS;
+}
