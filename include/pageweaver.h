@@ -198,6 +198,7 @@ typedef struct pw_union_stats {
  *   is the original row executed in slot s; a bijection inside each request.
  * The result does not depend on any page-count capacity (no 64K cliff).
  * Errors: PW_ERROR_INVALID_ARGUMENT (shapes, layout, window < 0, g outside 1..8),
+ *         PW_ERROR_UNSUPPORTED (a window's queries x K over 2^31 - 1),
  *         PW_ERROR_OUT_OF_MEMORY. */
 pw_status_t pw_ref_regroup(const pw_problem_t *problem, const int32_t *topk_ids,
                            const pw_requests_t *requests, const pw_grouping_t *grouping,
