@@ -1,0 +1,332 @@
+/* The pageweaver command-line tool (tools/cli), run as a child process on captures written
+ * into a temp directory: exit codes (0 ok, 1 bad input, 2 usage), --help / --version,
+ * error messages naming the file, and `stats --json` totals equal to the library's
+ * pw_ref_grouping_stats per file, per KV head and over all files.
+ *
+ * The binary is PW_CLI_PATH (set by CMake), or the PW_CLI environment variable. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "pageweaver_capture.h"
+#include "testutil.h"
+
+#ifndef PW_CLI_PATH
+#define PW_CLI_PATH "pageweaver"
+#endif
+
+static uint64_t g_seed;
+static char g_dir[64];
+static const char *g_cli;
+
+static char g_out_path[128], g_err_path[128];
+static char *g_out, *g_err; /* outputs of the last run */
+
+static char *slurp_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return calloc(1, 1);
+    fseek(f, 0, SEEK_END);
+    const long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = calloc((size_t)n + 1, 1);
+    if (buf && n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n) buf[0] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* Runs `pageweaver ARGS` (ARGS already shell-quoted), keeps stdout/stderr, returns the
+ * exit status (-1 if it did not exit normally, e.g. a crash). */
+static int run_cli(const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' %s > '%s' 2> '%s'", g_cli, args, g_out_path, g_err_path);
+    const int raw = system(cmd);
+    free(g_out);
+    free(g_err);
+    g_out = slurp_text(g_out_path);
+    g_err = slurp_text(g_err_path);
+    const size_t first_line = strcspn(g_err, "\n");
+    print_message("  pageweaver %s -> %d%s%.*s\n", args, WIFEXITED(raw) ? WEXITSTATUS(raw) : -1,
+                  g_err[0] ? "; stderr: " : "", (int)(first_line < 300 ? first_line : 300), g_err);
+    return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/pw_test_cli_XXXXXX");
+    if (!mkdtemp(g_dir)) return -1;
+    snprintf(g_out_path, sizeof g_out_path, "%s/stdout.txt", g_dir);
+    snprintf(g_err_path, sizeof g_err_path, "%s/stderr.txt", g_dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    const char *names[] = {"stdout.txt", "stderr.txt", "a.safetensors", "b.safetensors",
+                           "bad.safetensors"};
+    char path[160];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", g_dir, names[i]);
+        remove(path);
+    }
+    free(g_out);
+    free(g_err);
+    return rmdir(g_dir);
+}
+
+/* A capture whose rows pick pages from a slowly drifting hot set, so that regrouping has
+ * something to find; 2 KV heads, 2 requests with a prefix. */
+static pw_capture_t *overlap_capture(pw_rng_t *rng)
+{
+    pw_problem_t p = PW_PROBLEM_INIT;
+    p.num_requests = 2;
+    p.num_kv_heads = 2;
+    p.page_size = 16;
+    p.topk = 8;
+    const int32_t q0 = (int32_t)pw_rng_range(rng, 100, 300), q1 = (int32_t)pw_rng_range(rng, 50, 200);
+    const int32_t pre0 = (int32_t)pw_rng_range(rng, 0, 500), pre1 = (int32_t)pw_rng_range(rng, 0, 500);
+    p.num_tokens = q0 + q1;
+    const int32_t kv0 = pre0 + q0, kv1 = pre1 + q1 + 7;
+    const int32_t max_kv = kv0 > kv1 ? kv0 : kv1;
+    p.max_pages_per_request = (max_kv + p.page_size - 1) / p.page_size;
+    p.num_cache_pages = 2 * (int64_t)p.max_pages_per_request;
+    pw_capture_t *c = NULL;
+    assert_pw_ok(pw_capture_create(&p, 0, &c));
+    c->cu_seqlens_q[1] = q0;
+    c->cu_seqlens_q[2] = q0 + q1;
+    c->prefix_lens[0] = pre0;
+    c->prefix_lens[1] = pre1;
+    c->kv_lens[0] = kv0;
+    c->kv_lens[1] = kv1;
+    for (int32_t h = 0; h < 2; h++) {
+        for (int32_t n = 0; n < p.num_tokens; n++) {
+            const int r = n >= q0;
+            const int32_t pos = (r ? pre1 : pre0) + (n - (r ? q0 : 0));
+            const int32_t visible = pos / p.page_size + 1;
+            int32_t *row = c->topk_ids + ((size_t)h * p.num_tokens + n) * p.topk;
+            for (int k = 0; k < p.topk; k++) {
+                const int64_t kind = pw_rng_range(rng, 0, 9);
+                if (kind == 0) row[k] = -1;
+                else if (kind < 7) /* hot set of 12 pages drifting with the position */
+                    row[k] = (int32_t)((pos / 64 + pw_rng_range(rng, 0, 11)) % visible);
+                else row[k] = (int32_t)pw_rng_range(rng, 0, visible + 3);
+            }
+        }
+    }
+    assert_pw_ok(pw_capture_set_meta(c, "model", "unit-test"));
+    assert_pw_ok(pw_capture_set_meta(c, "text", "line one\nline two"));
+    return c;
+}
+
+static void test_usage(void **state)
+{
+    (void)state;
+    assert_int_equal(run_cli("--help"), 0);
+    assert_non_null(strstr(g_out, "stats"));
+    assert_int_equal(run_cli("--version"), 0);
+    assert_non_null(strstr(g_out, pw_version_string()));
+    assert_int_equal(run_cli(""), 2);
+    assert_int_equal(run_cli("frobnicate"), 2);
+    assert_non_null(strstr(g_err, "frobnicate"));
+    assert_int_equal(run_cli("--bogus"), 2);
+    assert_int_equal(run_cli("stats --help"), 0);
+    assert_non_null(strstr(g_out, "--window"));
+    assert_int_equal(run_cli("help stats"), 0);
+    assert_non_null(strstr(g_out, "--window"));
+    assert_int_equal(run_cli("stats"), 2);
+    assert_int_equal(run_cli("stats --window abc x.safetensors"), 2);
+    assert_non_null(strstr(g_err, "--window"));
+    assert_int_equal(run_cli("stats --window -3 x.safetensors"), 2);
+    assert_int_equal(run_cli("stats --window"), 2);
+    assert_int_equal(run_cli("stats --group-size 9 x.safetensors"), 2);
+    assert_int_equal(run_cli("stats --frob x.safetensors"), 2);
+}
+
+static void test_bad_files(void **state)
+{
+    (void)state;
+    assert_int_equal(run_cli("stats missing.safetensors"), 1);
+    assert_non_null(strstr(g_err, "missing.safetensors"));
+    assert_int_equal(run_cli("stats --json missing.safetensors"), 1);
+
+    char bad[160], args[512];
+    snprintf(bad, sizeof bad, "%s/bad.safetensors", g_dir);
+    FILE *f = fopen(bad, "wb");
+    assert_non_null(f);
+    const unsigned char header[8] = {12, 0, 0, 0, 0, 0, 0, 0};
+    fwrite(header, 1, 8, f);
+    fputs("{\"a\":[1,2", f); /* 9 of the 12 announced bytes: truncated */
+    fclose(f);
+    snprintf(args, sizeof args, "stats '%s'", bad);
+    assert_int_equal(run_cli(args), 1);
+    assert_non_null(strstr(g_err, bad));
+    assert_non_null(strstr(g_err, "truncated"));
+
+    f = fopen(bad, "wb");
+    fwrite(header, 1, 8, f);
+    fputs("{\"a\":[1,2]  ", f); /* 12 bytes of broken JSON */
+    fclose(f);
+    assert_int_equal(run_cli(args), 1);
+    assert_non_null(strstr(g_err, bad));
+    assert_non_null(strstr(g_err, "JSON"));
+
+    /* A good file next to a bad one: the good one is reported, the exit status is 1, and
+     * the JSON document still parses and lists the error. */
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0xbad);
+    pw_capture_t *c = overlap_capture(&rng);
+    char good[160];
+    snprintf(good, sizeof good, "%s/a.safetensors", g_dir);
+    assert_pw_ok(pw_capture_write(good, c, 0));
+    pw_capture_free(c);
+    snprintf(args, sizeof args, "stats --json '%s' '%s'", good, bad);
+    assert_int_equal(run_cli(args), 1);
+    cJSON *doc = cJSON_Parse(g_out);
+    assert_non_null(doc);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(doc, "files")), 1);
+    cJSON *errors = cJSON_GetObjectItem(doc, "errors");
+    assert_int_equal(cJSON_GetArraySize(errors), 1);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(errors, 0), "path")->valuestring,
+                        bad);
+    cJSON_Delete(doc);
+}
+
+static int64_t json_int(const cJSON *obj, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    assert_non_null(v);
+    assert_true(cJSON_IsNumber(v));
+    return (int64_t)v->valuedouble;
+}
+
+static void assert_stats_match(const cJSON *g, const pw_union_stats_t *s, int64_t identity_visits)
+{
+    assert_int_equal(json_int(g, "queries"), s->queries);
+    assert_int_equal(json_int(g, "groups"), s->groups);
+    assert_int_equal(json_int(g, "selections"), s->selections);
+    assert_int_equal(json_int(g, "union_visits"), s->union_visits);
+    assert_int_equal(json_int(g, "c4"), s->c4);
+    const double rho = cJSON_GetObjectItem(g, "rho_q")->valuedouble;
+    assert_true(fabs(rho - (double)s->selections / (double)s->union_visits) < 1e-9);
+    const double red = cJSON_GetObjectItem(g, "reduction_pct")->valuedouble;
+    assert_true(fabs(red - 100.0 * (double)(identity_visits - s->union_visits) /
+                               (double)identity_visits) < 1e-9);
+}
+
+/* stats --json on two captures: every number equals the library's. */
+static void test_json_totals(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed);
+    pw_capture_t *caps[2];
+    char paths[2][160];
+    for (int f = 0; f < 2; f++) {
+        caps[f] = overlap_capture(&rng);
+        snprintf(paths[f], sizeof paths[f], "%s/%c.safetensors", g_dir, 'a' + f);
+        assert_pw_ok(pw_capture_write(paths[f], caps[f], f == 1 ? PW_CAPTURE_WRITE_TOPK_I16 : 0));
+    }
+    char args[512];
+    snprintf(args, sizeof args, "stats --json --window 32 --window 64,128 '%s' '%s'", paths[0],
+             paths[1]);
+    assert_int_equal(run_cli(args), 0);
+    cJSON *doc = cJSON_Parse(g_out);
+    assert_non_null(doc);
+    assert_int_equal(json_int(doc, "group_size"), 8);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(doc, "windows")), 3);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(doc, "errors")), 0);
+    const cJSON *files = cJSON_GetObjectItem(doc, "files");
+    assert_int_equal(cJSON_GetArraySize(files), 2);
+
+    /* identity, then greedy and guarded for W = 32, 64, 128 */
+    const int windows[3] = {32, 64, 128};
+    pw_grouping_t configs[7];
+    const pw_grouping_t base = PW_GROUPING_INIT;
+    for (int i = 0; i < 7; i++) configs[i] = base;
+    configs[0].mode = PW_REGROUP_IDENTITY;
+    configs[0].window = 0;
+    for (int w = 0; w < 3; w++) {
+        configs[1 + 2 * w].mode = PW_REGROUP_GREEDY;
+        configs[2 + 2 * w].mode = PW_REGROUP_GUARDED;
+        configs[1 + 2 * w].window = configs[2 + 2 * w].window = windows[w];
+    }
+    pw_union_stats_t all[7];
+    memset(all, 0, sizeof all);
+    int regroup_helped = 0;
+    for (int f = 0; f < 2; f++) {
+        const cJSON *fo = cJSON_GetArrayItem(files, f);
+        assert_string_equal(cJSON_GetObjectItem(fo, "path")->valuestring, paths[f]);
+        assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(fo, "metadata"), "text")
+                                ->valuestring,
+                            "line one\nline two");
+        const pw_problem_t *p = &caps[f]->problem;
+        const pw_requests_t rq = pw_capture_requests(caps[f]);
+        const cJSON *total = cJSON_GetObjectItem(cJSON_GetObjectItem(fo, "total"), "groupings");
+        const cJSON *heads = cJSON_GetObjectItem(fo, "kv_heads");
+        assert_int_equal(cJSON_GetArraySize(total), 7);
+        assert_int_equal(cJSON_GetArraySize(heads), 2);
+        pw_union_stats_t t[7], per_head[7][2];
+        for (int c = 0; c < 7; c++)
+            assert_pw_ok(pw_ref_grouping_stats(p, caps[f]->topk_ids, &rq, &configs[c], &t[c],
+                                               per_head[c]));
+        assert_true(t[0].selections > 0 && t[0].union_visits > 0); /* not an empty case */
+        for (int c = 0; c < 7; c++) {
+            assert_stats_match(cJSON_GetArrayItem(total, c), &t[c], t[0].union_visits);
+            for (int h = 0; h < 2; h++) {
+                const cJSON *hg = cJSON_GetObjectItem(cJSON_GetArrayItem(heads, h), "groupings");
+                assert_stats_match(cJSON_GetArrayItem(hg, c), &per_head[c][h],
+                                   per_head[0][h].union_visits);
+            }
+            all[c].queries += t[c].queries;
+            all[c].groups += t[c].groups;
+            all[c].selections += t[c].selections;
+            all[c].union_visits += t[c].union_visits;
+            all[c].c4 += t[c].c4;
+            if (c > 0 && t[c].union_visits < t[0].union_visits) regroup_helped = 1;
+        }
+    }
+    assert_true(regroup_helped); /* the workload is one where regrouping matters */
+    const cJSON *total = cJSON_GetObjectItem(doc, "total");
+    assert_int_equal(json_int(total, "files"), 2);
+    const cJSON *groupings = cJSON_GetObjectItem(total, "groupings");
+    for (int c = 0; c < 7; c++)
+        assert_stats_match(cJSON_GetArrayItem(groupings, c), &all[c], all[0].union_visits);
+    cJSON_Delete(doc);
+
+    /* The text report of the same files. */
+    snprintf(args, sizeof args, "stats '%s' '%s'", paths[0], paths[1]);
+    assert_int_equal(run_cli(args), 0);
+    assert_non_null(strstr(g_out, paths[0]));
+    assert_non_null(strstr(g_out, "guarded W128"));
+    assert_non_null(strstr(g_out, "model=unit-test"));
+    assert_non_null(strstr(g_out, "all files (2 of 2 read)"));
+    assert_null(strstr(g_out, "line one\nline two")); /* provenance stays on one line */
+    for (int f = 0; f < 2; f++) pw_capture_free(caps[f]);
+}
+
+int main(int argc, char **argv)
+{
+    g_seed = pw_test_seed(argc, argv);
+    g_cli = getenv("PW_CLI");
+    if (!g_cli || !*g_cli) g_cli = PW_CLI_PATH;
+    if (access(g_cli, X_OK) != 0) {
+        printf("pageweaver binary '%s' not found or not executable\n", g_cli);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_usage),
+        cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_json_totals),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,21 @@
+/* pageweaver command-line tool: one file per subcommand, main.c dispatches.
+ * To add a subcommand: write tools/cli/<name>.c with `int pw_cli_<name>(int argc, char **argv)`
+ * (argv[0] is the subcommand name; it handles its own --help), declare it below, and add
+ * one line to the command table in main.c. */
+#ifndef PW_CLI_H
+#define PW_CLI_H
+
+/* Exit codes shared by every subcommand. */
+enum {
+    PW_CLI_OK = 0,        /* success */
+    PW_CLI_BAD_INPUT = 1, /* a file could not be read, is malformed, or a computation failed */
+    PW_CLI_USAGE = 2      /* bad command line */
+};
+
+/* Parses a whole decimal integer in [lo, hi]; returns 1 on success. */
+int pw_cli_parse_long(const char *text, long lo, long hi, long *out);
+
+/* pageweaver stats [--json] [--window W]... [--group-size G] FILE... (tools/cli/stats.c) */
+int pw_cli_stats(int argc, char **argv);
+
+#endif
