@@ -1,0 +1,684 @@
+/* attention.cu — the sparse attention kernels of SPEC §4 on sm_90a.
+ *
+ *   Union8    (paper §4.2-4.3): a 2-CTA cluster per 8-slot group and KV head. CTA r owns
+ *             slots 4r..4r+3 = 64 rows (4 queries x 16 heads), one M64 wgmma tile. CTA 0's
+ *             thread 0 multicasts each union page's K and V tiles (16 KiB each) into
+ *             both CTAs; kStages slots per CTA; "page landed" (full) and "slot released by
+ *             both CTAs" (empty, in CTA 0) are separate barriers.
+ *   Union4:   the same arithmetic, one CTA per 4-slot half of the 8-slot group, walking
+ *             only the pages its half selected.
+ *   PerQuery: one CTA per (query, KV head), rows 0..15 used; walks the query's own Top-K
+ *             row (the design of SGLang's native SM90 sparse prefill).
+ *
+ * Arithmetic (SPEC §4, mirrored by pw_ref_attention(PW_REF_FP8_EMULATE)):
+ *   q_scale = amax|q_row| / 448, q8 = e4m3(q / q_scale); scores from the FP8 QK wgmma,
+ *   x = acc * q_scale * k_scale * s, kept in log2 units; FP32 running max m and sum l;
+ *   per page, p = 2^(x - m), p8 = e4m3(256 p), the page's PV is computed into a freshly
+ *   zeroed accumulator (scale-d = 0) and added in FP32 registers to O, for member rows
+ *   only, after O *= 2^(m_old - m_new). o = O * v_scale / (256 l), BF16; LSE = m + ln l.
+ *   Each row sees exactly its own pages in ascending order, so O and LSE are bitwise the
+ *   same whichever group a query executes in.
+ *
+ * Layouts: a warp of the consumer warpgroup owns accumulator rows 16w..16w+15, i.e. one
+ * query slot (rows are slot*16 + head), so member and causal masks are warp-uniform.
+ * The PV reduction axis ("position") is a fixed permutation of the page's 128 tokens,
+ * chosen so that both P (written from the QK accumulator) and V^T (transposed from the
+ * TMA tile) are written with 4-byte stores and no shuffles:
+ *   token t = 16a + 8b + 2q + e  <->  position 16a + 4q + 2b + e   (a<8, b<2, q<4, e<2).
+ */
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "attention_config.cuh"
+#include "ptx.cuh"
+#include "pw_internal.h"
+#include <string.h>
+
+namespace pw {
+
+/* Byte offset of 16-byte chunk `chunk` of row `row` in a 128B-swizzled tile of 128-byte rows. */
+static __device__ __forceinline__ uint32_t sw128(uint32_t row, uint32_t chunk)
+{
+    return row * 128u + ((chunk ^ (row & 7u)) << 4);
+}
+
+/* The per-CTA page list: the pages this CTA walks (ascending logical id), their physical
+ * pages and the member bits of this CTA's 4 slots. Pages whose physical id is outside the
+ * cache are dropped (and counted). Every CTA of a cluster builds the same page sequence. */
+template <int VARIANT>
+static __device__ void build_page_list(SmemPlan &sm, const AttentionParams &p, int kv_head,
+                                       int64_t group, int half, int request, int32_t query_row,
+                                       int64_t query_limit, int union_size)
+{
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    int32_t logical = -1;
+    uint32_t members = 0; // this CTA's 4 slot bits
+    if (VARIANT == kPerQuery) {
+        // The query's own Top-K row: valid ids (SPEC §1), distinct, ascending.
+        if (tid < kTopK) {
+            const int32_t *row = p.topk_ids + ((int64_t)kv_head * p.num_tokens + query_row) * kTopK;
+            const int32_t id = row[tid];
+            const bool valid = id >= 0 && (int64_t)id <= query_limit / kPageSize;
+            bool first = valid;
+            for (int k = 0; k < tid; k++) first = first && row[k] != id;
+            if (first) {
+                logical = id;
+                members = 1u;
+            }
+        }
+    } else {
+        if (tid < union_size) {
+            const int64_t base = ((int64_t)kv_head * p.max_groups + group) * p.union_capacity;
+            logical = p.union_pages[base + tid];
+            members = (p.member_masks[base + tid] >> (4 * half)) & 0xFu;
+            if (VARIANT == kUnion4 && members == 0) logical = -1; // Union4 skips its half's non-pages
+        }
+    }
+    int32_t physical = -1;
+    if (logical >= 0) {
+        physical = p.page_table[(int64_t)request * p.page_table_stride + logical];
+        if (physical < 0 || (int64_t)physical >= p.num_cache_pages) {
+            // Invalid physical page: never read, contributes nothing, counted once per
+            // (query, KV head, page) by the CTA that owns the query.
+            if (p.bad_page_count && members) atomicAdd(p.bad_page_count, (uint32_t)__popc(members));
+            logical = -1;
+        }
+    }
+    // Order-preserving compaction of the kept entries.
+    const bool keep = logical >= 0;
+    const uint32_t ballot = __ballot_sync(0xffffffffu, keep);
+    if (lane == 0) sm.warp_count[warp] = __popc(ballot);
+    __syncthreads();
+    int offset = 0;
+    for (int w = 0; w < warp; w++) offset += sm.warp_count[w];
+    if (keep) {
+        const int at = offset + __popc(ballot & ((1u << lane) - 1u));
+        sm.page_logical[at] = logical;
+        sm.page_physical[at] = physical;
+        sm.page_members[at] = (uint8_t)members;
+    }
+    if (tid == 0) {
+        int total = 0;
+        for (int w = 0; w < kThreads / 32; w++) total += sm.warp_count[w];
+        sm.num_pages = total;
+    }
+    // For the per-query variant the kept ids are distinct but not yet sorted: sort the (at
+    // most 16) entries by rank after the barrier.
+    __syncthreads();
+    if (VARIANT == kPerQuery) {
+        const int n = sm.num_pages;
+        int32_t my_page = -1, my_phys = -1;
+        int rank = 0;
+        if (tid < n) {
+            my_page = sm.page_logical[tid];
+            my_phys = sm.page_physical[tid];
+            for (int k = 0; k < n; k++) rank += sm.page_logical[k] < my_page;
+        }
+        __syncthreads();
+        if (tid < n) {
+            sm.page_logical[rank] = my_page;
+            sm.page_physical[rank] = my_phys;
+            sm.page_members[rank] = 1;
+        }
+        __syncthreads();
+    }
+}
+
+/* Quantises this CTA's 64 Q rows to FP8 into sm.q (per-row scale, SPEC §4) and stores the
+ * per-row score factor. Consumer threads only. query_rows[w]: original row of slot w, or
+ * -1 for an empty slot (its Q rows are zero). */
+static __device__ void quantize_q(SmemPlan &sm, const AttentionParams &p, int kv_head,
+                                  const int32_t (&query_rows)[kSlotsPerCta], float score_scale)
+{
+    const int tid = threadIdx.x;
+    const int sub = tid % 16;   // 16 threads per row, 8 bf16 each
+    const int row_in_pass = tid / 16;
+#pragma unroll 1
+    for (int pass = 0; pass < kRows / 8; pass++) {
+        const int row = pass * 8 + row_in_pass;
+        const int slot = row / kHeadsPerKv, head = row % kHeadsPerKv;
+        int32_t n = -1;
+#pragma unroll
+        for (int w = 0; w < kSlotsPerCta; w++) n = w == slot ? query_rows[w] : n;
+        uint4 raw = make_uint4(0, 0, 0, 0);
+        if (n >= 0) {
+            const uint16_t *src = p.q + (int64_t)n * p.q_stride +
+                                  ((int64_t)kv_head * kHeadsPerKv + head) * kHeadDim + sub * 8;
+            raw = __ldg(reinterpret_cast<const uint4 *>(src));
+        }
+        float v[8];
+        const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            v[2 * k] = __uint_as_float(w[k] << 16);
+            v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+        }
+        float amax = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; k++) amax = fmaxf(amax, fabsf(v[k]));
+#pragma unroll
+        for (int off = 8; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+        const float q_scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+        uint32_t packed[2];
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            const uint16_t lo = cvt_e4m3x2_rn_satfinite(__fdiv_rn(v[4 * k], q_scale),
+                                                        __fdiv_rn(v[4 * k + 1], q_scale));
+            const uint16_t hi = cvt_e4m3x2_rn_satfinite(__fdiv_rn(v[4 * k + 2], q_scale),
+                                                        __fdiv_rn(v[4 * k + 3], q_scale));
+            packed[k] = (uint32_t)lo | ((uint32_t)hi << 16);
+        }
+        st_shared_v2_u32(smem_u32(sm.q) + sw128(row, sub / 2) + (sub % 2) * 8, packed[0], packed[1]);
+        if (sub == 0) sm.row_factor[row] = n >= 0 ? q_scale * score_scale : 0.0f;
+    }
+}
+
+/* V tile [token][d] (TMA layout) -> sm.vt [d][position] with the position permutation of
+ * the file comment. Consumer threads only. */
+static __device__ __forceinline__ void transpose_v(uint32_t vt, uint32_t v)
+{
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const uint32_t a = lane / 4, q = lane % 4;
+    const uint32_t t0 = 16 * a + 2 * q; // tokens t0, t0+1, t0+8, t0+9 -> one 4-byte word
+#pragma unroll
+    for (int cc = 0; cc < 2; cc++) {
+        const uint32_t chunk = 2 * warp + cc; // d = 16*chunk .. 16*chunk+15
+        const uint4 r0 = ld_shared_v4_u32(v + sw128(t0, chunk));
+        const uint4 r1 = ld_shared_v4_u32(v + sw128(t0 + 1, chunk));
+        const uint4 r2 = ld_shared_v4_u32(v + sw128(t0 + 8, chunk));
+        const uint4 r3 = ld_shared_v4_u32(v + sw128(t0 + 9, chunk));
+        const uint32_t w0[4] = {r0.x, r0.y, r0.z, r0.w}, w1[4] = {r1.x, r1.y, r1.z, r1.w};
+        const uint32_t w2[4] = {r2.x, r2.y, r2.z, r2.w}, w3[4] = {r3.x, r3.y, r3.z, r3.w};
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const uint32_t x0 = __byte_perm(w0[u], w1[u], 0x5140), x1 = __byte_perm(w0[u], w1[u], 0x7362);
+            const uint32_t y0 = __byte_perm(w2[u], w3[u], 0x5140), y1 = __byte_perm(w2[u], w3[u], 0x7362);
+            const uint32_t out[4] = {__byte_perm(x0, y0, 0x5410), __byte_perm(x0, y0, 0x7632),
+                                     __byte_perm(x1, y1, 0x5410), __byte_perm(x1, y1, 0x7632)};
+#pragma unroll
+            for (int dd = 0; dd < 4; dd++) {
+                const uint32_t d = 16 * chunk + 4 * u + dd;
+                st_shared_u32(vt + sw128(d, a) + 4 * q, out[dd]);
+            }
+        }
+    }
+}
+
+/* CTA 0's thread 0: load page `i` of the page list (K and V tiles of this KV head) into
+ * stage `s` of every CTA of the cluster. */
+template <int CLUSTER>
+static __device__ __forceinline__ void issue_page_load(SmemPlan &sm, const AttentionParams &p, int i, int s,
+                                                       int kv_head, uint64_t l2_policy)
+{
+    const int32_t page = sm.page_physical[i];
+    if (CLUSTER == 2) {
+        tma_load_4d_multicast(sm.kv[s][0], &p.k_map, &sm.full[s], 0x3, 0, kv_head, 0, page, l2_policy);
+        tma_load_4d_multicast(sm.kv[s][1], &p.v_map, &sm.full[s], 0x3, 0, kv_head, 0, page, l2_policy);
+    } else {
+        tma_load_4d(sm.kv[s][0], &p.k_map, &sm.full[s], 0, kv_head, 0, page, l2_policy);
+        tma_load_4d(sm.kv[s][1], &p.v_map, &sm.full[s], 0, kv_head, 0, page, l2_policy);
+    }
+}
+
+template <int VARIANT>
+__global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __grid_constant__ AttentionParams p)
+{
+    constexpr int kCluster = VARIANT == kUnion8 ? 2 : 1;
+    extern __shared__ uint8_t smem_raw[];
+    SmemPlan &sm = *reinterpret_cast<SmemPlan *>(
+        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const uint32_t rank = kCluster == 2 ? cluster_ctarank() : 0;
+
+    // ---- which work this CTA owns -------------------------------------------------------
+    int kv_head, half = 0, request = 0, num_members = 0, union_size = 0;
+    int64_t group = 0;
+    int32_t query_rows[kSlotsPerCta] = {-1, -1, -1, -1};
+    if (VARIANT == kPerQuery) {
+        kv_head = blockIdx.x / p.num_tokens;
+        query_rows[0] = blockIdx.x % p.num_tokens;
+        int lo = 0, hi = p.num_requests - 1; // request r with cu[r] <= n < cu[r+1]
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) / 2;
+            if (p.cu_seqlens_q[mid] <= query_rows[0]) lo = mid; else hi = mid - 1;
+        }
+        request = lo;
+        num_members = 1;
+    } else {
+        const int64_t item = blockIdx.x / 2;
+        half = VARIANT == kUnion8 ? (int)rank : (int)(blockIdx.x % 2);
+        kv_head = (int)(item / p.max_groups);
+        group = item % p.max_groups;
+        if (group >= p.num_groups[kv_head]) return; // both CTAs of a cluster agree
+        const pw_group_desc_t g = p.groups[(int64_t)kv_head * p.max_groups + group];
+        request = g.request;
+        num_members = g.num_members;
+        union_size = g.union_size;
+        if (VARIANT == kUnion4 && num_members <= 4 * half) return; // empty half, no cluster peer
+        for (int w = 0; w < kSlotsPerCta; w++) {
+            const int slot = 4 * half + w;
+            if (slot < num_members)
+                query_rows[w] = p.perm[(int64_t)kv_head * p.num_tokens + g.slot_begin + slot];
+        }
+    }
+    const int32_t cu_begin = p.cu_seqlens_q[request];
+    const int64_t prefix = p.prefix_lens[request], kv_len = p.kv_lens[request];
+    // Last visible token of each slot's query: min(c, L - 1) (SPEC §1).
+    int64_t limits[kSlotsPerCta];
+#pragma unroll
+    for (int w = 0; w < kSlotsPerCta; w++) {
+        const int64_t c = prefix + (query_rows[w] - cu_begin);
+        limits[w] = query_rows[w] >= 0 ? (c < kv_len - 1 ? c : kv_len - 1) : -1;
+    }
+
+    if (tid == 0) {
+        for (int s = 0; s < kStages; s++) {
+            mbarrier_init(&sm.full[s], 1);
+            mbarrier_init(&sm.empty[s], kCluster);
+        }
+        fence_mbarrier_init_release_cluster();
+    }
+    build_page_list<VARIANT>(sm, p, kv_head, group, half, request, query_rows[0], limits[0],
+                             union_size); // ends with __syncthreads
+    if (kCluster == 2) {
+        barrier_cluster_arrive_release();
+        barrier_cluster_wait_acquire();
+    }
+    const int num_pages = sm.num_pages;
+    const bool producer = tid == 0 && (kCluster == 1 || rank == 0); // issues the TMA loads
+    uint64_t keep_kv = 0;
+    // Thread 0 of every CTA arms its own full barriers (each CTA's barrier needs its own
+    // expect-tx, also for multicast copies issued by CTA 0); CTA 0 issues the first loads.
+    if (tid == 0) {
+        if (producer) {
+            prefetch_tensormap(&p.k_map);
+            prefetch_tensormap(&p.v_map);
+            keep_kv = createpolicy_evict_last();
+        }
+        for (int i = 0; i < kStages && i < num_pages; i++) {
+            mbarrier_arrive_expect_tx(&sm.full[i], kStageTxBytes);
+            if (producer) issue_page_load<kCluster>(sm, p, i, i, kv_head, keep_kv);
+        }
+    }
+    {
+        // ---- consumer warpgroup ----------------------------------------------------------
+        const float k_scale = *p.k_scale, v_scale = *p.v_scale;
+        const float log2e = 1.4426950408889634f;
+        quantize_q(sm, p, kv_head, query_rows, k_scale * p.softmax_scale * log2e);
+        fence_proxy_async_shared_cta();
+        __syncthreads();
+
+        int32_t my_row = -1; // constant-index selects: a run-time index would put the
+        int64_t my_limit = -1; // arrays in local memory
+#pragma unroll
+        for (int w = 0; w < kSlotsPerCta; w++) {
+            if (w == warp) {
+                my_row = query_rows[w];
+                my_limit = limits[w];
+            }
+        }
+        const uint32_t q = lane % 4;
+        const int r0 = 16 * warp + lane / 4; // accumulator rows r0 and r0 + 8
+        const float f0 = sm.row_factor[r0], f1 = sm.row_factor[r0 + 8];
+        float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+        float o[64];
+        float acc[64];
+#pragma unroll
+        for (int i = 0; i < 64; i++) o[i] = 0.0f;
+        const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q);
+        const uint64_t desc_p = wgmma_desc_k_major_sw128(sm.p);
+        const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt);
+        const uint32_t vt_addr = smem_u32(sm.vt), p_addr = smem_u32(sm.p);
+
+#pragma unroll 1
+        for (int i = 0; i < num_pages; i++) {
+            const int s = i % kStages;
+            mbarrier_wait_parity(&sm.full[s], (i / kStages) & 1);
+            // Phase (i / kStages) of full[s] is complete: arm the next one (page i + kStages)
+            // before CTA 0 can issue its load.
+            if (tid == 0 && i + kStages < num_pages) mbarrier_arrive_expect_tx(&sm.full[s], kStageTxBytes);
+            const uint32_t members = sm.page_members[i];
+            if (members != 0) { // CTA-uniform: skip pages none of this CTA's slots selected
+                const uint64_t desc_k = wgmma_desc_k_major_sw128(sm.kv[s][0]);
+                wgmma_fence_operand(acc);
+                wgmma_fence();
+#pragma unroll
+                for (int kb = 0; kb < kHeadDim / 32; kb++)
+                    wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, kb > 0);
+                wgmma_commit_group();
+                transpose_v(vt_addr, smem_u32(sm.kv[s][1])); // overlaps the QK wgmma
+                wgmma_wait_group<0>();
+                wgmma_fence_operand(acc);
+
+                const bool member = (members >> warp) & 1u; // warp-uniform
+                float alpha0 = 1.0f, alpha1 = 1.0f;
+                if (member) {
+                    const int64_t lim = my_limit - (int64_t)sm.page_logical[i] * kPageSize;
+                    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+                    for (int b = 0; b < 16; b++) {
+#pragma unroll
+                        for (int e = 0; e < 2; e++) {
+                            const int col = 8 * b + 2 * q + e;
+                            const bool vis = col <= lim;
+                            acc[4 * b + e] = vis ? acc[4 * b + e] * f0 : -INFINITY;
+                            acc[4 * b + 2 + e] = vis ? acc[4 * b + 2 + e] * f1 : -INFINITY;
+                            mx0 = fmaxf(mx0, acc[4 * b + e]);
+                            mx1 = fmaxf(mx1, acc[4 * b + 2 + e]);
+                        }
+                    }
+                    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+                    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+                    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+                    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+                    // A member page always holds a visible token, so mx is finite.
+                    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+                    alpha0 = ex2_approx(m0 - mn0); // m = -inf on the first page: alpha = 0
+                    alpha1 = ex2_approx(m1 - mn1);
+                    m0 = mn0;
+                    m1 = mn1;
+                    float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+                    for (int k = 0; k < 64; k++) {
+                        const bool first_row = (k % 4) < 2;
+                        const float pk = ex2_approx(acc[k] - (first_row ? mn0 : mn1));
+                        acc[k] = pk;
+                        if (first_row) s0 += pk; else s1 += pk;
+                    }
+                    s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+                    s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+                    s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+                    s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+                    l0 = fmaf(l0, alpha0, s0);
+                    l1 = fmaf(l1, alpha1, s1);
+                    // P words: row r, position 16a + 4q .. +3 = tokens 16a+2q, +1, 16a+8+2q, +1.
+#pragma unroll
+                    for (int a = 0; a < 8; a++) {
+                        const uint32_t w0 = (uint32_t)cvt_e4m3x2_rn_satfinite(256.0f * acc[8 * a + 0], 256.0f * acc[8 * a + 1]) |
+                                            ((uint32_t)cvt_e4m3x2_rn_satfinite(256.0f * acc[8 * a + 4], 256.0f * acc[8 * a + 5]) << 16);
+                        const uint32_t w1 = (uint32_t)cvt_e4m3x2_rn_satfinite(256.0f * acc[8 * a + 2], 256.0f * acc[8 * a + 3]) |
+                                            ((uint32_t)cvt_e4m3x2_rn_satfinite(256.0f * acc[8 * a + 6], 256.0f * acc[8 * a + 7]) << 16);
+                        st_shared_u32(p_addr + sw128(r0, a) + 4 * q, w0);
+                        st_shared_u32(p_addr + sw128(r0 + 8, a) + 4 * q, w1);
+                    }
+                }
+                fence_proxy_async_shared_cta(); // P and V^T (generic stores) -> wgmma
+                __syncthreads();
+                wgmma_fence_operand(acc);
+                wgmma_fence();
+#pragma unroll
+                for (int kb = 0; kb < kPageSize / 32; kb++)
+                    wgmma_m64n128k32_f32_e4m3_ss(acc, desc_p + 2 * kb, desc_vt + 2 * kb, kb > 0);
+                wgmma_commit_group();
+                wgmma_wait_group<0>();
+                wgmma_fence_operand(acc);
+                if (member) {
+#pragma unroll
+                    for (int k = 0; k < 64; k++) o[k] = fmaf(o[k], (k % 4) < 2 ? alpha0 : alpha1, acc[k]);
+                }
+            }
+            // Every thread is done with slot s (wgmma reads waited, V^T reads done): release
+            // it (to CTA 0's empty barrier for a cluster). CTA 0 refills it with page
+            // i + kStages once both CTAs released it.
+            __syncthreads();
+            if (tid == 0) {
+                if (kCluster == 2) mbarrier_arrive_cluster(&sm.empty[s], 0);
+                else mbarrier_arrive(&sm.empty[s]);
+                if (producer && i + kStages < num_pages) {
+                    if (kCluster == 2) mbarrier_wait_parity_cluster(&sm.empty[s], (i / kStages) & 1);
+                    else mbarrier_wait_parity(&sm.empty[s], (i / kStages) & 1);
+                    issue_page_load<kCluster>(sm, p, i + kStages, s, kv_head, keep_kv);
+                }
+            }
+        }
+
+        // ---- epilogue: o = O * v_scale / (256 l), BF16, straight to the original row -----
+        if (my_row >= 0) {
+            const int head0 = lane / 4, head1 = head0 + 8;
+            const float inv0 = l0 > 0.0f ? v_scale / (256.0f * l0) : 0.0f;
+            const float inv1 = l1 > 0.0f ? v_scale / (256.0f * l1) : 0.0f;
+            uint16_t *out0 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head0) * kHeadDim;
+            uint16_t *out1 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head1) * kHeadDim;
+#pragma unroll
+            for (int b = 0; b < 16; b++) {
+                const int col = 8 * b + 2 * q;
+                const __nv_bfloat162 v0 = __floats2bfloat162_rn(o[4 * b] * inv0, o[4 * b + 1] * inv0);
+                const __nv_bfloat162 v1 = __floats2bfloat162_rn(o[4 * b + 2] * inv1, o[4 * b + 3] * inv1);
+                *reinterpret_cast<__nv_bfloat162 *>(out0 + col) = v0;
+                *reinterpret_cast<__nv_bfloat162 *>(out1 + col) = v1;
+            }
+            if (p.lse && q == 0) {
+                const float ln2 = 0.6931471805599453f;
+                float *lse = p.lse + (int64_t)my_row * (p.num_kv_heads * kHeadsPerKv) + (int64_t)kv_head * kHeadsPerKv;
+                lse[head0] = l0 > 0.0f ? (m0 + log2f(l0)) * ln2 : -INFINITY;
+                lse[head1] = l1 > 0.0f ? (m1 + log2f(l1)) * ln2 : -INFINITY;
+            }
+        }
+    }
+
+    // Neither CTA of a cluster may exit while the other can still arrive on its barriers
+    // or receive its multicast writes.
+    if (kCluster == 2) {
+        barrier_cluster_arrive_release();
+        barrier_cluster_wait_acquire();
+    }
+}
+
+} // namespace pw
+
+/* ------------------------------------------------------------------------------------ */
+/* Host side                                                                            */
+/* ------------------------------------------------------------------------------------ */
+namespace {
+
+typedef CUresult (*EncodeTiledFn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                  const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                  const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                  CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+/* cuTensorMapEncodeTiled from the driver, fetched at run time so that the library does not
+ * link libcuda (binaries then load, and skip cleanly, on machines without a driver). */
+pw_status_t get_encode_tiled(EncodeTiledFn *fn)
+{
+    static EncodeTiledFn cached = nullptr;
+    if (!cached) {
+        void *ptr = nullptr;
+        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000,
+                                                               cudaEnableDefault, &q);
+        if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !ptr)
+            return pw_fail(PW_ERROR_CUDA, "cuTensorMapEncodeTiled not found in the driver (%s)",
+                           cudaGetErrorString(e));
+        cached = reinterpret_cast<EncodeTiledFn>(ptr);
+    }
+    *fn = cached;
+    return PW_SUCCESS;
+}
+
+/* A cache [pages][P][Hkv][D] e4m3 as a 4-D tensor map (innermost first) with one page of
+ * one KV head (128 tokens x 128 bytes) per box, 128B-swizzled for the wgmma descriptors. */
+pw_status_t make_cache_map(CUtensorMap *map, const void *cache, const char *name, int64_t pages,
+                           int kv_heads, int64_t kv_stride)
+{
+    EncodeTiledFn encode = nullptr;
+    PW_TRY(get_encode_tiled(&encode));
+    const cuuint64_t dims[4] = {(cuuint64_t)pw::kHeadDim, (cuuint64_t)kv_heads, (cuuint64_t)pw::kPageSize,
+                                (cuuint64_t)pages};
+    const cuuint64_t strides[3] = {(cuuint64_t)pw::kHeadDim, (cuuint64_t)kv_stride,
+                                   (cuuint64_t)kv_stride * pw::kPageSize};
+    const cuuint32_t box[4] = {(cuuint32_t)pw::kHeadDim, 1, (cuuint32_t)pw::kPageSize, 1};
+    const cuuint32_t elem[4] = {1, 1, 1, 1};
+    const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void *>(cache), dims,
+                              strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args.%s: cuTensorMapEncodeTiled failed (CUresult %d): pointer must be "
+                       "16-byte aligned, kv_stride a multiple of 16",
+                       name, (int)r);
+    return PW_SUCCESS;
+}
+
+pw_status_t check_device(void)
+{
+    int dev = 0, major = 0, minor = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return pw_fail(PW_ERROR_NO_DEVICE, "no usable CUDA device: %s", cudaGetErrorString(e));
+    }
+    if (major != 9)
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "the attention kernels need an sm_90 (Hopper) GPU; device %d is sm_%d%d", dev,
+                       major, minor);
+    return PW_SUCCESS;
+}
+
+template <int VARIANT> pw_status_t launch(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
+{
+    static bool configured = false; // the attribute is per function, set once
+    auto kernel = pw::sparse_attention_kernel<VARIANT>;
+    if (!configured) {
+        const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   (int)pw::kSmemBytes);
+        if (e != cudaSuccess)
+            return pw_fail(PW_ERROR_CUDA, "cudaFuncSetAttribute(max dynamic smem %zu): %s",
+                           pw::kSmemBytes, cudaGetErrorString(e));
+        configured = true;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid, 1, 1);
+    cfg.blockDim = dim3(pw::kThreads, 1, 1);
+    cfg.dynamicSmemBytes = pw::kSmemBytes;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    if (VARIANT == pw::kUnion8) {
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = 2;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+    }
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, params);
+    if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "attention kernel launch: %s", cudaGetErrorString(e));
+    const cudaError_t last = cudaGetLastError();
+    if (last != cudaSuccess)
+        return pw_fail(PW_ERROR_CUDA, "attention kernel launch: %s", cudaGetErrorString(last));
+    return PW_SUCCESS;
+}
+
+} // namespace
+
+extern "C" pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_args_t *args,
+                                          const pw_grouping_t *grouping, const int32_t *perm,
+                                          const pw_union_meta_t *meta, pw_kernel_t kernel,
+                                          pw_stream_t stream)
+{
+    PW_TRY(pw_problem_check(problem, NULL));
+    if (!args || args->struct_size < sizeof(pw_attention_args_t))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args is NULL or args.struct_size is too small "
+                                                  "(initialise with PW_ATTENTION_ARGS_INIT)");
+    if (kernel != PW_KERNEL_UNION8 && kernel != PW_KERNEL_UNION4 && kernel != PW_KERNEL_PER_QUERY)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "kernel is %d (not a pw_kernel_t)", (int)kernel);
+    if (problem->q_heads_per_kv != pw::kHeadsPerKv || problem->head_dim != pw::kHeadDim ||
+        problem->page_size != pw::kPageSize || problem->topk != pw::kTopK)
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "no GPU path for G=%d D=%d P=%d K=%d (supported: G=16 D=128 P=128 K=16)",
+                       problem->q_heads_per_kv, problem->head_dim, problem->page_size, problem->topk);
+    const pw_requests_t *rq = &args->requests;
+    if (!args->q || !args->k_cache || !args->v_cache || !args->k_scale || !args->v_scale || !args->o ||
+        !rq->cu_seqlens_q || !rq->prefix_lens || !rq->kv_lens || !rq->page_table)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args: q, k_cache, v_cache, k_scale, v_scale, o and the request arrays "
+                       "(cu_seqlens_q, prefix_lens, kv_lens, page_table) must not be NULL");
+    if (kernel == PW_KERNEL_PER_QUERY && !args->topk_ids)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.topk_ids is NULL (the per-query kernel reads it)");
+    if (args->o_dtype != PW_DTYPE_BFLOAT16)
+        return pw_fail(PW_ERROR_UNSUPPORTED, "args.o_dtype must be PW_DTYPE_BFLOAT16 on the GPU");
+    const int64_t hq_d = (int64_t)problem->num_kv_heads * problem->q_heads_per_kv * problem->head_dim;
+    const int64_t hkv_d = (int64_t)problem->num_kv_heads * problem->head_dim;
+    if (args->q_stride < hq_d || args->q_stride % 8 != 0 || ((uintptr_t)args->q & 15u) != 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args.q: stride %lld must be >= Hq*D = %lld and a multiple of 8 elements, "
+                       "pointer 16-byte aligned",
+                       (long long)args->q_stride, (long long)hq_d);
+    if (args->o_stride < hq_d || args->o_stride % 2 != 0 || ((uintptr_t)args->o & 3u) != 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args.o: stride %lld must be >= Hq*D = %lld and even, pointer 4-byte aligned",
+                       (long long)args->o_stride, (long long)hq_d);
+    if (args->kv_stride < hkv_d || args->kv_stride % 16 != 0 || ((uintptr_t)args->k_cache & 15u) != 0 ||
+        ((uintptr_t)args->v_cache & 15u) != 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args.kv_stride %lld must be >= Hkv*D = %lld and a multiple of 16; caches "
+                       "16-byte aligned",
+                       (long long)args->kv_stride, (long long)hkv_d);
+    if (problem->num_cache_pages < 1)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "problem.num_cache_pages must be >= 1");
+    if (rq->page_table_stride < problem->max_pages_per_request)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.requests.page_table_stride %lld < max_pages_per_request %d",
+                       (long long)rq->page_table_stride, problem->max_pages_per_request);
+    if (kernel != PW_KERNEL_PER_QUERY) {
+        if (!grouping || grouping->struct_size < sizeof(pw_grouping_t) || grouping->group_size != pw::kGroupSize)
+            return pw_fail(PW_ERROR_UNSUPPORTED, "the union kernels need grouping.group_size = 8");
+        if (!perm || !meta || !meta->num_groups || !meta->groups || !meta->union_pages || !meta->member_masks)
+            return pw_fail(PW_ERROR_INVALID_ARGUMENT, "perm and every meta buffer must be given for the union kernels");
+        if (meta->union_capacity < pw::kMaxUnion || meta->max_groups < pw_max_groups(problem, grouping))
+            return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                           "meta capacities too small: union_capacity %d (need >= %d), max_groups %lld "
+                           "(need >= %lld)",
+                           meta->union_capacity, pw::kMaxUnion, (long long)meta->max_groups,
+                           (long long)pw_max_groups(problem, grouping));
+    }
+    if (problem->num_tokens == 0) return PW_SUCCESS;
+    PW_TRY(check_device());
+
+    pw::AttentionParams params;
+    memset(&params, 0, sizeof params);
+    PW_TRY(make_cache_map(&params.k_map, args->k_cache, "k_cache", problem->num_cache_pages,
+                          problem->num_kv_heads, args->kv_stride));
+    PW_TRY(make_cache_map(&params.v_map, args->v_cache, "v_cache", problem->num_cache_pages,
+                          problem->num_kv_heads, args->kv_stride));
+    params.q = args->q;
+    params.q_stride = args->q_stride;
+    params.o = static_cast<uint16_t *>(args->o);
+    params.o_stride = args->o_stride;
+    params.lse = args->lse;
+    params.k_scale = args->k_scale;
+    params.v_scale = args->v_scale;
+    params.topk_ids = args->topk_ids;
+    params.cu_seqlens_q = rq->cu_seqlens_q;
+    params.prefix_lens = rq->prefix_lens;
+    params.kv_lens = rq->kv_lens;
+    params.page_table = rq->page_table;
+    params.page_table_stride = rq->page_table_stride;
+    params.num_tokens = problem->num_tokens;
+    params.num_requests = problem->num_requests;
+    params.num_kv_heads = problem->num_kv_heads;
+    params.num_cache_pages = problem->num_cache_pages;
+    params.softmax_scale = problem->softmax_scale > 0.0f ? problem->softmax_scale : 1.0f / sqrtf((float)problem->head_dim);
+    params.bad_page_count = args->bad_page_count;
+    if (kernel == PW_KERNEL_PER_QUERY) {
+        const int64_t grid = (int64_t)problem->num_tokens * problem->num_kv_heads;
+        if (grid > 0x7fffffff) return pw_fail(PW_ERROR_UNSUPPORTED, "N * Hkv = %lld CTAs exceeds the grid limit", (long long)grid);
+        return launch<pw::kPerQuery>(params, (unsigned)grid, stream);
+    }
+    params.perm = perm;
+    params.num_groups = meta->num_groups;
+    params.groups = meta->groups;
+    params.union_pages = meta->union_pages;
+    params.member_masks = meta->member_masks;
+    params.max_groups = meta->max_groups;
+    params.union_capacity = meta->union_capacity;
+    const int64_t grid = 2 * meta->max_groups * problem->num_kv_heads;
+    if (grid > 0x7fffffff) return pw_fail(PW_ERROR_UNSUPPORTED, "2 * groups * Hkv = %lld CTAs exceeds the grid limit", (long long)grid);
+    if (kernel == PW_KERNEL_UNION8) return launch<pw::kUnion8>(params, (unsigned)grid, stream);
+    return launch<pw::kUnion4>(params, (unsigned)grid, stream);
+}

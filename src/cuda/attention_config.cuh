@@ -1,0 +1,88 @@
+/* attention_config.cuh — tile constants, the shared-memory plan and the barrier plan of the
+ * sparse attention kernels (Union8, Union4, per-query). See docs/union8.md for the design
+ * and bench/NOTES.md for what each choice measured. */
+#ifndef PW_ATTENTION_CONFIG_CUH
+#define PW_ATTENTION_CONFIG_CUH
+
+#include <cuda.h>
+#include <stdint.h>
+
+#include "pageweaver.h"
+
+namespace pw {
+
+constexpr int kHeadDim = 128;        // D
+constexpr int kPageSize = 128;       // P, tokens per page
+constexpr int kTopK = 16;            // K
+constexpr int kHeadsPerKv = 16;      // G
+constexpr int kSlotsPerCta = 4;      // query positions per CTA: 4 x 16 heads = 64 rows
+constexpr int kRows = kSlotsPerCta * kHeadsPerKv; // 64 = one wgmma M64 tile
+constexpr int kGroupSize = 8;        // Union8 group
+constexpr int kMaxUnion = kGroupSize * kTopK; // 128 pages at most in one group's union
+constexpr int kStages = 2;           // KV double buffer (paper's choice)
+// One warpgroup does QK, softmax and PV ("the same warps execute QK, softmax, and PV",
+// paper Fig. 3); its thread 0 also issues the TMA loads. A separate producer warp was
+// tried first: 160 threads at 2 CTAs/SM cap registers at 168 and spill (ptxas -v), while
+// 128 threads get 255.
+constexpr int kThreads = 128;
+constexpr int kTileBytes = kPageSize * kHeadDim; // 16 KiB: one page of K (or V) for one KV head, FP8
+constexpr uint32_t kStageTxBytes = 2 * kTileBytes; // K + V of one page
+
+enum Variant { kUnion8 = 0, kUnion4 = 1, kPerQuery = 2 };
+
+/* Shared memory of one CTA. Tiles are 1024-byte aligned (128-byte swizzle atoms); the
+ * multicast copies land at the same offsets in both CTAs of a cluster. */
+struct __align__(1024) SmemPlan {
+    uint8_t kv[kStages][2][kTileBytes]; // [stage][K=0 / V=1][token][d], TMA 128B-swizzled
+    uint8_t vt[kTileBytes];             // V transposed: [d][position], 128B-swizzled
+    uint8_t q[kRows * kHeadDim];        // Q (FP8) [row][d], 128B-swizzled
+    uint8_t p[kRows * kPageSize];       // P (FP8, x256) [row][position], 128B-swizzled
+    uint64_t full[kStages];             // page landed in this CTA (tx-count barrier)
+    uint64_t empty[kStages];            // slot released by every consumer CTA (in CTA 0)
+    int32_t page_logical[kMaxUnion];    // the pages this CTA walks, ascending
+    int32_t page_physical[kMaxUnion];
+    uint8_t page_members[kMaxUnion];    // bit w: this CTA's slot w selected the page
+    float row_factor[kRows];            // q_scale * k_scale * softmax_scale * log2(e)
+    int32_t warp_count[kThreads / 32];
+    int32_t num_pages;
+};
+
+constexpr size_t kSmemBytes = sizeof(SmemPlan) + 1024; // + alignment slack of the dynamic base
+static_assert(kSmemBytes <= 227 * 1024, "shared-memory plan exceeds the sm_90 limit");
+static_assert(2 * kSmemBytes <= 228 * 1024, "two CTAs per SM no longer fit");
+
+/* Kernel parameters (by value; the tensor maps must stay in parameter space). */
+struct AttentionParams {
+    CUtensorMap k_map;               // k_cache as [pages][P][Hkv][D] e4m3, box [1][128][1][128]
+    CUtensorMap v_map;               // v_cache, same
+    const uint16_t *q;               // [N, Hq, D] bf16, row stride q_stride elements
+    int64_t q_stride;
+    uint16_t *o;                     // [N, Hq, D] bf16, row stride o_stride elements
+    int64_t o_stride;
+    float *lse;                      // [N, Hq] or NULL
+    const float *k_scale;            // device scalar
+    const float *v_scale;            // device scalar
+    const int32_t *topk_ids;         // [Hkv, N, K] (per-query variant)
+    const int32_t *cu_seqlens_q;     // [R+1]
+    const int32_t *prefix_lens;      // [R]
+    const int32_t *kv_lens;          // [R]
+    const int32_t *page_table;       // [R, page_table_stride]
+    int64_t page_table_stride;
+    const int32_t *perm;             // [Hkv, N] (union variants)
+    const int32_t *num_groups;       // [Hkv]
+    const pw_group_desc_t *groups;   // [Hkv, max_groups]
+    const int32_t *union_pages;      // [Hkv, max_groups, union_capacity]
+    const uint8_t *member_masks;     // [Hkv, max_groups, union_capacity]
+    int64_t max_groups;
+    int32_t union_capacity;
+    int32_t num_tokens;              // N
+    int32_t num_requests;            // R
+    int32_t num_kv_heads;            // Hkv
+    int64_t num_cache_pages;
+    float softmax_scale;
+    uint32_t *bad_page_count;        // device counter or NULL
+};
+
+} // namespace pw
+
+#endif

@@ -1,0 +1,260 @@
+/* ptx.cuh — one Hopper PTX instruction per function, named after the instruction, each
+ * with the PTX ISA section it comes from (PTX ISA 8.x / 9.0). Device code only. */
+#ifndef PW_PTX_CUH
+#define PW_PTX_CUH
+
+#include <cuda.h>
+#include <stdint.h>
+
+namespace pw {
+
+static __device__ __forceinline__ uint32_t smem_u32(const void *p)
+{
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/* ---- shared memory by 32-bit address (PTX ISA 9.7.9.8 ld, 9.7.9.9 st) ----------------
+ * 32-bit shared addresses instead of 64-bit generic pointers: loop-invariant addresses the
+ * compiler hoists then cost one register each, not two. */
+static __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v)
+{
+    asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+
+static __device__ __forceinline__ void st_shared_v2_u32(uint32_t addr, uint32_t a, uint32_t b)
+{
+    asm volatile("st.shared.v2.u32 [%0], {%1, %2};" ::"r"(addr), "r"(a), "r"(b) : "memory");
+}
+
+static __device__ __forceinline__ uint4 ld_shared_v4_u32(uint32_t addr)
+{
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(addr)
+                 : "memory");
+    return v;
+}
+
+/* ---- mbarrier (PTX ISA 9.7.13.15) ------------------------------------------------- */
+static __device__ __forceinline__ void mbarrier_init(uint64_t *bar, uint32_t count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count)
+                 : "memory");
+}
+
+/* fence.mbarrier_init (PTX ISA 9.7.13.4): makes barrier inits visible cluster-wide. */
+static __device__ __forceinline__ void fence_mbarrier_init_release_cluster()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+static __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t *bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
+                 "r"(bytes)
+                 : "memory");
+}
+
+static __device__ __forceinline__ void mbarrier_arrive(uint64_t *bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+
+/* mapa + mbarrier.arrive.release.cluster: arrive on the barrier at the same shared-memory
+ * offset in CTA `cta_rank` of this cluster (PTX ISA 9.7.9.22 mapa, 9.7.13.15.13). */
+static __device__ __forceinline__ void mbarrier_arrive_cluster(uint64_t *bar, uint32_t cta_rank)
+{
+    asm volatile("{\n"
+                 ".reg .b32 remote;\n"
+                 "mapa.shared::cluster.u32 remote, %0, %1;\n"
+                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+                 "}\n" ::"r"(smem_u32(bar)),
+                 "r"(cta_rank)
+                 : "memory");
+}
+
+static __device__ __forceinline__ uint32_t mbarrier_try_wait_parity(uint64_t *bar, uint32_t parity)
+{
+    uint32_t done;
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n"
+                 "}\n"
+                 : "=r"(done)
+                 : "r"(smem_u32(bar)), "r"(parity)
+                 : "memory");
+    return done;
+}
+
+/* The same, acquiring at cluster scope: for barriers that remote CTAs release. */
+static __device__ __forceinline__ uint32_t mbarrier_try_wait_parity_acquire_cluster(uint64_t *bar,
+                                                                                   uint32_t parity)
+{
+    uint32_t done;
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n"
+                 "}\n"
+                 : "=r"(done)
+                 : "r"(smem_u32(bar)), "r"(parity)
+                 : "memory");
+    return done;
+}
+
+static __device__ __forceinline__ void mbarrier_wait_parity(uint64_t *bar, uint32_t parity)
+{
+    while (!mbarrier_try_wait_parity(bar, parity)) {
+    }
+}
+
+static __device__ __forceinline__ void mbarrier_wait_parity_cluster(uint64_t *bar, uint32_t parity)
+{
+    while (!mbarrier_try_wait_parity_acquire_cluster(bar, parity)) {
+    }
+}
+
+/* ---- bulk tensor copy (TMA) (PTX ISA 9.7.9.25.5.1 cp.async.bulk.tensor) -------------- */
+/* 4-D tiled load global -> this CTA's shared memory, completing on `bar`. */
+static __device__ __forceinline__ void tma_load_4d(void *dst, const CUtensorMap *map, uint64_t *bar,
+                                                   int32_t c0, int32_t c1, int32_t c2, int32_t c3,
+                                                   uint64_t l2_policy)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 ".L2::cache_hint [%0], [%1, {%3, %4, %5, %6}], [%2], %7;" ::"r"(smem_u32(dst)),
+                 "l"(map), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "l"(l2_policy)
+                 : "memory");
+}
+
+/* The same tile written to the same shared-memory offset of every CTA in cta_mask, each
+ * CTA's barrier at `bar`'s offset receiving the complete_tx of its copy. */
+static __device__ __forceinline__ void tma_load_4d_multicast(void *dst, const CUtensorMap *map,
+                                                             uint64_t *bar, uint16_t cta_mask,
+                                                             int32_t c0, int32_t c1, int32_t c2,
+                                                             int32_t c3, uint64_t l2_policy)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster.L2::cache_hint [%0], [%1, {%4, %5, %6, %7}], [%2], %3, %8;" ::"r"(
+                     smem_u32(dst)),
+                 "l"(map), "r"(smem_u32(bar)), "h"(cta_mask), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+                 "l"(l2_policy)
+                 : "memory");
+}
+
+/* createpolicy (PTX ISA 9.7.9.17): an L2 policy that keeps lines (KV pages are re-read by
+ * many groups) or drops them first (Q and O stream past once). */
+static __device__ __forceinline__ uint64_t createpolicy_evict_last()
+{
+    uint64_t policy;
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+    return policy;
+}
+
+static __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap *map)
+{
+    asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
+}
+
+/* ---- fences and barriers -------------------------------------------------------------- */
+/* fence.proxy.async (PTX ISA 9.7.13.4): generic-proxy shared stores -> async proxy
+ * (wgmma / TMA) readers. */
+static __device__ __forceinline__ void fence_proxy_async_shared_cta()
+{
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+/* bar.sync id, count (PTX ISA 9.7.13.1): a named barrier for a subset of warps. */
+static __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+/* barrier.cluster (PTX ISA 9.7.13.2): every thread of every CTA of the cluster. */
+static __device__ __forceinline__ void barrier_cluster_arrive_release()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+
+static __device__ __forceinline__ void barrier_cluster_wait_acquire()
+{
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+static __device__ __forceinline__ uint32_t cluster_ctarank()
+{
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+/* ---- wgmma (PTX ISA 9.7.15) ------------------------------------------------------------ */
+static __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+
+static __device__ __forceinline__ void wgmma_commit_group()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+template <int N> static __device__ __forceinline__ void wgmma_wait_group()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+/* Keeps the compiler from moving accumulator reads/writes across an async wgmma. */
+static __device__ __forceinline__ void wgmma_fence_operand(float (&d)[64])
+{
+#pragma unroll
+    for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* Shared-memory matrix descriptor (PTX ISA 9.7.15.5.1.2) of a K-major tile whose rows are
+ * 128 bytes, stored in 8-row (1024-byte) atoms with the 128-byte swizzle: start address
+ * >> 4 in bits 0-13, leading byte offset (unused for this layout) 1, stride byte offset
+ * 1024 >> 4 in bits 32-45, swizzle mode 1 (128B) in bits 62-63. Advancing along K by 32
+ * bytes adds 2 to the descriptor. */
+static __device__ __forceinline__ uint64_t wgmma_desc_k_major_sw128(const void *tile)
+{
+    const uint64_t addr = smem_u32(tile);
+    return ((addr & 0x3FFFFu) >> 4) | (1ull << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
+}
+
+/* wgmma.mma_async m64n128k32, f32 += e4m3 x e4m3, A and B from shared memory (PTX ISA
+ * 9.7.15.5.2). d: the 64 f32 accumulators of this thread (layout: PTX ISA 9.7.15.5.1,
+ * "Matrix fragments for wgmma.m64nNk32": d[4i+0..1] row 16*warp + lane/4, cols 8i + 2*(lane%4)
+ * + {0,1}; d[4i+2..3] the same 8 rows further). scale_d = 0 overwrites d, 1 accumulates. */
+static __device__ __forceinline__ void wgmma_m64n128k32_f32_e4m3_ss(float (&d)[64], uint64_t desc_a,
+                                                                    uint64_t desc_b, int scale_d)
+{
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+/* ---- conversions and special functions --------------------------------------------------- */
+/* cvt.rn.satfinite.e4m3x2.f32 (PTX ISA 9.7.9.21): lo -> byte 0, hi -> byte 1. */
+static __device__ __forceinline__ uint16_t cvt_e4m3x2_rn_satfinite(float lo, float hi)
+{
+    uint16_t r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+/* ex2.approx.ftz.f32 (PTX ISA 9.7.4.11): 2^x; 2^-inf = +0. */
+static __device__ __forceinline__ float ex2_approx(float x)
+{
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+
+} // namespace pw
+
+#endif
