@@ -731,6 +731,66 @@ static void test_layout_errors(void **state)
     image_free(&im);
 }
 
+/* Random corruptions of a valid file (flipped bytes anywhere, random truncation, random
+ * header lengths): the reader must answer SUCCESS, IO or FORMAT, never crash or read out
+ * of bounds (run under ASan/UBSan to see the latter), and a successful read must pass
+ * pw_problem_check. */
+static void test_random_corruption(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0xf00d);
+    image_t im = valid_image();
+    char *text = cJSON_PrintUnformatted(im.header);
+    const size_t hlen = strlen(text), len = 8 + hlen + im.data_len;
+    unsigned char *good = malloc(len), *bad = malloc(len);
+    for (int i = 0; i < 8; i++) good[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    memcpy(good + 8, text, hlen);
+    memcpy(good + 8 + hlen, im.data, im.data_len);
+    free(text);
+    const char *path = temp_path("corrupt.safetensors");
+    int successes = 0, failures = 0;
+    for (int trial = 0; trial < 1500; trial++) {
+        memcpy(bad, good, len);
+        size_t n = len;
+        const int64_t kind = pw_rng_range(&rng, 0, 3);
+        if (kind == 0) { /* flip 1..4 bytes anywhere */
+            for (int64_t k = pw_rng_range(&rng, 1, 4); k > 0; k--)
+                bad[pw_rng_range(&rng, 0, (int64_t)len - 1)] ^= (unsigned char)pw_rng_range(&rng, 1, 255);
+        } else if (kind == 1) { /* change one byte of the JSON to a structural character */
+            const char pick[] = "{}[]\",:0-9 ";
+            bad[8 + pw_rng_range(&rng, 0, (int64_t)hlen - 1)] =
+                (unsigned char)pick[pw_rng_range(&rng, 0, (int64_t)sizeof pick - 2)];
+        } else if (kind == 2) { /* truncate */
+            n = (size_t)pw_rng_range(&rng, 0, (int64_t)len - 1);
+        } else { /* random header length */
+            const uint64_t h = pw_rng_range(&rng, 0, 1) ? pw_rng_next(&rng)
+                                                         : (uint64_t)pw_rng_range(&rng, 0, (int64_t)len);
+            for (int i = 0; i < 8; i++) bad[i] = (unsigned char)(h >> (8 * i));
+        }
+        write_bytes(path, bad, n);
+        pw_capture_t *c = NULL;
+        const pw_status_t st = pw_capture_read(path, PW_CAPTURE_LOAD_QKV, &c);
+        if (st == PW_SUCCESS) {
+            const pw_requests_t rq = pw_capture_requests(c);
+            assert_pw_ok(pw_problem_check(&c->problem, &rq));
+            successes++;
+        } else {
+            if (st != PW_ERROR_IO && st != PW_ERROR_FORMAT)
+                fail_msg("trial %d: %s: %s", trial, pw_status_string(st), pw_last_error());
+            assert_null(c);
+            assert_non_null(strstr(pw_last_error(), path));
+            failures++;
+        }
+        pw_capture_free(c);
+    }
+    print_message("  %d corrupted files read, %d refused\n", successes, failures);
+    assert_true(failures > 0);
+    free(good);
+    free(bad);
+    image_free(&im);
+}
+
 static void test_bad_arguments(void **state)
 {
     (void)state;
@@ -778,7 +838,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_io_errors),       cmocka_unit_test(test_json_errors),
         cmocka_unit_test(test_tensor_errors),   cmocka_unit_test(test_offset_errors),
         cmocka_unit_test(test_metadata_errors), cmocka_unit_test(test_layout_errors),
-        cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_random_corruption), cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }
