@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Synthetic Top-16 page selections calibrated to the real captures.
+
+    python3 tools/captures/synth.py --preset austen-prideprejudice_L15 \\
+        --prefix 114688 --queries 16384 --kv-heads 1 --out synth_128k.safetensors
+
+A parametric model of one KV head's selections, per query at causal position c (own
+page cp = c // P):
+
+1. the own page cp (always);
+2. the sink page 0 with probability `p_sink`;
+3. the `n_local` pages just before cp (cp-1, cp-2, ...);
+4. from the query's *mode's* hot set, each free slot with probability `p_hot`, drawn
+   by rank weight `rank^-hot_zipf` among the mode's `hot_size` pages (no repeats);
+5. the remaining slots uniformly among all eligible pages.
+
+Modes model the query clusters of real models (tokens of one kind select the same
+retrieval pages): every query belongs to one of `n_modes` modes; a query keeps the
+mode of its predecessor with probability `mode_stay`, else draws one with weight
+`(m+1)^-mode_zipf`. Each mode's hot set drifts: every `drift_every` queries,
+`drift_pages` of its pages are replaced; a new hot page is, with probability
+`near_frac`, one of the `near_span` pages before the current page, else uniform over
+the eligible pages. Rows hold min(16, cp+1) distinct ids, sorted ascending, -1 padded.
+
+The presets below were fitted by tools/captures/calibrate.py so that identity union
+visits (hence rho_Q) and W=128 regroup union visits match the named real capture within
+10% on the capture's own geometry; the model is written in page distances, so it extends
+to 64K and 128K contexts and 16K-query chunks (SPEC §5).
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+PAGE = 128
+TOPK = 16
+
+DEFAULTS = dict(p_sink=0.9, n_local=2, p_hot=0.7, hot_size=24, hot_zipf=1.0,
+                n_modes=4, mode_zipf=1.0, mode_stay=0.5, drift_every=256, drift_pages=3,
+                near_frac=0.5, near_span=64)
+
+# Fitted presets (calibrate.py writes tools/captures/presets.json; see docs/captures.md).
+PRESETS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "presets.json")
+
+
+def load_presets():
+    if os.path.isfile(PRESETS_FILE):
+        with open(PRESETS_FILE) as f:
+            return json.load(f)
+    return {}
+
+
+def gen_head(prefix, nq, params, rng, page=PAGE, topk=TOPK):
+    """One KV head: int32 [nq, topk] for queries at positions prefix .. prefix+nq-1."""
+    p = dict(DEFAULTS)
+    p.update(params)
+    n_modes = max(1, int(p["n_modes"]))
+    hot_size = max(1, int(p["hot_size"]))
+    mode_w = (np.arange(1, n_modes + 1, dtype=np.float64)) ** -float(p["mode_zipf"])
+    mode_w /= mode_w.sum()
+    rank_w = (np.arange(1, hot_size + 1, dtype=np.float64)) ** -float(p["hot_zipf"])
+    n_local = int(p["n_local"])
+    drift_every = max(1, int(p["drift_every"]))
+    drift_pages = int(p["drift_pages"])
+    near_span = max(1, int(p["near_span"]))
+
+    def new_hot(cp, taken):
+        for _ in range(64):
+            if rng.random() < p["near_frac"]:
+                q = cp - 1 - int(rng.integers(0, near_span))
+            else:
+                q = int(rng.integers(1, cp + 1)) if cp >= 1 else 0
+            if 1 <= q <= cp and q not in taken:
+                return q
+        return None
+
+    hot = [[] for _ in range(n_modes)]
+    out = np.full((nq, topk), -1, np.int32)
+    modes = np.empty(nq, np.int64)
+    mode = int(rng.choice(n_modes, p=mode_w))
+    for i in range(nq):
+        c = prefix + i
+        cp = c // page
+        if i % drift_every == 0:
+            for hs in hot:
+                for _ in range(min(drift_pages, len(hs))):
+                    hs.pop(int(rng.integers(0, len(hs))))
+                while len(hs) < min(hot_size, cp):
+                    q = new_hot(cp, hs)
+                    if q is None:
+                        break
+                    hs.append(q)
+        if i > 0 and rng.random() >= p["mode_stay"]:
+            mode = int(rng.choice(n_modes, p=mode_w))
+        modes[i] = mode
+        want = min(topk, cp + 1)
+        sel = {cp}
+        if cp > 0 and rng.random() < p["p_sink"]:
+            sel.add(0)
+        for d in range(1, n_local + 1):
+            if len(sel) < want and cp - d >= 0:
+                sel.add(cp - d)
+        hs = hot[mode]
+        if hs:
+            cand = np.array(hs, dtype=np.int64)
+            w = rank_w[:len(cand)].copy()
+            ok = np.array([q <= cp and q not in sel for q in hs])
+            w[~ok] = 0.0
+            free = want - len(sel)
+            n_hot = int(rng.binomial(free, p["p_hot"])) if free > 0 else 0
+            n_hot = min(n_hot, int(ok.sum()))
+            if n_hot > 0:
+                pick = rng.choice(len(cand), size=n_hot, replace=False, p=w / w.sum())
+                sel.update(int(x) for x in cand[pick])
+        while len(sel) < want:
+            sel.add(int(rng.integers(0, cp + 1)))
+        s = np.fromiter(sorted(sel), dtype=np.int32)
+        out[i, :len(s)] = s
+    return out
+
+
+def generate(prefix, nq, params, kv_heads=1, seed=0, page=PAGE, topk=TOPK):
+    """int32 [kv_heads, nq, topk]; head h uses seed (seed, h)."""
+    return np.stack([gen_head(prefix, nq, params,
+                              np.random.default_rng([int(seed), h]), page, topk)
+                     for h in range(kv_heads)])
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="calibrated synthetic Top-16 selections")
+    ap.add_argument("--preset", default=None, help="name from presets.json (list: --list)")
+    ap.add_argument("--params", default=None, help="JSON overrides of the model parameters")
+    ap.add_argument("--prefix", type=int, default=49152)
+    ap.add_argument("--queries", type=int, default=16384)
+    ap.add_argument("--kv-heads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", help="capture file to write")
+    ap.add_argument("--list", action="store_true")
+    a = ap.parse_args(argv)
+    presets = load_presets()
+    if a.list:
+        for k, v in presets.items():
+            print(k, json.dumps(v.get("params", v)))
+        return 0
+    params = {}
+    if a.preset:
+        if a.preset not in presets:
+            print(f"synth: unknown preset {a.preset!r}; --list shows them", file=sys.stderr)
+            return 2
+        params.update(presets[a.preset]["params"])
+    if a.params:
+        params.update(json.loads(a.params))
+    if not a.out:
+        print("synth: --out is required", file=sys.stderr)
+        return 2
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from pw_capture import save_capture
+
+    sel = generate(a.prefix, a.queries, params, a.kv_heads, a.seed)
+    full = dict(DEFAULTS)
+    full.update(params)
+    meta = {"generator": "tools/captures/synth.py", "synthetic": "1",
+            "preset": a.preset or "", "synth_params": json.dumps(full, sort_keys=True),
+            "seed": str(a.seed), "prefix": str(a.prefix), "chunk": str(a.queries),
+            "context": str(a.prefix + a.queries),
+            "selector": "synthetic (calibrated to real Quest captures)"}
+    save_capture(a.out, sel, [0, a.queries], [a.prefix], [a.prefix + a.queries],
+                 metadata=meta)
+    print(f"wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
