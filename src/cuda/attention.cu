@@ -663,7 +663,8 @@ extern "C" pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_
     params.num_requests = problem->num_requests;
     params.num_kv_heads = problem->num_kv_heads;
     params.num_cache_pages = problem->num_cache_pages;
-    params.softmax_scale = problem->softmax_scale > 0.0f ? problem->softmax_scale : 1.0f / sqrtf((float)problem->head_dim);
+    // 0 selects 1/sqrt(D) computed in double and rounded once, as the reference does.
+    params.softmax_scale = problem->softmax_scale > 0.0f ? problem->softmax_scale : (float)(1.0 / sqrt((double)problem->head_dim));
     params.bad_page_count = args->bad_page_count;
     if (kernel == PW_KERNEL_PER_QUERY) {
         const int64_t grid = (int64_t)problem->num_tokens * problem->num_kv_heads;

@@ -1,0 +1,502 @@
+/* GPU tests of the sparse attention kernels (Union8, Union4, per-query) against the CPU
+ * references (SPEC §4): FP8-emulating reference (tight), exact FP64 reference (NRMS), and
+ * bitwise identity across groupings and kernels. Skips (exit 77) without an sm_90 GPU.
+ *
+ * Usage: test_attention_gpu [--seed N] [--captures DIR...]  (default dirs: captures,
+ * .data/workloads). */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "pageweaver_capture.h"
+#include "testutil.h"
+
+#define CUDA_OK(x)                                                                          \
+    do {                                                                                    \
+        cudaError_t e_ = (x);                                                               \
+        if (e_ != cudaSuccess) fail_msg("%s: %s", #x, cudaGetErrorString(e_));              \
+    } while (0)
+
+static uint64_t g_seed;
+
+/* Bounds, with why they hold (see docs/union8.md):
+ * - vs FP8-emulating reference: the kernel and the reference quantise Q, K, V identically
+ *   and apply the same page order; they differ in the QK accumulation (tensor-core FP32 with
+ *   a ~14-bit addend vs exact), exp2.approx vs expf and the order of float products. These
+ *   perturb p by ~1e-4 relative, which flips a p8 rounding (one E4M3 ulp, 6%) for a few
+ *   tokens per row: NRMS stays far below the FP8 error itself. */
+#define EMU_NRMS_BOUND 2e-3
+#define EXACT_NRMS_BOUND 0.025 /* issue 5: <= 2.5% on every capture */
+
+typedef struct device_problem {
+    int32_t *topk, *cu, *prefix, *kv, *page_table, *perm;
+    pw_bf16_t *q, *o;
+    uint8_t *k, *v;
+    float *k_scale, *v_scale, *lse;
+    uint32_t *bad;
+    pw_union_meta_t meta; /* device buffers */
+    int64_t meta_groups;
+} device_problem_t;
+
+static void *dev_copy(const void *host, size_t bytes)
+{
+    void *d = NULL;
+    CUDA_OK(cudaMalloc(&d, bytes ? bytes : 16));
+    if (bytes) CUDA_OK(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
+    return d;
+}
+
+static void upload(const pw_capture_t *c, device_problem_t *d)
+{
+    const pw_problem_t *p = &c->problem;
+    const int64_t n = p->num_tokens, hkv = p->num_kv_heads, hq = hkv * p->q_heads_per_kv;
+    memset(d, 0, sizeof *d);
+    d->topk = dev_copy(c->topk_ids, (size_t)(hkv * n * p->topk) * 4);
+    d->cu = dev_copy(c->cu_seqlens_q, (size_t)(p->num_requests + 1) * 4);
+    d->prefix = dev_copy(c->prefix_lens, (size_t)p->num_requests * 4);
+    d->kv = dev_copy(c->kv_lens, (size_t)p->num_requests * 4);
+    d->page_table = dev_copy(c->page_table, (size_t)p->num_requests * p->max_pages_per_request * 4);
+    d->q = dev_copy(c->q, (size_t)(n * hq * p->head_dim) * 2);
+    const size_t cache = (size_t)p->num_cache_pages * p->page_size * hkv * p->head_dim;
+    d->k = dev_copy(c->k_cache, cache);
+    d->v = dev_copy(c->v_cache, cache);
+    d->k_scale = dev_copy(&c->k_scale, 4);
+    d->v_scale = dev_copy(&c->v_scale, 4);
+    CUDA_OK(cudaMalloc((void **)&d->o, (size_t)(n * hq * p->head_dim) * 2 + 16));
+    CUDA_OK(cudaMalloc((void **)&d->lse, (size_t)(n * hq) * 4 + 16));
+    CUDA_OK(cudaMalloc((void **)&d->bad, 4));
+    CUDA_OK(cudaMalloc((void **)&d->perm, (size_t)(hkv * n) * 4 + 16));
+}
+
+static void release(device_problem_t *d)
+{
+    void *ptrs[] = {d->topk, d->cu, d->prefix, d->kv, d->page_table, d->perm, d->q, d->o, d->k, d->v,
+                    d->k_scale, d->v_scale, d->lse, d->bad, d->meta.num_groups, d->meta.groups,
+                    d->meta.union_pages, d->meta.member_masks};
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) cudaFree(ptrs[i]);
+    memset(d, 0, sizeof *d);
+}
+
+/* Host union metadata for a permutation, uploaded to the device. */
+static void prepare_meta(const pw_capture_t *c, const pw_grouping_t *grouping, const int32_t *perm,
+                         device_problem_t *d)
+{
+    const pw_problem_t *p = &c->problem;
+    const pw_requests_t rq = pw_capture_requests(c);
+    const int64_t hkv = p->num_kv_heads, mg = pw_max_groups(p, grouping);
+    const int32_t cap = grouping->group_size * p->topk;
+    pw_union_meta_t m = {mg, cap, malloc(hkv * 4), malloc(hkv * mg * sizeof(pw_group_desc_t)),
+                         malloc(hkv * mg * cap * 4), malloc(hkv * mg * cap)};
+    assert_non_null(m.num_groups);
+    assert_pw_ok(pw_ref_union_prepare(p, c->topk_ids, &rq, grouping, perm, &m));
+    cudaFree(d->meta.num_groups);
+    cudaFree(d->meta.groups);
+    cudaFree(d->meta.union_pages);
+    cudaFree(d->meta.member_masks);
+    d->meta.max_groups = mg;
+    d->meta.union_capacity = cap;
+    d->meta.num_groups = dev_copy(m.num_groups, hkv * 4);
+    d->meta.groups = dev_copy(m.groups, hkv * mg * sizeof(pw_group_desc_t));
+    d->meta.union_pages = dev_copy(m.union_pages, hkv * mg * cap * 4);
+    d->meta.member_masks = dev_copy(m.member_masks, hkv * mg * cap);
+    CUDA_OK(cudaMemcpy(d->perm, perm, (size_t)(hkv * p->num_tokens) * 4, cudaMemcpyHostToDevice));
+    free(m.num_groups);
+    free(m.groups);
+    free(m.union_pages);
+    free(m.member_masks);
+}
+
+/* Runs one kernel; o_out [N, Hq, D] bf16 and lse_out [N, Hq] on the host. Outputs are
+ * poisoned (all-ones bytes: NaN) first, so an unwritten element shows. */
+static uint32_t run_kernel(const pw_capture_t *c, device_problem_t *d, pw_kernel_t kernel,
+                           const pw_grouping_t *grouping, pw_bf16_t *o_out, float *lse_out)
+{
+    const pw_problem_t *p = &c->problem;
+    const int64_t n = p->num_tokens, hq = (int64_t)p->num_kv_heads * p->q_heads_per_kv;
+    CUDA_OK(cudaMemset(d->o, 0xff, (size_t)(n * hq * p->head_dim) * 2));
+    CUDA_OK(cudaMemset(d->lse, 0xff, (size_t)(n * hq) * 4));
+    CUDA_OK(cudaMemset(d->bad, 0, 4));
+    pw_attention_args_t a = PW_ATTENTION_ARGS_INIT;
+    a.q = d->q;
+    a.q_stride = hq * p->head_dim;
+    a.k_cache = d->k;
+    a.v_cache = d->v;
+    a.kv_stride = (int64_t)p->num_kv_heads * p->head_dim;
+    a.k_scale = d->k_scale;
+    a.v_scale = d->v_scale;
+    a.topk_ids = d->topk;
+    a.requests.cu_seqlens_q = d->cu;
+    a.requests.prefix_lens = d->prefix;
+    a.requests.kv_lens = d->kv;
+    a.requests.page_table = d->page_table;
+    a.requests.page_table_stride = p->max_pages_per_request;
+    a.o = d->o;
+    a.o_stride = hq * p->head_dim;
+    a.o_dtype = PW_DTYPE_BFLOAT16;
+    a.lse = d->lse;
+    a.bad_page_count = d->bad;
+    assert_pw_ok(pw_union_attention(p, &a, grouping, d->perm, &d->meta, kernel, NULL));
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaMemcpy(o_out, d->o, (size_t)(n * hq * p->head_dim) * 2, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(lse_out, d->lse, (size_t)(n * hq) * 4, cudaMemcpyDeviceToHost));
+    uint32_t bad = 0;
+    CUDA_OK(cudaMemcpy(&bad, d->bad, 4, cudaMemcpyDeviceToHost));
+    return bad;
+}
+
+typedef struct compare {
+    double nrms;      /* ||gpu - ref|| / ||ref|| over the rows checked */
+    double max_abs;   /* largest |gpu - ref| */
+    int64_t nan;      /* NaN / unwritten elements */
+    int64_t empty_bad; /* empty rows whose O is not exactly 0 or LSE not -inf */
+    double lse_max_abs;
+} compare_t;
+
+/* rows: which query rows to compare (NULL: all). ref_o: float or double per ref_is_double. */
+static compare_t compare_rows(const pw_capture_t *c, const pw_bf16_t *o, const float *lse,
+                              const void *ref_o, int ref_is_double, const float *ref_lse,
+                              const uint8_t *rows)
+{
+    const pw_problem_t *p = &c->problem;
+    const int64_t hq = (int64_t)p->num_kv_heads * p->q_heads_per_kv, d = p->head_dim;
+    compare_t r = {0, 0, 0, 0, 0};
+    double num = 0, den = 0;
+    for (int64_t n = 0; n < p->num_tokens; n++) {
+        if (rows && !rows[n]) continue;
+        for (int64_t h = 0; h < hq; h++) {
+            const float rl = ref_lse[n * hq + h], gl = lse[n * hq + h];
+            const int empty = isinf(rl) && rl < 0;
+            if (empty && !(isinf(gl) && gl < 0)) r.empty_bad++;
+            if (!empty) {
+                if (isnan(gl)) r.nan++;
+                else if (fabs(gl - rl) > r.lse_max_abs) r.lse_max_abs = fabs(gl - rl);
+            }
+            for (int64_t k = 0; k < d; k++) {
+                const int64_t i = (n * hq + h) * d + k;
+                const double g = pw_bf16_to_float(o[i]);
+                const double ref = ref_is_double ? ((const double *)ref_o)[i] : ((const float *)ref_o)[i];
+                if (isnan(g)) {
+                    r.nan++;
+                    continue;
+                }
+                if (empty && o[i] != 0) r.empty_bad++;
+                num += (g - ref) * (g - ref);
+                den += ref * ref;
+                if (fabs(g - ref) > r.max_abs) r.max_abs = fabs(g - ref);
+            }
+        }
+    }
+    r.nrms = den > 0 ? sqrt(num / den) : sqrt(num);
+    return r;
+}
+
+/* A random problem with every edge of SPEC §1 mixed in: several requests (1-query ones
+ * too, prefixes, partial last pages), rows of -1, duplicates, future and out-of-range ids,
+ * a shuffled page table. */
+static pw_capture_t *random_problem(pw_rng_t *rng, int hkv, int num_requests, int max_q, int max_prefix)
+{
+    pw_problem_t p = PW_PROBLEM_INIT;
+    p.num_requests = num_requests;
+    p.num_kv_heads = hkv;
+    int32_t qlen[64], prefix[64], kvlen[64];
+    int64_t n = 0, max_pages = 0;
+    for (int r = 0; r < num_requests; r++) {
+        qlen[r] = r == 1 ? 1 : (int32_t)pw_rng_range(rng, 1, max_q);
+        prefix[r] = (int32_t)pw_rng_range(rng, 0, max_prefix);
+        kvlen[r] = prefix[r] + qlen[r] + (int32_t)pw_rng_range(rng, 0, 5); // L >= prefix + qlen
+        n += qlen[r];
+        const int64_t pages = (kvlen[r] + 127) / 128;
+        if (pages > max_pages) max_pages = pages;
+    }
+    p.num_tokens = (int32_t)n;
+    p.max_pages_per_request = (int32_t)max_pages;
+    p.num_cache_pages = max_pages * num_requests + 3;
+    pw_capture_t *c = NULL;
+    assert_pw_ok(pw_capture_create(&p, PW_CAPTURE_LOAD_QKV, &c));
+    c->cu_seqlens_q[0] = 0;
+    for (int r = 0; r < num_requests; r++) {
+        c->cu_seqlens_q[r + 1] = c->cu_seqlens_q[r] + qlen[r];
+        c->prefix_lens[r] = prefix[r];
+        c->kv_lens[r] = kvlen[r];
+    }
+    // Page table: a random permutation of the physical pages.
+    const int64_t total = p.num_cache_pages;
+    int32_t *phys = malloc(total * 4);
+    for (int64_t i = 0; i < total; i++) phys[i] = (int32_t)i;
+    for (int64_t i = total - 1; i > 0; i--) {
+        const int64_t j = pw_rng_range(rng, 0, i);
+        const int32_t t = phys[i];
+        phys[i] = phys[j];
+        phys[j] = t;
+    }
+    for (int64_t i = 0; i < (int64_t)num_requests * max_pages; i++) c->page_table[i] = phys[i];
+    c->page_table_synthesised = 0;
+    free(phys);
+    for (int h = 0; h < hkv; h++) {
+        for (int r = 0; r < num_requests; r++) {
+            for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
+                int32_t *row = c->topk_ids + ((int64_t)h * n + i) * 16;
+                const int64_t cpos = prefix[r] + (i - c->cu_seqlens_q[r]);
+                const int64_t last = (cpos < kvlen[r] - 1 ? cpos : kvlen[r] - 1) / 128;
+                const int kind = (int)pw_rng_range(rng, 0, 19);
+                for (int k = 0; k < 16; k++) {
+                    int32_t id = (int32_t)pw_rng_range(rng, 0, last);
+                    const int64_t u = pw_rng_range(rng, 0, 99);
+                    if (kind == 0) id = -1;                               // empty row
+                    else if (u < 8) id = -1;                              // padding
+                    else if (u < 12) id = row[k > 0 ? k - 1 : 0];         // duplicate
+                    else if (u < 14) id = (int32_t)(last + 1 + pw_rng_range(rng, 0, 3)); // future
+                    else if (u < 15) id = INT32_MAX;
+                    else if (u < 16) id = INT32_MIN;
+                    else if (u < 30) id = (int32_t)last;                  // own page (partial)
+                    row[k] = id;
+                }
+            }
+        }
+    }
+    assert_pw_ok(pw_capture_generate_qkv(c, g_seed ^ 0x5eedull));
+    // Vary Q row magnitudes so the per-row Q scale matters.
+    for (int64_t i = 0; i < n * hkv * 16; i++) {
+        const float f = (float)pw_rng_range(rng, 1, 8) / 4.0f;
+        for (int k = 0; k < 128; k++) {
+            pw_bf16_t *x = c->q + i * 128 + k;
+            *x = pw_bf16_from_float(pw_bf16_to_float(*x) * f);
+        }
+    }
+    return c;
+}
+
+static void reference(const pw_capture_t *c, pw_ref_mode_t mode, pw_dtype_t dt, void *o, float *lse,
+                      uint32_t *bad)
+{
+    const pw_problem_t *p = &c->problem;
+    const int64_t hq = (int64_t)p->num_kv_heads * p->q_heads_per_kv;
+    pw_attention_args_t a = PW_ATTENTION_ARGS_INIT;
+    a.q = c->q;
+    a.q_stride = hq * p->head_dim;
+    a.k_cache = c->k_cache;
+    a.v_cache = c->v_cache;
+    a.kv_stride = (int64_t)p->num_kv_heads * p->head_dim;
+    a.k_scale = &c->k_scale;
+    a.v_scale = &c->v_scale;
+    a.topk_ids = c->topk_ids;
+    a.requests = pw_capture_requests(c);
+    a.o = o;
+    a.o_stride = hq * p->head_dim;
+    a.o_dtype = dt;
+    a.lse = lse;
+    a.bad_page_count = bad;
+    assert_pw_ok(pw_ref_attention(p, &a, mode));
+}
+
+static void random_perm_within_requests(const pw_capture_t *c, pw_rng_t *rng, int32_t *perm)
+{
+    const pw_problem_t *p = &c->problem;
+    for (int h = 0; h < p->num_kv_heads; h++) {
+        int32_t *row = perm + (int64_t)h * p->num_tokens;
+        for (int r = 0; r < p->num_requests; r++) {
+            const int32_t b = c->cu_seqlens_q[r], e = c->cu_seqlens_q[r + 1];
+            for (int32_t i = b; i < e; i++) row[i] = i;
+            for (int32_t i = e - 1; i > b; i--) {
+                const int32_t j = (int32_t)pw_rng_range(rng, b, i);
+                const int32_t t = row[i];
+                row[i] = row[j];
+                row[j] = t;
+            }
+        }
+    }
+}
+
+static const char *kernel_name(pw_kernel_t k)
+{
+    return k == PW_KERNEL_UNION8 ? "union8" : k == PW_KERNEL_UNION4 ? "union4" : "per-query";
+}
+
+/* Every kernel on a random problem: tight vs the emulating reference, NRMS vs the exact
+ * one, empty rows exact, bad pages counted, all kernels and groupings bitwise identical. */
+static void test_random_problems(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed);
+    for (int trial = 0; trial < 3; trial++) {
+        const int hkv = trial == 2 ? 3 : 1 + trial;
+        pw_capture_t *c = random_problem(&rng, hkv, trial == 0 ? 1 : 5, trial == 0 ? 300 : 90, 2500);
+        const pw_problem_t *p = &c->problem;
+        if (trial == 1) c->page_table[0] = (int32_t)p->num_cache_pages + 5; // a bad physical page
+        const int64_t n = p->num_tokens, hq = (int64_t)hkv * 16, elems = n * hq * 128;
+        float *emu = malloc(elems * 4), *emu_lse = malloc(n * hq * 4), *ex_lse = malloc(n * hq * 4);
+        double *ex = malloc(elems * 8);
+        uint32_t bad_ref = 0, bad_ref2 = 0;
+        reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad_ref);
+        reference(c, PW_REF_EXACT, PW_DTYPE_FLOAT64, ex, ex_lse, &bad_ref2);
+        device_problem_t d;
+        upload(c, &d);
+        pw_bf16_t *o0 = malloc(elems * 2), *o = malloc(elems * 2);
+        float *l0 = malloc(n * hq * 4), *l = malloc(n * hq * 4);
+        int32_t *perm = malloc(n * hkv * 4);
+        const pw_requests_t rq = pw_capture_requests(c);
+        pw_grouping_t grouping = PW_GROUPING_INIT;
+        // Arm 0: Union8 with the guarded W128 regroup: the full check.
+        assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &grouping, perm));
+        prepare_meta(c, &grouping, perm, &d);
+        const uint32_t bad = run_kernel(c, &d, PW_KERNEL_UNION8, &grouping, o0, l0);
+        const compare_t ce = compare_rows(c, o0, l0, emu, 0, emu_lse, NULL);
+        const compare_t cx = compare_rows(c, o0, l0, ex, 1, ex_lse, NULL);
+        printf("trial %d: N=%lld Hkv=%d R=%d: union8 vs emulate NRMS %.3e max %.3e lse %.2e | vs exact "
+               "NRMS %.4f | bad pages %u (ref %u)\n",
+               trial, (long long)n, hkv, p->num_requests, ce.nrms, ce.max_abs, ce.lse_max_abs, cx.nrms, bad,
+               bad_ref);
+        assert_int_equal(ce.nan, 0);
+        assert_int_equal(ce.empty_bad, 0);
+        assert_true(ce.nrms <= EMU_NRMS_BOUND);
+        assert_true(ce.lse_max_abs <= 1e-2);
+        assert_true(cx.nrms <= 0.05);
+        assert_int_equal(bad, bad_ref);
+        // Other groupings and kernels: byte-identical O and LSE (SPEC §4).
+        for (int arm = 1; arm < 6; arm++) {
+            pw_kernel_t kernel = PW_KERNEL_UNION8;
+            pw_grouping_t g = PW_GROUPING_INIT;
+            if (arm == 1) { g.mode = PW_REGROUP_IDENTITY; g.window = 0; }
+            if (arm == 2) { g.mode = PW_REGROUP_GREEDY; g.window = 64; }
+            if (arm == 3) { g.window = 0; random_perm_within_requests(c, &rng, perm); }
+            if (arm == 4) kernel = PW_KERNEL_UNION4;
+            if (arm == 5) kernel = PW_KERNEL_PER_QUERY;
+            if (arm != 3) assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm));
+            prepare_meta(c, &g, perm, &d);
+            const uint32_t bad_arm = run_kernel(c, &d, kernel, &g, o, l);
+            const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+            printf("  arm %d (%s, mode %d, W %d): bitwise %s, bad pages %u\n", arm, kernel_name(kernel),
+                   (int)g.mode, g.window, same ? "identical" : "DIFFERENT", bad_arm);
+            if (!same) {
+                const compare_t cc = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
+                printf("  arm %d vs emulate NRMS %.3e nan %lld\n", arm, cc.nrms, (long long)cc.nan);
+            }
+            assert_true(same);
+            assert_int_equal(bad_arm, bad_ref);
+        }
+        release(&d);
+        free(emu); free(emu_lse); free(ex); free(ex_lse); free(o0); free(o); free(l0); free(l); free(perm);
+        pw_capture_free(c);
+    }
+}
+
+/* Every capture file found: Union8 (guarded W128) vs the exact reference on a slice of
+ * rows (NRMS <= 2.5%, the issue's bar), and Union8 == per-query bitwise on all rows. */
+static int g_num_dirs;
+static const char *g_dirs[8];
+
+static void check_capture(const char *path)
+{
+    pw_capture_t *c = NULL;
+    assert_pw_ok(pw_capture_read(path, PW_CAPTURE_LOAD_QKV | PW_CAPTURE_GENERATE_QKV, &c));
+    const pw_problem_t *p = &c->problem;
+    if (p->q_heads_per_kv != 16 || p->head_dim != 128 || p->page_size != 128 || p->topk != 16) {
+        printf("%s: skipped (shape G=%d D=%d P=%d K=%d has no GPU path)\n", path, p->q_heads_per_kv,
+               p->head_dim, p->page_size, p->topk);
+        pw_capture_free(c);
+        return;
+    }
+    const int64_t n = p->num_tokens, hkv = p->num_kv_heads, hq = hkv * 16, elems = n * hq * 128;
+    device_problem_t d;
+    upload(c, &d);
+    int32_t *perm = malloc(n * hkv * 4);
+    const pw_requests_t rq = pw_capture_requests(c);
+    pw_grouping_t g = PW_GROUPING_INIT;
+    assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm));
+    prepare_meta(c, &g, perm, &d);
+    pw_bf16_t *o8 = malloc(elems * 2), *oq = malloc(elems * 2);
+    float *l8 = malloc(n * hq * 4), *lq = malloc(n * hq * 4);
+    run_kernel(c, &d, PW_KERNEL_UNION8, &g, o8, l8);
+    run_kernel(c, &d, PW_KERNEL_PER_QUERY, &g, oq, lq);
+    const int same = memcmp(o8, oq, elems * 2) == 0 && memcmp(l8, lq, n * hq * 4) == 0;
+    // Exact reference on a random slice of rows: the other rows' Top-K rows are emptied
+    // in a copy, so the reference only pays for the slice.
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ (uint64_t)n);
+    uint8_t *rows = calloc(n, 1);
+    const int64_t want = n < 384 ? n : 384;
+    for (int64_t i = 0; i < want; i++) rows[pw_rng_range(&rng, 0, n - 1)] = 1;
+    int32_t *saved = c->topk_ids;
+    int32_t *sliced = malloc(hkv * n * 16 * 4);
+    for (int64_t h = 0; h < hkv; h++)
+        for (int64_t i = 0; i < n; i++)
+            for (int k = 0; k < 16; k++)
+                sliced[(h * n + i) * 16 + k] = rows[i] ? saved[(h * n + i) * 16 + k] : -1;
+    c->topk_ids = sliced;
+    double *ex = malloc(elems * 8);
+    float *ex_lse = malloc(n * hq * 4);
+    reference(c, PW_REF_EXACT, PW_DTYPE_FLOAT64, ex, ex_lse, NULL);
+    c->topk_ids = saved;
+    const compare_t cx = compare_rows(c, o8, l8, ex, 1, ex_lse, rows);
+    printf("capture %s: N=%lld Hkv=%lld: union8 vs exact NRMS %.4f (rows checked %lld) | union8 == "
+           "per-query bitwise: %s\n",
+           path, (long long)n, (long long)hkv, cx.nrms, (long long)want, same ? "yes" : "NO");
+    assert_int_equal(cx.nan, 0);
+    assert_int_equal(cx.empty_bad, 0);
+    assert_true(cx.nrms <= EXACT_NRMS_BOUND);
+    assert_true(same);
+    release(&d);
+    free(perm); free(o8); free(oq); free(l8); free(lq); free(rows); free(sliced); free(ex); free(ex_lse);
+    pw_capture_free(c);
+}
+
+static void test_captures(void **state)
+{
+    (void)state;
+    int found = 0;
+    for (int i = 0; i < g_num_dirs; i++) {
+        DIR *dir = opendir(g_dirs[i]);
+        if (!dir) continue;
+        struct dirent *e;
+        char names[64][256];
+        int count = 0;
+        while ((e = readdir(dir)) && count < 64) {
+            const size_t len = strlen(e->d_name);
+            if (len > 12 && strcmp(e->d_name + len - 12, ".safetensors") == 0 && len < 200)
+                snprintf(names[count++], sizeof names[0], "%s/%s", g_dirs[i], e->d_name);
+        }
+        closedir(dir);
+        for (int k = 0; k < count; k++) {
+            check_capture(names[k]);
+            found++;
+        }
+    }
+    if (!found) skip();
+}
+
+int main(int argc, char **argv)
+{
+    g_seed = pw_test_seed(argc, argv);
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--captures") == 0)
+            while (i + 1 < argc && argv[i + 1][0] != '-' && g_num_dirs < 8) g_dirs[g_num_dirs++] = argv[++i];
+    if (g_num_dirs == 0) {
+        g_dirs[g_num_dirs++] = "captures";
+        g_dirs[g_num_dirs++] = ".data/workloads";
+    }
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        printf("SKIP: no CUDA device (%s): the attention kernels need an sm_90 GPU\n",
+               e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return 77;
+    }
+    struct cudaDeviceProp prop;
+    CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+    if (prop.major != 9) {
+        printf("SKIP: device 0 is %s (sm_%d%d), the kernels need sm_90\n", prop.name, prop.major, prop.minor);
+        return 77;
+    }
+    printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_random_problems),
+        cmocka_unit_test(test_captures),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
