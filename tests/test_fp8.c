@@ -229,7 +229,9 @@ static void test_bf16_rounding(void **state)
         uint32_t u = (uint32_t)pw_rng_next(&rng);
         switch (i % 4) {
         case 1: u = (u & 0xffff0000u) | 0x8000u; break;            /* exact tie */
-        case 2: u = (u & 0xffff0000u) | (0x8000u + ((i >> 2) & 1 ? 1u : -1u)); break; /* tie +- ulp */
+        case 2: /* one float ulp above or below a tie */
+            u = (u & 0xffff0000u) | (((i >> 2) & 1) ? 0x8001u : 0x7fffu);
+            break;
         case 3: u = (u & 0x807f0000u) | 0x7f7f8000u; break;         /* near the top: overflow */
         default: break;
         }

@@ -1,0 +1,884 @@
+/* pw_ref_attention (src/ref_attention.c) against a naive dense implementation written from
+ * SPEC §1 alone (a full [N, L] visibility mask, masked softmax in double), the SPEC §1
+ * worked example, empty rows, bad physical pages, the FP8-emulating mode, argument
+ * checks, huge page ids and long contexts.
+ * Set PW_TEST_SLOW=1 to also time the fast-path shape (N = 16K, G = 16, D = 128). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "testutil.h"
+
+static uint64_t g_seed;
+
+static void *xcalloc(size_t count, size_t size)
+{
+    void *p = calloc(count ? count : 1, size);
+    assert_non_null(p);
+    return p;
+}
+
+/* One attention problem with all its host tensors. */
+typedef struct tcase {
+    pw_problem_t pb;
+    int32_t *cu, *prefix, *kv_len; /* [R+1], [R], [R] */
+    int32_t *page_table;          /* [R, pt_stride] */
+    int64_t pt_stride;
+    pw_bf16_t *q; /* [N, q_stride] */
+    int64_t q_stride;
+    pw_fp8_e4m3_t *k_cache, *v_cache; /* [num_cache_pages * P, kv_stride] */
+    int64_t kv_stride;
+    float k_scale, v_scale;
+    int32_t *ids; /* [Hkv, N, K] */
+} tcase_t;
+
+static int64_t hq_of(const tcase_t *tc)
+{
+    return (int64_t)tc->pb.num_kv_heads * tc->pb.q_heads_per_kv;
+}
+
+static void tcase_free(tcase_t *tc)
+{
+    free(tc->cu);
+    free(tc->prefix);
+    free(tc->kv_len);
+    free(tc->page_table);
+    free(tc->q);
+    free(tc->k_cache);
+    free(tc->v_cache);
+    free(tc->ids);
+    memset(tc, 0, sizeof *tc);
+}
+
+/* Allocates the tensors of a case whose shape fields (pb, cu, prefix, kv_len, strides)
+ * are set, and fills Q, K, V with random normal data. */
+static void tcase_fill_data(tcase_t *tc, pw_rng_t *rng)
+{
+    const int64_t n = tc->pb.num_tokens, d = tc->pb.head_dim;
+    const int64_t slots = tc->pb.num_cache_pages * tc->pb.page_size;
+    tc->q = xcalloc((size_t)(n * tc->q_stride), sizeof *tc->q);
+    tc->k_cache = xcalloc((size_t)(slots * tc->kv_stride), 1);
+    tc->v_cache = xcalloc((size_t)(slots * tc->kv_stride), 1);
+    for (int64_t i = 0; i < n * tc->q_stride; i++)
+        tc->q[i] = pw_bf16_from_float((float)pw_rng_normal(rng));
+    for (int64_t i = 0; i < slots * tc->kv_stride; i++) {
+        tc->k_cache[i] = pw_fp8_e4m3_from_float((float)(pw_rng_normal(rng) * 16.0));
+        tc->v_cache[i] = pw_fp8_e4m3_from_float((float)(pw_rng_normal(rng) * 16.0));
+    }
+    tc->k_scale = 1.0f / 16.0f;
+    tc->v_scale = 1.0f / 16.0f;
+    (void)d;
+}
+
+/* A small random case with every kind of Top-K id. */
+static void tcase_random(tcase_t *tc, pw_rng_t *rng)
+{
+    memset(tc, 0, sizeof *tc);
+    tc->pb = (pw_problem_t)PW_PROBLEM_INIT;
+    const int32_t r_count = (int32_t)pw_rng_range(rng, 1, 4);
+    tc->pb.num_requests = r_count;
+    tc->pb.page_size = pw_rng_range(rng, 0, 1) ? 4 : 8;
+    tc->pb.head_dim = (int32_t)pw_rng_range(rng, 8, 32);
+    tc->pb.q_heads_per_kv = (int32_t)pw_rng_range(rng, 1, 4);
+    tc->pb.num_kv_heads = (int32_t)pw_rng_range(rng, 1, 3);
+    tc->pb.topk = (int32_t)pw_rng_range(rng, 1, 8);
+    tc->pb.softmax_scale = pw_rng_range(rng, 0, 1) ? 0.0f : (float)(0.05 + pw_rng_uniform(rng));
+    const int32_t page = tc->pb.page_size;
+    tc->cu = xcalloc((size_t)r_count + 1, sizeof *tc->cu);
+    tc->prefix = xcalloc((size_t)r_count, sizeof *tc->prefix);
+    tc->kv_len = xcalloc((size_t)r_count, sizeof *tc->kv_len);
+    int32_t max_pages = 0;
+    for (int32_t r = 0; r < r_count; r++) {
+        const int32_t qlen = (int32_t)pw_rng_range(rng, (r == r_count - 1 && tc->cu[r] == 0), 6);
+        tc->prefix[r] = (int32_t)pw_rng_range(rng, 0, 20);
+        tc->kv_len[r] = tc->prefix[r] + qlen + (int32_t)pw_rng_range(rng, 0, 5);
+        tc->cu[r + 1] = tc->cu[r] + qlen;
+        const int32_t pages = (tc->kv_len[r] + page - 1) / page;
+        if (pages > max_pages) max_pages = pages;
+    }
+    tc->pb.num_tokens = tc->cu[r_count];
+    tc->pb.max_pages_per_request = max_pages + (int32_t)pw_rng_range(rng, 0, 2);
+    tc->pt_stride = tc->pb.max_pages_per_request + pw_rng_range(rng, 0, 2);
+    tc->pb.num_cache_pages = (int64_t)r_count * tc->pb.max_pages_per_request + 2;
+
+    /* Page table: distinct physical pages in random order; padding columns hold garbage. */
+    const int64_t cache_pages = tc->pb.num_cache_pages;
+    int32_t *perm = xcalloc((size_t)cache_pages, sizeof *perm);
+    for (int64_t i = 0; i < cache_pages; i++) perm[i] = (int32_t)i;
+    for (int64_t i = cache_pages - 1; i > 0; i--) {
+        const int64_t j = pw_rng_range(rng, 0, i);
+        const int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    tc->page_table = xcalloc((size_t)(r_count * tc->pt_stride), sizeof *tc->page_table);
+    int64_t next = 0;
+    for (int32_t r = 0; r < r_count; r++)
+        for (int64_t p = 0; p < tc->pt_stride; p++)
+            tc->page_table[r * tc->pt_stride + p] =
+                p < tc->pb.max_pages_per_request ? perm[next++] : -77777;
+    free(perm);
+
+    const int64_t hq = hq_of(tc), d = tc->pb.head_dim;
+    tc->q_stride = hq * d + pw_rng_range(rng, 0, 3);
+    tc->kv_stride = tc->pb.num_kv_heads * d + pw_rng_range(rng, 0, 3);
+    tcase_fill_data(tc, rng);
+    tc->k_scale = (float)(0.02 + 0.1 * pw_rng_uniform(rng));
+    tc->v_scale = (float)(0.02 + 0.1 * pw_rng_uniform(rng));
+
+    /* Top-K ids: valid, in the future, past the KV length, duplicates, extremes. */
+    const int64_t n = tc->pb.num_tokens, k = tc->pb.topk;
+    tc->ids = xcalloc((size_t)(tc->pb.num_kv_heads * n * k), sizeof *tc->ids);
+    for (int64_t i = 0; i < tc->pb.num_kv_heads * n * k; i++) {
+        int32_t id;
+        switch (pw_rng_range(rng, 0, 9)) {
+        case 0: id = -1; break;
+        case 1: id = INT32_MAX; break;
+        case 2: id = INT32_MIN; break;
+        case 3: id = (int32_t)pw_rng_next(rng); break;
+        case 4: id = (i % k) ? tc->ids[i - 1] : 0; break; /* duplicate */
+        default: id = (int32_t)pw_rng_range(rng, -2, max_pages + 2); break;
+        }
+        tc->ids[i] = id;
+    }
+}
+
+static pw_attention_args_t tcase_args(const tcase_t *tc, void *o, int64_t o_stride,
+                                      pw_dtype_t o_dtype, float *lse, uint32_t *bad)
+{
+    pw_attention_args_t a = PW_ATTENTION_ARGS_INIT;
+    a.q = tc->q;
+    a.q_stride = tc->q_stride;
+    a.k_cache = tc->k_cache;
+    a.v_cache = tc->v_cache;
+    a.kv_stride = tc->kv_stride;
+    a.k_scale = &tc->k_scale;
+    a.v_scale = &tc->v_scale;
+    a.topk_ids = tc->ids;
+    a.requests.cu_seqlens_q = tc->cu;
+    a.requests.prefix_lens = tc->prefix;
+    a.requests.kv_lens = tc->kv_len;
+    a.requests.page_table = tc->page_table;
+    a.requests.page_table_stride = tc->pt_stride;
+    a.o = o;
+    a.o_stride = o_stride;
+    a.o_dtype = o_dtype;
+    a.lse = lse;
+    a.bad_page_count = bad;
+    return a;
+}
+
+/* Cache slot of token t of request r: physical page * P + offset. */
+static int64_t naive_slot(const tcase_t *tc, int64_t r, int64_t t)
+{
+    const int64_t page = tc->pb.page_size;
+    return (int64_t)tc->page_table[r * tc->pt_stride + t / page] * page + t % page;
+}
+
+/* Naive dense attention from SPEC §1: for every token t < L of the request, t is in A_i iff
+ * t <= c and floor(t/P) equals some id p of the row with 0 <= p <= min(c, L-1)/P; a page
+ * whose physical id is outside the cache contributes nothing. o: [N, Hq, D], lse: [N, Hq]. */
+static void naive_attention(const tcase_t *tc, double *o, double *lse)
+{
+    const pw_problem_t *pb = &tc->pb;
+    const int64_t n_tokens = pb->num_tokens, g = pb->q_heads_per_kv, d_n = pb->head_dim;
+    const int64_t hq = hq_of(tc), page = pb->page_size, k = pb->topk;
+    const double scale =
+        pb->softmax_scale != 0.0f ? pb->softmax_scale : (float)(1.0 / sqrt((double)d_n));
+    for (int64_t h = 0; h < pb->num_kv_heads; h++) {
+        for (int64_t n = 0; n < n_tokens; n++) {
+            int64_t r = 0;
+            while (!(tc->cu[r] <= n && n < tc->cu[r + 1])) r++;
+            const int64_t c = tc->prefix[r] + (n - tc->cu[r]);
+            const int64_t len = tc->kv_len[r];
+            const int64_t limit = (c < len - 1 ? c : len - 1) / page;
+            const int32_t *row = tc->ids + (h * n_tokens + n) * k;
+            char *visible = xcalloc((size_t)len, 1);
+            for (int64_t t = 0; t < len; t++) {
+                const int64_t tp = t / page;
+                int selected = 0;
+                for (int64_t i = 0; i < k; i++)
+                    if (row[i] >= 0 && row[i] <= limit && row[i] == tp) selected = 1;
+                const int64_t phys = tc->page_table[r * tc->pt_stride + tp];
+                const int in_cache = phys >= 0 && phys < pb->num_cache_pages;
+                visible[t] = (char)(selected && t <= c && in_cache);
+            }
+            double *x = xcalloc((size_t)len, sizeof *x);
+            for (int64_t head = h * g; head < (h + 1) * g; head++) {
+                const pw_bf16_t *q = tc->q + n * tc->q_stride + head * d_n;
+                double mx = -INFINITY;
+                for (int64_t t = 0; t < len; t++) {
+                    if (!visible[t]) continue;
+                    const int64_t slot = naive_slot(tc, r, t);
+                    const pw_fp8_e4m3_t *k8 = tc->k_cache + slot * tc->kv_stride + h * d_n;
+                    double dot = 0.0;
+                    for (int64_t d = 0; d < d_n; d++)
+                        dot += (double)pw_bf16_to_float(q[d]) *
+                               ((double)tc->k_scale * pw_fp8_e4m3_to_float(k8[d]));
+                    x[t] = scale * dot;
+                    if (x[t] > mx) mx = x[t];
+                }
+                double *out = o + (n * hq + head) * d_n;
+                for (int64_t d = 0; d < d_n; d++) out[d] = 0.0;
+                double sum = 0.0;
+                for (int64_t t = 0; t < len; t++) {
+                    if (!visible[t]) continue;
+                    const int64_t slot = naive_slot(tc, r, t);
+                    const pw_fp8_e4m3_t *v8 = tc->v_cache + slot * tc->kv_stride + h * d_n;
+                    const double w = exp(x[t] - mx);
+                    sum += w;
+                    for (int64_t d = 0; d < d_n; d++)
+                        out[d] += w * ((double)tc->v_scale * pw_fp8_e4m3_to_float(v8[d]));
+                }
+                if (sum > 0.0)
+                    for (int64_t d = 0; d < d_n; d++) out[d] /= sum;
+                lse[n * hq + head] = sum > 0.0 ? mx + log(sum) : -INFINITY;
+            }
+            free(x);
+            free(visible);
+        }
+    }
+}
+
+/* Runs the reference into a dense float64 [N, Hq, D] output (o_stride = Hq*D + pad, the
+ * padding checked untouched) and returns the bad-page count. */
+static uint32_t run_ref64(const tcase_t *tc, pw_ref_mode_t mode, double *o, float *lse)
+{
+    const int64_t hq = hq_of(tc), d = tc->pb.head_dim, n = tc->pb.num_tokens;
+    const int64_t pad = 3, stride = hq * d + pad;
+    double *strided = xcalloc((size_t)(n * stride + 1), sizeof *strided);
+    for (int64_t i = 0; i < n * stride + 1; i++) strided[i] = 12345.0;
+    uint32_t bad = 0;
+    const pw_attention_args_t a = tcase_args(tc, strided, stride, PW_DTYPE_FLOAT64, lse, &bad);
+    assert_pw_ok(pw_ref_attention(&tc->pb, &a, mode));
+    for (int64_t row = 0; row < n; row++) {
+        memcpy(o + row * hq * d, strided + row * stride, (size_t)(hq * d) * sizeof *o);
+        for (int64_t i = hq * d; i < stride; i++) assert_true(strided[row * stride + i] == 12345.0);
+    }
+    assert_true(strided[n * stride] == 12345.0);
+    free(strided);
+    return bad;
+}
+
+static void test_matches_naive_dense(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed);
+    printf("naive dense: seed %llu\n", (unsigned long long)g_seed);
+    double worst = 0.0;
+    int64_t rows = 0, empty_rows = 0;
+    for (int iter = 0; iter < 300; iter++) {
+        tcase_t tc;
+        tcase_random(&tc, &rng);
+        const int64_t n = tc.pb.num_tokens, hq = hq_of(&tc), d = tc.pb.head_dim;
+        double *o = xcalloc((size_t)(n * hq * d), sizeof *o);
+        double *o_naive = xcalloc((size_t)(n * hq * d), sizeof *o_naive);
+        float *lse = xcalloc((size_t)(n * hq), sizeof *lse);
+        double *lse_naive = xcalloc((size_t)(n * hq), sizeof *lse_naive);
+        assert_int_equal(run_ref64(&tc, PW_REF_EXACT, o, lse), 0);
+        naive_attention(&tc, o_naive, lse_naive);
+        for (int64_t i = 0; i < n * hq * d; i++) {
+            const double err = fabs(o[i] - o_naive[i]);
+            if (!(err < 1e-12))
+                fail_msg("iter %d element %lld: ref %.17g naive %.17g (seed %llu)", iter,
+                         (long long)i, o[i], o_naive[i], (unsigned long long)g_seed);
+            if (err > worst) worst = err;
+        }
+        for (int64_t i = 0; i < n * hq; i++) {
+            rows++;
+            if (isinf(lse_naive[i])) {
+                empty_rows++;
+                assert_true(isinf(lse[i]) && lse[i] < 0);
+            } else if (!(fabs((double)lse[i] - lse_naive[i]) <=
+                         1e-6 * (1.0 + fabs(lse_naive[i])))) {
+                fail_msg("iter %d lse %lld: ref %.9g naive %.9g (seed %llu)", iter, (long long)i,
+                         (double)lse[i], lse_naive[i], (unsigned long long)g_seed);
+            }
+        }
+
+        /* FLOAT32 and BFLOAT16 outputs are the float64 result rounded. */
+        const int64_t o_stride = hq * d + 1;
+        float *o32 = xcalloc((size_t)(n * o_stride), sizeof *o32);
+        pw_bf16_t *o16 = xcalloc((size_t)(n * o_stride), sizeof *o16);
+        pw_attention_args_t a = tcase_args(&tc, o32, o_stride, PW_DTYPE_FLOAT32, NULL, NULL);
+        assert_pw_ok(pw_ref_attention(&tc.pb, &a, PW_REF_EXACT));
+        a = tcase_args(&tc, o16, o_stride, PW_DTYPE_BFLOAT16, NULL, NULL);
+        assert_pw_ok(pw_ref_attention(&tc.pb, &a, PW_REF_EXACT));
+        for (int64_t row = 0; row < n; row++)
+            for (int64_t i = 0; i < hq * d; i++) {
+                const float f = (float)o[row * hq * d + i];
+                assert_true(o32[row * o_stride + i] == f);
+                assert_int_equal(o16[row * o_stride + i], pw_bf16_from_float(f));
+            }
+        free(o32);
+        free(o16);
+        free(o);
+        free(o_naive);
+        free(lse);
+        free(lse_naive);
+        tcase_free(&tc);
+    }
+    printf("naive dense: %lld rows (%lld empty), max abs error %.3g\n", (long long)rows,
+           (long long)empty_rows, worst);
+    assert_true(empty_rows > 0 && empty_rows < rows); /* both kinds were exercised */
+}
+
+/* One request, one KV head, one query row at causal position c. */
+static void tcase_single_row(tcase_t *tc, pw_rng_t *rng, int32_t page, int32_t dim, int32_t group,
+                             int32_t topk, int32_t prefix, int32_t kv_len)
+{
+    memset(tc, 0, sizeof *tc);
+    tc->pb = (pw_problem_t)PW_PROBLEM_INIT;
+    tc->pb.num_tokens = 1;
+    tc->pb.num_requests = 1;
+    tc->pb.num_kv_heads = 1;
+    tc->pb.q_heads_per_kv = group;
+    tc->pb.head_dim = dim;
+    tc->pb.page_size = page;
+    tc->pb.topk = topk;
+    tc->pb.max_pages_per_request = (kv_len + page - 1) / page;
+    tc->pb.num_cache_pages = tc->pb.max_pages_per_request;
+    tc->cu = xcalloc(2, sizeof *tc->cu);
+    tc->cu[1] = 1;
+    tc->prefix = xcalloc(1, sizeof *tc->prefix);
+    tc->prefix[0] = prefix;
+    tc->kv_len = xcalloc(1, sizeof *tc->kv_len);
+    tc->kv_len[0] = kv_len;
+    tc->pt_stride = tc->pb.max_pages_per_request;
+    tc->page_table = xcalloc((size_t)tc->pt_stride, sizeof *tc->page_table);
+    for (int64_t p = 0; p < tc->pt_stride; p++) /* reversed: logical != physical */
+        tc->page_table[p] = (int32_t)(tc->pt_stride - 1 - p);
+    tc->q_stride = (int64_t)group * dim;
+    tc->kv_stride = dim;
+    tcase_fill_data(tc, rng);
+    tc->ids = xcalloc((size_t)topk, sizeof *tc->ids);
+}
+
+static void test_worked_example(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 1);
+    /* SPEC §1: P=4, S={0,2}, L=11, c=9 -> A={0,1,2,3,8,9}. D = 12 >= L: V is one-hot per
+     * token (v_t = e_t), so o[d] is the softmax weight of token d. */
+    tcase_t tc;
+    tcase_single_row(&tc, &rng, 4, 12, 2, 6, 9, 11);
+    const int32_t ids[6] = {2, -1, 0, 3, 2, INT32_MAX}; /* page 3 is past L: ignored */
+    memcpy(tc.ids, ids, sizeof ids);
+    for (int64_t t = 0; t < 12; t++)
+        for (int64_t d = 0; d < 12; d++) {
+            const int64_t slot = (int64_t)tc.page_table[t / 4] * 4 + t % 4;
+            tc.v_cache[slot * tc.kv_stride + d] = pw_fp8_e4m3_from_float(t == d ? 1.0f : 0.0f);
+        }
+    tc.v_scale = 1.0f;
+    double o[2 * 12];
+    float lse[2];
+    assert_int_equal(run_ref64(&tc, PW_REF_EXACT, o, lse), 0);
+    const int expect[12] = {1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0};
+    for (int head = 0; head < 2; head++) {
+        double sum = 0.0;
+        for (int d = 0; d < 12; d++) {
+            const double w = o[head * 12 + d];
+            if (expect[d]) assert_true(w > 0.0);
+            else assert_true(w == 0.0);
+            sum += w;
+        }
+        assert_true(fabs(sum - 1.0) < 1e-12);
+        assert_true(isfinite(lse[head]));
+    }
+    /* The FP8-emulating mode sees the same tokens. */
+    assert_int_equal(run_ref64(&tc, PW_REF_FP8_EMULATE, o, lse), 0);
+    for (int head = 0; head < 2; head++)
+        for (int d = 0; d < 12; d++)
+            if (expect[d]) assert_true(o[head * 12 + d] > 0.0);
+            else assert_true(o[head * 12 + d] == 0.0);
+    tcase_free(&tc);
+}
+
+static void test_empty_rows_and_bad_pages(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 2);
+    printf("empty rows: seed %llu\n", (unsigned long long)g_seed);
+    tcase_t tc;
+    /* c = 5 with P = 4: pages 0 and 1 are valid; 2, 3 lie in the future. */
+    tcase_single_row(&tc, &rng, 4, 16, 3, 4, 5, 16);
+    const int32_t all_invalid[3][4] = {{-1, -1, -1, -1},
+                                       {2, 3, 3, -5},
+                                       {INT32_MIN, INT32_MAX, 4, 2}};
+    const pw_dtype_t dtypes[3] = {PW_DTYPE_FLOAT64, PW_DTYPE_FLOAT32, PW_DTYPE_BFLOAT16};
+    for (int c = 0; c < 3; c++) {
+        memcpy(tc.ids, all_invalid[c], sizeof all_invalid[c]);
+        for (int mode = 0; mode < 2; mode++)
+            for (int t = 0; t < 3; t++) {
+                unsigned char o[3 * 16 * 8];
+                float lse[3] = {1.0f, 1.0f, 1.0f};
+                memset(o, 0x5a, sizeof o);
+                uint32_t bad = 0;
+                const pw_attention_args_t a = tcase_args(&tc, o, 3 * 16, dtypes[t], lse, &bad);
+                assert_pw_ok(pw_ref_attention(&tc.pb, &a, (pw_ref_mode_t)mode));
+                const size_t elem = dtypes[t] == PW_DTYPE_FLOAT64   ? 8
+                                    : dtypes[t] == PW_DTYPE_FLOAT32 ? 4
+                                                                    : 2;
+                for (size_t i = 0; i < 3 * 16 * elem; i++) assert_int_equal(o[i], 0); /* +0 */
+                for (size_t i = 3 * 16 * elem; i < sizeof o; i++) assert_int_equal(o[i], 0x5a);
+                for (int h = 0; h < 3; h++) assert_true(isinf(lse[h]) && lse[h] < 0);
+                assert_int_equal(bad, 0);
+            }
+    }
+
+    /* A physical page outside the cache is counted (once per row and KV head) and
+     * contributes nothing: same result as not selecting it. */
+    const int32_t with_page1[4] = {1, 0, -1, 1};
+    const int32_t without_page1[4] = {0, -1, -1, -1};
+    double o_ref[3 * 16], o_bad[3 * 16];
+    float lse_ref[3], lse_bad[3];
+    memcpy(tc.ids, without_page1, sizeof without_page1);
+    for (int mode = 0; mode < 2; mode++) {
+        memcpy(tc.ids, without_page1, sizeof without_page1);
+        assert_int_equal(run_ref64(&tc, (pw_ref_mode_t)mode, o_ref, lse_ref), 0);
+        const int32_t bad_ids[] = {-1, 4, 1000000, INT32_MAX, INT32_MIN};
+        for (size_t b = 0; b < sizeof bad_ids / sizeof bad_ids[0]; b++) {
+            tc.page_table[1] = bad_ids[b];
+            memcpy(tc.ids, with_page1, sizeof with_page1);
+            assert_int_equal(run_ref64(&tc, (pw_ref_mode_t)mode, o_bad, lse_bad), 1);
+            assert_memory_equal(o_ref, o_bad, sizeof o_ref);
+            assert_memory_equal(lse_ref, lse_bad, sizeof lse_ref);
+        }
+        tc.page_table[1] = 2;
+        /* Only page: the row becomes empty. */
+        tc.page_table[0] = -1;
+        memcpy(tc.ids, without_page1, sizeof without_page1);
+        assert_int_equal(run_ref64(&tc, (pw_ref_mode_t)mode, o_bad, lse_bad), 1);
+        for (int i = 0; i < 3 * 16; i++) assert_true(o_bad[i] == 0.0 && !signbit(o_bad[i]));
+        for (int h = 0; h < 3; h++) assert_true(isinf(lse_bad[h]) && lse_bad[h] < 0);
+        tc.page_table[0] = 3;
+    }
+    tcase_free(&tc);
+}
+
+/* A mid-size problem for the FP8-emulating mode: R requests with prefixes, random
+ * valid Top-K rows (plus noise ids). */
+static void tcase_medium(tcase_t *tc, pw_rng_t *rng, int32_t dim, int32_t page, int32_t group,
+                         int32_t topk)
+{
+    memset(tc, 0, sizeof *tc);
+    tc->pb = (pw_problem_t)PW_PROBLEM_INIT;
+    const int32_t r_count = 3, qlen = 24, prefix = 40 * page / 4;
+    tc->pb.num_requests = r_count;
+    tc->pb.num_tokens = r_count * qlen;
+    tc->pb.num_kv_heads = 2;
+    tc->pb.q_heads_per_kv = group;
+    tc->pb.head_dim = dim;
+    tc->pb.page_size = page;
+    tc->pb.topk = topk;
+    tc->cu = xcalloc((size_t)r_count + 1, sizeof *tc->cu);
+    tc->prefix = xcalloc((size_t)r_count, sizeof *tc->prefix);
+    tc->kv_len = xcalloc((size_t)r_count, sizeof *tc->kv_len);
+    for (int32_t r = 0; r < r_count; r++) {
+        tc->cu[r + 1] = tc->cu[r] + qlen;
+        tc->prefix[r] = prefix + r * page;
+        tc->kv_len[r] = tc->prefix[r] + qlen;
+    }
+    tc->pb.max_pages_per_request = (tc->kv_len[r_count - 1] + page - 1) / page;
+    tc->pt_stride = tc->pb.max_pages_per_request;
+    tc->pb.num_cache_pages = (int64_t)r_count * tc->pt_stride;
+    tc->page_table = xcalloc((size_t)tc->pb.num_cache_pages, sizeof *tc->page_table);
+    for (int64_t i = 0; i < tc->pb.num_cache_pages; i++) tc->page_table[i] = (int32_t)i;
+    for (int64_t i = tc->pb.num_cache_pages - 1; i > 0; i--) { /* shuffled, distinct */
+        const int64_t j = pw_rng_range(rng, 0, i);
+        const int32_t t = tc->page_table[i];
+        tc->page_table[i] = tc->page_table[j];
+        tc->page_table[j] = t;
+    }
+    tc->q_stride = (int64_t)tc->pb.num_kv_heads * group * dim;
+    tc->kv_stride = (int64_t)tc->pb.num_kv_heads * dim;
+    tcase_fill_data(tc, rng);
+    const int64_t n = tc->pb.num_tokens;
+    tc->ids = xcalloc((size_t)(tc->pb.num_kv_heads * n * topk), sizeof *tc->ids);
+    for (int64_t h = 0; h < tc->pb.num_kv_heads; h++)
+        for (int64_t row = 0; row < n; row++) {
+            const int64_t r = row / qlen;
+            const int64_t c = tc->prefix[r] + row % qlen;
+            for (int64_t i = 0; i < topk; i++) {
+                int32_t id = (int32_t)pw_rng_range(rng, 0, c / page);
+                if (i == 0) id = (int32_t)(c / page); /* the diagonal page, as selectors do */
+                if (pw_rng_range(rng, 0, 15) == 0) id = -1;
+                tc->ids[(h * n + row) * topk + i] = id;
+            }
+        }
+}
+
+static double rel_frobenius(const double *a, const double *ref, int64_t count)
+{
+    double num = 0.0, den = 0.0;
+    for (int64_t i = 0; i < count; i++) {
+        num += (a[i] - ref[i]) * (a[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    return sqrt(num / den);
+}
+
+static void test_fp8_emulate_accuracy(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 3);
+    printf("fp8 emulate: seed %llu\n", (unsigned long long)g_seed);
+    const int32_t shapes[3][4] = {{128, 16, 4, 8}, {64, 8, 2, 16}, {32, 32, 3, 4}};
+    for (int s = 0; s < 3; s++) {
+        tcase_t tc;
+        tcase_medium(&tc, &rng, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+        const int64_t count = tc.pb.num_tokens * hq_of(&tc) * tc.pb.head_dim;
+        double *o_exact = xcalloc((size_t)count, sizeof *o_exact);
+        double *o_emu = xcalloc((size_t)count, sizeof *o_emu);
+        float *lse_exact = xcalloc((size_t)(tc.pb.num_tokens * hq_of(&tc)), sizeof *lse_exact);
+        float *lse_emu = xcalloc((size_t)(tc.pb.num_tokens * hq_of(&tc)), sizeof *lse_emu);
+        run_ref64(&tc, PW_REF_EXACT, o_exact, lse_exact);
+        run_ref64(&tc, PW_REF_FP8_EMULATE, o_emu, lse_emu);
+        const double err = rel_frobenius(o_emu, o_exact, count);
+        double lse_err = 0.0;
+        for (int64_t i = 0; i < tc.pb.num_tokens * hq_of(&tc); i++)
+            lse_err = fmax(lse_err, fabs((double)lse_emu[i] - (double)lse_exact[i]));
+        printf("fp8 emulate D=%d P=%d G=%d K=%d: relative Frobenius error %.4f, "
+               "max |LSE error| %.4f\n",
+               shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], err, lse_err);
+        assert_true(err > 0.0); /* the modes do differ: quantisation happened */
+        assert_true(err < 0.08);
+        assert_true(lse_err < 0.1);
+
+        /* Same inputs, same bytes; and Top-K rows permuted, with duplicates and invalid
+         * ids added, give the same bytes (each row sees its own pages in ascending order). */
+        double *o_again = xcalloc((size_t)count, sizeof *o_again);
+        float *lse_again = xcalloc((size_t)(tc.pb.num_tokens * hq_of(&tc)), sizeof *lse_again);
+        run_ref64(&tc, PW_REF_FP8_EMULATE, o_again, lse_again);
+        assert_memory_equal(o_emu, o_again, (size_t)count * sizeof *o_emu);
+        const int64_t k = tc.pb.topk, rows = tc.pb.num_kv_heads * tc.pb.num_tokens;
+        for (int64_t row = 0; row < rows; row++) {
+            int32_t *ids = tc.ids + row * k;
+            for (int64_t i = k - 1; i > 0; i--) {
+                const int64_t j = pw_rng_range(&rng, 0, i);
+                const int32_t t = ids[i];
+                ids[i] = ids[j];
+                ids[j] = t;
+            }
+            /* Replace an id that is already in the row elsewhere by a future page or a
+             * duplicate: the set S is unchanged. */
+            for (int64_t i = 1; i < k; i++)
+                for (int64_t j = 0; j < i; j++)
+                    if (ids[j] == ids[i] && ids[i] >= 0)
+                        ids[i] = pw_rng_range(&rng, 0, 1) ? INT32_MAX : -3;
+        }
+        run_ref64(&tc, PW_REF_FP8_EMULATE, o_again, lse_again);
+        assert_memory_equal(o_emu, o_again, (size_t)count * sizeof *o_emu);
+        assert_memory_equal(lse_emu, lse_again,
+                            (size_t)(tc.pb.num_tokens * hq_of(&tc)) * sizeof *lse_emu);
+        free(o_again);
+        free(lse_again);
+        free(o_exact);
+        free(o_emu);
+        free(lse_exact);
+        free(lse_emu);
+        tcase_free(&tc);
+    }
+}
+
+static void test_fp8_emulate_exact_cases(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 4);
+    /* One visible token (c = 0): p = expf(0) = 1, p8 = 256, O = 256 * v8, l = 1, so
+     * o = v8 * v_scale exactly, and LSE = x. */
+    tcase_t tc;
+    tcase_single_row(&tc, &rng, 8, 32, 2, 2, 0, 5);
+    tc.ids[0] = 0;
+    tc.ids[1] = 0;
+    tc.v_scale = 0.375f;
+    double o[2 * 32];
+    float lse[2];
+    run_ref64(&tc, PW_REF_FP8_EMULATE, o, lse);
+    const int64_t slot = (int64_t)tc.page_table[0] * 8;
+    for (int d = 0; d < 32; d++) {
+        const double v = (double)pw_fp8_e4m3_to_float(tc.v_cache[slot * tc.kv_stride + d]);
+        assert_true(o[d] == v * 0.375 && o[32 + d] == v * 0.375);
+    }
+    /* LSE = x = (float)(q8 . k8) * q_scale * k_scale * s, recomputed here. */
+    for (int head = 0; head < 2; head++) {
+        float amax = 0.0f;
+        for (int d = 0; d < 32; d++)
+            amax = fmaxf(amax, fabsf(pw_bf16_to_float(tc.q[head * 32 + d])));
+        const float q_scale = amax / 448.0f;
+        double dot = 0.0;
+        for (int d = 0; d < 32; d++) {
+            const float q8 = pw_fp8_e4m3_to_float(
+                pw_fp8_e4m3_from_float(pw_bf16_to_float(tc.q[head * 32 + d]) / q_scale));
+            dot += (double)q8 * pw_fp8_e4m3_to_float(tc.k_cache[slot * tc.kv_stride + d]);
+        }
+        const float s = (float)(1.0 / sqrt(32.0));
+        float x = (float)dot;
+        x = x * q_scale;
+        x = x * tc.k_scale;
+        x = x * s;
+        assert_true(lse[head] == x + logf(1.0f));
+    }
+    /* A Q row of zeros keeps q_scale = 1: all scores 0, uniform weights. */
+    for (int d = 0; d < 64; d++) tc.q[d] = pw_bf16_from_float(0.0f);
+    tc.prefix[0] = 3; /* tokens 0..3 */
+    run_ref64(&tc, PW_REF_FP8_EMULATE, o, lse);
+    for (int head = 0; head < 2; head++) {
+        assert_true(lse[head] == logf(4.0f));
+        for (int d = 0; d < 32; d++) {
+            double mean = 0.0;
+            for (int t = 0; t < 4; t++)
+                mean += pw_fp8_e4m3_to_float(tc.v_cache[(slot + t) * tc.kv_stride + d]);
+            mean = mean * 0.375 / 4.0;
+            assert_true(fabs(o[head * 32 + d] - mean) <= 1e-6 * (1.0 + fabs(mean)));
+        }
+    }
+    tcase_free(&tc);
+}
+
+static void expect_invalid(const pw_problem_t *pb, const pw_attention_args_t *a,
+                           pw_ref_mode_t mode, const char *what)
+{
+    const pw_status_t st = pw_ref_attention(pb, a, mode);
+    if (st != PW_ERROR_INVALID_ARGUMENT)
+        fail_msg("%s: got %s, expected PW_ERROR_INVALID_ARGUMENT", what, pw_status_string(st));
+    if (strlen(pw_last_error()) == 0) fail_msg("%s: no error message", what);
+    printf("  %-28s -> %s\n", what, pw_last_error());
+}
+
+static void test_invalid_arguments(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 5);
+    tcase_t tc;
+    tcase_medium(&tc, &rng, 16, 8, 2, 4);
+    const int64_t hq_d = hq_of(&tc) * tc.pb.head_dim;
+    double *o = xcalloc((size_t)(tc.pb.num_tokens * hq_d), sizeof *o);
+    const pw_attention_args_t good = tcase_args(&tc, o, hq_d, PW_DTYPE_FLOAT64, NULL, NULL);
+    assert_pw_ok(pw_ref_attention(&tc.pb, &good, PW_REF_EXACT));
+
+    pw_attention_args_t a = good;
+    pw_problem_t pb = tc.pb;
+    expect_invalid(&pb, NULL, PW_REF_EXACT, "NULL args");
+    expect_invalid(NULL, &a, PW_REF_EXACT, "NULL problem");
+    a.q = NULL;
+    expect_invalid(&pb, &a, PW_REF_EXACT, "NULL q");
+    a = good;
+    a.o = NULL;
+    expect_invalid(&pb, &a, PW_REF_EXACT, "NULL o");
+    a = good;
+    a.k_scale = NULL;
+    expect_invalid(&pb, &a, PW_REF_EXACT, "NULL k_scale");
+    a = good;
+    a.struct_size = 8;
+    expect_invalid(&pb, &a, PW_REF_EXACT, "bad args.struct_size");
+    a = good;
+    pb.struct_size = 4;
+    expect_invalid(&pb, &a, PW_REF_EXACT, "bad problem.struct_size");
+    pb = tc.pb;
+    tc.kv_len[1] = tc.prefix[1] + 23; /* chunk has 24 queries */
+    expect_invalid(&pb, &a, PW_REF_EXACT, "kv_len < prefix + qlen");
+    tc.kv_len[1] = tc.prefix[1] + 24;
+    pb.num_tokens = tc.pb.num_tokens - 1;
+    expect_invalid(&pb, &a, PW_REF_EXACT, "cu_seqlens_q[R] != N");
+    pb = tc.pb;
+    a.requests.page_table_stride = pb.max_pages_per_request - 1;
+    expect_invalid(&pb, &a, PW_REF_EXACT, "page table stride too small");
+    a = good;
+    a.requests.page_table = NULL;
+    expect_invalid(&pb, &a, PW_REF_EXACT, "NULL page_table");
+    a = good;
+    a.q_stride = hq_d - 1;
+    expect_invalid(&pb, &a, PW_REF_EXACT, "q_stride < Hq*D");
+    a = good;
+    a.o_stride = hq_d - 1;
+    expect_invalid(&pb, &a, PW_REF_EXACT, "o_stride < Hq*D");
+    a = good;
+    a.kv_stride = tc.kv_stride - 1;
+    expect_invalid(&pb, &a, PW_REF_EXACT, "kv_stride < Hkv*D");
+    a = good;
+    a.o_dtype = (pw_dtype_t)7;
+    expect_invalid(&pb, &a, PW_REF_EXACT, "bad o_dtype");
+    a = good;
+    expect_invalid(&pb, &a, (pw_ref_mode_t)9, "bad mode");
+    const float nan_scale = NAN;
+    a.v_scale = &nan_scale;
+    expect_invalid(&pb, &a, PW_REF_FP8_EMULATE, "NaN v_scale");
+    assert_pw_ok(pw_ref_attention(&tc.pb, &good, PW_REF_FP8_EMULATE));
+    free(o);
+    tcase_free(&tc);
+}
+
+/* Logical id 2^31-1 is ignored; a context far past 65,536 tokens works (against the naive
+ * implementation); pages near 2^31 / P in a context of 2^31 - 1 tokens, where t = p*P no
+ * longer fits in int32, give exactly the result of the same tokens in a small request. */
+static void test_huge_ids_and_long_context(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 6);
+    printf("long context: seed %llu\n", (unsigned long long)g_seed);
+
+    /* INT32_MAX with a small KV length. */
+    tcase_t tc;
+    tcase_single_row(&tc, &rng, 8, 16, 2, 3, 10, 12);
+    double o_a[32], o_b[32];
+    float lse_a[2], lse_b[2];
+    const int32_t plain[3] = {0, 1, -1}, with_max[3] = {INT32_MAX, 1, 0};
+    memcpy(tc.ids, plain, sizeof plain);
+    run_ref64(&tc, PW_REF_EXACT, o_a, lse_a);
+    memcpy(tc.ids, with_max, sizeof with_max);
+    assert_int_equal(run_ref64(&tc, PW_REF_EXACT, o_b, lse_b), 0);
+    assert_memory_equal(o_a, o_b, sizeof o_a);
+    tcase_free(&tc);
+
+    /* L = 200,000 tokens at P = 128 (1,563 pages), ten query rows at the end. */
+    memset(&tc, 0, sizeof tc);
+    tc.pb = (pw_problem_t)PW_PROBLEM_INIT;
+    tc.pb.num_tokens = 10;
+    tc.pb.num_requests = 1;
+    tc.pb.num_kv_heads = 1;
+    tc.pb.q_heads_per_kv = 2;
+    tc.pb.head_dim = 16;
+    tc.pb.page_size = 128;
+    tc.pb.topk = 6;
+    tc.pb.max_pages_per_request = (200000 + 127) / 128;
+    tc.pb.num_cache_pages = tc.pb.max_pages_per_request;
+    tc.cu = xcalloc(2, sizeof *tc.cu);
+    tc.cu[1] = 10;
+    tc.prefix = xcalloc(1, sizeof *tc.prefix);
+    tc.prefix[0] = 199990;
+    tc.kv_len = xcalloc(1, sizeof *tc.kv_len);
+    tc.kv_len[0] = 200000;
+    tc.pt_stride = tc.pb.max_pages_per_request;
+    tc.page_table = xcalloc((size_t)tc.pt_stride, sizeof *tc.page_table);
+    for (int64_t p = 0; p < tc.pt_stride; p++)
+        tc.page_table[p] = (int32_t)((p * 101 + 7) % tc.pt_stride); /* 101 coprime to 1563 */
+    tc.q_stride = 32;
+    tc.kv_stride = 16;
+    tcase_fill_data(&tc, &rng);
+    tc.ids = xcalloc(60, sizeof *tc.ids);
+    for (int row = 0; row < 10; row++) {
+        const int32_t random_page = (int32_t)pw_rng_range(&rng, 1, 1561);
+        const int32_t ids[6] = {1562, 0, 777, 1563, INT32_MAX, random_page};
+        memcpy(tc.ids + row * 6, ids, sizeof ids);
+    }
+    double o[10 * 32], o_naive[10 * 32], lse_naive[20];
+    float lse[20];
+    assert_int_equal(run_ref64(&tc, PW_REF_EXACT, o, lse), 0);
+    naive_attention(&tc, o_naive, lse_naive);
+    for (int i = 0; i < 10 * 32; i++) assert_true(fabs(o[i] - o_naive[i]) < 1e-12);
+    for (int i = 0; i < 20; i++) assert_true(fabs((double)lse[i] - lse_naive[i]) < 1e-5);
+    tcase_free(&tc);
+
+    /* Context of INT32_MAX tokens: the query at c = 2^31 - 2 selects pages 0,
+     * 16777214 and 16777215 (the last one partly visible: t up to 2^31 - 2), mapped to
+     * physical pages 0, 2, 1. The small twin: pages 0, 1, 2 of a 383-token request,
+     * mapped to the same physical pages with the same data. */
+    const int32_t last = INT32_MAX - 1; /* c */
+    tcase_t big, small;
+    tcase_single_row(&small, &rng, 128, 16, 2, 5, 3 * 128 - 2, 3 * 128 - 1);
+    small.page_table[0] = 0;
+    small.page_table[1] = 2;
+    small.page_table[2] = 1;
+    const int32_t small_ids[5] = {2, 0, 1, 3, INT32_MAX};
+    memcpy(small.ids, small_ids, sizeof small_ids);
+    memset(&big, 0, sizeof big);
+    big = small; /* shares Q, K, V, ids storage; own page table and requests below */
+    big.pb.max_pages_per_request = (int32_t)(((int64_t)INT32_MAX + 127) / 128);
+    big.pt_stride = big.pb.max_pages_per_request;
+    int32_t *big_table = xcalloc((size_t)big.pt_stride, sizeof *big_table);
+    for (int64_t p = 0; p < big.pt_stride; p++) big_table[p] = -1; /* never read */
+    big_table[0] = 0;
+    big_table[16777214] = 2;
+    big_table[16777215] = 1;
+    big.page_table = big_table;
+    int32_t big_prefix = last, big_kv = INT32_MAX;
+    big.prefix = &big_prefix;
+    big.kv_len = &big_kv;
+    int32_t big_ids[5] = {16777215, 0, 16777214, 16777216, INT32_MAX};
+    big.ids = big_ids;
+    for (int mode = 0; mode < 2; mode++) {
+        double o_small[32], o_big[32];
+        float lse_small[2], lse_big[2];
+        assert_int_equal(run_ref64(&small, (pw_ref_mode_t)mode, o_small, lse_small), 0);
+        assert_int_equal(run_ref64(&big, (pw_ref_mode_t)mode, o_big, lse_big), 0);
+        assert_memory_equal(o_small, o_big, sizeof o_small);
+        assert_memory_equal(lse_small, lse_big, sizeof lse_small);
+    }
+    free(big_table);
+    tcase_free(&small);
+}
+
+/* The fast-path shape, timed (PW_TEST_SLOW=1 only). */
+static void test_fast_path_shape_timing(void **state)
+{
+    (void)state;
+    const char *slow = getenv("PW_TEST_SLOW");
+    if (!slow || strcmp(slow, "1") != 0) {
+        printf("skipped: set PW_TEST_SLOW=1 to time N=16K, G=16, D=128, K=16, P=128\n");
+        skip();
+    }
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 7);
+    tcase_t tc;
+    memset(&tc, 0, sizeof tc);
+    tc.pb = (pw_problem_t)PW_PROBLEM_INIT;
+    const int32_t n = 16384, prefix = 49152, kv = prefix + n;
+    tc.pb.num_tokens = n;
+    tc.pb.max_pages_per_request = kv / 128;
+    tc.pb.num_cache_pages = kv / 128;
+    tc.cu = xcalloc(2, sizeof *tc.cu);
+    tc.cu[1] = n;
+    tc.prefix = xcalloc(1, sizeof *tc.prefix);
+    tc.prefix[0] = prefix;
+    tc.kv_len = xcalloc(1, sizeof *tc.kv_len);
+    tc.kv_len[0] = kv;
+    tc.pt_stride = tc.pb.max_pages_per_request;
+    tc.page_table = xcalloc((size_t)tc.pt_stride, sizeof *tc.page_table);
+    for (int64_t p = 0; p < tc.pt_stride; p++) tc.page_table[p] = (int32_t)p;
+    tc.q_stride = 16 * 128;
+    tc.kv_stride = 128;
+    tcase_fill_data(&tc, &rng);
+    tc.ids = xcalloc((size_t)n * 16, sizeof *tc.ids);
+    for (int64_t row = 0; row < n; row++)
+        for (int64_t i = 0; i < 16; i++)
+            tc.ids[row * 16 + i] = (int32_t)pw_rng_range(&rng, 0, (prefix + row) / 128);
+    pw_bf16_t *o = xcalloc((size_t)n * 16 * 128, sizeof *o);
+    float *lse = xcalloc((size_t)n * 16, sizeof *lse);
+    for (int mode = 0; mode < 2; mode++) {
+        const pw_attention_args_t a = tcase_args(&tc, o, 16 * 128, PW_DTYPE_BFLOAT16, lse, NULL);
+        const clock_t start = clock();
+        assert_pw_ok(pw_ref_attention(&tc.pb, &a, (pw_ref_mode_t)mode));
+        const double seconds = (double)(clock() - start) / CLOCKS_PER_SEC;
+        printf("fast-path shape, %s: %.1f s CPU\n", mode ? "FP8_EMULATE" : "EXACT", seconds);
+        assert_true(seconds < 60.0);
+    }
+    free(o);
+    free(lse);
+    tcase_free(&tc);
+}
+
+int main(int argc, char **argv)
+{
+    g_seed = pw_test_seed(argc, argv);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matches_naive_dense),
+        cmocka_unit_test(test_worked_example),
+        cmocka_unit_test(test_empty_rows_and_bad_pages),
+        cmocka_unit_test(test_fp8_emulate_accuracy),
+        cmocka_unit_test(test_fp8_emulate_exact_cases),
+        cmocka_unit_test(test_invalid_arguments),
+        cmocka_unit_test(test_huge_ids_and_long_context),
+        cmocka_unit_test(test_fast_path_shape_timing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
