@@ -1,0 +1,229 @@
+/* bench_kernels.c — the attention kernels alone (Union8, Union4, per-query), for kernel
+ * development (llm.c dev/ style). The full call and the paper's measurements are
+ * `pageweaver bench`; this harness isolates pw_union_attention.
+ *
+ *   bench_kernels [--reps N] CAPTURE...     (default: .data/workloads/sel_A_hot.safetensors)
+ *
+ * Per capture: metadata for identity and guarded-W128 groupings from the CPU reference
+ * (outside the timed region), Q/K/V generated (seed 0), then each kernel captured in a
+ * CUDA graph and replayed: 5 warm-up replays, N timed replays (default 50) with CUDA
+ * events around each, rotating 3 copies of Q and O so L2 holds only what it would in a
+ * serving loop (the KV cache is shared by the copies, as in one layer's call); median,
+ * min and p90 in microseconds. Useful FLOP = visible (query, token) pairs x 16 x 128 x 4;
+ * executed FLOP = CTA-page steps x 64 x 128 x 128 x 4 (QK + PV), where a step is a page
+ * of the CTA's list with at least one member (Union8/Union4: C_4; per-query: sum |S_i|). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "pageweaver.h"
+#include "pageweaver_capture.h"
+
+#define CK(x)                                                                               \
+    do {                                                                                    \
+        cudaError_t e_ = (x);                                                               \
+        if (e_ != cudaSuccess) {                                                            \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                        \
+        }                                                                                   \
+    } while (0)
+#define PK(x)                                                                               \
+    do {                                                                                    \
+        pw_status_t s_ = (x);                                                               \
+        if (s_ != PW_SUCCESS) {                                                             \
+            fprintf(stderr, "%s:%d %s: %s: %s\n", __FILE__, __LINE__, #x, pw_status_string(s_), \
+                    pw_last_error());                                                       \
+            exit(1);                                                                        \
+        }                                                                                   \
+    } while (0)
+
+enum { COPIES = 3 };
+
+static void *to_dev(const void *h, size_t n)
+{
+    void *d;
+    CK(cudaMalloc(&d, n ? n : 16));
+    if (n) CK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+    return d;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct meta_set {
+    pw_union_meta_t dev;
+    int32_t *perm_dev;
+    pw_union_stats_t stats;
+} meta_set_t;
+
+static void make_meta(const pw_capture_t *c, const pw_grouping_t *g, meta_set_t *out)
+{
+    const pw_problem_t *p = &c->problem;
+    const pw_requests_t rq = pw_capture_requests(c);
+    const int64_t hkv = p->num_kv_heads, mg = pw_max_groups(p, g), cap = 8 * p->topk;
+    int32_t *perm = malloc(hkv * p->num_tokens * 4);
+    PK(pw_ref_regroup(p, c->topk_ids, &rq, g, perm));
+    pw_union_meta_t m = {mg, (int32_t)cap, malloc(hkv * 4), malloc(hkv * mg * sizeof(pw_group_desc_t)),
+                         malloc(hkv * mg * cap * 4), malloc(hkv * mg * cap)};
+    PK(pw_ref_union_prepare(p, c->topk_ids, &rq, g, perm, &m));
+    PK(pw_union_stats(p, &m, &out->stats, NULL));
+    out->dev.max_groups = mg;
+    out->dev.union_capacity = (int32_t)cap;
+    out->dev.num_groups = to_dev(m.num_groups, hkv * 4);
+    out->dev.groups = to_dev(m.groups, hkv * mg * sizeof(pw_group_desc_t));
+    out->dev.union_pages = to_dev(m.union_pages, hkv * mg * cap * 4);
+    out->dev.member_masks = to_dev(m.member_masks, hkv * mg * cap);
+    out->perm_dev = to_dev(perm, hkv * p->num_tokens * 4);
+    free(perm);
+    free(m.num_groups);
+    free(m.groups);
+    free(m.union_pages);
+    free(m.member_masks);
+}
+
+/* Visible (query, token) pairs summed over KV heads: the useful work. */
+static double visible_pairs(const pw_capture_t *c)
+{
+    const pw_problem_t *p = &c->problem;
+    double total = 0;
+    for (int h = 0; h < p->num_kv_heads; h++)
+        for (int r = 0; r < p->num_requests; r++)
+            for (int32_t n = c->cu_seqlens_q[r]; n < c->cu_seqlens_q[r + 1]; n++) {
+                const int64_t cpos = c->prefix_lens[r] + (n - c->cu_seqlens_q[r]);
+                const int64_t lim = cpos < c->kv_lens[r] - 1 ? cpos : c->kv_lens[r] - 1;
+                const int32_t *row = c->topk_ids + ((int64_t)h * p->num_tokens + n) * p->topk;
+                for (int k = 0; k < p->topk; k++) {
+                    const int32_t id = row[k];
+                    if (id < 0 || id > lim / p->page_size) continue;
+                    int dup = 0;
+                    for (int j = 0; j < k; j++) dup |= row[j] == id;
+                    if (dup) continue;
+                    const int64_t first = (int64_t)id * p->page_size;
+                    const int64_t last = first + p->page_size - 1 < lim ? first + p->page_size - 1 : lim;
+                    total += (double)(last - first + 1);
+                }
+            }
+    return total;
+}
+
+int main(int argc, char **argv)
+{
+    int reps = 50;
+    const char *files[32];
+    int nfiles = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (nfiles < 32) files[nfiles++] = argv[i];
+    }
+    if (nfiles == 0) files[nfiles++] = ".data/workloads/sel_A_hot.safetensors";
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        printf("bench_kernels: no CUDA device; timings need an H200\n");
+        return 0;
+    }
+    printf("%-34s %-10s %-9s %9s %9s %9s %10s %10s %8s\n", "capture", "kernel", "grouping", "median_us",
+           "min_us", "p90_us", "useful_TF", "exec_TF", "visits");
+    for (int f = 0; f < nfiles; f++) {
+        pw_capture_t *c = NULL;
+        PK(pw_capture_read(files[f], PW_CAPTURE_LOAD_QKV | PW_CAPTURE_GENERATE_QKV, &c));
+        const pw_problem_t *p = &c->problem;
+        const int64_t n = p->num_tokens, hkv = p->num_kv_heads, hq = hkv * 16;
+        const size_t q_bytes = (size_t)(n * hq * 128) * 2;
+        const size_t cache_bytes = (size_t)p->num_cache_pages * 128 * hkv * 128;
+        pw_bf16_t *q[COPIES], *o[COPIES];
+        for (int k = 0; k < COPIES; k++) {
+            q[k] = to_dev(c->q, q_bytes);
+            CK(cudaMalloc((void **)&o[k], q_bytes));
+        }
+        uint8_t *kc = to_dev(c->k_cache, cache_bytes), *vc = to_dev(c->v_cache, cache_bytes);
+        float *ks = to_dev(&c->k_scale, 4), *vs = to_dev(&c->v_scale, 4);
+        int32_t *topk = to_dev(c->topk_ids, hkv * n * p->topk * 4);
+        int32_t *cu = to_dev(c->cu_seqlens_q, (p->num_requests + 1) * 4);
+        int32_t *pre = to_dev(c->prefix_lens, p->num_requests * 4);
+        int32_t *kvl = to_dev(c->kv_lens, p->num_requests * 4);
+        int32_t *pt = to_dev(c->page_table, (size_t)p->num_requests * p->max_pages_per_request * 4);
+        const double useful = visible_pairs(c) * 16 * 128 * 4;
+        pw_grouping_t gi = PW_GROUPING_INIT, gw = PW_GROUPING_INIT;
+        gi.mode = PW_REGROUP_IDENTITY;
+        gi.window = 0;
+        meta_set_t mi, mw;
+        make_meta(c, &gi, &mi);
+        make_meta(c, &gw, &mw);
+        struct arm { pw_kernel_t k; meta_set_t *m; pw_grouping_t *g; const char *kn, *gn; double steps; } arms[] = {
+            {PW_KERNEL_UNION8, &mi, &gi, "union8", "identity", (double)mi.stats.c4},
+            {PW_KERNEL_UNION8, &mw, &gw, "union8", "W128", (double)mw.stats.c4},
+            {PW_KERNEL_UNION4, &mi, &gi, "union4", "identity", (double)mi.stats.c4},
+            {PW_KERNEL_UNION4, &mw, &gw, "union4", "W128", (double)mw.stats.c4},
+            {PW_KERNEL_PER_QUERY, &mi, &gi, "per-query", "-", (double)mi.stats.selections},
+        };
+        cudaStream_t stream;
+        CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        for (size_t a = 0; a < sizeof arms / sizeof arms[0]; a++) {
+            cudaGraphExec_t exec[COPIES];
+            for (int k = 0; k < COPIES; k++) {
+                pw_attention_args_t args = PW_ATTENTION_ARGS_INIT;
+                args.q = q[k];
+                args.q_stride = hq * 128;
+                args.k_cache = kc;
+                args.v_cache = vc;
+                args.kv_stride = hkv * 128;
+                args.k_scale = ks;
+                args.v_scale = vs;
+                args.topk_ids = topk;
+                args.requests.cu_seqlens_q = cu;
+                args.requests.prefix_lens = pre;
+                args.requests.kv_lens = kvl;
+                args.requests.page_table = pt;
+                args.requests.page_table_stride = p->max_pages_per_request;
+                args.o = o[k];
+                args.o_stride = hq * 128;
+                args.o_dtype = PW_DTYPE_BFLOAT16;
+                cudaGraph_t graph;
+                CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+                PK(pw_union_attention(p, &args, arms[a].g, arms[a].m->perm_dev, &arms[a].m->dev, arms[a].k, stream));
+                CK(cudaStreamEndCapture(stream, &graph));
+                CK(cudaGraphInstantiate(&exec[k], graph, 0));
+                CK(cudaGraphDestroy(graph));
+            }
+            for (int w = 0; w < 5; w++) CK(cudaGraphLaunch(exec[w % COPIES], stream));
+            cudaEvent_t e0, e1;
+            CK(cudaEventCreate(&e0));
+            CK(cudaEventCreate(&e1));
+            float *t = malloc(reps * sizeof(float));
+            for (int r = 0; r < reps; r++) {
+                CK(cudaEventRecord(e0, stream));
+                CK(cudaGraphLaunch(exec[r % COPIES], stream));
+                CK(cudaEventRecord(e1, stream));
+                CK(cudaEventSynchronize(e1));
+                CK(cudaEventElapsedTime(&t[r], e0, e1));
+            }
+            CK(cudaGetLastError());
+            qsort(t, reps, sizeof(float), cmp_float);
+            const double med = t[reps / 2] * 1e3, mn = t[0] * 1e3, p90 = t[(int)(reps * 0.9)] * 1e3;
+            const double exec_flop = arms[a].steps * 64.0 * 128 * 128 * 4;
+            printf("%-34s %-10s %-9s %9.1f %9.1f %9.1f %10.1f %10.1f %8lld\n", files[f], arms[a].kn, arms[a].gn, med, mn,
+                   p90, useful / (med * 1e-6) / 1e12, exec_flop / (med * 1e-6) / 1e12,
+                   (long long)arms[a].m->stats.union_visits);
+            fflush(stdout);
+            free(t);
+            for (int k = 0; k < COPIES; k++) CK(cudaGraphExecDestroy(exec[k]));
+            CK(cudaEventDestroy(e0));
+            CK(cudaEventDestroy(e1));
+        }
+        CK(cudaStreamDestroy(stream));
+        for (int k = 0; k < COPIES; k++) {
+            cudaFree(q[k]);
+            cudaFree(o[k]);
+        }
+        cudaFree(kc); cudaFree(vc); cudaFree(ks); cudaFree(vs); cudaFree(topk); cudaFree(cu); cudaFree(pre);
+        cudaFree(kvl); cudaFree(pt);
+        pw_capture_free(c);
+    }
+    return 0;
+}
