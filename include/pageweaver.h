@@ -323,6 +323,101 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
                                const pw_union_meta_t *meta, pw_kernel_t kernel,
                                pw_stream_t stream);
 
+/* ------------------------------------------------------------------------------------ */
+/* Device: the full prefill call (SPEC §5: regroup -> union preparation -> attention)    */
+/* ------------------------------------------------------------------------------------ */
+/* A plan fixes the shapes (pw_problem_t) and the choices below once; each
+ * pw_sparse_prefill then enqueues on its stream, in order:
+ *   1. pw_regroup (mode GREEDY / GUARDED: Algorithm 1 in windows of W; mode IDENTITY: the
+ *      identity permutation), skipped when the caller gives the permutation;
+ *   2. pw_union_prepare (groups of 8 slots, union page lists, member masks);
+ *   3. pw_union_attention with the chosen kernel (the per-query kernel skips 1 and 2).
+ * Nothing else: no allocation, no host synchronisation, no host read of device memory, so
+ * one call can be captured in a CUDA graph and replayed after the caller has changed the
+ * CONTENTS of the device buffers (Top-K ids, page table, request lengths, Q, scales); the
+ * shapes in the plan (N, R, Hkv, max_pages_per_request, num_cache_pages) and the buffer
+ * ADDRESSES baked into a graph must stay. Same inputs give byte-identical outputs, and the
+ * outputs do not depend on the grouping (SPEC §4).
+ *
+ * A plan is not thread-safe (pw_last_error is per thread; use one plan per thread);
+ * distinct plans are independent. */
+typedef struct pw_plan pw_plan_t; /* opaque */
+
+enum {
+    /* The caller passes the permutation to every pw_sparse_prefill ("T_fixed" of SPEC §5:
+     * e.g. a grouping computed ahead of time); the regroup step is skipped and the regroup
+     * mode is ignored. Not allowed with PW_KERNEL_PER_QUERY (which uses no permutation). */
+    PW_PLAN_CALLER_PERM = 1u << 0
+};
+
+typedef struct pw_plan_config {
+    uint32_t struct_size;      /* sizeof(pw_plan_config_t), set by PW_PLAN_CONFIG_INIT */
+    pw_regroup_mode_t regroup; /* IDENTITY (regroup off: original order), GREEDY, or
+                                  GUARDED (default: greedy per window only where it
+                                  strictly cuts the window's union visits) */
+    int32_t window;            /* W: 64 or 128 (default 128) query positions per regroup
+                                  window; with PW_PLAN_CALLER_PERM any W >= 0 (0 = one
+                                  window per request); ignored for IDENTITY */
+    pw_kernel_t kernel;        /* UNION8 (default), UNION4 or PER_QUERY */
+    uint32_t flags;            /* PW_PLAN_CALLER_PERM or 0 */
+} pw_plan_config_t;
+
+#define PW_PLAN_CONFIG_INIT {sizeof(pw_plan_config_t), PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION8, 0u}
+
+/* Creates a plan (host only; touches no device).
+ *   problem: copied. Fast path only: G = 16, D = 128, P = 128, K = 16.
+ *   config:  NULL for the defaults (PW_PLAN_CONFIG_INIT).
+ *   out:     receives the plan (free with pw_plan_destroy); NULL on failure.
+ * Errors: PW_ERROR_INVALID_ARGUMENT (NULL problem/out, bad shapes, struct_size, mode,
+ *         kernel or flags, CALLER_PERM with PER_QUERY, a window < 0),
+ *         PW_ERROR_UNSUPPORTED (a shape off the fast path, window not 64/128 for the
+ *         in-call regroup, Hkv > 65535, workspace over SIZE_MAX),
+ *         PW_ERROR_OUT_OF_MEMORY. */
+pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *config,
+                           pw_plan_t **out);
+
+/* Device workspace bytes one pw_sparse_prefill needs: the permutation [Hkv, N] int32
+ * (none with PW_PLAN_CALLER_PERM), the union metadata of pw_union_meta_t for
+ * pw_max_groups() groups of 8 x K pages ([Hkv] + [Hkv, groups] x (32 + 8K*4 + 8K) bytes),
+ * and pw_regroup_workspace_size(); each part starts 256-byte aligned inside the one
+ * buffer, and the total includes 255 bytes so that the buffer itself may have any
+ * alignment. 0 for PW_KERNEL_PER_QUERY. About 1.3 MiB for N = 15,272, Hkv = 1.
+ * Errors: PW_ERROR_INVALID_ARGUMENT (NULL plan or bytes). */
+pw_status_t pw_plan_workspace_size(const pw_plan_t *plan, size_t *bytes);
+
+/* Sparse prefill attention of SPEC §1 for one chunk (the steps listed above), on `stream`.
+ *   args: device pointers exactly as for pw_union_attention; topk_ids [Hkv, N, K] and the
+ *         page table are required; o [N, Hq, D] bf16 written; lse [N, Hq] optional;
+ *         bad_page_count optional (device uint32, incremented, never reset here).
+ *   perm: [Hkv, N] int32 device, a bijection inside each request (execution slot ->
+ *         original row), when the plan has PW_PLAN_CALLER_PERM; NULL otherwise.
+ *   workspace, workspace_bytes: device buffer of at least pw_plan_workspace_size bytes
+ *         (NULL and 0 when that is 0), used only by this call until it completes on the
+ *         stream: calls sharing one workspace must be ordered (e.g. on one stream).
+ * Asynchronous; returns after enqueueing. Errors: PW_ERROR_INVALID_ARGUMENT (NULL plan or
+ * args, a perm given or missing against the plan, pointers/strides as for
+ * pw_union_attention), PW_ERROR_INSUFFICIENT_WORKSPACE, PW_ERROR_UNSUPPORTED (no CUDA in
+ * the build, a device other than sm_90), PW_ERROR_NO_DEVICE, PW_ERROR_CUDA (a launch
+ * failed; kernels already enqueued by this call may have run). */
+pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *args,
+                              const int32_t *perm, void *workspace, size_t workspace_bytes,
+                              pw_stream_t stream);
+
+/* Where the steps of pw_sparse_prefill keep their results inside a workspace (host
+ * arithmetic only, nothing is read): *perm receives the device permutation [Hkv, N] the
+ * last call used (NULL with PW_PLAN_CALLER_PERM: it is the caller's; NULL for
+ * PER_QUERY), *meta the device union metadata (all NULL for PER_QUERY), and *grouping the
+ * group boundaries (window, group size 8). Any output pointer may be NULL. After the call
+ * has completed, these can be copied back for statistics (pw_union_stats) or checks.
+ * Errors: PW_ERROR_INVALID_ARGUMENT (NULL plan, workspace NULL or too small when the
+ *         plan needs one). */
+pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
+                                    size_t workspace_bytes, int32_t **perm,
+                                    pw_union_meta_t *meta, pw_grouping_t *grouping);
+
+/* Releases a plan. Accepts NULL. */
+void pw_plan_destroy(pw_plan_t *plan);
+
 #ifdef __cplusplus
 }
 #endif

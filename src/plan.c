@@ -1,0 +1,269 @@
+/* The full prefill call (SPEC §5): a plan fixes shapes and choices, pw_sparse_prefill
+ * enqueues regroup -> union preparation -> attention on one stream.
+ *
+ * Plain C host code: it only carves the caller's workspace and calls the device entry
+ * points (src/cuda/regroup.cu, union_prepare.cu, attention.cu), which enqueue and return.
+ * Nothing here allocates device memory, synchronises or reads device memory, so a call is
+ * capturable in a CUDA graph. Without CUDA in the build the device step returns
+ * PW_ERROR_UNSUPPORTED; creation and the size query still work (they are host arithmetic).
+ *
+ * Workspace layout (each part 256-byte aligned, after aligning the base up to 256):
+ *   perm          [Hkv, N] int32            (absent with PW_PLAN_CALLER_PERM)
+ *   num_groups    [Hkv] int32
+ *   groups        [Hkv, max_groups] pw_group_desc_t
+ *   union_pages   [Hkv, max_groups, 8K] int32
+ *   member_masks  [Hkv, max_groups, 8K] uint8
+ *   regroup       pw_regroup_workspace_size() bytes (absent with PW_PLAN_CALLER_PERM) */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pageweaver.h"
+#include "pw_internal.h"
+
+#define PW_PLAN_ALIGN ((size_t)256)
+#define PW_PLAN_GROUP_SIZE 8 /* Union8 groups; Union4 splits each into two halves */
+
+enum { PART_PERM, PART_NUM_GROUPS, PART_GROUPS, PART_UNION_PAGES, PART_MASKS, PART_REGROUP, NUM_PARTS };
+
+struct pw_plan {
+    pw_problem_t problem;
+    pw_plan_config_t config;
+    pw_grouping_t regroup;  /* what pw_regroup runs (mode, window, g = 8) */
+    pw_grouping_t grouping; /* group boundaries for union preparation and attention */
+    int64_t max_groups;     /* per KV head: pw_max_groups(problem, grouping) */
+    int32_t union_capacity; /* 8 * K */
+    size_t part_offset[NUM_PARTS]; /* from the aligned base */
+    size_t part_bytes[NUM_PARTS];
+    size_t workspace_bytes; /* total the caller provides, including alignment slack */
+};
+
+/* a * b + c, or 0 (with *ok = 0) past SIZE_MAX. */
+static size_t mul_add(int64_t a, int64_t b, int *ok)
+{
+    if (a < 0 || b < 0 || (b != 0 && (uint64_t)a > (uint64_t)SIZE_MAX / (uint64_t)b)) {
+        *ok = 0;
+        return 0;
+    }
+    return (size_t)a * (size_t)b;
+}
+
+static size_t align_up(size_t x, int *ok)
+{
+    if (x > SIZE_MAX - (PW_PLAN_ALIGN - 1)) {
+        *ok = 0;
+        return 0;
+    }
+    return (x + PW_PLAN_ALIGN - 1) & ~(PW_PLAN_ALIGN - 1);
+}
+
+static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c)
+{
+    if (c->struct_size < sizeof(pw_plan_config_t))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "config.struct_size is %u, expected %zu (initialise with PW_PLAN_CONFIG_INIT)",
+                       c->struct_size, sizeof(pw_plan_config_t));
+    if (c->flags & ~(uint32_t)PW_PLAN_CALLER_PERM)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.flags 0x%x has unknown bits", c->flags);
+    if (c->kernel != PW_KERNEL_UNION8 && c->kernel != PW_KERNEL_UNION4 && c->kernel != PW_KERNEL_PER_QUERY)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.kernel is %d (not a pw_kernel_t)", (int)c->kernel);
+    if (c->regroup != PW_REGROUP_IDENTITY && c->regroup != PW_REGROUP_GREEDY &&
+        c->regroup != PW_REGROUP_GUARDED)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.regroup is %d (not a pw_regroup_mode_t)",
+                       (int)c->regroup);
+    const int caller_perm = (c->flags & PW_PLAN_CALLER_PERM) != 0;
+    if (caller_perm && c->kernel == PW_KERNEL_PER_QUERY)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "config: PW_PLAN_CALLER_PERM with PW_KERNEL_PER_QUERY (it uses no permutation)");
+    if (c->window < 0) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.window is %d (< 0)", c->window);
+    if (!caller_perm && c->regroup != PW_REGROUP_IDENTITY && c->kernel != PW_KERNEL_PER_QUERY &&
+        c->window != 64 && c->window != 128)
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "config.window is %d; the in-call regroup supports 64 and 128", c->window);
+    if (p->q_heads_per_kv != 16 || p->head_dim != 128 || p->page_size != 128 || p->topk != 16)
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "no GPU path for G=%d D=%d P=%d K=%d (supported: G=16 D=128 P=128 K=16)",
+                       p->q_heads_per_kv, p->head_dim, p->page_size, p->topk);
+    if (p->num_kv_heads > 65535)
+        return pw_fail(PW_ERROR_UNSUPPORTED, "num_kv_heads %d > 65535", p->num_kv_heads);
+    return PW_SUCCESS;
+}
+
+/* Sizes and offsets of the workspace parts. */
+static pw_status_t layout(pw_plan_t *plan)
+{
+    const pw_problem_t *p = &plan->problem;
+    const int caller_perm = (plan->config.flags & PW_PLAN_CALLER_PERM) != 0;
+    memset(plan->part_bytes, 0, sizeof plan->part_bytes);
+    memset(plan->part_offset, 0, sizeof plan->part_offset);
+    plan->workspace_bytes = 0;
+    if (plan->config.kernel == PW_KERNEL_PER_QUERY) return PW_SUCCESS;
+    const int64_t hkv = p->num_kv_heads, mg = plan->max_groups, cap = plan->union_capacity;
+    int ok = 1;
+    if (!caller_perm) {
+        plan->part_bytes[PART_PERM] = mul_add(hkv * 4, p->num_tokens, &ok);
+        size_t regroup_bytes = 0;
+#ifdef PW_HAVE_CUDA
+        PW_TRY(pw_regroup_workspace_size(p, &plan->regroup, &regroup_bytes));
+#endif
+        plan->part_bytes[PART_REGROUP] = regroup_bytes;
+    }
+    plan->part_bytes[PART_NUM_GROUPS] = (size_t)hkv * 4;
+    plan->part_bytes[PART_GROUPS] = mul_add(hkv * (int64_t)sizeof(pw_group_desc_t), mg, &ok);
+    const size_t rows = mul_add(hkv, mg, &ok);
+    plan->part_bytes[PART_UNION_PAGES] = mul_add((int64_t)rows, cap * 4, &ok);
+    plan->part_bytes[PART_MASKS] = mul_add((int64_t)rows, cap, &ok);
+    size_t at = 0;
+    for (int i = 0; i < NUM_PARTS && ok; i++) {
+        plan->part_offset[i] = at;
+        const size_t end = align_up(plan->part_bytes[i], &ok);
+        if (at > SIZE_MAX - end) ok = 0;
+        else at += end;
+    }
+    if (ok && at > SIZE_MAX - (PW_PLAN_ALIGN - 1)) ok = 0;
+    if (!ok)
+        return pw_fail(PW_ERROR_UNSUPPORTED, "workspace for N=%d Hkv=%d exceeds SIZE_MAX",
+                       p->num_tokens, p->num_kv_heads);
+    plan->workspace_bytes = at + PW_PLAN_ALIGN - 1;
+    return PW_SUCCESS;
+}
+
+pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *config,
+                           pw_plan_t **out)
+{
+    if (!out) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "out is NULL");
+    *out = NULL;
+    PW_TRY(pw_problem_check(problem, NULL));
+    const pw_plan_config_t defaults = PW_PLAN_CONFIG_INIT;
+    if (!config) config = &defaults;
+    PW_TRY(check_config(problem, config));
+
+    pw_plan_t *plan = calloc(1, sizeof *plan);
+    if (!plan) return pw_fail(PW_ERROR_OUT_OF_MEMORY, "pw_plan_create: %zu bytes", sizeof *plan);
+    plan->problem = *problem;
+    plan->config = *config;
+    plan->config.struct_size = sizeof(pw_plan_config_t);
+    const int caller_perm = (config->flags & PW_PLAN_CALLER_PERM) != 0;
+    const pw_grouping_t init = PW_GROUPING_INIT;
+    plan->regroup = init;
+    plan->regroup.mode = config->regroup;
+    plan->regroup.window = config->regroup == PW_REGROUP_IDENTITY ? 0 : config->window;
+    plan->regroup.group_size = PW_PLAN_GROUP_SIZE;
+    plan->grouping = plan->regroup;
+    /* Identity order: runs of 8 inside each request (window 0). A caller's permutation is
+     * grouped in the caller's windows. Either way the groups are runs of 8 slots from the
+     * request start whenever W is a multiple of 8. */
+    if (caller_perm) plan->grouping.window = config->window;
+    plan->max_groups = pw_max_groups(problem, &plan->grouping);
+    plan->union_capacity = PW_PLAN_GROUP_SIZE * problem->topk;
+    const pw_status_t st = layout(plan);
+    if (st != PW_SUCCESS) {
+        free(plan);
+        return st;
+    }
+    *out = plan;
+    return PW_SUCCESS;
+}
+
+pw_status_t pw_plan_workspace_size(const pw_plan_t *plan, size_t *bytes)
+{
+    if (!plan || !bytes) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "plan and bytes must not be NULL");
+    *bytes = plan->workspace_bytes;
+    return PW_SUCCESS;
+}
+
+/* Device pointers of the parts inside a workspace (checked for size). */
+static pw_status_t carve(const pw_plan_t *plan, void *workspace, size_t workspace_bytes,
+                         unsigned char *parts[NUM_PARTS])
+{
+    for (int i = 0; i < NUM_PARTS; i++) parts[i] = NULL;
+    if (plan->workspace_bytes == 0) return PW_SUCCESS;
+    if (!workspace)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "workspace is NULL (the plan needs %zu bytes)",
+                       plan->workspace_bytes);
+    if (workspace_bytes < plan->workspace_bytes)
+        return pw_fail(PW_ERROR_INSUFFICIENT_WORKSPACE,
+                       "workspace_bytes is %zu, the plan needs %zu (pw_plan_workspace_size)",
+                       workspace_bytes, plan->workspace_bytes);
+    const uintptr_t base = ((uintptr_t)workspace + PW_PLAN_ALIGN - 1) & ~(uintptr_t)(PW_PLAN_ALIGN - 1);
+    for (int i = 0; i < NUM_PARTS; i++)
+        if (plan->part_bytes[i]) parts[i] = (unsigned char *)base + plan->part_offset[i];
+    return PW_SUCCESS;
+}
+
+static pw_union_meta_t meta_view(const pw_plan_t *plan, unsigned char *parts[NUM_PARTS])
+{
+    pw_union_meta_t m;
+    m.max_groups = plan->max_groups;
+    m.union_capacity = plan->union_capacity;
+    m.num_groups = (int32_t *)(void *)parts[PART_NUM_GROUPS];
+    m.groups = (pw_group_desc_t *)(void *)parts[PART_GROUPS];
+    m.union_pages = (int32_t *)(void *)parts[PART_UNION_PAGES];
+    m.member_masks = parts[PART_MASKS];
+    return m;
+}
+
+pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
+                                    size_t workspace_bytes, int32_t **perm,
+                                    pw_union_meta_t *meta, pw_grouping_t *grouping)
+{
+    if (!plan) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "plan is NULL");
+    unsigned char *parts[NUM_PARTS];
+    PW_TRY(carve(plan, workspace, workspace_bytes, parts));
+    if (perm) *perm = (int32_t *)(void *)parts[PART_PERM];
+    if (meta) *meta = meta_view(plan, parts);
+    if (grouping) *grouping = plan->grouping;
+    return PW_SUCCESS;
+}
+
+pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *args,
+                              const int32_t *perm, void *workspace, size_t workspace_bytes,
+                              pw_stream_t stream)
+{
+    if (!plan) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "plan is NULL");
+    if (!args || args->struct_size < sizeof(pw_attention_args_t))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args is NULL or args.struct_size is too small (initialise with PW_ATTENTION_ARGS_INIT)");
+    const pw_problem_t *p = &plan->problem;
+    const int caller_perm = (plan->config.flags & PW_PLAN_CALLER_PERM) != 0;
+    if (caller_perm && !perm && p->num_tokens > 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "perm is NULL but the plan has PW_PLAN_CALLER_PERM");
+    if (!caller_perm && perm)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "perm is given but the plan computes its own (create it with PW_PLAN_CALLER_PERM)");
+    if (!args->topk_ids && p->num_tokens > 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.topk_ids is NULL");
+    /* The checks pw_union_attention makes last, made first, so that a bad argument is
+     * reported before the regroup and union steps are enqueued. */
+    const pw_requests_t *rq = &args->requests;
+    if (!args->q || !args->k_cache || !args->v_cache || !args->k_scale || !args->v_scale || !args->o ||
+        !rq->cu_seqlens_q || !rq->prefix_lens || !rq->kv_lens || !rq->page_table)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args: q, k_cache, v_cache, k_scale, v_scale, o and the request arrays "
+                       "(cu_seqlens_q, prefix_lens, kv_lens, page_table) must not be NULL");
+    if (args->o_dtype != PW_DTYPE_BFLOAT16)
+        return pw_fail(PW_ERROR_UNSUPPORTED, "args.o_dtype must be PW_DTYPE_BFLOAT16 on the GPU");
+    unsigned char *parts[NUM_PARTS];
+    PW_TRY(carve(plan, workspace, workspace_bytes, parts));
+#ifdef PW_HAVE_CUDA
+    if (plan->config.kernel == PW_KERNEL_PER_QUERY)
+        return pw_union_attention(p, args, NULL, NULL, NULL, PW_KERNEL_PER_QUERY, stream);
+    const pw_union_meta_t meta = meta_view(plan, parts);
+    int32_t *own_perm = (int32_t *)(void *)parts[PART_PERM];
+    if (!caller_perm) {
+        PW_TRY(pw_regroup(p, args->topk_ids, &args->requests, &plan->regroup, own_perm,
+                          parts[PART_REGROUP], plan->part_bytes[PART_REGROUP], stream));
+        perm = own_perm;
+    }
+    PW_TRY(pw_union_prepare(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, stream));
+    return pw_union_attention(p, args, &plan->grouping, perm, &meta, plan->config.kernel, stream);
+#else
+    (void)stream;
+    return pw_fail(PW_ERROR_UNSUPPORTED, "pw_sparse_prefill: built without CUDA");
+#endif
+}
+
+void pw_plan_destroy(pw_plan_t *plan)
+{
+    free(plan);
+}
