@@ -295,6 +295,64 @@ pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_arg
 typedef struct CUstream_st *pw_stream_t;
 
 /* ------------------------------------------------------------------------------------ */
+/* Device: regroup and union preparation (SPEC §3.3, §4.1)                              */
+/* ------------------------------------------------------------------------------------ */
+/* Both functions take device pointers (topk_ids, perm, meta buffers, and the request
+ * arrays inside `requests`, which is a host struct), enqueue kernels on `stream` and
+ * return without waiting. They never allocate, never synchronise and never read device
+ * memory on the host, so they may be captured in a CUDA graph; request layout is device
+ * data (cu_seqlens_q etc. must satisfy pw_problem_check when the kernels run; rows are
+ * never read outside [0, N) even when they do not). Results are bitwise equal to
+ * pw_ref_regroup / pw_ref_union_prepare on the same inputs. Builds without CUDA return
+ * PW_ERROR_UNSUPPORTED. A launch failure (e.g. no sm_90 device) gives PW_ERROR_CUDA with
+ * the CUDA error in pw_last_error(). */
+
+/* Device workspace bytes pw_regroup needs for this problem and grouping (currently 0;
+ * query it anyway). Errors: PW_ERROR_INVALID_ARGUMENT (NULL bytes, bad shapes). */
+pw_status_t pw_regroup_workspace_size(const pw_problem_t *problem, const pw_grouping_t *grouping,
+                                      size_t *bytes);
+
+/* Online regroup (SPEC §3, paper §3.1 Algorithm 1) on the GPU: writes the permutation.
+ *   topk_ids: [Hkv, N, K] int32 device, any values (SPEC §1).
+ *   requests: host struct of device arrays cu_seqlens_q [R+1], prefix_lens [R],
+ *             kv_lens [R] (page_table unused, may be NULL).
+ *   grouping: mode IDENTITY (any window), GREEDY (window 64 or 128, group_size 1..8) or
+ *             GUARDED (window 64 or 128, group_size 1, 2, 4 or 8; identity order is kept
+ *             in every window where greedy does not strictly reduce union visits).
+ *   perm:     [Hkv, N] int32 device, written: perm[h*N + s] = original row of slot s, a
+ *             bijection inside each request; windows never cross requests or KV heads.
+ *   workspace: device, at least pw_regroup_workspace_size bytes (NULL when 0).
+ * Any context length (no page-count capacity). K must be <= 16. One CTA per (window, KV
+ * head); N/W + R CTAs per KV head are launched and surplus ones exit.
+ * Errors: PW_ERROR_INVALID_ARGUMENT (shapes, NULL pointers, bad mode),
+ *         PW_ERROR_UNSUPPORTED (window not 64/128, K > 16, guarded g not in {1,2,4,8},
+ *         Hkv > 65535, no CUDA in the build), PW_ERROR_CUDA (launch failed). */
+pw_status_t pw_regroup(const pw_problem_t *problem, const int32_t *topk_ids,
+                       const pw_requests_t *requests, const pw_grouping_t *grouping,
+                       int32_t *perm, void *workspace, size_t workspace_bytes,
+                       pw_stream_t stream);
+
+/* Union preparation (SPEC §4.1) on the GPU, from any permutation that is a bijection
+ * inside each request (a row outside its request is treated as selecting nothing; a
+ * non-bijective perm gives unspecified metadata, never an out-of-bounds access).
+ *   topk_ids, requests, perm: as for pw_regroup (device).
+ *   grouping: window >= 0 and group_size 1..8 give the group boundaries (mode ignored).
+ *   meta:     host struct of device buffers with max_groups >= pw_max_groups() and
+ *             union_capacity >= g * K. Written: num_groups[h]; for groups i <
+ *             num_groups[h]: groups[h*max_groups + i] (all fields, reserved = 0), the
+ *             union_capacity-long rows union_pages (ascending, -1 after union_size) and
+ *             member_masks (bit s = slot s of the group, 0 after union_size). Groups past
+ *             num_groups[h] are not touched. Same layout and bytes as the reference.
+ * Limits: K <= 16, max_pages_per_request <= 2^29, Hkv <= 65535, at most 2^31 - 1 groups.
+ * Fastest when K == 16, topk_ids is 16-byte aligned, union_capacity % 4 == 0 and
+ * union_pages / member_masks are 16- / 4-byte aligned (cudaMalloc'd buffers are).
+ * Errors: PW_ERROR_INVALID_ARGUMENT, PW_ERROR_UNSUPPORTED, PW_ERROR_CUDA. */
+pw_status_t pw_union_prepare(const pw_problem_t *problem, const int32_t *topk_ids,
+                             const pw_requests_t *requests, const pw_grouping_t *grouping,
+                             const int32_t *perm, const pw_union_meta_t *meta,
+                             pw_stream_t stream);
+
+/* ------------------------------------------------------------------------------------ */
 /* Device: sparse attention kernels (SPEC §4, paper §4)                                 */
 /* ------------------------------------------------------------------------------------ */
 typedef enum pw_kernel {

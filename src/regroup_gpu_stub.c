@@ -1,0 +1,51 @@
+/* Device regroup and union preparation entry points in a build without CUDA: they exist
+ * (so programs link either way) and return PW_ERROR_UNSUPPORTED. The CUDA build defines
+ * them in src/cuda/regroup.cu and src/cuda/union_prepare.cu. */
+#include "pageweaver.h"
+#include "pw_internal.h"
+
+#ifndef PW_HAVE_CUDA
+
+pw_status_t pw_regroup_workspace_size(const pw_problem_t *problem, const pw_grouping_t *grouping,
+                                      size_t *bytes)
+{
+    (void)problem;
+    (void)grouping;
+    if (bytes) *bytes = 0;
+    return pw_fail(PW_ERROR_UNSUPPORTED, "pw_regroup_workspace_size: built without CUDA");
+}
+
+pw_status_t pw_regroup(const pw_problem_t *problem, const int32_t *topk_ids,
+                       const pw_requests_t *requests, const pw_grouping_t *grouping,
+                       int32_t *perm, void *workspace, size_t workspace_bytes,
+                       pw_stream_t stream)
+{
+    (void)problem;
+    (void)topk_ids;
+    (void)requests;
+    (void)grouping;
+    (void)perm;
+    (void)workspace;
+    (void)workspace_bytes;
+    (void)stream;
+    return pw_fail(PW_ERROR_UNSUPPORTED, "pw_regroup: built without CUDA");
+}
+
+pw_status_t pw_union_prepare(const pw_problem_t *problem, const int32_t *topk_ids,
+                             const pw_requests_t *requests, const pw_grouping_t *grouping,
+                             const int32_t *perm, const pw_union_meta_t *meta,
+                             pw_stream_t stream)
+{
+    (void)problem;
+    (void)topk_ids;
+    (void)requests;
+    (void)grouping;
+    (void)perm;
+    (void)meta;
+    (void)stream;
+    return pw_fail(PW_ERROR_UNSUPPORTED, "pw_union_prepare: built without CUDA");
+}
+
+#else
+typedef int pw_regroup_gpu_stub_unused_t; /* ISO C: no empty translation unit */
+#endif
