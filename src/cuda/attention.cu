@@ -176,9 +176,11 @@ static __device__ void quantize_q(SmemPlan &sm, const AttentionParams &p, int kv
     }
 }
 
-/* V tile [token][d] (TMA layout) -> sm.vt [d][position] with the position permutation of
- * the file comment. Consumer threads only. */
-static __device__ __forceinline__ void transpose_v(uint32_t vt, uint32_t v)
+/* V tile [token][d] (TMA layout) -> V^T [d][position] IN PLACE, with the position
+ * permutation of the file comment. Two halves: load_v_words reads this thread's 4 tokens x
+ * 32 d (8 x 16 B) and forms its 32 output words; after a CTA barrier (every read done),
+ * store_vt_words writes them back into the same tile. Consumer threads only. */
+static __device__ __forceinline__ void load_v_words(uint32_t v, uint32_t (&out)[32])
 {
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const uint32_t a = lane / 4, q = lane % 4;
@@ -196,13 +198,25 @@ static __device__ __forceinline__ void transpose_v(uint32_t vt, uint32_t v)
         for (int u = 0; u < 4; u++) {
             const uint32_t x0 = __byte_perm(w0[u], w1[u], 0x5140), x1 = __byte_perm(w0[u], w1[u], 0x7362);
             const uint32_t y0 = __byte_perm(w2[u], w3[u], 0x5140), y1 = __byte_perm(w2[u], w3[u], 0x7362);
-            const uint32_t out[4] = {__byte_perm(x0, y0, 0x5410), __byte_perm(x0, y0, 0x7632),
-                                     __byte_perm(x1, y1, 0x5410), __byte_perm(x1, y1, 0x7632)};
+            out[16 * cc + 4 * u + 0] = __byte_perm(x0, y0, 0x5410);
+            out[16 * cc + 4 * u + 1] = __byte_perm(x0, y0, 0x7632);
+            out[16 * cc + 4 * u + 2] = __byte_perm(x1, y1, 0x5410);
+            out[16 * cc + 4 * u + 3] = __byte_perm(x1, y1, 0x7632);
+        }
+    }
+}
+
+static __device__ __forceinline__ void store_vt_words(uint32_t vt, const uint32_t (&out)[32])
+{
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const uint32_t a = lane / 4, q = lane % 4;
 #pragma unroll
-            for (int dd = 0; dd < 4; dd++) {
-                const uint32_t d = 16 * chunk + 4 * u + dd;
-                st_shared_u32(vt + sw128(d, a) + 4 * q, out[dd]);
-            }
+    for (int cc = 0; cc < 2; cc++) {
+        const uint32_t chunk = 2 * warp + cc;
+#pragma unroll
+        for (int k = 0; k < 16; k++) {
+            const uint32_t d = 16 * chunk + k; // k = 4u + dd
+            st_shared_u32(vt + sw128(d, a) + 4 * q, out[16 * cc + k]);
         }
     }
 }
@@ -221,6 +235,31 @@ static __device__ __forceinline__ void issue_page_load(SmemPlan &sm, const Atten
         tma_load_4d(sm.kv[s][0], &p.k_map, &sm.full[s], 0, kv_head, 0, page, l2_policy);
         tma_load_4d(sm.kv[s][1], &p.v_map, &sm.full[s], 0, kv_head, 0, page, l2_policy);
     }
+}
+
+/* CTA 0's thread 0: issue every page whose slot both CTAs have released, from page
+ * `next` on; returns the new next page. blocking: wait for the first slot (used when the
+ * consumers need that page now), else only try. The loads of page j (slot j % kStages,
+ * round j / kStages) need phase (round - 1) of that slot's empty barrier. */
+template <int CLUSTER>
+static __device__ __forceinline__ int refill(SmemPlan &sm, const AttentionParams &p, int next, int num_pages,
+                                             int kv_head, uint64_t l2_policy, bool blocking)
+{
+    while (next < num_pages) {
+        const int s = next % kStages;
+        const uint32_t round = next / kStages; // >= 1: the first kStages pages are issued up front
+        const uint32_t parity = (round - 1) & 1;
+        const bool free_slot = CLUSTER == 2 ? mbarrier_try_wait_parity_acquire_cluster(&sm.empty[s], parity)
+                                            : mbarrier_try_wait_parity(&sm.empty[s], parity);
+        if (!free_slot) {
+            if (!blocking) break;
+            continue;
+        }
+        issue_page_load<CLUSTER>(sm, p, next, s, kv_head, l2_policy);
+        next++;
+        blocking = false;
+    }
+    return next;
 }
 
 template <int VARIANT>
@@ -304,6 +343,7 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
             if (producer) issue_page_load<kCluster>(sm, p, i, i, kv_head, keep_kv);
         }
     }
+    int next_load = kStages < num_pages ? kStages : num_pages; // producer: next page to issue
     {
         // ---- consumer warpgroup ----------------------------------------------------------
         const float k_scale = *p.k_scale, v_scale = *p.v_scale;
@@ -330,29 +370,36 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
 #pragma unroll
         for (int i = 0; i < 64; i++) o[i] = 0.0f;
         const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q);
-        const uint64_t desc_p = wgmma_desc_k_major_sw128(sm.p);
-        const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt);
-        const uint32_t vt_addr = smem_u32(sm.vt), p_addr = smem_u32(sm.p);
 
 #pragma unroll 1
         for (int i = 0; i < num_pages; i++) {
             const int s = i % kStages;
+            if (producer) {
+                // Page i must have been issued before anyone waits for it.
+                while (next_load <= i) next_load = refill<kCluster>(sm, p, next_load, num_pages, kv_head, keep_kv, true);
+            }
             mbarrier_wait_parity(&sm.full[s], (i / kStages) & 1);
             // Phase (i / kStages) of full[s] is complete: arm the next one (page i + kStages)
             // before CTA 0 can issue its load.
             if (tid == 0 && i + kStages < num_pages) mbarrier_arrive_expect_tx(&sm.full[s], kStageTxBytes);
             const uint32_t members = sm.page_members[i];
             if (members != 0) { // CTA-uniform: skip pages none of this CTA's slots selected
-                const uint64_t desc_k = wgmma_desc_k_major_sw128(sm.kv[s][0]);
-                wgmma_fence_operand(acc);
+                uint8_t *k_tile = sm.kv[s][0], *v_tile = sm.kv[s][1];
+                const uint64_t desc_k = wgmma_desc_k_major_sw128(k_tile);
                 wgmma_fence();
+                wgmma_m64n128k32_f32_e4m3_ss_zero(acc, desc_q, desc_k);
 #pragma unroll
-                for (int kb = 0; kb < kHeadDim / 32; kb++)
-                    wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, kb > 0);
+                for (int kb = 1; kb < kHeadDim / 32; kb++)
+                    wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, 1);
                 wgmma_commit_group();
-                transpose_v(vt_addr, smem_u32(sm.kv[s][1])); // overlaps the QK wgmma
+                uint32_t vt_words[32];
+                load_v_words(smem_u32(v_tile), vt_words); // overlaps the QK wgmma
                 wgmma_wait_group<0>();
                 wgmma_fence_operand(acc);
+                // Every QK read of the K tile and every read of the V tile is done: the K
+                // tile now takes P, the V tile V^T.
+                __syncthreads();
+                store_vt_words(smem_u32(v_tile), vt_words);
 
                 const bool member = (members >> warp) & 1u; // warp-uniform
                 float alpha0 = 1.0f, alpha1 = 1.0f;
@@ -402,17 +449,18 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                                             ((uint32_t)cvt_e4m3x2_rn_satfinite(256.0f * acc[8 * a + 4], 256.0f * acc[8 * a + 5]) << 16);
                         const uint32_t w1 = (uint32_t)cvt_e4m3x2_rn_satfinite(256.0f * acc[8 * a + 2], 256.0f * acc[8 * a + 3]) |
                                             ((uint32_t)cvt_e4m3x2_rn_satfinite(256.0f * acc[8 * a + 6], 256.0f * acc[8 * a + 7]) << 16);
-                        st_shared_u32(p_addr + sw128(r0, a) + 4 * q, w0);
-                        st_shared_u32(p_addr + sw128(r0 + 8, a) + 4 * q, w1);
+                        st_shared_u32(smem_u32(k_tile) + sw128(r0, a) + 4 * q, w0);
+                        st_shared_u32(smem_u32(k_tile) + sw128(r0 + 8, a) + 4 * q, w1);
                     }
                 }
                 fence_proxy_async_shared_cta(); // P and V^T (generic stores) -> wgmma
                 __syncthreads();
-                wgmma_fence_operand(acc);
+                const uint64_t desc_p = desc_k, desc_vt = wgmma_desc_k_major_sw128(v_tile);
                 wgmma_fence();
+                wgmma_m64n128k32_f32_e4m3_ss_zero(acc, desc_p, desc_vt);
 #pragma unroll
-                for (int kb = 0; kb < kPageSize / 32; kb++)
-                    wgmma_m64n128k32_f32_e4m3_ss(acc, desc_p + 2 * kb, desc_vt + 2 * kb, kb > 0);
+                for (int kb = 1; kb < kPageSize / 32; kb++)
+                    wgmma_m64n128k32_f32_e4m3_ss(acc, desc_p + 2 * kb, desc_vt + 2 * kb, 1);
                 wgmma_commit_group();
                 wgmma_wait_group<0>();
                 wgmma_fence_operand(acc);
@@ -422,18 +470,14 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                 }
             }
             // Every thread is done with slot s (wgmma reads waited, V^T reads done): release
-            // it (to CTA 0's empty barrier for a cluster). CTA 0 refills it with page
-            // i + kStages once both CTAs released it.
+            // it (to CTA 0's empty barrier for a cluster). CTA 0 refills slots as soon as both
+            // CTAs released them, without waiting (the refill is retried every page).
             __syncthreads();
             if (tid == 0) {
                 if (kCluster == 2) mbarrier_arrive_cluster(&sm.empty[s], 0);
                 else mbarrier_arrive(&sm.empty[s]);
-                if (producer && i + kStages < num_pages) {
-                    if (kCluster == 2) mbarrier_wait_parity_cluster(&sm.empty[s], (i / kStages) & 1);
-                    else mbarrier_wait_parity(&sm.empty[s], (i / kStages) & 1);
-                    issue_page_load<kCluster>(sm, p, i + kStages, s, kv_head, keep_kv);
-                }
             }
+            if (producer) next_load = refill<kCluster>(sm, p, next_load, num_pages, kv_head, keep_kv, false);
         }
 
         // ---- epilogue: o = O * v_scale / (256 l), BF16, straight to the original row -----
