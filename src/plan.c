@@ -231,6 +231,8 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     if (!caller_perm && perm)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "perm is given but the plan computes its own (create it with PW_PLAN_CALLER_PERM)");
+    unsigned char *parts[NUM_PARTS];
+    PW_TRY(carve(plan, workspace, workspace_bytes, parts));
     if (!args->topk_ids && p->num_tokens > 0)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.topk_ids is NULL");
     /* The checks pw_union_attention makes last, made first, so that a bad argument is
@@ -243,8 +245,6 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
                        "(cu_seqlens_q, prefix_lens, kv_lens, page_table) must not be NULL");
     if (args->o_dtype != PW_DTYPE_BFLOAT16)
         return pw_fail(PW_ERROR_UNSUPPORTED, "args.o_dtype must be PW_DTYPE_BFLOAT16 on the GPU");
-    unsigned char *parts[NUM_PARTS];
-    PW_TRY(carve(plan, workspace, workspace_bytes, parts));
 #ifdef PW_HAVE_CUDA
     if (plan->config.kernel == PW_KERNEL_PER_QUERY)
         return pw_union_attention(p, args, NULL, NULL, NULL, PW_KERNEL_PER_QUERY, stream);

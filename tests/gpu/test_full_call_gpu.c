@@ -1,0 +1,663 @@
+/* GPU tests of the full prefill call (pw_plan_t / pw_sparse_prefill, SPEC §5):
+ *  - for identity order, the in-call regroup at W64 / W128 (guarded and greedy), a
+ *    caller-given permutation, Union4 and per-query, the full call's output and LSE are
+ *    bitwise equal to pw_union_attention run directly on metadata made by the CPU
+ *    reference, and the permutation and union metadata the call left in its workspace are
+ *    bitwise equal to pw_ref_regroup / pw_ref_union_prepare;
+ *  - one call captured in a CUDA graph, replayed after Top-K ids, page table, request
+ *    lengths and K/V scales were changed in the same device buffers, equals a fresh direct
+ *    run on the new inputs (bitwise), and differs from the first inputs' result;
+ *  - the Union8 full call is within the FP8-emulating reference's bound.
+ * Outputs are poisoned (all-ones bytes: NaN) before every run. Skips (exit 77) without an
+ * sm_90 GPU.
+ *
+ * Usage: test_full_call_gpu [--seed N] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "pageweaver_capture.h"
+#include "testutil.h"
+
+#define CUDA_OK(x)                                                                          \
+    do {                                                                                    \
+        cudaError_t e_ = (x);                                                               \
+        if (e_ != cudaSuccess) fail_msg("%s: %s", #x, cudaGetErrorString(e_));              \
+    } while (0)
+
+#define EMU_NRMS_BOUND 1e-2 /* as in test_attention_gpu.c (reasons there) */
+
+static uint64_t g_seed;
+
+enum { NUM_REQUESTS = 4, MAX_PAGES = 40, HKV = 2, NUM_TOKENS = 611 };
+
+/* Device copies of one problem. The input buffers keep their addresses for the whole
+ * test (a captured graph holds them); their contents are rewritten by upload(). */
+typedef struct device_problem {
+    int32_t *topk, *cu, *prefix, *kv, *page_table;
+    pw_bf16_t *q, *o;
+    uint8_t *k, *v;
+    float *k_scale, *v_scale, *lse;
+    uint32_t *bad;
+    int32_t *perm;        /* [Hkv, N]: the direct runs' permutation / the caller's perm */
+    pw_union_meta_t meta; /* the direct runs' metadata */
+    void *workspace;      /* the full call's */
+    size_t workspace_bytes;
+} device_problem_t;
+
+static size_t out_elems(const pw_problem_t *p)
+{
+    return (size_t)p->num_tokens * (size_t)p->num_kv_heads * 16 * 128;
+}
+
+static void *dev_alloc(size_t bytes)
+{
+    void *d = NULL;
+    CUDA_OK(cudaMalloc(&d, bytes ? bytes : 16));
+    return d;
+}
+
+static void device_alloc(const pw_problem_t *p, device_problem_t *d)
+{
+    const size_t n = (size_t)p->num_tokens, hkv = (size_t)p->num_kv_heads, r = (size_t)p->num_requests;
+    memset(d, 0, sizeof *d);
+    d->topk = dev_alloc(hkv * n * 16 * 4);
+    d->cu = dev_alloc((r + 1) * 4);
+    d->prefix = dev_alloc(r * 4);
+    d->kv = dev_alloc(r * 4);
+    d->page_table = dev_alloc(r * (size_t)p->max_pages_per_request * 4);
+    d->q = dev_alloc(out_elems(p) * 2);
+    d->o = dev_alloc(out_elems(p) * 2);
+    const size_t cache = (size_t)p->num_cache_pages * 128 * hkv * 128;
+    d->k = dev_alloc(cache);
+    d->v = dev_alloc(cache);
+    d->k_scale = dev_alloc(4);
+    d->v_scale = dev_alloc(4);
+    d->lse = dev_alloc(n * hkv * 16 * 4);
+    d->bad = dev_alloc(4);
+    d->perm = dev_alloc(hkv * n * 4);
+    pw_grouping_t g = PW_GROUPING_INIT;
+    g.window = 64; /* the largest bound of the groupings used here */
+    d->meta.max_groups = pw_max_groups(p, &g);
+    d->meta.union_capacity = 8 * 16;
+    const size_t rows = hkv * (size_t)d->meta.max_groups;
+    d->meta.num_groups = dev_alloc(hkv * 4);
+    d->meta.groups = dev_alloc(rows * sizeof(pw_group_desc_t));
+    d->meta.union_pages = dev_alloc(rows * 128 * 4);
+    d->meta.member_masks = dev_alloc(rows * 128);
+}
+
+static void device_free(device_problem_t *d)
+{
+    void *ptrs[] = {d->topk, d->cu, d->prefix, d->kv, d->page_table, d->q, d->o, d->k, d->v,
+                    d->k_scale, d->v_scale, d->lse, d->bad, d->perm, d->meta.num_groups,
+                    d->meta.groups, d->meta.union_pages, d->meta.member_masks, d->workspace};
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) cudaFree(ptrs[i]);
+    memset(d, 0, sizeof *d);
+}
+
+static void put(void *dst, const void *src, size_t bytes)
+{
+    CUDA_OK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+
+/* Host capture -> the device buffers (same addresses every time). */
+static void upload(const pw_capture_t *c, device_problem_t *d, int with_qkv)
+{
+    const pw_problem_t *p = &c->problem;
+    const size_t n = (size_t)p->num_tokens, hkv = (size_t)p->num_kv_heads, r = (size_t)p->num_requests;
+    put(d->topk, c->topk_ids, hkv * n * 16 * 4);
+    put(d->cu, c->cu_seqlens_q, (r + 1) * 4);
+    put(d->prefix, c->prefix_lens, r * 4);
+    put(d->kv, c->kv_lens, r * 4);
+    put(d->page_table, c->page_table, r * (size_t)p->max_pages_per_request * 4);
+    put(d->k_scale, &c->k_scale, 4);
+    put(d->v_scale, &c->v_scale, 4);
+    if (with_qkv) {
+        put(d->q, c->q, out_elems(p) * 2);
+        const size_t cache = (size_t)p->num_cache_pages * 128 * hkv * 128;
+        put(d->k, c->k_cache, cache);
+        put(d->v, c->v_cache, cache);
+    }
+}
+
+static pw_attention_args_t device_args(const pw_problem_t *p, const device_problem_t *d)
+{
+    const int64_t hq = (int64_t)p->num_kv_heads * 16;
+    pw_attention_args_t a = PW_ATTENTION_ARGS_INIT;
+    a.q = d->q;
+    a.q_stride = hq * 128;
+    a.k_cache = d->k;
+    a.v_cache = d->v;
+    a.kv_stride = (int64_t)p->num_kv_heads * 128;
+    a.k_scale = d->k_scale;
+    a.v_scale = d->v_scale;
+    a.topk_ids = d->topk;
+    a.requests.cu_seqlens_q = d->cu;
+    a.requests.prefix_lens = d->prefix;
+    a.requests.kv_lens = d->kv;
+    a.requests.page_table = d->page_table;
+    a.requests.page_table_stride = p->max_pages_per_request;
+    a.o = d->o;
+    a.o_stride = hq * 128;
+    a.o_dtype = PW_DTYPE_BFLOAT16;
+    a.lse = d->lse;
+    a.bad_page_count = d->bad;
+    return a;
+}
+
+/* A run's results on the host. */
+typedef struct result {
+    pw_bf16_t *o;
+    float *lse;
+    uint32_t bad;
+} result_t;
+
+static void result_alloc(const pw_problem_t *p, result_t *r)
+{
+    r->o = malloc(out_elems(p) * 2);
+    r->lse = malloc(out_elems(p) / 128 * 4);
+    assert_non_null(r->o);
+    assert_non_null(r->lse);
+    r->bad = 0;
+}
+
+static void result_free(result_t *r)
+{
+    free(r->o);
+    free(r->lse);
+}
+
+static void poison(const pw_problem_t *p, device_problem_t *d, cudaStream_t s)
+{
+    CUDA_OK(cudaMemsetAsync(d->o, 0xff, out_elems(p) * 2, s));
+    CUDA_OK(cudaMemsetAsync(d->lse, 0xff, out_elems(p) / 128 * 4, s));
+    CUDA_OK(cudaMemsetAsync(d->bad, 0, 4, s));
+}
+
+static void fetch(const pw_problem_t *p, const device_problem_t *d, cudaStream_t s, result_t *r)
+{
+    CUDA_OK(cudaStreamSynchronize(s));
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaMemcpy(r->o, d->o, out_elems(p) * 2, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(r->lse, d->lse, out_elems(p) / 128 * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(&r->bad, d->bad, 4, cudaMemcpyDeviceToHost));
+}
+
+static int same_result(const pw_problem_t *p, const result_t *a, const result_t *b)
+{
+    return memcmp(a->o, b->o, out_elems(p) * 2) == 0 &&
+           memcmp(a->lse, b->lse, out_elems(p) / 128 * 4) == 0 && a->bad == b->bad;
+}
+
+/* CPU reference metadata for `grouping` and host perm [Hkv, N]. */
+typedef struct host_meta {
+    pw_union_meta_t m;
+} host_meta_t;
+
+static void host_meta_alloc(const pw_problem_t *p, const pw_grouping_t *g, host_meta_t *h)
+{
+    const int64_t hkv = p->num_kv_heads, mg = pw_max_groups(p, g);
+    h->m.max_groups = mg;
+    h->m.union_capacity = 128;
+    h->m.num_groups = malloc(hkv * 4);
+    h->m.groups = malloc(hkv * mg * sizeof(pw_group_desc_t));
+    h->m.union_pages = malloc(hkv * mg * 128 * 4);
+    h->m.member_masks = malloc(hkv * mg * 128);
+    assert_non_null(h->m.num_groups);
+    assert_non_null(h->m.groups);
+    assert_non_null(h->m.union_pages);
+    assert_non_null(h->m.member_masks);
+}
+
+static void host_meta_free(host_meta_t *h)
+{
+    free(h->m.num_groups);
+    free(h->m.groups);
+    free(h->m.union_pages);
+    free(h->m.member_masks);
+}
+
+/* pw_union_attention directly, on metadata from the CPU reference for grouping g and
+ * the host permutation perm (ignored for per-query). */
+static void direct_run(const pw_capture_t *c, device_problem_t *d, pw_kernel_t kernel,
+                       const pw_grouping_t *g, const int32_t *perm, cudaStream_t s, result_t *r)
+{
+    const pw_problem_t *p = &c->problem;
+    const int64_t hkv = p->num_kv_heads, n = p->num_tokens;
+    if (kernel != PW_KERNEL_PER_QUERY) {
+        const pw_requests_t rq = pw_capture_requests(c);
+        host_meta_t h;
+        host_meta_alloc(p, g, &h);
+        assert_true(h.m.max_groups <= d->meta.max_groups);
+        assert_pw_ok(pw_ref_union_prepare(p, c->topk_ids, &rq, g, perm, &h.m));
+        /* Upload with the device buffers' own row pitch (max_groups may be larger). */
+        put(d->meta.num_groups, h.m.num_groups, hkv * 4);
+        for (int64_t k = 0; k < hkv; k++) {
+            const int64_t src = k * h.m.max_groups, dst = k * d->meta.max_groups, rows = h.m.max_groups;
+            put(d->meta.groups + dst, h.m.groups + src, rows * sizeof(pw_group_desc_t));
+            put(d->meta.union_pages + dst * 128, h.m.union_pages + src * 128, rows * 128 * 4);
+            put(d->meta.member_masks + dst * 128, h.m.member_masks + src * 128, rows * 128);
+        }
+        put(d->perm, perm, hkv * n * 4);
+        host_meta_free(&h);
+    }
+    poison(p, d, s);
+    const pw_attention_args_t a = device_args(p, d);
+    assert_pw_ok(pw_union_attention(p, &a, g, d->perm, &d->meta, kernel, (pw_stream_t)s));
+    fetch(p, d, s, r);
+}
+
+/* The workspace's permutation and metadata after a full call equal the CPU reference's. */
+static void check_workspace_views(const pw_capture_t *c, const pw_plan_t *plan, const device_problem_t *d,
+                                  const int32_t *perm_ref)
+{
+    const pw_problem_t *p = &c->problem;
+    const int64_t hkv = p->num_kv_heads, n = p->num_tokens;
+    int32_t *perm_dev = NULL;
+    pw_union_meta_t dm;
+    pw_grouping_t g;
+    assert_pw_ok(pw_plan_workspace_views(plan, d->workspace, d->workspace_bytes, &perm_dev, &dm, &g));
+    int32_t *perm = malloc(hkv * n * 4);
+    assert_non_null(perm);
+    if (perm_dev) {
+        CUDA_OK(cudaMemcpy(perm, perm_dev, hkv * n * 4, cudaMemcpyDeviceToHost));
+        assert_memory_equal(perm, perm_ref, hkv * n * 4);
+    }
+    const pw_requests_t rq = pw_capture_requests(c);
+    host_meta_t ref, got;
+    host_meta_alloc(p, &g, &ref);
+    host_meta_alloc(p, &g, &got);
+    assert_int_equal(dm.max_groups, ref.m.max_groups);
+    assert_pw_ok(pw_ref_union_prepare(p, c->topk_ids, &rq, &g, perm_ref, &ref.m));
+    const int64_t rows = hkv * dm.max_groups;
+    CUDA_OK(cudaMemcpy(got.m.num_groups, dm.num_groups, hkv * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(got.m.groups, dm.groups, rows * sizeof(pw_group_desc_t), cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(got.m.union_pages, dm.union_pages, rows * 128 * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(got.m.member_masks, dm.member_masks, rows * 128, cudaMemcpyDeviceToHost));
+    assert_memory_equal(got.m.num_groups, ref.m.num_groups, hkv * 4);
+    for (int64_t k = 0; k < hkv; k++) {
+        const int64_t at = k * dm.max_groups, used = ref.m.num_groups[k];
+        assert_memory_equal(got.m.groups + at, ref.m.groups + at, used * sizeof(pw_group_desc_t));
+        assert_memory_equal(got.m.union_pages + at * 128, ref.m.union_pages + at * 128, used * 128 * 4);
+        assert_memory_equal(got.m.member_masks + at * 128, ref.m.member_masks + at * 128, used * 128);
+    }
+    host_meta_free(&ref);
+    host_meta_free(&got);
+    free(perm);
+}
+
+/* Random request layout, page table and Top-K ids for the capture's fixed shapes (N, R,
+ * Hkv, max pages, cache pages): requests of random length (one of a single query), random
+ * prefixes, partial last pages, a shuffled page table, and rows that mix a per-request hot
+ * set (so that regrouping changes the order) with -1, duplicates, future and huge ids and
+ * rows with no valid id. */
+static void fill_inputs(pw_capture_t *c, pw_rng_t *rng)
+{
+    const pw_problem_t *p = &c->problem;
+    const int32_t n = p->num_tokens, nr = p->num_requests, kv_cap = p->max_pages_per_request * 128;
+    int32_t cut[NUM_REQUESTS + 1];
+    cut[0] = 0;
+    cut[nr] = n;
+    for (int r = 1; r < nr; r++) cut[r] = (int32_t)pw_rng_range(rng, 1, n - 1);
+    for (int r = 1; r < nr; r++) /* insertion sort of the cut points */
+        for (int k = r; k > 1 && cut[k] < cut[k - 1]; k--) {
+            const int32_t t = cut[k];
+            cut[k] = cut[k - 1];
+            cut[k - 1] = t;
+        }
+    cut[1] = cut[2] > 1 ? cut[2] - 1 : cut[1]; /* request 1 holds one query (or none) */
+    for (int r = 0; r <= nr; r++) c->cu_seqlens_q[r] = cut[r];
+    for (int r = 0; r < nr; r++) {
+        const int32_t qlen = cut[r + 1] - cut[r];
+        c->prefix_lens[r] = (int32_t)pw_rng_range(rng, 0, kv_cap - qlen - 5);
+        c->kv_lens[r] = c->prefix_lens[r] + qlen + (int32_t)pw_rng_range(rng, 0, 5);
+    }
+    const int64_t total = p->num_cache_pages;
+    int32_t *phys = malloc(total * 4);
+    assert_non_null(phys);
+    for (int64_t i = 0; i < total; i++) phys[i] = (int32_t)i;
+    for (int64_t i = total - 1; i > 0; i--) {
+        const int64_t j = pw_rng_range(rng, 0, i);
+        const int32_t t = phys[i];
+        phys[i] = phys[j];
+        phys[j] = t;
+    }
+    for (int64_t i = 0; i < (int64_t)nr * p->max_pages_per_request; i++) c->page_table[i] = phys[i];
+    c->page_table_synthesised = 0;
+    free(phys);
+    for (int h = 0; h < p->num_kv_heads; h++)
+        for (int r = 0; r < nr; r++) {
+            int32_t hot[12];
+            for (int k = 0; k < 12; k++) hot[k] = (int32_t)pw_rng_range(rng, 0, (c->kv_lens[r] - 1) / 128);
+            for (int32_t i = cut[r]; i < cut[r + 1]; i++) {
+                int32_t *row = c->topk_ids + ((int64_t)h * n + i) * 16;
+                const int64_t pos = c->prefix_lens[r] + (i - cut[r]);
+                const int64_t last = (pos < c->kv_lens[r] - 1 ? pos : c->kv_lens[r] - 1) / 128;
+                const int empty_row = pw_rng_range(rng, 0, 29) == 0;
+                for (int k = 0; k < 16; k++) {
+                    const int64_t u = pw_rng_range(rng, 0, 99);
+                    int32_t id;
+                    if (empty_row || u < 6) id = -1;
+                    else if (u < 10) id = row[k > 0 ? k - 1 : 0];
+                    else if (u < 12) id = (int32_t)(last + 1 + pw_rng_range(rng, 0, 2));
+                    else if (u < 13) id = u & 1 ? INT32_MAX : INT32_MIN;
+                    else if (u < 20) id = (int32_t)last;
+                    else if (u < 75) id = hot[pw_rng_range(rng, 0, 11)];
+                    else id = (int32_t)pw_rng_range(rng, 0, last);
+                    row[k] = id;
+                }
+            }
+        }
+}
+
+static pw_capture_t *make_problem(pw_rng_t *rng)
+{
+    pw_problem_t p = PW_PROBLEM_INIT;
+    p.num_tokens = NUM_TOKENS;
+    p.num_requests = NUM_REQUESTS;
+    p.num_kv_heads = HKV;
+    p.max_pages_per_request = MAX_PAGES;
+    p.num_cache_pages = NUM_REQUESTS * MAX_PAGES + 7;
+    pw_capture_t *c = NULL;
+    assert_pw_ok(pw_capture_create(&p, PW_CAPTURE_LOAD_QKV, &c));
+    fill_inputs(c, rng);
+    assert_pw_ok(pw_capture_generate_qkv(c, g_seed ^ 0xf011ca11ull));
+    const pw_requests_t rq = pw_capture_requests(c);
+    assert_pw_ok(pw_problem_check(&c->problem, &rq));
+    return c;
+}
+
+static void identity_perm(const pw_problem_t *p, int32_t *perm)
+{
+    for (int64_t h = 0; h < p->num_kv_heads; h++)
+        for (int64_t i = 0; i < p->num_tokens; i++) perm[h * p->num_tokens + i] = (int32_t)i;
+}
+
+static void random_perm_within_requests(const pw_capture_t *c, pw_rng_t *rng, int32_t *perm)
+{
+    const pw_problem_t *p = &c->problem;
+    for (int h = 0; h < p->num_kv_heads; h++) {
+        int32_t *row = perm + (int64_t)h * p->num_tokens;
+        for (int r = 0; r < p->num_requests; r++) {
+            const int32_t b = c->cu_seqlens_q[r], e = c->cu_seqlens_q[r + 1];
+            for (int32_t i = b; i < e; i++) row[i] = i;
+            for (int32_t i = e - 1; i > b; i--) {
+                const int32_t j = (int32_t)pw_rng_range(rng, b, i);
+                const int32_t t = row[i];
+                row[i] = row[j];
+                row[j] = t;
+            }
+        }
+    }
+}
+
+static pw_plan_t *make_plan(const pw_problem_t *p, pw_regroup_mode_t mode, int32_t window,
+                            pw_kernel_t kernel, uint32_t flags, device_problem_t *d)
+{
+    pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
+    cfg.regroup = mode;
+    cfg.window = window;
+    cfg.kernel = kernel;
+    cfg.flags = flags;
+    pw_plan_t *plan = NULL;
+    assert_pw_ok(pw_plan_create(p, &cfg, &plan));
+    size_t bytes = 0;
+    assert_pw_ok(pw_plan_workspace_size(plan, &bytes));
+    if (bytes > d->workspace_bytes) {
+        cudaFree(d->workspace);
+        d->workspace = dev_alloc(bytes + 1);
+        d->workspace_bytes = bytes + 1;
+    }
+    return plan;
+}
+
+/* Every arm: full call == direct run (bitwise), workspace == reference metadata. */
+static void test_full_call_matches_direct(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed);
+    pw_capture_t *c = make_problem(&rng);
+    const pw_problem_t *p = &c->problem;
+    const pw_requests_t rq = pw_capture_requests(c);
+    device_problem_t d;
+    device_alloc(p, &d);
+    upload(c, &d, 1);
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    result_t full, direct;
+    result_alloc(p, &full);
+    result_alloc(p, &direct);
+    int32_t *perm = malloc((size_t)p->num_kv_heads * p->num_tokens * 4);
+    assert_non_null(perm);
+
+    struct arm {
+        const char *name;
+        pw_regroup_mode_t mode;
+        int32_t window;
+        pw_kernel_t kernel;
+        uint32_t flags;
+    } arms[] = {
+        {"identity union8", PW_REGROUP_IDENTITY, 128, PW_KERNEL_UNION8, 0},
+        {"guarded W64 union8", PW_REGROUP_GUARDED, 64, PW_KERNEL_UNION8, 0},
+        {"guarded W128 union8", PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION8, 0},
+        {"greedy W128 union8", PW_REGROUP_GREEDY, 128, PW_KERNEL_UNION8, 0},
+        {"greedy W64 union8", PW_REGROUP_GREEDY, 64, PW_KERNEL_UNION8, 0},
+        {"caller perm (random) union8", PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION8, PW_PLAN_CALLER_PERM},
+        {"caller perm (random, W 0) union8", PW_REGROUP_GUARDED, 0, PW_KERNEL_UNION8, PW_PLAN_CALLER_PERM},
+        {"guarded W128 union4", PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION4, 0},
+        {"per-query", PW_REGROUP_GUARDED, 128, PW_KERNEL_PER_QUERY, 0},
+    };
+    result_t first;
+    result_alloc(p, &first);
+    for (size_t i = 0; i < sizeof arms / sizeof arms[0]; i++) {
+        const struct arm *a = &arms[i];
+        pw_plan_t *plan = make_plan(p, a->mode, a->window, a->kernel, a->flags, &d);
+        pw_grouping_t g = PW_GROUPING_INIT;
+        g.mode = a->mode;
+        g.window = a->mode == PW_REGROUP_IDENTITY && !a->flags ? 0 : a->window;
+        if (a->flags & PW_PLAN_CALLER_PERM) random_perm_within_requests(c, &rng, perm);
+        else if (a->mode == PW_REGROUP_IDENTITY) identity_perm(p, perm);
+        else assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm));
+        const int32_t *perm_dev = NULL;
+        if (a->flags & PW_PLAN_CALLER_PERM) { /* the caller's perm lives in its own buffer */
+            put(d.perm, perm, (size_t)p->num_kv_heads * p->num_tokens * 4);
+            perm_dev = d.perm;
+        }
+        poison(p, &d, s);
+        const pw_attention_args_t args = device_args(p, &d);
+        assert_pw_ok(pw_sparse_prefill(plan, &args, perm_dev, d.workspace, d.workspace_bytes, (pw_stream_t)s));
+        fetch(p, &d, s, &full);
+        if (a->kernel != PW_KERNEL_PER_QUERY) check_workspace_views(c, plan, &d, perm);
+        direct_run(c, &d, a->kernel, &g, perm, s, &direct);
+        const int same = same_result(p, &full, &direct);
+        printf("  %-34s full call == direct: %s (bad pages %u / %u)\n", a->name, same ? "bitwise" : "DIFFERENT",
+               full.bad, direct.bad);
+        assert_true(same);
+        if (i == 0) {
+            memcpy(first.o, full.o, out_elems(p) * 2);
+            memcpy(first.lse, full.lse, out_elems(p) / 128 * 4);
+            first.bad = full.bad;
+        } else {
+            assert_true(same_result(p, &full, &first)); /* SPEC §4: grouping-invariant */
+        }
+        pw_plan_destroy(plan);
+    }
+
+    /* Accuracy of the full call (guards against every path being wrong the same way). */
+    const size_t elems = out_elems(p);
+    float *emu = malloc(elems * 4), *emu_lse = malloc(elems / 128 * 4);
+    assert_non_null(emu);
+    assert_non_null(emu_lse);
+    pw_attention_args_t ra = PW_ATTENTION_ARGS_INIT;
+    ra.q = c->q;
+    ra.q_stride = (int64_t)p->num_kv_heads * 16 * 128;
+    ra.k_cache = c->k_cache;
+    ra.v_cache = c->v_cache;
+    ra.kv_stride = (int64_t)p->num_kv_heads * 128;
+    ra.k_scale = &c->k_scale;
+    ra.v_scale = &c->v_scale;
+    ra.topk_ids = c->topk_ids;
+    ra.requests = rq;
+    ra.o = emu;
+    ra.o_stride = ra.q_stride;
+    ra.o_dtype = PW_DTYPE_FLOAT32;
+    ra.lse = emu_lse;
+    assert_pw_ok(pw_ref_attention(p, &ra, PW_REF_FP8_EMULATE));
+    double num = 0, den = 0;
+    int64_t nan = 0, nonzero = 0;
+    for (size_t i = 0; i < elems; i++) {
+        const double g = pw_bf16_to_float(first.o[i]), r = emu[i];
+        if (isnan(g)) nan++;
+        else num += (g - r) * (g - r);
+        den += r * r;
+        nonzero += r != 0;
+    }
+    const double nrms = den > 0 ? sqrt(num / den) : 1.0;
+    printf("  full call vs FP8-emulating reference: NRMS %.3e (bound %.0e), NaN %lld, nonzero ref %lld\n", nrms,
+           EMU_NRMS_BOUND, (long long)nan, (long long)nonzero);
+    assert_int_equal(nan, 0);
+    assert_true(nonzero > 0);
+    assert_true(nrms <= EMU_NRMS_BOUND);
+
+    free(emu);
+    free(emu_lse);
+    result_free(&first);
+    result_free(&full);
+    result_free(&direct);
+    free(perm);
+    CUDA_OK(cudaStreamDestroy(s));
+    device_free(&d);
+    pw_capture_free(c);
+}
+
+/* One call captured in a graph; new Top-K ids, page table, request lengths and scales in
+ * the same buffers; replay == fresh direct run on the new inputs. */
+static void test_graph_replay_new_inputs(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x9a9a9a9aull);
+    pw_capture_t *c = make_problem(&rng);
+    const pw_problem_t *p = &c->problem;
+    device_problem_t d;
+    device_alloc(p, &d);
+    upload(c, &d, 1);
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    pw_plan_t *plan = make_plan(p, PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION8, 0, &d);
+    const pw_attention_args_t args = device_args(p, &d);
+    /* One call outside capture first: one-time host set-up (function attributes, driver
+     * entry points) happens there, as in a serving engine's warm-up. */
+    poison(p, &d, s);
+    assert_pw_ok(pw_sparse_prefill(plan, &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
+    CUDA_OK(cudaStreamSynchronize(s));
+
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    const pw_status_t st = pw_sparse_prefill(plan, &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s);
+    CUDA_OK(cudaStreamEndCapture(s, &graph));
+    assert_pw_ok(st);
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+
+    result_t replay, direct, before;
+    result_alloc(p, &replay);
+    result_alloc(p, &direct);
+    result_alloc(p, &before);
+    int32_t *perm = malloc((size_t)p->num_kv_heads * p->num_tokens * 4);
+    assert_non_null(perm);
+    pw_grouping_t g = PW_GROUPING_INIT;
+    for (int round = 0; round < 3; round++) {
+        if (round > 0) {
+            fill_inputs(c, &rng);
+            c->k_scale = (float)pw_rng_range(&rng, 1, 8) / 256.0f;
+            c->v_scale = (float)pw_rng_range(&rng, 1, 8) / 256.0f;
+            if (round == 2) c->page_table[1] = (int32_t)p->num_cache_pages + 3; /* a bad page */
+            const pw_requests_t rq_new = pw_capture_requests(c);
+            assert_pw_ok(pw_problem_check(p, &rq_new));
+            upload(c, &d, 0);
+        }
+        poison(p, &d, s);
+        CUDA_OK(cudaGraphLaunch(exec, s));
+        fetch(p, &d, s, &replay);
+        const pw_requests_t rq = pw_capture_requests(c);
+        assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm));
+        check_workspace_views(c, plan, &d, perm);
+        direct_run(c, &d, PW_KERNEL_UNION8, &g, perm, s, &direct);
+        const int same = same_result(p, &replay, &direct);
+        const int changed = round == 0 || memcmp(replay.o, before.o, out_elems(p) * 2) != 0;
+        printf("  graph replay round %d (cu_seqlens %d,%d,%d,%d,%d; scales %g %g): == direct run: %s, "
+               "output changed: %s, bad pages %u\n",
+               round, c->cu_seqlens_q[0], c->cu_seqlens_q[1], c->cu_seqlens_q[2], c->cu_seqlens_q[3],
+               c->cu_seqlens_q[4], c->k_scale, c->v_scale, same ? "bitwise" : "DIFFERENT", changed ? "yes" : "NO",
+               replay.bad);
+        assert_true(same);
+        assert_true(changed);
+        if (round == 2) assert_true(replay.bad > 0);
+        memcpy(before.o, replay.o, out_elems(p) * 2);
+    }
+    free(perm);
+    result_free(&replay);
+    result_free(&direct);
+    result_free(&before);
+    CUDA_OK(cudaGraphExecDestroy(exec));
+    CUDA_OK(cudaGraphDestroy(graph));
+    pw_plan_destroy(plan);
+    CUDA_OK(cudaStreamDestroy(s));
+    device_free(&d);
+    pw_capture_free(c);
+}
+
+/* Argument errors are reported before anything is enqueued. */
+static void test_errors(void **state)
+{
+    (void)state;
+    pw_problem_t p = PW_PROBLEM_INIT;
+    p.num_tokens = 16;
+    p.max_pages_per_request = 1;
+    p.num_cache_pages = 1;
+    pw_plan_t *plan = NULL;
+    assert_pw_ok(pw_plan_create(&p, NULL, &plan));
+    size_t bytes = 0;
+    assert_pw_ok(pw_plan_workspace_size(plan, &bytes));
+    assert_true(bytes > 0);
+    pw_attention_args_t a = PW_ATTENTION_ARGS_INIT;
+    void *ws = dev_alloc(bytes);
+    assert_int_equal(pw_sparse_prefill(plan, &a, NULL, ws, bytes - 1, NULL), PW_ERROR_INSUFFICIENT_WORKSPACE);
+    assert_int_equal(pw_sparse_prefill(plan, &a, NULL, ws, bytes, NULL), PW_ERROR_INVALID_ARGUMENT);
+    printf("  missing tensors: %s\n", pw_last_error());
+    CUDA_OK(cudaDeviceSynchronize());
+    cudaFree(ws);
+    pw_plan_destroy(plan);
+}
+
+int main(int argc, char **argv)
+{
+    g_seed = pw_test_seed(argc, argv);
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        printf("SKIP: no CUDA device (%s): the full call needs an sm_90 GPU\n",
+               e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return 77;
+    }
+    struct cudaDeviceProp prop;
+    memset(&prop, 0, sizeof prop);
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9) {
+        printf("SKIP: device 0 is %s (sm_%d%d), the kernels need sm_90\n",
+               e == cudaSuccess ? prop.name : "unknown", prop.major, prop.minor);
+        return 77;
+    }
+    printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_full_call_matches_direct),
+        cmocka_unit_test(test_graph_replay_new_inputs),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
