@@ -1,0 +1,773 @@
+/* GPU tests of online regroup and union preparation (SPEC §3, §4.1): the device results
+ * must equal pw_ref_regroup / pw_ref_union_prepare byte for byte.
+ *
+ * Every output buffer is poisoned with 0xAB before each run (the reference's host buffers
+ * too), so a slot the kernel forgot, or wrote where the reference leaves memory alone
+ * (groups past num_groups), shows as a byte difference. Cases: random multi-request,
+ * multi-KV-head problems of several kinds (hot sorted rows, unsorted rows with invalid
+ * ids, heavy duplicates, 128K and 1M-token contexts with thousands of distinct pages),
+ * edge inputs (rows of -1, requests of 0..7 queries, N not a multiple of 8 or W, K < 16,
+ * unaligned Top-K, odd union capacity, page size 64), every capture file found, a run
+ * inside CUDA graph capture replayed on new inputs, and the argument errors.
+ * Skips (exit 77) without an sm_90 device.
+ *
+ * Usage: test_regroup_gpu [--seed N] [--captures DIR...]  (default dirs: captures,
+ * .data/workloads). */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef PW_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include "pageweaver_capture.h"
+#include "testutil.h"
+
+#ifdef PW_HAVE_CUDA
+
+#define CUDA_OK(x)                                                                          \
+    do {                                                                                    \
+        cudaError_t e_ = (x);                                                               \
+        if (e_ != cudaSuccess) fail_msg("%s: %s", #x, cudaGetErrorString(e_));              \
+    } while (0)
+
+#define POISON 0xAB
+
+static uint64_t g_seed;
+static cudaStream_t g_stream;
+static int g_num_dirs;
+static const char *g_dirs[8];
+
+/* One problem on the host: shapes, request layout, Top-K ids [Hkv, N, K]. */
+typedef struct host_case {
+    pw_problem_t problem;
+    int32_t *cu, *prefix, *kv, *ids;
+    char name[128];
+} host_case_t;
+
+/* The same on the device; ids_base is the allocation (ids may be offset to misalign). */
+typedef struct dev_case {
+    int32_t *ids, *ids_base, *cu, *prefix, *kv;
+    pw_requests_t requests; /* device pointers */
+} dev_case_t;
+
+static void *dev_alloc(size_t bytes)
+{
+    void *d = NULL;
+    CUDA_OK(cudaMalloc(&d, bytes ? bytes : 16));
+    return d;
+}
+
+static void *dev_copy(const void *host, size_t bytes)
+{
+    void *d = dev_alloc(bytes);
+    if (bytes) CUDA_OK(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
+    return d;
+}
+
+static size_t ids_bytes(const pw_problem_t *p)
+{
+    return (size_t)p->num_kv_heads * (size_t)p->num_tokens * (size_t)p->topk * 4u;
+}
+
+/* misalign: place the Top-K ids 4 bytes past a 16-byte boundary (scalar-load path). */
+static void upload(const host_case_t *hc, dev_case_t *dc, int misalign)
+{
+    const pw_problem_t *p = &hc->problem;
+    const size_t r = (size_t)p->num_requests;
+    dc->ids_base = dev_alloc(ids_bytes(p) + 16);
+    dc->ids = dc->ids_base + (misalign ? 1 : 0);
+    if (ids_bytes(p))
+        CUDA_OK(cudaMemcpy(dc->ids, hc->ids, ids_bytes(p), cudaMemcpyHostToDevice));
+    dc->cu = dev_copy(hc->cu, (r + 1) * 4);
+    dc->prefix = dev_copy(hc->prefix, r * 4);
+    dc->kv = dev_copy(hc->kv, r * 4);
+    dc->requests.cu_seqlens_q = dc->cu;
+    dc->requests.prefix_lens = dc->prefix;
+    dc->requests.kv_lens = dc->kv;
+    dc->requests.page_table = NULL;
+    dc->requests.page_table_stride = 0;
+}
+
+static void release(dev_case_t *dc)
+{
+    CUDA_OK(cudaFree(dc->ids_base));
+    CUDA_OK(cudaFree(dc->cu));
+    CUDA_OK(cudaFree(dc->prefix));
+    CUDA_OK(cudaFree(dc->kv));
+}
+
+static void free_case(host_case_t *hc)
+{
+    free(hc->cu);
+    free(hc->prefix);
+    free(hc->kv);
+    free(hc->ids);
+}
+
+static pw_requests_t host_requests(const host_case_t *hc)
+{
+    pw_requests_t rq = {hc->cu, hc->prefix, hc->kv, NULL, 0};
+    return rq;
+}
+
+/* Byte comparison with the first difference named. */
+static void assert_same_bytes(const void *want, const void *got, size_t bytes, const char *what,
+                              const char *name)
+{
+    const unsigned char *a = want, *b = got;
+    for (size_t i = 0; i < bytes; i++)
+        if (a[i] != b[i])
+            fail_msg("%s: %s differs at byte %zu of %zu: reference 0x%02x, GPU 0x%02x", name,
+                     what, i, bytes, a[i], b[i]);
+}
+
+/* ---- union preparation: GPU vs reference on the given permutation -------------------- */
+
+typedef struct meta_buffers {
+    pw_union_meta_t meta;
+    size_t bytes_groups, bytes_pages, bytes_masks, bytes_num;
+} meta_buffers_t;
+
+static void meta_alloc(const pw_problem_t *p, int64_t max_groups, int32_t capacity, int device,
+                       meta_buffers_t *m)
+{
+    const size_t hkv = (size_t)p->num_kv_heads, mg = (size_t)max_groups, cap = (size_t)capacity;
+    m->meta.max_groups = max_groups;
+    m->meta.union_capacity = capacity;
+    m->bytes_num = hkv * 4;
+    m->bytes_groups = hkv * mg * sizeof(pw_group_desc_t);
+    m->bytes_pages = hkv * mg * cap * 4;
+    m->bytes_masks = hkv * mg * cap;
+    if (device) {
+        m->meta.num_groups = dev_alloc(m->bytes_num);
+        m->meta.groups = dev_alloc(m->bytes_groups);
+        m->meta.union_pages = dev_alloc(m->bytes_pages);
+        m->meta.member_masks = dev_alloc(m->bytes_masks);
+        CUDA_OK(cudaMemsetAsync(m->meta.num_groups, POISON, m->bytes_num, g_stream));
+        CUDA_OK(cudaMemsetAsync(m->meta.groups, POISON, m->bytes_groups, g_stream));
+        CUDA_OK(cudaMemsetAsync(m->meta.union_pages, POISON, m->bytes_pages, g_stream));
+        CUDA_OK(cudaMemsetAsync(m->meta.member_masks, POISON, m->bytes_masks, g_stream));
+    } else {
+        m->meta.num_groups = malloc(m->bytes_num + 1);
+        m->meta.groups = malloc(m->bytes_groups + 1);
+        m->meta.union_pages = malloc(m->bytes_pages + 1);
+        m->meta.member_masks = malloc(m->bytes_masks + 1);
+        assert_non_null(m->meta.num_groups);
+        assert_non_null(m->meta.groups);
+        assert_non_null(m->meta.union_pages);
+        assert_non_null(m->meta.member_masks);
+        memset(m->meta.num_groups, POISON, m->bytes_num);
+        memset(m->meta.groups, POISON, m->bytes_groups);
+        memset(m->meta.union_pages, POISON, m->bytes_pages);
+        memset(m->meta.member_masks, POISON, m->bytes_masks);
+    }
+}
+
+static void meta_free(meta_buffers_t *m, int device)
+{
+    if (device) {
+        CUDA_OK(cudaFree(m->meta.num_groups));
+        CUDA_OK(cudaFree(m->meta.groups));
+        CUDA_OK(cudaFree(m->meta.union_pages));
+        CUDA_OK(cudaFree(m->meta.member_masks));
+    } else {
+        free(m->meta.num_groups);
+        free(m->meta.groups);
+        free(m->meta.union_pages);
+        free(m->meta.member_masks);
+    }
+}
+
+/* Copies device meta into poisoned-layout host buffers of the same sizes. */
+static void meta_download(const meta_buffers_t *d, meta_buffers_t *h)
+{
+    CUDA_OK(cudaMemcpyAsync(h->meta.num_groups, d->meta.num_groups, d->bytes_num,
+                            cudaMemcpyDeviceToHost, g_stream));
+    CUDA_OK(cudaMemcpyAsync(h->meta.groups, d->meta.groups, d->bytes_groups,
+                            cudaMemcpyDeviceToHost, g_stream));
+    CUDA_OK(cudaMemcpyAsync(h->meta.union_pages, d->meta.union_pages, d->bytes_pages,
+                            cudaMemcpyDeviceToHost, g_stream));
+    CUDA_OK(cudaMemcpyAsync(h->meta.member_masks, d->meta.member_masks, d->bytes_masks,
+                            cudaMemcpyDeviceToHost, g_stream));
+    CUDA_OK(cudaStreamSynchronize(g_stream));
+}
+
+static void assert_same_meta(const meta_buffers_t *want, const meta_buffers_t *got,
+                             const char *name)
+{
+    assert_same_bytes(want->meta.num_groups, got->meta.num_groups, want->bytes_num,
+                      "num_groups", name);
+    assert_same_bytes(want->meta.groups, got->meta.groups, want->bytes_groups, "groups", name);
+    assert_same_bytes(want->meta.union_pages, got->meta.union_pages, want->bytes_pages,
+                      "union_pages", name);
+    assert_same_bytes(want->meta.member_masks, got->meta.member_masks, want->bytes_masks,
+                      "member_masks", name);
+}
+
+/* Union preparation of `perm` (host copy perm_host, device copy perm_dev) with grouping
+ * (window, g): GPU == reference over the whole poisoned buffers. cap_extra widens
+ * union_capacity past g*K. stats_out: union metrics of the GPU meta (may be NULL). */
+static void check_union(const host_case_t *hc, const dev_case_t *dc, const pw_grouping_t *grouping,
+                        const int32_t *perm_host, const int32_t *perm_dev, int32_t cap_extra,
+                        pw_union_stats_t *stats_out)
+{
+    const pw_problem_t *p = &hc->problem;
+    const int64_t max_groups = pw_max_groups(p, grouping);
+    const int32_t cap = grouping->group_size * p->topk + cap_extra;
+    char name[256];
+    snprintf(name, sizeof name, "%s: union prepare W=%d g=%d cap=%d", hc->name, grouping->window,
+             grouping->group_size, cap);
+    meta_buffers_t ref, dev, got;
+    meta_alloc(p, max_groups, cap, 0, &ref);
+    meta_alloc(p, max_groups, cap, 1, &dev);
+    meta_alloc(p, max_groups, cap, 0, &got);
+    const pw_requests_t rq = host_requests(hc);
+    assert_pw_ok(pw_ref_union_prepare(p, hc->ids, &rq, grouping, perm_host, &ref.meta));
+    assert_pw_ok(pw_union_prepare(p, dc->ids, &dc->requests, grouping, perm_dev, &dev.meta,
+                                  (pw_stream_t)g_stream));
+    meta_download(&dev, &got);
+    assert_same_meta(&ref, &got, name);
+    if (stats_out) assert_pw_ok(pw_union_stats(p, &got.meta, stats_out, NULL));
+    meta_free(&ref, 0);
+    meta_free(&dev, 1);
+    meta_free(&got, 0);
+}
+
+/* ---- regroup: GPU vs reference --------------------------------------------------------- */
+
+/* Runs pw_regroup into a poisoned device perm and compares with pw_ref_regroup; leaves the
+ * reference perm in perm_host and the GPU one in *perm_dev_out (caller frees). */
+static void check_regroup(const host_case_t *hc, const dev_case_t *dc,
+                          const pw_grouping_t *grouping, int32_t *perm_host,
+                          int32_t **perm_dev_out)
+{
+    const pw_problem_t *p = &hc->problem;
+    const size_t bytes = (size_t)p->num_kv_heads * (size_t)p->num_tokens * 4u;
+    char name[256];
+    snprintf(name, sizeof name, "%s: regroup mode %d W=%d g=%d", hc->name, (int)grouping->mode,
+             grouping->window, grouping->group_size);
+    const pw_requests_t rq = host_requests(hc);
+    assert_pw_ok(pw_ref_regroup(p, hc->ids, &rq, grouping, perm_host));
+    int32_t *perm_dev = dev_alloc(bytes);
+    CUDA_OK(cudaMemsetAsync(perm_dev, POISON, bytes, g_stream));
+    size_t ws_bytes = 0;
+    assert_pw_ok(pw_regroup_workspace_size(p, grouping, &ws_bytes));
+    void *ws = ws_bytes ? dev_alloc(ws_bytes) : NULL;
+    assert_pw_ok(pw_regroup(p, dc->ids, &dc->requests, grouping, perm_dev, ws, ws_bytes,
+                            (pw_stream_t)g_stream));
+    int32_t *got = malloc(bytes + 4);
+    assert_non_null(got);
+    CUDA_OK(cudaMemcpyAsync(got, perm_dev, bytes, cudaMemcpyDeviceToHost, g_stream));
+    CUDA_OK(cudaStreamSynchronize(g_stream));
+    assert_same_bytes(perm_host, got, bytes, "perm", name);
+    free(got);
+    if (ws) CUDA_OK(cudaFree(ws));
+    *perm_dev_out = perm_dev;
+}
+
+/* Identity and a random bijection inside each request (host); returns device copies. */
+static void other_perms(const host_case_t *hc, pw_rng_t *rng, int32_t *identity, int32_t *shuffled)
+{
+    const pw_problem_t *p = &hc->problem;
+    for (int32_t h = 0; h < p->num_kv_heads; h++) {
+        int32_t *id = identity + (int64_t)h * p->num_tokens;
+        int32_t *sh = shuffled + (int64_t)h * p->num_tokens;
+        for (int32_t n = 0; n < p->num_tokens; n++) id[n] = sh[n] = n;
+        for (int32_t r = 0; r < p->num_requests; r++)
+            for (int32_t s = hc->cu[r + 1] - 1; s > hc->cu[r]; s--) {
+                const int32_t t = (int32_t)pw_rng_range(rng, hc->cu[r], s);
+                const int32_t x = sh[s];
+                sh[s] = sh[t];
+                sh[t] = x;
+            }
+    }
+}
+
+/* Everything for one problem: regroup (greedy, guarded; W 64, 128; g 8 plus other sizes),
+ * union preparation of each GPU perm, of identity and of a random perm. */
+static void check_case(const host_case_t *hc, int misalign, int thorough)
+{
+    const pw_problem_t *p = &hc->problem;
+    const size_t n_perm = (size_t)p->num_kv_heads * (size_t)p->num_tokens;
+    dev_case_t dc;
+    upload(hc, &dc, misalign);
+    int32_t *perm = malloc(n_perm * 4 + 4), *identity = malloc(n_perm * 4 + 4),
+            *shuffled = malloc(n_perm * 4 + 4);
+    assert_non_null(perm);
+    assert_non_null(identity);
+    assert_non_null(shuffled);
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ (uint64_t)p->num_tokens ^ ((uint64_t)p->num_requests << 32));
+    struct { pw_regroup_mode_t mode; int32_t window, g; } runs[] = {
+        {PW_REGROUP_GREEDY, 128, 8}, {PW_REGROUP_GUARDED, 128, 8}, {PW_REGROUP_GREEDY, 64, 8},
+        {PW_REGROUP_GUARDED, 64, 8}, {PW_REGROUP_IDENTITY, 128, 8}, {PW_REGROUP_GREEDY, 128, 3},
+        {PW_REGROUP_GUARDED, 64, 4}, {PW_REGROUP_GREEDY, 64, 5},     {PW_REGROUP_GUARDED, 128, 2},
+        {PW_REGROUP_GREEDY, 128, 1},
+    };
+    const int num_runs = thorough ? (int)(sizeof runs / sizeof runs[0]) : 5;
+    for (int i = 0; i < num_runs; i++) {
+        pw_grouping_t g = PW_GROUPING_INIT;
+        g.mode = runs[i].mode;
+        g.window = runs[i].window;
+        g.group_size = runs[i].g;
+        int32_t *perm_dev = NULL;
+        check_regroup(hc, &dc, &g, perm, &perm_dev);
+        check_union(hc, &dc, &g, perm, perm_dev, i == 1 ? 3 : 0, NULL);
+        CUDA_OK(cudaFree(perm_dev));
+    }
+    /* Union preparation of other permutations and windows (any W >= 0, any g). */
+    other_perms(hc, &rng, identity, shuffled);
+    int32_t *identity_dev = dev_copy(identity, n_perm * 4);
+    int32_t *shuffled_dev = dev_copy(shuffled, n_perm * 4);
+    const int32_t windows[] = {128, 0, 64, 5};
+    for (int w = 0; w < (thorough ? 4 : 2); w++) {
+        pw_grouping_t g = PW_GROUPING_INIT;
+        g.window = windows[w];
+        g.group_size = w == 3 ? 3 : 8;
+        check_union(hc, &dc, &g, identity, identity_dev, 0, NULL);
+        check_union(hc, &dc, &g, shuffled, shuffled_dev, w == 2 ? 1 : 0, NULL);
+    }
+    CUDA_OK(cudaFree(identity_dev));
+    CUDA_OK(cudaFree(shuffled_dev));
+    free(perm);
+    free(identity);
+    free(shuffled);
+    release(&dc);
+}
+
+/* ---- problem generators ------------------------------------------------------------------ */
+
+enum case_kind {
+    KIND_HOT = 0,      /* sorted rows: sink, own page, recent pages, a drifting hot set */
+    KIND_RANDOM = 1,   /* unsorted, ids from -3 to past the visible range */
+    KIND_REPEATS = 2,  /* ids from a tiny range: many repeats inside rows and across */
+    KIND_DISTINCT = 3, /* uniform over every visible page (long contexts: ~all distinct) */
+    KIND_EMPTY = 4     /* every id -1 */
+};
+
+/* qlens[r] queries per request, prefix[r] cached tokens; kv = prefix + qlen + slack. */
+static void make_case(host_case_t *hc, pw_rng_t *rng, int32_t num_requests, const int32_t *qlens,
+                      const int32_t *prefixes, int32_t hkv, int32_t topk, int32_t page_size,
+                      enum case_kind kind, const char *name)
+{
+    memset(hc, 0, sizeof *hc);
+    pw_problem_t p = PW_PROBLEM_INIT;
+    p.num_requests = num_requests;
+    p.num_kv_heads = hkv;
+    p.topk = topk;
+    p.page_size = page_size;
+    hc->cu = malloc((size_t)(num_requests + 1) * 4);
+    hc->prefix = malloc((size_t)num_requests * 4);
+    hc->kv = malloc((size_t)num_requests * 4);
+    assert_non_null(hc->cu);
+    assert_non_null(hc->prefix);
+    assert_non_null(hc->kv);
+    hc->cu[0] = 0;
+    int64_t max_kv = 1;
+    for (int32_t r = 0; r < num_requests; r++) {
+        hc->cu[r + 1] = hc->cu[r] + qlens[r];
+        hc->prefix[r] = prefixes[r];
+        hc->kv[r] = prefixes[r] + qlens[r] + (int32_t)pw_rng_range(rng, 0, 200);
+        if (hc->kv[r] > max_kv) max_kv = hc->kv[r];
+    }
+    p.num_tokens = hc->cu[num_requests];
+    p.max_pages_per_request = (int32_t)((max_kv + page_size - 1) / page_size);
+    hc->problem = p;
+    hc->ids = malloc(ids_bytes(&p) + 4);
+    assert_non_null(hc->ids);
+    for (int32_t h = 0; h < hkv; h++) {
+        for (int32_t r = 0; r < num_requests; r++) {
+            int32_t hot[24];
+            for (int i = 0; i < 24; i++) hot[i] = 0;
+            for (int32_t n = hc->cu[r]; n < hc->cu[r + 1]; n++) {
+                const int64_t c = (int64_t)hc->prefix[r] + (n - hc->cu[r]);
+                const int32_t cp = (int32_t)(c / page_size);
+                int32_t *row = hc->ids + ((int64_t)h * p.num_tokens + n) * topk;
+                if ((n - hc->cu[r]) % 256 == 0)
+                    for (int i = 0; i < 24; i++)
+                        if (i < 3 || hot[i] == 0) hot[i] = (int32_t)pw_rng_range(rng, 0, cp);
+                for (int32_t k = 0; k < topk; k++) {
+                    int32_t v = -1;
+                    const int64_t u = pw_rng_range(rng, 0, 99);
+                    switch (kind) {
+                    case KIND_HOT:
+                        v = k == 0 ? 0 : k == topk - 1 ? cp
+                          : k < 5 ? cp - (int32_t)pw_rng_range(rng, 1, 6)
+                          : u < 70 ? hot[pw_rng_range(rng, 0, 23)]
+                                   : (int32_t)pw_rng_range(rng, 0, cp);
+                        if (v < 0) v = -1;
+                        break;
+                    case KIND_RANDOM: v = (int32_t)pw_rng_range(rng, -3, (int64_t)cp + 4); break;
+                    case KIND_REPEATS:
+                        v = u < 10 ? -1 : (int32_t)pw_rng_range(rng, 0, cp < 12 ? cp : 12);
+                        break;
+                    case KIND_DISTINCT: v = (int32_t)pw_rng_range(rng, 0, cp); break;
+                    case KIND_EMPTY: v = -1; break;
+                    }
+                    row[k] = v;
+                }
+                if (kind == KIND_HOT) /* sorted ascending, like the selector's rows */
+                    for (int32_t a = 1; a < topk; a++)
+                        for (int32_t b2 = a; b2 > 0 && row[b2 - 1] > row[b2]; b2--) {
+                            const int32_t x = row[b2];
+                            row[b2] = row[b2 - 1];
+                            row[b2 - 1] = x;
+                        }
+                if (kind != KIND_EMPTY && pw_rng_range(rng, 0, 40) == 0)
+                    for (int32_t k = 0; k < topk; k++) row[k] = -1; /* an all -1 row */
+            }
+        }
+    }
+    snprintf(hc->name, sizeof hc->name, "%s (N=%d R=%d Hkv=%d K=%d P=%d)", name, p.num_tokens,
+             num_requests, hkv, topk, page_size);
+}
+
+/* ---- tests --------------------------------------------------------------------------------- */
+
+static void test_random_problems(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed);
+    for (int iter = 0; iter < 12; iter++) {
+        const enum case_kind kind = (enum case_kind)(iter % 4);
+        const int32_t num_requests = (int32_t)pw_rng_range(&rng, 1, 5);
+        int32_t qlens[5], prefixes[5];
+        for (int32_t r = 0; r < num_requests; r++) {
+            qlens[r] = pw_rng_range(&rng, 0, 4) == 0 ? (int32_t)pw_rng_range(&rng, 0, 9)
+                                                     : (int32_t)pw_rng_range(&rng, 10, 900);
+            prefixes[r] = (int32_t)pw_rng_range(&rng, 0, 70000);
+        }
+        const int32_t hkv = (int32_t)pw_rng_range(&rng, 1, 4);
+        host_case_t hc;
+        make_case(&hc, &rng, num_requests, qlens, prefixes, hkv, 16, 128, kind, "random");
+        printf("%s kind %d\n", hc.name, (int)kind);
+        check_case(&hc, 0, iter < 4);
+        free_case(&hc);
+    }
+}
+
+/* Long contexts: 128K and 1M tokens (page ids up to ~8200), no 64K cliff. */
+static void test_long_contexts(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed + 1);
+    const int32_t q128[2] = {700, 333}, p128[2] = {130000, 128 * 1024 - 1000};
+    const int32_t q1m[3] = {600, 129, 64}, p1m[3] = {1048576, 1000000, 1040000};
+    const enum case_kind kinds[3] = {KIND_DISTINCT, KIND_HOT, KIND_RANDOM};
+    for (int k = 0; k < 3; k++) {
+        host_case_t hc;
+        make_case(&hc, &rng, 2, q128, p128, 2, 16, 128, kinds[k], "128K context");
+        printf("%s\n", hc.name);
+        check_case(&hc, 0, k == 0);
+        free_case(&hc);
+        make_case(&hc, &rng, 3, q1m, p1m, 2, 16, 128, kinds[k], "1M context");
+        printf("%s\n", hc.name);
+        check_case(&hc, 0, k == 0);
+        free_case(&hc);
+    }
+}
+
+static void test_edges(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed + 2);
+    host_case_t hc;
+    /* Requests of 0..7 queries, zero-length ones between, N not a multiple of 8. */
+    const int32_t tiny_q[10] = {1, 0, 7, 2, 0, 3, 5, 4, 6, 0};
+    const int32_t tiny_p[10] = {0, 5, 100, 127, 128, 4000, 77, 0, 900, 3};
+    make_case(&hc, &rng, 10, tiny_q, tiny_p, 3, 16, 128, KIND_RANDOM, "tiny requests");
+    check_case(&hc, 0, 1);
+    free_case(&hc);
+    /* All -1 rows. */
+    const int32_t e_q[2] = {200, 61}, e_p[2] = {1000, 0};
+    make_case(&hc, &rng, 2, e_q, e_p, 2, 16, 128, KIND_EMPTY, "all -1");
+    check_case(&hc, 0, 1);
+    free_case(&hc);
+    /* Heavy repeats, N = W +- 1 around window edges. */
+    const int32_t r_q[3] = {127, 129, 65}, r_p[3] = {3000, 10, 64};
+    make_case(&hc, &rng, 3, r_q, r_p, 2, 16, 128, KIND_REPEATS, "repeats");
+    check_case(&hc, 0, 1);
+    free_case(&hc);
+    /* First chunk of a prompt (prefix 0): most ids are in the queries' future. */
+    const int32_t f_q[1] = {1000}, f_p[1] = {0};
+    make_case(&hc, &rng, 1, f_q, f_p, 1, 16, 128, KIND_RANDOM, "prefix 0");
+    check_case(&hc, 0, 0);
+    free_case(&hc);
+    /* K < 16 (scalar loads), page size 64. */
+    const int32_t k_q[2] = {300, 90}, k_p[2] = {20000, 5000};
+    make_case(&hc, &rng, 2, k_q, k_p, 2, 11, 64, KIND_HOT, "K=11 P=64");
+    check_case(&hc, 0, 1);
+    free_case(&hc);
+    /* K = 16 but the ids 4 bytes off a 16-byte boundary (scalar loads). */
+    make_case(&hc, &rng, 2, k_q, k_p, 2, 16, 128, KIND_RANDOM, "misaligned ids");
+    check_case(&hc, 1, 0);
+    free_case(&hc);
+    /* Many requests (the CTAs' request lookups loop over them). */
+    int32_t many_q[600], many_p[600];
+    for (int r = 0; r < 600; r++) {
+        many_q[r] = (int32_t)pw_rng_range(&rng, 0, 20);
+        many_p[r] = (int32_t)pw_rng_range(&rng, 0, 5000);
+    }
+    make_case(&hc, &rng, 600, many_q, many_p, 2, 16, 128, KIND_RANDOM, "600 requests");
+    check_case(&hc, 0, 0);
+    free_case(&hc);
+}
+
+/* Every capture file found (shipped captures and the standard workloads), all KV heads. */
+static void test_captures(void **state)
+{
+    (void)state;
+    int found = 0;
+    for (int i = 0; i < g_num_dirs; i++) {
+        DIR *dir = opendir(g_dirs[i]);
+        if (!dir) continue;
+        char names[64][256];
+        int count = 0;
+        struct dirent *e;
+        while ((e = readdir(dir)) && count < 64) {
+            const size_t len = strlen(e->d_name);
+            if (len > 12 && strcmp(e->d_name + len - 12, ".safetensors") == 0 && len < 200)
+                snprintf(names[count++], sizeof names[0], "%s/%s", g_dirs[i], e->d_name);
+        }
+        closedir(dir);
+        for (int k = 0; k < count; k++) {
+            pw_capture_t *c = NULL;
+            assert_pw_ok(pw_capture_read(names[k], 0, &c));
+            if (c->problem.topk > 16) {
+                printf("%s: skipped (K=%d > 16 has no GPU path)\n", names[k], c->problem.topk);
+                pw_capture_free(c);
+                continue;
+            }
+            host_case_t hc;
+            memset(&hc, 0, sizeof hc);
+            hc.problem = c->problem;
+            hc.cu = c->cu_seqlens_q;
+            hc.prefix = c->prefix_lens;
+            hc.kv = c->kv_lens;
+            hc.ids = c->topk_ids;
+            snprintf(hc.name, sizeof hc.name, "%.120s", names[k]);
+            dev_case_t dc;
+            upload(&hc, &dc, 0);
+            const size_t n_perm = (size_t)hc.problem.num_kv_heads * (size_t)hc.problem.num_tokens;
+            int32_t *perm = malloc(n_perm * 4 + 4);
+            assert_non_null(perm);
+            pw_union_stats_t st[5];
+            const pw_regroup_mode_t modes[5] = {PW_REGROUP_IDENTITY, PW_REGROUP_GREEDY,
+                                                PW_REGROUP_GUARDED, PW_REGROUP_GREEDY,
+                                                PW_REGROUP_GUARDED};
+            const int32_t wins[5] = {128, 64, 64, 128, 128};
+            for (int m = 0; m < 5; m++) {
+                pw_grouping_t g = PW_GROUPING_INIT;
+                g.mode = modes[m];
+                g.window = wins[m];
+                int32_t *perm_dev = NULL;
+                check_regroup(&hc, &dc, &g, perm, &perm_dev);
+                check_union(&hc, &dc, &g, perm, perm_dev, 0, &st[m]);
+                CUDA_OK(cudaFree(perm_dev));
+            }
+            const double id = (double)st[0].union_visits;
+            printf("capture %s: N=%d Hkv=%d: union visits identity %lld, W64 greedy %lld "
+                   "(%+.2f%%) guarded %lld (%+.2f%%), W128 greedy %lld (%+.2f%%) guarded %lld "
+                   "(%+.2f%%); GPU == reference\n",
+                   names[k], hc.problem.num_tokens, hc.problem.num_kv_heads,
+                   (long long)st[0].union_visits, (long long)st[1].union_visits,
+                   100.0 * ((double)st[1].union_visits / id - 1.0), (long long)st[2].union_visits,
+                   100.0 * ((double)st[2].union_visits / id - 1.0), (long long)st[3].union_visits,
+                   100.0 * ((double)st[3].union_visits / id - 1.0), (long long)st[4].union_visits,
+                   100.0 * ((double)st[4].union_visits / id - 1.0));
+            free(perm);
+            release(&dc);
+            pw_capture_free(c);
+            found++;
+        }
+    }
+    if (!found) {
+        printf("no capture files in the capture directories: nothing to compare\n");
+        skip();
+    }
+}
+
+/* Regroup + union preparation captured in a CUDA graph, replayed on new inputs. */
+static void test_graph_capture(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed + 3);
+    const int32_t q[3] = {500, 77, 260}, pre[3] = {60000, 100, 140000};
+    host_case_t hc, hc2;
+    make_case(&hc, &rng, 3, q, pre, 2, 16, 128, KIND_HOT, "graph inputs 1");
+    make_case(&hc2, &rng, 3, q, pre, 2, 16, 128, KIND_RANDOM, "graph inputs 2");
+    memcpy(hc2.kv, hc.kv, 3 * sizeof *hc.kv); /* same layout, new ids only */
+    const pw_problem_t *p = &hc.problem;
+    dev_case_t dc;
+    upload(&hc, &dc, 0);
+    pw_grouping_t g = PW_GROUPING_INIT; /* guarded, W128, g 8 */
+    const size_t n_perm = (size_t)p->num_kv_heads * (size_t)p->num_tokens;
+    int32_t *perm_dev = dev_alloc(n_perm * 4);
+    const int64_t max_groups = pw_max_groups(p, &g);
+    meta_buffers_t dev, got, ref;
+    meta_alloc(p, max_groups, 8 * p->topk, 1, &dev);
+    meta_alloc(p, max_groups, 8 * p->topk, 0, &got);
+    CUDA_OK(cudaStreamSynchronize(g_stream));
+
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeGlobal));
+    assert_pw_ok(pw_regroup(p, dc.ids, &dc.requests, &g, perm_dev, NULL, 0, (pw_stream_t)g_stream));
+    assert_pw_ok(pw_union_prepare(p, dc.ids, &dc.requests, &g, perm_dev, &dev.meta,
+                                  (pw_stream_t)g_stream));
+    CUDA_OK(cudaStreamEndCapture(g_stream, &graph));
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+
+    int32_t *perm_ref = malloc(n_perm * 4 + 4), *perm_got = malloc(n_perm * 4 + 4);
+    assert_non_null(perm_ref);
+    assert_non_null(perm_got);
+    for (int round = 0; round < 2; round++) {
+        const host_case_t *cur = round == 0 ? &hc : &hc2;
+        CUDA_OK(cudaMemcpyAsync(dc.ids, cur->ids, ids_bytes(p), cudaMemcpyHostToDevice, g_stream));
+        CUDA_OK(cudaMemsetAsync(perm_dev, POISON, n_perm * 4, g_stream));
+        CUDA_OK(cudaMemsetAsync(dev.meta.groups, POISON, dev.bytes_groups, g_stream));
+        CUDA_OK(cudaMemsetAsync(dev.meta.union_pages, POISON, dev.bytes_pages, g_stream));
+        CUDA_OK(cudaMemsetAsync(dev.meta.member_masks, POISON, dev.bytes_masks, g_stream));
+        CUDA_OK(cudaMemsetAsync(dev.meta.num_groups, POISON, dev.bytes_num, g_stream));
+        CUDA_OK(cudaGraphLaunch(exec, g_stream));
+        CUDA_OK(cudaMemcpyAsync(perm_got, perm_dev, n_perm * 4, cudaMemcpyDeviceToHost, g_stream));
+        meta_download(&dev, &got);
+        const pw_requests_t rq = host_requests(cur);
+        assert_pw_ok(pw_ref_regroup(p, cur->ids, &rq, &g, perm_ref));
+        assert_same_bytes(perm_ref, perm_got, n_perm * 4, "perm (graph replay)", cur->name);
+        meta_alloc(p, max_groups, 8 * p->topk, 0, &ref);
+        assert_pw_ok(pw_ref_union_prepare(p, cur->ids, &rq, &g, perm_ref, &ref.meta));
+        assert_same_meta(&ref, &got, cur->name);
+        meta_free(&ref, 0);
+        printf("graph replay %d (%s): GPU == reference\n", round, cur->name);
+    }
+    CUDA_OK(cudaGraphExecDestroy(exec));
+    CUDA_OK(cudaGraphDestroy(graph));
+    free(perm_ref);
+    free(perm_got);
+    meta_free(&dev, 1);
+    meta_free(&got, 0);
+    CUDA_OK(cudaFree(perm_dev));
+    release(&dc);
+    free_case(&hc);
+    free_case(&hc2);
+}
+
+/* Host-checkable argument errors; nothing is launched. */
+static void test_errors(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed + 4);
+    const int32_t q[1] = {100}, pre[1] = {1000};
+    host_case_t hc;
+    make_case(&hc, &rng, 1, q, pre, 1, 16, 128, KIND_HOT, "errors");
+    dev_case_t dc;
+    upload(&hc, &dc, 0);
+    const pw_problem_t *p = &hc.problem;
+    int32_t *perm_dev = dev_alloc((size_t)p->num_tokens * 4);
+    pw_grouping_t g = PW_GROUPING_INIT;
+    const pw_stream_t st = (pw_stream_t)g_stream;
+    g.window = 256;
+    assert_int_equal(pw_regroup(p, dc.ids, &dc.requests, &g, perm_dev, NULL, 0, st),
+                     PW_ERROR_UNSUPPORTED);
+    g.window = 0;
+    assert_int_equal(pw_regroup(p, dc.ids, &dc.requests, &g, perm_dev, NULL, 0, st),
+                     PW_ERROR_UNSUPPORTED);
+    g.window = 128;
+    g.group_size = 3; /* guarded needs g in 1, 2, 4, 8 */
+    assert_int_equal(pw_regroup(p, dc.ids, &dc.requests, &g, perm_dev, NULL, 0, st),
+                     PW_ERROR_UNSUPPORTED);
+    g.group_size = 9;
+    assert_int_equal(pw_regroup(p, dc.ids, &dc.requests, &g, perm_dev, NULL, 0, st),
+                     PW_ERROR_INVALID_ARGUMENT);
+    g.group_size = 8;
+    assert_int_equal(pw_regroup(p, NULL, &dc.requests, &g, perm_dev, NULL, 0, st),
+                     PW_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(pw_regroup(p, dc.ids, NULL, &g, perm_dev, NULL, 0, st),
+                     PW_ERROR_INVALID_ARGUMENT);
+    pw_problem_t big_k = *p;
+    big_k.topk = 17;
+    assert_int_equal(pw_regroup(&big_k, dc.ids, &dc.requests, &g, perm_dev, NULL, 0, st),
+                     PW_ERROR_UNSUPPORTED);
+    size_t bytes = 1;
+    assert_pw_ok(pw_regroup_workspace_size(p, &g, &bytes));
+    assert_int_equal(bytes, 0);
+    assert_int_equal(pw_regroup_workspace_size(p, &g, NULL), PW_ERROR_INVALID_ARGUMENT);
+
+    meta_buffers_t dev;
+    meta_alloc(p, pw_max_groups(p, &g) - 1, 8 * 16, 1, &dev); /* one group short */
+    assert_int_equal(pw_union_prepare(p, dc.ids, &dc.requests, &g, perm_dev, &dev.meta, st),
+                     PW_ERROR_INVALID_ARGUMENT);
+    dev.meta.max_groups += 1;
+    dev.meta.union_capacity = 8 * 16 - 1; /* one page short */
+    assert_int_equal(pw_union_prepare(p, dc.ids, &dc.requests, &g, perm_dev, &dev.meta, st),
+                     PW_ERROR_INVALID_ARGUMENT);
+    dev.meta.union_capacity = 8 * 16;
+    assert_int_equal(pw_union_prepare(&big_k, dc.ids, &dc.requests, &g, perm_dev, &dev.meta, st),
+                     PW_ERROR_INVALID_ARGUMENT); /* capacity < 8 * 17 first */
+    assert_int_equal(pw_union_prepare(p, dc.ids, &dc.requests, &g, perm_dev, NULL, st),
+                     PW_ERROR_INVALID_ARGUMENT);
+    assert_pw_ok(pw_union_prepare(p, dc.ids, &dc.requests, &g, perm_dev, &dev.meta, st));
+    CUDA_OK(cudaStreamSynchronize(g_stream));
+    meta_free(&dev, 1);
+    CUDA_OK(cudaFree(perm_dev));
+    release(&dc);
+    free_case(&hc);
+}
+
+int main(int argc, char **argv)
+{
+    g_seed = pw_test_seed(argc, argv);
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--captures") == 0)
+            while (i + 1 < argc && argv[i + 1][0] != '-' && g_num_dirs < 8)
+                g_dirs[g_num_dirs++] = argv[++i];
+    if (g_num_dirs == 0) {
+        g_dirs[g_num_dirs++] = "captures";
+        g_dirs[g_num_dirs++] = ".data/workloads";
+    }
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        printf("SKIP: no CUDA device (%s): the regroup kernels need an sm_90 GPU\n",
+               e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return 77;
+    }
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9) {
+        printf("SKIP: device 0 is not sm_90 (the regroup kernels are built for sm_90a)\n");
+        return 77;
+    }
+    printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+    if (cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking) != cudaSuccess) {
+        printf("cannot create a CUDA stream\n");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_errors),          cmocka_unit_test(test_edges),
+        cmocka_unit_test(test_random_problems), cmocka_unit_test(test_long_contexts),
+        cmocka_unit_test(test_graph_capture),   cmocka_unit_test(test_captures),
+    };
+    const int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    cudaStreamDestroy(g_stream);
+    return failed;
+}
+
+#else /* !PW_HAVE_CUDA */
+
+int main(void)
+{
+    printf("SKIP: built without CUDA (PW_WITH_CUDA=OFF or no nvcc): no GPU regroup to test\n");
+    return 77;
+}
+
+#endif
