@@ -176,11 +176,9 @@ static __device__ void quantize_q(SmemPlan &sm, const AttentionParams &p, int kv
     }
 }
 
-/* V tile [token][d] (TMA layout) -> V^T [d][position] IN PLACE, with the position
- * permutation of the file comment. Two halves: load_v_words reads this thread's 4 tokens x
- * 32 d (8 x 16 B) and forms its 32 output words; after a CTA barrier (every read done),
- * store_vt_words writes them back into the same tile. Consumer threads only. */
-static __device__ __forceinline__ void load_v_words(uint32_t v, uint32_t (&out)[32])
+/* V tile [token][d] (TMA layout) -> sm.vt [d][position] with the position permutation of
+ * the file comment. Consumer threads only. */
+static __device__ __forceinline__ void transpose_v(uint32_t vt, uint32_t v)
 {
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const uint32_t a = lane / 4, q = lane % 4;
@@ -198,25 +196,13 @@ static __device__ __forceinline__ void load_v_words(uint32_t v, uint32_t (&out)[
         for (int u = 0; u < 4; u++) {
             const uint32_t x0 = __byte_perm(w0[u], w1[u], 0x5140), x1 = __byte_perm(w0[u], w1[u], 0x7362);
             const uint32_t y0 = __byte_perm(w2[u], w3[u], 0x5140), y1 = __byte_perm(w2[u], w3[u], 0x7362);
-            out[16 * cc + 4 * u + 0] = __byte_perm(x0, y0, 0x5410);
-            out[16 * cc + 4 * u + 1] = __byte_perm(x0, y0, 0x7632);
-            out[16 * cc + 4 * u + 2] = __byte_perm(x1, y1, 0x5410);
-            out[16 * cc + 4 * u + 3] = __byte_perm(x1, y1, 0x7632);
-        }
-    }
-}
-
-static __device__ __forceinline__ void store_vt_words(uint32_t vt, const uint32_t (&out)[32])
-{
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const uint32_t a = lane / 4, q = lane % 4;
+            const uint32_t out[4] = {__byte_perm(x0, y0, 0x5410), __byte_perm(x0, y0, 0x7632),
+                                     __byte_perm(x1, y1, 0x5410), __byte_perm(x1, y1, 0x7632)};
 #pragma unroll
-    for (int cc = 0; cc < 2; cc++) {
-        const uint32_t chunk = 2 * warp + cc;
-#pragma unroll
-        for (int k = 0; k < 16; k++) {
-            const uint32_t d = 16 * chunk + k; // k = 4u + dd
-            st_shared_u32(vt + sw128(d, a) + 4 * q, out[16 * cc + k]);
+            for (int dd = 0; dd < 4; dd++) {
+                const uint32_t d = 16 * chunk + 4 * u + dd;
+                st_shared_u32(vt + sw128(d, a) + 4 * q, out[dd]);
+            }
         }
     }
 }
@@ -370,6 +356,7 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
 #pragma unroll
         for (int i = 0; i < 64; i++) o[i] = 0.0f;
         const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q);
+        const uint32_t vt_addr = smem_u32(sm.vt), p_addr = smem_u32(sm.p);
 
 #pragma unroll 1
         for (int i = 0; i < num_pages; i++) {
@@ -392,14 +379,9 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                 for (int kb = 1; kb < kHeadDim / 32; kb++)
                     wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, 1);
                 wgmma_commit_group();
-                uint32_t vt_words[32];
-                load_v_words(smem_u32(v_tile), vt_words); // overlaps the QK wgmma
+                transpose_v(vt_addr, smem_u32(v_tile)); // overlaps the QK wgmma
                 wgmma_wait_group<0>();
                 wgmma_fence_operand(acc);
-                // Every QK read of the K tile and every read of the V tile is done: the K
-                // tile now takes P, the V tile V^T.
-                __syncthreads();
-                store_vt_words(smem_u32(v_tile), vt_words);
 
                 const bool member = (members >> warp) & 1u; // warp-uniform
                 float alpha0 = 1.0f, alpha1 = 1.0f;
@@ -449,13 +431,13 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                                             ((uint32_t)cvt_e4m3x2_rn_satfinite(256.0f * acc[8 * a + 4], 256.0f * acc[8 * a + 5]) << 16);
                         const uint32_t w1 = (uint32_t)cvt_e4m3x2_rn_satfinite(256.0f * acc[8 * a + 2], 256.0f * acc[8 * a + 3]) |
                                             ((uint32_t)cvt_e4m3x2_rn_satfinite(256.0f * acc[8 * a + 6], 256.0f * acc[8 * a + 7]) << 16);
-                        st_shared_u32(smem_u32(k_tile) + sw128(r0, a) + 4 * q, w0);
-                        st_shared_u32(smem_u32(k_tile) + sw128(r0 + 8, a) + 4 * q, w1);
+                        st_shared_u32(p_addr + sw128(r0, a) + 4 * q, w0);
+                        st_shared_u32(p_addr + sw128(r0 + 8, a) + 4 * q, w1);
                     }
                 }
                 fence_proxy_async_shared_cta(); // P and V^T (generic stores) -> wgmma
                 __syncthreads();
-                const uint64_t desc_p = desc_k, desc_vt = wgmma_desc_k_major_sw128(v_tile);
+                const uint64_t desc_p = wgmma_desc_k_major_sw128(sm.p), desc_vt = wgmma_desc_k_major_sw128(sm.vt);
                 wgmma_fence();
                 wgmma_m64n128k32_f32_e4m3_ss_zero(acc, desc_p, desc_vt);
 #pragma unroll

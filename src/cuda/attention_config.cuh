@@ -19,7 +19,7 @@ constexpr int kSlotsPerCta = 4;      // query positions per CTA: 4 x 16 heads = 
 constexpr int kRows = kSlotsPerCta * kHeadsPerKv; // 64 = one wgmma M64 tile
 constexpr int kGroupSize = 8;        // Union8 group
 constexpr int kMaxUnion = kGroupSize * kTopK; // 128 pages at most in one group's union
-constexpr int kStages = 3;           // KV stages (the paper double-buffers; see bench/NOTES.md)
+constexpr int kStages = 2;           // KV double buffer (paper's choice; 3 stages measured slower, bench/NOTES.md)
 // One warpgroup does QK, softmax and PV ("the same warps execute QK, softmax, and PV",
 // paper Fig. 3); its thread 0 also issues the TMA loads. A separate producer warp was
 // tried first: 160 threads at 2 CTAs/SM cap registers at 168 and spill (ptxas -v), while
@@ -33,12 +33,10 @@ enum Variant { kUnion8 = 0, kUnion4 = 1, kPerQuery = 2 };
 /* Shared memory of one CTA. Tiles are 1024-byte aligned (128-byte swizzle atoms); the
  * multicast copies land at the same offsets in both CTAs of a cluster. */
 struct __align__(1024) SmemPlan {
-    // [stage][K=0 / V=1]: TMA tiles [token][d], 128B-swizzled. After the QK wgmma of a page
-    // the K tile is reused for P (FP8, x256) [row][position] and the V tile is transposed
-    // in place to V^T [d][position]: no separate P / V^T buffers, so 3 stages fit at 2 CTAs
-    // per SM.
-    uint8_t kv[kStages][2][kTileBytes];
+    uint8_t kv[kStages][2][kTileBytes]; // [stage][K=0 / V=1][token][d], TMA 128B-swizzled
+    uint8_t vt[kTileBytes];             // V transposed: [d][position], 128B-swizzled
     uint8_t q[kRows * kHeadDim];        // Q (FP8) [row][d], 128B-swizzled
+    uint8_t p[kRows * kPageSize];       // P (FP8, x256) [row][position], 128B-swizzled
     uint64_t full[kStages];             // page landed in this CTA (tx-count barrier)
     uint64_t empty[kStages];            // slot released by every consumer CTA (in CTA 0)
     int32_t page_logical[kMaxUnion];    // the pages this CTA walks, ascending
