@@ -18,4 +18,7 @@ int pw_cli_parse_long(const char *text, long lo, long hi, long *out);
 /* pageweaver stats [--json] [--window W]... [--group-size G] FILE... (tools/cli/stats.c) */
 int pw_cli_stats(int argc, char **argv);
 
+/* pageweaver bench [options] CAPTURE... (tools/cli/bench.c, bench_gpu.c) */
+int pw_cli_bench(int argc, char **argv);
+
 #endif

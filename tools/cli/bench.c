@@ -1,0 +1,802 @@
+/* pageweaver bench: the paper's measurements (SPEC §5) on capture files.
+ *
+ * Per capture (Q/K/V generated with the documented generator when the file has none):
+ *  - CPU, always: permutations from the reference (identity, guarded and greedy W64/W128,
+ *    greedy W512/W2048, random within requests), their union visits / C_4 / rho_Q, and a
+ *    reference check on a slice of rows (FP64 exact vs the FP8-emulating reference, and
+ *    vs the GPU output when there is one);
+ *  - GPU (tools/cli/bench_gpu.c): full calls T0, T_fixed, T_online (W64/W128, guarded and
+ *    greedy), Union4, per-query, offline groupings, and the physically reordered variant,
+ *    each timed by CUDA-graph replay; floors from the L2 bandwidth and the FP8 GEMM rate
+ *    measured in the same run.
+ * Tables on stdout, one progress line per arm on stderr, every figure in --json FILE.
+ * Without a GPU (or a CUDA build) it says so and does the CPU part. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "bench.h"
+#include "cli.h"
+
+#define PAGE_BYTES (2.0 * 128 * 128)            /* K + V of one page, one KV head (FP8) */
+#define STEP_FLOP (64.0 * 128 * 128 * 4)          /* one CTA-page step: 64 rows, QK + PV */
+#define PAPER_T0_OVER_ONLINE (1.36633 / 1.30792)  /* SPEC §5 */
+#define PAPER_NATIVE_OVER_UNION8 2.662
+#define PAPER_UNION4_OVER_UNION8 1.075
+#define MAX_FILES 64
+
+static void print_help(FILE *out)
+{
+    fprintf(out,
+            "usage: pageweaver bench [options] CAPTURE...\n"
+            "\n"
+            "The measurements of SPEC section 5 on capture files (docs/capture-format.md).\n"
+            "CPU (always): union visits, C_4 and rho_Q of identity order, guarded/greedy\n"
+            "regroup at W64/W128, greedy W512/W2048 and a random order (reference regroup);\n"
+            "a reference check on a slice of rows (FP64 exact vs FP8-emulating reference).\n"
+            "GPU (an sm_90 device): full-call times T0 (identity Union8), T_fixed (caller's\n"
+            "precomputed guarded W128 permutation), T_online (in-call regroup, W64/W128,\n"
+            "guarded and greedy), S_exec = T0 - T_fixed, C_online = T_online - T_fixed,\n"
+            "S_net = T0 - T_online; Union4 and per-query full calls; offline groupings\n"
+            "(execution only: identity, random, greedy W512, W2048); Q and Top-K physically\n"
+            "moved into W128 order with the output moved back; each arm's floor\n"
+            "max(L2->SM bytes / L2 bandwidth, executed FLOP / dense FP8 GEMM rate), both\n"
+            "rates measured in the same run.\n"
+            "\n"
+            "Timing: each arm's call is captured in a CUDA graph per input copy; warm-up\n"
+            "replays, then timed replays back to back with CUDA events around each one,\n"
+            "rotating the copies of Q, Top-K and O; median, min and p90 are reported.\n"
+            "\n"
+            "options:\n"
+            "  --json FILE       write every figure as JSON\n"
+            "  --replays N       timed replays per arm (default 100; the protocol wants >= 50)\n"
+            "  --warmup N        warm-up replays per arm (default 10)\n"
+            "  --copies N        input copies rotated by the replays, 1..8 (default 3)\n"
+            "  --check-rows N    rows of the reference check (default 256; 0 = none)\n"
+            "  --seed N          random order and check rows (default 1)\n"
+            "  --cpu-only        skip the GPU part even when a GPU is present\n"
+            "  --no-rates        do not measure L2 bandwidth / FP8 GEMM rate (no floors)\n"
+            "  -q, --quiet       no progress lines on stderr\n"
+            "  -h, --help        this help\n"
+            "\n"
+            "Exit status: 0 success, 1 a capture could not be read or a GPU step failed,\n"
+            "2 usage error.\n");
+}
+
+const char *bench_arm_name(int arm)
+{
+    static const char *names[NUM_ARMS] = {
+        "T0 identity (union8)",
+        "T_fixed caller perm W128 (union8)",
+        "T_online guarded W64 (union8)",
+        "T_online guarded W128 (union8)",
+        "T_online greedy W64 (union8)",
+        "T_online greedy W128 (union8)",
+        "union4 guarded W128",
+        "per-query",
+        "offline identity (exec only)",
+        "offline random (exec only)",
+        "offline greedy W512 (exec only)",
+        "offline greedy W2048 (exec only)",
+        "reordered Q/Top-K W128 + moves",
+        "reordered Q/Top-K W128, call only",
+    };
+    return arm >= 0 && arm < NUM_ARMS ? names[arm] : "?";
+}
+
+const char *bench_arm_key(int arm)
+{
+    static const char *keys[NUM_ARMS] = {
+        "t0", "t_fixed_w128", "t_online_w64", "t_online_w128", "t_online_greedy_w64", "t_online_greedy_w128",
+        "union4_w128", "per_query", "fixed_identity", "fixed_random", "fixed_w512", "fixed_w2048",
+        "reordered_w128", "reordered_w128_call_only",
+    };
+    return arm >= 0 && arm < NUM_ARMS ? keys[arm] : "?";
+}
+
+const char *bench_perm_name(int perm)
+{
+    static const char *names[NUM_PERMS] = {"identity", "guarded W64", "guarded W128", "greedy W64",
+                                           "greedy W128", "greedy W512", "greedy W2048", "random"};
+    return perm >= 0 && perm < NUM_PERMS ? names[perm] : "?";
+}
+
+const char *bench_perm_key(int perm)
+{
+    static const char *keys[NUM_PERMS] = {"identity", "guarded_w64", "guarded_w128", "greedy_w64",
+                                          "greedy_w128", "greedy_w512", "greedy_w2048", "random"};
+    return perm >= 0 && perm < NUM_PERMS ? keys[perm] : "?";
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/* splitmix64: the random order and the check rows (seeded, reproducible). */
+static uint64_t next_u64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int64_t below(uint64_t *state, int64_t n)
+{
+    return n <= 0 ? 0 : (int64_t)(next_u64(state) % (uint64_t)n);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* CPU part                                                                           */
+/* ---------------------------------------------------------------------------------- */
+
+/* sum over KV heads and rows of |A_i| (SPEC §1): the useful (query, token) pairs. */
+static double visible_pairs(const pw_capture_t *c)
+{
+    const pw_problem_t *p = &c->problem;
+    const int32_t k = p->topk, ps = p->page_size;
+    double total = 0;
+    for (int32_t h = 0; h < p->num_kv_heads; h++)
+        for (int32_t r = 0; r < p->num_requests; r++)
+            for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
+                const int64_t pos = (int64_t)c->prefix_lens[r] + (i - c->cu_seqlens_q[r]);
+                const int64_t last_token = pos < c->kv_lens[r] - 1 ? pos : (int64_t)c->kv_lens[r] - 1;
+                const int32_t *row = c->topk_ids + ((int64_t)h * p->num_tokens + i) * k;
+                for (int32_t a = 0; a < k; a++) {
+                    const int64_t id = row[a];
+                    if (id < 0 || last_token < 0 || id > last_token / ps) continue;
+                    int dup = 0;
+                    for (int32_t b = 0; b < a && !dup; b++) dup = row[b] == row[a];
+                    if (dup) continue;
+                    const int64_t first = id * ps, end = first + ps - 1 < last_token ? first + ps - 1 : last_token;
+                    total += (double)(end - first + 1);
+                }
+            }
+    return total;
+}
+
+static void random_perm(const pw_capture_t *c, uint64_t seed, int32_t *perm)
+{
+    const pw_problem_t *p = &c->problem;
+    uint64_t state = seed;
+    for (int32_t h = 0; h < p->num_kv_heads; h++) {
+        int32_t *row = perm + (int64_t)h * p->num_tokens;
+        for (int32_t r = 0; r < p->num_requests; r++) {
+            const int32_t b = c->cu_seqlens_q[r], e = c->cu_seqlens_q[r + 1];
+            for (int32_t i = b; i < e; i++) row[i] = i;
+            for (int32_t i = e - 1; i > b; i--) {
+                const int32_t j = b + (int32_t)below(&state, i - b + 1);
+                const int32_t t = row[i];
+                row[i] = row[j];
+                row[j] = t;
+            }
+        }
+    }
+}
+
+/* Union statistics of a host permutation grouped in windows of `window`. */
+static int perm_stats(const pw_capture_t *c, const int32_t *perm, int32_t window, pw_union_stats_t *out)
+{
+    const pw_problem_t *p = &c->problem;
+    const pw_requests_t rq = pw_capture_requests(c);
+    pw_grouping_t g = PW_GROUPING_INIT;
+    g.window = window;
+    const int64_t hkv = p->num_kv_heads, mg = pw_max_groups(p, &g), cap = 8 * (int64_t)p->topk;
+    pw_union_meta_t m = {mg, (int32_t)cap, malloc((size_t)hkv * 4), malloc((size_t)(hkv * mg) * sizeof(pw_group_desc_t)),
+                         malloc((size_t)(hkv * mg * cap) * 4), malloc((size_t)(hkv * mg * cap))};
+    int rc = 1;
+    if (m.num_groups && m.groups && m.union_pages && m.member_masks &&
+        pw_ref_union_prepare(p, c->topk_ids, &rq, &g, perm, &m) == PW_SUCCESS &&
+        pw_union_stats(p, &m, out, NULL) == PW_SUCCESS)
+        rc = 0;
+    free(m.num_groups);
+    free(m.groups);
+    free(m.union_pages);
+    free(m.member_masks);
+    return rc;
+}
+
+/* Identity-order statistics of the rows moved into `perm` order (the reordered arms). */
+static int reordered_stats(const pw_capture_t *c, const int32_t *perm, pw_union_stats_t *out)
+{
+    const pw_problem_t *p = &c->problem;
+    const int64_t n = p->num_tokens, k = p->topk;
+    int32_t *moved = malloc((size_t)(p->num_kv_heads * n * k) * 4);
+    if (!moved) return 1;
+    for (int64_t h = 0; h < p->num_kv_heads; h++)
+        for (int64_t s = 0; s < n; s++)
+            memcpy(moved + (h * n + s) * k, c->topk_ids + (h * n + perm[h * n + s]) * k, (size_t)k * 4);
+    const pw_requests_t rq = pw_capture_requests(c);
+    pw_grouping_t g = PW_GROUPING_INIT;
+    g.mode = PW_REGROUP_IDENTITY;
+    g.window = 0;
+    const int rc = pw_ref_grouping_stats(p, moved, &rq, &g, out, NULL) != PW_SUCCESS;
+    free(moved);
+    return rc;
+}
+
+/* Reference check buffers (kept until the GPU output can be compared). */
+typedef struct check_state {
+    uint8_t *rows;    /* [N]: 1 = checked */
+    double *exact;    /* [N, Hq, D] */
+    float *emulate;   /* [N, Hq, D] */
+} check_state_t;
+
+static void check_free(check_state_t *cs)
+{
+    free(cs->rows);
+    free(cs->exact);
+    free(cs->emulate);
+    memset(cs, 0, sizeof *cs);
+}
+
+static double nrms_rows(const pw_problem_t *p, const uint8_t *rows, const double *ref, const float *f32,
+                        const pw_bf16_t *b16, int64_t *nan_count)
+{
+    const int64_t row_elems = (int64_t)p->num_kv_heads * p->q_heads_per_kv * p->head_dim;
+    double num = 0, den = 0;
+    int64_t nan = 0;
+    for (int64_t i = 0; i < p->num_tokens; i++) {
+        if (!rows[i]) continue;
+        for (int64_t e = i * row_elems; e < (i + 1) * row_elems; e++) {
+            const double v = f32 ? f32[e] : pw_bf16_to_float(b16[e]);
+            if (isnan(v)) {
+                nan++;
+                continue;
+            }
+            num += (v - ref[e]) * (v - ref[e]);
+            den += ref[e] * ref[e];
+        }
+    }
+    if (nan_count) *nan_count = nan;
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* FP64 exact and FP8-emulating references on a random slice of rows: the other rows'
+ * Top-K rows are emptied in a copy, so the references only pay for the slice. */
+static int reference_check(bench_capture_t *bc, const bench_options_t *o, check_state_t *cs)
+{
+    pw_capture_t *c = bc->capture;
+    const pw_problem_t *p = &c->problem;
+    const int64_t n = p->num_tokens, hkv = p->num_kv_heads, k = p->topk;
+    const size_t elems = (size_t)n * hkv * p->q_heads_per_kv * p->head_dim;
+    memset(cs, 0, sizeof *cs);
+    if (o->check_rows <= 0 || n == 0 || !c->q || !c->k_cache) return 0;
+    cs->rows = calloc((size_t)n, 1);
+    cs->exact = malloc(elems * sizeof(double));
+    cs->emulate = malloc(elems * sizeof(float));
+    int32_t *sliced = malloc((size_t)(hkv * n * k) * 4);
+    if (!cs->rows || !cs->exact || !cs->emulate || !sliced) {
+        free(sliced);
+        check_free(cs);
+        return 1;
+    }
+    uint64_t state = o->seed ^ 0xc4ec4ull;
+    int64_t want = o->check_rows < n ? o->check_rows : n, got = 0;
+    if (want == n) memset(cs->rows, 1, (size_t)n);
+    while (got < want && want < n) {
+        const int64_t i = below(&state, n);
+        if (!cs->rows[i]) {
+            cs->rows[i] = 1;
+            got++;
+        }
+    }
+    for (int64_t h = 0; h < hkv; h++)
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t a = 0; a < k; a++)
+                sliced[(h * n + i) * k + a] = cs->rows[i] ? c->topk_ids[(h * n + i) * k + a] : -1;
+    pw_attention_args_t args = PW_ATTENTION_ARGS_INIT;
+    args.q = c->q;
+    args.q_stride = hkv * p->q_heads_per_kv * p->head_dim;
+    args.k_cache = c->k_cache;
+    args.v_cache = c->v_cache;
+    args.kv_stride = hkv * p->head_dim;
+    args.k_scale = &c->k_scale;
+    args.v_scale = &c->v_scale;
+    args.topk_ids = sliced;
+    args.requests = pw_capture_requests(c);
+    args.o_stride = args.q_stride;
+    args.o = cs->exact;
+    args.o_dtype = PW_DTYPE_FLOAT64;
+    int rc = pw_ref_attention(p, &args, PW_REF_EXACT) != PW_SUCCESS;
+    args.o = cs->emulate;
+    args.o_dtype = PW_DTYPE_FLOAT32;
+    if (!rc) rc = pw_ref_attention(p, &args, PW_REF_FP8_EMULATE) != PW_SUCCESS;
+    free(sliced);
+    if (rc) {
+        fprintf(stderr, "pageweaver bench: %s: reference check: %s\n", bc->path, pw_last_error());
+        check_free(cs);
+        return 1;
+    }
+    bc->check_rows = (int)want;
+    bc->nrms_emulate_vs_exact = nrms_rows(p, cs->rows, cs->exact, cs->emulate, NULL, NULL);
+    return 0;
+}
+
+static int cpu_part(bench_capture_t *bc, const bench_options_t *o)
+{
+    pw_capture_t *c = bc->capture;
+    const pw_problem_t *p = &c->problem;
+    const pw_requests_t rq = pw_capture_requests(c);
+    const size_t perm_bytes = (size_t)p->num_kv_heads * (size_t)p->num_tokens * 4;
+    static const int32_t windows[NUM_PERMS] = {0, 64, 128, 64, 128, 512, 2048, 0};
+    static const pw_regroup_mode_t modes[NUM_PERMS] = {
+        PW_REGROUP_IDENTITY, PW_REGROUP_GUARDED, PW_REGROUP_GUARDED, PW_REGROUP_GREEDY,
+        PW_REGROUP_GREEDY,   PW_REGROUP_GREEDY,  PW_REGROUP_GREEDY,  PW_REGROUP_IDENTITY};
+    bc->visible_pairs = visible_pairs(c);
+    for (int i = 0; i < NUM_PERMS; i++) {
+        bc->perms[i] = malloc(perm_bytes ? perm_bytes : 4);
+        if (!bc->perms[i]) return 1;
+        bc->perm_window[i] = windows[i];
+        const double t = now_ms();
+        if (i == PERM_RANDOM) {
+            random_perm(c, o->seed, bc->perms[i]);
+        } else {
+            pw_grouping_t g = PW_GROUPING_INIT;
+            g.mode = modes[i];
+            g.window = windows[i];
+            if (pw_ref_regroup(p, c->topk_ids, &rq, &g, bc->perms[i]) != PW_SUCCESS) {
+                fprintf(stderr, "pageweaver bench: %s: regroup %s: %s\n", bc->path, bench_perm_name(i), pw_last_error());
+                return 1;
+            }
+        }
+        bc->perm_cpu_ms[i] = now_ms() - t;
+        if (perm_stats(c, bc->perms[i], windows[i], &bc->stats[i]) != 0) {
+            fprintf(stderr, "pageweaver bench: %s: union statistics %s: %s\n", bc->path, bench_perm_name(i),
+                    pw_last_error());
+            return 1;
+        }
+    }
+    if (reordered_stats(c, bc->perms[PERM_W128_GUARDED], &bc->reordered_stats) != 0) {
+        fprintf(stderr, "pageweaver bench: %s: reordered statistics: %s\n", bc->path, pw_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Figures                                                                            */
+/* ---------------------------------------------------------------------------------- */
+
+/* The grouping whose statistics describe an arm's attention kernel work. */
+static const pw_union_stats_t *arm_stats(const bench_capture_t *bc, int arm)
+{
+    switch (arm) {
+    case ARM_T0:
+    case ARM_FIXED_IDENTITY: return &bc->stats[PERM_IDENTITY];
+    case ARM_ONLINE_W64: return &bc->stats[PERM_W64_GUARDED];
+    case ARM_ONLINE_W64_GREEDY: return &bc->stats[PERM_W64_GREEDY];
+    case ARM_ONLINE_W128_GREEDY: return &bc->stats[PERM_W128_GREEDY];
+    case ARM_FIXED_RANDOM: return &bc->stats[PERM_RANDOM];
+    case ARM_FIXED_W512: return &bc->stats[PERM_W512_GREEDY];
+    case ARM_FIXED_W2048: return &bc->stats[PERM_W2048_GREEDY];
+    case ARM_REORDERED:
+    case ARM_REORDERED_ATTN: return &bc->reordered_stats;
+    default: return &bc->stats[PERM_W128_GUARDED];
+    }
+}
+
+typedef struct arm_figures {
+    double l2_bytes, exec_flop, useful_flop, floor_ms, time_over_floor, useful_tflops, exec_tflops;
+    int64_t visits, c4;
+} arm_figures_t;
+
+static arm_figures_t arm_figures(const bench_capture_t *bc, int arm, const bench_rates_t *rates)
+{
+    arm_figures_t f;
+    memset(&f, 0, sizeof f);
+    const pw_union_stats_t *st = arm_stats(bc, arm);
+    f.visits = st->union_visits;
+    f.c4 = st->c4;
+    f.useful_flop = bc->visible_pairs * 16.0 * 128 * 4;
+    if (arm == ARM_PER_QUERY) {
+        f.l2_bytes = (double)st->selections * PAGE_BYTES;
+        f.exec_flop = (double)st->selections * STEP_FLOP;
+        f.visits = st->selections;
+        f.c4 = st->selections;
+    } else if (arm == ARM_UNION4) {
+        f.l2_bytes = (double)st->c4 * PAGE_BYTES;
+        f.exec_flop = (double)st->c4 * STEP_FLOP;
+    } else {
+        f.l2_bytes = (double)st->union_visits * PAGE_BYTES;
+        f.exec_flop = (double)st->c4 * STEP_FLOP;
+    }
+    if (rates && rates->measured) {
+        const double t_bytes = f.l2_bytes / (rates->l2_read_tbps * 1e12) * 1e3;
+        const double t_flop = f.exec_flop / (rates->fp8_gemm_tflops * 1e12) * 1e3;
+        f.floor_ms = t_bytes > t_flop ? t_bytes : t_flop;
+    }
+    const bench_arm_result_t *ar = &bc->arms[arm];
+    if (ar->ran && ar->t.median_ms > 0) {
+        f.useful_tflops = f.useful_flop / (ar->t.median_ms * 1e-3) / 1e12;
+        f.exec_tflops = f.exec_flop / (ar->t.median_ms * 1e-3) / 1e12;
+        if (f.floor_ms > 0) f.time_over_floor = ar->t.median_ms / f.floor_ms;
+    }
+    return f;
+}
+
+static double reduction_pct(const bench_capture_t *bc, int perm)
+{
+    const double base = (double)bc->stats[PERM_IDENTITY].union_visits;
+    return base > 0 ? 100.0 * (base - (double)bc->stats[perm].union_visits) / base : 0.0;
+}
+
+static double med(const bench_capture_t *bc, int arm)
+{
+    return bc->arms[arm].ran ? bc->arms[arm].t.median_ms : NAN;
+}
+
+static void print_protocol(const bench_options_t *o)
+{
+    printf("timing protocol: one call per input copy captured in a CUDA graph; %d warm-up replays, then %d "
+           "timed replays back to back, a CUDA event pair around each, rotating %d copies of Q, Top-K and O "
+           "(K/V cache, page table and request arrays shared); median (min, p90) per arm.\n",
+           o->warmup, o->replays, o->copies);
+    if (o->replays < 50) printf("note: %d replays is fewer than the protocol's 50\n", o->replays);
+}
+
+static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates, int gpu)
+{
+    const pw_capture_t *c = bc->capture;
+    const pw_problem_t *p = &c->problem;
+    int32_t max_kv = 0;
+    for (int32_t r = 0; r < p->num_requests; r++)
+        if (c->kv_lens[r] > max_kv) max_kv = c->kv_lens[r];
+    printf("\n== %s: N=%d R=%d Hkv=%d G=%d K=%d, longest context %d tokens, useful %.1f GFLOP\n", bc->path,
+           p->num_tokens, p->num_requests, p->num_kv_heads, p->q_heads_per_kv, p->topk, max_kv,
+           bc->visible_pairs * p->q_heads_per_kv * p->head_dim * 4 / 1e9);
+    printf("%-16s %13s %10s %12s %12s %7s %12s\n", "grouping", "union_visits", "vs_ident", "C_4", "selections",
+           "rho_Q", "cpu_regroup");
+    for (int i = 0; i < NUM_PERMS; i++) {
+        const pw_union_stats_t *s = &bc->stats[i];
+        printf("%-16s %13lld %9.2f%% %12lld %12lld %7.3f %9.1f ms\n", bench_perm_name(i), (long long)s->union_visits,
+               reduction_pct(bc, i) != 0.0 ? -reduction_pct(bc, i) : 0.0, (long long)s->c4, (long long)s->selections, s->rho_q, bc->perm_cpu_ms[i]);
+    }
+    printf("union visits: identity %lld -> W64 %lld (%.2f%% fewer) -> W128 %lld (%.2f%% fewer)  [paper, 64K "
+           "capture, W128: -12.70%%]\n",
+           (long long)bc->stats[PERM_IDENTITY].union_visits, (long long)bc->stats[PERM_W64_GUARDED].union_visits,
+           reduction_pct(bc, PERM_W64_GUARDED), (long long)bc->stats[PERM_W128_GUARDED].union_visits,
+           reduction_pct(bc, PERM_W128_GUARDED));
+    if (bc->check_rows > 0) {
+        printf("reference check on %d rows (FP64 exact reference on the dequantised caches): FP8-emulating "
+               "reference NRMS %.4f",
+               bc->check_rows, bc->nrms_emulate_vs_exact);
+        if (bc->gpu_checked)
+            printf("; GPU (T_online W128) NRMS %.4f vs exact, %.2e vs emulating, NaN %lld  [paper Union8: "
+                   "0.022-0.040]",
+                   bc->nrms_gpu_vs_exact, bc->nrms_gpu_vs_emulate, (long long)bc->gpu_nan);
+        printf("\n");
+    }
+    if (!gpu) return;
+    if (!bc->gpu_ran && !bc->arms[ARM_T0].ran) {
+        printf("GPU: not run (%s)\n", bc->gpu_note);
+        return;
+    }
+    if (bc->device_meta_checked)
+        printf("in-call W128 regroup on the device: permutation and union statistics %s the CPU reference\n",
+               bc->device_meta_matches ? "equal" : "DIFFER FROM");
+    printf("%-36s %9s %9s %9s %9s %9s %8s %8s %9s %8s %s\n", "arm", "median_ms", "min_ms", "p90_ms", "visits",
+           "C_4", "exec_GF", "use_TF/s", "floor_ms", "t/floor", "out==T0");
+    for (int a = 0; a < NUM_ARMS; a++) {
+        const bench_arm_result_t *ar = &bc->arms[a];
+        const arm_figures_t f = arm_figures(bc, a, rates);
+        if (!ar->ran) {
+            printf("%-36s FAILED: %s\n", bench_arm_name(a), ar->error[0] ? ar->error : "not run");
+            continue;
+        }
+        char same[48];
+        if (ar->same_as_t0 < 0) snprintf(same, sizeof same, "-");
+        else if (ar->same_as_t0) snprintf(same, sizeof same, "bitwise");
+        else snprintf(same, sizeof same, "NO (%.3f%% differ)", 100.0 * ar->differing);
+        char floor_s[16], ratio_s[16];
+        if (f.floor_ms > 0) {
+            snprintf(floor_s, sizeof floor_s, "%.4f", f.floor_ms);
+            snprintf(ratio_s, sizeof ratio_s, "%.2f", f.time_over_floor);
+        } else {
+            snprintf(floor_s, sizeof floor_s, "-");
+            snprintf(ratio_s, sizeof ratio_s, "-");
+        }
+        printf("%-36s %9.4f %9.4f %9.4f %9lld %9lld %8.1f %8.1f %9s %8s %s\n", bench_arm_name(a), ar->t.median_ms,
+               ar->t.min_ms, ar->t.p90_ms, (long long)f.visits, (long long)f.c4, f.exec_flop / 1e9, f.useful_tflops,
+               floor_s, ratio_s, same);
+    }
+    const double t0 = med(bc, ARM_T0), tf = med(bc, ARM_FIXED_W128), to = med(bc, ARM_ONLINE_W128),
+                 to64 = med(bc, ARM_ONLINE_W64), pq = med(bc, ARM_PER_QUERY), u4 = med(bc, ARM_UNION4);
+    printf("S_exec = T0 - T_fixed = %.2f us   C_online = T_online - T_fixed = %.2f us (W128), %.2f us (W64)   "
+           "S_net = T0 - T_online = %.2f us (W128)   [paper: 95.96, 37.55, 58.41 us]\n",
+           (t0 - tf) * 1e3, (to - tf) * 1e3, (to64 - tf) * 1e3, (t0 - to) * 1e3);
+    printf("T0 / T_online(W128) = %.4f   [paper 1.045]    per-query / Union8 T_online(W128) = %.3f   [paper vs "
+           "SGLang native SM90: 2.66]    Union4 / Union8 = %.3f   [paper 1.075]\n",
+           t0 / to, pq / to, u4 / to);
+    printf("floors: attention kernel only (regroup and union preparation not included); L2->SM bytes = page "
+           "walks x 32 KiB (Union8: union visits, multicast; Union4: C_4; per-query: sum |S_i|); executed "
+           "FLOP = CTA-page steps x 64 x 128 x 128 x 4.\n");
+    printf("reordered arms: rows are moved, so each row's causal position becomes its slot's: the output differs "
+           "from T0 where a query's visible tokens changed; timing only.\n");
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* JSON                                                                               */
+/* ---------------------------------------------------------------------------------- */
+static cJSON *stats_json(const pw_union_stats_t *s)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "queries", (double)s->queries);
+    cJSON_AddNumberToObject(j, "groups", (double)s->groups);
+    cJSON_AddNumberToObject(j, "selections", (double)s->selections);
+    cJSON_AddNumberToObject(j, "union_visits", (double)s->union_visits);
+    cJSON_AddNumberToObject(j, "c4", (double)s->c4);
+    cJSON_AddNumberToObject(j, "rho_q", s->rho_q);
+    return j;
+}
+
+static void add_num(cJSON *o, const char *key, double v)
+{
+    if (isfinite(v)) cJSON_AddNumberToObject(o, key, v);
+    else cJSON_AddNullToObject(o, key);
+}
+
+static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates)
+{
+    const pw_capture_t *c = bc->capture;
+    const pw_problem_t *p = &c->problem;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "path", bc->path);
+    cJSON *pj = cJSON_AddObjectToObject(j, "problem");
+    cJSON_AddNumberToObject(pj, "num_tokens", p->num_tokens);
+    cJSON_AddNumberToObject(pj, "num_requests", p->num_requests);
+    cJSON_AddNumberToObject(pj, "num_kv_heads", p->num_kv_heads);
+    cJSON_AddNumberToObject(pj, "q_heads_per_kv", p->q_heads_per_kv);
+    cJSON_AddNumberToObject(pj, "topk", p->topk);
+    cJSON_AddNumberToObject(pj, "num_cache_pages", (double)p->num_cache_pages);
+    cJSON_AddNumberToObject(pj, "visible_pairs", bc->visible_pairs);
+    cJSON_AddNumberToObject(pj, "useful_flop", bc->visible_pairs * p->q_heads_per_kv * p->head_dim * 4);
+    cJSON *gj = cJSON_AddObjectToObject(j, "groupings");
+    for (int i = 0; i < NUM_PERMS; i++) {
+        cJSON *s = stats_json(&bc->stats[i]);
+        cJSON_AddNumberToObject(s, "window", bc->perm_window[i]);
+        cJSON_AddNumberToObject(s, "reduction_pct", reduction_pct(bc, i));
+        cJSON_AddNumberToObject(s, "cpu_regroup_ms", bc->perm_cpu_ms[i]);
+        cJSON_AddItemToObject(gj, bench_perm_key(i), s);
+    }
+    cJSON_AddItemToObject(gj, "reordered_w128_identity", stats_json(&bc->reordered_stats));
+    cJSON *rj = cJSON_AddObjectToObject(j, "reference_check");
+    cJSON_AddNumberToObject(rj, "rows", bc->check_rows);
+    if (bc->check_rows > 0) add_num(rj, "nrms_emulate_vs_exact", bc->nrms_emulate_vs_exact);
+    if (bc->gpu_checked) {
+        add_num(rj, "nrms_gpu_vs_exact", bc->nrms_gpu_vs_exact);
+        add_num(rj, "nrms_gpu_vs_emulate", bc->nrms_gpu_vs_emulate);
+        cJSON_AddNumberToObject(rj, "gpu_nan", (double)bc->gpu_nan);
+    }
+    cJSON *gpu = cJSON_AddObjectToObject(j, "gpu");
+    cJSON_AddBoolToObject(gpu, "ran", bc->gpu_ran);
+    cJSON_AddStringToObject(gpu, "note", bc->gpu_note);
+    if (bc->device_meta_checked) cJSON_AddBoolToObject(gpu, "device_w128_metadata_matches_reference", bc->device_meta_matches);
+    cJSON *arms = cJSON_AddObjectToObject(gpu, "arms");
+    for (int a = 0; a < NUM_ARMS && bc->gpu_ran; a++) {
+        const bench_arm_result_t *ar = &bc->arms[a];
+        const arm_figures_t f = arm_figures(bc, a, rates);
+        cJSON *aj = cJSON_AddObjectToObject(arms, bench_arm_key(a));
+        cJSON_AddStringToObject(aj, "name", bench_arm_name(a));
+        cJSON_AddBoolToObject(aj, "ran", ar->ran);
+        if (!ar->ran) {
+            cJSON_AddStringToObject(aj, "error", ar->error);
+            continue;
+        }
+        cJSON_AddNumberToObject(aj, "median_ms", ar->t.median_ms);
+        cJSON_AddNumberToObject(aj, "min_ms", ar->t.min_ms);
+        cJSON_AddNumberToObject(aj, "p90_ms", ar->t.p90_ms);
+        cJSON_AddNumberToObject(aj, "mean_ms", ar->t.mean_ms);
+        cJSON_AddNumberToObject(aj, "replays", ar->t.replays);
+        cJSON_AddNumberToObject(aj, "page_walks", (double)f.visits);
+        cJSON_AddNumberToObject(aj, "cta_page_steps", (double)f.c4);
+        cJSON_AddNumberToObject(aj, "l2_bytes", f.l2_bytes);
+        cJSON_AddNumberToObject(aj, "executed_flop", f.exec_flop);
+        cJSON_AddNumberToObject(aj, "useful_flop", f.useful_flop);
+        cJSON_AddNumberToObject(aj, "useful_tflops", f.useful_tflops);
+        cJSON_AddNumberToObject(aj, "executed_tflops", f.exec_tflops);
+        if (f.floor_ms > 0) {
+            cJSON_AddNumberToObject(aj, "floor_ms", f.floor_ms);
+            cJSON_AddNumberToObject(aj, "time_over_floor", f.time_over_floor);
+        }
+        if (ar->same_as_t0 >= 0) {
+            cJSON_AddBoolToObject(aj, "output_equals_t0", ar->same_as_t0);
+            cJSON_AddNumberToObject(aj, "output_differing_fraction", ar->differing);
+        }
+    }
+    if (bc->gpu_ran) {
+        const double t0 = med(bc, ARM_T0), tf = med(bc, ARM_FIXED_W128), to = med(bc, ARM_ONLINE_W128),
+                     to64 = med(bc, ARM_ONLINE_W64), pq = med(bc, ARM_PER_QUERY), u4 = med(bc, ARM_UNION4);
+        cJSON *dj = cJSON_AddObjectToObject(gpu, "derived");
+        add_num(dj, "s_exec_us", (t0 - tf) * 1e3);
+        add_num(dj, "c_online_w128_us", (to - tf) * 1e3);
+        add_num(dj, "c_online_w64_us", (to64 - tf) * 1e3);
+        add_num(dj, "s_net_w128_us", (t0 - to) * 1e3);
+        add_num(dj, "t0_over_t_online_w128", t0 / to);
+        add_num(dj, "per_query_over_union8_online_w128", pq / to);
+        add_num(dj, "union4_over_union8_online_w128", u4 / to);
+        cJSON_AddNumberToObject(dj, "paper_t0_over_t_online", PAPER_T0_OVER_ONLINE);
+        cJSON_AddNumberToObject(dj, "paper_native_over_union8", PAPER_NATIVE_OVER_UNION8);
+        cJSON_AddNumberToObject(dj, "paper_union4_over_union8", PAPER_UNION4_OVER_UNION8);
+    }
+    return j;
+}
+
+static int write_json(const char *path, const bench_options_t *o, const bench_rates_t *rates, int gpu,
+                      const char *gpu_reason, bench_capture_t *bcs, int nfiles)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "tool", "pageweaver bench");
+    cJSON_AddStringToObject(root, "version", pw_version_string());
+    cJSON_AddBoolToObject(root, "gpu", gpu);
+    cJSON_AddStringToObject(root, "device", gpu_reason);
+    cJSON *pj = cJSON_AddObjectToObject(root, "protocol");
+    cJSON_AddStringToObject(pj, "method", "CUDA graph of one call per input copy; warm-up replays; timed replays "
+                                          "back to back with a CUDA event pair around each; copies of Q, Top-K "
+                                          "and O rotated; median, min, p90");
+    cJSON_AddNumberToObject(pj, "replays", o->replays);
+    cJSON_AddNumberToObject(pj, "warmup", o->warmup);
+    cJSON_AddNumberToObject(pj, "copies", o->copies);
+    cJSON *rj = cJSON_AddObjectToObject(root, "rates");
+    cJSON_AddBoolToObject(rj, "measured", rates->measured);
+    if (rates->measured) {
+        cJSON_AddNumberToObject(rj, "l2_read_tbps", rates->l2_read_tbps);
+        cJSON_AddNumberToObject(rj, "l2_buffer_mib", rates->l2_buffer_mib);
+        cJSON_AddNumberToObject(rj, "fp8_gemm_tflops", rates->fp8_gemm_tflops);
+        cJSON_AddNumberToObject(rj, "gemm_size", rates->gemm_size);
+    } else {
+        cJSON_AddStringToObject(rj, "note", rates->error);
+    }
+    cJSON *cj = cJSON_AddArrayToObject(root, "captures");
+    for (int f = 0; f < nfiles; f++)
+        if (bcs[f].capture) cJSON_AddItemToArray(cj, capture_json(&bcs[f], rates));
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) return 1;
+    FILE *out = fopen(path, "w");
+    int rc = !out;
+    if (out) {
+        rc = fputs(text, out) < 0 || fputc('\n', out) == EOF;
+        rc |= fclose(out) != 0;
+    }
+    free(text);
+    if (rc) fprintf(stderr, "pageweaver bench: cannot write %s\n", path);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------- */
+int pw_cli_bench(int argc, char **argv)
+{
+    bench_options_t o = {100, 10, 3, 256, 1, 0, 1, 0};
+    const char *json_path = NULL;
+    const char *files[MAX_FILES];
+    int nfiles = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        long v = 0;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            print_help(stdout);
+            return PW_CLI_OK;
+        } else if (strcmp(a, "--json") == 0 && i + 1 < argc) {
+            json_path = argv[++i];
+        } else if (strcmp(a, "--replays") == 0 && i + 1 < argc && pw_cli_parse_long(argv[i + 1], 1, 100000, &v)) {
+            o.replays = (int)v;
+            i++;
+        } else if (strcmp(a, "--warmup") == 0 && i + 1 < argc && pw_cli_parse_long(argv[i + 1], 0, 100000, &v)) {
+            o.warmup = (int)v;
+            i++;
+        } else if (strcmp(a, "--copies") == 0 && i + 1 < argc && pw_cli_parse_long(argv[i + 1], 1, 8, &v)) {
+            o.copies = (int)v;
+            i++;
+        } else if (strcmp(a, "--check-rows") == 0 && i + 1 < argc &&
+                   pw_cli_parse_long(argv[i + 1], 0, 1L << 30, &v)) {
+            o.check_rows = (int)v;
+            i++;
+        } else if (strcmp(a, "--seed") == 0 && i + 1 < argc && pw_cli_parse_long(argv[i + 1], 0, 1L << 62, &v)) {
+            o.seed = (uint64_t)v;
+            i++;
+        } else if (strcmp(a, "--cpu-only") == 0) {
+            o.cpu_only = 1;
+        } else if (strcmp(a, "--no-rates") == 0) {
+            o.rates = 0;
+        } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+            o.quiet = 1;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            fprintf(stderr, "pageweaver bench: bad option or value: %s (try --help)\n", a);
+            return PW_CLI_USAGE;
+        } else if (nfiles < MAX_FILES) {
+            files[nfiles++] = a;
+        } else {
+            fprintf(stderr, "pageweaver bench: more than %d captures\n", MAX_FILES);
+            return PW_CLI_USAGE;
+        }
+    }
+    if (nfiles == 0) {
+        fprintf(stderr, "pageweaver bench: no capture given (try --help)\n");
+        return PW_CLI_USAGE;
+    }
+
+    char reason[256];
+    const int gpu = !o.cpu_only && bench_gpu_available(reason, sizeof reason);
+    if (o.cpu_only) snprintf(reason, sizeof reason, "--cpu-only");
+    printf("pageweaver bench %s\n", pw_version_string());
+    if (gpu) {
+        printf("device: %s\n", reason);
+        print_protocol(&o);
+    } else {
+        printf("no timings: they need an sm_90 GPU (%s). Running the CPU part: union statistics of the "
+               "groupings and the reference check.\n",
+               reason);
+    }
+    bench_rates_t rates;
+    memset(&rates, 0, sizeof rates);
+    snprintf(rates.error, sizeof rates.error, gpu ? "not measured (--no-rates)" : "no GPU");
+    if (gpu && o.rates) {
+        if (!o.quiet) fprintf(stderr, "[bench] measuring L2 read bandwidth and the FP8 GEMM rate\n");
+        bench_gpu_rates(&rates);
+        if (rates.measured)
+            printf("measured rates: L2 read %.2f TB/s (%.0f MiB buffer, 16-byte .cg loads), dense FP8 GEMM %.0f "
+                   "TFLOP/s (cuBLASLt e4m3 %d^3, TN, bf16 out, FP32 accumulate)\n",
+                   rates.l2_read_tbps, rates.l2_buffer_mib, rates.fp8_gemm_tflops, rates.gemm_size);
+        else
+            printf("rates not measured (%s): no floors\n", rates.error);
+    }
+
+    bench_capture_t *bcs = calloc((size_t)nfiles, sizeof *bcs);
+    if (!bcs) return PW_CLI_BAD_INPUT;
+    int failed = 0;
+    for (int f = 0; f < nfiles; f++) {
+        bench_capture_t *bc = &bcs[f];
+        bc->path = files[f];
+        const pw_status_t st = pw_capture_read(files[f], PW_CAPTURE_LOAD_QKV | PW_CAPTURE_GENERATE_QKV, &bc->capture);
+        if (st != PW_SUCCESS) {
+            fprintf(stderr, "pageweaver bench: %s\n", pw_last_error());
+            failed = 1;
+            continue;
+        }
+        const pw_problem_t *p = &bc->capture->problem;
+        bc->fast_path = p->q_heads_per_kv == 16 && p->head_dim == 128 && p->page_size == 128 && p->topk == 16;
+        if (!o.quiet) fprintf(stderr, "[bench] %s: CPU reference groupings\n", bc->path);
+        if (cpu_part(bc, &o) != 0) {
+            failed = 1;
+            continue;
+        }
+        check_state_t cs;
+        if (!o.quiet && o.check_rows > 0) fprintf(stderr, "[bench] %s: reference check\n", bc->path);
+        if (reference_check(bc, &o, &cs) != 0) failed = 1;
+        if (gpu && !bc->fast_path) {
+            snprintf(bc->gpu_note, sizeof bc->gpu_note, "shape G=%d D=%d P=%d K=%d has no GPU path", p->q_heads_per_kv,
+                     p->head_dim, p->page_size, p->topk);
+        } else if (gpu) {
+            if (bench_gpu_capture(bc, &o) != 0) failed = 1;
+            if (bc->gpu_output && cs.rows) {
+                bc->gpu_checked = 1;
+                bc->nrms_gpu_vs_exact = nrms_rows(p, cs.rows, cs.exact, NULL, bc->gpu_output, &bc->gpu_nan);
+                /* vs the emulating reference: its float output as the reference */
+                const size_t elems = (size_t)p->num_tokens * p->num_kv_heads * 16 * 128;
+                for (size_t e = 0; e < elems; e++) cs.exact[e] = cs.emulate[e];
+                bc->nrms_gpu_vs_emulate = nrms_rows(p, cs.rows, cs.exact, NULL, bc->gpu_output, NULL);
+            }
+        }
+        check_free(&cs);
+        free(bc->gpu_output);
+        bc->gpu_output = NULL;
+        print_capture(bc, &rates, gpu);
+        fflush(stdout);
+    }
+    if (json_path && write_json(json_path, &o, &rates, gpu, reason, bcs, nfiles) != 0) failed = 1;
+    for (int f = 0; f < nfiles; f++) {
+        for (int i = 0; i < NUM_PERMS; i++) free(bcs[f].perms[i]);
+        pw_capture_free(bcs[f].capture);
+    }
+    free(bcs);
+    return failed ? PW_CLI_BAD_INPUT : PW_CLI_OK;
+}

@@ -1,0 +1,113 @@
+/* `pageweaver bench`: shared between tools/cli/bench.c (options, CPU statistics, reference
+ * check, tables, JSON) and tools/cli/bench_gpu.c (device arms, timing, measured rates). */
+#ifndef PW_CLI_BENCH_H
+#define PW_CLI_BENCH_H
+
+#include <stdint.h>
+
+#include "pageweaver.h"
+#include "pageweaver_capture.h"
+
+typedef struct bench_options {
+    int replays;    /* timed graph replays per arm (>= 50 for the protocol) */
+    int warmup;     /* untimed replays per arm before them */
+    int copies;     /* copies of Q, Top-K and O the replays rotate through (>= 3) */
+    int check_rows; /* rows of the reference check (0: none) */
+    uint64_t seed;  /* random permutation, reference-check rows */
+    int cpu_only;   /* skip the GPU even when there is one */
+    int rates;      /* measure L2 bandwidth and the FP8 GEMM rate (floors) */
+    int quiet;      /* no progress lines */
+} bench_options_t;
+
+/* Permutations computed on the CPU (pw_ref_regroup) for every capture. */
+enum {
+    PERM_IDENTITY,
+    PERM_W64_GUARDED,
+    PERM_W128_GUARDED,
+    PERM_W64_GREEDY,
+    PERM_W128_GREEDY,
+    PERM_W512_GREEDY,
+    PERM_W2048_GREEDY,
+    PERM_RANDOM,
+    NUM_PERMS
+};
+
+/* Timed arms (SPEC §5 and App. A of the paper). */
+enum {
+    ARM_T0,             /* full call, identity order, Union8 */
+    ARM_FIXED_W128,     /* full call with the caller's (precomputed) guarded W128 perm */
+    ARM_ONLINE_W64,     /* full call, in-call guarded regroup W64 */
+    ARM_ONLINE_W128,    /* full call, in-call guarded regroup W128 (the default plan) */
+    ARM_ONLINE_W64_GREEDY,
+    ARM_ONLINE_W128_GREEDY,
+    ARM_UNION4,         /* full call, guarded W128, Union4 */
+    ARM_PER_QUERY,      /* full call, per-query kernel */
+    ARM_FIXED_IDENTITY, /* offline groupings: execution only, perm precomputed */
+    ARM_FIXED_RANDOM,
+    ARM_FIXED_W512,
+    ARM_FIXED_W2048,
+    ARM_REORDERED,      /* gather Q/Top-K into W128 order + identity full call + scatter O */
+    ARM_REORDERED_ATTN, /* the identity full call on the reordered tensors alone */
+    NUM_ARMS
+};
+
+typedef struct bench_timing {
+    int replays;
+    double median_ms, min_ms, p90_ms, mean_ms;
+} bench_timing_t;
+
+typedef struct bench_arm_result {
+    int ran;             /* 1: timed */
+    bench_timing_t t;
+    int same_as_t0;      /* output bytes equal T0's: 1 / 0; -1 not compared */
+    double differing;    /* fraction of output elements that differ from T0's */
+    char error[200];
+} bench_arm_result_t;
+
+typedef struct bench_rates {
+    int measured;
+    double l2_read_tbps;   /* TB/s (1e12 B/s) */
+    double fp8_gemm_tflops;
+    double l2_buffer_mib;
+    int gemm_size;
+    char error[200];
+} bench_rates_t;
+
+typedef struct bench_capture {
+    const char *path;
+    pw_capture_t *capture;
+    int fast_path;                 /* G=16 D=128 P=128 K=16 */
+    double visible_pairs;          /* sum over KV heads and rows of |A_i| */
+    int32_t *perms[NUM_PERMS];     /* [Hkv, N] host */
+    int32_t perm_window[NUM_PERMS];
+    double perm_cpu_ms[NUM_PERMS]; /* CPU reference regroup time (information only) */
+    pw_union_stats_t stats[NUM_PERMS];
+    pw_union_stats_t reordered_stats; /* identity grouping of the W128-reordered rows */
+    /* reference check on a slice of rows (FP64 exact reference) */
+    int check_rows;
+    double nrms_emulate_vs_exact;  /* the FP8 arithmetic's own error */
+    int gpu_checked;
+    double nrms_gpu_vs_exact, nrms_gpu_vs_emulate;
+    int64_t gpu_nan;
+    /* GPU */
+    int gpu_ran;
+    char gpu_note[256];
+    int device_meta_checked, device_meta_matches; /* in-call W128 metadata vs CPU stats */
+    bench_arm_result_t arms[NUM_ARMS];
+    /* host copy of the GPU output of ARM_ONLINE_W128 (for the reference check), or NULL */
+    pw_bf16_t *gpu_output;
+} bench_capture_t;
+
+const char *bench_arm_name(int arm);
+const char *bench_arm_key(int arm);
+const char *bench_perm_name(int perm);
+const char *bench_perm_key(int perm);
+
+/* 1 if the GPU part can run (CUDA build, an sm_90 device); else 0 and a reason. */
+int bench_gpu_available(char *reason, size_t reason_size);
+/* Measures the L2 read bandwidth and the dense FP8 GEMM rate. */
+void bench_gpu_rates(bench_rates_t *rates);
+/* Times every arm of one capture (bc->perms must be filled); 0 on success. */
+int bench_gpu_capture(bench_capture_t *bc, const bench_options_t *options);
+
+#endif

@@ -1,0 +1,672 @@
+/* `pageweaver bench`, device part: every arm of one capture as a CUDA graph of one call,
+ * timed by replays, plus the two rates the floors use (L2 read bandwidth, dense FP8 GEMM),
+ * measured in the same run.
+ *
+ * Timing protocol (printed by bench.c, also in README.md): for each arm, one call per
+ * copy of the inputs is captured in a CUDA graph (copies = separate Q, Top-K and O
+ * buffers; K/V caches, page table and request arrays are shared, as in one layer's call);
+ * the graphs are replayed `warmup` times, then `replays` times back to back with a CUDA
+ * event pair around each replay, rotating through the copies so that L2 never holds the
+ * previous replay's Q/Top-K/O; median, min, p90 and mean of the per-replay times. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+#ifdef PW_HAVE_CUDA
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include "bench_util.h"
+
+#define MAX_COPIES 8
+
+/* Returns from the enclosing int function with a message in `err` (size errsz). */
+#define CUDA_TRY(x)                                                                         \
+    do {                                                                                    \
+        const cudaError_t e_ = (x);                                                         \
+        if (e_ != cudaSuccess) {                                                            \
+            snprintf(err, errsz, "%s: %s", #x, cudaGetErrorString(e_));                     \
+            return 1;                                                                       \
+        }                                                                                   \
+    } while (0)
+#define PW_CALL(x)                                                                          \
+    do {                                                                                    \
+        const pw_status_t s_ = (x);                                                         \
+        if (s_ != PW_SUCCESS) {                                                             \
+            snprintf(err, errsz, "%s: %s", pw_status_string(s_), pw_last_error());          \
+            return 1;                                                                       \
+        }                                                                                   \
+    } while (0)
+
+int bench_gpu_available(char *reason, size_t reason_size)
+{
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        snprintf(reason, reason_size, "no CUDA device (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        cudaGetLastError();
+        return 0;
+    }
+    struct cudaDeviceProp prop;
+    memset(&prop, 0, sizeof prop);
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9) {
+        snprintf(reason, reason_size, "device 0 is %s (sm_%d%d); the kernels need sm_90", prop.name, prop.major,
+                 prop.minor);
+        return 0;
+    }
+    snprintf(reason, reason_size, "%s, %d SMs", prop.name, prop.multiProcessorCount);
+    return 1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void summarise(double *ms, int n, bench_timing_t *t)
+{
+    qsort(ms, (size_t)n, sizeof *ms, cmp_double);
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += ms[i];
+    t->replays = n;
+    t->min_ms = ms[0];
+    t->median_ms = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+    int i90 = (int)(0.9 * (n - 1) + 0.5);
+    t->p90_ms = ms[i90];
+    t->mean_ms = sum / n;
+}
+
+/* Replays execs[0..copies) warmup times, then `replays` timed (rotating). */
+static int time_graphs(cudaGraphExec_t *execs, int copies, int warmup, int replays, cudaStream_t s,
+                       bench_timing_t *t, char *err, size_t errsz)
+{
+    for (int i = 0; i < warmup || i < copies; i++) CUDA_TRY(cudaGraphLaunch(execs[i % copies], s));
+    cudaEvent_t *ev = calloc((size_t)replays * 2, sizeof *ev);
+    double *ms = calloc((size_t)replays, sizeof *ms);
+    if (!ev || !ms) {
+        free(ev);
+        free(ms);
+        snprintf(err, errsz, "out of host memory");
+        return 1;
+    }
+    int rc = 0;
+    int created = 0;
+    for (; created < replays * 2; created++)
+        if (cudaEventCreate(&ev[created]) != cudaSuccess) {
+            rc = 1;
+            break;
+        }
+    for (int i = 0; i < replays && rc == 0; i++) {
+        if (cudaEventRecord(ev[2 * i], s) != cudaSuccess || cudaGraphLaunch(execs[i % copies], s) != cudaSuccess ||
+            cudaEventRecord(ev[2 * i + 1], s) != cudaSuccess)
+            rc = 1;
+    }
+    if (rc == 0 && cudaStreamSynchronize(s) != cudaSuccess) rc = 1;
+    for (int i = 0; i < replays && rc == 0; i++) {
+        float f = 0;
+        if (cudaEventElapsedTime(&f, ev[2 * i], ev[2 * i + 1]) != cudaSuccess) rc = 1;
+        ms[i] = f;
+    }
+    if (rc) snprintf(err, errsz, "timing replays: %s", cudaGetErrorString(cudaGetLastError()));
+    else summarise(ms, replays, t);
+    for (int i = 0; i < created; i++) cudaEventDestroy(ev[i]);
+    free(ev);
+    free(ms);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Rates                                                                              */
+/* ---------------------------------------------------------------------------------- */
+static int measure_l2(bench_rates_t *r, char *err, size_t errsz)
+{
+    const size_t bytes = (size_t)24 << 20;
+    const int passes = 16, reps = 30;
+    void *buf = NULL;
+    uint32_t *sink = NULL;
+    cudaStream_t s;
+    struct cudaDeviceProp prop;
+    CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
+    CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CUDA_TRY(cudaMalloc(&buf, bytes));
+    CUDA_TRY(cudaMalloc((void **)&sink, 4));
+    CUDA_TRY(cudaMemset(buf, 0x5a, bytes));
+    const int blocks = prop.multiProcessorCount * 4; /* 4 x 512 threads per SM */
+    double ms[30];
+    cudaEvent_t e0, e1;
+    CUDA_TRY(cudaEventCreate(&e0));
+    CUDA_TRY(cudaEventCreate(&e1));
+    for (int i = 0; i < 3; i++) CUDA_TRY((cudaError_t)pwb_l2_read(buf, bytes, passes, blocks, sink, s));
+    for (int i = 0; i < reps; i++) {
+        CUDA_TRY(cudaEventRecord(e0, s));
+        CUDA_TRY((cudaError_t)pwb_l2_read(buf, bytes, passes, blocks, sink, s));
+        CUDA_TRY(cudaEventRecord(e1, s));
+        CUDA_TRY(cudaEventSynchronize(e1));
+        float f = 0;
+        CUDA_TRY(cudaEventElapsedTime(&f, e0, e1));
+        ms[i] = f;
+    }
+    bench_timing_t t;
+    summarise(ms, reps, &t);
+    r->l2_read_tbps = (double)bytes * passes / (t.median_ms * 1e-3) / 1e12;
+    r->l2_buffer_mib = (double)bytes / (1 << 20);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaFree(buf);
+    cudaFree(sink);
+    cudaStreamDestroy(s);
+    return 0;
+}
+
+#define LT_TRY(x)                                                                           \
+    do {                                                                                    \
+        const cublasStatus_t st_ = (x);                                                     \
+        if (st_ != CUBLAS_STATUS_SUCCESS) {                                                 \
+            snprintf(err, errsz, "%s: cuBLAS status %d", #x, (int)st_);                     \
+            goto done;                                                                      \
+        }                                                                                   \
+    } while (0)
+
+/* Dense FP8 GEMM D[M,N] (bf16) = A^T B with A, B e4m3 stored K-major (cuBLASLt's FP8 "TN"
+ * layout), M = N = K = n, FP32 accumulation; the median of timed calls. */
+static int measure_gemm(bench_rates_t *r, char *err, size_t errsz)
+{
+    const int n = 8192;
+    const size_t elems = (size_t)n * n, ws_bytes = (size_t)64 << 20;
+    uint8_t *a = NULL, *b = NULL;
+    void *d = NULL, *ws = NULL;
+    cublasLtHandle_t lt = NULL;
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    cudaStream_t s = NULL;
+    int rc = 1;
+    err[0] = '\0';
+    if (cudaMalloc((void **)&a, elems) != cudaSuccess || cudaMalloc((void **)&b, elems) != cudaSuccess ||
+        cudaMalloc(&d, elems * 2) != cudaSuccess || cudaMalloc(&ws, ws_bytes) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) {
+        snprintf(err, errsz, "GEMM buffers: %s", cudaGetErrorString(cudaGetLastError()));
+        goto done;
+    }
+    if (pwb_fill_e4m3(a, elems, 1, s) || pwb_fill_e4m3(b, elems, 2, s)) {
+        snprintf(err, errsz, "fill: %s", cudaGetErrorString(cudaGetLastError()));
+        goto done;
+    }
+    LT_TRY(cublasLtCreate(&lt));
+    LT_TRY(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    LT_TRY(cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, n, n, n)); /* [K, M] column-major */
+    LT_TRY(cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, n, n, n)); /* [K, N] column-major */
+    LT_TRY(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, n, n, n));    /* [M, N] column-major */
+    LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+    LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                                sizeof ws_bytes));
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    LT_TRY(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &heur, &found));
+    if (found < 1) {
+        snprintf(err, errsz, "cuBLASLt found no FP8 algorithm");
+        goto done;
+    }
+    const float alpha = 1.0f, beta = 0.0f;
+    double ms[20];
+    const int reps = 20;
+    for (int i = 0; i < 3 + reps; i++) {
+        if (i >= 3 && cudaEventRecord(e0, s) != cudaSuccess) goto cuda_fail;
+        LT_TRY(cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heur.algo, ws, ws_bytes, s));
+        if (i >= 3) {
+            float f = 0;
+            if (cudaEventRecord(e1, s) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+                cudaEventElapsedTime(&f, e0, e1) != cudaSuccess)
+                goto cuda_fail;
+            ms[i - 3] = f;
+        }
+    }
+    bench_timing_t t;
+    summarise(ms, reps, &t);
+    r->fp8_gemm_tflops = 2.0 * n * (double)n * n / (t.median_ms * 1e-3) / 1e12;
+    r->gemm_size = n;
+    rc = 0;
+    goto done;
+cuda_fail:
+    snprintf(err, errsz, "GEMM timing: %s", cudaGetErrorString(cudaGetLastError()));
+done:
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (ld) cublasLtMatrixLayoutDestroy(ld);
+    if (op) cublasLtMatmulDescDestroy(op);
+    if (lt) cublasLtDestroy(lt);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    if (s) cudaStreamDestroy(s);
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(d);
+    cudaFree(ws);
+    return rc;
+}
+
+void bench_gpu_rates(bench_rates_t *r)
+{
+    memset(r, 0, sizeof *r);
+    char *err = r->error;
+    const size_t errsz = sizeof r->error;
+    if (measure_l2(r, err, errsz) != 0) return;
+    if (measure_gemm(r, err, errsz) != 0) return;
+    r->measured = 1;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Arms                                                                               */
+/* ---------------------------------------------------------------------------------- */
+typedef struct device_set {
+    int copies;
+    pw_bf16_t *q[MAX_COPIES], *o[MAX_COPIES];
+    int32_t *topk[MAX_COPIES];
+    uint8_t *k, *v;
+    float *k_scale, *v_scale;
+    int32_t *cu, *prefix, *kv_lens, *page_table;
+    int32_t *perm;            /* caller perms, uploaded per arm */
+    int32_t *perm_reorder;    /* W128 guarded, for the reordered arms */
+    pw_bf16_t *q_r, *o_r;     /* reordered Q and output */
+    int32_t *topk_r;          /* reordered Top-K */
+    void *workspace;
+    size_t workspace_bytes;
+} device_set_t;
+
+static void device_set_free(device_set_t *d)
+{
+    for (int k = 0; k < MAX_COPIES; k++) {
+        cudaFree(d->q[k]);
+        cudaFree(d->o[k]);
+        cudaFree(d->topk[k]);
+    }
+    void *ptrs[] = {d->k, d->v, d->k_scale, d->v_scale, d->cu, d->prefix, d->kv_lens, d->page_table, d->perm,
+                    d->perm_reorder, d->q_r, d->o_r, d->topk_r, d->workspace};
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) cudaFree(ptrs[i]);
+    memset(d, 0, sizeof *d);
+}
+
+static int dev_upload(void **dst, const void *src, size_t bytes, char *err, size_t errsz)
+{
+    CUDA_TRY(cudaMalloc(dst, bytes ? bytes : 16));
+    if (bytes && src) CUDA_TRY(cudaMemcpy(*dst, src, bytes, cudaMemcpyHostToDevice));
+    return 0;
+}
+
+static int device_set_create(const pw_capture_t *c, int copies, device_set_t *d, char *err, size_t errsz)
+{
+    const pw_problem_t *p = &c->problem;
+    const size_t n = (size_t)p->num_tokens, hkv = (size_t)p->num_kv_heads, r = (size_t)p->num_requests;
+    const size_t q_bytes = n * hkv * 16 * 128 * 2, topk_bytes = hkv * n * 16 * 4;
+    const size_t cache = (size_t)p->num_cache_pages * 128 * hkv * 128;
+    memset(d, 0, sizeof *d);
+    d->copies = copies;
+    for (int k = 0; k < copies; k++) {
+        if (dev_upload((void **)&d->q[k], c->q, q_bytes, err, errsz) ||
+            dev_upload((void **)&d->o[k], NULL, q_bytes, err, errsz) ||
+            dev_upload((void **)&d->topk[k], c->topk_ids, topk_bytes, err, errsz))
+            return 1;
+    }
+    if (dev_upload((void **)&d->k, c->k_cache, cache, err, errsz) ||
+        dev_upload((void **)&d->v, c->v_cache, cache, err, errsz) ||
+        dev_upload((void **)&d->k_scale, &c->k_scale, 4, err, errsz) ||
+        dev_upload((void **)&d->v_scale, &c->v_scale, 4, err, errsz) ||
+        dev_upload((void **)&d->cu, c->cu_seqlens_q, (r + 1) * 4, err, errsz) ||
+        dev_upload((void **)&d->prefix, c->prefix_lens, r * 4, err, errsz) ||
+        dev_upload((void **)&d->kv_lens, c->kv_lens, r * 4, err, errsz) ||
+        dev_upload((void **)&d->page_table, c->page_table, r * (size_t)p->max_pages_per_request * 4, err, errsz) ||
+        dev_upload((void **)&d->perm, NULL, hkv * n * 4, err, errsz) ||
+        dev_upload((void **)&d->perm_reorder, NULL, hkv * n * 4, err, errsz) ||
+        dev_upload((void **)&d->q_r, NULL, q_bytes, err, errsz) ||
+        dev_upload((void **)&d->o_r, NULL, q_bytes, err, errsz) ||
+        dev_upload((void **)&d->topk_r, NULL, topk_bytes, err, errsz))
+        return 1;
+    return 0;
+}
+
+static pw_attention_args_t args_for(const pw_problem_t *p, const device_set_t *d, const pw_bf16_t *q,
+                                    const int32_t *topk, pw_bf16_t *o)
+{
+    const int64_t hq = (int64_t)p->num_kv_heads * 16;
+    pw_attention_args_t a = PW_ATTENTION_ARGS_INIT;
+    a.q = q;
+    a.q_stride = hq * 128;
+    a.k_cache = d->k;
+    a.v_cache = d->v;
+    a.kv_stride = (int64_t)p->num_kv_heads * 128;
+    a.k_scale = d->k_scale;
+    a.v_scale = d->v_scale;
+    a.topk_ids = topk;
+    a.requests.cu_seqlens_q = d->cu;
+    a.requests.prefix_lens = d->prefix;
+    a.requests.kv_lens = d->kv_lens;
+    a.requests.page_table = d->page_table;
+    a.requests.page_table_stride = p->max_pages_per_request;
+    a.o = o;
+    a.o_stride = hq * 128;
+    a.o_dtype = PW_DTYPE_BFLOAT16;
+    return a; /* lse and bad_page_count: not requested (NULL) */
+}
+
+/* What one arm runs. */
+typedef struct arm_spec {
+    pw_regroup_mode_t mode;
+    int32_t window;
+    pw_kernel_t kernel;
+    int caller_perm; /* -1 or a PERM_* index */
+    int reorder;     /* 0, 1 (moves + call), 2 (call on reordered tensors only) */
+} arm_spec_t;
+
+static arm_spec_t arm_spec(int arm)
+{
+    arm_spec_t s = {PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION8, -1, 0};
+    switch (arm) {
+    case ARM_T0: s.mode = PW_REGROUP_IDENTITY; break;
+    case ARM_FIXED_W128: s.caller_perm = PERM_W128_GUARDED; break;
+    case ARM_ONLINE_W64: s.window = 64; break;
+    case ARM_ONLINE_W128: break;
+    case ARM_ONLINE_W64_GREEDY: s.mode = PW_REGROUP_GREEDY; s.window = 64; break;
+    case ARM_ONLINE_W128_GREEDY: s.mode = PW_REGROUP_GREEDY; break;
+    case ARM_UNION4: s.kernel = PW_KERNEL_UNION4; break;
+    case ARM_PER_QUERY: s.kernel = PW_KERNEL_PER_QUERY; break;
+    case ARM_FIXED_IDENTITY: s.caller_perm = PERM_IDENTITY; break;
+    case ARM_FIXED_RANDOM: s.caller_perm = PERM_RANDOM; break;
+    case ARM_FIXED_W512: s.caller_perm = PERM_W512_GREEDY; break;
+    case ARM_FIXED_W2048: s.caller_perm = PERM_W2048_GREEDY; break;
+    case ARM_REORDERED: s.mode = PW_REGROUP_IDENTITY; s.reorder = 1; break;
+    case ARM_REORDERED_ATTN: s.mode = PW_REGROUP_IDENTITY; s.reorder = 2; break;
+    default: break;
+    }
+    return s;
+}
+
+/* Enqueues one call of the arm for input copy k on stream s. */
+static int enqueue_arm(const pw_problem_t *p, const arm_spec_t *spec, const pw_plan_t *plan, device_set_t *d, int k,
+                       cudaStream_t s, char *err, size_t errsz)
+{
+    const int32_t n = p->num_tokens, hkv = p->num_kv_heads;
+    const int64_t stride = (int64_t)hkv * 16 * 128;
+    if (spec->reorder == 0) {
+        const pw_attention_args_t a = args_for(p, d, d->q[k], d->topk[k], d->o[k]);
+        PW_CALL(pw_sparse_prefill(plan, &a, spec->caller_perm >= 0 ? d->perm : NULL, d->workspace,
+                                  d->workspace_bytes, (pw_stream_t)s));
+        return 0;
+    }
+    if (spec->reorder == 1)
+        CUDA_TRY((cudaError_t)pwb_gather_rows(d->q[k], stride, d->topk[k], d->perm_reorder, n, hkv, d->q_r, stride,
+                                              d->topk_r, (pw_stream_t)s));
+    const pw_attention_args_t a = args_for(p, d, d->q_r, d->topk_r, d->o_r);
+    PW_CALL(pw_sparse_prefill(plan, &a, NULL, d->workspace, d->workspace_bytes, (pw_stream_t)s));
+    if (spec->reorder == 1)
+        CUDA_TRY((cudaError_t)pwb_scatter_rows(d->o_r, stride, d->perm_reorder, n, hkv, d->o[k], stride,
+                                               (pw_stream_t)s));
+    return 0;
+}
+
+/* Compares output copy 0 with T0's bytes (host). */
+static int compare_output(const pw_problem_t *p, const device_set_t *d, const pw_bf16_t *t0, pw_bf16_t *scratch,
+                          bench_arm_result_t *ar, char *err, size_t errsz)
+{
+    const size_t elems = (size_t)p->num_tokens * p->num_kv_heads * 16 * 128;
+    CUDA_TRY(cudaMemcpy(scratch, d->o[0], elems * 2, cudaMemcpyDeviceToHost));
+    size_t diff = 0;
+    for (size_t i = 0; i < elems; i++) diff += scratch[i] != t0[i];
+    ar->same_as_t0 = diff == 0;
+    ar->differing = elems ? (double)diff / (double)elems : 0.0;
+    return 0;
+}
+
+/* Device metadata of the in-call W128 arm vs the CPU statistics of the same grouping. */
+static int check_device_meta(bench_capture_t *bc, const pw_plan_t *plan, const device_set_t *d, char *err,
+                             size_t errsz)
+{
+    const pw_problem_t *p = &bc->capture->problem;
+    int32_t *perm_dev = NULL;
+    pw_union_meta_t dm, hm;
+    PW_CALL(pw_plan_workspace_views(plan, d->workspace, d->workspace_bytes, &perm_dev, &dm, NULL));
+    const size_t hkv = (size_t)p->num_kv_heads, rows = hkv * (size_t)dm.max_groups, cap = (size_t)dm.union_capacity;
+    hm = dm;
+    hm.num_groups = malloc(hkv * 4);
+    hm.groups = malloc(rows * sizeof(pw_group_desc_t));
+    hm.union_pages = malloc(rows * cap * 4);
+    hm.member_masks = malloc(rows * cap);
+    int32_t *perm = malloc(hkv * (size_t)p->num_tokens * 4);
+    int rc = 1;
+    if (hm.num_groups && hm.groups && hm.union_pages && hm.member_masks && perm &&
+        cudaMemcpy(hm.num_groups, dm.num_groups, hkv * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
+        cudaMemcpy(hm.groups, dm.groups, rows * sizeof(pw_group_desc_t), cudaMemcpyDeviceToHost) == cudaSuccess &&
+        cudaMemcpy(hm.union_pages, dm.union_pages, rows * cap * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
+        cudaMemcpy(hm.member_masks, dm.member_masks, rows * cap, cudaMemcpyDeviceToHost) == cudaSuccess &&
+        cudaMemcpy(perm, perm_dev, hkv * (size_t)p->num_tokens * 4, cudaMemcpyDeviceToHost) == cudaSuccess) {
+        pw_union_stats_t st;
+        if (pw_union_stats(p, &hm, &st, NULL) == PW_SUCCESS) {
+            const pw_union_stats_t *ref = &bc->stats[PERM_W128_GUARDED];
+            bc->device_meta_checked = 1;
+            bc->device_meta_matches = st.union_visits == ref->union_visits && st.c4 == ref->c4 &&
+                                      st.selections == ref->selections && st.groups == ref->groups &&
+                                      memcmp(perm, bc->perms[PERM_W128_GUARDED], hkv * (size_t)p->num_tokens * 4) == 0;
+            rc = 0;
+        } else {
+            snprintf(err, errsz, "pw_union_stats on device metadata: %s", pw_last_error());
+        }
+    } else {
+        snprintf(err, errsz, "copying device metadata back failed");
+    }
+    free(hm.num_groups);
+    free(hm.groups);
+    free(hm.union_pages);
+    free(hm.member_masks);
+    free(perm);
+    return rc;
+}
+
+static int run_arm(bench_capture_t *bc, int arm, const bench_options_t *o, device_set_t *d, cudaStream_t s,
+                   pw_bf16_t *t0_out, pw_bf16_t *scratch)
+{
+    bench_arm_result_t *ar = &bc->arms[arm];
+    char *err = ar->error;
+    const size_t errsz = sizeof ar->error;
+    const pw_problem_t *p = &bc->capture->problem;
+    const size_t n = (size_t)p->num_tokens, hkv = (size_t)p->num_kv_heads;
+    const size_t out_bytes = n * hkv * 16 * 128 * 2;
+    const arm_spec_t spec = arm_spec(arm);
+    ar->same_as_t0 = -1;
+    pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
+    cfg.regroup = spec.mode;
+    cfg.window = spec.window;
+    cfg.kernel = spec.kernel;
+    if (spec.caller_perm >= 0) {
+        cfg.flags = PW_PLAN_CALLER_PERM;
+        cfg.window = bc->perm_window[spec.caller_perm];
+        CUDA_TRY(cudaMemcpy(d->perm, bc->perms[spec.caller_perm], hkv * n * 4, cudaMemcpyHostToDevice));
+    }
+    pw_plan_t *plan = NULL;
+    PW_CALL(pw_plan_create(p, &cfg, &plan));
+    size_t ws = 0;
+    pw_plan_workspace_size(plan, &ws);
+    if (ws > d->workspace_bytes) {
+        cudaFree(d->workspace);
+        d->workspace = NULL;
+        d->workspace_bytes = 0;
+        if (cudaMalloc(&d->workspace, ws) != cudaSuccess) {
+            snprintf(err, errsz, "workspace of %zu bytes: %s", ws, cudaGetErrorString(cudaGetLastError()));
+            pw_plan_destroy(plan);
+            return 1;
+        }
+        d->workspace_bytes = ws;
+    }
+    int rc = 0;
+    cudaGraphExec_t execs[MAX_COPIES];
+    int made = 0;
+    /* Poisoned outputs, then one eager call per copy (validation, one-time set-up). */
+    for (int k = 0; k < d->copies && rc == 0; k++) {
+        if (cudaMemsetAsync(d->o[k], 0xff, out_bytes, s) != cudaSuccess) rc = 1;
+        if (rc == 0 && spec.reorder == 2) {
+            rc = cudaMemsetAsync(d->o_r, 0xff, out_bytes, s) != cudaSuccess;
+            if (rc == 0) {
+                const int64_t stride = (int64_t)hkv * 16 * 128;
+                rc = pwb_gather_rows(d->q[0], stride, d->topk[0], d->perm_reorder, (int32_t)n, (int32_t)hkv, d->q_r,
+                                     stride, d->topk_r, (pw_stream_t)s) != 0;
+            }
+        }
+        if (rc == 0) rc = enqueue_arm(p, &spec, plan, d, k, s, err, errsz);
+    }
+    if (rc == 0 && cudaStreamSynchronize(s) != cudaSuccess) {
+        snprintf(err, errsz, "eager call: %s", cudaGetErrorString(cudaGetLastError()));
+        rc = 1;
+    }
+    if (rc == 0 && arm == ARM_ONLINE_W128 && check_device_meta(bc, plan, d, err, errsz) != 0) rc = 1;
+    for (int k = 0; k < d->copies && rc == 0; k++) {
+        cudaGraph_t graph;
+        if (cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) != cudaSuccess) {
+            snprintf(err, errsz, "begin capture: %s", cudaGetErrorString(cudaGetLastError()));
+            rc = 1;
+            break;
+        }
+        const int call = enqueue_arm(p, &spec, plan, d, k, s, err, errsz);
+        const cudaError_t ec = cudaStreamEndCapture(s, &graph);
+        if (call != 0 || ec != cudaSuccess) {
+            if (call == 0) snprintf(err, errsz, "end capture: %s", cudaGetErrorString(ec));
+            if (ec == cudaSuccess) cudaGraphDestroy(graph);
+            rc = 1;
+            break;
+        }
+        const cudaError_t ei = cudaGraphInstantiate(&execs[k], graph, 0);
+        cudaGraphDestroy(graph);
+        if (ei != cudaSuccess) {
+            snprintf(err, errsz, "graph instantiate: %s", cudaGetErrorString(ei));
+            rc = 1;
+            break;
+        }
+        made++;
+    }
+    if (rc == 0) rc = time_graphs(execs, d->copies, o->warmup, o->replays, s, &ar->t, err, errsz);
+    if (rc == 0 && spec.reorder == 2) {
+        /* The output is in execution order: put it back in place to compare it. */
+        const int64_t stride = (int64_t)hkv * 16 * 128;
+        if (pwb_scatter_rows(d->o_r, stride, d->perm_reorder, (int32_t)n, (int32_t)hkv, d->o[0], stride,
+                             (pw_stream_t)s) != 0 ||
+            cudaStreamSynchronize(s) != cudaSuccess) {
+            snprintf(err, errsz, "scatter: %s", cudaGetErrorString(cudaGetLastError()));
+            rc = 1;
+        }
+    }
+    if (rc == 0) {
+        ar->ran = 1;
+        if (arm == ARM_T0) {
+            if (cudaMemcpy(t0_out, d->o[0], out_bytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
+                snprintf(err, errsz, "copy T0 output: %s", cudaGetErrorString(cudaGetLastError()));
+                rc = 1;
+            } else {
+                ar->same_as_t0 = 1;
+            }
+        } else if (bc->arms[ARM_T0].ran) {
+            rc = compare_output(p, d, t0_out, scratch, ar, err, errsz);
+        }
+        if (rc == 0 && arm == ARM_ONLINE_W128 && bc->gpu_output &&
+            cudaMemcpy(bc->gpu_output, d->o[0], out_bytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
+            snprintf(err, errsz, "copy output: %s", cudaGetErrorString(cudaGetLastError()));
+            rc = 1;
+        }
+    }
+    for (int k = 0; k < made; k++) cudaGraphExecDestroy(execs[k]);
+    pw_plan_destroy(plan);
+    if (rc) cudaGetLastError(); /* clear a sticky-free error so the next arm can run */
+    return rc;
+}
+
+int bench_gpu_capture(bench_capture_t *bc, const bench_options_t *o)
+{
+    const pw_problem_t *p = &bc->capture->problem;
+    const size_t n = (size_t)p->num_tokens, hkv = (size_t)p->num_kv_heads;
+    const size_t out_bytes = n * hkv * 16 * 128 * 2;
+    device_set_t d;
+    char *err = bc->gpu_note;
+    const size_t errsz = sizeof bc->gpu_note;
+    const int copies = o->copies < 1 ? 1 : o->copies > MAX_COPIES ? MAX_COPIES : o->copies;
+    if (device_set_create(bc->capture, copies, &d, err, errsz) != 0) {
+        device_set_free(&d);
+        return 1;
+    }
+    if (cudaMemcpy(d.perm_reorder, bc->perms[PERM_W128_GUARDED], hkv * n * 4, cudaMemcpyHostToDevice) != cudaSuccess) {
+        snprintf(err, errsz, "perm upload: %s", cudaGetErrorString(cudaGetLastError()));
+        device_set_free(&d);
+        return 1;
+    }
+    cudaStream_t s;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+        snprintf(err, errsz, "stream: %s", cudaGetErrorString(cudaGetLastError()));
+        device_set_free(&d);
+        return 1;
+    }
+    pw_bf16_t *t0_out = malloc(out_bytes ? out_bytes : 1), *scratch = malloc(out_bytes ? out_bytes : 1);
+    bc->gpu_output = malloc(out_bytes ? out_bytes : 1);
+    if (!t0_out || !scratch || !bc->gpu_output) {
+        snprintf(err, errsz, "out of host memory (%zu bytes x 3)", out_bytes);
+        free(t0_out);
+        free(scratch);
+        free(bc->gpu_output);
+        bc->gpu_output = NULL;
+        cudaStreamDestroy(s);
+        device_set_free(&d);
+        return 1;
+    }
+    int failures = 0;
+    for (int arm = 0; arm < NUM_ARMS; arm++) {
+        const int rc = run_arm(bc, arm, o, &d, s, t0_out, scratch);
+        failures += rc != 0;
+        if (!o->quiet) {
+            const bench_arm_result_t *ar = &bc->arms[arm];
+            if (ar->ran)
+                fprintf(stderr, "[bench] %s: %-40s median %.4f ms (min %.4f, p90 %.4f) [%d/%d]\n", bc->path,
+                        bench_arm_name(arm), ar->t.median_ms, ar->t.min_ms, ar->t.p90_ms, arm + 1, NUM_ARMS);
+            else
+                fprintf(stderr, "[bench] %s: %-40s FAILED: %s [%d/%d]\n", bc->path, bench_arm_name(arm), ar->error,
+                        arm + 1, NUM_ARMS);
+        }
+    }
+    if (!bc->arms[ARM_ONLINE_W128].ran) {
+        free(bc->gpu_output);
+        bc->gpu_output = NULL;
+    }
+    free(t0_out);
+    free(scratch);
+    cudaStreamDestroy(s);
+    device_set_free(&d);
+    bc->gpu_ran = 1;
+    if (failures) snprintf(err, errsz, "%d arm(s) failed", failures);
+    return failures != 0;
+}
+
+#else /* no CUDA in this build */
+
+int bench_gpu_available(char *reason, size_t reason_size)
+{
+    snprintf(reason, reason_size, "this build has no CUDA (configured without nvcc)");
+    return 0;
+}
+
+void bench_gpu_rates(bench_rates_t *rates)
+{
+    memset(rates, 0, sizeof *rates);
+    snprintf(rates->error, sizeof rates->error, "no CUDA in this build");
+}
+
+int bench_gpu_capture(bench_capture_t *bc, const bench_options_t *options)
+{
+    (void)options;
+    snprintf(bc->gpu_note, sizeof bc->gpu_note, "no CUDA in this build");
+    return 1;
+}
+
+#endif
