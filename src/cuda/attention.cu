@@ -223,31 +223,6 @@ static __device__ __forceinline__ void issue_page_load(SmemPlan &sm, const Atten
     }
 }
 
-/* CTA 0's thread 0: issue every page whose slot both CTAs have released, from page
- * `next` on; returns the new next page. blocking: wait for the first slot (used when the
- * consumers need that page now), else only try. The loads of page j (slot j % kStages,
- * round j / kStages) need phase (round - 1) of that slot's empty barrier. */
-template <int CLUSTER>
-static __device__ __forceinline__ int refill(SmemPlan &sm, const AttentionParams &p, int next, int num_pages,
-                                             int kv_head, uint64_t l2_policy, bool blocking)
-{
-    while (next < num_pages) {
-        const int s = next % kStages;
-        const uint32_t round = next / kStages; // >= 1: the first kStages pages are issued up front
-        const uint32_t parity = (round - 1) & 1;
-        const bool free_slot = CLUSTER == 2 ? mbarrier_try_wait_parity_acquire_cluster(&sm.empty[s], parity)
-                                            : mbarrier_try_wait_parity(&sm.empty[s], parity);
-        if (!free_slot) {
-            if (!blocking) break;
-            continue;
-        }
-        issue_page_load<CLUSTER>(sm, p, next, s, kv_head, l2_policy);
-        next++;
-        blocking = false;
-    }
-    return next;
-}
-
 template <int VARIANT>
 __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __grid_constant__ AttentionParams p)
 {
@@ -329,7 +304,6 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
             if (producer) issue_page_load<kCluster>(sm, p, i, i, kv_head, keep_kv);
         }
     }
-    int next_load = kStages < num_pages ? kStages : num_pages; // producer: next page to issue
     {
         // ---- consumer warpgroup ----------------------------------------------------------
         const float k_scale = *p.k_scale, v_scale = *p.v_scale;
@@ -356,30 +330,27 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
 #pragma unroll
         for (int i = 0; i < 64; i++) o[i] = 0.0f;
         const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q);
+        const uint64_t desc_p = wgmma_desc_k_major_sw128(sm.p);
+        const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt);
         const uint32_t vt_addr = smem_u32(sm.vt), p_addr = smem_u32(sm.p);
 
 #pragma unroll 1
         for (int i = 0; i < num_pages; i++) {
             const int s = i % kStages;
-            if (producer) {
-                // Page i must have been issued before anyone waits for it.
-                while (next_load <= i) next_load = refill<kCluster>(sm, p, next_load, num_pages, kv_head, keep_kv, true);
-            }
             mbarrier_wait_parity(&sm.full[s], (i / kStages) & 1);
             // Phase (i / kStages) of full[s] is complete: arm the next one (page i + kStages)
             // before CTA 0 can issue its load.
             if (tid == 0 && i + kStages < num_pages) mbarrier_arrive_expect_tx(&sm.full[s], kStageTxBytes);
             const uint32_t members = sm.page_members[i];
             if (members != 0) { // CTA-uniform: skip pages none of this CTA's slots selected
-                uint8_t *k_tile = sm.kv[s][0], *v_tile = sm.kv[s][1];
-                const uint64_t desc_k = wgmma_desc_k_major_sw128(k_tile);
+                const uint64_t desc_k = wgmma_desc_k_major_sw128(sm.kv[s][0]);
+                wgmma_fence_operand(acc);
                 wgmma_fence();
-                wgmma_m64n128k32_f32_e4m3_ss_zero(acc, desc_q, desc_k);
 #pragma unroll
-                for (int kb = 1; kb < kHeadDim / 32; kb++)
-                    wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, 1);
+                for (int kb = 0; kb < kHeadDim / 32; kb++)
+                    wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, kb > 0);
                 wgmma_commit_group();
-                transpose_v(vt_addr, smem_u32(v_tile)); // overlaps the QK wgmma
+                transpose_v(vt_addr, smem_u32(sm.kv[s][1])); // overlaps the QK wgmma
                 wgmma_wait_group<0>();
                 wgmma_fence_operand(acc);
 
@@ -437,12 +408,11 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                 }
                 fence_proxy_async_shared_cta(); // P and V^T (generic stores) -> wgmma
                 __syncthreads();
-                const uint64_t desc_p = wgmma_desc_k_major_sw128(sm.p), desc_vt = wgmma_desc_k_major_sw128(sm.vt);
+                wgmma_fence_operand(acc);
                 wgmma_fence();
-                wgmma_m64n128k32_f32_e4m3_ss_zero(acc, desc_p, desc_vt);
 #pragma unroll
-                for (int kb = 1; kb < kPageSize / 32; kb++)
-                    wgmma_m64n128k32_f32_e4m3_ss(acc, desc_p + 2 * kb, desc_vt + 2 * kb, 1);
+                for (int kb = 0; kb < kPageSize / 32; kb++)
+                    wgmma_m64n128k32_f32_e4m3_ss(acc, desc_p + 2 * kb, desc_vt + 2 * kb, kb > 0);
                 wgmma_commit_group();
                 wgmma_wait_group<0>();
                 wgmma_fence_operand(acc);
@@ -452,14 +422,18 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                 }
             }
             // Every thread is done with slot s (wgmma reads waited, V^T reads done): release
-            // it (to CTA 0's empty barrier for a cluster). CTA 0 refills slots as soon as both
-            // CTAs released them, without waiting (the refill is retried every page).
+            // it (to CTA 0's empty barrier for a cluster). CTA 0 refills it with page
+            // i + kStages once both CTAs released it.
             __syncthreads();
             if (tid == 0) {
                 if (kCluster == 2) mbarrier_arrive_cluster(&sm.empty[s], 0);
                 else mbarrier_arrive(&sm.empty[s]);
+                if (producer && i + kStages < num_pages) {
+                    if (kCluster == 2) mbarrier_wait_parity_cluster(&sm.empty[s], (i / kStages) & 1);
+                    else mbarrier_wait_parity(&sm.empty[s], (i / kStages) & 1);
+                    issue_page_load<kCluster>(sm, p, i + kStages, s, kv_head, keep_kv);
+                }
             }
-            if (producer) next_load = refill<kCluster>(sm, p, next_load, num_pages, kv_head, keep_kv, false);
         }
 
         // ---- epilogue: o = O * v_scale / (256 l), BF16, straight to the original row -----
