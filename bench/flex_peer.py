@@ -268,6 +268,33 @@ class Layout:
         ok = (self.block_phys >= 0) & (self.block_phys < prob.num_cache_pages)
         self.page_ok = np.concatenate([ok, [False]])
 
+    def q_rows(self, prob):
+        """[Hkv, nslot * G] int64: row of q.reshape(N * Hq, D) for each folded Q row, -1 for
+        padding rows (fed zeros)."""
+        G, hq = prob.G, prob.hkv * prob.G
+        q = np.repeat(self.slot_query, G)  # [nslot * G]
+        g = np.tile(np.arange(G), self.nslot)
+        h = np.arange(prob.hkv)[:, None]
+        return np.where(q[None, :] >= 0, q[None, :] * hq + h * G + g[None, :], -1)
+
+    def kv_rows(self, prob):
+        """[Hkv, nkvb * P] int64: row of cache.reshape(slots * Hkv, D) for each folded KV
+        token (slot = physical page * P + offset), -1 where the page is outside the cache."""
+        P = prob.P
+        blk = np.repeat(np.arange(self.nkvb), P)
+        slot = self.block_phys[blk] * P + np.tile(np.arange(P), self.nkvb)
+        h = np.arange(prob.hkv)[:, None]
+        return np.where(self.page_ok[blk][None, :], slot[None, :] * prob.hkv + h, -1)
+
+    def out_rows(self, prob):
+        """[N, Hq] int64: row of the folded output out.reshape(Hkv * nslot * G, D) holding
+        o[n, h * G + g]."""
+        G = prob.G
+        h = np.arange(prob.hkv)[:, None]
+        g = np.arange(G)[None, :]
+        rows = h[None] * (self.nslot * G) + self.query_slot[:, None, None] * G + g[None]
+        return rows.reshape(prob.n, prob.hkv * G)
+
     def visible(self, prob):
         """Per (KV head, query): visible tokens |A_i| and valid pages |S_i| (SPEC §1),
         vectorised. Returns (tokens [Hkv, N] int64, pages [Hkv, N] int64)."""
@@ -468,18 +495,17 @@ def run_capture(prob, args, torch, log=print):
     q = torch.from_numpy(bf16_bits_to_f32(prob.q_bits)).to(dev).to(torch.bfloat16)  # [N, Hq, D]
     k_deq = torch.from_numpy(lut[prob.k_bits] * np.float32(prob.k_scale)).to(dev).to(torch.bfloat16)
     v_deq = torch.from_numpy(lut[prob.v_bits] * np.float32(prob.v_scale)).to(dev).to(torch.bfloat16)
-    qf = torch.zeros(hkv, lay.nslot, G, D, dtype=torch.bfloat16, device=dev)
-    real = torch.from_numpy(lay.real_slots).to(dev)
-    queries = torch.from_numpy(lay.slot_query[lay.real_slots]).to(dev)
-    qf[:, real] = q.view(prob.n, hkv, G, D).permute(1, 0, 2, 3)[:, queries]
-    qf = qf.reshape(1, hkv, lay.nslot * G, D)
+    def gather_rows(src, rows):  # src [M, D], rows int64 [Hkv, L] (-1: zeros) -> [1, Hkv, L, D]
+        idx = torch.from_numpy(rows).to(dev)
+        got = src[idx.clamp(min=0)].masked_fill((idx < 0)[..., None], 0)
+        return got.unsqueeze(0).contiguous()
+
+    qf = gather_rows(q.reshape(-1, D), lay.q_rows(prob))
     q_copies = [qf.clone() for _ in range(COPIES)]
-    blk = np.repeat(np.arange(lay.nkvb), P)
-    tok_slot = np.where(lay.page_ok[blk], lay.block_phys[blk] * P + np.tile(np.arange(P), lay.nkvb), 0)
-    tok_ok = torch.from_numpy(lay.page_ok[blk]).to(dev)[:, None, None]
-    tok_slot_d = torch.from_numpy(tok_slot).to(dev)
-    kf = k_deq[tok_slot_d].masked_fill(~tok_ok, 0).permute(1, 0, 2).unsqueeze(0).contiguous()
-    vf = v_deq[tok_slot_d].masked_fill(~tok_ok, 0).permute(1, 0, 2).unsqueeze(0).contiguous()
+    kv_rows = lay.kv_rows(prob)
+    kf = gather_rows(k_deq.reshape(-1, D), kv_rows)
+    vf = gather_rows(v_deq.reshape(-1, D), kv_rows)
+    del kv_rows
     topk_d = torch.from_numpy(prob.topk).to(dev)
     lay_d = layout_arrays(ops, lay)
     cap_tok_d = lay_d["cap_tok"]
@@ -539,8 +565,9 @@ def run_capture(prob, args, torch, log=print):
         log(f"  compile + first call {time.time() - t0:.1f} s")
 
         # Empty rows over everything, then the FP64 reference on a sample.
-        query_slot = torch.from_numpy(lay.query_slot).to(dev)
-        o = out.reshape(hkv, lay.nslot, G, D)[:, query_slot].float()  # [Hkv, N, G, D]
+        out_rows = torch.from_numpy(lay.out_rows(prob)).to(dev)
+        o = out.reshape(-1, D)[out_rows].float()  # [N, Hq, D]
+        o = o.view(prob.n, hkv, G, D).permute(1, 0, 2, 3)  # [Hkv, N, G, D]
         empty = torch.from_numpy(pages == 0).to(dev)  # [Hkv, N]
         nan_row = torch.isnan(o).any(-1).any(-1)
         zero_row = (o == 0).all(-1).all(-1)
@@ -708,6 +735,51 @@ def brute_force_mask(prob, lay):
     return truth
 
 
+def flex_emulate(qf, kf, vf, tables, cap_tok, G, P, qpb, scale):
+    """FlexAttention's block-sparse semantics in FP64 numpy, for the self-test: each Q block
+    of qpb * G rows attends to its listed KV blocks only, partial ones through mask_value,
+    full ones unmasked; a row that sees nothing gives 0. qf [Hkv, Lq, D], kf/vf [Hkv, Lkv, D]."""
+    hkv, lq, d = qf.shape
+    out = np.zeros((hkv, lq, d))
+    rows = qpb * G
+    for h in range(hkv):
+        for b in range(lq // rows):
+            rr = np.arange(b * rows, (b + 1) * rows)
+            cols, masks = [], []
+            for j in tables["kv_idx"][h, b, :tables["kv_num"][h, b]]:
+                kk = np.arange(j * P, (j + 1) * P)
+                cols.append(kk)
+                masks.append(mask_value(tables["member"], cap_tok, G, P, h, rr[:, None], kk[None, :]))
+            if tables["full_num"] is not None:
+                for j in tables["full_idx"][h, b, :tables["full_num"][h, b]]:
+                    cols.append(np.arange(j * P, (j + 1) * P))
+                    masks.append(np.ones((rows, P), dtype=bool))
+            if not cols:
+                continue
+            kk, m = np.concatenate(cols), np.concatenate(masks, axis=1)
+            sc = np.where(m, qf[h, rr] @ kf[h, kk].T * scale, -np.inf)
+            mx = sc.max(axis=1, keepdims=True)
+            p = np.where(m, np.exp(sc - np.where(np.isfinite(mx), mx, 0)), 0.0)
+            den = p.sum(axis=1, keepdims=True)
+            out[h, rr] = np.where(den > 0, (p @ vf[h, kk]) / np.where(den > 0, den, 1), 0.0)
+    return out
+
+
+def reference_np(prob, q, k_deq, v_deq):
+    """FP64 SPEC §1 attention from the cache through the page table: o [N, Hq, D].
+    q [N, Hq, D], k_deq / v_deq [slots, Hkv, D] float64."""
+    G = prob.G
+    o = np.zeros(q.shape)
+    for h in range(prob.hkv):
+        for n in range(prob.n):
+            _, slots, _ = spec_tokens(prob, h, n)
+            if slots:
+                sc = q[n, h * G:(h + 1) * G] @ k_deq[slots, h].T * prob.scale
+                p = np.exp(sc - sc.max(axis=1, keepdims=True))
+                o[n, h * G:(h + 1) * G] = (p / p.sum(axis=1, keepdims=True)) @ v_deq[slots, h]
+    return o
+
+
 def check_tables(prob, lay, tb, truth, full_blocks, tag):
     """Block tables against the dense truth: listed = blocks with any visible element,
     full = blocks with all elements visible, disjoint, ascending ordered lists."""
@@ -819,6 +891,25 @@ def self_test(seed):
                 mt = mask_value(tt["member"], torch.from_numpy(lay.cap_tok), G, P,
                                 torch.from_numpy(hh), torch.from_numpy(qq), torch.from_numpy(kk))
                 assert np.array_equal(mt.numpy(), truth), "torch mask_mod"
+        # the whole chain on the CPU: fold Q / gather K,V through the page table, block-sparse
+        # attention as FlexAttention defines it, unfold; vs the SPEC §1 reference
+        lut = e4m3_table().astype(np.float64)
+        qd = bf16_bits_to_f32(prob.q_bits).astype(np.float64)
+        kd = lut[prob.k_bits] * prob.k_scale
+        vd = lut[prob.v_bits] * prob.v_scale
+
+        def gather(src, rows):
+            return np.where(rows[..., None] >= 0, src.reshape(-1, prob.D)[np.maximum(rows, 0)], 0.0)
+        qf, kr = gather(qd, lay.q_rows(prob)), lay.kv_rows(prob)
+        ref = reference_np(prob, qd, kd, vd)
+        for full_blocks in (True, False):
+            tb = build_tables(NumpyOps(), prob.topk, layout_arrays(NumpyOps(), lay), lay.nkvb,
+                              P, lay.qpb, full_blocks)
+            out = flex_emulate(qf, gather(kd, kr), gather(vd, kr), tb, lay.cap_tok, G, P, lay.qpb,
+                               prob.scale)
+            o = out.reshape(-1, prob.D)[lay.out_rows(prob)]
+            err = np.abs(o - ref).max()
+            assert err < 1e-9, f"trial {trial}: folded block-sparse attention differs by {err}"
         # visible-token counts against the truth
         tokens, pages = lay.visible(prob)
         assert tokens.sum() * G == truth.sum(), "visible tokens"
@@ -829,7 +920,8 @@ def self_test(seed):
         checked += truth.size
         counts[2:] += [(pages == 0).sum(), (~lay.page_ok[:-1]).sum()]
     assert counts.min() > 0, f"the random problems miss a case: {counts}"
-    print(f"  mask tables and mask_mod: 12 random problems ({checked} elements; {counts[0]} "
+    print(f"  mask tables, mask_mod and the folded attention (numpy FlexAttention emulation vs "
+          f"the FP64 reference): 12 random problems ({checked} elements; {counts[0]} "
           f"partial, {counts[1]} full blocks, {counts[2]} empty rows, {counts[3]} pages outside "
           f"the cache) match SPEC §1{' (numpy and torch)' if torch is not None else ' (numpy)'}")
 
