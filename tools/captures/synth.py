@@ -10,9 +10,11 @@ page cp = c // P):
 1. the own page cp (always);
 2. the sink page 0 with probability `p_sink`;
 3. the `n_local` pages just before cp (cp-1, cp-2, ...);
-4. from the query's *mode's* hot set, each free slot with probability `p_hot`, drawn
+4. each retrieved page of the previous query of the same mode, kept with probability
+   `p_keep` (real selections change slowly from one query to the next);
+5. from the query's *mode's* hot set, each free slot with probability `p_hot`, drawn
    by rank weight `rank^-hot_zipf` among the mode's `hot_size` pages (no repeats);
-5. the remaining slots uniformly among all eligible pages.
+6. the remaining slots uniformly among all eligible pages.
 
 Modes model the query clusters of real models (tokens of one kind select the same
 retrieval pages): every query belongs to one of `n_modes` modes; a query keeps the
@@ -37,7 +39,7 @@ import numpy as np
 PAGE = 128
 TOPK = 16
 
-DEFAULTS = dict(p_sink=0.9, n_local=2, p_hot=0.7, hot_size=24, hot_zipf=1.0,
+DEFAULTS = dict(p_sink=0.9, n_local=2, p_keep=0.8, p_hot=0.7, hot_size=24, hot_zipf=1.0,
                 n_modes=4, mode_zipf=1.0, mode_stay=0.5, drift_every=256, drift_pages=3,
                 near_frac=0.5, near_span=64)
 
@@ -65,6 +67,7 @@ def gen_head(prefix, nq, params, rng, page=PAGE, topk=TOPK):
     drift_every = max(1, int(p["drift_every"]))
     drift_pages = int(p["drift_pages"])
     near_span = max(1, int(p["near_span"]))
+    p_keep = float(p["p_keep"])
 
     def new_hot(cp, taken):
         for _ in range(64):
@@ -77,8 +80,8 @@ def gen_head(prefix, nq, params, rng, page=PAGE, topk=TOPK):
         return None
 
     hot = [[] for _ in range(n_modes)]
+    state = [[] for _ in range(n_modes)]  # each mode's current retrieved pages
     out = np.full((nq, topk), -1, np.int32)
-    modes = np.empty(nq, np.int64)
     mode = int(rng.choice(n_modes, p=mode_w))
     for i in range(nq):
         c = prefix + i
@@ -94,7 +97,6 @@ def gen_head(prefix, nq, params, rng, page=PAGE, topk=TOPK):
                     hs.append(q)
         if i > 0 and rng.random() >= p["mode_stay"]:
             mode = int(rng.choice(n_modes, p=mode_w))
-        modes[i] = mode
         want = min(topk, cp + 1)
         sel = {cp}
         if cp > 0 and rng.random() < p["p_sink"]:
@@ -102,20 +104,25 @@ def gen_head(prefix, nq, params, rng, page=PAGE, topk=TOPK):
         for d in range(1, n_local + 1):
             if len(sel) < want and cp - d >= 0:
                 sel.add(cp - d)
+        # persistence: keep each of the mode's previous retrieved pages with p_keep
+        kept = [q for q in state[mode] if q <= cp and q not in sel and rng.random() < p_keep]
+        for q in kept[:max(0, want - len(sel))]:
+            sel.add(q)
         hs = hot[mode]
-        if hs:
+        free = want - len(sel)
+        if hs and free > 0:
             cand = np.array(hs, dtype=np.int64)
             w = rank_w[:len(cand)].copy()
             ok = np.array([q <= cp and q not in sel for q in hs])
             w[~ok] = 0.0
-            free = want - len(sel)
-            n_hot = int(rng.binomial(free, p["p_hot"])) if free > 0 else 0
-            n_hot = min(n_hot, int(ok.sum()))
+            n_hot = min(int(rng.binomial(free, p["p_hot"])), int(ok.sum()))
             if n_hot > 0:
                 pick = rng.choice(len(cand), size=n_hot, replace=False, p=w / w.sum())
                 sel.update(int(x) for x in cand[pick])
         while len(sel) < want:
             sel.add(int(rng.integers(0, cp + 1)))
+        fixed = {cp, 0} | {cp - d for d in range(1, n_local + 1)}
+        state[mode] = [q for q in sel if q not in fixed]
         s = np.fromiter(sorted(sel), dtype=np.int32)
         out[i, :len(s)] = s
     return out

@@ -216,9 +216,12 @@ class Shipped(unittest.TestCase):
         out = subprocess.run([cli, "stats", "--json", f], capture_output=True, text=True)
         if out.returncode != 0:
             self.skipTest(f"pageweaver stats --json failed: {out.stderr.strip()[:200]}")
-        text = out.stdout
-        for key in ("identity", "w64", "w128"):
-            self.assertIn(str(ref[key]), text, f"{key}={ref[key]} not in CLI output")
+        doc = json.loads(out.stdout)
+        got = {g["grouping"]: g for g in doc["files"][0]["total"]["groupings"]}
+        self.assertEqual(got["identity"]["union_visits"], ref["identity"])
+        self.assertEqual(got["greedy W64"]["union_visits"], ref["w64"])
+        self.assertEqual(got["greedy W128"]["union_visits"], ref["w128"])
+        self.assertEqual(got["identity"]["selections"], ref["selected"])
 
 
 class Refusal(unittest.TestCase):

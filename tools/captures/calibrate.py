@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Statistics of the real captures and calibration of the synthetic generator.
+
+    python3 tools/captures/calibrate.py --captures captures --table captures/stats.md
+
+1. For every real capture in --captures: rho_Q and union visits under identity order,
+   W=64 and W=128 regroup (numpy Algorithm 1 of regroup_np.py, summed over KV heads).
+2. For every real capture (or those named by --fit), fits the synthetic model of
+   synth.py so that identity and W=128 union visits of its output, on the capture's own
+   geometry (prefix, queries, KV heads), match within --tol (10%); writes the fitted
+   parameters to tools/captures/presets.json (preset name = capture name without the
+   `_pre<prefix>_n<queries>` part when both chunks share it, else the full name).
+3. Writes both tables (markdown) to --table and prints them.
+
+The fit (deterministic, fixed seed): p_sink is measured on the capture (rows holding
+page 0); over a small grid of structure knobs (n_modes, mode_stay: how interleaved
+query clusters are, which sets what regrouping gains; p_hot: how concentrated the
+retrieved pages are) p_keep is bisected to match identity union visits, and the grid
+point whose W=128 visits then match best wins. Evaluated on one KV head and the last
+--fit-n queries for speed, then confirmed on the whole capture geometry, all heads.
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from pw_capture import load_capture  # noqa: E402
+from regroup_np import capture_stats  # noqa: E402
+import synth  # noqa: E402
+
+
+def real_stats(path):
+    t, meta = load_capture(path)
+    st = capture_stats(t["topk_ids"], t["cu_seqlens_q"], t["prefix_lens"], t["kv_lens"],
+                       int(meta.get("page_size", 128)))
+    st.update(name=os.path.basename(path)[:-len(".safetensors")],
+              prefix=int(t["prefix_lens"][0]), n=int(t["topk_ids"].shape[1]),
+              hkv=int(t["topk_ids"].shape[0]), ctx=int(t["kv_lens"][0]),
+              text=meta.get("text", ""), layer=meta.get("layer", ""))
+    return st
+
+
+def synth_stats(params, prefix, n, hkv, seed):
+    sel = synth.generate(prefix, n, params, kv_heads=hkv, seed=seed)
+    return capture_stats(sel, [0, n], [prefix], [prefix + n])
+
+
+def per_head(st, hkv):
+    return st["identity"] / hkv, st["w128"] / hkv
+
+
+# structural grid: for each combination, p_keep (persistence of a mode's retrieved
+# pages, which sets how fast neighbouring rows drift apart) is bisected to match
+# identity union visits; the combination whose W=128 visits then match best wins.
+GRID = {
+    "n_modes": [1, 2, 3, 4, 6],
+    "mode_stay": [0.0, 0.5, 0.8],
+    "p_hot": [0.3, 0.7, 1.0],
+}
+FIXED = dict(p_sink=0.6, n_local=0, hot_size=32, hot_zipf=1.0, near_frac=0.25)
+
+
+def fit(target, seed=1, fit_n=4096, log=print):
+    """Fit synth parameters to one real capture's per-head identity / W128 visits,
+    evaluated on fit_n queries at the end of the capture's chunk (same context), one
+    KV head. Returns (params, relative errors on the fit rows)."""
+    n = min(fit_n, target["n"])
+    pre = target["prefix"] + target["n"] - n
+    tgt_id, tgt_w = target["fit_target"]
+    base = dict(synth.DEFAULTS, **FIXED)
+    # sink probability from the capture itself (fraction of rows holding page 0)
+    base["p_sink"] = round(float(target["sink_rate"]), 3)
+
+    def run(params):
+        s = synth_stats(params, pre, n, 1, seed)
+        return s["identity"] / tgt_id - 1, s["w128"] / tgt_w - 1
+
+    best = None
+    import itertools
+    for combo in itertools.product(*GRID.values()):
+        params = dict(base, **dict(zip(GRID.keys(), combo)))
+        lo, hi = 0.0, 1.0
+        for _ in range(7):  # identity visits fall as p_keep rises
+            params["p_keep"] = round((lo + hi) / 2, 4)
+            ei, ew = run(params)
+            if ei > 0:
+                lo = params["p_keep"]
+            else:
+                hi = params["p_keep"]
+        ei, ew = run(params)
+        score = ei * ei + ew * ew
+        if best is None or score < best[0]:
+            best = (score, dict(params), (ei, ew))
+    log(f"  fit rows: identity {100 * best[2][0]:+.1f}%, w128 {100 * best[2][1]:+.1f}% "
+        f"with {best[1]}")
+    return best[1], best[2]
+
+
+def subset_target(path, n):
+    """Per-head identity and W128 union visits of the last n queries of a capture."""
+    t, meta = load_capture(path)
+    ids = np.asarray(t["topk_ids"])[:, -n:]
+    pre = int(t["prefix_lens"][0]) + int(t["topk_ids"].shape[1]) - n
+    st = capture_stats(ids, [0, n], [pre], [pre + n], int(meta.get("page_size", 128)))
+    return st["identity"] / ids.shape[0], st["w128"] / ids.shape[0]
+
+
+def fmt_table(rows):
+    out = ["| capture | text | layer | prefix | queries | context | rho_Q identity | "
+           "union visits identity | W64 | W128 | reduction W64 % | reduction W128 % |",
+           "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for s in rows:
+        out.append(f"| {s['name']} | {s['text']} | {s['layer']} | {s['prefix']} | {s['n']} | "
+                   f"{s['ctx']} | {s['rho_identity']:.3f} | {s['identity']} | {s['w64']} | "
+                   f"{s['w128']} | {100 * s['reduction_w64']:.2f} | "
+                   f"{100 * s['reduction_w128']:.2f} |")
+    return "\n".join(out)
+
+
+def fmt_calib(rows):
+    out = ["| preset (real capture) | rho_Q identity real / synth | identity real / synth "
+           "(err %) | W128 real / synth (err %) | reduction W128 % real / synth |",
+           "| --- | --- | --- | --- | --- |"]
+    for r, s in rows:
+        ei = 100 * (s["identity"] / r["identity"] - 1)
+        ew = 100 * (s["w128"] / r["w128"] - 1)
+        out.append(f"| {r['name']} | {r['rho_identity']:.3f} / {s['rho_identity']:.3f} | "
+                   f"{r['identity']} / {s['identity']} ({ei:+.1f}) | {r['w128']} / "
+                   f"{s['w128']} ({ew:+.1f}) | {100 * r['reduction_w128']:.2f} / "
+                   f"{100 * s['reduction_w128']:.2f} |")
+    return "\n".join(out)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--captures", default=os.path.join(HERE, "..", "..", "captures"))
+    ap.add_argument("--table", default=None, help="markdown file for both tables")
+    ap.add_argument("--fit", default="all", help="'all', 'none' or comma-separated names")
+    ap.add_argument("--fit-n", type=int, default=4096, help="queries per fit evaluation")
+    ap.add_argument("--tol", type=float, default=0.10)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args(argv)
+
+    files = sorted(glob.glob(os.path.join(a.captures, "*.safetensors")))
+    real = []
+    for f in files:
+        _, meta = load_capture(f)
+        if meta.get("synthetic") == "1":
+            continue
+        t0 = time.time()
+        st = real_stats(f)
+        st["path"] = f
+        real.append(st)
+        print(f"{st['name']}: identity {st['identity']} w64 {st['w64']} w128 {st['w128']} "
+              f"({time.time() - t0:.1f} s)", flush=True)
+    table = fmt_table(real)
+    print(table)
+
+    presets = synth.load_presets()
+    calib = []
+    names = [s["name"] for s in real] if a.fit == "all" else \
+        [] if a.fit == "none" else a.fit.split(",")
+    for st in real:
+        if st["name"] not in names:
+            continue
+        n = min(a.fit_n, st["n"])
+        st["fit_target"] = subset_target(st["path"], n)
+        print(f"fitting {st['name']} (per-head target on last {n} queries: "
+              f"identity {st['fit_target'][0]:.0f}, w128 {st['fit_target'][1]:.0f})",
+              flush=True)
+        t_, _ = load_capture(st["path"])
+        st["sink_rate"] = float(np.mean((np.asarray(t_["topk_ids"]) == 0).any(axis=2)))
+        params, _ = fit(st, seed=a.seed, fit_n=a.fit_n)
+        full = synth_stats(params, st["prefix"], st["n"], st["hkv"], a.seed)
+        ok = (abs(full["identity"] / st["identity"] - 1) <= a.tol and
+              abs(full["w128"] / st["w128"] - 1) <= a.tol)
+        presets[st["name"]] = {"params": params, "fitted_to": st["name"],
+                               "within_tol": ok,
+                               "real": {k: st[k] for k in ("identity", "w64", "w128",
+                                                           "rho_identity")},
+                               "synth": {k: full[k] for k in ("identity", "w64", "w128",
+                                                              "rho_identity")}}
+        calib.append((st, full))
+        print(fmt_calib([(st, full)]).splitlines()[-1], "OK" if ok else "OUTSIDE TOLERANCE",
+              flush=True)
+        tmp = synth.PRESETS_FILE + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(presets, f, indent=1, sort_keys=True)
+        os.replace(tmp, synth.PRESETS_FILE)
+    ctab = fmt_calib(calib) if calib else ""
+    if ctab:
+        print(ctab)
+    if a.table:
+        tmp = a.table + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("# Capture statistics (tools/captures/calibrate.py)\n\n" + table +
+                    "\n\n## Synthetic generator calibration\n\n" + ctab + "\n")
+        os.replace(tmp, a.table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
