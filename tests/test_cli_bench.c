@@ -1,0 +1,259 @@
+/* `pageweaver bench` run as a child process, CPU part only (--cpu-only, so the test means
+ * the same on machines with and without a GPU): exit codes, --help, errors naming the file,
+ * and the --json figures against the library: union visits / C_4 of identity and
+ * regrouped orders equal pw_ref_grouping_stats, the reference check's NRMS is the FP8
+ * error's size, useful FLOP equals the visible pairs counted here.
+ *
+ * The binary is PW_CLI_PATH (set by CMake), or the PW_CLI environment variable. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "pageweaver_capture.h"
+#include "testutil.h"
+
+#ifndef PW_CLI_PATH
+#define PW_CLI_PATH "pageweaver"
+#endif
+
+static uint64_t g_seed;
+static const char *g_cli;
+static char g_tmp[64];
+static char *g_stdout, *g_stderr;
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    if (f) {
+        int ch;
+        while ((ch = fgetc(f)) != EOF) {
+            if (len + 1 >= cap) {
+                cap = cap ? cap * 2 : 4096;
+                char *grown = realloc(text, cap);
+                if (!grown) break;
+                text = grown;
+            }
+            text[len++] = (char)ch;
+        }
+        fclose(f);
+    }
+    if (!text) text = calloc(1, 1);
+    else text[len] = '\0';
+    return text;
+}
+
+/* Runs the tool with `args` (already quoted); returns its exit status, -1 on a crash. */
+static int bench(const char *args)
+{
+    char out[128], err[128], cmd[2048];
+    snprintf(out, sizeof out, "%s/stdout", g_tmp);
+    snprintf(err, sizeof err, "%s/stderr", g_tmp);
+    snprintf(cmd, sizeof cmd, "'%s' bench %s >'%s' 2>'%s'", g_cli, args, out, err);
+    const int status = system(cmd);
+    free(g_stdout);
+    free(g_stderr);
+    g_stdout = read_all(out);
+    g_stderr = read_all(err);
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    print_message("  pageweaver bench %s -> %d\n", args, code);
+    return code;
+}
+
+/* A small capture: 2 requests (one with a prefix), Hkv heads, G Q heads per KV head,
+ * Top-16 rows mixing a drifting hot set, the query's own page and -1 padding. Q/K/V are not
+ * stored: the tool generates them. */
+static pw_capture_t *small_capture(pw_rng_t *rng, int32_t hkv, int32_t g)
+{
+    pw_problem_t p = PW_PROBLEM_INIT;
+    p.num_tokens = 300;
+    p.num_requests = 2;
+    p.num_kv_heads = hkv;
+    p.q_heads_per_kv = g;
+    p.max_pages_per_request = 21; /* ceil(max kv_len / P): the synthesised page table */
+    pw_capture_t *c = NULL;
+    assert_pw_ok(pw_capture_create(&p, 0, &c));
+    const int32_t qlen[2] = {180, 120}, prefix[2] = {0, 2500};
+    c->cu_seqlens_q[0] = 0;
+    for (int r = 0; r < 2; r++) {
+        c->cu_seqlens_q[r + 1] = c->cu_seqlens_q[r] + qlen[r];
+        c->prefix_lens[r] = prefix[r];
+        c->kv_lens[r] = prefix[r] + qlen[r];
+    }
+    for (int32_t h = 0; h < hkv; h++)
+        for (int r = 0; r < 2; r++)
+            for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
+                const int64_t pos = prefix[r] + (i - c->cu_seqlens_q[r]), own = pos / 128;
+                int32_t *row = c->topk_ids + ((int64_t)h * p.num_tokens + i) * 16;
+                for (int k = 0; k < 16; k++) {
+                    const int64_t u = pw_rng_range(rng, 0, 9);
+                    if (k == 0) row[k] = (int32_t)own;
+                    else if (u < 2) row[k] = -1;
+                    else if (u < 7) row[k] = (int32_t)((own + pw_rng_range(rng, 0, 5) + i / 40) % (own + 1));
+                    else row[k] = (int32_t)pw_rng_range(rng, 0, own);
+                }
+            }
+    return c;
+}
+
+static double visible_pairs(const pw_capture_t *c)
+{
+    const pw_problem_t *p = &c->problem;
+    double pairs = 0;
+    for (int32_t h = 0; h < p->num_kv_heads; h++)
+        for (int32_t r = 0; r < p->num_requests; r++)
+            for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
+                const int64_t pos = c->prefix_lens[r] + (i - c->cu_seqlens_q[r]);
+                const int32_t *row = c->topk_ids + ((int64_t)h * p->num_tokens + i) * 16;
+                /* brute force over tokens: t visible iff its page is in the row and t <= pos */
+                for (int64_t t = 0; t <= pos && t < c->kv_lens[r]; t++) {
+                    int hit = 0;
+                    for (int k = 0; k < 16 && !hit; k++) hit = row[k] == t / 128;
+                    pairs += hit;
+                }
+            }
+    return pairs;
+}
+
+static double json_number(const cJSON *obj, const char *path)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    const cJSON *at = obj;
+    for (char *save = NULL, *key = strtok_r(buf, ".", &save); key; key = strtok_r(NULL, ".", &save)) {
+        at = cJSON_GetObjectItemCaseSensitive(at, key);
+        if (!at) fail_msg("JSON has no %s", path);
+    }
+    if (!cJSON_IsNumber(at)) fail_msg("JSON %s is not a number", path);
+    return at->valuedouble;
+}
+
+static void test_usage(void **state)
+{
+    (void)state;
+    assert_int_equal(bench("--help"), 0);
+    assert_non_null(strstr(g_stdout, "usage: pageweaver bench"));
+    assert_non_null(strstr(g_stdout, "CUDA graph"));
+    assert_int_equal(bench(""), 2);
+    assert_int_equal(bench("--bogus x.safetensors"), 2);
+    assert_int_equal(bench("--replays 0 x.safetensors"), 2);
+    assert_int_equal(bench("--copies 9 x.safetensors"), 2);
+    assert_int_equal(bench("--cpu-only -q /nonexistent/none.safetensors"), 1);
+    assert_non_null(strstr(g_stderr, "none.safetensors"));
+}
+
+static void test_cpu_figures(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed);
+    pw_capture_t *c = small_capture(&rng, 2, 16);
+    char path[128], json_path[128], args[512];
+    snprintf(path, sizeof path, "%s/small.safetensors", g_tmp);
+    snprintf(json_path, sizeof json_path, "%s/bench.json", g_tmp);
+    assert_pw_ok(pw_capture_write(path, c, 0));
+    snprintf(args, sizeof args, "--cpu-only --check-rows 12 --seed 5 --json '%s' '%s'", json_path, path);
+    assert_int_equal(bench(args), 0);
+    assert_non_null(strstr(g_stdout, "no timings"));
+    assert_non_null(strstr(g_stdout, "guarded W128"));
+    assert_non_null(strstr(g_stderr, "[bench]")); /* progress lines */
+    char *text = read_all(json_path);
+    cJSON *doc = cJSON_Parse(text);
+    free(text);
+    assert_non_null(doc);
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(doc, "gpu")));
+    const cJSON *cap = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "captures"), 0);
+    assert_non_null(cap);
+
+    const pw_requests_t rq = pw_capture_requests(c);
+    const struct {
+        const char *key;
+        pw_regroup_mode_t mode;
+        int32_t window;
+    } cases[] = {{"identity", PW_REGROUP_IDENTITY, 0},      {"guarded_w64", PW_REGROUP_GUARDED, 64},
+                 {"guarded_w128", PW_REGROUP_GUARDED, 128}, {"greedy_w128", PW_REGROUP_GREEDY, 128},
+                 {"greedy_w512", PW_REGROUP_GREEDY, 512},   {"greedy_w2048", PW_REGROUP_GREEDY, 2048}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pw_grouping_t g = PW_GROUPING_INIT;
+        g.mode = cases[i].mode;
+        g.window = cases[i].window;
+        pw_union_stats_t want;
+        assert_pw_ok(pw_ref_grouping_stats(&c->problem, c->topk_ids, &rq, &g, &want, NULL));
+        char key[96];
+        snprintf(key, sizeof key, "groupings.%s.union_visits", cases[i].key);
+        assert_int_equal((int64_t)json_number(cap, key), want.union_visits);
+        snprintf(key, sizeof key, "groupings.%s.c4", cases[i].key);
+        assert_int_equal((int64_t)json_number(cap, key), want.c4);
+        snprintf(key, sizeof key, "groupings.%s.selections", cases[i].key);
+        assert_int_equal((int64_t)json_number(cap, key), want.selections);
+    }
+    /* A random order within requests keeps the selections and loses reuse. */
+    assert_true(json_number(cap, "groupings.random.union_visits") > json_number(cap, "groupings.identity.union_visits"));
+    assert_int_equal((int64_t)json_number(cap, "groupings.random.selections"),
+                     (int64_t)json_number(cap, "groupings.identity.selections"));
+    const double pairs = visible_pairs(c);
+    print_message("  visible pairs %.0f, JSON %.0f\n", pairs, json_number(cap, "problem.visible_pairs"));
+    assert_true(pairs > 0);
+    assert_true(fabs(json_number(cap, "problem.visible_pairs") - pairs) < 0.5);
+    assert_true(fabs(json_number(cap, "problem.useful_flop") - pairs * 16 * 128 * 4) < 1.0);
+    assert_int_equal((int)json_number(cap, "reference_check.rows"), 12);
+    const double nrms = json_number(cap, "reference_check.nrms_emulate_vs_exact");
+    print_message("  FP8-emulating vs exact NRMS %.4f\n", nrms);
+    assert_true(nrms > 0.005 && nrms < 0.08); /* the size of the FP8 error (~3.6%), not 0, not a bug */
+    cJSON_Delete(doc);
+    remove(json_path);
+    remove(path);
+    pw_capture_free(c);
+}
+
+/* A shape without a GPU path (G = 4) still gets the CPU figures. */
+static void test_cpu_other_shape(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x4444u);
+    pw_capture_t *c = small_capture(&rng, 1, 4);
+    char path[128], args[256];
+    snprintf(path, sizeof path, "%s/g4.safetensors", g_tmp);
+    assert_pw_ok(pw_capture_write(path, c, 0));
+    snprintf(args, sizeof args, "-q --no-rates --check-rows 4 '%s'", path);
+    assert_int_equal(bench(args), 0);
+    assert_non_null(strstr(g_stdout, "G=4"));
+    assert_non_null(strstr(g_stdout, "reference check on 4 rows"));
+    remove(path);
+    pw_capture_free(c);
+}
+
+int main(int argc, char **argv)
+{
+    g_seed = pw_test_seed(argc, argv);
+    g_cli = getenv("PW_CLI") ? getenv("PW_CLI") : PW_CLI_PATH;
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/pw_cli_bench_XXXXXX");
+    if (!mkdtemp(g_tmp)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_usage),
+        cmocka_unit_test(test_cpu_figures),
+        cmocka_unit_test(test_cpu_other_shape),
+    };
+    const int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    char path[128];
+    snprintf(path, sizeof path, "%s/stdout", g_tmp);
+    remove(path);
+    snprintf(path, sizeof path, "%s/stderr", g_tmp);
+    remove(path);
+    rmdir(g_tmp);
+    free(g_stdout);
+    free(g_stderr);
+    return rc;
+}
