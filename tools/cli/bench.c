@@ -651,6 +651,8 @@ static int write_json(const char *path, const bench_options_t *o, const bench_ra
         cJSON_AddNumberToObject(rj, "l2_read_tbps", rates->l2_read_tbps);
         cJSON_AddNumberToObject(rj, "l2_buffer_mib", rates->l2_buffer_mib);
         cJSON_AddNumberToObject(rj, "fp8_gemm_tflops", rates->fp8_gemm_tflops);
+        cJSON_AddNumberToObject(rj, "fp8_gemm_tflops_precise_accum", rates->fp8_gemm_tflops_precise);
+        cJSON_AddNumberToObject(rj, "fp8_gemm_tflops_fast_accum", rates->fp8_gemm_tflops_fast_accum);
         cJSON_AddNumberToObject(rj, "gemm_size", rates->gemm_size);
     } else {
         cJSON_AddStringToObject(rj, "note", rates->error);
@@ -743,9 +745,12 @@ int pw_cli_bench(int argc, char **argv)
         if (!o.quiet) fprintf(stderr, "[bench] measuring L2 read bandwidth and the FP8 GEMM rate\n");
         bench_gpu_rates(&rates);
         if (rates.measured)
-            printf("measured rates: L2 read %.2f TB/s (%.0f MiB buffer, 16-byte .cg loads), dense FP8 GEMM %.0f "
-                   "TFLOP/s (cuBLASLt e4m3 %d^3, TN, bf16 out, FP32 accumulate)\n",
-                   rates.l2_read_tbps, rates.l2_buffer_mib, rates.fp8_gemm_tflops, rates.gemm_size);
+            printf("measured rates: L2 read %.2f TB/s (%.0f MiB buffer, 16-byte .cg loads); dense FP8 GEMM %.0f "
+                   "TFLOP/s (cuBLASLt e4m3 %d^3, TN, bf16 out; fast accumulation %.0f, default %.0f): floors use "
+                   "%.2f TB/s and %.0f TFLOP/s\n",
+                   rates.l2_read_tbps, rates.l2_buffer_mib, rates.fp8_gemm_tflops, rates.gemm_size,
+                   rates.fp8_gemm_tflops_fast_accum, rates.fp8_gemm_tflops_precise, rates.l2_read_tbps,
+                   rates.fp8_gemm_tflops);
         else
             printf("rates not measured (%s): no floors\n", rates.error);
     }

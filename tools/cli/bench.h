@@ -67,7 +67,9 @@ typedef struct bench_arm_result {
 typedef struct bench_rates {
     int measured;
     double l2_read_tbps;   /* TB/s (1e12 B/s) */
-    double fp8_gemm_tflops;
+    double fp8_gemm_tflops;            /* the faster of the two below (used by the floors) */
+    double fp8_gemm_tflops_precise;    /* cuBLASLt default accumulation */
+    double fp8_gemm_tflops_fast_accum; /* CUBLASLT_MATMUL_DESC_FAST_ACCUM = 1 */
     double l2_buffer_mib;
     int gemm_size;
     char error[200];

@@ -172,8 +172,10 @@ static int measure_l2(bench_rates_t *r, char *err, size_t errsz)
     } while (0)
 
 /* Dense FP8 GEMM D[M,N] (bf16) = A^T B with A, B e4m3 stored K-major (cuBLASLt's FP8 "TN"
- * layout), M = N = K = n, FP32 accumulation; the median of timed calls. */
-static int measure_gemm(bench_rates_t *r, char *err, size_t errsz)
+ * layout), M = N = K = n, FP32 accumulation, with or without cuBLASLt's fast accumulation
+ * (no periodic promotion of the tensor-core accumulator, as in our kernels within a page);
+ * the median of timed calls. */
+static int measure_gemm(int fast_accum, double *tflops, char *err, size_t errsz)
 {
     const int n = 8192;
     const size_t elems = (size_t)n * n, ws_bytes = (size_t)64 << 20;
@@ -203,6 +205,8 @@ static int measure_gemm(bench_rates_t *r, char *err, size_t errsz)
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    const int8_t fast = (int8_t)(fast_accum != 0);
+    LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
     LT_TRY(cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, n, n, n)); /* [K, M] column-major */
     LT_TRY(cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, n, n, n)); /* [K, N] column-major */
     LT_TRY(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, n, n, n));    /* [M, N] column-major */
@@ -232,8 +236,7 @@ static int measure_gemm(bench_rates_t *r, char *err, size_t errsz)
     }
     bench_timing_t t;
     summarise(ms, reps, &t);
-    r->fp8_gemm_tflops = 2.0 * n * (double)n * n / (t.median_ms * 1e-3) / 1e12;
-    r->gemm_size = n;
+    *tflops = 2.0 * n * (double)n * n / (t.median_ms * 1e-3) / 1e12;
     rc = 0;
     goto done;
 cuda_fail:
@@ -261,7 +264,12 @@ void bench_gpu_rates(bench_rates_t *r)
     char *err = r->error;
     const size_t errsz = sizeof r->error;
     if (measure_l2(r, err, errsz) != 0) return;
-    if (measure_gemm(r, err, errsz) != 0) return;
+    if (measure_gemm(0, &r->fp8_gemm_tflops_precise, err, errsz) != 0) return;
+    if (measure_gemm(1, &r->fp8_gemm_tflops_fast_accum, err, errsz) != 0) return;
+    /* The floor uses the faster of the two: what a dense FP8 kernel can reach. */
+    r->fp8_gemm_tflops = r->fp8_gemm_tflops_fast_accum > r->fp8_gemm_tflops_precise ? r->fp8_gemm_tflops_fast_accum
+                                                                                     : r->fp8_gemm_tflops_precise;
+    r->gemm_size = 8192;
     r->measured = 1;
 }
 
