@@ -467,8 +467,8 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
  * PER_QUERY), *meta the device union metadata (all NULL for PER_QUERY), and *grouping the
  * group boundaries (window, group size 8). Any output pointer may be NULL. After the call
  * has completed, these can be copied back for statistics (pw_union_stats) or checks.
- * Errors: PW_ERROR_INVALID_ARGUMENT (NULL plan, workspace NULL or too small when the
- *         plan needs one). */
+ * Errors: PW_ERROR_INVALID_ARGUMENT (NULL plan, workspace NULL when the plan needs one),
+ *         PW_ERROR_INSUFFICIENT_WORKSPACE (workspace_bytes below pw_plan_workspace_size). */
 pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
                                     size_t workspace_bytes, int32_t **perm,
                                     pw_union_meta_t *meta, pw_grouping_t *grouping);
