@@ -12,7 +12,8 @@
  * >= 96 MiB (more than the 50 MiB L2: every call starts cold, as after a selector that
  * wrote other data since). 3 warm-up replays, then N timed replays, CUDA events around
  * each replay; time per call = replay time / C (so it includes the in-graph gap between
- * kernel nodes, ~1 us or less). Also printed: the same with one input copy (L2-warm ids).
+ * kernel nodes, printed once as the per-call time of a near-empty kernel node). Also
+ * printed: the same with one input copy (L2-warm ids).
  * Statistics: median, p10, p90 of the per-call time over the replays.
  *
  * Union visits of the identity grouping and of greedy/guarded W64/W128 come from the GPU
@@ -239,6 +240,57 @@ static int visits_of(bench_problem_t *b, const pw_grouping_t *g, pw_union_stats_
     return same;
 }
 
+/* Per-call time of a near-empty kernel node (pw_regroup IDENTITY on 8 rows, 1 KV head) in
+ * a graph of 64 such calls: the launch gap included in every per-call figure above. */
+static float graph_node_floor(int replays)
+{
+    pw_problem_t p = PW_PROBLEM_INIT;
+    p.num_tokens = 8;
+    p.max_pages_per_request = 1;
+    const int32_t cu[2] = {0, 8}, zero[1] = {0}, kv[1] = {8};
+    pw_requests_t rq = {dev_copy(cu, 8), dev_copy(zero, 4), dev_copy(kv, 4), NULL, 0};
+    int32_t *ids = dev_alloc(8 * 16 * 4), *perm = dev_alloc(8 * 4);
+    pw_grouping_t g = PW_GROUPING_INIT;
+    g.mode = PW_REGROUP_IDENTITY;
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    const int calls = 64;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    for (int c = 0; c < calls; c++) PK(pw_regroup(&p, ids, &rq, &g, perm, NULL, 0, (pw_stream_t)st));
+    CK(cudaStreamEndCapture(st, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    float *us = malloc(sizeof(float) * (size_t)replays);
+    for (int i = 0; i < 3; i++) CK(cudaGraphLaunch(exec, st));
+    for (int i = 0; i < replays; i++) {
+        float ms = 0;
+        CK(cudaEventRecord(a, st));
+        CK(cudaGraphLaunch(exec, st));
+        CK(cudaEventRecord(b, st));
+        CK(cudaEventSynchronize(b));
+        CK(cudaEventElapsedTime(&ms, a, b));
+        us[i] = ms * 1000.0f / (float)calls;
+    }
+    qsort(us, (size_t)replays, sizeof *us, cmp_float);
+    const float median = us[replays / 2];
+    free(us);
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    CK(cudaStreamDestroy(st));
+    CK(cudaFree(ids));
+    CK(cudaFree(perm));
+    CK(cudaFree((void *)rq.cu_seqlens_q));
+    CK(cudaFree((void *)rq.prefix_lens));
+    CK(cudaFree((void *)rq.kv_lens));
+    return median;
+}
+
 static void bench_capture(const char *path, int32_t hkv, int replays)
 {
     pw_capture_t *c = NULL;
@@ -351,6 +403,9 @@ int main(int argc, char **argv)
            prop.name, prop.multiProcessorCount, replays);
     printf("paper (H200, 1 KV head, 15,272 queries): W64 19.3-19.5 us, W128 34.6-34.9 us "
            "(grouping alone); targets: W64 <= 6 us, W128 <= 10 us, union prepare <= 5 us\n");
+    printf("graph node floor (near-empty kernel, graph of 64): %.2f us per call, included in "
+           "every figure below\n",
+           graph_node_floor(replays));
     printf("%-36s %4s %-16s %4s %4s | %8s %8s %8s | %8s\n", "capture", "Hkv", "kernel", "W",
            "cpy", "median", "p10", "p90", "L2-warm");
     for (int f = 0; f < nfiles; f++)
