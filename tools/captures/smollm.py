@@ -39,7 +39,7 @@ def find_model_file():
 
 
 class SmolLM:
-    def __init__(self, path=None):
+    def __init__(self, path=None, rope_ntk=1.0):
         import gguf  # imported here so a missing package gives a clear message upstream
         from gguf import quants
 
@@ -55,7 +55,12 @@ class SmolLM:
         self.n_head = int(val("llama.attention.head_count"))
         self.n_kv = int(val("llama.attention.head_count_kv"))
         self.head_dim = self.d_model // self.n_head
-        self.rope_base = float(val("llama.rope.freq_base"))
+        self.rope_base_trained = float(val("llama.rope.freq_base"))
+        # NTK-aware RoPE scaling (factor s: base * s^(D/(D-2))), 1.0 = none
+        self.rope_ntk = float(rope_ntk)
+        self.rope_base = self.rope_base_trained * self.rope_ntk ** (
+            self.head_dim / (self.head_dim - 2)) if self.rope_ntk != 1.0 else \
+            self.rope_base_trained
         self.eps = float(val("llama.attention.layer_norm_rms_epsilon"))
         self.train_ctx = int(val("llama.context_length"))
         self.name = str(val("general.name"))
