@@ -125,9 +125,12 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
     const int32_t t = (int32_t)blockIdx.x;
 
     /* --- Window of this CTA. Sparse numbering, no scan over requests: request r owns
-     * CTAs [cu[r]/W + r, cu[r]/W + r + windows_r), disjoint for consecutive requests
-     * because floor(a/W) + ceil(q/W) <= floor((a+q)/W) + 1; floor(N/W) + R CTAs cover
-     * every window and the surplus ones exit. */
+     * CTAs [first_r, first_r + windows_r) with first_r = cu[r]/W + r, disjoint for
+     * consecutive requests because floor(a/W) + ceil(q/W) <= floor((a+q)/W) + 1;
+     * floor(N/W) + R CTAs cover every window and the surplus ones exit. first_r grows
+     * with r, so the CTA finds the last r with first_r <= t by a W-ary search: each round
+     * samples W requests and counts (one barrier) how many start at or before t; one
+     * round when R <= W, log_W(R) rounds in general. */
     if (tid == 0) {
         sm.found = 0;
         sm.num_pages = 0;
@@ -139,21 +142,38 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
             keys4[x] = make_int4(kEmptyKey, kEmptyKey, kEmptyKey, kEmptyKey);
     }
     __syncthreads();
-    for (int32_t r = tid; r < p.num_requests; r += W) {
-        int32_t b, e;
-        const bool ok = pw_dev::request_rows(p.cu_seqlens, r, p.num_tokens, &b, &e);
-        const int32_t prefix = __ldg(p.prefix_lens + r), kv_len = __ldg(p.kv_lens + r);
-        if (!ok) continue;
-        const int32_t first = b / W + r;
-        const int32_t windows = (e - b) / W + ((e - b) % W != 0);
-        if (t >= first && t - first < windows) {
-            const int32_t offset = (t - first) * W;
-            sm.row0 = b + offset;
-            sm.len = min(W, e - b - offset);
-            sm.c0 = prefix + offset;
-            sm.kv_len = kv_len;
-            sm.found = 1;
+    for (int32_t lo = 0, hi = p.num_requests;;) { /* the request is in [lo, hi) */
+        const int32_t step = (hi - lo) / W + ((hi - lo) % W != 0);
+        const int32_t r = lo + tid * step;
+        bool starts_by_t = false;
+        int32_t b = 0, e = 0, prefix = 0, kv_len = 0;
+        if (r < hi) {
+            b = __ldg(p.cu_seqlens + r);
+            if (step == 1) { /* last round: everything the owner needs, in one trip */
+                e = __ldg(p.cu_seqlens + r + 1);
+                prefix = __ldg(p.prefix_lens + r);
+                kv_len = __ldg(p.kv_lens + r);
+            }
+            starts_by_t = b >= 0 && b / W + r <= t;
         }
+        const int32_t count = __syncthreads_count(starts_by_t); /* a prefix of the samples */
+        if (step == 1) {
+            if (count > 0 && tid == count - 1 && e >= b && e <= p.num_tokens) {
+                const int32_t k = t - (b / W + r); /* window of request r */
+                const int32_t windows = (e - b) / W + ((e - b) % W != 0);
+                if (k < windows) {
+                    sm.row0 = b + k * W;
+                    sm.len = min(W, e - b - k * W);
+                    sm.c0 = prefix + k * W;
+                    sm.kv_len = kv_len;
+                    sm.found = 1;
+                }
+            }
+            break;
+        }
+        if (count == 0) break; /* only with a broken cu_seqlens (cu[0] != 0) */
+        lo += (count - 1) * step;
+        hi = min(hi, lo + step);
     }
     __syncthreads();
     if (!sm.found) return;
@@ -397,6 +417,8 @@ pw_status_t check_regroup_args(const pw_problem_t *problem, const int32_t *topk_
         return pw_fail(PW_ERROR_UNSUPPORTED, "pw_regroup: num_kv_heads %d > 65535",
                        problem->num_kv_heads);
     if (grouping->mode == PW_REGROUP_IDENTITY) return PW_SUCCESS;
+    if ((int64_t)problem->num_tokens / 64 + problem->num_requests > (int64_t)INT32_MAX)
+        return pw_fail(PW_ERROR_UNSUPPORTED, "pw_regroup: N / 64 + R exceeds 2^31 - 1 CTAs");
     if (grouping->window != 64 && grouping->window != 128)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "pw_regroup: grouping.window is %d; the GPU regroup supports 64 and 128",
