@@ -485,6 +485,11 @@ static void test_edges(void **state)
     make_case(&hc, &rng, 10, tiny_q, tiny_p, 3, 16, 128, KIND_RANDOM, "tiny requests");
     check_case(&hc, 0, 1);
     free_case(&hc);
+    /* No queries at all (N = 0): num_groups must still be written, as zeros. */
+    const int32_t z_q[2] = {0, 0}, z_p[2] = {10, 0};
+    make_case(&hc, &rng, 2, z_q, z_p, 2, 16, 128, KIND_RANDOM, "N = 0");
+    check_case(&hc, 0, 1);
+    free_case(&hc);
     /* All -1 rows. */
     const int32_t e_q[2] = {200, 61}, e_p[2] = {1000, 0};
     make_case(&hc, &rng, 2, e_q, e_p, 2, 16, 128, KIND_EMPTY, "all -1");
