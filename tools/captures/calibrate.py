@@ -13,11 +13,13 @@
 3. Writes both tables (markdown) to --table and prints them.
 
 The fit (deterministic, fixed seed): p_sink is measured on the capture (rows holding
-page 0); over a small grid of structure knobs (n_modes, mode_stay: how interleaved
-query clusters are, which sets what regrouping gains; p_hot: how concentrated the
-retrieved pages are) p_keep is bisected to match identity union visits, and the grid
-point whose W=128 visits then match best wins. Evaluated on one KV head and the last
---fit-n queries for speed, then confirmed on the whole capture geometry, all heads.
+page 0). The targets are the capture's per-KV-head identity and W=128 union visits on
+--fit-slices slices of --fit-rows queries spread over the chunk; the synthetic model
+runs one KV head on exactly those rows (after 256 warm-up rows). For each structure
+candidate (n_modes x p_hot), mode_stay is bisected to match the W128/identity ratio
+(the regroup gain) and, inside each step, p_keep is bisected to match identity visits;
+the evaluated point with the smallest squared relative errors wins. The preset is then
+checked on the capture's whole geometry (all queries, all KV heads).
 """
 import argparse
 import glob
@@ -53,64 +55,97 @@ def synth_stats(params, prefix, n, hkv, seed):
     return capture_stats(sel, [0, n], [prefix], [prefix + n])
 
 
-def per_head(st, hkv):
-    return st["identity"] / hkv, st["w128"] / hkv
+WARM = 256  # synthetic rows generated and dropped before each fit slice
 
 
-# structural grid: for each combination, p_keep (persistence of a mode's retrieved
+def slices_of(st, n_slices, rows):
+    """n_slices windows of `rows` queries spread evenly over the capture's chunk, as
+    (query offset, first position); offsets are multiples of 128 (regroup windows)."""
+    step = (st["n"] - rows) // max(1, n_slices - 1) if n_slices > 1 else 0
+    return [((k * step) // 128 * 128, st["prefix"] + (k * step) // 128 * 128)
+            for k in range(n_slices)]
+
+
+def real_slice_target(path, st, slices, rows):
+    """Per-KV-head mean identity and W128 union visits of the real rows of the slices."""
+    t, meta = load_capture(path)
+    ids = np.asarray(t["topk_ids"])
+    tot_i = tot_w = 0
+    for off, pos in slices:
+        s = capture_stats(ids[:, off:off + rows], [0, rows], [pos], [pos + rows],
+                          int(meta.get("page_size", 128)))
+        tot_i += s["identity"]
+        tot_w += s["w128"]
+    return tot_i / ids.shape[0], tot_w / ids.shape[0]
+
+
+def synth_slice_stats(params, slices, rows, seed):
+    """Identity and W128 union visits of one synthetic KV head on the same rows."""
+    tot_i = tot_w = 0
+    for k, (_, pos) in enumerate(slices):
+        warm = min(WARM, pos)
+        sel = synth.generate(pos - warm, rows + warm, params, 1, seed + k)[:, warm:]
+        s = capture_stats(sel, [0, rows], [pos], [pos + rows])
+        tot_i += s["identity"]
+        tot_w += s["w128"]
+    return tot_i, tot_w
+
+
+# Structure candidates; for each, mode_stay (how long a run of one query cluster lasts:
+# short runs interleave clusters, which regrouping untangles) is bisected to match the
+# W128 / identity ratio, and inside that p_keep (persistence of a mode's retrieved
 # pages, which sets how fast neighbouring rows drift apart) is bisected to match
-# identity union visits; the combination whose W=128 visits then match best wins.
+# identity union visits.
 GRID = {
-    "n_modes": [1, 2, 3, 4, 6],
-    "mode_stay": [0.0, 0.5, 0.8],
-    "p_hot": [0.3, 0.7, 1.0],
+    "n_modes": [2, 3, 4],
+    "p_hot": [0.3, 1.0],
 }
-FIXED = dict(p_sink=0.6, n_local=0, hot_size=32, hot_zipf=1.0, near_frac=0.25)
+FIXED = dict(n_local=0, hot_size=32, hot_zipf=1.0, near_frac=0.25)
 
 
-def fit(target, seed=1, fit_n=4096, log=print):
-    """Fit synth parameters to one real capture's per-head identity / W128 visits,
-    evaluated on fit_n queries at the end of the capture's chunk (same context), one
-    KV head. Returns (params, relative errors on the fit rows)."""
-    n = min(fit_n, target["n"])
-    pre = target["prefix"] + target["n"] - n
+def fit(target, seed=1, log=print):
+    """Fit synth parameters to one real capture (target holds fit_slices, fit_rows,
+    fit_target = per-head identity / W128 visits of those rows, sink_rate).
+    Returns (params, (identity error, W128 error) on the fit rows)."""
+    slices, rows = target["fit_slices"], target["fit_rows"]
     tgt_id, tgt_w = target["fit_target"]
     base = dict(synth.DEFAULTS, **FIXED)
-    # sink probability from the capture itself (fraction of rows holding page 0)
     base["p_sink"] = round(float(target["sink_rate"]), 3)
 
     def run(params):
-        s = synth_stats(params, pre, n, 1, seed)
-        return s["identity"] / tgt_id - 1, s["w128"] / tgt_w - 1
+        i, w = synth_slice_stats(params, slices, rows, seed)
+        return i / tgt_id - 1, w / tgt_w - 1, w / i
 
-    best = None
-    import itertools
-    for combo in itertools.product(*GRID.values()):
-        params = dict(base, **dict(zip(GRID.keys(), combo)))
+    def match_identity(params):
         lo, hi = 0.0, 1.0
-        for _ in range(7):  # identity visits fall as p_keep rises
+        for _ in range(6):  # identity visits fall as p_keep rises
             params["p_keep"] = round((lo + hi) / 2, 4)
-            ei, ew = run(params)
+            ei, ew, ratio = run(params)
             if ei > 0:
                 lo = params["p_keep"]
             else:
                 hi = params["p_keep"]
-        ei, ew = run(params)
-        score = ei * ei + ew * ew
-        if best is None or score < best[0]:
-            best = (score, dict(params), (ei, ew))
+        return run(params)
+
+    want_ratio = tgt_w / tgt_id
+    best = None
+    import itertools
+    for combo in itertools.product(*GRID.values()):
+        params = dict(base, **dict(zip(GRID.keys(), combo)))
+        lo, hi = 0.0, 0.995
+        for _ in range(6):  # W128/identity rises (less regroup gain) as mode_stay rises
+            params["mode_stay"] = round((lo + hi) / 2, 4)
+            ei, ew, ratio = match_identity(params)
+            score = ei * ei + ew * ew
+            if best is None or score < best[0]:
+                best = (score, dict(params), (ei, ew))
+            if ratio < want_ratio:
+                lo = params["mode_stay"]
+            else:
+                hi = params["mode_stay"]
     log(f"  fit rows: identity {100 * best[2][0]:+.1f}%, w128 {100 * best[2][1]:+.1f}% "
         f"with {best[1]}")
     return best[1], best[2]
-
-
-def subset_target(path, n):
-    """Per-head identity and W128 union visits of the last n queries of a capture."""
-    t, meta = load_capture(path)
-    ids = np.asarray(t["topk_ids"])[:, -n:]
-    pre = int(t["prefix_lens"][0]) + int(t["topk_ids"].shape[1]) - n
-    st = capture_stats(ids, [0, n], [pre], [pre + n], int(meta.get("page_size", 128)))
-    return st["identity"] / ids.shape[0], st["w128"] / ids.shape[0]
 
 
 def fmt_table(rows):
@@ -144,7 +179,9 @@ def main(argv=None):
     ap.add_argument("--captures", default=os.path.join(HERE, "..", "..", "captures"))
     ap.add_argument("--table", default=None, help="markdown file for both tables")
     ap.add_argument("--fit", default="all", help="'all', 'none' or comma-separated names")
-    ap.add_argument("--fit-n", type=int, default=4096, help="queries per fit evaluation")
+    ap.add_argument("--fit-rows", type=int, default=512, help="queries per fit slice")
+    ap.add_argument("--fit-slices", type=int, default=8, help="slices spread over a chunk")
+    ap.add_argument("--presets", default=synth.PRESETS_FILE, help="presets JSON to update")
     ap.add_argument("--tol", type=float, default=0.10)
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args(argv)
@@ -164,21 +201,23 @@ def main(argv=None):
     table = fmt_table(real)
     print(table)
 
-    presets = synth.load_presets()
+    presets = synth.load_presets(a.presets)
     calib = []
     names = [s["name"] for s in real] if a.fit == "all" else \
         [] if a.fit == "none" else a.fit.split(",")
     for st in real:
         if st["name"] not in names:
             continue
-        n = min(a.fit_n, st["n"])
-        st["fit_target"] = subset_target(st["path"], n)
-        print(f"fitting {st['name']} (per-head target on last {n} queries: "
-              f"identity {st['fit_target'][0]:.0f}, w128 {st['fit_target'][1]:.0f})",
-              flush=True)
+        rows = min(a.fit_rows, st["n"])
+        st["fit_rows"] = rows
+        st["fit_slices"] = slices_of(st, a.fit_slices, rows)
+        st["fit_target"] = real_slice_target(st["path"], st, st["fit_slices"], rows)
         t_, _ = load_capture(st["path"])
         st["sink_rate"] = float(np.mean((np.asarray(t_["topk_ids"]) == 0).any(axis=2)))
-        params, _ = fit(st, seed=a.seed, fit_n=a.fit_n)
+        print(f"fitting {st['name']} ({a.fit_slices} x {rows} rows, per-head target "
+              f"identity {st['fit_target'][0]:.0f}, w128 {st['fit_target'][1]:.0f})",
+              flush=True)
+        params, _ = fit(st, seed=a.seed)
         full = synth_stats(params, st["prefix"], st["n"], st["hkv"], a.seed)
         ok = (abs(full["identity"] / st["identity"] - 1) <= a.tol and
               abs(full["w128"] / st["w128"] - 1) <= a.tol)
@@ -191,10 +230,10 @@ def main(argv=None):
         calib.append((st, full))
         print(fmt_calib([(st, full)]).splitlines()[-1], "OK" if ok else "OUTSIDE TOLERANCE",
               flush=True)
-        tmp = synth.PRESETS_FILE + ".tmp"
+        tmp = a.presets + ".tmp"
         with open(tmp, "w") as f:
             json.dump(presets, f, indent=1, sort_keys=True)
-        os.replace(tmp, synth.PRESETS_FILE)
+        os.replace(tmp, a.presets)
     # calibration table over every real capture with a preset (this run's or earlier)
     by_name = {st["name"]: st for st in real}
     rows = []

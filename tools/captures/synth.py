@@ -47,9 +47,9 @@ DEFAULTS = dict(p_sink=0.9, n_local=2, p_keep=0.8, p_hot=0.7, hot_size=24, hot_z
 PRESETS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "presets.json")
 
 
-def load_presets():
-    if os.path.isfile(PRESETS_FILE):
-        with open(PRESETS_FILE) as f:
+def load_presets(path=PRESETS_FILE):
+    if os.path.isfile(path):
+        with open(path) as f:
             return json.load(f)
     return {}
 
