@@ -131,6 +131,18 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
      * with r, so the CTA finds the last r with first_r <= t by a W-ary search: each round
      * samples W requests and counts (one barrier) how many start at or before t; one
      * round when R <= W, log_W(R) rounds in general. */
+    /* Speculative Top-K row load: window t starts at row t*W whenever every earlier
+     * request's length is a multiple of W (always with one request), so the row load
+     * overlaps the request lookup; a wrong guess costs a second load. */
+    const int64_t guess_row0 = (int64_t)t * W;
+    int32_t page[kMaxTopk];
+    if (guess_row0 + tid < p.num_tokens) {
+        pw_dev::load_topk_row<kVec>(
+            p.topk_ids + ((int64_t)head * p.num_tokens + guess_row0 + tid) * p.topk, p.topk, page);
+    } else {
+#pragma unroll
+        for (int i = 0; i < kMaxTopk; i++) page[i] = -1;
+    }
     if (tid == 0) {
         sm.found = 0;
         sm.num_pages = 0;
@@ -183,11 +195,13 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
     const int64_t causal0 = sm.c0;
 
     /* --- 1. S_j: ids that are visible and first in the row; the others become -1. */
-    int32_t page[kMaxTopk];
     uint32_t vmask = 0;
+    if (row0 != guess_row0) { /* block-uniform */
+        if (tid < n)
+            pw_dev::load_topk_row<kVec>(
+                p.topk_ids + ((int64_t)head * p.num_tokens + row0 + tid) * p.topk, p.topk, page);
+    }
     if (tid < n) {
-        const int64_t row = (int64_t)head * p.num_tokens + row0 + tid;
-        pw_dev::load_topk_row<kVec>(p.topk_ids + row * p.topk, p.topk, page);
         const uint32_t visible =
             pw_dev::visible_page_count(causal0 + tid, kv_len, p.page_size);
 #pragma unroll
@@ -351,37 +365,38 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
     }
     int32_t members = 0;
     uint32_t visits = 0;
+    /* This lane's slice of M row 0; row w lies w * 2W bytes further. */
+    const unsigned char *m_lane = reinterpret_cast<const unsigned char *>(&sm.u.m[0][lane * QPL]);
+    /* Branch-free step: pend is 0 at a seed step (cleared when a group closes), so the
+     * key is then (0, j) and the minimum is the smallest unassigned id. */
+#pragma unroll 2
     for (int32_t s = 0; s < n; s++) {
         uint32_t best = kFullMask;
-        if (members == 0) { /* seed: smallest unassigned id */
 #pragma unroll
-            for (int k = 0; k < QPL; k++) best = min(best, base[k]);
-        } else { /* (|S_j \ U|, j) */
-#pragma unroll
-            for (int k = 0; k < QPL; k++)
-                best = min(best, ((uint32_t)__popc(pend[k]) << 7) + base[k]);
-        }
+        for (int k = 0; k < QPL; k++) best = min(best, ((uint32_t)__popc(pend[k]) << 7) + base[k]);
         const uint32_t win_key = __reduce_min_sync(kFullMask, best);
-        const int w = (int)(win_key & 127u);
+        const uint32_t w = win_key & 127u;
+        uint32_t mw[(QPL + 1) / 2];
+        if constexpr (QPL == 4) {
+            const uint2 v = *reinterpret_cast<const uint2 *>(m_lane + w * (2u * W));
+            mw[0] = v.x;
+            mw[1] = v.y;
+        } else {
+            mw[0] = *reinterpret_cast<const uint32_t *>(m_lane + w * (2u * W));
+        }
         if (lane == 0) sm.order[s] = (uint8_t)w;
         visits += members == 0 ? (uint32_t)sm.sizes[w] : win_key >> 7;
 #pragma unroll
         for (int k = 0; k < QPL; k++)
-            if (lane * QPL + k == w) base[k] = kAssignedKey;
-        if (++members == p.group_size) {
-            members = 0;
-            continue;
-        }
-        uint32_t mw[(QPL + 1) / 2];
-        if constexpr (QPL == 4) {
-            const uint2 v = *reinterpret_cast<const uint2 *>(&sm.u.m[w][lane * QPL]);
-            mw[0] = v.x;
-            mw[1] = v.y;
-        } else {
-            mw[0] = *reinterpret_cast<const uint32_t *>(&sm.u.m[w][lane * QPL]);
-        }
+            if ((uint32_t)(lane * QPL + k) == w) base[k] = kAssignedKey;
+        ++members;
+        const bool closes = members == p.group_size;
 #pragma unroll
-        for (int k = 0; k < QPL; k++) pend[k] = (members == 1 ? valid[k] : pend[k]) & ~mw[k / 2];
+        for (int k = 0; k < QPL; k++) {
+            const uint32_t rest = (members == 1 ? valid[k] : pend[k]) & ~mw[k / 2];
+            pend[k] = closes ? 0u : rest;
+        }
+        members = closes ? 0 : members;
     }
     __syncwarp();
     const bool keep_greedy = !p.guarded || visits < sm.identity_visits;

@@ -114,6 +114,16 @@ __global__ void __launch_bounds__(kThreads) union_prepare_kernel(const UnionPara
     const int32_t head = (int32_t)blockIdx.y;
     const int32_t first_group = (int32_t)blockIdx.x * kGroupsPerCta;
 
+    /* Speculative perm load: group G starts at slot G*g whenever g divides W and every
+     * earlier request's length is a multiple of W (always with one request), so the load
+     * overlaps the scan below; a wrong guess costs a second load. */
+    const int32_t g = p.group_size;
+    const int member = lane >> 2, part = lane & 3;
+    const int64_t guess_slot0 = ((int64_t)first_group + warp) * g;
+    int32_t guess_orig = -1;
+    if (guess_slot0 + member < p.num_tokens)
+        guess_orig = __ldg(p.perm + (int64_t)head * p.num_tokens + guess_slot0 + member);
+
     /* --- Which request holds each of this CTA's 8 groups: exclusive scan of the groups
      * per request over contiguous chunks of requests. */
     if (tid < kGroupsPerCta) s_request[tid] = -1;
@@ -148,7 +158,6 @@ __global__ void __launch_bounds__(kThreads) union_prepare_kernel(const UnionPara
     if (r < 0) return; /* past the last group of this KV head */
 
     /* --- Slots of the group. */
-    const int32_t g = p.group_size;
     const int32_t offset = s_offset[warp];
     int32_t b, e;
     pw_dev::request_rows(p.cu_seqlens, r, p.num_tokens, &b, &e);
@@ -167,10 +176,12 @@ __global__ void __launch_bounds__(kThreads) union_prepare_kernel(const UnionPara
     const int32_t prefix = __ldg(p.prefix_lens + r), kv_len = __ldg(p.kv_lens + r);
 
     /* --- Candidates: key = page * 8 + slot for the ids of S_i, else kNoKey. */
-    const int member = lane >> 2, part = lane & 3;
     uint32_t key[4] = {kNoKey, kNoKey, kNoKey, kNoKey};
     if (member < members) {
-        const int32_t orig = __ldg(p.perm + (int64_t)head * p.num_tokens + slot_begin + member);
+        const int32_t orig =
+            slot_begin == guess_slot0
+                ? guess_orig
+                : __ldg(p.perm + (int64_t)head * p.num_tokens + slot_begin + member);
         if (orig >= b && orig < e) {
             uint32_t visible =
                 pw_dev::visible_page_count((int64_t)prefix + (orig - b), kv_len, p.page_size);
