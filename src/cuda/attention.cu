@@ -358,50 +358,63 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                 float alpha0 = 1.0f, alpha1 = 1.0f;
                 if (member) {
                     const int64_t lim = my_limit - (int64_t)sm.page_logical[i] * kPageSize;
+                    // Only the query's own (partial) page and a page past the KV length mask
+                    // tokens: a warp-uniform branch keeps the compares off every other page.
+                    if (lim < kPageSize - 1) {
+#pragma unroll
+                        for (int k = 0; k < 64; k++) {
+                            const int col = 8 * (k / 4) + 2 * q + (k % 2);
+                            acc[k] = col <= lim ? acc[k] : -INFINITY;
+                        }
+                    }
+                    // Scores x = acc * f (log2 units). With f > 0 the row max is taken on acc
+                    // and the scale is folded into one FFMA per element together with the
+                    // max and the x256 of P: p256 = 2^(acc*f - m + 8) = 256 * p. A
+                    // non-positive f (k_scale or softmax scale <= 0, never in practice) takes
+                    // the plain path: scale first, then the same code with f = 1.
+                    float g0 = f0, g1 = f1;
+                    if (!(f0 > 0.0f && f1 > 0.0f)) {
+#pragma unroll
+                        for (int k = 0; k < 64; k++) acc[k] *= (k % 4) < 2 ? f0 : f1;
+                        g0 = g1 = 1.0f;
+                    }
                     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-                    for (int b = 0; b < 16; b++) {
-#pragma unroll
-                        for (int e = 0; e < 2; e++) {
-                            const int col = 8 * b + 2 * q + e;
-                            const bool vis = col <= lim;
-                            acc[4 * b + e] = vis ? acc[4 * b + e] * f0 : -INFINITY;
-                            acc[4 * b + 2 + e] = vis ? acc[4 * b + 2 + e] * f1 : -INFINITY;
-                            mx0 = fmaxf(mx0, acc[4 * b + e]);
-                            mx1 = fmaxf(mx1, acc[4 * b + 2 + e]);
-                        }
+                    for (int k = 0; k < 64; k++) {
+                        if ((k % 4) < 2) mx0 = fmaxf(mx0, acc[k]); else mx1 = fmaxf(mx1, acc[k]);
                     }
                     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
                     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
                     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
                     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
                     // A member page always holds a visible token, so mx is finite.
-                    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+                    const float mn0 = fmaxf(m0, mx0 * g0), mn1 = fmaxf(m1, mx1 * g1);
                     alpha0 = ex2_approx(m0 - mn0); // m = -inf on the first page: alpha = 0
                     alpha1 = ex2_approx(m1 - mn1);
                     m0 = mn0;
                     m1 = mn1;
+                    const float c0 = 8.0f - mn0, c1 = 8.0f - mn1;
                     float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
                     for (int k = 0; k < 64; k++) {
                         const bool first_row = (k % 4) < 2;
-                        const float pk = ex2_approx(acc[k] - (first_row ? mn0 : mn1));
-                        acc[k] = pk;
+                        const float pk = ex2_approx(fmaf(acc[k], first_row ? g0 : g1, first_row ? c0 : c1));
+                        acc[k] = pk; // 256 * p
                         if (first_row) s0 += pk; else s1 += pk;
                     }
                     s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
                     s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
                     s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
                     s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
-                    l0 = fmaf(l0, alpha0, s0);
+                    l0 = fmaf(l0, alpha0, s0); // l is kept as 256 * sum p
                     l1 = fmaf(l1, alpha1, s1);
                     // P words: row r, position 16a + 4q .. +3 = tokens 16a+2q, +1, 16a+8+2q, +1.
 #pragma unroll
                     for (int a = 0; a < 8; a++) {
-                        const uint32_t w0 = (uint32_t)cvt_e4m3x2_rn_satfinite(256.0f * acc[8 * a + 0], 256.0f * acc[8 * a + 1]) |
-                                            ((uint32_t)cvt_e4m3x2_rn_satfinite(256.0f * acc[8 * a + 4], 256.0f * acc[8 * a + 5]) << 16);
-                        const uint32_t w1 = (uint32_t)cvt_e4m3x2_rn_satfinite(256.0f * acc[8 * a + 2], 256.0f * acc[8 * a + 3]) |
-                                            ((uint32_t)cvt_e4m3x2_rn_satfinite(256.0f * acc[8 * a + 6], 256.0f * acc[8 * a + 7]) << 16);
+                        const uint32_t w0 = (uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 0], acc[8 * a + 1]) |
+                                            ((uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 4], acc[8 * a + 5]) << 16);
+                        const uint32_t w1 = (uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 2], acc[8 * a + 3]) |
+                                            ((uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 6], acc[8 * a + 7]) << 16);
                         st_shared_u32(p_addr + sw128(r0, a) + 4 * q, w0);
                         st_shared_u32(p_addr + sw128(r0 + 8, a) + 4 * q, w1);
                     }
@@ -439,8 +452,8 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
         // ---- epilogue: o = O * v_scale / (256 l), BF16, straight to the original row -----
         if (my_row >= 0) {
             const int head0 = lane / 4, head1 = head0 + 8;
-            const float inv0 = l0 > 0.0f ? v_scale / (256.0f * l0) : 0.0f;
-            const float inv1 = l1 > 0.0f ? v_scale / (256.0f * l1) : 0.0f;
+            const float inv0 = l0 > 0.0f ? v_scale / l0 : 0.0f; // l = 256 * sum p
+            const float inv1 = l1 > 0.0f ? v_scale / l1 : 0.0f;
             uint16_t *out0 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head0) * kHeadDim;
             uint16_t *out1 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head1) * kHeadDim;
 #pragma unroll
@@ -454,8 +467,8 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
             if (p.lse && q == 0) {
                 const float ln2 = 0.6931471805599453f;
                 float *lse = p.lse + (int64_t)my_row * (p.num_kv_heads * kHeadsPerKv) + (int64_t)kv_head * kHeadsPerKv;
-                lse[head0] = l0 > 0.0f ? (m0 + log2f(l0)) * ln2 : -INFINITY;
-                lse[head1] = l1 > 0.0f ? (m1 + log2f(l1)) * ln2 : -INFINITY;
+                lse[head0] = l0 > 0.0f ? (m0 + log2f(l0) - 8.0f) * ln2 : -INFINITY;
+                lse[head1] = l1 > 0.0f ? (m1 + log2f(l1) - 8.0f) * ln2 : -INFINITY;
             }
         }
     }
