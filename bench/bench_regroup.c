@@ -20,6 +20,9 @@
  * metadata (pw_union_stats), each GPU permutation is checked against pw_ref_regroup, and
  * the paper's figures (H200, one KV head, 15,272 queries: W64 19.3-19.5 us, W128
  * 34.6-34.9 us; union visits 102,429 -> 89,426 = -12.70% at W128) are printed alongside.
+ * Last, "dev" lines time regroup kernel variants on the first capture (one KV head):
+ * the library's, a shuffle-butterfly argmin, and everything but the greedy loop, so the
+ * cost of one greedy step can be read off.
  * Results and the reasoning behind the kernels: bench/NOTES.md. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -32,6 +35,8 @@
 
 #ifdef PW_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "../src/cuda/regroup_dev.h" /* internal: kernel variants for the dev table */
 
 #define CK(x)                                                                               \
     do {                                                                                    \
@@ -68,6 +73,7 @@ typedef struct bench_problem {
     pw_requests_t host_requests;
     copy_t copies[MAX_COPIES];
     int num_copies;
+    int variant; /* -1: pw_regroup; else pw_regroup_dev_variant(variant) */
     cudaStream_t stream;
 } bench_problem_t;
 
@@ -99,7 +105,10 @@ static void enqueue(bench_problem_t *b, what_t what, const pw_grouping_t *g, int
 {
     for (int c = 0; c < calls; c++) {
         copy_t *cp = &b->copies[c % copies_used];
-        if (what != UNION_PREPARE)
+        if (what != UNION_PREPARE && b->variant >= 0)
+            PK(pw_regroup_dev_variant(b->variant, &b->problem, cp->ids, &b->requests, g, cp->perm,
+                                      (pw_stream_t)b->stream));
+        else if (what != UNION_PREPARE)
             PK(pw_regroup(&b->problem, cp->ids, &b->requests, g, cp->perm, NULL, 0,
                           (pw_stream_t)b->stream));
         if (what != REGROUP)
@@ -152,6 +161,7 @@ static timing_t time_config(bench_problem_t *b, what_t what, const pw_grouping_t
 static void setup(const pw_capture_t *c, int32_t hkv, bench_problem_t *b)
 {
     memset(b, 0, sizeof *b);
+    b->variant = -1;
     b->problem = c->problem;
     b->problem.num_kv_heads = hkv;
     const pw_problem_t *p = &b->problem;
@@ -291,6 +301,46 @@ static float graph_node_floor(int replays)
     return median;
 }
 
+/* Kernel variants (src/cuda/regroup_dev.h) on one capture, greedy mode: the library's
+ * redux.sync argmin, a shuffle-butterfly argmin, and everything but the greedy loop. The
+ * difference between variant 0 and 2, divided by W steps, is the cost of one greedy step. */
+static void bench_variants(const char *path, int replays)
+{
+    pw_capture_t *c = NULL;
+    PK(pw_capture_read(path, 0, &c));
+    bench_problem_t b;
+    setup(c, 1, &b);
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const char *names[3] = {"redux.sync argmin", "shuffle argmin", "prep only (no loop)"};
+    const size_t n_perm = (size_t)b.problem.num_tokens;
+    int32_t *got = malloc(n_perm * 4 + 4), *ref = malloc(n_perm * 4 + 4);
+    for (int32_t w = 64; w <= 128; w *= 2) {
+        pw_grouping_t g = PW_GROUPING_INIT;
+        g.mode = PW_REGROUP_GREEDY;
+        g.window = w;
+        PK(pw_ref_regroup(&b.problem, b.host_ids, &b.host_requests, &g, ref));
+        float t[3];
+        for (int v = 0; v < 3; v++) {
+            b.variant = v;
+            const timing_t cold = time_config(&b, REGROUP, &g, b.num_copies, replays);
+            t[v] = cold.median;
+            enqueue(&b, REGROUP, &g, 1, 1);
+            CK(cudaMemcpyAsync(got, b.copies[0].perm, n_perm * 4, cudaMemcpyDeviceToHost, b.stream));
+            CK(cudaStreamSynchronize(b.stream));
+            const int same = memcmp(got, ref, n_perm * 4) == 0;
+            printf("dev %-30.30s W%-4d variant %d %-20s %8.2f us (p10 %.2f, p90 %.2f)%s\n", base, w, v,
+                   names[v], cold.median, cold.p10, cold.p90,
+                   v == 2 ? "" : same ? "  perm == reference" : "  perm DIFFERS from the reference");
+        }
+        printf("dev %-30.30s W%-4d greedy step: redux %.0f ns, shuffle %.0f ns (= (variant - prep) / W)\n",
+               base, w, 1000.0 * (t[0] - t[2]) / w, 1000.0 * (t[1] - t[2]) / w);
+    }
+    free(got);
+    free(ref);
+    teardown(&b);
+    pw_capture_free(c);
+}
+
 static void bench_capture(const char *path, int32_t hkv, int replays)
 {
     pw_capture_t *c = NULL;
@@ -410,6 +460,7 @@ int main(int argc, char **argv)
            "cpy", "median", "p10", "p90", "L2-warm");
     for (int f = 0; f < nfiles; f++)
         for (int h = 0; h < num_heads; h++) bench_capture(files[f], heads[h], replays);
+    bench_variants(files[0], replays);
     return 0;
 }
 

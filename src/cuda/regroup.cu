@@ -33,6 +33,7 @@
 #include "pageweaver.h"
 #include "pw_internal.h"
 #include "regroup_common.cuh"
+#include "regroup_dev.h"
 #include "selection.h"
 
 namespace {
@@ -115,7 +116,13 @@ static __device__ __forceinline__ void transpose16x16x2(uint32_t (&a)[16])
     }
 }
 
-template <int W, bool kVec>
+/* Argmin of the greedy step across the warp. kArgminRedux (the library's choice) uses
+ * redux.sync.min; the others exist for bench/bench_regroup.c (pw_regroup_dev_variant):
+ * a 5-round xor-shuffle butterfly, and "prep only" that skips the greedy loop and writes
+ * identity order (timing of everything but the loop; not a regroup). */
+enum { kArgminRedux = 0, kArgminShuffle = 1, kPrepOnly = 2 };
+
+template <int W, bool kVec, int kArgmin>
 __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
 {
     using T = Tile<W>;
@@ -370,11 +377,18 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
     /* Branch-free step: pend is 0 at a seed step (cleared when a group closes), so the
      * key is then (0, j) and the minimum is the smallest unassigned id. */
 #pragma unroll 2
-    for (int32_t s = 0; s < n; s++) {
+    for (int32_t s = 0; s < (kArgmin == kPrepOnly ? 0 : n); s++) {
         uint32_t best = kFullMask;
 #pragma unroll
         for (int k = 0; k < QPL; k++) best = min(best, ((uint32_t)__popc(pend[k]) << 7) + base[k]);
-        const uint32_t win_key = __reduce_min_sync(kFullMask, best);
+        uint32_t win_key;
+        if constexpr (kArgmin == kArgminShuffle) {
+            win_key = best;
+#pragma unroll
+            for (int d = 16; d > 0; d >>= 1) win_key = min(win_key, __shfl_xor_sync(kFullMask, win_key, d));
+        } else {
+            win_key = __reduce_min_sync(kFullMask, best);
+        }
         const uint32_t w = win_key & 127u;
         uint32_t mw[(QPL + 1) / 2];
         if constexpr (QPL == 4) {
@@ -399,7 +413,8 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
         members = closes ? 0 : members;
     }
     __syncwarp();
-    const bool keep_greedy = !p.guarded || visits < sm.identity_visits;
+    const bool keep_greedy =
+        kArgmin != kPrepOnly && (!p.guarded || visits < sm.identity_visits);
     int32_t *out = p.perm + (int64_t)head * p.num_tokens + row0;
     for (int32_t s = lane; s < n; s += 32) out[s] = row0 + (keep_greedy ? (int32_t)sm.order[s] : s);
 }
@@ -448,16 +463,28 @@ pw_status_t check_regroup_args(const pw_problem_t *problem, const int32_t *topk_
     return PW_SUCCESS;
 }
 
-template <int W>
+template <int W, int kArgmin>
 void launch_regroup(const RegroupParams &params, bool vec, int32_t num_kv_heads,
                     cudaStream_t stream)
 {
     const dim3 grid((unsigned)(params.num_tokens / W + params.num_requests),
                     (unsigned)num_kv_heads);
     if (vec)
-        regroup_kernel<W, true><<<grid, W, 0, stream>>>(params);
+        regroup_kernel<W, true, kArgmin><<<grid, W, 0, stream>>>(params);
     else
-        regroup_kernel<W, false><<<grid, W, 0, stream>>>(params);
+        regroup_kernel<W, false, kArgmin><<<grid, W, 0, stream>>>(params);
+}
+
+template <int W>
+void launch_variant(int variant, const RegroupParams &params, bool vec, int32_t num_kv_heads,
+                    cudaStream_t stream)
+{
+    if (variant == kArgminShuffle)
+        launch_regroup<W, kArgminShuffle>(params, vec, num_kv_heads, stream);
+    else if (variant == kPrepOnly)
+        launch_regroup<W, kPrepOnly>(params, vec, num_kv_heads, stream);
+    else
+        launch_regroup<W, kArgminRedux>(params, vec, num_kv_heads, stream);
 }
 
 } // namespace
@@ -472,13 +499,15 @@ extern "C" pw_status_t pw_regroup_workspace_size(const pw_problem_t *problem,
     return PW_SUCCESS;
 }
 
-extern "C" pw_status_t pw_regroup(const pw_problem_t *problem, const int32_t *topk_ids,
-                                  const pw_requests_t *requests, const pw_grouping_t *grouping,
-                                  int32_t *perm, void *workspace, size_t workspace_bytes,
-                                  pw_stream_t stream)
+extern "C" pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *problem,
+                                              const int32_t *topk_ids,
+                                              const pw_requests_t *requests,
+                                              const pw_grouping_t *grouping, int32_t *perm,
+                                              pw_stream_t stream)
 {
-    (void)workspace;
-    (void)workspace_bytes; /* the kernels need none (size query returns 0) */
+    if (variant < kArgminRedux || variant > kPrepOnly)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_regroup_dev_variant: variant %d (0..2)",
+                       variant);
     PW_TRY(check_regroup_args(problem, topk_ids, requests, grouping, perm));
     if (problem->num_tokens == 0) return PW_SUCCESS;
     cudaStream_t st = (cudaStream_t)stream;
@@ -503,13 +532,24 @@ extern "C" pw_status_t pw_regroup(const pw_problem_t *problem, const int32_t *to
         params.guarded = grouping->mode == PW_REGROUP_GUARDED;
         const bool vec = problem->topk == kMaxTopk && ((uintptr_t)topk_ids % 16u) == 0;
         if (grouping->window == 64)
-            launch_regroup<64>(params, vec, problem->num_kv_heads, st);
+            launch_variant<64>(variant, params, vec, problem->num_kv_heads, st);
         else
-            launch_regroup<128>(params, vec, problem->num_kv_heads, st);
+            launch_variant<128>(variant, params, vec, problem->num_kv_heads, st);
     }
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess)
         return pw_fail(PW_ERROR_CUDA, "pw_regroup: kernel launch failed: %s (%s)",
                        cudaGetErrorString(err), cudaGetErrorName(err));
     return PW_SUCCESS;
+}
+
+extern "C" pw_status_t pw_regroup(const pw_problem_t *problem, const int32_t *topk_ids,
+                                  const pw_requests_t *requests, const pw_grouping_t *grouping,
+                                  int32_t *perm, void *workspace, size_t workspace_bytes,
+                                  pw_stream_t stream)
+{
+    (void)workspace;
+    (void)workspace_bytes; /* the kernels need none (size query returns 0) */
+    return pw_regroup_dev_variant(kArgminRedux, problem, topk_ids, requests, grouping, perm,
+                                  stream);
 }
