@@ -16,6 +16,9 @@
  *   per page, p = 2^(x - m), p8 = e4m3(256 p), the page's PV is computed into a freshly
  *   zeroed accumulator (scale-d = 0) and added in FP32 registers to O, for member rows
  *   only, after O *= 2^(m_old - m_new). o = O * v_scale / (256 l), BF16; LSE = m + ln l.
+ *   (In the code 256 p is produced directly as 2^(acc * f - m + 8), one FFMA and one ex2
+ *   per score, and l is kept as 256 * sum p: the same values up to float rounding.)
+ * Versions and what each measured: bench/NOTES.md.
  *   Each row sees exactly its own pages in ascending order, so O and LSE are bitwise the
  *   same whichever group a query executes in.
  *

@@ -1,5 +1,5 @@
 /* attention_config.cuh — tile constants, the shared-memory plan and the barrier plan of the
- * sparse attention kernels (Union8, Union4, per-query). See docs/union8.md for the design
+ * sparse attention kernels (Union8, Union4, per-query). The design is in the comment of attention.cu
  * and bench/NOTES.md for what each choice measured. */
 #ifndef PW_ATTENTION_CONFIG_CUH
 #define PW_ATTENTION_CONFIG_CUH
