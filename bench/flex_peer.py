@@ -856,7 +856,9 @@ def self_test(seed):
         print("  torch not importable: torch parts skipped")
     checked = 0
     counts = np.zeros(4, dtype=np.int64)  # partial blocks, full blocks, empty rows, bad pages
-    for trial in range(12):
+    # At least 12 random problems, more (up to 40) until every case below has occurred:
+    # a few seeds give no full block in the first 12 (seen in CI-style repeated runs).
+    for trial in range(40):
         P, G = [(4, 2), (8, 3), (4, 1)][trial % 3]
         t, meta = random_problem(rng, hkv=1 + trial % 2, P=P, G=G, D=8, K=6, max_q=40,
                                  n_requests=1 + trial % 4, page_table=trial % 3 != 2)
@@ -919,9 +921,11 @@ def self_test(seed):
                 assert len(toks) == tokens[h, n] and (len(toks) == 0) == (pages[h, n] == 0)
         checked += truth.size
         counts[2:] += [(pages == 0).sum(), (~lay.page_ok[:-1]).sum()]
+        if trial >= 11 and counts.min() > 0:
+            break
     assert counts.min() > 0, f"the random problems miss a case: {counts}"
     print(f"  mask tables, mask_mod and the folded attention (numpy FlexAttention emulation vs "
-          f"the FP64 reference): 12 random problems ({checked} elements; {counts[0]} "
+          f"the FP64 reference): {trial + 1} random problems ({checked} elements; {counts[0]} "
           f"partial, {counts[1]} full blocks, {counts[2]} empty rows, {counts[3]} pages outside "
           f"the cache) match SPEC §1{' (numpy and torch)' if torch is not None else ' (numpy)'}")
 
