@@ -243,9 +243,14 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "args: q, k_cache, v_cache, k_scale, v_scale, o and the request arrays "
                        "(cu_seqlens_q, prefix_lens, kv_lens, page_table) must not be NULL");
+#ifndef PW_HAVE_CUDA
+    /* Without CUDA, this comes before any check that speaks of the GPU (host argument
+     * errors above are still reported as such). */
+    (void)stream;
+    return pw_fail(PW_ERROR_UNSUPPORTED, "pw_sparse_prefill: built without CUDA");
+#else
     if (args->o_dtype != PW_DTYPE_BFLOAT16)
         return pw_fail(PW_ERROR_UNSUPPORTED, "args.o_dtype must be PW_DTYPE_BFLOAT16 on the GPU");
-#ifdef PW_HAVE_CUDA
     if (plan->config.kernel == PW_KERNEL_PER_QUERY)
         return pw_union_attention(p, args, NULL, NULL, NULL, PW_KERNEL_PER_QUERY, stream);
     const pw_union_meta_t meta = meta_view(plan, parts);
@@ -257,9 +262,6 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     }
     PW_TRY(pw_union_prepare(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, stream));
     return pw_union_attention(p, args, &plan->grouping, perm, &meta, plan->config.kernel, stream);
-#else
-    (void)stream;
-    return pw_fail(PW_ERROR_UNSUPPORTED, "pw_sparse_prefill: built without CUDA");
 #endif
 }
 
