@@ -1,5 +1,6 @@
 #include "testutil.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,4 +53,117 @@ double pw_rng_normal(pw_rng_t *rng)
     double u1 = pw_rng_uniform(rng), u2 = pw_rng_uniform(rng);
     if (u1 < 1e-300) u1 = 1e-300;
     return sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2);
+}
+
+void case_finish(test_case_t *tc, int32_t num_requests, int32_t hkv, int32_t page_size, int32_t topk)
+{
+    pw_problem_t init = PW_PROBLEM_INIT;
+    tc->problem = init;
+    tc->problem.num_requests = num_requests;
+    tc->problem.num_kv_heads = hkv;
+    tc->problem.page_size = page_size;
+    tc->problem.topk = topk;
+    tc->problem.num_tokens = tc->cu[num_requests];
+    int64_t max_kv = 1;
+    for (int32_t r = 0; r < num_requests; r++)
+        if (tc->kv[r] > max_kv) max_kv = tc->kv[r];
+    tc->problem.max_pages_per_request = (int32_t)((max_kv + page_size - 1) / page_size);
+    tc->requests.cu_seqlens_q = tc->cu;
+    tc->requests.prefix_lens = tc->prefix;
+    tc->requests.kv_lens = tc->kv;
+    tc->requests.page_table = NULL;
+    tc->requests.page_table_stride = 0;
+    const size_t cells = (size_t)hkv * (size_t)tc->problem.num_tokens * (size_t)topk + 1;
+    tc->topk = calloc(cells, sizeof *tc->topk);
+    assert_non_null(tc->topk);
+}
+
+void case_free(test_case_t *tc)
+{
+    free(tc->topk);
+    tc->topk = NULL;
+}
+
+int32_t *topk_row(const test_case_t *tc, int32_t h, int32_t row)
+{
+    return tc->topk + ((int64_t)h * tc->problem.num_tokens + row) * tc->problem.topk;
+}
+
+int32_t request_of(const test_case_t *tc, int32_t row)
+{
+    int32_t r = 0;
+    while (!(tc->cu[r] <= row && row < tc->cu[r + 1])) r++;
+    return r;
+}
+
+void case_random(test_case_t *tc, pw_rng_t *rng, int32_t max_qlen, int32_t max_pool)
+{
+    memset(tc, 0, sizeof *tc);
+    const int32_t num_requests = (int32_t)pw_rng_range(rng, 1, PW_TEST_MAX_REQUESTS);
+    static const int32_t page_sizes[] = {1, 4, 16, 128};
+    const int32_t page_size = page_sizes[pw_rng_range(rng, 0, 3)];
+    const int32_t topk = (int32_t)pw_rng_range(rng, 1, 20);
+    const int32_t hkv = (int32_t)pw_rng_range(rng, 1, 3);
+    for (int32_t r = 0; r < num_requests; r++) {
+        const int64_t kind = pw_rng_range(rng, 0, 5);
+        const int32_t qlen = kind == 0 ? 0 : kind == 1 ? 1 : (int32_t)pw_rng_range(rng, 2, max_qlen);
+        tc->cu[r + 1] = tc->cu[r] + qlen;
+        tc->prefix[r] = (int32_t)pw_rng_range(rng, 0, 3000);
+        tc->kv[r] = tc->prefix[r] + qlen + (int32_t)pw_rng_range(rng, 0, 400);
+    }
+    case_finish(tc, num_requests, hkv, page_size, topk);
+    int32_t pool[64];
+    if (max_pool > 64) max_pool = 64;
+    for (int32_t h = 0; h < hkv; h++) {
+        for (int32_t r = 0; r < num_requests; r++) {
+            const int32_t last_page = (tc->kv[r] - 1) / page_size;
+            const int32_t pool_size = (int32_t)pw_rng_range(rng, 1, max_pool);
+            for (int32_t i = 0; i < pool_size; i++) pool[i] = (int32_t)pw_rng_range(rng, 0, last_page);
+            for (int32_t row = tc->cu[r]; row < tc->cu[r + 1]; row++) {
+                int32_t *ids = topk_row(tc, h, row);
+                for (int32_t t = 0; t < topk; t++) {
+                    const int64_t u = pw_rng_range(rng, 0, 99);
+                    if (u < 70) ids[t] = pool[pw_rng_range(rng, 0, pool_size - 1)];
+                    else if (u < 76) ids[t] = -1;
+                    else if (u < 79) ids[t] = INT32_MAX;
+                    else if (u < 82) ids[t] = INT32_MIN;
+                    else if (u < 88) ids[t] = last_page + 1 + (int32_t)pw_rng_range(rng, 0, 5);
+                    else if (u < 94 && t > 0) ids[t] = ids[t - 1];
+                    else ids[t] = (int32_t)pw_rng_range(rng, 0, last_page);
+                }
+            }
+        }
+    }
+}
+
+pw_grouping_t grouping_of(pw_regroup_mode_t mode, int32_t window, int32_t g)
+{
+    pw_grouping_t grouping = PW_GROUPING_INIT;
+    grouping.mode = mode;
+    grouping.window = window;
+    grouping.group_size = g;
+    return grouping;
+}
+
+int32_t naive_selection(const test_case_t *tc, int32_t h, int32_t row, int32_t *out)
+{
+    const int32_t r = request_of(tc, row);
+    const int64_t c = (int64_t)tc->prefix[r] + (row - tc->cu[r]);
+    const int64_t kv = tc->kv[r], page = tc->problem.page_size;
+    const int32_t *ids = topk_row(tc, h, row);
+    int32_t n = 0;
+    for (int32_t t = 0; t < tc->problem.topk; t++) {
+        const int32_t p = ids[t];
+        if (p < 0 || (int64_t)p * page > c || (int64_t)p * page >= kv) continue;
+        int dup = 0;
+        for (int32_t i = 0; i < n; i++) dup |= out[i] == p;
+        if (!dup) out[n++] = p;
+    }
+    for (int32_t i = 1; i < n; i++) /* insertion sort */
+        for (int32_t j = i; j > 0 && out[j - 1] > out[j]; j--) {
+            const int32_t tmp = out[j];
+            out[j] = out[j - 1];
+            out[j - 1] = tmp;
+        }
+    return n;
 }

@@ -35,4 +35,31 @@ double pw_rng_normal(pw_rng_t *rng);
             fail_msg("%s -> %s: %s", #expr, pw_status_string(st_), pw_last_error());       \
     } while (0)
 
+/* ---- random selection problems (regroup and union tests) --------------------------- */
+#define PW_TEST_MAX_REQUESTS 8
+
+/* One problem: shapes, request layout (host) and Top-K ids [Hkv, N, K]. */
+typedef struct test_case {
+    pw_problem_t problem;
+    int32_t cu[PW_TEST_MAX_REQUESTS + 1];
+    int32_t prefix[PW_TEST_MAX_REQUESTS];
+    int32_t kv[PW_TEST_MAX_REQUESTS];
+    pw_requests_t requests;
+    int32_t *topk; /* [Hkv, N, K] */
+} test_case_t;
+
+/* Completes a case whose cu/prefix/kv are set: problem shapes, requests, zeroed topk. */
+void case_finish(test_case_t *tc, int32_t num_requests, int32_t hkv, int32_t page_size, int32_t topk);
+void case_free(test_case_t *tc);
+int32_t *topk_row(const test_case_t *tc, int32_t h, int32_t row);
+int32_t request_of(const test_case_t *tc, int32_t row);
+/* Random case: 1..8 requests of 0, 1 or up to max_qlen queries, prefixes, KV lengths; rows
+ * drawn mostly from a per-request pool of up to max_pool pages (so queries overlap), with
+ * -1, INT32_MIN/MAX, ids past the KV length or in the future, and duplicates. */
+void case_random(test_case_t *tc, pw_rng_t *rng, int32_t max_qlen, int32_t max_pool);
+pw_grouping_t grouping_of(pw_regroup_mode_t mode, int32_t window, int32_t g);
+/* S_i by its definition, written independently of the library: page p is kept iff its
+ * first token p*P is <= c and < L (64-bit product). Ascending, distinct; returns |S_i|. */
+int32_t naive_selection(const test_case_t *tc, int32_t h, int32_t row, int32_t *out);
+
 #endif
