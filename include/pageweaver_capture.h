@@ -82,9 +82,13 @@ enum {
  * the file length.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL path/out, unknown flag),
  *         PW_ERROR_IO (cannot open or read, truncated: bytes expected vs present),
- *         PW_ERROR_FORMAT (header length, JSON, missing tensor, dtype, shape,
- *         data_offsets out of range or overlapping, metadata, request layout; the
- *         message names the file and the field),
+ *         PW_ERROR_FORMAT (header length, JSON (also: nested deeper than cJSON's
+ *         CJSON_NESTING_LIMIT), a key or string that is not UTF-8, missing tensor, dtype,
+ *         shape, data_offsets out of range or overlapping, cache slots not a multiple of
+ *         page_size (the caches are [pages * P, Hkv, D], SPEC section 6), metadata,
+ *         request layout, with a hint when topk_ids looks like [N, Hkv, K]; the message
+ *         names the file and the field, bytes outside printable ASCII of names read from
+ *         the file escaped as \xNN),
  *         PW_ERROR_OUT_OF_MEMORY. */
 pw_status_t pw_capture_read(const char *path, unsigned flags, pw_capture_t **out);
 
@@ -106,8 +110,18 @@ void pw_capture_free(pw_capture_t *capture);
  * q_heads_per_kv, head_dim, qkv_seed, softmax_scale (when non-zero, "%.9g") and the
  * provenance entries. Tensors are contiguous in the order above; the header is padded
  * with spaces to a multiple of 8 bytes (as the safetensors reference writer does).
+ * Atomic for a regular file (or a new path): the bytes go to a temporary file
+ * "<path>.tmp.<pid>.<n>" in the same directory, which is flushed, synced and renamed over
+ * the target (a symbolic link's final target) only when complete; on any failure only
+ * the temporary file is removed and an existing capture keeps its old contents. A path
+ * that is not a regular file (a device such as /dev/full, a pipe) is written in place and
+ * never removed.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL arrays, request layout, an I16 id out of
- *         range, only one of the caches), PW_ERROR_IO (cannot create or write the file),
+ *         range, only one of the caches; page_table_synthesised with
+ *         problem.max_pages_per_request != ceil(max(kv_lens) / P): the reader rebuilds
+ *         the default table from kv_lens, so the shapes would not round-trip),
+ *         PW_ERROR_IO (cannot create or write the file, its directory does not exist,
+ *         the path is a directory; the message names the path and the system error),
  *         PW_ERROR_OUT_OF_MEMORY. */
 pw_status_t pw_capture_write(const char *path, const pw_capture_t *capture, unsigned flags);
 
@@ -118,7 +132,11 @@ pw_requests_t pw_capture_requests(const pw_capture_t *capture);
 const char *pw_capture_get_meta(const pw_capture_t *capture, const char *key);
 
 /* Adds or replaces a provenance entry (reserved keys are refused: set the struct fields).
- * Errors: PW_ERROR_INVALID_ARGUMENT (NULL, empty or reserved key), PW_ERROR_OUT_OF_MEMORY. */
+ * Key and value must be UTF-8 (the header is JSON text; readers such as the Python
+ * safetensors package refuse anything else).
+ * Errors: PW_ERROR_INVALID_ARGUMENT (NULL, empty or reserved key, key or value not valid
+ *         UTF-8: overlong forms, surrogates and code points above U+10FFFF are refused),
+ *         PW_ERROR_OUT_OF_MEMORY. */
 pw_status_t pw_capture_set_meta(pw_capture_t *capture, const char *key, const char *value);
 
 /* Replaces q, k_cache and v_cache by generated values (the documented generator, also in
@@ -144,7 +162,9 @@ pw_status_t pw_capture_set_meta(pw_capture_t *capture, const char *key, const ch
 pw_status_t pw_capture_generate_qkv(pw_capture_t *capture, uint64_t seed);
 
 /* Generates only the parts selected by `parts` (PW_CAPTURE_PART_Q, PW_CAPTURE_PART_KV)
- * with the generator above; the other parts are left unchanged. */
+ * with the generator above; the other parts are left unchanged.
+ * Errors: PW_ERROR_INVALID_ARGUMENT (NULL capture, a bit of `parts` other than those two),
+ *         PW_ERROR_OUT_OF_MEMORY. */
 enum { PW_CAPTURE_PART_Q = 1u << 0, PW_CAPTURE_PART_KV = 1u << 1 };
 pw_status_t pw_capture_generate_parts(pw_capture_t *capture, uint64_t seed, unsigned parts);
 

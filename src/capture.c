@@ -5,10 +5,11 @@
  * Every size that comes from the file is checked against the file length before it is
  * used to allocate or seek: a corrupt or hostile header gives PW_ERROR_FORMAT / _IO, never
  * a huge allocation or a read past the end. Offsets are 64-bit throughout. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* POSIX 2008 + realpath */
 #define _FILE_OFFSET_BITS 64
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -55,6 +57,57 @@ static char *dup_string(const char *s)
     char *d = malloc(n);
     if (d) memcpy(d, s, n);
     return d;
+}
+
+/* 1 if s is well-formed UTF-8 (no overlong forms, surrogates or code points above
+ * U+10FFFF): safetensors headers are JSON text, which must be UTF-8. */
+static int utf8_valid(const char *s)
+{
+    const unsigned char *b = (const unsigned char *)s;
+    while (*b) {
+        const unsigned c = *b;
+        int more;
+        uint32_t cp, min;
+        if (c < 0x80) {
+            b++;
+            continue;
+        } else if (c >= 0xc2 && c <= 0xdf) {
+            more = 1, cp = c & 0x1f, min = 0x80;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            more = 2, cp = c & 0x0f, min = 0x800;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            more = 3, cp = c & 0x07, min = 0x10000;
+        } else {
+            return 0;
+        }
+        for (int i = 1; i <= more; i++) {
+            if ((b[i] & 0xc0) != 0x80) return 0;
+            cp = (cp << 6) | (b[i] & 0x3fu);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+        b += more + 1;
+    }
+    return 1;
+}
+
+/* Copies at most cap-1 bytes of s into buf for an error message: printable ASCII as is,
+ * every other byte as \xNN (a name from a damaged file may hold anything). */
+static const char *escaped(char *buf, size_t cap, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t used = 0;
+    for (const unsigned char *b = (const unsigned char *)s; *b && used + 5 < cap; b++) {
+        if (*b >= 32 && *b < 127 && *b != '\\') {
+            buf[used++] = (char)*b;
+        } else {
+            buf[used++] = '\\';
+            buf[used++] = 'x';
+            buf[used++] = hex[*b >> 4];
+            buf[used++] = hex[*b & 15];
+        }
+    }
+    buf[used] = '\0';
+    return buf;
 }
 
 static void *alloc_bytes(int64_t bytes)
@@ -534,6 +587,46 @@ static pw_status_t open_reader(reader_t *rd, const char *path)
     return PW_SUCCESS;
 }
 
+/* Every key and string value of the header must be UTF-8 (JSON text is; the Python
+ * safetensors package refuses anything else). The message names the key, escaped. */
+static pw_status_t check_utf8_tree(const reader_t *rd, const cJSON *item, const char *owner)
+{
+    char buf[96], vbuf[64];
+    for (const cJSON *child = item->child; child; child = child->next) {
+        if (child->string && !utf8_valid(child->string))
+            return pw_fail(PW_ERROR_FORMAT, "%s: header: key '%s' is not valid UTF-8", rd->path,
+                           escaped(buf, sizeof buf, child->string));
+        const char *name = child->string ? child->string : owner;
+        if (cJSON_IsString(child) && child->valuestring && !utf8_valid(child->valuestring))
+            return pw_fail(PW_ERROR_FORMAT, "%s: header: the value of '%s' is not valid UTF-8 "
+                           "('%s')",
+                           rd->path, escaped(buf, sizeof buf, name),
+                           escaped(vbuf, sizeof vbuf, child->valuestring));
+        if (child->child) PW_TRY(check_utf8_tree(rd, child, name));
+    }
+    return PW_SUCCESS;
+}
+
+/* Depth of [ / { nesting at byte `at` of the JSON text (strings skipped). */
+static int nesting_at(const char *text, size_t at)
+{
+    int depth = 0, max_depth = 0, in_string = 0;
+    for (size_t i = 0; i < at && text[i]; i++) {
+        const char ch = text[i];
+        if (in_string) {
+            if (ch == '\\' && text[i + 1]) i++;
+            else if (ch == '"') in_string = 0;
+        } else if (ch == '"') {
+            in_string = 1;
+        } else if (ch == '[' || ch == '{') {
+            if (++depth > max_depth) max_depth = depth;
+        } else if (ch == ']' || ch == '}') {
+            depth--;
+        }
+    }
+    return max_depth;
+}
+
 /* Reads and parses the JSON header; *root receives the cJSON tree. */
 static pw_status_t read_header(reader_t *rd, cJSON **root)
 {
@@ -579,7 +672,13 @@ static pw_status_t read_header(reader_t *rd, cJSON **root)
                 near[k] = (end[k] >= 32 && end[k] < 127) ? end[k] : '?';
             near[k] = '\0';
         }
+        const int depth = at >= 0 ? nesting_at(text, (size_t)at + 1) : 0;
         free(text);
+        if (depth >= CJSON_NESTING_LIMIT)
+            return pw_fail(PW_ERROR_FORMAT,
+                           "%s: header: JSON nested deeper than %d levels (the parser's limit) "
+                           "at byte %lld",
+                           rd->path, CJSON_NESTING_LIMIT, at);
         return pw_fail(PW_ERROR_FORMAT, "%s: header: JSON parse error at byte %lld near '%s'",
                        rd->path, at, near);
     }
@@ -599,6 +698,11 @@ static pw_status_t read_header(reader_t *rd, cJSON **root)
         cJSON_Delete(tree);
         return pw_fail(PW_ERROR_FORMAT, "%s: header: not a JSON object", rd->path);
     }
+    const pw_status_t st = check_utf8_tree(rd, tree, "header");
+    if (st != PW_SUCCESS) {
+        cJSON_Delete(tree);
+        return st;
+    }
     *root = tree;
     return PW_SUCCESS;
 }
@@ -607,6 +711,24 @@ static pw_status_t read_header(reader_t *rd, cJSON **root)
 typedef struct layout {
     const tensor_entry_t *topk, *cu, *prefix, *kv, *page_table, *q, *k, *v, *ks, *vs;
 } layout_t;
+
+/* The most common hook mistake: topk_ids stored as [N, Hkv, K]. `tokens` is N as another
+ * tensor gives it (cu_seqlens_q[R], or q's first dimension), `heads` what would then be
+ * Hkv; a plausible Hkv is small. */
+#define PW_SWAP_HINT " (topk_ids looks like [N, Hkv, K]; the format wants [Hkv, N, K])"
+static int topk_looks_swapped(const tensor_entry_t *topk, int64_t tokens, int64_t heads)
+{
+    return topk->ndim == 3 && topk->shape[0] == tokens && topk->shape[1] == heads &&
+           tokens != heads && heads >= 1 && heads <= 1024;
+}
+
+/* Re-raises the last error with PW_SWAP_HINT appended. */
+static pw_status_t fail_with_swap_hint(pw_status_t st)
+{
+    char why[512];
+    snprintf(why, sizeof why, "%s", pw_last_error());
+    return pw_fail(st, "%s" PW_SWAP_HINT, why);
+}
 
 static pw_status_t required(const reader_t *rd, const tensor_entry_t *tensors, int count,
                             const char *name, const tensor_entry_t **out)
@@ -663,7 +785,11 @@ static pw_status_t check_layout(const reader_t *rd, const tensor_entry_t *tensor
     const int64_t hq = hkv * p->q_heads_per_kv, d = p->head_dim;
     if (l->q) {
         const int64_t want_q[3] = {n, hq, d};
-        PW_TRY(expect_tensor(rd, l->q, "BF16", NULL, 3, want_q, "[N, Hkv*G, D]"));
+        const pw_status_t st = expect_tensor(rd, l->q, "BF16", NULL, 3, want_q, "[N, Hkv*G, D]");
+        if (st != PW_SUCCESS && l->q->ndim == 3 && l->q->shape[1] % p->q_heads_per_kv == 0 &&
+            topk_looks_swapped(l->topk, l->q->shape[0], l->q->shape[1] / p->q_heads_per_kv))
+            return fail_with_swap_hint(st);
+        PW_TRY(st);
     }
     if (!l->k != !l->v)
         return pw_fail(PW_ERROR_FORMAT, "%s: %s: present without %s (both caches or neither)",
@@ -686,6 +812,11 @@ static pw_status_t check_layout(const reader_t *rd, const tensor_entry_t *tensor
             else
                 PW_TRY(expect_tensor(rd, scales[i], "F32", NULL, 0, NULL, "[1]"));
         }
+        if (l->k->shape[0] % p->page_size != 0)
+            return pw_fail(PW_ERROR_FORMAT,
+                           "%s: k_cache: %lld slots is not a multiple of page_size %d (the cache "
+                           "is [pages * P, Hkv, D], SPEC section 6)",
+                           rd->path, (long long)l->k->shape[0], p->page_size);
         p->num_cache_pages = l->k->shape[0] / p->page_size;
     }
     return PW_SUCCESS;
@@ -732,7 +863,8 @@ static pw_status_t load_tensors(const reader_t *rd, const layout_t *l, unsigned 
     if (pw_problem_check(p, &rq) != PW_SUCCESS) {
         char why[512];
         snprintf(why, sizeof why, "%s", pw_last_error());
-        return pw_fail(PW_ERROR_FORMAT, "%s: %s", rd->path, why);
+        const int swapped = topk_looks_swapped(l->topk, c->cu_seqlens_q[r], l->topk->shape[1]);
+        return pw_fail(PW_ERROR_FORMAT, "%s: %s%s", rd->path, why, swapped ? PW_SWAP_HINT : "");
     }
     if (flags & PW_CAPTURE_LOAD_QKV) {
         if (l->q) PW_TRY(read_raw_tensor(rd, l->q, (void **)&c->q));
@@ -923,6 +1055,14 @@ pw_status_t pw_capture_set_meta(pw_capture_t *c, const char *key, const char *va
                        "pw_capture_set_meta: key '%s' is empty or reserved (set the capture's "
                        "fields instead)",
                        key);
+    if (!utf8_valid(key) || !utf8_valid(value)) {
+        char buf[64];
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "pw_capture_set_meta: %s '%s' is not valid UTF-8 (safetensors headers "
+                       "are JSON text)",
+                       utf8_valid(key) ? "value" : "key",
+                       escaped(buf, sizeof buf, utf8_valid(key) ? value : key));
+    }
     for (int32_t i = 0; i < c->num_meta; i++) {
         if (strcmp(c->meta[i].key, key) == 0) {
             char *v = dup_string(value);
@@ -957,6 +1097,11 @@ static double stream_normal(qkv_stream_t *s)
 pw_status_t pw_capture_generate_parts(pw_capture_t *c, uint64_t seed, unsigned parts)
 {
     if (!c) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_capture_generate_qkv: capture is NULL");
+    if (parts & ~(unsigned)(PW_CAPTURE_PART_Q | PW_CAPTURE_PART_KV))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "pw_capture_generate_parts: unknown parts 0x%x (PW_CAPTURE_PART_Q | "
+                       "PW_CAPTURE_PART_KV)",
+                       parts);
     const pw_problem_t *p = &c->problem;
     if (parts & PW_CAPTURE_PART_Q) {
         const int64_t count = checked_mul(
@@ -1045,6 +1190,61 @@ static int write_item_data(FILE *f, const write_item_t *w)
 static int add_meta_string(cJSON *meta, const char *key, const char *value)
 {
     return cJSON_AddStringToObject(meta, key, value) != NULL;
+}
+
+/* Opens the output of pw_capture_write. A regular file (or a path that does not exist
+ * yet) is written through a temporary file in the same directory, renamed over the target
+ * only once complete: *target is the file to replace (a symbolic link's final target), *tmp
+ * the temporary file. Anything else (a device such as /dev/full, a pipe) is written in
+ * place and never removed: *tmp stays NULL. */
+static pw_status_t open_output(const char *path, FILE **out, char **target, char **tmp)
+{
+    static unsigned counter;
+    struct stat sb;
+    const int exists = stat(path, &sb) == 0;
+    if (exists && !S_ISREG(sb.st_mode)) {
+        if (S_ISDIR(sb.st_mode)) return pw_fail(PW_ERROR_IO, "%s: is a directory", path);
+        *out = fopen(path, "wb");
+        if (!*out) return pw_fail(PW_ERROR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return PW_SUCCESS;
+    }
+    struct stat lsb;
+    if (exists && lstat(path, &lsb) == 0 && S_ISLNK(lsb.st_mode)) {
+        *target = realpath(path, NULL);
+        if (!*target)
+            return pw_fail(PW_ERROR_IO, "%s: cannot resolve the link: %s", path, strerror(errno));
+    } else {
+        *target = dup_string(path);
+        if (!*target) return pw_fail(PW_ERROR_OUT_OF_MEMORY, "%s: out of memory", path);
+    }
+    const size_t cap = strlen(*target) + 48;
+    *tmp = malloc(cap);
+    if (!*tmp) {
+        free(*target);
+        *target = NULL;
+        return pw_fail(PW_ERROR_OUT_OF_MEMORY, "%s: out of memory", path);
+    }
+    int fd = -1, err = 0;
+    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
+        snprintf(*tmp, cap, "%s.tmp.%ld.%u", *target, (long)getpid(), counter++);
+        fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+        err = errno;
+        if (fd < 0 && err != EEXIST) break;
+    }
+    if (fd >= 0 && exists) (void)fchmod(fd, sb.st_mode & 07777); /* keep the old mode */
+    *out = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!*out) {
+        if (fd >= 0) {
+            err = errno;
+            close(fd);
+            remove(*tmp);
+        }
+        free(*target);
+        free(*tmp);
+        *target = *tmp = NULL;
+        return pw_fail(PW_ERROR_IO, "%s: cannot create: %s", path, strerror(err));
+    }
+    return PW_SUCCESS;
 }
 
 pw_status_t pw_capture_write(const char *path, const pw_capture_t *c, unsigned flags)
@@ -1157,11 +1357,12 @@ pw_status_t pw_capture_write(const char *path, const pw_capture_t *c, unsigned f
 
     const size_t json_len = strlen(text);
     const size_t header_len = (json_len + 7) / 8 * 8;
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        const int err = errno;
+    char *target = NULL, *tmp = NULL;
+    FILE *f = NULL;
+    const pw_status_t st = open_output(path, &f, &target, &tmp);
+    if (st != PW_SUCCESS) {
         free(text);
-        return pw_fail(PW_ERROR_IO, "%s: cannot create: %s", path, strerror(err));
+        return st;
     }
     unsigned char len_bytes[8];
     for (int i = 0; i < 8; i++) len_bytes[i] = (unsigned char)((uint64_t)header_len >> (8 * i));
@@ -1169,11 +1370,16 @@ pw_status_t pw_capture_write(const char *path, const pw_capture_t *c, unsigned f
     for (size_t i = json_len; ok && i < header_len; i++) ok = fputc(' ', f) != EOF;
     free(text);
     for (int i = 0; ok && i < count; i++) ok = write_item_data(f, &items[i]);
-    const int err = errno;
-    if (fclose(f) != 0) ok = 0;
-    if (!ok) {
-        remove(path);
-        return pw_fail(PW_ERROR_IO, "%s: write failed: %s", path, strerror(err));
-    }
+    int err = ok ? 0 : errno;
+    if (ok && fflush(f) != 0) ok = 0, err = errno;
+    if (ok && tmp && fsync(fileno(f)) != 0) ok = 0, err = errno;
+    if (fclose(f) != 0 && ok) ok = 0, err = errno;
+    if (ok && tmp && rename(tmp, target) != 0) ok = 0, err = errno;
+    if (!ok && tmp) remove(tmp); /* never the target: it keeps its old contents */
+    free(target);
+    free(tmp);
+    if (!ok)
+        return pw_fail(PW_ERROR_IO, "%s: write failed: %s", path,
+                       strerror(err ? err : EIO));
     return PW_SUCCESS;
 }

@@ -12,7 +12,12 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -829,6 +834,272 @@ static void test_bad_arguments(void **state)
     pw_capture_free(c);
 }
 
+/* ---- writing is atomic and never deletes what it did not create ------------------- */
+/* Entries of the temp dir whose name contains ".tmp." (left-over temporary files). */
+static int count_temp_files(void)
+{
+    DIR *d = opendir(g_dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e = readdir(d); e; e = readdir(d))
+        if (strstr(e->d_name, ".tmp.")) n++;
+    closedir(d);
+    return n;
+}
+
+static void test_atomic_write(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0xa70u);
+    pw_capture_t *a = random_capture(&rng, 0, 0), *b = random_capture(&rng, 1, 1);
+    const char *path = temp_path("atomic.safetensors");
+    assert_pw_ok(pw_capture_write(path, a, 0));
+    size_t a_len = 0;
+    unsigned char *a_bytes = slurp(path, &a_len);
+
+    /* A reader holding the old file keeps seeing it whole while it is replaced. */
+    FILE *old = fopen(path, "rb");
+    assert_non_null(old);
+    assert_pw_ok(pw_capture_write(path, b, 0));
+    unsigned char *seen = malloc(a_len + 1);
+    assert_int_equal(fread(seen, 1, a_len + 1, old), a_len);
+    fclose(old);
+    assert_memory_equal(seen, a_bytes, a_len);
+    free(seen);
+    pw_capture_t *back = NULL;
+    assert_pw_ok(pw_capture_read(path, PW_CAPTURE_LOAD_QKV, &back));
+    assert_same_capture(b, back, 1);
+    pw_capture_free(back);
+    assert_int_equal(count_temp_files(), 0);
+
+    /* A rewrite that fails part way (file size limit: EFBIG) leaves the old capture. */
+    assert_pw_ok(pw_capture_write(path, a, 0));
+    const pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        const struct rlimit lim = {200, 200};
+        if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(3);
+        const pw_status_t st = pw_capture_write(path, b, 0);
+        _exit(st == PW_ERROR_IO ? 0 : 1);
+    }
+    int wstatus = 0;
+    assert_int_equal(waitpid(child, &wstatus, 0), child);
+    assert_true(WIFEXITED(wstatus));
+    assert_int_equal(WEXITSTATUS(wstatus), 0);
+    size_t now_len = 0;
+    unsigned char *now = slurp(path, &now_len);
+    assert_int_equal(now_len, a_len);
+    assert_memory_equal(now, a_bytes, a_len);
+    free(now);
+    assert_int_equal(count_temp_files(), 0);
+
+    /* A missing directory: an I/O error naming the path, nothing created. */
+    char bad[200];
+    snprintf(bad, sizeof bad, "%s/missing-dir/x.safetensors", g_dir);
+    assert_int_equal(pw_capture_write(bad, a, 0), PW_ERROR_IO);
+    assert_non_null(strstr(pw_last_error(), bad));
+
+    /* A symbolic link to a capture: the target is replaced, the link stays a link. */
+    const char *link_path = temp_path("link.safetensors");
+    remove(link_path);
+    assert_int_equal(symlink(path, link_path), 0);
+    assert_pw_ok(pw_capture_write(link_path, b, 0));
+    struct stat sb;
+    assert_int_equal(lstat(link_path, &sb), 0);
+    assert_true(S_ISLNK(sb.st_mode));
+    assert_pw_ok(pw_capture_read(path, PW_CAPTURE_LOAD_QKV, &back));
+    assert_same_capture(b, back, 1);
+    pw_capture_free(back);
+    assert_int_equal(count_temp_files(), 0);
+
+    /* A device that refuses the bytes: PW_ERROR_IO, and the device (or a link to it) is
+     * still there afterwards. */
+    if (stat("/dev/full", &sb) == 0 && S_ISCHR(sb.st_mode)) {
+        const char *full_link = temp_path("full-link");
+        remove(full_link);
+        assert_int_equal(symlink("/dev/full", full_link), 0);
+        assert_int_equal(pw_capture_write(full_link, a, 0), PW_ERROR_IO);
+        print_message("  via a link to /dev/full: %s\n", pw_last_error());
+        assert_int_equal(lstat(full_link, &sb), 0);
+        assert_true(S_ISLNK(sb.st_mode));
+        assert_int_equal(pw_capture_write("/dev/full", a, 0), PW_ERROR_IO);
+        assert_non_null(strstr(pw_last_error(), "/dev/full"));
+        assert_int_equal(stat("/dev/full", &sb), 0);
+        assert_true(S_ISCHR(sb.st_mode));
+    } else {
+        print_message("  /dev/full is not a character device here: that part skipped\n");
+    }
+    free(a_bytes);
+    pw_capture_free(a);
+    pw_capture_free(b);
+}
+
+/* ---- header strings are UTF-8 --------------------------------------------------------- */
+static void test_utf8(void **state)
+{
+    (void)state;
+    pw_problem_t p = PW_PROBLEM_INIT;
+    p.num_requests = 1;
+    p.num_tokens = 1;
+    p.max_pages_per_request = 1;
+    pw_capture_t *c = NULL;
+    assert_pw_ok(pw_capture_create(&p, 0, &c));
+    c->cu_seqlens_q[1] = 1;
+    c->kv_lens[0] = 1;
+    c->topk_ids[0] = 0;
+    const char *bad_values[] = {"\xff\xfe", "ab\xc3", "\xc0\x80", "\xed\xa0\x80",
+                                "\xf4\x90\x80\x80", "x\x80y"};
+    for (size_t i = 0; i < sizeof bad_values / sizeof bad_values[0]; i++) {
+        assert_int_equal(pw_capture_set_meta(c, "k", bad_values[i]), PW_ERROR_INVALID_ARGUMENT);
+        assert_non_null(strstr(pw_last_error(), "UTF-8"));
+        assert_int_equal(pw_capture_set_meta(c, bad_values[i], "v"), PW_ERROR_INVALID_ARGUMENT);
+    }
+    assert_null(pw_capture_get_meta(c, "k"));
+    const char *good = "caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9d\x84\x9e";
+    assert_pw_ok(pw_capture_set_meta(c, "text", good));
+    const char *path = temp_path("utf8.safetensors");
+    assert_pw_ok(pw_capture_write(path, c, 0));
+    pw_capture_t *back = NULL;
+    assert_pw_ok(pw_capture_read(path, 0, &back));
+    assert_string_equal(pw_capture_get_meta(back, "text"), good);
+    pw_capture_free(back);
+    pw_capture_free(c);
+
+    /* Files with raw non-UTF-8 bytes in a metadata value, a metadata key, a tensor name. */
+    image_t im = valid_image();
+    cJSON *meta = cJSON_GetObjectItemCaseSensitive(im.header, "__metadata__");
+    set_string(meta, "model", "llama\xff\xfe");
+    const char *bad = temp_path("bad_utf8.safetensors");
+    image_save(bad, &im);
+    expect_failure(bad, PW_ERROR_FORMAT, "not valid UTF-8", "model", "\\xff\\xfe");
+    cJSON_DeleteItemFromObjectCaseSensitive(meta, "model");
+    set_string(meta, "mo\x01" "\xc1" "del", "x");
+    image_save(bad, &im);
+    expect_failure(bad, PW_ERROR_FORMAT, "not valid UTF-8", "mo\\x01\\xc1del", NULL);
+    assert_null(strchr(pw_last_error(), '\x01')); /* no raw control byte in the message */
+    image_free(&im);
+    im = valid_image();
+    cJSON *t = cJSON_DetachItemFromObjectCaseSensitive(im.header, "kv_lens");
+    cJSON_AddItemToObject(im.header, "kv_lens\xe9", t);
+    image_save(bad, &im);
+    expect_failure(bad, PW_ERROR_FORMAT, "not valid UTF-8", "kv_lens\\xe9", NULL);
+    image_free(&im);
+}
+
+/* A header nested deeper than the JSON parser allows says so. */
+static void test_json_nesting(void **state)
+{
+    (void)state;
+    const int depth = 1100;
+    char *header = malloc(2 * depth + 16);
+    size_t n = 0;
+    header[n++] = '{';
+    header[n++] = '"';
+    header[n++] = 'a';
+    header[n++] = '"';
+    header[n++] = ':';
+    for (int i = 0; i < depth; i++) header[n++] = '[';
+    for (int i = 0; i < depth; i++) header[n++] = ']';
+    header[n++] = '}';
+    while (n % 8) header[n++] = ' ';
+    header[n] = '\0';
+    const char *path = temp_path("deep.safetensors");
+    image_save_text(path, header, NULL, 0);
+    free(header);
+    expect_failure(path, PW_ERROR_FORMAT, "nested deeper than", "1000", NULL);
+}
+
+/* topk_ids written as [N, Hkv, K] (the usual hook mistake) gets a hint. */
+static void test_swapped_topk_hint(void **state)
+{
+    (void)state;
+    image_t im = valid_image(); /* N = 10, Hkv = 2, K = 4 */
+    const double swapped[3] = {10, 2, 4};
+    set_numbers(image_tensor(&im, "topk_ids"), "shape", swapped, 3);
+    const char *path = temp_path("swapped.safetensors");
+    image_save(path, &im);
+    expect_failure(path, PW_ERROR_FORMAT, "cu_seqlens_q",
+                   "(topk_ids looks like [N, Hkv, K]; the format wants [Hkv, N, K])", NULL);
+    image_free(&im);
+    /* A plain layout error keeps its message without the hint. */
+    im = valid_image();
+    image_set_i32(&im, "cu_seqlens_q", 3, 9);
+    image_save(path, &im);
+    expect_failure(path, PW_ERROR_FORMAT, "cu_seqlens_q", NULL, NULL);
+    assert_null(strstr(pw_last_error(), "looks like"));
+    image_free(&im);
+}
+
+/* Caches whose slot count is not a multiple of P are refused (SPEC 6: [pages * P, Hkv, D]). */
+static void test_cache_slots(void **state)
+{
+    (void)state;
+    pw_problem_t p = PW_PROBLEM_INIT;
+    p.num_requests = 1;
+    p.num_kv_heads = 2;
+    p.q_heads_per_kv = 2;
+    p.head_dim = 8;
+    p.page_size = 4;
+    p.topk = 2;
+    p.num_tokens = 3;
+    p.max_pages_per_request = 2;
+    p.num_cache_pages = 3;
+    pw_capture_t *c = NULL;
+    assert_pw_ok(pw_capture_create(&p, PW_CAPTURE_LOAD_QKV, &c));
+    c->cu_seqlens_q[1] = 3;
+    c->prefix_lens[0] = 2;
+    c->kv_lens[0] = 5;
+    for (int i = 0; i < 2 * 3 * 2; i++) c->topk_ids[i] = i % 3 - 1;
+    assert_pw_ok(pw_capture_generate_qkv(c, g_seed));
+    const char *path = temp_path("slots.safetensors");
+    assert_pw_ok(pw_capture_write(path, c, 0));
+    pw_capture_free(c);
+    size_t len = 0;
+    unsigned char *bytes = slurp(path, &len);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | bytes[i];
+    image_t im;
+    im.header = cJSON_ParseWithLength((const char *)bytes + 8, (size_t)hlen);
+    assert_non_null(im.header);
+    im.data_len = len - 8 - (size_t)hlen;
+    im.data = malloc(im.data_len + 1);
+    memcpy(im.data, bytes + 8 + hlen, im.data_len);
+    free(bytes);
+    /* One slot fewer in both caches (12 -> 11): the ranges shrink by Hkv * D bytes. */
+    const char *names[2] = {"k_cache", "v_cache"};
+    for (int i = 0; i < 2; i++) {
+        cJSON *t = image_tensor(&im, names[i]);
+        const cJSON *offs = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
+        const double begin = cJSON_GetArrayItem(offs, 0)->valuedouble;
+        const double end = cJSON_GetArrayItem(offs, 1)->valuedouble;
+        assert_true(end - begin == 12.0 * 2 * 8);
+        const double shape[3] = {11, 2, 8}, range[2] = {begin, end - 16};
+        set_numbers(t, "shape", shape, 3);
+        set_numbers(t, "data_offsets", range, 2);
+    }
+    image_save(path, &im);
+    expect_failure(path, PW_ERROR_FORMAT, "k_cache", "11 slots", "multiple of page_size 4");
+    image_free(&im);
+}
+
+static void test_generate_parts_flags(void **state)
+{
+    (void)state;
+    pw_problem_t p = PW_PROBLEM_INIT;
+    p.num_requests = 1;
+    pw_capture_t *c = NULL;
+    assert_pw_ok(pw_capture_create(&p, 0, &c));
+    assert_int_equal(pw_capture_generate_parts(c, 1, 1u << 2), PW_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(pw_capture_generate_parts(c, 1, PW_CAPTURE_PART_Q | 0x80u),
+                     PW_ERROR_INVALID_ARGUMENT);
+    assert_null(c->q); /* nothing generated on refusal */
+    assert_pw_ok(pw_capture_generate_parts(c, 1, PW_CAPTURE_PART_Q));
+    assert_non_null(c->q);
+    pw_capture_free(c);
+}
+
 int main(int argc, char **argv)
 {
     g_seed = pw_test_seed(argc, argv);
@@ -839,6 +1110,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tensor_errors),   cmocka_unit_test(test_offset_errors),
         cmocka_unit_test(test_metadata_errors), cmocka_unit_test(test_layout_errors),
         cmocka_unit_test(test_random_corruption), cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_atomic_write),    cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_json_nesting),    cmocka_unit_test(test_swapped_topk_hint),
+        cmocka_unit_test(test_cache_slots),     cmocka_unit_test(test_generate_parts_flags),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }
