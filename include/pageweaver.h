@@ -16,8 +16,9 @@
  *    that are negative, past the KV length or wholly in the query's future are ignored
  *    (SPEC §1).
  *  - Every function returns a pw_status_t; on failure pw_last_error() gives a message
- *    naming the argument or field at fault (thread-local, valid until the next call on
- *    the same thread). The library never prints and never exits.
+ *    naming the argument or field at fault (thread-local; it stays until the next FAILED
+ *    call on the same thread: successful calls do not clear it). The library never
+ *    prints and never exits.
  *  - Host functions (pw_ref_*) take host pointers. Device functions take device
  *    pointers and run asynchronously on the given stream.
  */
@@ -61,7 +62,9 @@ typedef enum pw_status {
 
 /* Short constant name of a status ("PW_ERROR_INVALID_ARGUMENT"). Never NULL. */
 const char *pw_status_string(pw_status_t status);
-/* Message of the last failed call on this thread ("" if none). Never NULL. */
+/* Message of the last FAILED call on this thread ("" if no call has failed yet). Never
+ * NULL. Successful calls do not clear it, so read it only after a call returned a status
+ * other than PW_SUCCESS; it is overwritten by the next failure on this thread. */
 const char *pw_last_error(void);
 
 /* ------------------------------------------------------------------------------------ */
@@ -151,7 +154,10 @@ typedef struct pw_grouping {
  * request r holds its slots [k*W, (k+1)*W) (the last window may be shorter; W = 0: the
  * whole request is one window), and each window is cut into runs of g slots, the last run
  * possibly shorter. Upper bound of the groups of one KV head:
- *   ceil(N/g) + R + (W > 0 ? ceil(N/W) : 0). */
+ *   ceil(N/g) + R + (W > 0 ? ceil(N/W) : 0).
+ * Returns 0 (and records no error message) when problem or grouping is NULL, or when
+ * grouping->group_size < 1 or grouping->window < 0; the problem's shapes are not
+ * validated here (pw_problem_check does that). */
 int64_t pw_max_groups(const pw_problem_t *problem, const pw_grouping_t *grouping);
 
 /* ------------------------------------------------------------------------------------ */

@@ -533,13 +533,15 @@ static void test_captures(void **state)
     for (int i = 0; i < g_num_dirs; i++) {
         DIR *dir = opendir(g_dirs[i]);
         if (!dir) continue;
-        char names[64][256];
+        char names[64][512];
         int count = 0;
         struct dirent *e;
         while ((e = readdir(dir)) && count < 64) {
             const size_t len = strlen(e->d_name);
-            if (len > 12 && strcmp(e->d_name + len - 12, ".safetensors") == 0 && len < 200)
-                snprintf(names[count++], sizeof names[0], "%s/%s", g_dirs[i], e->d_name);
+            if (len > 12 && strcmp(e->d_name + len - 12, ".safetensors") == 0 && len < 200) {
+                const int n = snprintf(names[count], sizeof names[0], "%s/%s", g_dirs[i], e->d_name);
+                if (n > 0 && (size_t)n < sizeof names[0]) count++; /* a too-long path is skipped */
+            }
         }
         closedir(dir);
         for (int k = 0; k < count; k++) {
