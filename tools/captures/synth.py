@@ -135,14 +135,59 @@ def generate(prefix, nq, params, kv_heads=1, seed=0, page=PAGE, topk=TOPK):
                      for h in range(kv_heads)])
 
 
+def _int_in(lo, hi):
+    """argparse type: an integer in [lo, hi]."""
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"must lie in [{lo}, {hi}], got {v}")
+        return v
+    return parse
+
+
+INT32_MAX = 2**31 - 1
+# Model parameters: (kind, lo, hi). Probabilities in [0, 1], counts and spans >= their
+# lower bound, Zipf exponents any finite number.
+PARAM_RANGES = dict(p_sink=("p", 0, 1), n_local=("i", 0, TOPK), p_keep=("p", 0, 1),
+                    p_hot=("p", 0, 1), hot_size=("i", 1, 1 << 20), hot_zipf=("f", None, None),
+                    n_modes=("i", 1, 1 << 16), mode_zipf=("f", None, None),
+                    mode_stay=("p", 0, 1), drift_every=("i", 1, INT32_MAX),
+                    drift_pages=("i", 0, 1 << 20), near_frac=("p", 0, 1),
+                    near_span=("i", 1, INT32_MAX))
+
+
+def check_params(params):
+    """None when params is a valid model parameter set, else a one-line reason."""
+    if not isinstance(params, dict):
+        return f"parameters must be a JSON object, got {type(params).__name__}"
+    for key, val in params.items():
+        if key not in PARAM_RANGES:
+            return f"unknown parameter {key!r} (known: {', '.join(PARAM_RANGES)})"
+        kind, lo, hi = PARAM_RANGES[key]
+        if isinstance(val, bool) or not isinstance(val, (int, float)):
+            return f"parameter {key} must be a number, got {val!r}"
+        if kind == "i" and not float(val).is_integer():
+            return f"parameter {key} must be an integer, got {val!r}"
+        if not np.isfinite(val) or (lo is not None and not lo <= val <= hi):
+            rng = "a finite number" if lo is None else f"in [{lo}, {hi}]"
+            return f"parameter {key} must be {rng}, got {val!r}"
+    return None
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="calibrated synthetic Top-16 selections")
     ap.add_argument("--preset", default=None, help="name from presets.json (list: --list)")
     ap.add_argument("--params", default=None, help="JSON overrides of the model parameters")
-    ap.add_argument("--prefix", type=int, default=49152)
-    ap.add_argument("--queries", type=int, default=16384)
-    ap.add_argument("--kv-heads", type=int, default=1)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prefix", type=_int_in(0, INT32_MAX - 1), default=49152,
+                    help="tokens cached before the chunk (>= 0)")
+    ap.add_argument("--queries", type=_int_in(1, INT32_MAX), default=16384,
+                    help="queries in the chunk (>= 1)")
+    ap.add_argument("--kv-heads", type=_int_in(1, 1024), default=1,
+                    help="KV heads, each with its own selections (1..1024)")
+    ap.add_argument("--seed", type=_int_in(0, 2**63 - 1), default=0)
     ap.add_argument("--out", help="capture file to write")
     ap.add_argument("--list", action="store_true")
     a = ap.parse_args(argv)
@@ -151,19 +196,32 @@ def main(argv=None):
         for k, v in presets.items():
             print(k, json.dumps(v.get("params", v)))
         return 0
+    if a.prefix + a.queries > INT32_MAX:
+        ap.error(f"--prefix + --queries = {a.prefix + a.queries} exceeds the int32 KV "
+                 f"length limit {INT32_MAX}")
     params = {}
     if a.preset:
         if a.preset not in presets:
-            print(f"synth: unknown preset {a.preset!r}; --list shows them", file=sys.stderr)
-            return 2
+            ap.error(f"unknown preset {a.preset!r}; --list shows them")
         params.update(presets[a.preset]["params"])
     if a.params:
-        params.update(json.loads(a.params))
+        try:
+            extra = json.loads(a.params)
+        except json.JSONDecodeError as e:
+            ap.error(f"--params is not valid JSON: {e}")
+        why = check_params(extra)
+        if why:
+            ap.error(f"--params: {why}")
+        params.update(extra)
     if not a.out:
-        print("synth: --out is required", file=sys.stderr)
-        return 2
+        ap.error("--out is required")
+    folder = os.path.dirname(os.path.abspath(a.out))
+    if not os.path.isdir(folder):
+        ap.error(f"--out: folder {folder} does not exist")
+    if os.path.isdir(a.out):
+        ap.error(f"--out: {a.out} is a folder, expected a file name")
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from pw_capture import save_capture
+    from pw_capture import CaptureError, save_capture
 
     sel = generate(a.prefix, a.queries, params, a.kv_heads, a.seed)
     full = dict(DEFAULTS)
@@ -173,8 +231,12 @@ def main(argv=None):
             "seed": str(a.seed), "prefix": str(a.prefix), "chunk": str(a.queries),
             "context": str(a.prefix + a.queries),
             "selector": "synthetic (calibrated to real Quest captures)"}
-    save_capture(a.out, sel, [0, a.queries], [a.prefix], [a.prefix + a.queries],
-                 metadata=meta)
+    try:
+        save_capture(a.out, sel, [0, a.queries], [a.prefix], [a.prefix + a.queries],
+                     metadata=meta)
+    except (CaptureError, OSError) as e:
+        print(f"synth: cannot write {a.out}: {e}", file=sys.stderr)
+        return 1
     print(f"wrote {a.out}")
     return 0
 

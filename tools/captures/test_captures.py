@@ -101,6 +101,333 @@ class SaveLoad(unittest.TestCase):
         self.assertEqual(os.listdir(self.dir), [])
 
 
+def write_raw(path, header, data):
+    """A safetensors file from a header (any JSON value, or raw bytes) and a data section."""
+    text = header if isinstance(header, bytes) else json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + data)
+
+
+def small_ids(r, hkv=1, n=8, hi=10):
+    return r.integers(-1, hi, size=(hkv, n, 16))
+
+
+class SaveValidation(unittest.TestCase):
+    """save_capture refuses what the C reader (or the bench reference check) refuses."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.path = os.path.join(self.dir, "v.safetensors")
+        self.ids = small_ids(rng(10))
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def refuse(self, *args, **kw):
+        with self.assertRaises(pw_capture.CaptureError, msg=f"{args} {kw}"):
+            pw_capture.save_capture(self.path, *args, **kw)
+        self.assertEqual(os.listdir(self.dir), [], f"{args} {kw} left a file")
+
+    def save(self, *args, **kw):
+        pw_capture.save_capture(self.path, *args, **kw)
+        return pw_capture.load_capture(self.path)
+
+    def test_softmax_scale_argument(self):
+        for v in (float("nan"), -1.0, float("inf"), -0.5, 1e39, 1e-50, "abc", True):
+            self.refuse(self.ids, [0, 8], [0], [8], softmax_scale=v)
+        _, meta = self.save(self.ids, [0, 8], [0], [8], softmax_scale=0)
+        self.assertNotIn("softmax_scale", meta)           # 0: the default, key left out
+        _, meta = self.save(self.ids, [0, 8], [0], [8], softmax_scale=np.float32(0.125))
+        self.assertEqual(float(meta["softmax_scale"]), 0.125)
+
+    def test_qkv_seed_argument(self):
+        for v in (-1, 2**64, 1.5, "7", True):
+            self.refuse(self.ids, [0, 8], [0], [8], qkv_seed=v)
+        _, meta = self.save(self.ids, [0, 8], [0], [8], qkv_seed=np.uint64(2**64 - 1))
+        self.assertEqual(meta["qkv_seed"], str(2**64 - 1))
+
+    def test_reserved_metadata_parsed_like_the_reader(self):
+        for md in ({"softmax_scale": "abc"}, {"softmax_scale": "0"}, {"softmax_scale": "nan"},
+                   {"softmax_scale": "-0.1"}, {"softmax_scale": "0.1 "},
+                   {"softmax_scale": "1_0"}, {"softmax_scale": "1e"}, {"softmax_scale": ""},
+                   {"softmax_scale": "4e38"}, {"qkv_seed": "-3"}, {"qkv_seed": "+3"},
+                   {"qkv_seed": " 3"}, {"qkv_seed": "3.0"}, {"qkv_seed": str(2**64)},
+                   {"qkv_seed": ""}, {"page_size": "64"}, {"format": "other"},
+                   {"format_version": "2"}, {"head_dim": "64"}):
+            self.refuse(self.ids, [0, 8], [0], [8], metadata=md)
+        # the argument and the metadata key must agree
+        self.refuse(self.ids, [0, 8], [0], [8], softmax_scale=0.5,
+                    metadata={"softmax_scale": "0.25"})
+        self.refuse(self.ids, [0, 8], [0], [8], softmax_scale=0,
+                    metadata={"softmax_scale": "0.25"})
+        self.refuse(self.ids, [0, 8], [0], [8], qkv_seed=4, metadata={"qkv_seed": "5"})
+        for md in ({"softmax_scale": " 0x1.8p-3"}, {"softmax_scale": ".5e-1"},
+                   {"qkv_seed": "007"}, {"page_size": "128"}):
+            _, meta = self.save(self.ids, [0, 8], [0], [8], metadata=md)
+            for key, val in md.items():
+                self.assertEqual(meta[key], val)
+        _, meta = self.save(self.ids, [0, 8], [0], [8], softmax_scale=0.25, qkv_seed=9,
+                            metadata={"softmax_scale": "0.25", "qkv_seed": "9"})
+        self.assertEqual((meta["softmax_scale"], meta["qkv_seed"]), ("0.25", "9"))
+
+    def test_metadata_strings(self):
+        for md in ({1: "a"}, {"": "a"}, {"x": "\ud800"}, {"x\udcff": "a"}, {"x": "a\0b"},
+                   {"x\0": "a"}, {"x": b"bytes"}, {"x": None}, ["not", "a", "dict"]):
+            self.refuse(self.ids, [0, 8], [0], [8], metadata=md)
+        _, meta = self.save(self.ids, [0, 8], [0], [8],
+                            metadata={"text": "Émile — 東京", "layer": 3, "span": [1, 2]})
+        self.assertEqual((meta["text"], meta["layer"], meta["span"]),
+                         ("Émile — 東京", "3", "[1, 2]"))
+
+    def caches(self, r, slots, hkv=1):
+        return (r.integers(0, 126, size=(slots, hkv, 128), dtype=np.uint8),
+                r.integers(0, 126, size=(slots, hkv, 128), dtype=np.uint8))
+
+    def test_scales(self):
+        kc, vc = self.caches(rng(11), 128)
+        for bad in (float("nan"), 0.0, -1.0, float("inf"), 1e39, 1e-50, [1.0, 2.0], "x"):
+            self.refuse(self.ids, [0, 8], [0], [8], k_cache=kc, v_cache=vc, k_scale=bad,
+                        v_scale=0.5)
+            self.refuse(self.ids, [0, 8], [0], [8], k_cache=kc, v_cache=vc, k_scale=0.5,
+                        v_scale=bad)
+        self.refuse(self.ids, [0, 8], [0], [8], k_scale=0.5, v_scale=0.5)  # no caches
+        t, _ = self.save(self.ids, [0, 8], [0], [8], k_cache=kc, v_cache=vc,
+                         k_scale=np.array([0.5]), v_scale=np.float32(2.0**-6))
+        self.assertEqual((t["k_scale"][0], t["v_scale"][0]), (0.5, 2.0**-6))
+
+    def test_cache_slots_and_coverage(self):
+        r = rng(12)
+        # two requests: kv 132 and 15 -> default layout 2 pages each, physical 0..3;
+        # reachable: request 0 pages 0..1 (last row at c=131), request 1 page 0 -> physical 2
+        ids = small_ids(r, n=40, hi=3)
+        lay = ([0, 25, 40], [107, 0], [132, 15])
+        kc, vc = self.caches(r, 128 * 3 + 5)
+        self.refuse(ids, *lay, k_cache=kc, v_cache=vc, k_scale=1.0, v_scale=1.0)
+        kc, vc = self.caches(r, 128 * 2)
+        self.refuse(ids, *lay, k_cache=kc, v_cache=vc, k_scale=1.0, v_scale=1.0)
+        kc3, vc3 = self.caches(r, 128 * 3)
+        self.refuse(ids, *lay, k_cache=kc3, v_cache=vc, k_scale=1.0, v_scale=1.0)
+        self.save(ids, *lay, k_cache=kc3, v_cache=vc3, k_scale=1.0, v_scale=1.0)
+        os.unlink(self.path)
+        # page tables: unreachable entries may be anything, reachable ones must be cached
+        kc, vc = self.caches(r, 128 * 2)
+        self.save(ids, *lay, page_table=[[1, 0, -1], [0, 77, -5]], k_cache=kc, v_cache=vc,
+                  k_scale=1.0, v_scale=1.0)
+        os.unlink(self.path)
+        for pt in ([[1, 2], [0, 0]], [[1, 0], [-1, 0]], [[-1, 0], [0, 0]]):
+            self.refuse(ids, *lay, page_table=pt, k_cache=kc, v_cache=vc, k_scale=1.0,
+                        v_scale=1.0)
+        self.refuse(ids, *lay, page_table=[[1, 0], [-1, 0]])   # no caches: negative id
+        self.save(ids, *lay, page_table=[[1, 0], [9, -1]])      # generated caches: 10 pages
+        os.unlink(self.path)
+        with self.assertWarns(UserWarning):
+            self.save(ids, *lay, page_table=[[1, 2], [0, 0]], k_cache=kc, v_cache=vc,
+                      k_scale=1.0, v_scale=1.0, allow_uncovered_pages=True)
+
+    def test_reader_limits(self):
+        self.refuse(self.ids, [0, 8], [0], [8], q_heads_per_kv=65)
+        self.refuse(self.ids, [0, 8], [0], [8], head_dim=1025)
+        self.refuse(self.ids, [0, 8], [0], [8], page_size=2**20 + 1)
+        self.refuse(self.ids, [0, 8], [0], [8], page_size=1.5)
+        self.refuse(np.zeros((1, 8, 1025), int), [0, 8], [0], [8])
+        self.refuse(self.ids, [0, 8], [0] * 1, [8], page_size=1,
+                    metadata={"q_heads_per_kv": "2"})
+
+    def test_c_reader_agrees(self):
+        """Where the CLI is built: every string parse_softmax_scale / parse_qkv_seed accepts
+        is accepted by `pageweaver stats`, every one they refuse is refused (except the
+        documented stricter case: positive values that round to float32 0), and random
+        valid save_capture files pass `stats`."""
+        cli = find_cli()
+        if cli is None:
+            self.skipTest("pageweaver CLI not built")
+        from safetensors.numpy import save_file
+        ids = np.zeros((1, 8, 16), np.int32)
+        ids[0, :, 1:] = -1
+        base = {"topk_ids": ids, "cu_seqlens_q": np.array([0, 8], np.int32),
+                "prefix_lens": np.array([0], np.int32), "kv_lens": np.array([8], np.int32)}
+        scales = ["0.125", " 0.125", "\t1e-3", "0x1p-3", "-0X.8P1", "+.5", "5.", "1e", "abc",
+                  "0", "-0.5", "nan", "inf", "1e400", "3e38", "3.1e38", "0.1 ", "1_0", "",
+                  "0x", "1e-40"]
+        seeds = ["0", "007", str(2**64 - 1), str(2**64), "-3", "+3", " 3", "3 ", "0x10", ""]
+        cases = [("softmax_scale", v, pw_capture.parse_softmax_scale(v) is not None)
+                 for v in scales]
+        cases += [("qkv_seed", v, pw_capture.parse_qkv_seed(v) is not None) for v in seeds]
+        for i, (key, val, ok) in enumerate(cases):
+            f = os.path.join(self.dir, f"m{i}.safetensors")
+            save_file(base, f, metadata={"format": "pageweaver.capture",
+                                         "format_version": "1", "page_size": "128",
+                                         "q_heads_per_kv": "16", "head_dim": "128", key: val})
+            out = subprocess.run([cli, "stats", f], capture_output=True, text=True)
+            self.assertEqual(out.returncode == 0, ok, f"{key}={val!r}: C rc "
+                             f"{out.returncode} {out.stderr.strip()[:160]}")
+        r = rng(13)
+        for i in range(6):
+            req = int(r.integers(1, 4))
+            qlen = r.integers(0, 40, size=req)
+            pre = r.integers(0, 400, size=req)
+            kv = pre + qlen + r.integers(0, 200, size=req)
+            cu = np.concatenate([[0], np.cumsum(qlen)])
+            n = int(cu[-1])
+            hkv = int(r.integers(1, 3))
+            ids = r.integers(-1, 6, size=(hkv, n, 16))
+            pages = -(-int(kv.max()) // 128)
+            kc, vc = self.caches(r, 128 * req * pages, hkv)
+            f = os.path.join(self.dir, f"r{i}.safetensors")
+            pw_capture.save_capture(f, ids, cu, pre, kv, k_cache=kc, v_cache=vc,
+                                    k_scale=float(r.uniform(0.01, 2)), v_scale=0.5,
+                                    softmax_scale=float(r.uniform(0.01, 1)),
+                                    qkv_seed=int(r.integers(0, 2**63)),
+                                    metadata={"note": "ü", "i": i})
+            out = subprocess.run([cli, "stats", f], capture_output=True, text=True)
+            self.assertEqual(out.returncode, 0, f"{f}: {out.stderr.strip()[:200]}")
+
+
+class LoadErrors(unittest.TestCase):
+    """load_capture turns every malformed file into a CaptureError naming the file."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.good = os.path.join(self.dir, "good.safetensors")
+        r = rng(20)
+        kc = r.integers(0, 126, size=(256, 1, 128), dtype=np.uint8)
+        pw_capture.save_capture(self.good, small_ids(r), [0, 8], [100], [108], k_cache=kc,
+                                v_cache=kc, k_scale=0.5, v_scale=0.5)
+        with open(self.good, "rb") as f:
+            self.raw = f.read()
+        hlen = int.from_bytes(self.raw[:8], "little")
+        self.header = json.loads(self.raw[8:8 + hlen])
+        self.data = self.raw[8 + hlen:]
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def bad(self, name, header=None, data=None, raw=None, cause=None):
+        path = os.path.join(self.dir, name)
+        if raw is not None:
+            with open(path, "wb") as f:
+                f.write(raw)
+        else:
+            write_raw(path, self.header if header is None else header,
+                      self.data if data is None else data)
+        with self.assertRaises(pw_capture.CaptureError, msg=name) as cm:
+            pw_capture.load_capture(path)
+        self.assertIn(name, str(cm.exception))
+        if cause is not None:
+            self.assertIsInstance(cm.exception.__cause__, cause, name)
+        return str(cm.exception)
+
+    def edited(self, tensor, **kw):
+        h = json.loads(json.dumps(self.header))
+        h[tensor].update(kw)
+        return h
+
+    def test_truncated(self):
+        r = rng(21)
+        cuts = {0, 5, 8, 8 + 10, len(self.raw) - 1, len(self.raw) - len(self.data) + 3}
+        cuts |= {int(c) for c in r.integers(0, len(self.raw), size=8)}
+        for cut in sorted(cuts):
+            if cut < len(self.raw):
+                self.bad(f"cut{cut}.safetensors", raw=self.raw[:cut])
+
+    def test_header_not_an_object(self):
+        for i, h in enumerate(([1, 2], "text", 3, None)):
+            self.bad(f"h{i}.safetensors", header=json.dumps(h).encode())
+        self.bad("meta.safetensors", header=dict(self.header, __metadata__=[1]))
+        self.bad("entry.safetensors", header=dict(self.header, kv_lens="x"))
+
+    def test_corrupted_header(self):
+        self.bad("json.safetensors", header=b'{"topk_ids": {', cause=json.JSONDecodeError)
+        self.bad("utf8.safetensors", header=b'{"\xff": 1}', cause=UnicodeDecodeError)
+        self.bad("len.safetensors", raw=(2**40).to_bytes(8, "little") + b"{}")
+
+    def test_shape_offsets_mismatch(self):
+        off = self.header["kv_lens"]["data_offsets"]
+        self.bad("shape.safetensors", header=self.edited("kv_lens", shape=[3]))
+        self.bad("shape2.safetensors", header=self.edited("kv_lens", shape="x"))
+        self.bad("shape3.safetensors", header=self.edited("kv_lens", shape=[-1]))
+        self.bad("range.safetensors", header=self.edited(
+            "kv_lens", data_offsets=[len(self.data) + 4, len(self.data) + 8]))
+        self.bad("order.safetensors", header=self.edited("kv_lens", data_offsets=off[::-1]))
+        self.bad("offs.safetensors", header=self.edited("kv_lens", data_offsets=[0]))
+        self.bad("overlap.safetensors", header=self.edited(
+            "kv_lens", data_offsets=self.header["prefix_lens"]["data_offsets"]))
+        self.bad("dtype.safetensors", header=self.edited("kv_lens", dtype="X9"))
+        h = json.loads(json.dumps(self.header))
+        del h["cu_seqlens_q"]
+        self.bad("missing.safetensors", header=h)
+        h = json.loads(json.dumps(self.header))
+        h["__metadata__"]["format_version"] = "2"
+        self.bad("version.safetensors", header=h)
+
+    def test_random_corruption(self):
+        """Random byte edits in the header: a CaptureError or a clean load, nothing else."""
+        r = rng(22)
+        hlen = len(self.raw) - len(self.data)
+        for i in range(300):
+            b = bytearray(self.raw)
+            for _ in range(int(r.integers(1, 4))):
+                b[int(r.integers(0, hlen))] = int(r.choice([0, 32, 34, 44, 45, 48, 57, 91,
+                                                            93, 123, 125, 255,
+                                                            r.integers(0, 256)]))
+            path = os.path.join(self.dir, f"x{i}.safetensors")
+            with open(path, "wb") as f:
+                f.write(bytes(b))
+            try:
+                pw_capture.load_capture(path)
+            except pw_capture.CaptureError:
+                pass
+            os.unlink(path)
+
+
+class SynthArgs(unittest.TestCase):
+    def run_main(self, argv):
+        import contextlib
+        import io
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as cm:
+            synth.main(argv)
+        return cm.exception.code, err.getvalue()
+
+    def test_bad_arguments_exit_2(self):
+        d = tempfile.mkdtemp()
+        out = os.path.join(d, "s.safetensors")
+        cases = [["--prefix", "-5", "--queries", "0", "--kv-heads", "0", "--out", out],
+                 ["--queries", "0", "--out", out], ["--kv-heads", "0", "--out", out],
+                 ["--prefix", "x", "--out", out], ["--seed", "-1", "--out", out],
+                 ["--prefix", str(2**31 - 10), "--queries", "100", "--out", out],
+                 ["--params", "{bad", "--out", out], ["--params", "[1]", "--out", out],
+                 ["--params", '{"p_hot": 2}', "--out", out],
+                 ["--params", '{"nope": 1}', "--out", out],
+                 ["--params", '{"hot_size": 0.5}', "--out", out],
+                 ["--params", '{"hot_zipf": "a"}', "--out", out],
+                 ["--preset", "no-such-preset", "--out", out], ["--queries", "8"],
+                 ["--queries", "8", "--out", os.path.join(d, "missing", "s.safetensors")],
+                 ["--queries", "8", "--out", d]]
+        try:
+            for argv in cases:
+                code, err = self.run_main(argv)
+                self.assertEqual(code, 2, argv)
+                self.assertNotIn("Traceback", err, argv)
+                self.assertTrue(err.strip().splitlines()[-1].startswith("synth.py: error: ")
+                                or "error:" in err, f"{argv}: {err}")
+            self.assertEqual(os.listdir(d), [])
+            self.assertEqual(synth.main(["--prefix", "130", "--queries", "20", "--kv-heads",
+                                         "2", "--seed", str(SEED), "--out", out]), 0)
+            t, meta = pw_capture.load_capture(out)
+            self.assertEqual(t["topk_ids"].shape, (2, 20, 16))
+        finally:
+            shutil.rmtree(d)
+
+    def test_command_line(self):
+        p = subprocess.run([sys.executable, os.path.join(HERE, "synth.py"), "--prefix", "-5",
+                            "--queries", "0", "--kv-heads", "0", "--out", "/tmp/never.st"],
+                           capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertNotIn("Traceback", p.stderr)
+        self.assertRegex(p.stderr.strip().splitlines()[-1], r"^synth.py: error: argument")
+
+
 class Regroup(unittest.TestCase):
     def sets(self, rows):
         return [np.array(r) for r in rows]
