@@ -314,6 +314,84 @@ static void test_json_totals(void **state)
     for (int f = 0; f < 2; f++) pw_capture_free(caps[f]);
 }
 
+/* Bytes from a file never reach the terminal raw: control bytes in metadata and in
+ * error messages quoting a damaged header are escaped as \xNN. */
+static void test_escaped_output(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0xe5cu);
+    pw_capture_t *c = overlap_capture(&rng);
+    assert_pw_ok(pw_capture_set_meta(c, "ke\x1by", "red \x1b[31m bell \x07 caf\xc3\xa9"));
+    char path[160], args[512];
+    snprintf(path, sizeof path, "%s/a.safetensors", g_dir);
+    assert_pw_ok(pw_capture_write(path, c, 0));
+    pw_capture_free(c);
+    snprintf(args, sizeof args, "stats '%s'", path);
+    assert_int_equal(run_cli(args), 0);
+    assert_null(strchr(g_out, '\x1b'));
+    assert_null(strchr(g_out, '\x07'));
+    assert_non_null(strstr(g_out, "ke\\x1by=red \\x1b[31m bell \\x07 caf\xc3\xa9"));
+
+    /* One byte of the header flipped to a control byte / to a non-UTF-8 byte. */
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    unsigned char buf[4096];
+    const size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    size_t at = 0;
+    while (at + 12 < n && memcmp(buf + at, "__metadata__", 12) != 0) at++;
+    assert_true(at + 12 < n);
+    const unsigned char flips[2] = {0x01, 0xfe};
+    for (int i = 0; i < 2; i++) {
+        buf[at + 10] = flips[i];
+        snprintf(path, sizeof path, "%s/bad.safetensors", g_dir);
+        f = fopen(path, "wb");
+        assert_int_equal(fwrite(buf, 1, n, f), n);
+        fclose(f);
+        snprintf(args, sizeof args, "stats '%s'", path);
+        assert_int_equal(run_cli(args), 1);
+        assert_null(strchr(g_err, (char)flips[i]));
+        char want[32];
+        snprintf(want, sizeof want, "__metadata\\x%02x_", flips[i]);
+        assert_non_null(strstr(g_err, want));
+    }
+}
+
+/* stats --json - and --json=OUT: stdout or a file opened before the work. */
+static void test_json_destination(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0xd57u);
+    pw_capture_t *c = overlap_capture(&rng);
+    char path[160], out[160], args[512];
+    snprintf(path, sizeof path, "%s/a.safetensors", g_dir);
+    snprintf(out, sizeof out, "%s/b.safetensors", g_dir); /* removed by teardown */
+    assert_pw_ok(pw_capture_write(path, c, 0));
+    pw_capture_free(c);
+    const int dash_existed = access("-", F_OK) == 0;
+    snprintf(args, sizeof args, "stats --json - '%s'", path);
+    assert_int_equal(run_cli(args), 0);
+    cJSON *doc = cJSON_Parse(g_out);
+    assert_non_null(doc);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(doc, "files")), 1);
+    cJSON_Delete(doc);
+    if (!dash_existed) assert_int_equal(access("-", F_OK), -1);
+    snprintf(args, sizeof args, "stats --json='%s' '%s'", out, path);
+    assert_int_equal(run_cli(args), 0);
+    assert_int_equal(g_out[0], '\0');
+    char *text = slurp_text(out);
+    doc = cJSON_Parse(text);
+    free(text);
+    assert_non_null(doc);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(doc, "files")), 1);
+    cJSON_Delete(doc);
+    snprintf(args, sizeof args, "stats --json=/nonexistent/dir/x.json '%s'", path);
+    assert_int_equal(run_cli(args), 1);
+    assert_non_null(strstr(g_err, "/nonexistent/dir/x.json"));
+}
+
 int main(int argc, char **argv)
 {
     g_seed = pw_test_seed(argc, argv);
@@ -327,6 +405,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_usage),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_json_totals),
+        cmocka_unit_test(test_escaped_output),
+        cmocka_unit_test(test_json_destination),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

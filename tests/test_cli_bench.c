@@ -148,6 +148,90 @@ static void test_usage(void **state)
     assert_int_equal(bench("--copies 9 x.safetensors"), 2);
     assert_int_equal(bench("--cpu-only -q /nonexistent/none.safetensors"), 1);
     assert_non_null(strstr(g_stderr, "none.safetensors"));
+    /* Option errors name the accepted range. */
+    assert_int_equal(bench("--replays 0 x.safetensors"), 2);
+    assert_non_null(strstr(g_stderr, "--replays needs an integer in 1..100000, got '0'"));
+    assert_int_equal(bench("--copies=9 x.safetensors"), 2);
+    assert_non_null(strstr(g_stderr, "1..8"));
+    assert_int_equal(bench("--check-rows abc x.safetensors"), 2);
+    assert_non_null(strstr(g_stderr, "--check-rows needs an integer in 0.."));
+    assert_int_equal(bench("--json"), 2);
+}
+
+/* --json to a path that cannot be written fails before any work; --json - is stdout. */
+static void test_json_destination(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x15u);
+    pw_capture_t *c = small_capture(&rng, 1, 16);
+    char path[128], args[512];
+    snprintf(path, sizeof path, "%s/dest.safetensors", g_tmp);
+    assert_pw_ok(pw_capture_write(path, c, 0));
+    snprintf(args, sizeof args, "--cpu-only --check-rows 2 --json /nonexistent/dir/x.json '%s'", path);
+    assert_int_equal(bench(args), 1);
+    assert_non_null(strstr(g_stderr, "/nonexistent/dir/x.json"));
+    assert_null(strstr(g_stdout, "no timings")); /* refused before the work */
+    assert_null(strstr(g_stderr, "[bench]"));
+
+    const int dash_existed = access("-", F_OK) == 0;
+    snprintf(args, sizeof args, "--cpu-only --check-rows 2 --json - '%s'", path);
+    assert_int_equal(bench(args), 0);
+    cJSON *doc = cJSON_Parse(g_stdout); /* stdout is the JSON document alone */
+    assert_non_null(doc);
+    assert_non_null(cJSON_GetObjectItemCaseSensitive(doc, "captures"));
+    cJSON_Delete(doc);
+    assert_non_null(strstr(g_stderr, "guarded W128")); /* the report went to stderr */
+    if (!dash_existed) assert_int_equal(access("-", F_OK), -1); /* no file named '-' */
+    remove(path);
+    pw_capture_free(c);
+}
+
+/* Caches shorter than the page table reaches: the pairs whose page lies outside them are
+ * counted, warned about in the text and reported in the JSON. */
+static void test_bad_pages_warned(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0xbadu);
+    pw_capture_t *c = small_capture(&rng, 2, 16);
+    c->problem.num_cache_pages = 1; /* 128 slots; the default table reaches page 41 */
+    assert_pw_ok(pw_capture_generate_parts(c, g_seed, PW_CAPTURE_PART_KV));
+    char path[128], json_path[128], args[512];
+    snprintf(path, sizeof path, "%s/short.safetensors", g_tmp);
+    snprintf(json_path, sizeof json_path, "%s/short.json", g_tmp);
+    assert_pw_ok(pw_capture_write(path, c, 0));
+    /* Expected: distinct selected pages p <= pos / 128 with physical r * 21 + p >= 1. */
+    int64_t want = 0;
+    for (int32_t h = 0; h < 2; h++)
+        for (int r = 0; r < 2; r++)
+            for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
+                const int64_t pos = c->prefix_lens[r] + (i - c->cu_seqlens_q[r]);
+                const int32_t *row = c->topk_ids + ((int64_t)h * 300 + i) * 16;
+                uint8_t seen[64] = {0};
+                for (int k = 0; k < 16; k++)
+                    if (row[k] >= 0 && row[k] <= pos / 128 && !seen[row[k]]) {
+                        seen[row[k]] = 1;
+                        want += r * 21 + row[k] >= 1;
+                    }
+            }
+    print_message("  expected bad (query, head, page) pairs: %lld\n", (long long)want);
+    assert_true(want > 0);
+    snprintf(args, sizeof args, "--cpu-only -q --check-rows 8 --json '%s' '%s'", json_path, path);
+    assert_int_equal(bench(args), 0);
+    char expect[160];
+    snprintf(expect, sizeof expect, "WARNING: %lld (query, KV head, page) pairs", (long long)want);
+    assert_non_null(strstr(g_stdout, expect));
+    char *text = read_all(json_path);
+    cJSON *doc = cJSON_Parse(text);
+    free(text);
+    assert_non_null(doc);
+    const cJSON *cap = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "captures"), 0);
+    assert_int_equal((int64_t)json_number(cap, "problem.bad_page_pairs"), want);
+    cJSON_Delete(doc);
+    remove(json_path);
+    remove(path);
+    pw_capture_free(c);
 }
 
 static void test_cpu_figures(void **state)
@@ -208,6 +292,8 @@ static void test_cpu_figures(void **state)
     const double nrms = json_number(cap, "reference_check.nrms_emulate_vs_exact");
     print_message("  FP8-emulating vs exact NRMS %.4f\n", nrms);
     assert_true(nrms > 0.005 && nrms < 0.08); /* the size of the FP8 error (~3.6%), not 0, not a bug */
+    assert_int_equal((int64_t)json_number(cap, "problem.bad_page_pairs"), 0);
+    assert_null(strstr(g_stdout, "WARNING"));
     cJSON_Delete(doc);
     remove(json_path);
     remove(path);
@@ -245,6 +331,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_usage),
         cmocka_unit_test(test_cpu_figures),
         cmocka_unit_test(test_cpu_other_shape),
+        cmocka_unit_test(test_json_destination),
+        cmocka_unit_test(test_bad_pages_warned),
     };
     const int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char path[128];

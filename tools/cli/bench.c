@@ -11,12 +11,14 @@
  *    measured in the same run.
  * Tables on stdout, one progress line per arm on stderr, every figure in --json FILE.
  * Without a GPU (or a CUDA build) it says so and does the CPU part. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, dup, fdopen */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -53,7 +55,8 @@ static void print_help(FILE *out)
             "rotating the copies of Q, Top-K and O; median, min and p90 are reported.\n"
             "\n"
             "options:\n"
-            "  --json FILE       write every figure as JSON\n"
+            "  --json FILE       write every figure as JSON (opened before the work; '-' = stdout,\n"
+            "                    the text report then goes to stderr)\n"
             "  --replays N       timed replays per arm (default 100; the protocol wants >= 50)\n"
             "  --warmup N        warm-up replays per arm (default 10)\n"
             "  --copies N        input copies rotated by the replays, 1..8 (default 3)\n"
@@ -161,6 +164,35 @@ static double visible_pairs(const pw_capture_t *c)
                 }
             }
     return total;
+}
+
+/* (query, KV head, page) pairs whose page is in the row's set S_i (SPEC 1: distinct ids
+ * 0 <= p <= min(c, L-1) / P) but whose physical page, page_table[r][p], is outside
+ * [0, num_cache_pages): the pairs pw_ref_attention counts in bad_page_count, over every
+ * row. A capture whose caches are shorter than its page table reaches gives wrong
+ * outputs without this warning. */
+static int64_t bad_page_pairs(const pw_capture_t *c)
+{
+    const pw_problem_t *p = &c->problem;
+    const int32_t k = p->topk, ps = p->page_size, stride = p->max_pages_per_request;
+    int64_t bad = 0;
+    for (int32_t h = 0; h < p->num_kv_heads; h++)
+        for (int32_t r = 0; r < p->num_requests; r++)
+            for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
+                const int64_t pos = (int64_t)c->prefix_lens[r] + (i - c->cu_seqlens_q[r]);
+                const int64_t last_token = pos < c->kv_lens[r] - 1 ? pos : (int64_t)c->kv_lens[r] - 1;
+                const int32_t *row = c->topk_ids + ((int64_t)h * p->num_tokens + i) * k;
+                for (int32_t a = 0; a < k; a++) {
+                    const int64_t id = row[a];
+                    if (id < 0 || last_token < 0 || id > last_token / ps) continue;
+                    int dup = 0;
+                    for (int32_t b = 0; b < a && !dup; b++) dup = row[b] == row[a];
+                    if (dup) continue;
+                    const int64_t physical = c->page_table[(int64_t)r * stride + id];
+                    if (physical < 0 || physical >= p->num_cache_pages) bad++;
+                }
+            }
+    return bad;
 }
 
 static void random_perm(const pw_capture_t *c, uint64_t seed, int32_t *perm)
@@ -332,6 +364,7 @@ static int cpu_part(bench_capture_t *bc, const bench_options_t *o)
         PW_REGROUP_IDENTITY, PW_REGROUP_GUARDED, PW_REGROUP_GUARDED, PW_REGROUP_GREEDY,
         PW_REGROUP_GREEDY,   PW_REGROUP_GREEDY,  PW_REGROUP_GREEDY,  PW_REGROUP_IDENTITY};
     bc->visible_pairs = visible_pairs(c);
+    bc->bad_pages = bad_page_pairs(c);
     for (int i = 0; i < NUM_PERMS; i++) {
         bc->perms[i] = malloc(perm_bytes ? perm_bytes : 4);
         if (!bc->perms[i]) return 1;
@@ -453,6 +486,11 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
     printf("\n== %s: N=%d R=%d Hkv=%d G=%d K=%d, longest context %d tokens, useful %.1f GFLOP\n", bc->path,
            p->num_tokens, p->num_requests, p->num_kv_heads, p->q_heads_per_kv, p->topk, max_kv,
            bc->visible_pairs * p->q_heads_per_kv * p->head_dim * 4 / 1e9);
+    if (bc->bad_pages > 0)
+        printf("WARNING: %lld (query, KV head, page) pairs select a page whose physical id is outside the "
+               "caches' %lld pages: those pages contribute nothing, so outputs and errors below are not "
+               "meaningful (caches shorter than the page table reaches?)\n",
+               (long long)bc->bad_pages, (long long)p->num_cache_pages);
     printf("%-16s %13s %10s %12s %12s %7s %12s\n", "grouping", "union_visits", "vs_ident", "C_4", "selections",
            "rho_Q", "cpu_regroup");
     for (int i = 0; i < NUM_PERMS; i++) {
@@ -560,6 +598,7 @@ static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates
     cJSON_AddNumberToObject(pj, "topk", p->topk);
     cJSON_AddNumberToObject(pj, "num_cache_pages", (double)p->num_cache_pages);
     cJSON_AddNumberToObject(pj, "visible_pairs", bc->visible_pairs);
+    cJSON_AddNumberToObject(pj, "bad_page_pairs", (double)bc->bad_pages);
     cJSON_AddNumberToObject(pj, "useful_flop", bc->visible_pairs * p->q_heads_per_kv * p->head_dim * 4);
     cJSON *gj = cJSON_AddObjectToObject(j, "groupings");
     for (int i = 0; i < NUM_PERMS; i++) {
@@ -633,7 +672,7 @@ static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates
     return j;
 }
 
-static int write_json(const char *path, const bench_options_t *o, const bench_rates_t *rates, int gpu,
+static int write_json(FILE *out, const char *path, const bench_options_t *o, const bench_rates_t *rates, int gpu,
                       const char *gpu_reason, bench_capture_t *bcs, int nfiles)
 {
     cJSON *root = cJSON_CreateObject();
@@ -665,15 +704,11 @@ static int write_json(const char *path, const bench_options_t *o, const bench_ra
         if (bcs[f].capture) cJSON_AddItemToArray(cj, capture_json(&bcs[f], rates));
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
-    if (!text) return 1;
-    FILE *out = fopen(path, "w");
-    int rc = !out;
-    if (out) {
-        rc = fputs(text, out) < 0 || fputc('\n', out) == EOF;
-        rc |= fclose(out) != 0;
-    }
+    int rc = !text;
+    if (text) rc = fputs(text, out) < 0 || fputc('\n', out) == EOF;
+    rc |= fclose(out) != 0;
     free(text);
-    if (rc) fprintf(stderr, "pageweaver bench: cannot write %s\n", path);
+    if (rc) fprintf(stderr, "pageweaver bench: cannot write %s\n", strcmp(path, "-") == 0 ? "the JSON to stdout" : path);
     return rc;
 }
 
@@ -684,30 +719,39 @@ int pw_cli_bench(int argc, char **argv)
     const char *json_path = NULL;
     const char *files[MAX_FILES];
     int nfiles = 0;
+    long replays = o.replays, warmup = o.warmup, copies = o.copies, check_rows = o.check_rows, seed = 1;
+    const struct {
+        const char *name;
+        long lo, hi;
+        long *value;
+    } numeric[] = {
+        {"--replays", 1, 100000, &replays},        {"--warmup", 0, 100000, &warmup},
+        {"--copies", 1, 8, &copies},               {"--check-rows", 0, 1L << 30, &check_rows},
+        {"--seed", 0, 1L << 62, &seed},
+    };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        long v = 0;
+        const char *eq = strchr(a, '=');
+        const size_t name_len = a[0] == '-' && a[1] == '-' && eq ? (size_t)(eq - a) : strlen(a);
+        int n = -1;
+        for (int k = 0; k < (int)(sizeof numeric / sizeof numeric[0]); k++)
+            if (strlen(numeric[k].name) == name_len && strncmp(a, numeric[k].name, name_len) == 0) n = k;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             print_help(stdout);
             return PW_CLI_OK;
-        } else if (strcmp(a, "--json") == 0 && i + 1 < argc) {
-            json_path = argv[++i];
-        } else if (strcmp(a, "--replays") == 0 && i + 1 < argc && pw_cli_parse_long(argv[i + 1], 1, 100000, &v)) {
-            o.replays = (int)v;
-            i++;
-        } else if (strcmp(a, "--warmup") == 0 && i + 1 < argc && pw_cli_parse_long(argv[i + 1], 0, 100000, &v)) {
-            o.warmup = (int)v;
-            i++;
-        } else if (strcmp(a, "--copies") == 0 && i + 1 < argc && pw_cli_parse_long(argv[i + 1], 1, 8, &v)) {
-            o.copies = (int)v;
-            i++;
-        } else if (strcmp(a, "--check-rows") == 0 && i + 1 < argc &&
-                   pw_cli_parse_long(argv[i + 1], 0, 1L << 30, &v)) {
-            o.check_rows = (int)v;
-            i++;
-        } else if (strcmp(a, "--seed") == 0 && i + 1 < argc && pw_cli_parse_long(argv[i + 1], 0, 1L << 62, &v)) {
-            o.seed = (uint64_t)v;
-            i++;
+        } else if (strcmp(a, "--json") == 0 || strncmp(a, "--json=", 7) == 0) {
+            json_path = a[6] == '=' ? a + 7 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!json_path || !*json_path) {
+                fprintf(stderr, "pageweaver bench: --json needs a file name ('-' for stdout)\n");
+                return PW_CLI_USAGE;
+            }
+        } else if (n >= 0) {
+            const char *v = eq && name_len < strlen(a) ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!pw_cli_parse_long(v, numeric[n].lo, numeric[n].hi, numeric[n].value)) {
+                fprintf(stderr, "pageweaver bench: %s needs an integer in %ld..%ld, got '%s'\n", numeric[n].name,
+                        numeric[n].lo, numeric[n].hi, v ? v : "");
+                return PW_CLI_USAGE;
+            }
         } else if (strcmp(a, "--cpu-only") == 0) {
             o.cpu_only = 1;
         } else if (strcmp(a, "--no-rates") == 0) {
@@ -715,7 +759,7 @@ int pw_cli_bench(int argc, char **argv)
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             o.quiet = 1;
         } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "pageweaver bench: bad option or value: %s (try --help)\n", a);
+            fprintf(stderr, "pageweaver bench: unknown option '%s' (try --help)\n", a);
             return PW_CLI_USAGE;
         } else if (nfiles < MAX_FILES) {
             files[nfiles++] = a;
@@ -724,9 +768,33 @@ int pw_cli_bench(int argc, char **argv)
             return PW_CLI_USAGE;
         }
     }
+    o.replays = (int)replays;
+    o.warmup = (int)warmup;
+    o.copies = (int)copies;
+    o.check_rows = (int)check_rows;
+    o.seed = (uint64_t)seed;
     if (nfiles == 0) {
         fprintf(stderr, "pageweaver bench: no capture given (try --help)\n");
         return PW_CLI_USAGE;
+    }
+    /* The JSON destination is opened before the work, so that a bad path fails at once.
+     * '-' is stdout: the text report then goes to stderr, keeping stdout one document. */
+    FILE *json_out = NULL;
+    if (json_path && strcmp(json_path, "-") == 0) {
+        fflush(stdout);
+        const int fd = dup(STDOUT_FILENO);
+        json_out = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (!json_out || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+            fprintf(stderr, "pageweaver bench: cannot redirect the report for --json -\n");
+            return PW_CLI_BAD_INPUT;
+        }
+    } else if (json_path) {
+        json_out = fopen(json_path, "w");
+        if (!json_out) {
+            fprintf(stderr, "pageweaver bench: --json %s: cannot open for writing: %s\n", json_path,
+                    strerror(errno));
+            return PW_CLI_BAD_INPUT;
+        }
     }
 
     char reason[256];
@@ -759,14 +827,19 @@ int pw_cli_bench(int argc, char **argv)
     }
 
     bench_capture_t *bcs = calloc((size_t)nfiles, sizeof *bcs);
-    if (!bcs) return PW_CLI_BAD_INPUT;
+    if (!bcs) {
+        if (json_out) fclose(json_out);
+        return PW_CLI_BAD_INPUT;
+    }
     int failed = 0;
     for (int f = 0; f < nfiles; f++) {
         bench_capture_t *bc = &bcs[f];
         bc->path = files[f];
         const pw_status_t st = pw_capture_read(files[f], PW_CAPTURE_LOAD_QKV | PW_CAPTURE_GENERATE_QKV, &bc->capture);
         if (st != PW_SUCCESS) {
-            fprintf(stderr, "pageweaver bench: %s\n", pw_last_error());
+            fputs("pageweaver bench: ", stderr);
+            pw_cli_fputs_escaped(pw_last_error(), stderr);
+            fputc('\n', stderr);
             failed = 1;
             continue;
         }
@@ -800,7 +873,7 @@ int pw_cli_bench(int argc, char **argv)
         print_capture(bc, &rates, gpu);
         fflush(stdout);
     }
-    if (json_path && write_json(json_path, &o, &rates, gpu, reason, bcs, nfiles) != 0) failed = 1;
+    if (json_out && write_json(json_out, json_path, &o, &rates, gpu, reason, bcs, nfiles) != 0) failed = 1;
     for (int f = 0; f < nfiles; f++) {
         for (int i = 0; i < NUM_PERMS; i++) free(bcs[f].perms[i]);
         pw_capture_free(bcs[f].capture);

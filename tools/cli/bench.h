@@ -80,6 +80,9 @@ typedef struct bench_capture {
     pw_capture_t *capture;
     int fast_path;                 /* G=16 D=128 P=128 K=16 */
     double visible_pairs;          /* sum over KV heads and rows of |A_i| */
+    int64_t bad_pages;             /* (query, KV head, page) pairs of S_i whose physical page
+                                      lies outside [0, num_cache_pages): they contribute
+                                      nothing (the reference's bad_page_count, all rows) */
     int32_t *perms[NUM_PERMS];     /* [Hkv, N] host */
     int32_t perm_window[NUM_PERMS];
     double perm_cpu_ms[NUM_PERMS]; /* CPU reference regroup time (information only) */

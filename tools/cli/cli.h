@@ -5,6 +5,8 @@
 #ifndef PW_CLI_H
 #define PW_CLI_H
 
+#include <stdio.h>
+
 /* Exit codes shared by every subcommand. */
 enum {
     PW_CLI_OK = 0,        /* success */
@@ -14,6 +16,12 @@ enum {
 
 /* Parses a whole decimal integer in [lo, hi]; returns 1 on success. */
 int pw_cli_parse_long(const char *text, long lo, long hi, long *out);
+
+/* Writes s to out with every byte that could act on a terminal escaped: control bytes
+ * (< 0x20, 0x7f), C1 controls and bytes that are not part of well-formed UTF-8 become
+ * \xNN, a backslash stays a backslash; valid UTF-8 text is written as is. For metadata and
+ * error messages that quote file contents. */
+void pw_cli_fputs_escaped(const char *s, FILE *out);
 
 /* pageweaver stats [--json] [--window W]... [--group-size G] FILE... (tools/cli/stats.c) */
 int pw_cli_stats(int argc, char **argv);

@@ -1,5 +1,7 @@
 /* Helpers shared by the subcommands of the pageweaver tool. */
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "cli.h"
@@ -13,4 +15,40 @@ int pw_cli_parse_long(const char *text, long lo, long hi, long *out)
     if (errno != 0 || *end != '\0' || v < lo || v > hi) return 0;
     *out = v;
     return 1;
+}
+
+/* Length of the well-formed UTF-8 sequence at b (2..4), or 0. */
+static int utf8_sequence(const unsigned char *b)
+{
+    int more;
+    uint32_t cp, min;
+    if (b[0] >= 0xc2 && b[0] <= 0xdf) more = 1, cp = b[0] & 0x1fu, min = 0x80;
+    else if (b[0] >= 0xe0 && b[0] <= 0xef) more = 2, cp = b[0] & 0x0fu, min = 0x800;
+    else if (b[0] >= 0xf0 && b[0] <= 0xf4) more = 3, cp = b[0] & 0x07u, min = 0x10000;
+    else return 0;
+    for (int i = 1; i <= more; i++) {
+        if ((b[i] & 0xc0) != 0x80) return 0;
+        cp = (cp << 6) | (b[i] & 0x3fu);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    if (cp >= 0x80 && cp <= 0x9f) return 0; /* C1 controls: escaped like C0 */
+    return more + 1;
+}
+
+void pw_cli_fputs_escaped(const char *s, FILE *out)
+{
+    const unsigned char *b = (const unsigned char *)s;
+    while (*b) {
+        if (*b >= 0x20 && *b < 0x7f) {
+            fputc(*b++, out);
+            continue;
+        }
+        const int n = *b >= 0x80 ? utf8_sequence(b) : 0;
+        if (n > 0) {
+            fwrite(b, 1, (size_t)n, out);
+            b += n;
+        } else {
+            fprintf(out, "\\x%02x", *b++);
+        }
+    }
 }

@@ -6,6 +6,7 @@
  * against identity order, rho_Q and the Union4 proxy C_4; then a total per file and one
  * over all files. Only the int32 tensors of a capture are read (Q/K/V are skipped).
  * --json prints one JSON document instead (built with cJSON). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,8 @@
 static void print_help(FILE *out)
 {
     fprintf(out,
-            "usage: pageweaver stats [--json] [--window W]... [--group-size G] FILE...\n"
+            "usage: pageweaver stats [--json [-] | --json=OUT] [--window W]... [--group-size G]\n"
+            "                        FILE...\n"
             "\n"
             "Union statistics of capture files (docs/capture-format.md), per KV head, per\n"
             "file and over all files, for identity order and for regrouped orders\n"
@@ -34,7 +36,8 @@ static void print_help(FILE *out)
             "  C_4           sum over groups of |U_G0| + |U_G1| (two 4-query halves)\n"
             "\n"
             "options:\n"
-            "  --json          print one JSON document instead of tables\n"
+            "  --json, --json -  print one JSON document on stdout instead of tables\n"
+            "  --json=OUT      write the JSON document to the file OUT instead ('-': stdout)\n"
             "  --window W      regroup window in query positions, repeatable or a comma\n"
             "                  list (default 64,128; 0 = one window per request)\n"
             "  --group-size G  queries per group, 1..8 (default 8)\n"
@@ -93,7 +96,9 @@ static void add_stats(pw_union_stats_t *acc, const pw_union_stats_t *s)
 static int compute_file(file_result_t *fr, const config_t *configs, int num_configs)
 {
     if (pw_capture_read(fr->path, 0, &fr->capture) != PW_SUCCESS) {
-        fprintf(stderr, "pageweaver stats: %s\n", pw_last_error());
+        fputs("pageweaver stats: ", stderr);
+        pw_cli_fputs_escaped(pw_last_error(), stderr); /* may quote bytes of the file */
+        fputc('\n', stderr);
         return 0;
     }
     const pw_problem_t *p = &fr->capture->problem;
@@ -126,13 +131,24 @@ static void free_file(file_result_t *fr)
 }
 
 /* ---- text output ------------------------------------------------------------------- */
-/* Prints a metadata value on one line: control characters become '?', long values are
- * cut with "...". */
-static void print_one_line(const char *s, size_t max_chars)
+/* Prints a metadata key or value on one line: control bytes (newlines too) and bytes that
+ * are not UTF-8 escaped as \xNN, values longer than max_bytes cut with "..." (at a
+ * character boundary). */
+static void print_one_line(const char *s, size_t max_bytes)
 {
-    size_t i = 0;
-    for (; s[i] && i < max_chars; i++) putchar((unsigned char)s[i] < 32 ? '?' : s[i]);
-    if (s[i]) fputs("...", stdout);
+    size_t n = strlen(s);
+    const int cut = n > max_bytes;
+    if (cut) {
+        n = max_bytes;
+        while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80) n--; /* not inside a character */
+    }
+    char *part = malloc(n + 1);
+    if (!part) return;
+    memcpy(part, s, n);
+    part[n] = '\0';
+    pw_cli_fputs_escaped(part, stdout);
+    free(part);
+    if (cut) fputs("...", stdout);
 }
 
 static void print_row(const char *who, const config_t *cfg, const pw_union_stats_t *s,
@@ -162,7 +178,9 @@ static void print_file_text(const file_result_t *fr, const config_t *configs, in
     printf("  provenance:");
     if (cap->num_meta == 0) printf(" (none)");
     for (int i = 0; i < cap->num_meta; i++) {
-        printf("%s %s=", i ? ";" : "", cap->meta[i].key);
+        printf("%s ", i ? ";" : "");
+        print_one_line(cap->meta[i].key, 64);
+        putchar('=');
         print_one_line(cap->meta[i].value, 96);
     }
     printf("\n");
@@ -266,6 +284,7 @@ static int add_windows(const char *list, int32_t *windows, int *num_windows)
 int pw_cli_stats(int argc, char **argv)
 {
     int json = 0, num_windows = 0, num_files = 0;
+    const char *json_path = NULL; /* NULL or "-": stdout */
     int32_t windows[MAX_WINDOWS];
     long group_size = 8;
     const char **files = calloc((size_t)argc + 1, sizeof *files);
@@ -283,6 +302,15 @@ int pw_cli_stats(int argc, char **argv)
             return PW_CLI_OK;
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
+            if (i + 1 < argc && strcmp(argv[i + 1], "-") == 0) i++; /* '-' = stdout */
+        } else if (strncmp(a, "--json=", 7) == 0) {
+            json = 1;
+            json_path = a + 7;
+            if (!*json_path) {
+                fprintf(stderr, "pageweaver stats: --json= needs a file name ('-' for stdout)\n");
+                free(files);
+                return PW_CLI_USAGE;
+            }
         } else if (strcmp(a, "--window") == 0 || strncmp(a, "--window=", 9) == 0) {
             const char *v = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : NULL);
             if (!v || !add_windows(v, windows, &num_windows)) {
@@ -313,6 +341,17 @@ int pw_cli_stats(int argc, char **argv)
         print_help(stderr);
         free(files);
         return PW_CLI_USAGE;
+    }
+    /* The JSON file is opened before the work: a bad path fails at once. */
+    FILE *json_out = stdout;
+    if (json_path && strcmp(json_path, "-") != 0) {
+        json_out = fopen(json_path, "w");
+        if (!json_out) {
+            fprintf(stderr, "pageweaver stats: --json=%s: cannot open for writing: %s\n", json_path,
+                    strerror(errno));
+            free(files);
+            return PW_CLI_BAD_INPUT;
+        }
     }
     if (num_windows == 0) {
         windows[num_windows++] = 64;
@@ -379,13 +418,15 @@ int pw_cli_stats(int argc, char **argv)
         for (int c = 0; c < num_configs; c++)
             cJSON_AddItemToArray(arr, stats_json(&configs[c], &all[c], all[0].union_visits));
         char *text = cJSON_Print(doc);
-        if (text) {
-            printf("%s\n", text);
-            free(text);
-        } else {
-            fprintf(stderr, "pageweaver stats: out of memory printing JSON\n");
+        int bad = !text || fprintf(json_out, "%s\n", text) < 0;
+        if (json_out != stdout) bad |= fclose(json_out) != 0;
+        else bad |= fflush(stdout) != 0;
+        if (bad) {
+            fprintf(stderr, "pageweaver stats: cannot write the JSON document%s%s\n",
+                    json_out != stdout ? " to " : "", json_out != stdout ? json_path : "");
             status = PW_CLI_BAD_INPUT;
         }
+        free(text);
         cJSON_Delete(doc);
     } else if (good_files > 0) {
         printf("all files (%d of %d read):\n", good_files, num_files);
