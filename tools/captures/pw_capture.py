@@ -420,6 +420,8 @@ def _parse_capture(raw):
         raise CaptureError(f"header is not valid UTF-8 ({e.reason} at byte {e.start})") from e
     except json.JSONDecodeError as e:
         raise CaptureError(f"header: JSON parse error: {e}") from e
+    except RecursionError as e:
+        raise CaptureError("header: JSON nested too deeply") from e
     if not isinstance(header, dict):
         raise CaptureError(f"header: not a JSON object (a {type(header).__name__})")
     meta = header.pop("__metadata__", None)

@@ -340,6 +340,8 @@ class LoadErrors(unittest.TestCase):
         self.bad("json.safetensors", header=b'{"topk_ids": {', cause=json.JSONDecodeError)
         self.bad("utf8.safetensors", header=b'{"\xff": 1}', cause=UnicodeDecodeError)
         self.bad("len.safetensors", raw=(2**40).to_bytes(8, "little") + b"{}")
+        self.bad("deep.safetensors", header=b"[" * 200000 + b"]" * 200000,
+                 cause=RecursionError)
 
     def test_shape_offsets_mismatch(self):
         off = self.header["kv_lens"]["data_offsets"]
@@ -426,6 +428,41 @@ class SynthArgs(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertNotIn("Traceback", p.stderr)
         self.assertRegex(p.stderr.strip().splitlines()[-1], r"^synth.py: error: argument")
+
+
+class DocSnippet(unittest.TestCase):
+    def test_dump_snippet_runs_from_anywhere(self):
+        """The 'dump a capture from your own engine' snippet of docs/captures.md, run from
+        a folder outside the repository with PAGEWEAVER_ROOT set (torch tensors stubbed)."""
+        with open(os.path.join(ROOT, "docs", "captures.md"), encoding="utf-8") as f:
+            doc = f.read()
+        start = doc.index("## Dump a capture from your own serving engine")
+        code = doc[doc.index("```python\n", start) + 10:]
+        code = code[:code.index("```")]
+        d = tempfile.mkdtemp()
+        model = f"pwdoc{SEED}_{os.getpid()}"
+        prelude = (
+            "import numpy as np\n"
+            "class T:\n"
+            "    def __init__(self, a): self.a = np.asarray(a)\n"
+            "    def cpu(self): return self\n"
+            "    def numpy(self): return self.a\n"
+            f"model, layer, step = {model!r}, 3, 7\n"
+            f"topk = T(np.random.default_rng({SEED}).integers(-1, 3, size=(2, 20, 16)))\n"
+            "cu_seqlens_q, prefix_lens, kv_lens = T([0, 20]), T([250]), T([270])\n")
+        out = f"/tmp/{model}_L3_step7.safetensors"
+        try:
+            p = subprocess.run([sys.executable, "-c", prelude + code], cwd=d,
+                               capture_output=True, text=True,
+                               env=dict(os.environ, PAGEWEAVER_ROOT=ROOT))
+            self.assertEqual(p.returncode, 0, p.stderr)
+            t, meta = pw_capture.load_capture(out)
+            self.assertEqual(t["topk_ids"].shape, (2, 20, 16))
+            self.assertEqual(meta["layer"], "3")
+        finally:
+            shutil.rmtree(d)
+            if os.path.exists(out):
+                os.unlink(out)
 
 
 class Regroup(unittest.TestCase):
