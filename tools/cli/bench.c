@@ -521,6 +521,10 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
     if (bc->device_meta_checked)
         printf("in-call W128 regroup on the device: permutation and union statistics %s the CPU reference\n",
                bc->device_meta_matches ? "equal" : "DIFFER FROM");
+    if (bc->gpu_bad_pages_counted && (bc->gpu_bad_pages > 0 || bc->bad_pages > 0))
+        printf("%s: the kernel counted %lld (query, KV head, page) pairs outside the caches, the CPU %lld\n",
+               bc->gpu_bad_pages == bc->bad_pages ? "WARNING" : "WARNING (counts differ)",
+               (long long)bc->gpu_bad_pages, (long long)bc->bad_pages);
     printf("%-36s %9s %9s %9s %9s %9s %8s %8s %9s %8s %s\n", "arm", "median_ms", "min_ms", "p90_ms", "visits",
            "C_4", "exec_GF", "use_TF/s", "floor_ms", "t/floor", "out==T0");
     for (int a = 0; a < NUM_ARMS; a++) {
@@ -621,6 +625,7 @@ static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates
     cJSON_AddBoolToObject(gpu, "ran", bc->gpu_ran);
     cJSON_AddStringToObject(gpu, "note", bc->gpu_note);
     if (bc->device_meta_checked) cJSON_AddBoolToObject(gpu, "device_w128_metadata_matches_reference", bc->device_meta_matches);
+    if (bc->gpu_bad_pages_counted) cJSON_AddNumberToObject(gpu, "bad_page_pairs", (double)bc->gpu_bad_pages);
     cJSON *arms = cJSON_AddObjectToObject(gpu, "arms");
     for (int a = 0; a < NUM_ARMS && bc->gpu_ran; a++) {
         const bench_arm_result_t *ar = &bc->arms[a];

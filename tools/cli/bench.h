@@ -98,6 +98,9 @@ typedef struct bench_capture {
     int gpu_ran;
     char gpu_note[256];
     int device_meta_checked, device_meta_matches; /* in-call W128 metadata vs CPU stats */
+    int gpu_bad_pages_counted;     /* 1: gpu_bad_pages holds the kernel's count */
+    int64_t gpu_bad_pages;         /* the kernel's bad_page_count in one untimed call of
+                                      T_online W128 (should equal bad_pages) */
     bench_arm_result_t arms[NUM_ARMS];
     /* host copy of the GPU output of ARM_ONLINE_W128 (for the reference check), or NULL */
     pw_bf16_t *gpu_output;

@@ -289,6 +289,7 @@ typedef struct device_set {
     int32_t *topk_r;          /* reordered Top-K */
     void *workspace;
     size_t workspace_bytes;
+    uint32_t *bad_pages;      /* kernel counter of pages outside the caches (one eager call) */
 } device_set_t;
 
 static void device_set_free(device_set_t *d)
@@ -299,7 +300,7 @@ static void device_set_free(device_set_t *d)
         cudaFree(d->topk[k]);
     }
     void *ptrs[] = {d->k, d->v, d->k_scale, d->v_scale, d->cu, d->prefix, d->kv_lens, d->page_table, d->perm,
-                    d->perm_reorder, d->q_r, d->o_r, d->topk_r, d->workspace};
+                    d->perm_reorder, d->q_r, d->o_r, d->topk_r, d->workspace, d->bad_pages};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) cudaFree(ptrs[i]);
     memset(d, 0, sizeof *d);
 }
@@ -337,7 +338,8 @@ static int device_set_create(const pw_capture_t *c, int copies, device_set_t *d,
         dev_upload((void **)&d->perm_reorder, NULL, hkv * n * 4, err, errsz) ||
         dev_upload((void **)&d->q_r, NULL, q_bytes, err, errsz) ||
         dev_upload((void **)&d->o_r, NULL, q_bytes, err, errsz) ||
-        dev_upload((void **)&d->topk_r, NULL, topk_bytes, err, errsz))
+        dev_upload((void **)&d->topk_r, NULL, topk_bytes, err, errsz) ||
+        dev_upload((void **)&d->bad_pages, NULL, sizeof(uint32_t), err, errsz))
         return 1;
     return 0;
 }
@@ -363,7 +365,7 @@ static pw_attention_args_t args_for(const pw_problem_t *p, const device_set_t *d
     a.o = o;
     a.o_stride = hq * 128;
     a.o_dtype = PW_DTYPE_BFLOAT16;
-    return a; /* lse and bad_page_count: not requested (NULL) */
+    return a; /* lse and bad_page_count: not requested (NULL; set by the caller) */
 }
 
 /* What one arm runs. */
@@ -398,14 +400,16 @@ static arm_spec_t arm_spec(int arm)
     return s;
 }
 
-/* Enqueues one call of the arm for input copy k on stream s. */
+/* Enqueues one call of the arm for input copy k on stream s; bad_pages (device, or NULL)
+ * receives the kernel's count of (query, KV head, page) pairs outside the caches. */
 static int enqueue_arm(const pw_problem_t *p, const arm_spec_t *spec, const pw_plan_t *plan, device_set_t *d, int k,
-                       cudaStream_t s, char *err, size_t errsz)
+                       uint32_t *bad_pages, cudaStream_t s, char *err, size_t errsz)
 {
     const int32_t n = p->num_tokens, hkv = p->num_kv_heads;
     const int64_t stride = (int64_t)hkv * 16 * 128;
     if (spec->reorder == 0) {
-        const pw_attention_args_t a = args_for(p, d, d->q[k], d->topk[k], d->o[k]);
+        pw_attention_args_t a = args_for(p, d, d->q[k], d->topk[k], d->o[k]);
+        a.bad_page_count = bad_pages;
         PW_CALL(pw_sparse_prefill(plan, &a, spec->caller_perm >= 0 ? d->perm : NULL, d->workspace,
                                   d->workspace_bytes, (pw_stream_t)s));
         return 0;
@@ -527,11 +531,24 @@ static int run_arm(bench_capture_t *bc, int arm, const bench_options_t *o, devic
                                      stride, d->topk_r, (pw_stream_t)s) != 0;
             }
         }
-        if (rc == 0) rc = enqueue_arm(p, &spec, plan, d, k, s, err, errsz);
+        /* The default plan's first eager call counts the pages outside the caches. */
+        uint32_t *count = arm == ARM_ONLINE_W128 && k == 0 ? d->bad_pages : NULL;
+        if (rc == 0 && count) rc = cudaMemsetAsync(count, 0, sizeof *count, s) != cudaSuccess;
+        if (rc == 0) rc = enqueue_arm(p, &spec, plan, d, k, count, s, err, errsz);
     }
     if (rc == 0 && cudaStreamSynchronize(s) != cudaSuccess) {
         snprintf(err, errsz, "eager call: %s", cudaGetErrorString(cudaGetLastError()));
         rc = 1;
+    }
+    if (rc == 0 && arm == ARM_ONLINE_W128) {
+        uint32_t count = 0;
+        if (cudaMemcpy(&count, d->bad_pages, sizeof count, cudaMemcpyDeviceToHost) != cudaSuccess) {
+            snprintf(err, errsz, "copy the bad-page counter: %s", cudaGetErrorString(cudaGetLastError()));
+            rc = 1;
+        } else {
+            bc->gpu_bad_pages = count;
+            bc->gpu_bad_pages_counted = 1;
+        }
     }
     if (rc == 0 && arm == ARM_ONLINE_W128 && check_device_meta(bc, plan, d, err, errsz) != 0) rc = 1;
     for (int k = 0; k < d->copies && rc == 0; k++) {
@@ -541,7 +558,7 @@ static int run_arm(bench_capture_t *bc, int arm, const bench_options_t *o, devic
             rc = 1;
             break;
         }
-        const int call = enqueue_arm(p, &spec, plan, d, k, s, err, errsz);
+        const int call = enqueue_arm(p, &spec, plan, d, k, NULL, s, err, errsz);
         const cudaError_t ec = cudaStreamEndCapture(s, &graph);
         if (call != 0 || ec != cudaSuccess) {
             if (call == 0) snprintf(err, errsz, "end capture: %s", cudaGetErrorString(ec));
