@@ -87,8 +87,10 @@ enum {
  *         shape, data_offsets out of range or overlapping, cache slots not a multiple of
  *         page_size (the caches are [pages * P, Hkv, D], SPEC section 6), metadata,
  *         request layout, with a hint when topk_ids looks like [N, Hkv, K]; the message
- *         names the file and the field, bytes outside printable ASCII of names read from
- *         the file escaped as \xNN),
+ *         names the file and the field. Names are quoted from the file as they are (they
+ *         may hold control bytes: escape them before printing), except in the UTF-8
+ *         errors, which show the offending string with bytes outside printable ASCII as
+ *         \xNN),
  *         PW_ERROR_OUT_OF_MEMORY. */
 pw_status_t pw_capture_read(const char *path, unsigned flags, pw_capture_t **out);
 
