@@ -201,7 +201,11 @@ def save_capture(path, topk_ids, cu_seqlens_q, prefix_lens, kv_lens, page_table=
         raise CaptureError(f"need cu_seqlens_q [R+1], prefix_lens [R], kv_lens [R]; got "
                            f"{len(cu)}, {len(pre)}, {len(kvl)}")
     if cu[0] != 0 or cu[-1] != n or np.any(np.diff(cu) < 0):
-        raise CaptureError(f"cu_seqlens_q must rise from 0 to N={n}: {cu.tolist()[:8]}...")
+        hint = ""
+        if len(cu) and cu[0] == 0 and t.shape[0] == cu[-1] and np.all(np.diff(cu) >= 0):
+            hint = (f" (topk_ids has shape {list(t.shape)}: it looks like [N, Hkv, K]; "
+                    f"the format wants [Hkv, N, K], e.g. topk_ids.transpose(1, 0, 2))")
+        raise CaptureError(f"cu_seqlens_q must rise from 0 to N={n}: {cu.tolist()[:8]}...{hint}")
     if np.any(pre < 0):
         raise CaptureError("prefix_lens must be >= 0")
     qlen = np.diff(cu)

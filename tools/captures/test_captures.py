@@ -113,6 +113,17 @@ def small_ids(r, hkv=1, n=8, hi=10):
 
 
 class SaveValidation(unittest.TestCase):
+    def test_swapped_topk_hint(self):
+        """Top-K given as [N, Hkv, K] (the usual hook mistake) gets a hint, not only the
+        cu_seqlens message."""
+        ids = np.zeros((300, 2, 16), dtype=np.int32)
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaises(pw_capture.CaptureError) as ctx:
+                pw_capture.save_capture(os.path.join(d, "x.safetensors"), ids, [0, 300], [0], [300])
+            self.assertIn("looks like [N, Hkv, K]", str(ctx.exception))
+            self.assertFalse(os.listdir(d))
+
+
     """save_capture refuses what the C reader (or the bench reference check) refuses."""
 
     def setUp(self):
