@@ -141,12 +141,18 @@ static int64_t below(uint64_t *state, int64_t n)
 /* CPU part                                                                           */
 /* ---------------------------------------------------------------------------------- */
 
-/* sum over KV heads and rows of |A_i| (SPEC §1): the useful (query, token) pairs. */
-static double visible_pairs(const pw_capture_t *c)
+/* One walk over every row's set S_i (SPEC §1: distinct ids 0 <= p <= min(c, L-1) / P):
+ *   *visible: sum over KV heads and rows of |A_i|, the useful (query, token) pairs;
+ *   *bad:     (query, KV head, page) pairs of S_i whose physical page, page_table[r][p],
+ *             is outside [0, num_cache_pages): the pairs pw_ref_attention counts in
+ *             bad_page_count. A capture whose caches are shorter than its page table
+ *             reaches gives wrong outputs without this warning. */
+static void count_pairs(const pw_capture_t *c, double *visible, int64_t *bad)
 {
     const pw_problem_t *p = &c->problem;
-    const int32_t k = p->topk, ps = p->page_size;
+    const int32_t k = p->topk, ps = p->page_size, stride = p->max_pages_per_request;
     double total = 0;
+    int64_t outside = 0;
     for (int32_t h = 0; h < p->num_kv_heads; h++)
         for (int32_t r = 0; r < p->num_requests; r++)
             for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
@@ -161,38 +167,12 @@ static double visible_pairs(const pw_capture_t *c)
                     if (dup) continue;
                     const int64_t first = id * ps, end = first + ps - 1 < last_token ? first + ps - 1 : last_token;
                     total += (double)(end - first + 1);
-                }
-            }
-    return total;
-}
-
-/* (query, KV head, page) pairs whose page is in the row's set S_i (SPEC 1: distinct ids
- * 0 <= p <= min(c, L-1) / P) but whose physical page, page_table[r][p], is outside
- * [0, num_cache_pages): the pairs pw_ref_attention counts in bad_page_count, over every
- * row. A capture whose caches are shorter than its page table reaches gives wrong
- * outputs without this warning. */
-static int64_t bad_page_pairs(const pw_capture_t *c)
-{
-    const pw_problem_t *p = &c->problem;
-    const int32_t k = p->topk, ps = p->page_size, stride = p->max_pages_per_request;
-    int64_t bad = 0;
-    for (int32_t h = 0; h < p->num_kv_heads; h++)
-        for (int32_t r = 0; r < p->num_requests; r++)
-            for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
-                const int64_t pos = (int64_t)c->prefix_lens[r] + (i - c->cu_seqlens_q[r]);
-                const int64_t last_token = pos < c->kv_lens[r] - 1 ? pos : (int64_t)c->kv_lens[r] - 1;
-                const int32_t *row = c->topk_ids + ((int64_t)h * p->num_tokens + i) * k;
-                for (int32_t a = 0; a < k; a++) {
-                    const int64_t id = row[a];
-                    if (id < 0 || last_token < 0 || id > last_token / ps) continue;
-                    int dup = 0;
-                    for (int32_t b = 0; b < a && !dup; b++) dup = row[b] == row[a];
-                    if (dup) continue;
                     const int64_t physical = c->page_table[(int64_t)r * stride + id];
-                    if (physical < 0 || physical >= p->num_cache_pages) bad++;
+                    if (physical < 0 || physical >= p->num_cache_pages) outside++;
                 }
             }
-    return bad;
+    *visible = total;
+    *bad = outside;
 }
 
 static void random_perm(const pw_capture_t *c, uint64_t seed, int32_t *perm)
@@ -363,8 +343,7 @@ static int cpu_part(bench_capture_t *bc, const bench_options_t *o)
     static const pw_regroup_mode_t modes[NUM_PERMS] = {
         PW_REGROUP_IDENTITY, PW_REGROUP_GUARDED, PW_REGROUP_GUARDED, PW_REGROUP_GREEDY,
         PW_REGROUP_GREEDY,   PW_REGROUP_GREEDY,  PW_REGROUP_GREEDY,  PW_REGROUP_IDENTITY};
-    bc->visible_pairs = visible_pairs(c);
-    bc->bad_pages = bad_page_pairs(c);
+    count_pairs(c, &bc->visible_pairs, &bc->bad_pages);
     for (int i = 0; i < NUM_PERMS; i++) {
         bc->perms[i] = malloc(perm_bytes ? perm_bytes : 4);
         if (!bc->perms[i]) return 1;
