@@ -168,12 +168,6 @@ static __device__ __forceinline__ void fence_proxy_async_shared_cta()
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-/* bar.sync id, count (PTX ISA 9.7.13.1): a named barrier for a subset of warps. */
-static __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads)
-{
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
 /* barrier.cluster (PTX ISA 9.7.13.2): every thread of every CTA of the cluster. */
 static __device__ __forceinline__ void barrier_cluster_arrive_release()
 {
