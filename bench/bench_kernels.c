@@ -2,7 +2,8 @@
  * development (llm.c dev/ style). The full call and the paper's measurements are
  * `pageweaver bench`; this harness isolates pw_union_attention.
  *
- *   bench_kernels [--reps N] CAPTURE...     (default: .data/workloads/sel_A_hot.safetensors)
+ *   bench_kernels [--reps N] [--impls LIST] CAPTURE...
+ *       (default capture: .data/workloads/sel_A_hot.safetensors; LIST e.g. 0,3, default all)
  *
  * Per capture: metadata for identity and guarded-W128 groupings from the CPU reference
  * (outside the timed region), Q/K/V generated (seed 0), then each kernel captured in a
@@ -11,7 +12,14 @@
  * serving loop (the KV cache is shared by the copies, as in one layer's call); median,
  * min and p90 in microseconds. Useful FLOP = visible (query, token) pairs x 16 x 128 x 4;
  * executed FLOP = CTA-page steps x 64 x 128 x 128 x 4 (QK + PV), where a step is a page
- * of the CTA's list with at least one member (Union8/Union4: C_4; per-query: sum |S_i|). */
+ * of the CTA's list with at least one member (Union8/Union4: C_4; per-query: sum |S_i|).
+ *
+ * Implementations (src/cuda/attention_dev.h, pw_union_attention_dev): every kernel runs
+ * impl 0 (v4, the library default) and the impls that change it: Union8 1 (A, decoupled
+ * cluster), 2 (B, P from registers), 3 (A+B); Union4 and per-query 2. Before timing, each
+ * impl runs once untimed with LSE on, and its O and LSE bytes are compared with impl 0's
+ * on the same inputs: a difference prints a "!!! BITWISE MISMATCH" line and the program
+ * exits with status 2 after the table. The timed replays run without LSE, as before. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +29,8 @@
 
 #include "pageweaver.h"
 #include "pageweaver_capture.h"
+
+#include "../src/cuda/attention_dev.h" /* internal: kernel implementations for the dev table */
 
 #define CK(x)                                                                               \
     do {                                                                                    \
@@ -112,35 +122,89 @@ static double visible_pairs(const pw_capture_t *c)
     return total;
 }
 
+static const char *const impl_names[4] = {"v4", "A", "B", "A+B"};
+
+/* Fills args for Q/O copy k; lse may be NULL. */
+static pw_attention_args_t make_args(const pw_problem_t *p, pw_bf16_t *q, pw_bf16_t *o, float *lse, uint8_t *kc,
+                                     uint8_t *vc, float *ks, float *vs, int32_t *topk, int32_t *cu, int32_t *pre,
+                                     int32_t *kvl, int32_t *pt)
+{
+    const int64_t hq = (int64_t)p->num_kv_heads * 16;
+    pw_attention_args_t args = PW_ATTENTION_ARGS_INIT;
+    args.q = q;
+    args.q_stride = hq * 128;
+    args.k_cache = kc;
+    args.v_cache = vc;
+    args.kv_stride = (int64_t)p->num_kv_heads * 128;
+    args.k_scale = ks;
+    args.v_scale = vs;
+    args.topk_ids = topk;
+    args.requests.cu_seqlens_q = cu;
+    args.requests.prefix_lens = pre;
+    args.requests.kv_lens = kvl;
+    args.requests.page_table = pt;
+    args.requests.page_table_stride = p->max_pages_per_request;
+    args.o = o;
+    args.o_stride = hq * 128;
+    args.o_dtype = PW_DTYPE_BFLOAT16;
+    args.lse = lse;
+    return args;
+}
+
+/* Number of differing bytes and the first differing byte offset (-1: none). */
+static size_t count_diff(const void *a, const void *b, size_t n, long long *first)
+{
+    const unsigned char *x = a, *y = b;
+    size_t count = 0;
+    *first = -1;
+    for (size_t i = 0; i < n; i++)
+        if (x[i] != y[i]) {
+            if (*first < 0) *first = (long long)i;
+            count++;
+        }
+    return count;
+}
+
 int main(int argc, char **argv)
 {
     int reps = 50;
+    int want_impl[4] = {1, 1, 1, 1};
     const char *files[32];
     int nfiles = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (nfiles < 32) files[nfiles++] = argv[i];
+        else if (strcmp(argv[i], "--impls") == 0 && i + 1 < argc) {
+            const char *list = argv[++i];
+            for (int k = 0; k < 4; k++) want_impl[k] = strchr(list, '0' + k) != NULL;
+            want_impl[0] = 1; /* the reference of the bitwise check */
+        } else if (nfiles < 32) files[nfiles++] = argv[i];
     }
+    if (reps < 1) reps = 1;
     if (nfiles == 0) files[nfiles++] = ".data/workloads/sel_A_hot.safetensors";
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         printf("bench_kernels: no CUDA device; timings need an H200\n");
         return 0;
     }
-    printf("%-34s %-10s %-9s %9s %9s %9s %10s %10s %8s\n", "capture", "kernel", "grouping", "median_us",
-           "min_us", "p90_us", "useful_TF", "exec_TF", "visits");
+    int mismatches = 0;
+    printf("%-34s %-10s %-9s %-4s %9s %9s %9s %10s %10s %8s %6s %s\n", "capture", "kernel", "grouping", "impl",
+           "median_us", "min_us", "p90_us", "useful_TF", "exec_TF", "visits", "vs_v4", "bytes_vs_v4");
     for (int f = 0; f < nfiles; f++) {
         pw_capture_t *c = NULL;
         PK(pw_capture_read(files[f], PW_CAPTURE_LOAD_QKV | PW_CAPTURE_GENERATE_QKV, &c));
         const pw_problem_t *p = &c->problem;
         const int64_t n = p->num_tokens, hkv = p->num_kv_heads, hq = hkv * 16;
-        const size_t q_bytes = (size_t)(n * hq * 128) * 2;
+        const size_t q_bytes = (size_t)(n * hq * 128) * 2, lse_bytes = (size_t)(n * hq) * 4;
         const size_t cache_bytes = (size_t)p->num_cache_pages * 128 * hkv * 128;
         pw_bf16_t *q[COPIES], *o[COPIES];
         for (int k = 0; k < COPIES; k++) {
             q[k] = to_dev(c->q, q_bytes);
             CK(cudaMalloc((void **)&o[k], q_bytes));
         }
+        float *lse_dev;
+        CK(cudaMalloc((void **)&lse_dev, lse_bytes ? lse_bytes : 16));
+        uint8_t *o_ref = malloc(q_bytes ? q_bytes : 1), *o_cur = malloc(q_bytes ? q_bytes : 1);
+        uint8_t *l_ref = malloc(lse_bytes ? lse_bytes : 1), *l_cur = malloc(lse_bytes ? lse_bytes : 1);
         uint8_t *kc = to_dev(c->k_cache, cache_bytes), *vc = to_dev(c->v_cache, cache_bytes);
         float *ks = to_dev(&c->k_scale, 4), *vs = to_dev(&c->v_scale, 4);
         int32_t *topk = to_dev(c->topk_ids, hkv * n * p->topk * 4);
@@ -155,75 +219,109 @@ int main(int argc, char **argv)
         meta_set_t mi, mw;
         make_meta(c, &gi, &mi);
         make_meta(c, &gw, &mw);
-        struct arm { pw_kernel_t k; meta_set_t *m; pw_grouping_t *g; const char *kn, *gn; double steps; } arms[] = {
-            {PW_KERNEL_UNION8, &mi, &gi, "union8", "identity", (double)mi.stats.c4},
-            {PW_KERNEL_UNION8, &mw, &gw, "union8", "W128", (double)mw.stats.c4},
-            {PW_KERNEL_UNION4, &mi, &gi, "union4", "identity", (double)mi.stats.c4},
-            {PW_KERNEL_UNION4, &mw, &gw, "union4", "W128", (double)mw.stats.c4},
-            {PW_KERNEL_PER_QUERY, &mi, &gi, "per-query", "-", (double)mi.stats.selections},
+        /* impls: bit k = run impl k (impl 0 always: the reference) */
+        struct arm { pw_kernel_t k; meta_set_t *m; pw_grouping_t *g; const char *kn, *gn; double steps; unsigned impls; } arms[] = {
+            {PW_KERNEL_UNION8, &mi, &gi, "union8", "identity", (double)mi.stats.c4, 0xFu},
+            {PW_KERNEL_UNION8, &mw, &gw, "union8", "W128", (double)mw.stats.c4, 0xFu},
+            {PW_KERNEL_UNION4, &mi, &gi, "union4", "identity", (double)mi.stats.c4, 0x5u},
+            {PW_KERNEL_UNION4, &mw, &gw, "union4", "W128", (double)mw.stats.c4, 0x5u},
+            {PW_KERNEL_PER_QUERY, &mi, &gi, "per-query", "-", (double)mi.stats.selections, 0x5u},
         };
         cudaStream_t stream;
         CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
         for (size_t a = 0; a < sizeof arms / sizeof arms[0]; a++) {
-            cudaGraphExec_t exec[COPIES];
-            for (int k = 0; k < COPIES; k++) {
-                pw_attention_args_t args = PW_ATTENTION_ARGS_INIT;
-                args.q = q[k];
-                args.q_stride = hq * 128;
-                args.k_cache = kc;
-                args.v_cache = vc;
-                args.kv_stride = hkv * 128;
-                args.k_scale = ks;
-                args.v_scale = vs;
-                args.topk_ids = topk;
-                args.requests.cu_seqlens_q = cu;
-                args.requests.prefix_lens = pre;
-                args.requests.kv_lens = kvl;
-                args.requests.page_table = pt;
-                args.requests.page_table_stride = p->max_pages_per_request;
-                args.o = o[k];
-                args.o_stride = hq * 128;
-                args.o_dtype = PW_DTYPE_BFLOAT16;
-                cudaGraph_t graph;
-                CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-                PK(pw_union_attention(p, &args, arms[a].g, arms[a].m->perm_dev, &arms[a].m->dev, arms[a].k, stream));
-                CK(cudaStreamEndCapture(stream, &graph));
-                CK(cudaGraphInstantiate(&exec[k], graph, 0));
-                CK(cudaGraphDestroy(graph));
+            double med_of[4] = {0, 0, 0, 0};
+            int same_of[4] = {1, 1, 1, 1};
+            for (int impl = 0; impl < 4; impl++) {
+                if (!((arms[a].impls >> impl) & 1u) || !want_impl[impl]) continue;
+                /* Untimed check run with LSE on: O and LSE bytes against impl 0's. */
+                {
+                    pw_attention_args_t args = make_args(p, q[0], o[0], lse_dev, kc, vc, ks, vs, topk, cu, pre, kvl, pt);
+                    CK(cudaMemsetAsync(o[0], 0xff, q_bytes, stream));
+                    CK(cudaMemsetAsync(lse_dev, 0xff, lse_bytes, stream));
+                    PK(pw_union_attention_dev(impl, p, &args, arms[a].g, arms[a].m->perm_dev, &arms[a].m->dev, arms[a].k,
+                                              stream));
+                    CK(cudaStreamSynchronize(stream));
+                    CK(cudaGetLastError());
+                    CK(cudaMemcpy(impl == 0 ? o_ref : o_cur, o[0], q_bytes, cudaMemcpyDeviceToHost));
+                    CK(cudaMemcpy(impl == 0 ? l_ref : l_cur, lse_dev, lse_bytes, cudaMemcpyDeviceToHost));
+                    if (impl > 0) {
+                        long long fo = -1, fl = -1;
+                        const size_t dO = count_diff(o_ref, o_cur, q_bytes, &fo);
+                        const size_t dL = count_diff(l_ref, l_cur, lse_bytes, &fl);
+                        same_of[impl] = dO == 0 && dL == 0;
+                        if (!same_of[impl]) {
+                            mismatches++;
+                            printf("!!! BITWISE MISMATCH: %s %s %s impl %d (%s) vs impl 0: O %zu of %zu bytes differ "
+                                   "(first at byte %lld), LSE %zu of %zu bytes differ (first at byte %lld)\n",
+                                   files[f], arms[a].kn, arms[a].gn, impl, impl_names[impl], dO, q_bytes, fo, dL,
+                                   lse_bytes, fl);
+                        }
+                    }
+                }
+                cudaGraphExec_t exec[COPIES];
+                for (int k = 0; k < COPIES; k++) {
+                    pw_attention_args_t args = make_args(p, q[k], o[k], NULL, kc, vc, ks, vs, topk, cu, pre, kvl, pt);
+                    cudaGraph_t graph;
+                    CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+                    PK(pw_union_attention_dev(impl, p, &args, arms[a].g, arms[a].m->perm_dev, &arms[a].m->dev,
+                                              arms[a].k, stream));
+                    CK(cudaStreamEndCapture(stream, &graph));
+                    CK(cudaGraphInstantiate(&exec[k], graph, 0));
+                    CK(cudaGraphDestroy(graph));
+                }
+                for (int w = 0; w < 5; w++) CK(cudaGraphLaunch(exec[w % COPIES], stream));
+                cudaEvent_t e0, e1;
+                CK(cudaEventCreate(&e0));
+                CK(cudaEventCreate(&e1));
+                float *t = malloc(reps * sizeof(float));
+                for (int r = 0; r < reps; r++) {
+                    CK(cudaEventRecord(e0, stream));
+                    CK(cudaGraphLaunch(exec[r % COPIES], stream));
+                    CK(cudaEventRecord(e1, stream));
+                    CK(cudaEventSynchronize(e1));
+                    CK(cudaEventElapsedTime(&t[r], e0, e1));
+                }
+                CK(cudaGetLastError());
+                qsort(t, reps, sizeof(float), cmp_float);
+                const double med = t[reps / 2] * 1e3, mn = t[0] * 1e3, p90 = t[(int)(reps * 0.9)] * 1e3;
+                const double exec_flop = arms[a].steps * 64.0 * 128 * 128 * 4;
+                med_of[impl] = med;
+                printf("%-34s %-10s %-9s %-4s %9.1f %9.1f %9.1f %10.1f %10.1f %8lld %6.3f %s\n", files[f], arms[a].kn,
+                       arms[a].gn, impl_names[impl], med, mn, p90, useful / (med * 1e-6) / 1e12,
+                       exec_flop / (med * 1e-6) / 1e12, (long long)arms[a].m->stats.union_visits,
+                       med_of[0] > 0 ? med / med_of[0] : 1.0,
+                       impl == 0 ? "reference" : same_of[impl] ? "identical" : "DIFFERENT");
+                fflush(stdout);
+                free(t);
+                for (int k = 0; k < COPIES; k++) CK(cudaGraphExecDestroy(exec[k]));
+                CK(cudaEventDestroy(e0));
+                CK(cudaEventDestroy(e1));
             }
-            for (int w = 0; w < 5; w++) CK(cudaGraphLaunch(exec[w % COPIES], stream));
-            cudaEvent_t e0, e1;
-            CK(cudaEventCreate(&e0));
-            CK(cudaEventCreate(&e1));
-            float *t = malloc(reps * sizeof(float));
-            for (int r = 0; r < reps; r++) {
-                CK(cudaEventRecord(e0, stream));
-                CK(cudaGraphLaunch(exec[r % COPIES], stream));
-                CK(cudaEventRecord(e1, stream));
-                CK(cudaEventSynchronize(e1));
-                CK(cudaEventElapsedTime(&t[r], e0, e1));
-            }
-            CK(cudaGetLastError());
-            qsort(t, reps, sizeof(float), cmp_float);
-            const double med = t[reps / 2] * 1e3, mn = t[0] * 1e3, p90 = t[(int)(reps * 0.9)] * 1e3;
-            const double exec_flop = arms[a].steps * 64.0 * 128 * 128 * 4;
-            printf("%-34s %-10s %-9s %9.1f %9.1f %9.1f %10.1f %10.1f %8lld\n", files[f], arms[a].kn, arms[a].gn, med, mn,
-                   p90, useful / (med * 1e-6) / 1e12, exec_flop / (med * 1e-6) / 1e12,
-                   (long long)arms[a].m->stats.union_visits);
+            /* The arm's impls side by side. */
+            printf("  -> %s %s:", arms[a].kn, arms[a].gn);
+            for (int impl = 0; impl < 4; impl++)
+                if (med_of[impl] > 0)
+                    printf("  %s %.1f us (%.3fx)%s", impl_names[impl], med_of[impl], med_of[impl] / med_of[0],
+                           same_of[impl] ? "" : " MISMATCH");
+            printf("\n");
             fflush(stdout);
-            free(t);
-            for (int k = 0; k < COPIES; k++) CK(cudaGraphExecDestroy(exec[k]));
-            CK(cudaEventDestroy(e0));
-            CK(cudaEventDestroy(e1));
         }
         CK(cudaStreamDestroy(stream));
         for (int k = 0; k < COPIES; k++) {
             cudaFree(q[k]);
             cudaFree(o[k]);
         }
+        cudaFree(lse_dev);
+        free(o_ref); free(o_cur); free(l_ref); free(l_cur);
         cudaFree(kc); cudaFree(vc); cudaFree(ks); cudaFree(vs); cudaFree(topk); cudaFree(cu); cudaFree(pre);
         cudaFree(kvl); cudaFree(pt);
         pw_capture_free(c);
     }
+    if (mismatches) {
+        printf("!!! BITWISE MISMATCH: %d impl/arm pairs differ from impl 0 (see the lines above)\n", mismatches);
+        return 2;
+    }
+    printf("bitwise check: every impl's O and LSE bytes equal impl 0's on every arm\n");
     return 0;
 }

@@ -28,6 +28,96 @@
  * chosen so that both P (written from the QK accumulator) and V^T (transposed from the
  * TMA tile) are written with 4-byte stores and no shuffles:
  *   token t = 16a + 8b + 2q + e  <->  position 16a + 4q + 2b + e   (a<8, b<2, q<4, e<2).
+ *
+ * Implementations (template IMPL, pw_union_attention_dev in attention_dev.h; the public
+ * pw_union_attention runs impl 0). All give the same bytes: each row still sees its own
+ * pages in ascending order with the same arithmetic.
+ *   impl 0  v4 (bench/NOTES.md). Union8 in lock-step: both CTAs wait for every union page,
+ *           CTA 0 refills a stage once both released it.
+ *   impl 1  A, "decoupled cluster" (Union8 only). D_i = {CTA c : one of c's 4 slots selected
+ *           union page i} (member_masks: low nibble CTA 0, high nibble CTA 1). CTA 0's
+ *           thread 0 (the producer, also a consumer) loads page i into stage i % kStages of
+ *           the CTAs of D_i only (plain TMA for {0}, multicast mask 2 or 3 otherwise); a CTA
+ *           not in D_i skips page i entirely (no wait, no arithmetic, no release). Per
+ *           (stage s, CTA c) one empty barrier empty_cta[s][c] in CTA 0 (count 1; CTA 1
+ *           arrives remotely). The producer issues pages in list order; before page j goes
+ *           into stage s it waits, for each c in D_j that received an earlier page in s, for
+ *           c's release of that page (PagePump keeps, per (s, c), "received one" and the
+ *           parity of the phase that releases it). It runs at fixed points of CTA 0's own
+ *           work: at the top of each of CTA 0's pages i (blocking until page i is issued,
+ *           then whatever is already free), while CTA 0 waits for page i to land (polled with
+ *           a 256 ns suspend hint), right after CTA 0 issues its PV wgmma, and after CTA 0's
+ *           last page (blocking until every page is issued).
+ *   impl 2  B, "P from registers". The PV wgmma takes A (P, e4m3) from registers
+ *           (wgmma_m64n128k32_f32_e4m3_rs). The position permutation above makes each
+ *           thread's P words exactly its A fragments (PTX ISA 9.7.15.5.1.1.3, Figure 152,
+ *           wgmma .m64nNk32 A for 8-bit types: register r of k-block kb holds row
+ *           16 warp + lane/4 (+8 for r = 1, 3), columns 4 (lane%4) + 0..3 (+16 for r = 2, 3),
+ *           i.e. positions 32kb + 16(r/2) + 4q + 0..3 = the word w(r%2) of a = 2kb + r/2),
+ *           so V^T is unchanged. No P buffer, no P stores, no P proxy fence. One CTA barrier
+ *           right after the transpose (after the QK wgmma wait), which both publishes V^T and
+ *           ends every read of the stage: the stage is released there, before the softmax.
+ *           Non-member warps still join the warpgroup-wide PV wgmma with P = 0 (their rows
+ *           are not added). The end-of-page barrier stays: it keeps the next transpose off
+ *           V^T until every warp's PV wgmma completed.
+ *   impl 3  A + B.
+ *   Union4 and per-query have no cluster: they run impl & 2.
+ *
+ * Synchronisation invariants (the list the code relies on; "observed" = a wait returned):
+ *  S1 (stage WAR) A CTA releases stage s only after a CTA barrier that follows every
+ *     thread's last read of it: the QK wgmma waited for (wgmma.wait_group by each warp)
+ *     and the transpose's loads done. v4/impl 1: the end-of-page barrier; impl 2/3: the
+ *     V^T barrier; a lock-step page without members: the end-of-page barrier.
+ *  S2 (full phases) full[s] of CTA c completes one phase per page that lands in stage s of
+ *     c; phase m is page m of (s, c) in list order, and every thread of c waits for it with
+ *     parity m & 1. Phase m + 1 cannot complete before every thread of c observed phase m:
+ *     it needs the bytes of page m + 1 of (s, c), issued only after c released page m
+ *     (S1: after a barrier behind every thread's wait on phase m), and its arming arrive,
+ *     made by c's thread 0 after its own wait on phase m. So no waiter ever sees its barrier
+ *     two phases ahead (which a parity wait would mistake for "not yet"), the bytes of page
+ *     m + 1 never land in phase m (they would complete it early), and every phase is
+ *     observed before an arrive of the next one (PTX ISA 9.7.13.15.4 requires it).
+ *  S3 (arming) Exactly one arrive.expect_tx(32 KiB) per phase of full[s] (count 1), by
+ *     thread 0 of the CTA: v4/impl 2 arm phase m + 1 right after the wait on phase m;
+ *     impl 1/3 arm the phase of page i at the top of page i, which may be before or after
+ *     the bytes of page i land: PTX ISA 9.7.13.15.2 lets tx-count go down to -(2^20 - 1)
+ *     and 9.7.13.15.6 completes a phase only when the pending arrivals AND the tx-count
+ *     are zero, so bytes landing first leave the phase pending (tx-count -32768, one
+ *     arrival missing) and arrive.expect_tx (expect-tx before the arrive-on, 9.7.13.15.5.1
+ *     and mbarrier.arrive.expect_tx) then completes it; arming first leaves tx-count at
+ *     +32768 until the bytes land. 32 KiB < 2^20.
+ *  S4 (empty phases) empty[s] (lock-step, count = CTAs) / empty_cta[s][c] (decoupled,
+ *     count 1) complete one phase per release of a page of stage s (of c). The producer
+ *     waits for the release of page n - 1 of (s, c) (parity (n - 1) & 1) before issuing
+ *     page n of (s, c); the release of page n needs page n, so that barrier cannot be
+ *     two phases ahead of its only waiter either, and each waited phase is observed
+ *     before the next phase's arrive. The last phase of each barrier is never waited for
+ *     and has no successor.
+ *  S5 (V^T and P WAR/RAW) V^T and P are written with generic stores, then
+ *     fence.proxy.async, then a CTA barrier, then read by the PV wgmma (async proxy); the
+ *     next page's transpose writes V^T only after the end-of-page barrier that follows
+ *     every warp's PV wgmma wait. B's P never touches shared memory; its registers are kept
+ *     live (wgmma_fence_operand) until the PV wgmma has been waited for.
+ *  S6 (decoupled destinations) A CTA receives page i iff it has a member of page i, and it
+ *     waits for page i iff it has a member: the same byte of member_masks decides both, and
+ *     both CTAs build the same page list (same indices, same stages).
+ *  S7 (exit) Neither CTA leaves before the final cluster barrier: CTA 1 can still arrive on
+ *     CTA 0's empty barriers, and CTA 0's producer issues CTA 1's pages until CTA 1 has
+ *     waited for all of them (S6), so no copy lands in a CTA that has left.
+ * Deadlock freedom of impl 1/3. CTA 1 waits only for its own pages (each issued by the
+ *   producer in list order) and its own CTA barriers: it never waits for CTA 0's work. The
+ *   producer blocks only (a) at the top of CTA 0's own page i, for pages j <= i, and (b)
+ *   after CTA 0's last page, for every page. Such a wait is for the release of an earlier
+ *   page k < j of stage j % kStages by a CTA c in D_j. If c = 0, k is one of CTA 0's pages
+ *   before i (or any of them in (b)), already consumed and released in program order
+ *   before this point: the wait returns at once. If c = 1, every page up to j - 1 has been
+ *   issued, so CTA 1 can consume all of its pages up to k without CTA 0 and then releases
+ *   k: the wait ends. Everywhere else the producer only tests (mbarrier.test_wait) and
+ *   moves on. So the case "producer blocked on CTA 1's release while CTA 1 waits for a page
+ *   the producer has not issued" cannot arise: CTA 1's pages up to k are all issued when
+ *   the producer starts waiting for k. Lock-step impls (0, 2) keep v4's argument: CTA 1
+ *   never waits for CTA 0 except through pages, and the producer waits only for the
+ *   release of page i after issuing every page up to i + 1.
  */
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -36,6 +126,7 @@
 #include <stdint.h>
 
 #include "attention_config.cuh"
+#include "attention_dev.h"
 #include "ptx.cuh"
 #include "pw_internal.h"
 #include <string.h>
@@ -49,9 +140,10 @@ static __device__ __forceinline__ uint32_t sw128(uint32_t row, uint32_t chunk)
 }
 
 /* The per-CTA page list: the pages this CTA walks (ascending logical id), their physical
- * pages and the member bits of this CTA's 4 slots. Pages whose physical id is outside the
- * cache are dropped (and counted). Every CTA of a cluster builds the same page sequence. */
-template <int VARIANT>
+ * pages and the member bits of this CTA's 4 slots (with DEST, decoupled Union8, also D_i:
+ * bit c set when CTA c has a member). Pages whose physical id is outside the cache are
+ * dropped (and counted). Every CTA of a cluster builds the same page sequence. */
+template <int VARIANT, bool DEST>
 static __device__ void build_page_list(SmemPlan &sm, const AttentionParams &p, int kv_head,
                                        int64_t group, int half, int request, int32_t query_row,
                                        int64_t query_limit, int union_size)
@@ -59,6 +151,7 @@ static __device__ void build_page_list(SmemPlan &sm, const AttentionParams &p, i
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     int32_t logical = -1;
     uint32_t members = 0; // this CTA's 4 slot bits
+    uint32_t dest = 0;    // DEST: bit c = CTA c has a member
     if (VARIANT == kPerQuery) {
         // The query's own Top-K row: valid ids (SPEC §1), distinct, ascending.
         if (tid < kTopK) {
@@ -77,6 +170,10 @@ static __device__ void build_page_list(SmemPlan &sm, const AttentionParams &p, i
             const int64_t base = ((int64_t)kv_head * p.max_groups + group) * p.union_capacity;
             logical = p.union_pages[base + tid];
             members = (p.member_masks[base + tid] >> (4 * half)) & 0xFu;
+            if (DEST) {
+                const uint32_t mask = p.member_masks[base + tid];
+                dest = ((mask & 0x0Fu) != 0u ? 1u : 0u) | ((mask & 0xF0u) != 0u ? 2u : 0u);
+            }
             if (VARIANT == kUnion4 && members == 0) logical = -1; // Union4 skips its half's non-pages
         }
     }
@@ -102,6 +199,7 @@ static __device__ void build_page_list(SmemPlan &sm, const AttentionParams &p, i
         sm.page_logical[at] = logical;
         sm.page_physical[at] = physical;
         sm.page_members[at] = (uint8_t)members;
+        if (DEST) sm.page_dest[at] = (uint8_t)dest;
     }
     if (tid == 0) {
         int total = 0;
@@ -226,10 +324,96 @@ static __device__ __forceinline__ void issue_page_load(SmemPlan &sm, const Atten
     }
 }
 
-template <int VARIANT>
+/* Decoupled Union8 (kImplDecoupled): the producer's state, kept by CTA 0's thread 0. */
+struct PagePump {
+    int next;       // the next page of the list to issue; pages are issued in list order
+    uint32_t slots; // per (stage s, CTA c), bit 2(2s+c): c has received a page in stage s;
+                    // bit 2(2s+c)+1: parity of the empty_cta[s][c] phase that releases it
+};
+
+/* Decoupled Union8, CTA 0's thread 0: issues pages pump.next, pump.next + 1, ... in list
+ * order, page j into stage j % kStages of the CTAs in D_j = sm.page_dest[j] only. Before
+ * that, every CTA c of D_j that already received a page in that stage must have released
+ * it (phase `parity` of empty_cta[s][c] complete). Pages j <= block_until wait for those
+ * releases; later pages are issued only if the releases already happened (test_wait, never
+ * suspending), and the pump stops at the first page that is not ready. */
+static __device__ __forceinline__ void pump_pages(PagePump &pump, SmemPlan &sm, const AttentionParams &p,
+                                                  int num_pages, int block_until, int kv_head,
+                                                  uint64_t l2_policy)
+{
+#pragma unroll 1
+    while (pump.next < num_pages) {
+        const int j = pump.next, s = j % kStages;
+        const uint32_t dest = sm.page_dest[j];
+        const bool block = j <= block_until;
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+            const uint32_t at = 2u * (2u * s + c);
+            if (((dest >> c) & 1u) && ((pump.slots >> at) & 1u)) {
+                const uint32_t parity = (pump.slots >> (at + 1)) & 1u;
+                if (block) {
+                    if (c == 0) mbarrier_wait_parity(&sm.empty_cta[s][0], parity);
+                    else mbarrier_wait_parity_cluster(&sm.empty_cta[s][1], parity);
+                } else {
+                    const uint32_t done = c == 0 ? mbarrier_test_wait_parity(&sm.empty_cta[s][0], parity)
+                                                 : mbarrier_test_wait_parity_acquire_cluster(&sm.empty_cta[s][1], parity);
+                    if (!done) return; // nothing issued, nothing changed: retried later
+                }
+            }
+        }
+        const int32_t page = sm.page_physical[j];
+        if (dest == 1u) { // CTA 0 alone: a plain copy
+            tma_load_4d(sm.kv[s][0], &p.k_map, &sm.full[s], 0, kv_head, 0, page, l2_policy);
+            tma_load_4d(sm.kv[s][1], &p.v_map, &sm.full[s], 0, kv_head, 0, page, l2_policy);
+        } else if (dest != 0u) { // CTA 1 alone (mask 2) or both (mask 3)
+            tma_load_4d_multicast(sm.kv[s][0], &p.k_map, &sm.full[s], (uint16_t)dest, 0, kv_head, 0, page, l2_policy);
+            tma_load_4d_multicast(sm.kv[s][1], &p.v_map, &sm.full[s], (uint16_t)dest, 0, kv_head, 0, page, l2_policy);
+        }
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+            if ((dest >> c) & 1u) { // the first page of (s, c): set "received"; later: flip the parity
+                const uint32_t at = 2u * (2u * s + c);
+                pump.slots ^= ((pump.slots >> at) & 1u) ? (2u << at) : (1u << at);
+            }
+        }
+        pump.next = j + 1;
+    }
+}
+
+/* Thread 0: this CTA is done with stage s (every thread's reads of it finished before the
+ * CTA barrier that precedes this call). */
+template <int CLUSTER, bool DECOUPLED>
+static __device__ __forceinline__ void release_stage(SmemPlan &sm, int s, uint32_t rank)
+{
+    if (DECOUPLED) {
+        if (rank == 0) mbarrier_arrive(&sm.empty_cta[s][0]);
+        else mbarrier_arrive_cluster(&sm.empty_cta[s][1], 0);
+    } else if (CLUSTER == 2) {
+        mbarrier_arrive_cluster(&sm.empty[s], 0);
+    } else {
+        mbarrier_arrive(&sm.empty[s]);
+    }
+}
+
+/* Lock-step producer (impl 0 and 2, Union4, per-query): once every CTA released stage s
+ * (page i), load page i + kStages into it. */
+template <int CLUSTER>
+static __device__ __forceinline__ void refill_stage(SmemPlan &sm, const AttentionParams &p, int i, int s,
+                                                    int num_pages, int kv_head, uint64_t l2_policy)
+{
+    if (i + kStages < num_pages) {
+        if (CLUSTER == 2) mbarrier_wait_parity_cluster(&sm.empty[s], (i / kStages) & 1);
+        else mbarrier_wait_parity(&sm.empty[s], (i / kStages) & 1);
+        issue_page_load<CLUSTER>(sm, p, i + kStages, s, kv_head, l2_policy);
+    }
+}
+
+template <int VARIANT, int IMPL>
 __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __grid_constant__ AttentionParams p)
 {
     constexpr int kCluster = VARIANT == kUnion8 ? 2 : 1;
+    constexpr bool kDecoupled = kCluster == 2 && (IMPL & kImplDecoupled) != 0;
+    constexpr bool kPRegs = (IMPL & kImplPRegs) != 0;
     extern __shared__ uint8_t smem_raw[];
     SmemPlan &sm = *reinterpret_cast<SmemPlan *>(
         (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
@@ -281,12 +465,17 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
     if (tid == 0) {
         for (int s = 0; s < kStages; s++) {
             mbarrier_init(&sm.full[s], 1);
-            mbarrier_init(&sm.empty[s], kCluster);
+            if (kDecoupled) {
+                mbarrier_init(&sm.empty_cta[s][0], 1); // used in CTA 0 only
+                mbarrier_init(&sm.empty_cta[s][1], 1);
+            } else {
+                mbarrier_init(&sm.empty[s], kCluster);
+            }
         }
         fence_mbarrier_init_release_cluster();
     }
-    build_page_list<VARIANT>(sm, p, kv_head, group, half, request, query_rows[0], limits[0],
-                             union_size); // ends with __syncthreads
+    build_page_list<VARIANT, kDecoupled>(sm, p, kv_head, group, half, request, query_rows[0], limits[0],
+                                         union_size); // ends with __syncthreads
     if (kCluster == 2) {
         barrier_cluster_arrive_release();
         barrier_cluster_wait_acquire();
@@ -294,9 +483,20 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
     const int num_pages = sm.num_pages;
     const bool producer = tid == 0 && (kCluster == 1 || rank == 0); // issues the TMA loads
     uint64_t keep_kv = 0;
-    // Thread 0 of every CTA arms its own full barriers (each CTA's barrier needs its own
-    // expect-tx, also for multicast copies issued by CTA 0); CTA 0 issues the first loads.
-    if (tid == 0) {
+    PagePump pump = {0, 0u}; // decoupled Union8: the producer's state
+    if (kDecoupled) {
+        // Every CTA arms its full barrier right before it waits for each of its own pages
+        // (the bytes may land before or after: see the file comment); CTA 0 issues the
+        // first page of each stage now.
+        if (producer) {
+            prefetch_tensormap(&p.k_map);
+            prefetch_tensormap(&p.v_map);
+            keep_kv = createpolicy_evict_last();
+            pump_pages(pump, sm, p, num_pages, -1, kv_head, keep_kv);
+        }
+    } else if (tid == 0) {
+        // Thread 0 of every CTA arms its own full barriers (each CTA's barrier needs its own
+        // expect-tx, also for multicast copies issued by CTA 0); CTA 0 issues the first loads.
         if (producer) {
             prefetch_tensormap(&p.k_map);
             prefetch_tensormap(&p.v_map);
@@ -336,15 +536,38 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
         const uint64_t desc_p = wgmma_desc_k_major_sw128(sm.p);
         const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt);
         const uint32_t vt_addr = smem_u32(sm.vt), p_addr = smem_u32(sm.p);
+        uint32_t full_phase = 0; // decoupled: bit s = parity of this CTA's next page in stage s
 
 #pragma unroll 1
         for (int i = 0; i < num_pages; i++) {
             const int s = i % kStages;
-            mbarrier_wait_parity(&sm.full[s], (i / kStages) & 1);
-            // Phase (i / kStages) of full[s] is complete: arm the next one (page i + kStages)
-            // before CTA 0 can issue its load.
-            if (tid == 0 && i + kStages < num_pages) mbarrier_arrive_expect_tx(&sm.full[s], kStageTxBytes);
-            const uint32_t members = sm.page_members[i];
+            uint32_t members;
+            if constexpr (kDecoupled) {
+                members = sm.page_members[i];
+                if (members == 0) continue; // CTA-uniform: not addressed to this CTA, never landed here
+                const uint32_t parity = (full_phase >> s) & 1u;
+                full_phase ^= 1u << s;
+                if (tid == 0) {
+                    // Arm this CTA's phase for page i (the phase of its previous page in
+                    // stage s completed and was waited for by every thread of the CTA).
+                    mbarrier_arrive_expect_tx(&sm.full[s], kStageTxBytes);
+                    if (producer) {
+                        // Issue everything up to page i (blocking on earlier releases), then
+                        // what is already free; while page i is in flight, keep refilling
+                        // stages the peer released.
+                        pump_pages(pump, sm, p, num_pages, i, kv_head, keep_kv);
+                        while (pump.next < num_pages && !mbarrier_try_wait_parity_hint(&sm.full[s], parity, 256))
+                            pump_pages(pump, sm, p, num_pages, -1, kv_head, keep_kv);
+                    }
+                }
+                mbarrier_wait_parity(&sm.full[s], parity);
+            } else {
+                mbarrier_wait_parity(&sm.full[s], (i / kStages) & 1);
+                // Phase (i / kStages) of full[s] is complete: arm the next one (page i + kStages)
+                // before CTA 0 can issue its load.
+                if (tid == 0 && i + kStages < num_pages) mbarrier_arrive_expect_tx(&sm.full[s], kStageTxBytes);
+                members = sm.page_members[i];
+            }
             if (members != 0) { // CTA-uniform: skip pages none of this CTA's slots selected
                 const uint64_t desc_k = wgmma_desc_k_major_sw128(sm.kv[s][0]);
                 wgmma_fence_operand(acc);
@@ -356,9 +579,21 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                 transpose_v(vt_addr, smem_u32(sm.kv[s][1])); // overlaps the QK wgmma
                 wgmma_wait_group<0>();
                 wgmma_fence_operand(acc);
+                if constexpr (kPRegs) {
+                    // V^T is complete once every warp passed here, and stage s is no longer
+                    // read (K: each warp waited for its QK wgmma above; V: the transpose's
+                    // loads): one barrier, then the stage goes back to the producer while
+                    // the softmax runs.
+                    fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
+                    __syncthreads();
+                    if (tid == 0) release_stage<kCluster, kDecoupled>(sm, s, rank);
+                }
 
                 const bool member = (members >> warp) & 1u; // warp-uniform
                 float alpha0 = 1.0f, alpha1 = 1.0f;
+                uint32_t pa[16]; // kPRegs: P of this thread as the PV wgmma's A fragments
+#pragma unroll
+                for (int k = 0; k < 16; k++) pa[k] = 0u; // non-member warps: rows of zeros, not added
                 if (member) {
                     const int64_t lim = my_limit - (int64_t)sm.page_logical[i] * kPageSize;
                     // Only the query's own (partial) page and a page past the KV length mask
@@ -412,44 +647,86 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                     l0 = fmaf(l0, alpha0, s0); // l is kept as 256 * sum p
                     l1 = fmaf(l1, alpha1, s1);
                     // P words: row r, position 16a + 4q .. +3 = tokens 16a+2q, +1, 16a+8+2q, +1.
+                    // They are also the A fragments of the PV wgmma (ptx.cuh, _rs): for k-block
+                    // kb, a[0] = row r0 positions 32kb + 4q.. (a = 2kb), a[1] = row r0 + 8,
+                    // a[2] / a[3] = the same for a = 2kb + 1 (positions + 16).
 #pragma unroll
                     for (int a = 0; a < 8; a++) {
                         const uint32_t w0 = (uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 0], acc[8 * a + 1]) |
                                             ((uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 4], acc[8 * a + 5]) << 16);
                         const uint32_t w1 = (uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 2], acc[8 * a + 3]) |
                                             ((uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 6], acc[8 * a + 7]) << 16);
-                        st_shared_u32(p_addr + sw128(r0, a) + 4 * q, w0);
-                        st_shared_u32(p_addr + sw128(r0 + 8, a) + 4 * q, w1);
+                        if constexpr (kPRegs) {
+                            pa[2 * a] = w0;
+                            pa[2 * a + 1] = w1;
+                        } else {
+                            st_shared_u32(p_addr + sw128(r0, a) + 4 * q, w0);
+                            st_shared_u32(p_addr + sw128(r0 + 8, a) + 4 * q, w1);
+                        }
                     }
                 }
-                fence_proxy_async_shared_cta(); // P and V^T (generic stores) -> wgmma
-                __syncthreads();
+                if constexpr (!kPRegs) {
+                    fence_proxy_async_shared_cta(); // P and V^T (generic stores) -> wgmma
+                    __syncthreads();
+                }
                 wgmma_fence_operand(acc);
                 wgmma_fence();
 #pragma unroll
-                for (int kb = 0; kb < kPageSize / 32; kb++)
-                    wgmma_m64n128k32_f32_e4m3_ss(acc, desc_p + 2 * kb, desc_vt + 2 * kb, kb > 0);
+                for (int kb = 0; kb < kPageSize / 32; kb++) {
+                    if constexpr (kPRegs)
+                        wgmma_m64n128k32_f32_e4m3_rs(acc, pa[4 * kb], pa[4 * kb + 1], pa[4 * kb + 2], pa[4 * kb + 3],
+                                                     desc_vt + 2 * kb, kb > 0);
+                    else
+                        wgmma_m64n128k32_f32_e4m3_ss(acc, desc_p + 2 * kb, desc_vt + 2 * kb, kb > 0);
+                }
                 wgmma_commit_group();
+                // The PV wgmma runs on the tensor cores: the producer's turn.
+                if constexpr (kDecoupled) {
+                    if (producer) pump_pages(pump, sm, p, num_pages, -1, kv_head, keep_kv);
+                } else if constexpr (kPRegs) {
+                    if (producer) refill_stage<kCluster>(sm, p, i, s, num_pages, kv_head, keep_kv);
+                }
                 wgmma_wait_group<0>();
                 wgmma_fence_operand(acc);
+                if constexpr (kPRegs) wgmma_fence_operand(pa);
                 if (member) {
 #pragma unroll
                     for (int k = 0; k < 64; k++) o[k] = fmaf(o[k], (k % 4) < 2 ? alpha0 : alpha1, acc[k]);
                 }
             }
-            // Every thread is done with slot s (wgmma reads waited, V^T reads done): release
-            // it (to CTA 0's empty barrier for a cluster). CTA 0 refills it with page
-            // i + kStages once both CTAs released it.
-            __syncthreads();
-            if (tid == 0) {
-                if (kCluster == 2) mbarrier_arrive_cluster(&sm.empty[s], 0);
-                else mbarrier_arrive(&sm.empty[s]);
-                if (producer && i + kStages < num_pages) {
-                    if (kCluster == 2) mbarrier_wait_parity_cluster(&sm.empty[s], (i / kStages) & 1);
-                    else mbarrier_wait_parity(&sm.empty[s], (i / kStages) & 1);
-                    issue_page_load<kCluster>(sm, p, i + kStages, s, kv_head, keep_kv);
+            if constexpr (!kPRegs && !kDecoupled) {
+                // Every thread is done with slot s (wgmma reads waited, V^T reads done): release
+                // it (to CTA 0's empty barrier for a cluster). CTA 0 refills it with page
+                // i + kStages once both CTAs released it.
+                __syncthreads();
+                if (tid == 0) {
+                    if (kCluster == 2) mbarrier_arrive_cluster(&sm.empty[s], 0);
+                    else mbarrier_arrive(&sm.empty[s]);
+                    if (producer && i + kStages < num_pages) {
+                        if (kCluster == 2) mbarrier_wait_parity_cluster(&sm.empty[s], (i / kStages) & 1);
+                        else mbarrier_wait_parity(&sm.empty[s], (i / kStages) & 1);
+                        issue_page_load<kCluster>(sm, p, i + kStages, s, kv_head, keep_kv);
+                    }
+                }
+            } else if constexpr (!kPRegs) {
+                // Decoupled, P through shared memory: as v4, but to this CTA's own empty barrier.
+                __syncthreads();
+                if (tid == 0) release_stage<kCluster, kDecoupled>(sm, s, rank);
+            } else {
+                // kPRegs: a member page released its stage before the softmax; this barrier
+                // only keeps the next page's transpose off V^T until every warp's PV wgmma
+                // completed. A lock-step page without members (impl 2 of Union8) releases
+                // here, after every thread's wait on full[s] above.
+                __syncthreads();
+                if (!kDecoupled && members == 0 && tid == 0) {
+                    release_stage<kCluster, kDecoupled>(sm, s, rank);
+                    if (producer) refill_stage<kCluster>(sm, p, i, s, num_pages, kv_head, keep_kv);
                 }
             }
+        }
+        // Decoupled: CTA 0's thread 0 issues whatever its own pages did not pull in yet.
+        if constexpr (kDecoupled) {
+            if (producer) pump_pages(pump, sm, p, num_pages, num_pages - 1, kv_head, keep_kv);
         }
 
         // ---- epilogue: o = O * v_scale / (256 l), BF16, straight to the original row -----
@@ -557,10 +834,11 @@ pw_status_t check_device(void)
     return PW_SUCCESS;
 }
 
-template <int VARIANT> pw_status_t launch(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
+template <int VARIANT, int IMPL>
+pw_status_t launch(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
     static bool configured = false; // the attribute is per function, set once
-    auto kernel = pw::sparse_attention_kernel<VARIANT>;
+    auto kernel = pw::sparse_attention_kernel<VARIANT, IMPL>;
     if (!configured) {
         const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    (int)pw::kSmemBytes);
@@ -591,12 +869,28 @@ template <int VARIANT> pw_status_t launch(const pw::AttentionParams &params, uns
     return PW_SUCCESS;
 }
 
-} // namespace
+/* One implementation (pw::ImplBits) of one variant. The decoupled bit exists for Union8
+ * only: the single-CTA variants run impl & kImplPRegs. */
+template <int VARIANT>
+pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
+{
+    if constexpr (VARIANT == pw::kUnion8) {
+        switch (impl) {
+        case 1: return launch<VARIANT, 1>(params, grid, stream);
+        case 2: return launch<VARIANT, 2>(params, grid, stream);
+        case 3: return launch<VARIANT, 3>(params, grid, stream);
+        default: return launch<VARIANT, 0>(params, grid, stream);
+        }
+    }
+    else {
+        if (impl & pw::kImplPRegs) return launch<VARIANT, pw::kImplPRegs>(params, grid, stream);
+        return launch<VARIANT, 0>(params, grid, stream);
+    }
+}
 
-extern "C" pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_args_t *args,
-                                          const pw_grouping_t *grouping, const int32_t *perm,
-                                          const pw_union_meta_t *meta, pw_kernel_t kernel,
-                                          pw_stream_t stream)
+pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
+                            const pw_grouping_t *grouping, const int32_t *perm, const pw_union_meta_t *meta,
+                            pw_kernel_t kernel, pw_stream_t stream)
 {
     PW_TRY(pw_problem_check(problem, NULL));
     if (!args || args->struct_size < sizeof(pw_attention_args_t))
@@ -685,7 +979,7 @@ extern "C" pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_
     if (kernel == PW_KERNEL_PER_QUERY) {
         const int64_t grid = (int64_t)problem->num_tokens * problem->num_kv_heads;
         if (grid > 0x7fffffff) return pw_fail(PW_ERROR_UNSUPPORTED, "N * Hkv = %lld CTAs exceeds the grid limit", (long long)grid);
-        return launch<pw::kPerQuery>(params, (unsigned)grid, stream);
+        return launch_impl<pw::kPerQuery>(impl, params, (unsigned)grid, stream);
     }
     params.perm = perm;
     params.num_groups = meta->num_groups;
@@ -696,6 +990,27 @@ extern "C" pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_
     params.union_capacity = meta->union_capacity;
     const int64_t grid = 2 * meta->max_groups * problem->num_kv_heads;
     if (grid > 0x7fffffff) return pw_fail(PW_ERROR_UNSUPPORTED, "2 * groups * Hkv = %lld CTAs exceeds the grid limit", (long long)grid);
-    if (kernel == PW_KERNEL_UNION8) return launch<pw::kUnion8>(params, (unsigned)grid, stream);
-    return launch<pw::kUnion4>(params, (unsigned)grid, stream);
+    if (kernel == PW_KERNEL_UNION8) return launch_impl<pw::kUnion8>(impl, params, (unsigned)grid, stream);
+    return launch_impl<pw::kUnion4>(impl, params, (unsigned)grid, stream);
+}
+
+} // namespace
+
+extern "C" pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_args_t *args,
+                                          const pw_grouping_t *grouping, const int32_t *perm,
+                                          const pw_union_meta_t *meta, pw_kernel_t kernel,
+                                          pw_stream_t stream)
+{
+    return union_attention(0, problem, args, grouping, perm, meta, kernel, stream);
+}
+
+extern "C" pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem,
+                                              const pw_attention_args_t *args, const pw_grouping_t *grouping,
+                                              const int32_t *perm, const pw_union_meta_t *meta,
+                                              pw_kernel_t kernel, pw_stream_t stream)
+{
+    if (impl < 0 || impl >= pw::kNumImpls)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_union_attention_dev: impl %d (0..%d)", impl,
+                       pw::kNumImpls - 1);
+    return union_attention(impl, problem, args, grouping, perm, meta, kernel, stream);
 }

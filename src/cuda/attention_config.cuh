@@ -30,6 +30,14 @@ constexpr uint32_t kStageTxBytes = 2 * kTileBytes; // K + V of one page
 
 enum Variant { kUnion8 = 0, kUnion4 = 1, kPerQuery = 2 };
 
+/* Implementation bits (pw_union_attention_dev, src/cuda/attention_dev.h); 0 is v4, the
+ * library's default. Design and invariants: the comment of attention.cu. */
+enum ImplBits {
+    kImplDecoupled = 1, // A, Union8 only: per-CTA page streams, TMA only to the CTAs that need a page
+    kImplPRegs = 2,     // B: P as the register A operand of the PV wgmma, one barrier before softmax
+};
+constexpr int kNumImpls = 4;
+
 /* Shared memory of one CTA. Tiles are 1024-byte aligned (128-byte swizzle atoms); the
  * multicast copies land at the same offsets in both CTAs of a cluster. */
 struct __align__(1024) SmemPlan {
@@ -45,6 +53,9 @@ struct __align__(1024) SmemPlan {
     float row_factor[kRows];            // q_scale * k_scale * softmax_scale * log2(e)
     int32_t warp_count[kThreads / 32];
     int32_t num_pages;
+    // Decoupled Union8 only (kImplDecoupled); after the v4 fields so that their offsets stay.
+    uint64_t empty_cta[kStages][2];     // slot of stage s released by CTA c (in CTA 0; count 1)
+    uint8_t page_dest[kMaxUnion];       // D_i: bit c set when one of CTA c's 4 slots selected page i
 };
 
 constexpr size_t kSmemBytes = sizeof(SmemPlan) + 1024; // + alignment slack of the dynamic base

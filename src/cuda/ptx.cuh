@@ -107,6 +107,56 @@ static __device__ __forceinline__ uint32_t mbarrier_try_wait_parity_acquire_clus
     return done;
 }
 
+/* try_wait with a suspend-time hint in nanoseconds (PTX ISA 9.7.13.15.16): returns when the
+ * phase completes or after about `ns`, whichever comes first. */
+static __device__ __forceinline__ uint32_t mbarrier_try_wait_parity_hint(uint64_t *bar, uint32_t parity,
+                                                                        uint32_t ns)
+{
+    uint32_t done;
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n"
+                 "selp.u32 %0, 1, 0, p;\n"
+                 "}\n"
+                 : "=r"(done)
+                 : "r"(smem_u32(bar)), "r"(parity), "r"(ns)
+                 : "memory");
+    return done;
+}
+
+/* mbarrier.test_wait (PTX ISA 9.7.13.15.16): the non-blocking test. try_wait may suspend the
+ * thread up to a system-dependent time limit before it returns false; the decoupled producer
+ * polls release barriers between its own work and must not be suspended there. */
+static __device__ __forceinline__ uint32_t mbarrier_test_wait_parity(uint64_t *bar, uint32_t parity)
+{
+    uint32_t done;
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n"
+                 "}\n"
+                 : "=r"(done)
+                 : "r"(smem_u32(bar)), "r"(parity)
+                 : "memory");
+    return done;
+}
+
+/* The same, acquiring at cluster scope (a barrier that the peer CTA arrives on). */
+static __device__ __forceinline__ uint32_t mbarrier_test_wait_parity_acquire_cluster(uint64_t *bar,
+                                                                                    uint32_t parity)
+{
+    uint32_t done;
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "mbarrier.test_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n"
+                 "}\n"
+                 : "=r"(done)
+                 : "r"(smem_u32(bar)), "r"(parity)
+                 : "memory");
+    return done;
+}
+
 static __device__ __forceinline__ void mbarrier_wait_parity(uint64_t *bar, uint32_t parity)
 {
     while (!mbarrier_try_wait_parity(bar, parity)) {
@@ -233,6 +283,34 @@ static __device__ __forceinline__ void wgmma_m64n128k32_f32_e4m3_ss(float (&d)[6
         "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+/* Keeps the compiler from reusing the registers of a register-sourced wgmma A operand
+ * before the wgmma that reads them has been waited for. */
+static __device__ __forceinline__ void wgmma_fence_operand(uint32_t (&a)[16])
+{
+#pragma unroll
+    for (int i = 0; i < 16; i++) asm volatile("" : "+r"(a[i])::"memory");
+}
+
+/* wgmma.mma_async m64n128k32, f32 += e4m3 x e4m3, A from registers ("RS"), B from shared
+ * memory (PTX ISA 9.7.15.5.2). a: this thread's 4 words of the 64x32 A tile (PTX ISA
+ * 9.7.15.5.1.1.3, "Matrix Fragments for wgmma.m64nNk32", Figure 152): with g = lane / 4 and
+ * t = lane % 4, row 16*warp + g (+8 in a[1] and a[3]), columns 4t..4t+3 (+16 in a[2] and
+ * a[3]), byte j = column 4t + j. d and scale_d as the SS form. */
+static __device__ __forceinline__ void wgmma_m64n128k32_f32_e4m3_rs(float (&d)[64], uint32_t a0, uint32_t a1,
+                                                                    uint32_t a2, uint32_t a3, uint64_t desc_b,
+                                                                    int scale_d)
+{
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64, %65, %66, %67}, %68, p, 1, 1;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "r"(scale_d));
 }
 
 /* ---- conversions and special functions --------------------------------------------------- */

@@ -1,6 +1,8 @@
 /* GPU tests of the sparse attention kernels (Union8, Union4, per-query) against the CPU
  * references (SPEC §4): FP8-emulating reference (tight), exact FP64 reference (NRMS), and
- * bitwise identity across groupings and kernels. Skips (exit 77) without an sm_90 GPU.
+ * bitwise identity across groupings, kernels and kernel implementations (impl 0..3 of
+ * src/cuda/attention_dev.h: every impl must give impl 0's bytes). Skips (exit 77) without
+ * an sm_90 GPU.
  *
  * Usage: test_attention_gpu [--seed N] [--captures DIR...]  (default dirs: captures,
  * .data/workloads). */
@@ -14,6 +16,8 @@
 
 #include "pageweaver_capture.h"
 #include "testutil.h"
+
+#include "../../src/cuda/attention_dev.h" /* internal: the kernel implementations */
 
 #define CUDA_OK(x)                                                                          \
     do {                                                                                    \
@@ -119,9 +123,10 @@ static void prepare_meta(const pw_capture_t *c, const pw_grouping_t *grouping, c
 }
 
 /* Runs one kernel; o_out [N, Hq, D] bf16 and lse_out [N, Hq] on the host. Outputs are
- * poisoned (all-ones bytes: NaN) first, so an unwritten element shows. */
-static uint32_t run_kernel(const pw_capture_t *c, device_problem_t *d, pw_kernel_t kernel,
-                           const pw_grouping_t *grouping, pw_bf16_t *o_out, float *lse_out)
+ * poisoned (all-ones bytes: NaN) first, so an unwritten element shows. impl 0 is the
+ * public pw_union_attention, 1..3 pw_union_attention_dev. */
+static uint32_t run_kernel_impl(const pw_capture_t *c, device_problem_t *d, pw_kernel_t kernel, int impl,
+                                const pw_grouping_t *grouping, pw_bf16_t *o_out, float *lse_out)
 {
     const pw_problem_t *p = &c->problem;
     const int64_t n = p->num_tokens, hq = (int64_t)p->num_kv_heads * p->q_heads_per_kv;
@@ -147,7 +152,8 @@ static uint32_t run_kernel(const pw_capture_t *c, device_problem_t *d, pw_kernel
     a.o_dtype = PW_DTYPE_BFLOAT16;
     a.lse = d->lse;
     a.bad_page_count = d->bad;
-    assert_pw_ok(pw_union_attention(p, &a, grouping, d->perm, &d->meta, kernel, NULL));
+    if (impl == 0) assert_pw_ok(pw_union_attention(p, &a, grouping, d->perm, &d->meta, kernel, NULL));
+    else assert_pw_ok(pw_union_attention_dev(impl, p, &a, grouping, d->perm, &d->meta, kernel, NULL));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaMemcpy(o_out, d->o, (size_t)(n * hq * p->head_dim) * 2, cudaMemcpyDeviceToHost));
@@ -155,6 +161,20 @@ static uint32_t run_kernel(const pw_capture_t *c, device_problem_t *d, pw_kernel
     uint32_t bad = 0;
     CUDA_OK(cudaMemcpy(&bad, d->bad, 4, cudaMemcpyDeviceToHost));
     return bad;
+}
+
+static uint32_t run_kernel(const pw_capture_t *c, device_problem_t *d, pw_kernel_t kernel,
+                           const pw_grouping_t *grouping, pw_bf16_t *o_out, float *lse_out)
+{
+    return run_kernel_impl(c, d, kernel, 0, grouping, o_out, lse_out);
+}
+
+static const char *const impl_names[4] = {"v4", "A", "B", "A+B"};
+
+/* The impls a kernel has: Union8 0..3; Union4 and per-query 0 and 2 (no cluster). */
+static int kernel_has_impl(pw_kernel_t kernel, int impl)
+{
+    return kernel == PW_KERNEL_UNION8 || (impl & 1) == 0;
 }
 
 typedef struct compare {
@@ -369,7 +389,22 @@ static void test_random_problems(void **state)
         assert_true(ce.lse_max_abs <= EMU_LSE_BOUND);
         assert_true(cx.nrms <= EXACT_NRMS_BOUND);
         assert_int_equal(bad, bad_ref);
-        // Other groupings and kernels: byte-identical O and LSE (SPEC §4).
+        // The other implementations on arm 0's inputs: within the same bounds of the
+        // emulating reference, and byte-identical to impl 0.
+        for (int impl = 1; impl < 4; impl++) {
+            const uint32_t bad_impl = run_kernel_impl(c, &d, PW_KERNEL_UNION8, impl, &grouping, o, l);
+            const compare_t ci = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
+            const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+            printf("  union8 impl %d (%s): vs emulate NRMS %.3e, bitwise vs impl 0 %s, bad pages %u\n", impl,
+                   impl_names[impl], ci.nrms, same ? "identical" : "DIFFERENT", bad_impl);
+            assert_int_equal(ci.nan, 0);
+            assert_int_equal(ci.empty_bad, 0);
+            assert_true(ci.nrms <= EMU_NRMS_BOUND);
+            assert_true(ci.lse_max_abs <= EMU_LSE_BOUND);
+            assert_true(same);
+            assert_int_equal(bad_impl, bad_ref);
+        }
+        // Other groupings and kernels, every impl: byte-identical O and LSE (SPEC §4).
         for (int arm = 1; arm < 6; arm++) {
             pw_kernel_t kernel = PW_KERNEL_UNION8;
             pw_grouping_t g = PW_GROUPING_INIT;
@@ -380,16 +415,19 @@ static void test_random_problems(void **state)
             if (arm == 5) kernel = PW_KERNEL_PER_QUERY;
             if (arm != 3) assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm));
             prepare_meta(c, &g, perm, &d);
-            const uint32_t bad_arm = run_kernel(c, &d, kernel, &g, o, l);
-            const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
-            printf("  arm %d (%s, mode %d, W %d): bitwise %s, bad pages %u\n", arm, kernel_name(kernel),
-                   (int)g.mode, g.window, same ? "identical" : "DIFFERENT", bad_arm);
-            if (!same) {
-                const compare_t cc = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
-                printf("  arm %d vs emulate NRMS %.3e nan %lld\n", arm, cc.nrms, (long long)cc.nan);
+            for (int impl = 0; impl < 4; impl++) {
+                if (!kernel_has_impl(kernel, impl)) continue;
+                const uint32_t bad_arm = run_kernel_impl(c, &d, kernel, impl, &g, o, l);
+                const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+                printf("  arm %d (%s impl %d %s, mode %d, W %d): bitwise %s, bad pages %u\n", arm, kernel_name(kernel),
+                       impl, impl_names[impl], (int)g.mode, g.window, same ? "identical" : "DIFFERENT", bad_arm);
+                if (!same) {
+                    const compare_t cc = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
+                    printf("  arm %d impl %d vs emulate NRMS %.3e nan %lld\n", arm, impl, cc.nrms, (long long)cc.nan);
+                }
+                assert_true(same);
+                assert_int_equal(bad_arm, bad_ref);
             }
-            assert_true(same);
-            assert_int_equal(bad_arm, bad_ref);
         }
         release(&d);
         free(emu); free(emu_lse); free(ex); free(ex_lse); free(o0); free(o); free(l0); free(l); free(perm);
@@ -426,6 +464,21 @@ static void check_capture(const char *path)
     run_kernel(c, &d, PW_KERNEL_UNION8, &g, o8, l8);
     run_kernel(c, &d, PW_KERNEL_PER_QUERY, &g, oq, lq);
     const int same = memcmp(o8, oq, elems * 2) == 0 && memcmp(l8, lq, n * hq * 4) == 0;
+    // Every other implementation (attention_dev.h) of every kernel: impl 0's bytes.
+    int impls_same = 1;
+    char impls_log[256] = "";
+    for (int k = 0; k < 3; k++) {
+        const pw_kernel_t kernel = k == 0 ? PW_KERNEL_UNION8 : k == 1 ? PW_KERNEL_UNION4 : PW_KERNEL_PER_QUERY;
+        for (int impl = 1; impl < 4; impl++) {
+            if (!kernel_has_impl(kernel, impl)) continue;
+            run_kernel_impl(c, &d, kernel, impl, &g, oq, lq);
+            const int s_impl = memcmp(o8, oq, elems * 2) == 0 && memcmp(l8, lq, n * hq * 4) == 0;
+            impls_same = impls_same && s_impl;
+            const size_t used = strlen(impls_log);
+            snprintf(impls_log + used, sizeof impls_log - used, " %s/%s:%s", kernel_name(kernel), impl_names[impl],
+                     s_impl ? "ok" : "DIFFERENT");
+        }
+    }
     // Exact reference on a random slice of rows: the other rows' Top-K rows are emptied
     // in a copy, so the reference only pays for the slice.
     pw_rng_t rng;
@@ -446,13 +499,14 @@ static void check_capture(const char *path)
     c->topk_ids = saved;
     const compare_t cx = compare_rows(c, o8, l8, ex, 1, ex_lse, rows);
     printf("capture %s: N=%lld Hkv=%lld: union8 vs exact NRMS %.4f (goal %.3f: %s; rows checked %lld) "
-           "| union8 == per-query bitwise: %s\n",
+           "| union8 == per-query bitwise: %s | impls == union8 impl 0 bitwise:%s\n",
            path, (long long)n, (long long)hkv, cx.nrms, EXACT_NRMS_GOAL, cx.nrms <= EXACT_NRMS_GOAL ? "met" : "not met",
-           (long long)want, same ? "yes" : "NO");
+           (long long)want, same ? "yes" : "NO", impls_log);
     assert_int_equal(cx.nan, 0);
     assert_int_equal(cx.empty_bad, 0);
     assert_true(cx.nrms <= EXACT_NRMS_BOUND);
     assert_true(same);
+    assert_true(impls_same);
     release(&d);
     free(perm); free(o8); free(oq); free(l8); free(lq); free(rows); free(sliced); free(ex); free(ex_lse);
     pw_capture_free(c);

@@ -1,0 +1,30 @@
+/* attention_dev.h — development entry point of the sparse attention kernels (internal, not
+ * installed, not part of the public API): runs pw_union_attention with a chosen
+ * implementation so that bench/bench_kernels.c and tests/gpu/test_attention_gpu.c can time
+ * and check the alternatives in one GPU run. Design: the comment of src/cuda/attention.cu. */
+#ifndef PW_ATTENTION_DEV_H
+#define PW_ATTENTION_DEV_H
+
+#include "pageweaver.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* impl 0: v4, exactly pw_union_attention (the library default).
+ * impl 1: A, "decoupled cluster" (Union8 only): each page is sent (TMA) only to the CTAs
+ *         with a member, each CTA walks only its own pages, per-CTA slot releases.
+ * impl 2: B, "P from registers": the PV wgmma takes P from registers (no P buffer, one CTA
+ *         barrier before the softmax, the stage released before the softmax).
+ * impl 3: A + B.
+ * Union4 and per-query have no cluster: impl 1 runs as 0 and impl 3 as 2 there. O and LSE
+ * are bitwise identical for every impl. Other arguments and errors as pw_union_attention;
+ * PW_ERROR_INVALID_ARGUMENT for an impl outside 0..3. */
+pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
+                                   const pw_grouping_t *grouping, const int32_t *perm,
+                                   const pw_union_meta_t *meta, pw_kernel_t kernel, pw_stream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
