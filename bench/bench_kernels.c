@@ -15,7 +15,7 @@
  * of the CTA's list with at least one member (Union8/Union4: C_4; per-query: sum |S_i|).
  *
  * Implementations (src/cuda/attention_dev.h, pw_union_attention_dev): every kernel runs
- * impl 0 (v4, the library default) and the impls that change it: Union8 1 (A, decoupled
+ * impl 0 (v4; the library default is impl 2 since v5) and the impls that change it: Union8 1 (A, decoupled
  * cluster), 2 (B, P from registers), 3 (A+B); Union4 and per-query 2. Before timing, each
  * impl runs once untimed with LSE on, and its O and LSE bytes are compared with impl 0's
  * on the same inputs: a difference prints a "!!! BITWISE MISMATCH" line and the program

@@ -30,8 +30,9 @@
  *   token t = 16a + 8b + 2q + e  <->  position 16a + 4q + 2b + e   (a<8, b<2, q<4, e<2).
  *
  * Implementations (template IMPL, pw_union_attention_dev in attention_dev.h; the public
- * pw_union_attention runs impl 0). All give the same bytes: each row still sees its own
- * pages in ascending order with the same arithmetic.
+ * pw_union_attention runs kDefaultImpl = impl 2, the fastest measured: bench/NOTES.md,
+ * v5). All give the same bytes: each row still sees its own pages in ascending order with
+ * the same arithmetic.
  *   impl 0  v4 (bench/NOTES.md). Union8 in lock-step: both CTAs wait for every union page,
  *           CTA 0 refills a stage once both released it.
  *   impl 1  A, "decoupled cluster" (Union8 only). D_i = {CTA c : one of c's 4 slots selected
@@ -996,12 +997,16 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
 
 } // namespace
 
+/* The library's implementation: B, P from registers (H200, A-hot: Union8 -6%, Union4 and
+ * per-query -1% against v4; A, the decoupled cluster, measured +15%: bench/NOTES.md). */
+constexpr int kDefaultImpl = pw::kImplPRegs;
+
 extern "C" pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_args_t *args,
                                           const pw_grouping_t *grouping, const int32_t *perm,
                                           const pw_union_meta_t *meta, pw_kernel_t kernel,
                                           pw_stream_t stream)
 {
-    return union_attention(0, problem, args, grouping, perm, meta, kernel, stream);
+    return union_attention(kDefaultImpl, problem, args, grouping, perm, meta, kernel, stream);
 }
 
 extern "C" pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem,

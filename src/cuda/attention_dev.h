@@ -11,11 +11,12 @@
 extern "C" {
 #endif
 
-/* impl 0: v4, exactly pw_union_attention (the library default).
+/* impl 0: v4 (the library default until v5).
  * impl 1: A, "decoupled cluster" (Union8 only): each page is sent (TMA) only to the CTAs
  *         with a member, each CTA walks only its own pages, per-CTA slot releases.
- * impl 2: B, "P from registers": the PV wgmma takes P from registers (no P buffer, one CTA
- *         barrier before the softmax, the stage released before the softmax).
+ * impl 2: B, "P from registers", exactly pw_union_attention (the library default since
+ *         v5): the PV wgmma takes P from registers (no P buffer, one CTA barrier before the
+ *         softmax, the stage released before the softmax).
  * impl 3: A + B.
  * Union4 and per-query have no cluster: impl 1 runs as 0 and impl 3 as 2 there. O and LSE
  * are bitwise identical for every impl. Other arguments and errors as pw_union_attention;
