@@ -20,9 +20,12 @@
  * metadata (pw_union_stats), each GPU permutation is checked against pw_ref_regroup, and
  * the paper's figures (H200, one KV head, 15,272 queries: W64 19.3-19.5 us, W128
  * 34.6-34.9 us; union visits 102,429 -> 89,426 = -12.70% at W128) are printed alongside.
- * Last, "dev" lines time regroup kernel variants on the first capture (one KV head):
- * the library's, a shuffle-butterfly argmin, and everything but the greedy loop, so the
- * cost of one greedy step can be read off.
+ * Last, "dev" lines time the regroup kernel variants of src/cuda/regroup_dev.h on the
+ * first capture (one KV head, greedy): kernel v3 (the library's; shuffle argmin; prep
+ * only), kernel v2 (the previous library kernel, full and prep only), v3 with its hash
+ * path forced (full and prep only) and v3 with __match_any_sync mask ORs, each full
+ * variant's permutation checked against the reference; (full - prep only) / W is the
+ * cost of one greedy step.
  * Results and the reasoning behind the kernels: bench/NOTES.md. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -301,9 +304,9 @@ static float graph_node_floor(int replays)
     return median;
 }
 
-/* Kernel variants (src/cuda/regroup_dev.h) on one capture, greedy mode: the library's
- * redux.sync argmin, a shuffle-butterfly argmin, and everything but the greedy loop. The
- * difference between variant 0 and 2, divided by W steps, is the cost of one greedy step. */
+/* Kernel variants (src/cuda/regroup_dev.h) on one capture, greedy mode, one KV head. The
+ * difference between a full variant and its prep-only twin, divided by W steps, is the
+ * cost of one greedy step. */
 static void bench_variants(const char *path, int replays)
 {
     pw_capture_t *c = NULL;
@@ -311,16 +314,28 @@ static void bench_variants(const char *path, int replays)
     bench_problem_t b;
     setup(c, 1, &b);
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    const char *names[3] = {"redux.sync argmin", "shuffle argmin", "prep only (no loop)"};
+    enum { NUM_VARIANTS = 8 };
+    /* prep[v]: the prep-only variant of the same kernel and path, or -1 (v is prep only). */
+    static const struct {
+        const char *name;
+        int prep;
+    } variants[NUM_VARIANTS] = {
+        {"v3 redux (library)", 2},   {"v3 shuffle argmin", 2},  {"v3 prep only", -1},
+        {"v2 redux (before v3)", 4}, {"v2 prep only", -1},      {"v3 hash path forced", 7},
+        {"v3 match_any ORs", 2},     {"v3 hash forced prep", -1},
+    };
     const size_t n_perm = (size_t)b.problem.num_tokens;
     int32_t *got = malloc(n_perm * 4 + 4), *ref = malloc(n_perm * 4 + 4);
+    printf("dev: max_pages_per_request %d (v3 direct-indexed masks up to 2048 pages at W128, "
+           "4096 at W64; else its hash path)\n",
+           b.problem.max_pages_per_request);
     for (int32_t w = 64; w <= 128; w *= 2) {
         pw_grouping_t g = PW_GROUPING_INIT;
         g.mode = PW_REGROUP_GREEDY;
         g.window = w;
         PK(pw_ref_regroup(&b.problem, b.host_ids, &b.host_requests, &g, ref));
-        float t[3];
-        for (int v = 0; v < 3; v++) {
+        float t[NUM_VARIANTS];
+        for (int v = 0; v < NUM_VARIANTS; v++) {
             b.variant = v;
             const timing_t cold = time_config(&b, REGROUP, &g, b.num_copies, replays);
             t[v] = cold.median;
@@ -328,12 +343,17 @@ static void bench_variants(const char *path, int replays)
             CK(cudaMemcpyAsync(got, b.copies[0].perm, n_perm * 4, cudaMemcpyDeviceToHost, b.stream));
             CK(cudaStreamSynchronize(b.stream));
             const int same = memcmp(got, ref, n_perm * 4) == 0;
-            printf("dev %-30.30s W%-4d variant %d %-20s %8.2f us (p10 %.2f, p90 %.2f)%s\n", base, w, v,
-                   names[v], cold.median, cold.p10, cold.p90,
-                   v == 2 ? "" : same ? "  perm == reference" : "  perm DIFFERS from the reference");
+            printf("dev %-30.30s W%-4d variant %d %-22s %8.2f us (p10 %.2f, p90 %.2f)%s\n", base, w,
+                   v, variants[v].name, cold.median, cold.p10, cold.p90,
+                   variants[v].prep < 0 ? ""
+                   : same               ? "  perm == reference"
+                                        : "  perm DIFFERS from the reference");
         }
-        printf("dev %-30.30s W%-4d greedy step: redux %.0f ns, shuffle %.0f ns (= (variant - prep) / W)\n",
-               base, w, 1000.0 * (t[0] - t[2]) / w, 1000.0 * (t[1] - t[2]) / w);
+        printf("dev %-30.30s W%-4d greedy step (= (full - prep only) / W):", base, w);
+        for (int v = 0; v < NUM_VARIANTS; v++)
+            if (variants[v].prep >= 0)
+                printf(" %s %.0f ns;", variants[v].name, 1000.0 * (t[v] - t[variants[v].prep]) / w);
+        printf("\n");
     }
     free(got);
     free(ref);

@@ -1,30 +1,49 @@
 /* regroup.cu — online regroup on sm_90 (SPEC §3, paper §3.1 Algorithm 1, §3.3).
  *
  * One CTA per (regroup window, KV head), one thread per query of the window (W = 64 or
- * 128). The result is Algorithm 1 exactly, for every context length: pages are renumbered
- * per window, so nothing depends on a page-count capacity (the paper's 512-page bitmaps
- * and their identity fallback beyond 64K tokens are gone).
+ * 128). The result is Algorithm 1 exactly, for every context length and every input
+ * (ids of -1, out of range, repeated; short requests; guarded mode): byte-equal to
+ * pw_ref_regroup. bench/NOTES.md has the napkin math and the measured versions.
  *
- * Plan of one window (bench/NOTES.md has the napkin math and the measured versions):
- *  1. Each thread loads its 64-byte Top-K row, keeps the ids of S_j (SPEC §1) and drops
- *     repeats inside the row.
- *  2. The window's distinct pages get dense numbers 0..D-1 (D <= W*16) through a
- *     shared-memory hash set; lanes of a warp that hold the same page at the same row
- *     position (sink page, own page, recent pages: the common case on sorted rows) share
- *     one insert and one mask update.
- *  3. Page -> query masks: qmask[page] has bit j set iff query j selected the page.
+ * Kernel v3 (regroup_kernel, the library's), plan of one window:
+ *  1. Request lookup loads first, then a speculative load of the window's 64-byte Top-K
+ *     rows, so both global trips overlap; one request (the common case): no barrier.
+ *     Meanwhile each warp clears its column of the page -> query masks (below).
+ *  2. S_j (SPEC §1): ids that are visible and first in the row, branch-free; the others
+ *     become -1. Visible-page count by a shift when P is a power of two.
+ *  3. Page -> query masks qmask[c][row] (bit l of word c: query 32c + l selected the page
+ *     of that row), word-major so that warp c only touches column c (cleared and filled
+ *     without a block barrier) and distinct pages of one OR hit distinct banks.
+ *     Direct path (max_pages_per_request <= Tile::kDirectMaxPages, 2048 pages at W128 and
+ *     4096 at W64, host-known): row = page id, no renumbering at all. A page id >=
+ *     max_pages_per_request cannot be visible under the documented contract (kv_len <=
+ *     max_pages_per_request * P); it is treated as outside S_j, so broken device kv_lens
+ *     never make the kernel write outside its shared memory.
+ *     Hash path (longer contexts, e.g. 1M tokens): rows are dense numbers 0..D-1 of the
+ *     window's distinct pages (D <= W*16) given by a shared-memory hash set, as in v2.
+ *     Lanes of a warp that hold the same page at the same row position (sink page, own
+ *     page, recent pages: the common case on sorted rows) form a run; the run's head does
+ *     one shared OR of the run's lane mask; the other lanes OR 0 into a sink word, so the
+ *     ORs need no branch (ptxas makes a conditional shared atomic a divergent branch).
  *  4. Each thread transposes its 16 mask rows into M[w][j] (16 bits): bit i set iff page i
  *     of query j is also in S_w. After w joins the group, query j's pages outside the
- *     union are pend_j & ~M[w][j], so the greedy step costs one 16-bit shared load per
- *     query instead of a walk over a bitmap or a hash lookup per page.
- *  5. One warp runs the W dependent steps of Algorithm 1 with no block barrier: each lane
- *     owns W/32 queries, key = |S_j \ U| * 128 + j, one redux.sync.min per step.
+ *     union are pend_j & ~M[w][j]: one 16-bit shared load per query per step.
+ *  5. One warp runs Algorithm 1 with no block barrier: lane owns W/32 queries, key =
+ *     |S_j \ U| << kKeyShift | j * (bytes of an M row), one redux.sync.min per step; the
+ *     winner's key masked is the byte offset of its M row, so the uniform result feeds the
+ *     next shared load directly. Per group: the seed (smallest unassigned id) is a min
+ *     over the ids alone, then g-1 member steps (unrolled), each on the chain
+ *     REDUX -> ULOP3 -> LDS -> LOP3 -> POPC -> IMAD -> VIMNMX3 -> VIMNMX -> REDUX.
  *  6. Guarded mode: the identity grouping's union visits are sum over pages of the number
- *     of g-query runs with a bit set in qmask[page] (a popcount per 32-bit word); greedy
+ *     of g-query runs with a bit set in qmask[.][page] (a popcount per 32-bit word); greedy
  *     visits are the winners' new-page counts. Identity is kept unless greedy is
  *     strictly smaller.
  * Output: perm[h*N + slot] = original row, written once per slot. No workspace, no host
- * synchronisation: capturable in a CUDA graph.
+ * synchronisation, dynamic shared memory <= 32 KB (no attribute needed): capturable in a
+ * CUDA graph.
+ *
+ * Kernel v2 (regroup_kernel_v2: hash renumbering always, [page][word] masks, one loop with
+ * a per-step group-close select) stays for bench_regroup's A/B (pw_regroup_dev_variant).
  */
 #include <cuda_runtime.h>
 #include <stddef.h>
@@ -50,27 +69,19 @@ template <int W> struct Tile {
     static constexpr int kMaxPages = W * kMaxTopk;        /* distinct pages of a window */
     static constexpr int kLog2Slots = W == 128 ? 12 : 11; /* hash slots = 2 * kMaxPages */
     static constexpr int kSlots = 1 << kLog2Slots;
+    /* v3: M rows, keys of the greedy loop and the direct path's bound. */
+    static constexpr uint32_t kRowBytes = 2u * W;         /* one row of M (uint16 per query) */
+    static constexpr int kKeyShift = W == 128 ? 15 : 13;  /* log2(W * kRowBytes) */
+    static constexpr uint32_t kOffsetMask = (1u << kKeyShift) - 1u;
+    static constexpr size_t kMBytes = (size_t)W * W * 2u;
+    static constexpr size_t kQmaskBytesMax = 32u * 1024u; /* direct path's qmask at most */
+    static constexpr int kDirectMaxPages = (int)(kQmaskBytesMax / (4u * kWords)); /* 2048 / 4096 */
+    static constexpr size_t kHashBytes = (size_t)kSlots * 6u; /* keys + lids */
+    static constexpr size_t kHashQmaskBytes = (size_t)kMaxPages * kWords * 4u;
 };
-
-/* Shared memory of one CTA. The hash set, the page -> query masks and the M matrix are
- * alive one after the other and share their storage. */
-template <int W> struct Smem {
-    union alignas(16) {
-        struct {
-            int32_t keys[Tile<W>::kSlots];  /* page id or kEmptyKey */
-            uint16_t lids[Tile<W>::kSlots]; /* dense page number of the page in keys[] */
-        } hash;
-        uint32_t qmask[Tile<W>::kMaxPages][Tile<W>::kWords]; /* [page][query word] */
-        uint16_t m[W][W];                                    /* M[w][j], see the plan */
-    } u;
-    uint16_t vmask[W]; /* bit i: position i of query j's row is in S_j (first occurrence) */
-    uint8_t sizes[W];  /* |S_j| */
-    uint8_t order[W];  /* greedy order: local query id of each slot */
-    int32_t found, row0, len, c0, kv_len;
-    int32_t num_pages;        /* D */
-    uint32_t identity_visits; /* guarded mode: union visits of the identity grouping */
-};
-static_assert(sizeof(Smem<128>) <= 48 * 1024, "regroup W128 must fit static shared memory");
+static_assert((1u << Tile<128>::kKeyShift) == 128u * Tile<128>::kRowBytes, "W128 key layout");
+static_assert((1u << Tile<64>::kKeyShift) == 64u * Tile<64>::kRowBytes, "W64 key layout");
+static_assert((17u << Tile<128>::kKeyShift) < kAssignedKey, "costs stay below kAssignedKey");
 
 struct RegroupParams {
     const int32_t *topk_ids;    /* [Hkv, N, K] */
@@ -79,6 +90,11 @@ struct RegroupParams {
     const int32_t *kv_lens;     /* [R] */
     int32_t *perm;              /* [Hkv, N], written */
     int32_t num_tokens, num_requests, topk, page_size, group_size, guarded;
+    /* v3 only (v2 ignores them): */
+    int32_t max_pages;  /* problem.max_pages_per_request (V) */
+    int32_t page_shift; /* log2(page_size) when a power of two, else -1 */
+    int32_t direct;     /* 1: direct-indexed masks (V <= kDirectMaxPages), 0: hash path */
+    int32_t qm_stride;  /* direct path: words per qmask column, V rounded up to 4 (>= 4) */
 };
 
 template <int W> static __device__ __forceinline__ uint32_t hash_slot(int32_t page)
@@ -122,11 +138,31 @@ static __device__ __forceinline__ void transpose16x16x2(uint32_t (&a)[16])
  * identity order (timing of everything but the loop; not a regroup). */
 enum { kArgminRedux = 0, kArgminShuffle = 1, kPrepOnly = 2 };
 
+/* ---- v2 (dev variants 3, 4) ----------------------------------------------------------- */
+
+template <int W> struct SmemV2 {
+    union alignas(16) {
+        struct {
+            int32_t keys[Tile<W>::kSlots];  /* page id or kEmptyKey */
+            uint16_t lids[Tile<W>::kSlots]; /* dense page number of the page in keys[] */
+        } hash;
+        uint32_t qmask[Tile<W>::kMaxPages][Tile<W>::kWords]; /* [page][query word] */
+        uint16_t m[W][W];                                    /* M[w][j], see the plan */
+    } u;
+    uint16_t vmask[W]; /* bit i: position i of query j's row is in S_j (first occurrence) */
+    uint8_t sizes[W];  /* |S_j| */
+    uint8_t order[W];  /* greedy order: local query id of each slot */
+    int32_t found, row0, len, c0, kv_len;
+    int32_t num_pages;        /* D */
+    uint32_t identity_visits; /* guarded mode: union visits of the identity grouping */
+};
+static_assert(sizeof(SmemV2<128>) <= 48 * 1024, "regroup v2 W128 must fit static shared memory");
+
 template <int W, bool kVec, int kArgmin>
-__global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
+__global__ void __launch_bounds__(W) regroup_kernel_v2(const RegroupParams p)
 {
     using T = Tile<W>;
-    __shared__ Smem<W> sm;
+    __shared__ SmemV2<W> sm;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int32_t head = (int32_t)blockIdx.y;
     const int32_t t = (int32_t)blockIdx.x;
@@ -419,6 +455,447 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
     for (int32_t s = lane; s < n; s += 32) out[s] = row0 + (keep_greedy ? (int32_t)sm.order[s] : s);
 }
 
+/* ---- v3 -------------------------------------------------------------------------------- */
+
+/* *word |= v when pred, else *sink |= 0. Unconditional on purpose: ptxas turns a
+ * conditional shared atomic into a BSSY/BRA region (a divergent branch per call site),
+ * while this is one ATOMS.OR per call site; the sink words (one per lane) lie in 32
+ * distinct banks, so the idle lanes add few bank conflicts. */
+static __device__ __forceinline__ void shared_or_or_sink(bool pred, uint32_t *word, uint32_t *sink,
+                                                         uint32_t v)
+{
+    atomicOr(pred ? word : sink, pred ? v : 0u);
+}
+
+/* Visible page count of SPEC §1 (as pw_dev::visible_page_count), with a shift when the page
+ * size is a power of two (page_shift >= 0). */
+static __device__ __forceinline__ uint32_t visible_pages(int64_t causal_pos, int32_t kv_len,
+                                                         int32_t page_size, int32_t page_shift)
+{
+    const int64_t last = causal_pos < (int64_t)kv_len - 1 ? causal_pos : (int64_t)kv_len - 1;
+    if (last < 0) return 0u;
+    const uint32_t l = (uint32_t)last;
+    return (page_shift >= 0 ? l >> page_shift : l / (uint32_t)page_size) + 1u;
+}
+
+/* Lanes [lane, end) of a run that starts at this lane: end = the first lane above that
+ * does not continue it (cont: lanes continuing the run of the lane below). */
+static __device__ __forceinline__ uint32_t run_lanes(uint32_t cont, int lane)
+{
+    const uint32_t lanes_lt = (1u << lane) - 1u;
+    const uint32_t above = ~cont & ~(lanes_lt | (1u << lane)); /* lanes above that start anew */
+    return ((above & (0u - above)) - 1u) & ~lanes_lt;          /* above == 0: up to lane 31 */
+}
+
+/* Warp minimum of the greedy keys: redux.sync.min (library) or a shuffle butterfly. */
+template <int kArgmin> static __device__ __forceinline__ uint32_t warp_min(uint32_t v)
+{
+    if constexpr (kArgmin == kArgminShuffle) {
+#pragma unroll
+        for (int d = 16; d > 0; d >>= 1) v = min(v, __shfl_xor_sync(kFullMask, v, d));
+        return v;
+    } else {
+        return __reduce_min_sync(kFullMask, v);
+    }
+}
+
+/* This lane's QPL 16-bit columns of one M row (row_lane: the lane's slice of the row). */
+template <int QPL>
+static __device__ __forceinline__ void load_m_row(const unsigned char *row_lane,
+                                                  uint32_t (&mw)[(QPL + 1) / 2])
+{
+    if constexpr (QPL == 4) {
+        const uint2 v = *reinterpret_cast<const uint2 *>(row_lane);
+        mw[0] = v.x;
+        mw[1] = v.y;
+    } else {
+        mw[0] = *reinterpret_cast<const uint32_t *>(row_lane);
+    }
+}
+
+/* Static shared memory of v3; the masks, the hash set and M live in dynamic shared memory
+ * (dyn_smem_bytes), one after the other in the same bytes. */
+template <int W> struct SmemV3 {
+    uint16_t vmask[W]; /* bit i: position i of query j's row is in S_j (first occurrence) */
+    uint8_t sizes[W];  /* |S_j| */
+    uint8_t order[W];  /* greedy order: local query id of each slot */
+    int32_t found, row0, len, c0, kv_len; /* request lookup result (R > 1) */
+    int32_t num_pages;        /* hash path: D */
+    uint32_t identity_visits; /* guarded mode: union visits of the identity grouping */
+    uint32_t sink[32];        /* target of the idle lanes' mask ORs (shared_or_or_sink) */
+};
+
+/* Dynamic shared memory of one v3 CTA: max of M, and the direct qmask or the hash set and
+ * its qmask. */
+template <int W> static size_t dyn_smem_bytes(const RegroupParams &p)
+{
+    using T = Tile<W>;
+    size_t masks = p.direct ? (size_t)T::kWords * (size_t)p.qm_stride * 4u
+                            : (T::kHashBytes > T::kHashQmaskBytes ? T::kHashBytes : T::kHashQmaskBytes);
+    return masks > T::kMBytes ? masks : T::kMBytes;
+}
+static_assert(sizeof(SmemV3<128>) + 32 * 1024 <= 48 * 1024, "v3 W128 must fit 48 KB");
+
+/* kMatch: the direct path's mask ORs group a position's lanes by __match_any_sync (one OR
+ * per distinct page) instead of runs of equal neighbours (dev variant; same result). */
+template <int W, bool kVec, int kArgmin, bool kMatch>
+__global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
+{
+    using T = Tile<W>;
+    __shared__ SmemV3<W> sm;
+    extern __shared__ __align__(16) unsigned char dyn[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int32_t head = (int32_t)blockIdx.y;
+    const int32_t t = (int32_t)blockIdx.x;
+    const bool direct = p.direct != 0;
+    const int32_t stride = direct ? p.qm_stride : T::kMaxPages; /* words per qmask column */
+    uint32_t *const qm = reinterpret_cast<uint32_t *>(dyn);      /* [kWords][stride] */
+    uint32_t *const qm_col = qm + warp * stride;                 /* this warp's column */
+    if (tid == 0) {
+        sm.found = 0;
+        sm.num_pages = 0;
+        sm.identity_visits = 0;
+    }
+
+    /* --- Window of this CTA: as v2 (sparse numbering first_r = cu[r]/W + r, W-ary
+     * search), but the lookup loads leave first and the speculative Top-K row load right
+     * after them, so neither waits for the other; R == 1 needs no barrier. */
+    const int32_t num_req = p.num_requests;
+    int32_t lo = 0, hi = num_req;
+    int32_t step = hi / W + (hi % W != 0);
+    int32_t b = 0, e = 0, prefix = 0, kv_req = 0;
+    {
+        const int32_t r = num_req == 1 ? 0 : tid * step;
+        if (r < hi) {
+            b = __ldg(p.cu_seqlens + r);
+            if (step == 1) {
+                e = __ldg(p.cu_seqlens + r + 1);
+                prefix = __ldg(p.prefix_lens + r);
+                kv_req = __ldg(p.kv_lens + r);
+            }
+        }
+    }
+    const int64_t guess_row0 = (int64_t)t * W;
+    int32_t page[kMaxTopk];
+    if (guess_row0 + tid < p.num_tokens) {
+        pw_dev::load_topk_row<kVec>(
+            p.topk_ids + ((int64_t)head * p.num_tokens + guess_row0 + tid) * p.topk, p.topk, page);
+    } else {
+#pragma unroll
+        for (int i = 0; i < kMaxTopk; i++) page[i] = -1;
+    }
+    if (direct) { /* this warp's mask column; only this warp writes it until the OR barrier */
+        uint4 *col4 = reinterpret_cast<uint4 *>(qm_col);
+        for (int x = lane; x < stride / 4; x += 32) col4[x] = make_uint4(0u, 0u, 0u, 0u);
+    } else {
+        int4 *keys4 = reinterpret_cast<int4 *>(dyn);
+        for (int x = tid; x < T::kSlots / 4; x += W)
+            keys4[x] = make_int4(kEmptyKey, kEmptyKey, kEmptyKey, kEmptyKey);
+    }
+    int32_t row0, len, kv_len;
+    int64_t causal0;
+    if (num_req == 1) { /* every thread read request 0 (one broadcast load each) */
+        if (b < 0 || e < b || e > p.num_tokens) return; /* broken cu_seqlens only */
+        const int32_t k = t - b / W;                     /* window of the request */
+        const int32_t windows = (e - b) / W + ((e - b) % W != 0);
+        if (k < 0 || k >= windows) return; /* surplus CTA */
+        row0 = b + k * W;
+        len = min(W, e - row0);
+        causal0 = (int64_t)prefix + (int64_t)k * W;
+        kv_len = kv_req;
+    } else {
+        for (;;) { /* the request is in [lo, hi) */
+            const int32_t r = lo + tid * step;
+            const bool starts_by_t = r < hi && b >= 0 && b / W + r <= t;
+            const int32_t count = __syncthreads_count(starts_by_t); /* a prefix of the samples */
+            if (step == 1) {
+                if (count > 0 && tid == count - 1 && e >= b && e <= p.num_tokens) {
+                    const int32_t k = t - (b / W + r);
+                    const int32_t windows = (e - b) / W + ((e - b) % W != 0);
+                    if (k < windows) {
+                        sm.row0 = b + k * W;
+                        sm.len = min(W, e - b - k * W);
+                        sm.c0 = prefix + k * W;
+                        sm.kv_len = kv_req;
+                        sm.found = 1;
+                    }
+                }
+                break;
+            }
+            if (count == 0) break; /* only with a broken cu_seqlens (cu[0] != 0) */
+            lo += (count - 1) * step;
+            hi = min(hi, lo + step);
+            step = (hi - lo) / W + ((hi - lo) % W != 0);
+            const int32_t r2 = lo + tid * step;
+            if (r2 < hi) {
+                b = __ldg(p.cu_seqlens + r2);
+                if (step == 1) {
+                    e = __ldg(p.cu_seqlens + r2 + 1);
+                    prefix = __ldg(p.prefix_lens + r2);
+                    kv_req = __ldg(p.kv_lens + r2);
+                }
+            }
+        }
+        __syncthreads();
+        if (!sm.found) return;
+        row0 = sm.row0;
+        len = sm.len;
+        causal0 = sm.c0;
+        kv_len = sm.kv_len;
+    }
+    const int32_t n = min(len, p.num_tokens - row0); /* clamp: broken cu_seqlens only */
+
+    /* --- S_j: ids that are visible and first in the row; the others become -1. */
+    if (row0 != guess_row0 && tid < n) /* block-uniform guess */
+        pw_dev::load_topk_row<kVec>(
+            p.topk_ids + ((int64_t)head * p.num_tokens + row0 + tid) * p.topk, p.topk, page);
+    uint32_t visible =
+        tid < n ? visible_pages(causal0 + tid, kv_len, p.page_size, p.page_shift) : 0u;
+    if (direct) visible = min(visible, (uint32_t)p.max_pages); /* see the file comment */
+    uint32_t vmask = 0;
+#pragma unroll
+    for (int i = 0; i < kMaxTopk; i++) vmask |= (uint32_t)((uint32_t)page[i] < visible) << i;
+#pragma unroll
+    for (int i = 1; i < kMaxTopk; i++) {
+        bool repeat = false;
+#pragma unroll
+        for (int k = 0; k < i; k++) repeat |= page[i] == page[k];
+        vmask &= ~((uint32_t)repeat << i);
+    }
+#pragma unroll
+    for (int i = 0; i < kMaxTopk; i++) page[i] = (vmask >> i) & 1u ? page[i] : -1;
+    sm.vmask[tid] = (uint16_t)vmask;
+    sm.sizes[tid] = (uint8_t)__popc(vmask);
+
+    /* --- Page -> query masks; afterwards page[i] is the mask row of position i (-1: none). */
+    int32_t num_rows; /* rows of qmask that may hold bits */
+    if (direct) {
+        const uint32_t last_visible = visible_pages(causal0 + n - 1, kv_len, p.page_size, p.page_shift);
+        num_rows = (int32_t)min(last_visible, (uint32_t)p.max_pages);
+        __syncwarp(); /* this warp's column is clear */
+#pragma unroll
+        for (int i = 0; i < kMaxTopk; i++) {
+            if constexpr (kMatch) {
+                const uint32_t same = __match_any_sync(kFullMask, page[i]);
+                const bool leader = page[i] >= 0 && (same & ((1u << lane) - 1u)) == 0u;
+                shared_or_or_sink(leader, qm_col + page[i], &sm.sink[lane], same);
+            } else {
+                const int32_t below = __shfl_up_sync(kFullMask, page[i], 1);
+                const bool c = lane > 0 && page[i] >= 0 && page[i] == below;
+                const uint32_t cont = __ballot_sync(kFullMask, c);
+                shared_or_or_sink(page[i] >= 0 && !c, qm_col + page[i], &sm.sink[lane],
+                                  run_lanes(cont, lane));
+            }
+        }
+    } else {
+        /* Hash path (v2's renumbering): dense numbers for the window's distinct pages. A
+         * lane whose page at position i equals the page of the lane below continues that
+         * lane's run; run heads do the work. */
+        uint32_t cont[kMaxTopk]; /* ballot: lanes that continue the run of the lane below */
+        uint32_t heads = 0;      /* bit i: this lane heads a run at position i */
+#pragma unroll
+        for (int i = 0; i < kMaxTopk; i++) {
+            const int32_t below = __shfl_up_sync(kFullMask, page[i], 1);
+            const bool c = lane > 0 && page[i] >= 0 && page[i] == below;
+            cont[i] = __ballot_sync(kFullMask, c);
+            if (page[i] >= 0 && !c) heads |= 1u << i;
+        }
+        __syncthreads(); /* the hash keys are clear */
+        int32_t *const keys = reinterpret_cast<int32_t *>(dyn);
+        uint16_t *const lids = reinterpret_cast<uint16_t *>(dyn + (size_t)T::kSlots * 4u);
+        uint32_t slot[kMaxTopk];
+        int32_t found[kMaxTopk];
+#pragma unroll
+        for (int i = 0; i < kMaxTopk; i++) { /* all first probes in flight together */
+            slot[i] = hash_slot<W>(page[i]);
+            found[i] = kEmptyKey;
+            if ((heads >> i) & 1u) found[i] = atomicCAS(&keys[slot[i]], kEmptyKey, page[i]);
+        }
+        uint32_t inserted = 0;
+#pragma unroll
+        for (int i = 0; i < kMaxTopk; i++) {
+            if (!((heads >> i) & 1u)) continue;
+            uint32_t s = slot[i];
+            int32_t key = found[i];
+            while (key != kEmptyKey && key != page[i]) { /* linear probing */
+                s = (s + 1u) & (uint32_t)(T::kSlots - 1);
+                key = atomicCAS(&keys[s], kEmptyKey, page[i]);
+            }
+            if (key == kEmptyKey) inserted |= 1u << i;
+            slot[i] = s;
+        }
+        {
+            /* Numbers for the pages this warp inserted: one shared counter add per warp. */
+            const uint32_t mine = (uint32_t)__popc(inserted);
+            uint32_t incl = mine;
+#pragma unroll
+            for (int d = 1; d < 32; d <<= 1) {
+                const uint32_t v = __shfl_up_sync(kFullMask, incl, d);
+                if (lane >= d) incl += v;
+            }
+            uint32_t base = 0;
+            if (lane == 31 && incl != 0) base = (uint32_t)atomicAdd(&sm.num_pages, (int32_t)incl);
+            uint32_t next = __shfl_sync(kFullMask, base, 31) + incl - mine;
+#pragma unroll
+            for (int i = 0; i < kMaxTopk; i++)
+                if ((inserted >> i) & 1u) lids[slot[i]] = (uint16_t)next++;
+        }
+        const uint32_t lanes_le = (2u << lane) - 1u; /* lanes 0..lane */
+#pragma unroll
+        for (int i = 0; i < kMaxTopk; i++) { /* run members take their head's slot */
+            const int src = 31 - __clz(~cont[i] & lanes_le);
+            const uint32_t s = __shfl_sync(kFullMask, slot[i], src);
+            if ((cont[i] >> lane) & 1u) slot[i] = s;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < kMaxTopk; i++) page[i] = page[i] >= 0 ? (int32_t)lids[slot[i]] : -1;
+        num_rows = sm.num_pages;
+        __syncthreads(); /* the hash set is dead: its storage becomes qmask */
+        for (int x = lane; x < num_rows; x += 32) qm_col[x] = 0u;
+        __syncwarp();
+#pragma unroll
+        for (int i = 0; i < kMaxTopk; i++)
+            shared_or_or_sink((heads >> i) & 1u, qm_col + page[i], &sm.sink[lane],
+                              run_lanes(cont[i], lane));
+    }
+    __syncthreads(); /* every column is complete */
+
+    /* --- Identity visits (guarded) and this thread's 16 mask rows. */
+    if (p.guarded) {
+        uint32_t v = 0;
+        for (int x = tid; x < num_rows; x += W) {
+#pragma unroll
+            for (int c = 0; c < T::kWords; c++) v += nonzero_runs(qm[c * stride + x], p.group_size);
+        }
+        v = __reduce_add_sync(kFullMask, v);
+        if (lane == 0 && v != 0) atomicAdd(&sm.identity_visits, v);
+    }
+    uint32_t q[kMaxTopk][T::kWords];
+#pragma unroll
+    for (int i = 0; i < kMaxTopk; i++) {
+        const bool have = page[i] >= 0;
+#pragma unroll
+        for (int c = 0; c < T::kWords; c++) q[i][c] = have ? qm[c * stride + page[i]] : 0u;
+    }
+    __syncthreads(); /* qmask is dead: its storage becomes M */
+
+    /* --- M[w][tid]: 16-bit columns of the transposed mask rows. */
+    uint16_t (*const m)[W] = reinterpret_cast<uint16_t (*)[W]>(dyn);
+#pragma unroll
+    for (int c = 0; c < T::kWords; c++) {
+        uint32_t a[16];
+#pragma unroll
+        for (int i = 0; i < 16; i++) a[i] = q[i][c];
+        transpose16x16x2(a);
+#pragma unroll
+        for (int k = 0; k < 16; k++) {
+            m[32 * c + k][tid] = (uint16_t)(a[k] & 0xffffu);
+            m[32 * c + 16 + k][tid] = (uint16_t)(a[k] >> 16);
+        }
+    }
+    __syncthreads();
+    if (warp != 0) return;
+
+    /* --- Algorithm 1, one warp. Lane owns queries lane*QPL + k; pend[k] and valid[k] sit
+     * in the 16-bit half of the M word where that query's column lies. base[k] = the
+     * query's M row offset (j * kRowBytes), or kAssignedKey once it has a slot. */
+    constexpr int QPL = W / 32;
+    uint32_t valid[QPL], base[QPL];
+#pragma unroll
+    for (int k = 0; k < QPL; k++) {
+        const int j = lane * QPL + k;
+        const uint32_t vm = sm.vmask[j];
+        valid[k] = (k & 1) ? vm << 16 : vm;
+        base[k] = j < n ? (uint32_t)j * T::kRowBytes : kAssignedKey;
+    }
+    uint32_t visits = 0;
+    const unsigned char *const m_lane = dyn + lane * QPL * 2; /* lane's slice of M row 0 */
+    if constexpr (kArgmin != kPrepOnly) {
+        /* n as a uniform value (a redux result lives in a uniform register; g is a kernel
+         * parameter), so ptxas sees every branch below as uniform: no divergence check
+         * before each redux.sync and no reconvergence barriers in the loop. */
+        const int32_t nu = (int32_t)__reduce_min_sync(kFullMask, (uint32_t)n);
+        const int32_t g = p.group_size;
+        uint32_t next_seed = kAssignedKey; /* M row offset of the next seed, if known */
+        int32_t s = 0;
+        bool more = nu > 0; /* known a group ahead: no compare right before the back edge */
+        while (more) {      /* one group: slots [s, end) */
+            /* Seed: the smallest unassigned id (its key is its M row offset); known from
+             * the previous group's last step, else one redux. */
+            uint32_t seed = next_seed;
+            if (seed == kAssignedKey) {
+                uint32_t best = base[0];
+#pragma unroll
+                for (int k = 1; k < QPL; k++) best = min(best, base[k]);
+                seed = warp_min<kArgmin>(best);
+            }
+            uint32_t mw[(QPL + 1) / 2];
+            load_m_row<QPL>(m_lane + seed, mw);
+#pragma unroll
+            for (int k = 0; k < QPL; k++) base[k] = base[k] == seed ? kAssignedKey : base[k];
+            if (lane == 0) sm.order[s] = (uint8_t)(seed / T::kRowBytes);
+            visits += sm.sizes[seed / T::kRowBytes];
+            const int32_t end = min(nu, s + g);
+            more = end < nu;
+            const bool has_last = end - s >= 2; /* a member after the seed */
+            ++s;
+            next_seed = kAssignedKey;
+            uint32_t pend[QPL];
+#pragma unroll
+            for (int k = 0; k < QPL; k++) pend[k] = valid[k];
+            /* One member step: pend takes the previous winner's M row first (so a row that
+             * no step needs is never waited for); the winner's key masked is its M row
+             * offset, the key itself marks it assigned. */
+            auto member_step = [&]() -> uint32_t {
+                uint32_t key[QPL];
+#pragma unroll
+                for (int k = 0; k < QPL; k++) {
+                    pend[k] &= ~mw[k / 2];
+                    key[k] = ((uint32_t)__popc(pend[k]) << T::kKeyShift) + base[k];
+                }
+                uint32_t best = key[0];
+#pragma unroll
+                for (int k = 1; k < QPL; k++) best = min(best, key[k]);
+                const uint32_t win = warp_min<kArgmin>(best);
+                const uint32_t w_off = win & T::kOffsetMask;
+                load_m_row<QPL>(m_lane + w_off, mw);
+#pragma unroll
+                for (int k = 0; k < QPL; k++) base[k] = key[k] == win ? kAssignedKey : base[k];
+                if (lane == 0) sm.order[s] = (uint8_t)(w_off / T::kRowBytes);
+                visits += win >> T::kKeyShift;
+                ++s;
+                return w_off;
+            };
+#pragma unroll
+            for (int member = 1; member < 7; member++) { /* all members but the last */
+                if (s + 1 >= end) break;
+                member_step();
+            }
+            if (has_last) {
+                /* The group's last member. Meanwhile, off the step's dependent chain: the
+                 * two smallest unassigned ids s0 < s1 before it; the next seed is s1 if
+                 * the member is s0, else s0. */
+                uint32_t b0 = base[0];
+#pragma unroll
+                for (int k = 1; k < QPL; k++) b0 = min(b0, base[k]);
+                const uint32_t s0 = warp_min<kArgmin>(b0);
+                uint32_t b1 = kAssignedKey;
+#pragma unroll
+                for (int k = 0; k < QPL; k++) b1 = min(b1, base[k] == s0 ? kAssignedKey : base[k]);
+                const uint32_t s1 = warp_min<kArgmin>(b1);
+                const uint32_t w_off = member_step();
+                next_seed = w_off == s0 ? s1 : s0;
+            }
+        }
+    }
+    __syncwarp();
+    const bool keep_greedy =
+        kArgmin != kPrepOnly && (!p.guarded || visits < sm.identity_visits);
+    int32_t *out = p.perm + (int64_t)head * p.num_tokens + row0;
+    for (int32_t s = lane; s < n; s += 32) out[s] = row0 + (keep_greedy ? (int32_t)sm.order[s] : s);
+}
+
 /* perm[h*N + s] = s. */
 __global__ void identity_perm_kernel(int32_t *perm, int32_t num_tokens)
 {
@@ -463,28 +940,57 @@ pw_status_t check_regroup_args(const pw_problem_t *problem, const int32_t *topk_
     return PW_SUCCESS;
 }
 
+/* Dev variants (regroup_dev.h). */
+enum {
+    kDevLibrary = 0,       /* v3, redux argmin: pw_regroup */
+    kDevShuffle = 1,       /* v3, shuffle argmin */
+    kDevPrepOnly = 2,      /* v3, no greedy loop (identity order) */
+    kDevV2 = 3,            /* v2 (hash always), redux argmin */
+    kDevV2PrepOnly = 4,    /* v2, no greedy loop */
+    kDevHashForced = 5,    /* v3 with the hash path whatever max_pages_per_request */
+    kDevMatch = 6,         /* v3, __match_any_sync mask ORs on the direct path */
+    kDevHashPrepOnly = 7,  /* v3 hash path, no greedy loop */
+    kDevLast = kDevHashPrepOnly
+};
+
+template <int W, int kArgmin, bool kMatch>
+void launch_v3(const RegroupParams &params, bool vec, int32_t num_kv_heads, cudaStream_t stream)
+{
+    const dim3 grid((unsigned)(params.num_tokens / W + params.num_requests),
+                    (unsigned)num_kv_heads);
+    const size_t smem = dyn_smem_bytes<W>(params);
+    if (vec)
+        regroup_kernel<W, true, kArgmin, kMatch><<<grid, W, smem, stream>>>(params);
+    else
+        regroup_kernel<W, false, kArgmin, kMatch><<<grid, W, smem, stream>>>(params);
+}
+
 template <int W, int kArgmin>
-void launch_regroup(const RegroupParams &params, bool vec, int32_t num_kv_heads,
-                    cudaStream_t stream)
+void launch_v2(const RegroupParams &params, bool vec, int32_t num_kv_heads, cudaStream_t stream)
 {
     const dim3 grid((unsigned)(params.num_tokens / W + params.num_requests),
                     (unsigned)num_kv_heads);
     if (vec)
-        regroup_kernel<W, true, kArgmin><<<grid, W, 0, stream>>>(params);
+        regroup_kernel_v2<W, true, kArgmin><<<grid, W, 0, stream>>>(params);
     else
-        regroup_kernel<W, false, kArgmin><<<grid, W, 0, stream>>>(params);
+        regroup_kernel_v2<W, false, kArgmin><<<grid, W, 0, stream>>>(params);
 }
 
 template <int W>
-void launch_variant(int variant, const RegroupParams &params, bool vec, int32_t num_kv_heads,
+void launch_variant(int variant, RegroupParams params, bool vec, int32_t num_kv_heads,
                     cudaStream_t stream)
 {
-    if (variant == kArgminShuffle)
-        launch_regroup<W, kArgminShuffle>(params, vec, num_kv_heads, stream);
-    else if (variant == kPrepOnly)
-        launch_regroup<W, kPrepOnly>(params, vec, num_kv_heads, stream);
-    else
-        launch_regroup<W, kArgminRedux>(params, vec, num_kv_heads, stream);
+    const bool hash_forced = variant == kDevHashForced || variant == kDevHashPrepOnly;
+    params.direct = !hash_forced && params.max_pages <= Tile<W>::kDirectMaxPages;
+    switch (variant) {
+    case kDevShuffle: launch_v3<W, kArgminShuffle, false>(params, vec, num_kv_heads, stream); break;
+    case kDevPrepOnly:
+    case kDevHashPrepOnly: launch_v3<W, kPrepOnly, false>(params, vec, num_kv_heads, stream); break;
+    case kDevV2: launch_v2<W, kArgminRedux>(params, vec, num_kv_heads, stream); break;
+    case kDevV2PrepOnly: launch_v2<W, kPrepOnly>(params, vec, num_kv_heads, stream); break;
+    case kDevMatch: launch_v3<W, kArgminRedux, true>(params, vec, num_kv_heads, stream); break;
+    default: launch_v3<W, kArgminRedux, false>(params, vec, num_kv_heads, stream); break;
+    }
 }
 
 } // namespace
@@ -505,9 +1011,9 @@ extern "C" pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *p
                                               const pw_grouping_t *grouping, int32_t *perm,
                                               pw_stream_t stream)
 {
-    if (variant < kArgminRedux || variant > kPrepOnly)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_regroup_dev_variant: variant %d (0..2)",
-                       variant);
+    if (variant < kDevLibrary || variant > kDevLast)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_regroup_dev_variant: variant %d (0..%d)",
+                       variant, (int)kDevLast);
     PW_TRY(check_regroup_args(problem, topk_ids, requests, grouping, perm));
     if (problem->num_tokens == 0) return PW_SUCCESS;
     cudaStream_t st = (cudaStream_t)stream;
@@ -530,6 +1036,12 @@ extern "C" pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *p
         params.page_size = problem->page_size;
         params.group_size = grouping->group_size;
         params.guarded = grouping->mode == PW_REGROUP_GUARDED;
+        params.max_pages = problem->max_pages_per_request;
+        params.page_shift = -1;
+        for (int32_t s = 0; s < 31; s++)
+            if (problem->page_size == (int32_t)(1u << s)) params.page_shift = s;
+        params.direct = 0; /* set per window size in launch_variant */
+        params.qm_stride = params.max_pages < 4 ? 4 : (params.max_pages + 3) / 4 * 4;
         const bool vec = problem->topk == kMaxTopk && ((uintptr_t)topk_ids % 16u) == 0;
         if (grouping->window == 64)
             launch_variant<64>(variant, params, vec, problem->num_kv_heads, st);
@@ -550,6 +1062,6 @@ extern "C" pw_status_t pw_regroup(const pw_problem_t *problem, const int32_t *to
 {
     (void)workspace;
     (void)workspace_bytes; /* the kernels need none (size query returns 0) */
-    return pw_regroup_dev_variant(kArgminRedux, problem, topk_ids, requests, grouping, perm,
+    return pw_regroup_dev_variant(kDevLibrary, problem, topk_ids, requests, grouping, perm,
                                   stream);
 }

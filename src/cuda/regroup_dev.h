@@ -1,6 +1,7 @@
-/* regroup_dev.h — development entry point of the regroup kernel (internal, not installed,
+/* regroup_dev.h — development entry point of the regroup kernels (internal, not installed,
  * not part of the public API): runs pw_regroup with a chosen kernel variant so that
- * bench/bench_regroup.c can time the alternatives in one GPU run. */
+ * bench/bench_regroup.c can time the alternatives in one GPU run (src/cuda/regroup.cu has
+ * both kernels' plans). */
 #ifndef PW_REGROUP_DEV_H
 #define PW_REGROUP_DEV_H
 
@@ -10,10 +11,19 @@
 extern "C" {
 #endif
 
-/* variant 0: the library's kernel (redux.sync argmin), exactly pw_regroup.
- * variant 1: the same with a 5-round xor-shuffle argmin (same result).
- * variant 2: everything but the greedy loop; writes identity order (timing only).
- * Other arguments and errors as pw_regroup (no workspace). */
+/* variant 0: the library's kernel (v3, redux.sync argmin), exactly pw_regroup: direct-
+ *            indexed masks when max_pages_per_request <= 2048 (W128) / 4096 (W64), else
+ *            the hash path.
+ * variant 1: v3 with a 5-round xor-shuffle argmin (same result).
+ * variant 2: v3, everything but the greedy loop; writes identity order (timing only).
+ * variant 3: kernel v2 (the library's before v3: hash renumbering always), redux argmin
+ *            (same result).
+ * variant 4: v2, everything but the greedy loop (timing only).
+ * variant 5: v3 with the hash path whatever max_pages_per_request (same result).
+ * variant 6: v3 with __match_any_sync mask ORs on the direct path (same result).
+ * variant 7: v3 hash path forced, everything but the greedy loop (timing only).
+ * Other arguments and errors as pw_regroup (no workspace); a variant outside 0..7 is
+ * PW_ERROR_INVALID_ARGUMENT. */
 pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *problem,
                                    const int32_t *topk_ids, const pw_requests_t *requests,
                                    const pw_grouping_t *grouping, int32_t *perm,
