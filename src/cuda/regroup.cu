@@ -74,10 +74,11 @@ template <int W> struct Tile {
     static constexpr int kKeyShift = W == 128 ? 15 : 13;  /* log2(W * kRowBytes) */
     static constexpr uint32_t kOffsetMask = (1u << kKeyShift) - 1u;
     static constexpr size_t kMBytes = (size_t)W * W * 2u;
-    static constexpr size_t kQmaskBytesMax = 32u * 1024u; /* direct path's qmask at most */
-    static constexpr int kDirectMaxPages = (int)(kQmaskBytesMax / (4u * kWords)); /* 2048 / 4096 */
+    /* Words between qmask columns (both paths; a compile-time constant, so a mask row's
+     * words are one register + immediate offsets); the direct path's page bound. */
+    static constexpr int kColStride = (int)(32u * 1024u / (4u * kWords)); /* 2048 / 4096 */
+    static constexpr int kDirectMaxPages = kColStride;
     static constexpr size_t kHashBytes = (size_t)kSlots * 6u; /* keys + lids */
-    static constexpr size_t kHashQmaskBytes = (size_t)kMaxPages * kWords * 4u;
 };
 static_assert((1u << Tile<128>::kKeyShift) == 128u * Tile<128>::kRowBytes, "W128 key layout");
 static_assert((1u << Tile<64>::kKeyShift) == 64u * Tile<64>::kRowBytes, "W64 key layout");
@@ -94,7 +95,7 @@ struct RegroupParams {
     int32_t max_pages;  /* problem.max_pages_per_request (V) */
     int32_t page_shift; /* log2(page_size) when a power of two, else -1 */
     int32_t direct;     /* 1: direct-indexed masks (V <= kDirectMaxPages), 0: hash path */
-    int32_t qm_stride;  /* direct path: words per qmask column, V rounded up to 4 (>= 4) */
+    int32_t qm_rows;    /* direct path: qmask rows to clear, V rounded up to 4 (>= 4) */
 };
 
 template <int W> static __device__ __forceinline__ uint32_t hash_slot(int32_t page)
@@ -487,6 +488,39 @@ static __device__ __forceinline__ uint32_t run_lanes(uint32_t cont, int lane)
     return ((above & (0u - above)) - 1u) & ~lanes_lt;          /* above == 0: up to lane 31 */
 }
 
+/* lop3.b32 (PTX ISA 9.7.8.6) with LUT 0xCA: bits of if_set where mask is set, else bits of
+ * if_clear; one LOP3 (written as C, ptxas splits it into two). */
+static __device__ __forceinline__ uint32_t lop3_select(uint32_t mask, uint32_t if_set,
+                                                       uint32_t if_clear)
+{
+    uint32_t d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xCA;" : "=r"(d) : "r"(mask), "r"(if_set), "r"(if_clear));
+    return d;
+}
+
+/* transpose16x16x2 with fewer instructions: the 8-bit round is two byte permutations per
+ * row pair, the others two (shift, bit-select) pairs instead of the xor-swap's five. */
+static __device__ __forceinline__ void transpose16x16x2_v3(uint32_t (&a)[16])
+{
+#pragma unroll
+    for (int i = 0; i < 8; i++) { /* bytes: a = [a0 b0 a2 b2], b = [a1 b1 a3 b3] */
+        const uint32_t x = a[i], y = a[i + 8];
+        a[i] = __byte_perm(x, y, 0x6240);
+        a[i + 8] = __byte_perm(x, y, 0x7351);
+    }
+#pragma unroll
+    for (int s = 4; s > 0; s >>= 1) {
+        const uint32_t keep = s == 4 ? 0x0f0f0f0fu : s == 2 ? 0x33333333u : 0x55555555u;
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            if (i & s) continue;
+            const uint32_t x = a[i], y = a[i + s];
+            a[i] = lop3_select(keep << s, y << s, x);
+            a[i + s] = lop3_select(keep, x >> s, y);
+        }
+    }
+}
+
 /* Warp minimum of the greedy keys: redux.sync.min (library) or a shuffle butterfly. */
 template <int kArgmin> static __device__ __forceinline__ uint32_t warp_min(uint32_t v)
 {
@@ -525,16 +559,19 @@ template <int W> struct SmemV3 {
     uint32_t sink[32];        /* target of the idle lanes' mask ORs (shared_or_or_sink) */
 };
 
-/* Dynamic shared memory of one v3 CTA: max of M, and the direct qmask or the hash set and
- * its qmask. */
+/* Dynamic shared memory of one v3 CTA: max of M, and the qmask columns (the last one only
+ * as long as its rows: V rounded up, or D <= W*16) or the hash set. <= 32 KB. */
 template <int W> static size_t dyn_smem_bytes(const RegroupParams &p)
 {
     using T = Tile<W>;
-    size_t masks = p.direct ? (size_t)T::kWords * (size_t)p.qm_stride * 4u
-                            : (T::kHashBytes > T::kHashQmaskBytes ? T::kHashBytes : T::kHashQmaskBytes);
+    const size_t cols = (size_t)(T::kWords - 1) * T::kColStride * 4u;
+    size_t masks = cols + (p.direct ? (size_t)p.qm_rows : (size_t)T::kMaxPages) * 4u;
+    if (!p.direct && T::kHashBytes > masks) masks = T::kHashBytes;
     return masks > T::kMBytes ? masks : T::kMBytes;
 }
 static_assert(sizeof(SmemV3<128>) + 32 * 1024 <= 48 * 1024, "v3 W128 must fit 48 KB");
+static_assert(Tile<128>::kMaxPages <= Tile<128>::kColStride, "hash rows fit a column");
+static_assert(Tile<64>::kMaxPages <= Tile<64>::kColStride, "hash rows fit a column");
 
 /* kMatch: the direct path's mask ORs group a position's lanes by __match_any_sync (one OR
  * per distinct page) instead of runs of equal neighbours (dev variant; same result). */
@@ -548,9 +585,8 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
     const int32_t head = (int32_t)blockIdx.y;
     const int32_t t = (int32_t)blockIdx.x;
     const bool direct = p.direct != 0;
-    const int32_t stride = direct ? p.qm_stride : T::kMaxPages; /* words per qmask column */
-    uint32_t *const qm = reinterpret_cast<uint32_t *>(dyn);      /* [kWords][stride] */
-    uint32_t *const qm_col = qm + warp * stride;                 /* this warp's column */
+    uint32_t *const qm = reinterpret_cast<uint32_t *>(dyn); /* [kWords][kColStride] */
+    uint32_t *const qm_col = qm + warp * T::kColStride;     /* this warp's column */
     if (tid == 0) {
         sm.found = 0;
         sm.num_pages = 0;
@@ -586,7 +622,7 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
     }
     if (direct) { /* this warp's mask column; only this warp writes it until the OR barrier */
         uint4 *col4 = reinterpret_cast<uint4 *>(qm_col);
-        for (int x = lane; x < stride / 4; x += 32) col4[x] = make_uint4(0u, 0u, 0u, 0u);
+        for (int x = lane; x < p.qm_rows / 4; x += 32) col4[x] = make_uint4(0u, 0u, 0u, 0u);
     } else {
         int4 *keys4 = reinterpret_cast<int4 *>(dyn);
         for (int x = tid; x < T::kSlots / 4; x += W)
@@ -766,7 +802,8 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
         uint32_t v = 0;
         for (int x = tid; x < num_rows; x += W) {
 #pragma unroll
-            for (int c = 0; c < T::kWords; c++) v += nonzero_runs(qm[c * stride + x], p.group_size);
+            for (int c = 0; c < T::kWords; c++)
+                v += nonzero_runs(qm[c * T::kColStride + x], p.group_size);
         }
         v = __reduce_add_sync(kFullMask, v);
         if (lane == 0 && v != 0) atomicAdd(&sm.identity_visits, v);
@@ -776,7 +813,7 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
     for (int i = 0; i < kMaxTopk; i++) {
         const bool have = page[i] >= 0;
 #pragma unroll
-        for (int c = 0; c < T::kWords; c++) q[i][c] = have ? qm[c * stride + page[i]] : 0u;
+        for (int c = 0; c < T::kWords; c++) q[i][c] = have ? qm[c * T::kColStride + page[i]] : 0u;
     }
     __syncthreads(); /* qmask is dead: its storage becomes M */
 
@@ -787,7 +824,7 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
         uint32_t a[16];
 #pragma unroll
         for (int i = 0; i < 16; i++) a[i] = q[i][c];
-        transpose16x16x2(a);
+        transpose16x16x2_v3(a);
 #pragma unroll
         for (int k = 0; k < 16; k++) {
             m[32 * c + k][tid] = (uint16_t)(a[k] & 0xffffu);
@@ -1041,7 +1078,7 @@ extern "C" pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *p
         for (int32_t s = 0; s < 31; s++)
             if (problem->page_size == (int32_t)(1u << s)) params.page_shift = s;
         params.direct = 0; /* set per window size in launch_variant */
-        params.qm_stride = params.max_pages < 4 ? 4 : (params.max_pages + 3) / 4 * 4;
+        params.qm_rows = params.max_pages < 4 ? 4 : (params.max_pages + 3) / 4 * 4;
         const bool vec = problem->topk == kMaxTopk && ((uintptr_t)topk_ids % 16u) == 0;
         if (grouping->window == 64)
             launch_variant<64>(variant, params, vec, problem->num_kv_heads, st);
