@@ -8,7 +8,11 @@
  * ids, heavy duplicates, 128K and 1M-token contexts with thousands of distinct pages),
  * edge inputs (rows of -1, requests of 0..7 queries, N not a multiple of 8 or W, K < 16,
  * unaligned Top-K, odd union capacity, page size 64), every capture file found, a run
- * inside CUDA graph capture replayed on new inputs, and the argument errors.
+ * inside CUDA graph capture replayed on new inputs, and the argument errors. The regroup
+ * kernel has two ways of building its page masks (direct-indexed up to 2048 pages at W128
+ * and 4096 at W64, a hash set beyond): every regroup run also checks the dev variants with
+ * the hash path forced and with match_any mask ORs (src/cuda/regroup_dev.h), and
+ * test_path_bounds puts max_pages_per_request right at and past the direct bounds.
  * Skips (exit 77) without an sm_90 device.
  *
  * Usage: test_regroup_gpu [--seed N] [--captures DIR...]  (default dirs: captures,
@@ -21,6 +25,8 @@
 
 #ifdef PW_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "../../src/cuda/regroup_dev.h" /* internal: the kernel's alternative paths */
 #endif
 
 #include "pageweaver_capture.h"
@@ -264,6 +270,21 @@ static void check_regroup(const host_case_t *hc, const dev_case_t *dc,
     CUDA_OK(cudaMemcpyAsync(got, perm_dev, bytes, cudaMemcpyDeviceToHost, g_stream));
     CUDA_OK(cudaStreamSynchronize(g_stream));
     assert_same_bytes(perm_host, got, bytes, "perm", name);
+    /* The same through the kernel's other mask paths: hash set forced (dev variant 5),
+     * match_any ORs (6). */
+    const int variants[2] = {5, 6};
+    int32_t *perm_var = dev_alloc(bytes);
+    for (int v = 0; v < 2; v++) {
+        char what[64];
+        snprintf(what, sizeof what, "perm (dev variant %d)", variants[v]);
+        CUDA_OK(cudaMemsetAsync(perm_var, POISON, bytes, g_stream));
+        assert_pw_ok(pw_regroup_dev_variant(variants[v], p, dc->ids, &dc->requests, grouping,
+                                            perm_var, (pw_stream_t)g_stream));
+        CUDA_OK(cudaMemcpyAsync(got, perm_var, bytes, cudaMemcpyDeviceToHost, g_stream));
+        CUDA_OK(cudaStreamSynchronize(g_stream));
+        assert_same_bytes(perm_host, got, bytes, what, name);
+    }
+    CUDA_OK(cudaFree(perm_var));
     free(got);
     if (ws) CUDA_OK(cudaFree(ws));
     *perm_dev_out = perm_dev;
@@ -525,6 +546,38 @@ static void test_edges(void **state)
     free_case(&hc);
 }
 
+/* max_pages_per_request at and past the direct-indexed bounds (2048 pages at W128, 4096
+ * at W64; pw_regroup picks the path from it): page ids up to 2047 with V = 2048 (direct at
+ * both windows), the same ids with V = 2049 (W128 hash, W64 direct), and short contexts
+ * with a declared V of 9000 (hash at both windows). */
+static void test_path_bounds(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed + 5);
+    const int32_t q[2] = {300, 157}, pre[2] = {2048 * 128 - 300 - 201, 2048 * 128 - 157 - 201};
+    const int32_t declared[2] = {2048, 2049};
+    for (int v = 0; v < 2; v++)
+        for (int kind = 0; kind < 2; kind++) {
+            host_case_t hc;
+            make_case(&hc, &rng, 2, q, pre, 2, 16, 128, kind ? KIND_RANDOM : KIND_HOT, "bound");
+            assert_true(hc.problem.max_pages_per_request <= 2048);
+            hc.problem.max_pages_per_request = declared[v]; /* still >= every kv_len / P */
+            snprintf(hc.name, sizeof hc.name, "V=%d kind %d (N=%d, pages up to 2047)",
+                     declared[v], kind, hc.problem.num_tokens);
+            printf("%s\n", hc.name);
+            check_case(&hc, 0, kind == 0);
+            free_case(&hc);
+        }
+    const int32_t sq[3] = {200, 64, 129}, sp[3] = {5000, 0, 70000};
+    host_case_t hc;
+    make_case(&hc, &rng, 3, sq, sp, 2, 16, 128, KIND_HOT, "declared V 9000");
+    hc.problem.max_pages_per_request = 9000;
+    printf("%s\n", hc.name);
+    check_case(&hc, 0, 1);
+    free_case(&hc);
+}
+
 /* Every capture file found (shipped captures and the standard workloads), all KV heads. */
 static void test_captures(void **state)
 {
@@ -762,6 +815,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors),          cmocka_unit_test(test_edges),
         cmocka_unit_test(test_random_problems), cmocka_unit_test(test_long_contexts),
+        cmocka_unit_test(test_path_bounds),
         cmocka_unit_test(test_graph_capture),   cmocka_unit_test(test_captures),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
