@@ -30,17 +30,25 @@
  *     union are pend_j & ~M[w][j]: one 16-bit shared load per query per step.
  *  5. One warp runs Algorithm 1 with no block barrier: lane owns W/32 queries, key =
  *     |S_j \ U| << kKeyShift | j * (bytes of an M row), one redux.sync.min per step; the
- *     winner's key masked is the byte offset of its M row, so the uniform result feeds the
- *     next shared load directly. Per group: the seed (smallest unassigned id) is a min
- *     over the ids alone, then g-1 member steps (unrolled), each on the chain
- *     REDUX -> ULOP3 -> LDS -> LOP3 -> POPC -> IMAD -> VIMNMX3 -> VIMNMX -> REDUX.
+ *     winner's key masked is the byte offset of its M row. SASS of one member step at
+ *     W128 (34 instructions, v2: 46), its dependent chain:
+ *       REDUX.MIN -> IMAD.U32 (uniform to vector) -> LOP3 (offset) -> IMAD (+ lane) ->
+ *       LDS.64 -> LOP3 (pend & ~M) -> 4x POPC (issued 8 cycles apart: 16/clk/SM) ->
+ *       IMAD (key) -> VIMNMX -> REDUX.MIN;
+ *     v2's also had SHF/LEA in the address and a group-close SEL before the POPCs. The
+ *     groups are explicit: the seed costs no redux on the chain (the group's last member
+ *     step also finds the two smallest unassigned ids s0 < s1, off the chain, and the
+ *     next seed is s1 if that member is s0, else s0), the g-1 member steps are unrolled,
+ *     and n is made warp-uniform (a redux result) so ptxas sees every loop branch as
+ *     uniform (no divergence check before each redux.sync).
  *  6. Guarded mode: the identity grouping's union visits are sum over pages of the number
  *     of g-query runs with a bit set in qmask[.][page] (a popcount per 32-bit word); greedy
  *     visits are the winners' new-page counts. Identity is kept unless greedy is
  *     strictly smaller.
  * Output: perm[h*N + slot] = original row, written once per slot. No workspace, no host
- * synchronisation, dynamic shared memory <= 32 KB (no attribute needed): capturable in a
- * CUDA graph.
+ * synchronisation; dynamic shared memory (dyn_smem_bytes) <= 32 KB, static < 1 KB, so no
+ * launch attribute is needed: capturable in a CUDA graph. Block barriers on the direct
+ * path with one request: 3 (v2: 9).
  *
  * Kernel v2 (regroup_kernel_v2: hash renumbering always, [page][word] masks, one loop with
  * a per-step group-close select) stays for bench_regroup's A/B (pw_regroup_dev_variant).
