@@ -862,21 +862,18 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
          * before each redux.sync and no reconvergence barriers in the loop. */
         const int32_t nu = (int32_t)__reduce_min_sync(kFullMask, (uint32_t)n);
         const int32_t g = p.group_size;
-        uint32_t next_seed = kAssignedKey; /* M row offset of the next seed, if known */
-        int32_t s = 0;
-        bool more = nu > 0; /* known a group ahead: no compare right before the back edge */
-        while (more) {      /* one group: slots [s, end) */
-            /* Seed: the smallest unassigned id (its key is its M row offset); known from
-             * the previous group's last step, else one redux. */
-            uint32_t seed = next_seed;
-            if (seed == kAssignedKey) {
-                uint32_t best = base[0];
+        /* Seed of the first group: the smallest id (its key is its M row offset). The row
+         * of each group's seed is requested before the loop's back edge, so the branch
+         * hides under the load. */
+        uint32_t best = base[0];
 #pragma unroll
-                for (int k = 1; k < QPL; k++) best = min(best, base[k]);
-                seed = warp_min<kArgmin>(best);
-            }
-            uint32_t mw[(QPL + 1) / 2];
-            load_m_row<QPL>(m_lane + seed, mw);
+        for (int k = 1; k < QPL; k++) best = min(best, base[k]);
+        uint32_t seed = warp_min<kArgmin>(best);
+        uint32_t mw[(QPL + 1) / 2];
+        load_m_row<QPL>(m_lane + (seed & T::kOffsetMask), mw);
+        int32_t s = 0;
+        bool more = nu > 0;
+        while (more) { /* one group: slots [s, end); seed known, its M row in flight */
 #pragma unroll
             for (int k = 0; k < QPL; k++) base[k] = base[k] == seed ? kAssignedKey : base[k];
             if (lane == 0) sm.order[s] = (uint8_t)(seed / T::kRowBytes);
@@ -885,13 +882,11 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
             more = end < nu;
             const bool has_last = end - s >= 2; /* a member after the seed */
             ++s;
-            next_seed = kAssignedKey;
             uint32_t pend[QPL];
 #pragma unroll
             for (int k = 0; k < QPL; k++) pend[k] = valid[k];
-            /* One member step: pend takes the previous winner's M row first (so a row that
-             * no step needs is never waited for); the winner's key masked is its M row
-             * offset, the key itself marks it assigned. */
+            /* One member step: pend takes the previous winner's M row first; the winner's
+             * key masked is its M row offset, the key itself marks it assigned. */
             auto member_step = [&]() -> uint32_t {
                 uint32_t key[QPL];
 #pragma unroll
@@ -899,12 +894,11 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
                     pend[k] &= ~mw[k / 2];
                     key[k] = ((uint32_t)__popc(pend[k]) << T::kKeyShift) + base[k];
                 }
-                uint32_t best = key[0];
+                uint32_t kmin = key[0];
 #pragma unroll
-                for (int k = 1; k < QPL; k++) best = min(best, key[k]);
-                const uint32_t win = warp_min<kArgmin>(best);
+                for (int k = 1; k < QPL; k++) kmin = min(kmin, key[k]);
+                const uint32_t win = warp_min<kArgmin>(kmin);
                 const uint32_t w_off = win & T::kOffsetMask;
-                load_m_row<QPL>(m_lane + w_off, mw);
 #pragma unroll
                 for (int k = 0; k < QPL; k++) base[k] = key[k] == win ? kAssignedKey : base[k];
                 if (lane == 0) sm.order[s] = (uint8_t)(w_off / T::kRowBytes);
@@ -915,12 +909,12 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
 #pragma unroll
             for (int member = 1; member < 7; member++) { /* all members but the last */
                 if (s + 1 >= end) break;
-                member_step();
+                load_m_row<QPL>(m_lane + member_step(), mw);
             }
             if (has_last) {
-                /* The group's last member. Meanwhile, off the step's dependent chain: the
-                 * two smallest unassigned ids s0 < s1 before it; the next seed is s1 if
-                 * the member is s0, else s0. */
+                /* The group's last member (its M row is not needed). Meanwhile, off the
+                 * step's dependent chain: the two smallest unassigned ids s0 < s1 before
+                 * it; the next seed is s1 if the member is s0, else s0. */
                 uint32_t b0 = base[0];
 #pragma unroll
                 for (int k = 1; k < QPL; k++) b0 = min(b0, base[k]);
@@ -930,8 +924,16 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
                 for (int k = 0; k < QPL; k++) b1 = min(b1, base[k] == s0 ? kAssignedKey : base[k]);
                 const uint32_t s1 = warp_min<kArgmin>(b1);
                 const uint32_t w_off = member_step();
-                next_seed = w_off == s0 ? s1 : s0;
+                seed = w_off == s0 ? s1 : s0;
+            } else {
+                /* A group of one (g == 1, or a last group of one query): one redux. */
+                uint32_t b0 = base[0];
+#pragma unroll
+                for (int k = 1; k < QPL; k++) b0 = min(b0, base[k]);
+                seed = warp_min<kArgmin>(b0);
             }
+            /* Next group's seed row (masked: in bounds even after the last group). */
+            load_m_row<QPL>(m_lane + (seed & T::kOffsetMask), mw);
         }
     }
     __syncwarp();
