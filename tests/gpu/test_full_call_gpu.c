@@ -556,11 +556,10 @@ static void test_full_call_matches_direct(void **state)
 
 /* One call captured in a graph; new Top-K ids, page table, request lengths and scales in
  * the same buffers; replay == fresh direct run on the new inputs. */
-static void test_graph_replay_new_inputs(void **state)
+static void graph_replay_case(pw_kernel_t kernel)
 {
-    (void)state;
     pw_rng_t rng;
-    pw_rng_init(&rng, g_seed ^ 0x9a9a9a9aull);
+    pw_rng_init(&rng, g_seed ^ 0x9a9a9a9aull ^ (uint64_t)kernel);
     pw_capture_t *c = make_problem(&rng);
     const pw_problem_t *p = &c->problem;
     device_problem_t d;
@@ -568,7 +567,7 @@ static void test_graph_replay_new_inputs(void **state)
     upload(c, &d, 1);
     cudaStream_t s;
     CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    pw_plan_t *plan = make_plan(p, PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION8, 0, &d);
+    pw_plan_t *plan = make_plan(p, PW_REGROUP_GUARDED, 128, kernel, 0, &d);
     const pw_attention_args_t args = device_args(p, &d);
     /* One call outside capture first: one-time host set-up (function attributes, driver
      * entry points) happens there, as in a serving engine's warm-up. */
@@ -607,12 +606,12 @@ static void test_graph_replay_new_inputs(void **state)
         const pw_requests_t rq = pw_capture_requests(c);
         assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm));
         check_workspace_views(c, plan, &d, perm);
-        direct_run(c, &d, PW_KERNEL_UNION8, &g, perm, s, &direct);
+        direct_run(c, &d, kernel, &g, perm, s, &direct);
         const int same = same_result(p, &replay, &direct);
         const int changed = round == 0 || memcmp(replay.o, before.o, out_elems(p) * 2) != 0;
-        printf("  graph replay round %d (cu_seqlens %d,%d,%d,%d,%d; scales %g %g): == direct run: %s, "
+        printf("  graph replay %s round %d (cu_seqlens %d,%d,%d,%d,%d; scales %g %g): == direct run: %s, "
                "output changed: %s, bad pages %u\n",
-               round, c->cu_seqlens_q[0], c->cu_seqlens_q[1], c->cu_seqlens_q[2], c->cu_seqlens_q[3],
+               kernel == PW_KERNEL_UNION4 ? "union4" : "union8", round, c->cu_seqlens_q[0], c->cu_seqlens_q[1], c->cu_seqlens_q[2], c->cu_seqlens_q[3],
                c->cu_seqlens_q[4], c->k_scale, c->v_scale, same ? "bitwise" : "DIFFERENT", changed ? "yes" : "NO",
                replay.bad);
         assert_true(same);
@@ -630,6 +629,15 @@ static void test_graph_replay_new_inputs(void **state)
     CUDA_OK(cudaStreamDestroy(s));
     device_free(&d);
     pw_capture_free(c);
+}
+
+/* The default kernel of PW_PLAN_CONFIG_INIT (Union4) and Union8. */
+static void test_graph_replay_new_inputs(void **state)
+{
+    (void)state;
+    const pw_plan_config_t defaults = PW_PLAN_CONFIG_INIT;
+    graph_replay_case(defaults.kernel);
+    graph_replay_case(defaults.kernel == PW_KERNEL_UNION8 ? PW_KERNEL_UNION4 : PW_KERNEL_UNION8);
 }
 
 /* Argument errors are reported before anything is enqueued. */
