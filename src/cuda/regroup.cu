@@ -1088,7 +1088,12 @@ extern "C" pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *p
         for (int32_t s = 0; s < 31; s++)
             if (problem->page_size == (int32_t)(1u << s)) params.page_shift = s;
         params.direct = 0; /* set per window size in launch_variant */
-        params.qm_rows = params.max_pages < 4 ? 4 : (params.max_pages + 3) / 4 * 4;
+        /* Only the direct path (V <= 4096) reads qm_rows; computed only there, so that a V
+         * near INT32_MAX (valid: any V >= 0) does not overflow the rounding. */
+        params.qm_rows = params.max_pages < 4 ? 4
+                       : params.max_pages <= Tile<64>::kDirectMaxPages
+                           ? (params.max_pages + 3) / 4 * 4
+                           : 0;
         const bool vec = problem->topk == kMaxTopk && ((uintptr_t)topk_ids % 16u) == 0;
         if (grouping->window == 64)
             launch_variant<64>(variant, params, vec, problem->num_kv_heads, st);

@@ -12,7 +12,11 @@
  * kernel has two ways of building its page masks (direct-indexed up to 2048 pages at W128
  * and 4096 at W64, a hash set beyond): every regroup run also checks the dev variants with
  * the hash path forced and with match_any mask ORs (src/cuda/regroup_dev.h), and
- * test_path_bounds puts max_pages_per_request right at and past the direct bounds.
+ * test_path_bounds puts max_pages_per_request right at and past the direct bounds (and
+ * at INT32_MAX). Also: page sizes that are not powers of two, more requests than W * W
+ * (three rounds of the request search), and test_broken_device_data: device layouts that
+ * break the contract must not fault or write outside perm (run it under compute-sanitizer
+ * memcheck to see every read stay in bounds too).
  * Skips (exit 77) without an sm_90 device.
  *
  * Usage: test_regroup_gpu [--seed N] [--captures DIR...]  (default dirs: captures,
@@ -544,6 +548,29 @@ static void test_edges(void **state)
     make_case(&hc, &rng, 600, many_q, many_p, 2, 16, 128, KIND_RANDOM, "600 requests");
     check_case(&hc, 0, 0);
     free_case(&hc);
+    /* More requests than W * W (16,384 at W128, 4,096 at W64): three rounds of the W-ary
+     * request search. */
+    const int32_t num_huge = 17000;
+    int32_t *huge_q = malloc((size_t)num_huge * 4), *huge_p = malloc((size_t)num_huge * 4);
+    assert_non_null(huge_q);
+    assert_non_null(huge_p);
+    for (int32_t r = 0; r < num_huge; r++) {
+        huge_q[r] = (int32_t)pw_rng_range(&rng, 0, 3);
+        huge_p[r] = (int32_t)pw_rng_range(&rng, 0, 3000);
+    }
+    make_case(&hc, &rng, num_huge, huge_q, huge_p, 1, 16, 128, KIND_HOT, "17000 requests");
+    check_case(&hc, 0, 0);
+    free_case(&hc);
+    free(huge_q);
+    free(huge_p);
+    /* Page sizes that are not powers of two (the kernel divides instead of shifting). */
+    const int32_t np_q[2] = {300, 90}, np_p[2] = {20000, 5000}, np_p3[2] = {5000, 700};
+    make_case(&hc, &rng, 2, np_q, np_p, 2, 16, 100, KIND_HOT, "P=100");
+    check_case(&hc, 0, 1);
+    free_case(&hc);
+    make_case(&hc, &rng, 2, np_q, np_p3, 2, 16, 3, KIND_RANDOM, "P=3");
+    check_case(&hc, 0, 0);
+    free_case(&hc);
 }
 
 /* max_pages_per_request at and past the direct-indexed bounds (2048 pages at W128, 4096
@@ -575,7 +602,142 @@ static void test_path_bounds(void **state)
     hc.problem.max_pages_per_request = 9000;
     printf("%s\n", hc.name);
     check_case(&hc, 0, 1);
+    /* The largest declared V (any V >= 0 is valid): hash path; regroup only, since union
+     * preparation stops at V = 2^29. */
+    hc.problem.max_pages_per_request = INT32_MAX;
+    snprintf(hc.name, sizeof hc.name, "declared V INT32_MAX (N=%d)", hc.problem.num_tokens);
+    printf("%s\n", hc.name);
+    {
+        dev_case_t dc;
+        upload(&hc, &dc, 0);
+        const size_t n_perm = (size_t)hc.problem.num_kv_heads * (size_t)hc.problem.num_tokens;
+        int32_t *perm = malloc(n_perm * 4 + 4);
+        assert_non_null(perm);
+        const pw_regroup_mode_t modes[2] = {PW_REGROUP_GREEDY, PW_REGROUP_GUARDED};
+        for (int m = 0; m < 4; m++) {
+            pw_grouping_t g = PW_GROUPING_INIT;
+            g.mode = modes[m & 1];
+            g.window = m < 2 ? 128 : 64;
+            int32_t *perm_dev = NULL;
+            check_regroup(&hc, &dc, &g, perm, &perm_dev);
+            CUDA_OK(cudaFree(perm_dev));
+        }
+        free(perm);
+        release(&dc);
+    }
     free_case(&hc);
+}
+
+/* Device data that break the documented layout (pw_regroup cannot check them on the
+ * host): non-monotone, negative or too large cu_seqlens_q, cu_seqlens_q[0] != 0, negative
+ * or huge prefix and KV lengths (kv_len > max_pages_per_request * P), Top-K ids at and
+ * past the direct path's bounds, INT32_MIN / INT32_MAX. The contract: no fault, no write
+ * outside perm[Hkv, N] (guard words on both sides stay poisoned), and every slot written
+ * holds a row in [0, N); the values are otherwise unspecified. Every kernel variant runs
+ * (library, v2, hash forced, match_any). Run this binary under compute-sanitizer
+ * (memcheck) to also see that no shared or global read leaves its buffer. */
+static void test_broken_device_data(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed + 6);
+    enum { kN = 300, kHkv = 2, kGuard = 64 };
+    const int32_t imin = INT32_MIN, imax = INT32_MAX;
+    struct {
+        int32_t r, cu[5], prefix[4], kv[4];
+    } layouts[] = {
+        {4, {0, 200, 50, 300, 300}, {0, 100, 0, 5000}, {300, 400, 300, 5200}},
+        {4, {0, -5, 400, -300, 300}, {0, 0, 0, 0}, {imax, imax, imax, imax}},
+        {4, {0, -100, 50, 300, 300}, {0, 0, 1000, 0}, {5000, 5000, 5000, 5000}},
+        {4, {100, 50, 250, 260, 290}, {7, 7, 7, 7}, {imax, 10, imax, 300}},
+        {4, {imin, imax, imin, 0, imax}, {imin, imax, 0, -1}, {imax, imin, imax, imax}},
+        {4, {0, 64, 191, 192, 300}, {-1000, imax, -5, 3}, {imax, imax, -7, imax}},
+        {4, {0, 299, 300, 300, 300}, {imax - 100, 0, 0, 0}, {imax, 0, 0, 0}},
+        {1, {-1, 300}, {0}, {imax}},
+        {1, {0, 1000}, {0}, {imax}},
+        {1, {5, 300}, {imin}, {imax}},
+        {1, {300, 0}, {0}, {imax}},
+        {1, {0, 300}, {imax - 10}, {imax}},
+        {1, {0, 300}, {-200}, {-1}},
+    };
+    const int32_t num_layouts = (int32_t)(sizeof layouts / sizeof layouts[0]);
+    const int32_t declared_v[3] = {40, 2048, 4096}; /* direct at both W; W128 bound; W64 bound */
+    const int32_t specials[12] = {imin, imax, -1, 0, 39, 40, 41, 2047, 2048, 4095, 4096, 4097};
+    const int32_t topks[2] = {16, 5};
+    const size_t perm_words = (size_t)kHkv * kN + 2 * kGuard;
+    int32_t *perm_host = malloc(perm_words * 4);
+    int32_t *ids_host = malloc((size_t)kHkv * kN * 16 * 4);
+    assert_non_null(perm_host);
+    assert_non_null(ids_host);
+    int32_t *perm_base = dev_alloc(perm_words * 4);
+    int32_t *ids_dev = dev_alloc((size_t)kHkv * kN * 16 * 4);
+    int32_t *cu_dev = dev_alloc(5 * 4), *prefix_dev = dev_alloc(4 * 4), *kv_dev = dev_alloc(4 * 4);
+    const int variants[4] = {0, 3, 5, 6};
+    int64_t runs = 0;
+    for (int kt = 0; kt < 2; kt++) {
+        const int32_t k = topks[kt];
+        for (size_t i = 0; i < (size_t)kHkv * kN * (size_t)k; i++) {
+            const int64_t u = pw_rng_range(&rng, 0, 9);
+            ids_host[i] = u < 3 ? specials[pw_rng_range(&rng, 0, 11)]
+                        : u < 8 ? (int32_t)pw_rng_range(&rng, 0, 48)
+                                : (int32_t)pw_rng_range(&rng, 2000, 4200);
+        }
+        CUDA_OK(cudaMemcpy(ids_dev, ids_host, (size_t)kHkv * kN * (size_t)k * 4,
+                           cudaMemcpyHostToDevice));
+        for (int32_t l = 0; l < num_layouts; l++) {
+            CUDA_OK(cudaMemcpy(cu_dev, layouts[l].cu, 5 * 4, cudaMemcpyHostToDevice));
+            CUDA_OK(cudaMemcpy(prefix_dev, layouts[l].prefix, 4 * 4, cudaMemcpyHostToDevice));
+            CUDA_OK(cudaMemcpy(kv_dev, layouts[l].kv, 4 * 4, cudaMemcpyHostToDevice));
+            const pw_requests_t rq = {cu_dev, prefix_dev, kv_dev, NULL, 0};
+            for (int v = 0; v < 3; v++) {
+                pw_problem_t p = PW_PROBLEM_INIT;
+                p.num_tokens = kN;
+                p.num_requests = layouts[l].r;
+                p.num_kv_heads = kHkv;
+                p.topk = k;
+                p.page_size = v == 0 && kt == 1 ? 100 : 128; /* one non-power of two */
+                p.max_pages_per_request = declared_v[v];
+                for (int m = 0; m < 8; m++) {
+                    pw_grouping_t g = PW_GROUPING_INIT;
+                    g.mode = (m & 1) ? PW_REGROUP_GUARDED : PW_REGROUP_GREEDY;
+                    g.window = (m & 2) ? 64 : 128;
+                    g.group_size = (m & 4) ? ((m & 1) ? 2 : 3) : 8;
+                    for (int vi = 0; vi < 4; vi++) {
+                        CUDA_OK(cudaMemsetAsync(perm_base, POISON, perm_words * 4, g_stream));
+                        assert_pw_ok(pw_regroup_dev_variant(variants[vi], &p, ids_dev, &rq, &g,
+                                                            perm_base + kGuard,
+                                                            (pw_stream_t)g_stream));
+                        CUDA_OK(cudaMemcpyAsync(perm_host, perm_base, perm_words * 4,
+                                                cudaMemcpyDeviceToHost, g_stream));
+                        CUDA_OK(cudaStreamSynchronize(g_stream));
+                        int32_t poison;
+                        memset(&poison, POISON, sizeof poison);
+                        for (size_t w = 0; w < perm_words; w++) {
+                            const int guard = w < kGuard || w >= perm_words - kGuard;
+                            const int32_t x = perm_host[w];
+                            if ((guard && x != poison) ||
+                                (!guard && x != poison && (x < 0 || x >= kN)))
+                                fail_msg("broken layout %d, K=%d, V=%d, W=%d, g=%d, mode %d, "
+                                         "variant %d: perm word %td (of %d) is %d",
+                                         (int)l, (int)k, (int)p.max_pages_per_request, g.window,
+                                         g.group_size, (int)g.mode, variants[vi],
+                                         (ptrdiff_t)w - kGuard, kHkv * kN, x);
+                        }
+                        runs++;
+                    }
+                }
+            }
+        }
+    }
+    printf("broken device data: %lld regroup runs, no fault, no write outside perm\n",
+           (long long)runs);
+    CUDA_OK(cudaFree(perm_base));
+    CUDA_OK(cudaFree(ids_dev));
+    CUDA_OK(cudaFree(cu_dev));
+    CUDA_OK(cudaFree(prefix_dev));
+    CUDA_OK(cudaFree(kv_dev));
+    free(perm_host);
+    free(ids_host);
 }
 
 /* Every capture file found (shipped captures and the standard workloads), all KV heads. */
@@ -815,7 +977,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors),          cmocka_unit_test(test_edges),
         cmocka_unit_test(test_random_problems), cmocka_unit_test(test_long_contexts),
-        cmocka_unit_test(test_path_bounds),
+        cmocka_unit_test(test_path_bounds),     cmocka_unit_test(test_broken_device_data),
         cmocka_unit_test(test_graph_capture),   cmocka_unit_test(test_captures),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
