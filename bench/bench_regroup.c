@@ -22,8 +22,8 @@
  * 34.6-34.9 us; union visits 102,429 -> 89,426 = -12.70% at W128) are printed alongside.
  * Last, "dev" lines time the regroup kernel variants of src/cuda/regroup_dev.h on the
  * first capture (one KV head, greedy): kernel v3 (the library's; shuffle argmin; prep
- * only), kernel v2 (the previous library kernel, full and prep only), v3 with its hash
- * path forced (full and prep only) and v3 with __match_any_sync mask ORs, each full
+ * only), v3 with its hash path forced (full and prep only) and v3 with __match_any_sync
+ * mask ORs, each full
  * variant's permutation checked against the reference; (full - prep only) / W is the
  * cost of one greedy step.
  * Results and the reasoning behind the kernels: bench/NOTES.md. */
@@ -314,15 +314,14 @@ static void bench_variants(const char *path, int replays)
     bench_problem_t b;
     setup(c, 1, &b);
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    enum { NUM_VARIANTS = 8 };
+    enum { NUM_VARIANTS = 6 };
     /* prep[v]: the prep-only variant of the same kernel and path, or -1 (v is prep only). */
     static const struct {
         const char *name;
         int prep;
     } variants[NUM_VARIANTS] = {
-        {"v3 redux (library)", 2},   {"v3 shuffle argmin", 2},  {"v3 prep only", -1},
-        {"v2 redux (before v3)", 4}, {"v2 prep only", -1},      {"v3 hash path forced", 7},
-        {"v3 match_any ORs", 2},     {"v3 hash forced prep", -1},
+        {"v3 redux (library)", 2},  {"v3 shuffle argmin", 2}, {"v3 prep only", -1},
+        {"v3 hash path forced", 5}, {"v3 match_any ORs", 2},  {"v3 hash forced prep", -1},
     };
     const size_t n_perm = (size_t)b.problem.num_tokens;
     int32_t *got = malloc(n_perm * 4 + 4), *ref = malloc(n_perm * 4 + 4);

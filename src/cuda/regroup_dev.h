@@ -16,13 +16,11 @@ extern "C" {
  *            the hash path.
  * variant 1: v3 with a 5-round xor-shuffle argmin (same result).
  * variant 2: v3, everything but the greedy loop; writes identity order (timing only).
- * variant 3: kernel v2 (the library's before v3: hash renumbering always), redux argmin
- *            (same result).
- * variant 4: v2, everything but the greedy loop (timing only).
- * variant 5: v3 with the hash path whatever max_pages_per_request (same result).
- * variant 6: v3 with __match_any_sync mask ORs on the direct path (same result).
- * variant 7: v3 hash path forced, everything but the greedy loop (timing only).
- * Other arguments and errors as pw_regroup (no workspace); a variant outside 0..7 is
+ * variant 3: v3 with the hash path whatever max_pages_per_request (same result).
+ * variant 4: v3 with __match_any_sync mask ORs on the direct path (same result).
+ * variant 5: v3 hash path forced, everything but the greedy loop (timing only).
+ * (Kernel v2, variants 3 and 4 until it was removed, is in bench/NOTES.md.)
+ * Other arguments and errors as pw_regroup (no workspace); a variant outside 0..5 is
  * PW_ERROR_INVALID_ARGUMENT. */
 pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *problem,
                                    const int32_t *topk_ids, const pw_requests_t *requests,

@@ -274,9 +274,9 @@ static void check_regroup(const host_case_t *hc, const dev_case_t *dc,
     CUDA_OK(cudaMemcpyAsync(got, perm_dev, bytes, cudaMemcpyDeviceToHost, g_stream));
     CUDA_OK(cudaStreamSynchronize(g_stream));
     assert_same_bytes(perm_host, got, bytes, "perm", name);
-    /* The same through the kernel's other mask paths: hash set forced (dev variant 5),
-     * match_any ORs (6). */
-    const int variants[2] = {5, 6};
+    /* The same through the kernel's other mask paths: hash set forced (dev variant 3),
+     * match_any ORs (4). */
+    const int variants[2] = {3, 4};
     int32_t *perm_var = dev_alloc(bytes);
     for (int v = 0; v < 2; v++) {
         char what[64];
@@ -634,7 +634,7 @@ static void test_path_bounds(void **state)
  * past the direct path's bounds, INT32_MIN / INT32_MAX. The contract: no fault, no write
  * outside perm[Hkv, N] (guard words on both sides stay poisoned), and every slot written
  * holds a row in [0, N); the values are otherwise unspecified. Every kernel variant runs
- * (library, v2, hash forced, match_any). Run this binary under compute-sanitizer
+ * (library, hash forced, match_any). Run this binary under compute-sanitizer
  * (memcheck) to also see that no shared or global read leaves its buffer. */
 static void test_broken_device_data(void **state)
 {
@@ -672,7 +672,7 @@ static void test_broken_device_data(void **state)
     int32_t *perm_base = dev_alloc(perm_words * 4);
     int32_t *ids_dev = dev_alloc((size_t)kHkv * kN * 16 * 4);
     int32_t *cu_dev = dev_alloc(5 * 4), *prefix_dev = dev_alloc(4 * 4), *kv_dev = dev_alloc(4 * 4);
-    const int variants[4] = {0, 3, 5, 6};
+    const int variants[3] = {0, 3, 4};
     int64_t runs = 0;
     for (int kt = 0; kt < 2; kt++) {
         const int32_t k = topks[kt];
@@ -702,7 +702,7 @@ static void test_broken_device_data(void **state)
                     g.mode = (m & 1) ? PW_REGROUP_GUARDED : PW_REGROUP_GREEDY;
                     g.window = (m & 2) ? 64 : 128;
                     g.group_size = (m & 4) ? ((m & 1) ? 2 : 3) : 8;
-                    for (int vi = 0; vi < 4; vi++) {
+                    for (int vi = 0; vi < 3; vi++) {
                         CUDA_OK(cudaMemsetAsync(perm_base, POISON, perm_words * 4, g_stream));
                         assert_pw_ok(pw_regroup_dev_variant(variants[vi], &p, ids_dev, &rq, &g,
                                                             perm_base + kGuard,
