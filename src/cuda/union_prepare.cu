@@ -66,13 +66,6 @@ static __device__ __forceinline__ int32_t groups_of(const UnionParams &p, int32_
     return groups_in_request(e - b, p.window, p.group_size);
 }
 
-/* prefetch.global.L2 (PTX ISA, "prefetch"): brings the line holding `ptr` into L2; a hint
- * with no effect on results. Callers pass addresses inside their buffers. */
-static __device__ __forceinline__ void l2_prefetch(const void *ptr)
-{
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr));
-}
-
 static __device__ __forceinline__ void compare_swap(uint32_t &a, uint32_t &b, bool ascending)
 {
     const uint32_t lo = min(a, b), hi = max(a, b);
@@ -128,16 +121,8 @@ __global__ void __launch_bounds__(kThreads) union_prepare_kernel(const UnionPara
     const int member = lane >> 2, part = lane & 3;
     const int64_t guess_slot0 = ((int64_t)first_group + warp) * g;
     int32_t guess_orig = -1;
-    if (guess_slot0 + member < p.num_tokens) {
+    if (guess_slot0 + member < p.num_tokens)
         guess_orig = __ldg(p.perm + (int64_t)head * p.num_tokens + guess_slot0 + member);
-        /* The Top-K rows this group reads are known only after the perm load, but a
-         * permutation only moves rows inside their window, so the rows of the guessed slot
-         * range, in original order, are rows some warp of the same window will read: one
-         * L2 prefetch per row (64 bytes, lane part 0) while the perm load is in flight
-         * turns the dependent Top-K load into an L2 hit. No effect on any result. */
-        if (part == 0)
-            l2_prefetch(p.topk_ids + ((int64_t)head * p.num_tokens + guess_slot0 + member) * p.topk);
-    }
 
     /* --- Which request holds each of this CTA's 8 groups: exclusive scan of the groups
      * per request over contiguous chunks of requests. */
