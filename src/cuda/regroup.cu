@@ -120,6 +120,23 @@ static __device__ __forceinline__ uint32_t nonzero_runs(uint32_t x, int32_t g)
     return (uint32_t)__popc(x & run_start);
 }
 
+/* One sample of the request search: request r's first row b when r < hi, and in the last
+ * round (step == 1) also its end row, prefix and KV length; the outputs keep their values
+ * when r >= hi. */
+static __device__ __forceinline__ void load_request_sample(const RegroupParams &p, int32_t r,
+                                                           int32_t hi, int32_t step, int32_t &b,
+                                                           int32_t &e, int32_t &prefix,
+                                                           int32_t &kv_len)
+{
+    if (r >= hi) return;
+    b = __ldg(p.cu_seqlens + r);
+    if (step == 1) {
+        e = __ldg(p.cu_seqlens + r + 1);
+        prefix = __ldg(p.prefix_lens + r);
+        kv_len = __ldg(p.kv_lens + r);
+    }
+}
+
 /* Argmin of the greedy step across the warp. kArgminRedux (the library's choice) uses
  * redux.sync.min; the others exist for bench/bench_regroup.c (pw_regroup_dev_variant):
  * a 5-round xor-shuffle butterfly, and "prep only" that skips the greedy loop and writes
@@ -275,17 +292,7 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
     int32_t lo = 0, hi = num_req;
     int32_t step = hi / W + (hi % W != 0);
     int32_t b = 0, e = 0, prefix = 0, kv_req = 0;
-    {
-        const int32_t r = num_req == 1 ? 0 : tid * step;
-        if (r < hi) {
-            b = __ldg(p.cu_seqlens + r);
-            if (step == 1) {
-                e = __ldg(p.cu_seqlens + r + 1);
-                prefix = __ldg(p.prefix_lens + r);
-                kv_req = __ldg(p.kv_lens + r);
-            }
-        }
-    }
+    load_request_sample(p, num_req == 1 ? 0 : tid * step, hi, step, b, e, prefix, kv_req);
     const int64_t guess_row0 = (int64_t)t * W;
     int32_t page[kMaxTopk];
     if (guess_row0 + tid < p.num_tokens) {
@@ -337,15 +344,7 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
             lo += (count - 1) * step;
             hi = min(hi, lo + step);
             step = (hi - lo) / W + ((hi - lo) % W != 0);
-            const int32_t r2 = lo + tid * step;
-            if (r2 < hi) {
-                b = __ldg(p.cu_seqlens + r2);
-                if (step == 1) {
-                    e = __ldg(p.cu_seqlens + r2 + 1);
-                    prefix = __ldg(p.prefix_lens + r2);
-                    kv_req = __ldg(p.kv_lens + r2);
-                }
-            }
+            load_request_sample(p, lo + tid * step, hi, step, b, e, prefix, kv_req);
         }
         __syncthreads();
         if (!sm.found) return;
