@@ -62,7 +62,24 @@
  *           are not added). The end-of-page barrier stays: it keeps the next transpose off
  *           V^T until every warp's PV wgmma completed.
  *   impl 3  A + B.
- *   Union4 and per-query have no cluster: they run impl & 2.
+ *   impl 4  C, "warp-specialised CTA" (Union8 only; union8_ws_kernel). One CTA of 384 threads
+ *           per (8-slot group, KV head), no cluster, __launch_bounds__(384, 1). Warpgroup 0
+ *           is the producer (setmaxnreg.dec to kRegsProducerC): its thread 0 issues plain TMA
+ *           loads of K and V of union page i into stage i % kStagesC (3 stages, each K, V
+ *           and V^T); all 128 threads wait for the page (full[s]), transpose V into vt[s],
+ *           fence.proxy.async, bar.sync 1, 128, and thread 0 arrives on vtready[s]
+ *           (count 1). Warpgroups 1 and 2 are consumers c = 0, 1 (setmaxnreg.inc to
+ *           kRegsConsumerC), each owning slots 4c..4c+3 = 64 rows, one M64 tile, exactly
+ *           the rows, layout and arithmetic of impl 2's CTA c: Q quantised into its own
+ *           q[c] (bar.sync 2 + c, 128), then for every union page in list order: wait
+ *           vtready[s] and full[s]; if one of its slots selected the page (member byte bits
+ *           4c..4c+3), QK wgmma (SS), impl 2's softmax, PV wgmma (P from registers, V^T
+ *           from vt[s]), O update of member rows; then bar.sync 2 + c, 128 and its thread 0
+ *           arrives on empty[s] (count 2: one per consumer). Thread 0 of the producer
+ *           waits for empty[s]'s phase of page i - kStagesC before it issues page i (pages
+ *           up to the one being transposed block, later ones are only tested), and every
+ *           producer thread waits for it before writing vt[s].
+ *   Union4 and per-query have no cluster: they run impl & 2 (impl 4: 2).
  *
  * Synchronisation invariants (the list the code relies on; "observed" = a wait returned):
  *  S1 (stage WAR) A CTA releases stage s only after a CTA barrier that follows every
@@ -105,6 +122,42 @@
  *  S7 (exit) Neither CTA leaves before the final cluster barrier: CTA 1 can still arrive on
  *     CTA 0's empty barriers, and CTA 0's producer issues CTA 1's pages until CTA 1 has
  *     waited for all of them (S6), so no copy lands in a CTA that has left.
+ * Invariants of C (impl 4); "page i" is use u = i / kStagesC of stage s = i % kStagesC, and
+ * each of full[s], vtready[s], empty[s] completes exactly one phase per use (phase u,
+ * waited with parity u & 1):
+ *  C1 (stage WAR) A consumer arrives on empty[s] for page i only after bar.sync 2 + c,
+ *     which follows each of its warps' wgmma.wait_group of the QK and PV wgmmas that read
+ *     kv[s][0] and vt[s]. The producer overwrites stage s (TMA into kv[s], generic stores
+ *     into vt[s]) for page i + kStagesC only after observing both arrivals (thread 0
+ *     before issuing, every producer thread before its transpose). The transpose's own
+ *     reads of kv[s][1] precede bar.sync 1 and hence vtready(i) and both releases.
+ *  C2 (no waiter two phases behind) full[s] phase u + 1 needs the TMA of page
+ *     i + kStagesC, issued after empty(i), which needs both consumers' arrivals after
+ *     their waits on full(i) and vtready(i), which follows bar.sync 1 after every producer
+ *     thread's wait on full(i). vtready(i + kStagesC) needs a producer transpose after
+ *     empty(i), i.e. after both consumers waited for vtready(i). empty(i + kStagesC) needs
+ *     vtready(i + kStagesC), published after every producer thread waited for empty(i).
+ *     So every waiter observes phase u before phase u + 1 can complete (no parity
+ *     aliasing), and every phase is observed before the next phase's first arrive.
+ *  C3 (no early release) A consumer whose slots did not select page i still waits for
+ *     vtready(i) before arriving on empty[s]: otherwise two skipping consumers could
+ *     complete empty(i) before the producer wrote V^T of page i and let page
+ *     i + kStagesC into the stage while it is still being transposed. Both consumers
+ *     arrive once per page, so arrivals of one phase never mix with the next (an arrive
+ *     for page i + kStagesC follows vtready(i + kStagesC), after empty(i) completed).
+ *  C4 (arming) thread 0 of the producer does the one arrive.expect_tx(32 KiB) of full[s]
+ *     for page i right before issuing its two loads (S3).
+ *  C5 (publication) V^T: generic stores, fence.proxy.async by each writer, bar.sync 1,
+ *     128, then mbarrier.arrive (release) on vtready[s]; the consumers' wait (acquire)
+ *     precedes their PV wgmma (as impl 2's fence + CTA barrier). K: each consumer thread
+ *     also waits for full[s] itself before its QK wgmma. Q: fence.proxy.async and
+ *     bar.sync 2 + c before the first QK wgmma.
+ *  C6 (deadlock freedom, exit) Only __syncthreads before the role split (barrier init,
+ *     page list). Afterwards the consumers wait only for the producer's vtready and full,
+ *     which need only earlier releases; thread 0 of the producer blocks only for empty of
+ *     pages at least kStagesC before the page being transposed, whose vtready it already
+ *     published, so both consumers reach their arrivals. Every issued page is waited for
+ *     by the producer before it exits, so no TMA lands in a finished CTA.
  * Deadlock freedom of impl 1/3. CTA 1 waits only for its own pages (each issued by the
  *   producer in list order) and its own CTA barriers: it never waits for CTA 0's work. The
  *   producer blocks only (a) at the top of CTA 0's own page i, for pages j <= i, and (b)
@@ -229,13 +282,13 @@ static __device__ void build_page_list(SmemPlan &sm, const AttentionParams &p, i
     }
 }
 
-/* Quantises this CTA's 64 Q rows to FP8 into sm.q (per-row scale, SPEC §4) and stores the
- * per-row score factor. Consumer threads only. query_rows[w]: original row of slot w, or
- * -1 for an empty slot (its Q rows are zero). */
-static __device__ void quantize_q(SmemPlan &sm, const AttentionParams &p, int kv_head,
-                                  const int32_t (&query_rows)[kSlotsPerCta], float score_scale)
+/* Quantises one warpgroup's 64 Q rows to FP8 into the tile at q_addr (per-row scale, SPEC
+ * §4) and stores the per-row score factor in row_factor[64]. tid: the thread's index in
+ * its warpgroup (0..127). query_rows[w]: original row of slot w, or -1 for an empty slot
+ * (its Q rows are zero). */
+static __device__ void quantize_q_rows(uint32_t q_addr, float *row_factor, int tid, const AttentionParams &p,
+                                       int kv_head, const int32_t (&query_rows)[kSlotsPerCta], float score_scale)
 {
-    const int tid = threadIdx.x;
     const int sub = tid % 16;   // 16 threads per row, 8 bf16 each
     const int row_in_pass = tid / 16;
 #pragma unroll 1
@@ -273,9 +326,15 @@ static __device__ void quantize_q(SmemPlan &sm, const AttentionParams &p, int kv
                                                         __fdiv_rn(v[4 * k + 3], q_scale));
             packed[k] = (uint32_t)lo | ((uint32_t)hi << 16);
         }
-        st_shared_v2_u32(smem_u32(sm.q) + sw128(row, sub / 2) + (sub % 2) * 8, packed[0], packed[1]);
-        if (sub == 0) sm.row_factor[row] = n >= 0 ? q_scale * score_scale : 0.0f;
+        st_shared_v2_u32(q_addr + sw128(row, sub / 2) + (sub % 2) * 8, packed[0], packed[1]);
+        if (sub == 0) row_factor[row] = n >= 0 ? q_scale * score_scale : 0.0f;
     }
+}
+
+static __device__ __forceinline__ void quantize_q(SmemPlan &sm, const AttentionParams &p, int kv_head,
+                                                  const int32_t (&query_rows)[kSlotsPerCta], float score_scale)
+{
+    quantize_q_rows(smem_u32(sm.q), sm.row_factor, threadIdx.x, p, kv_head, query_rows, score_scale);
 }
 
 /* V tile [token][d] (TMA layout) -> sm.vt [d][position] with the position permutation of
@@ -762,6 +821,313 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
     }
 }
 
+
+/* ---- C (impl 4): warp-specialised Union8 CTA ------------------------------------------- */
+
+/* C: the group's page list (every union page, ascending; bad physical pages dropped and
+ * counted as build_page_list does), member bytes kept whole (bit w = slot w, 0..7). Warps
+ * 0-3 build it (a union has at most kMaxUnion = 128 pages); every thread of the CTA joins
+ * the two __syncthreads. */
+static __device__ void build_page_list_c(SmemPlanC &sm, const AttentionParams &p, int kv_head, int64_t group,
+                                         int request, int union_size)
+{
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const bool builder = tid < kMaxUnion; // warp-uniform
+    int32_t logical = -1, physical = -1;
+    uint32_t members = 0, ballot = 0;
+    if (builder) {
+        if (tid < union_size) {
+            const int64_t base = ((int64_t)kv_head * p.max_groups + group) * p.union_capacity;
+            logical = p.union_pages[base + tid];
+            members = p.member_masks[base + tid];
+        }
+        if (logical >= 0) {
+            physical = p.page_table[(int64_t)request * p.page_table_stride + logical];
+            if (physical < 0 || (int64_t)physical >= p.num_cache_pages) {
+                // Counted once per (query, KV head, page): the two Union8 CTAs of impl 0-3
+                // count their own nibble each, this CTA the whole byte.
+                if (p.bad_page_count && members) atomicAdd(p.bad_page_count, (uint32_t)__popc(members));
+                logical = -1;
+            }
+        }
+        ballot = __ballot_sync(0xffffffffu, logical >= 0);
+        if (lane == 0) sm.warp_count[warp] = __popc(ballot);
+    }
+    __syncthreads();
+    if (builder) {
+        int offset = 0;
+        for (int w = 0; w < warp; w++) offset += sm.warp_count[w];
+        if (logical >= 0) {
+            const int at = offset + __popc(ballot & ((1u << lane) - 1u));
+            sm.page_logical[at] = logical;
+            sm.page_physical[at] = physical;
+            sm.page_members[at] = (uint8_t)members;
+        }
+        if (tid == 0) {
+            int total = 0;
+            for (int w = 0; w < kMaxUnion / 32; w++) total += sm.warp_count[w];
+            sm.num_pages = total;
+        }
+    }
+    __syncthreads();
+}
+
+/* C, producer thread 0: issues pages next, next + 1, ... (page j into stage j % kStagesC;
+ * K and V, plain TMA). Page j >= kStagesC needs the release of page j - kStagesC of its
+ * stage (phase j / kStagesC - 1 of empty[s]): pages j <= block_until wait for it, later ones
+ * are issued only if it already happened (test_wait, never suspending). */
+static __device__ __forceinline__ void issue_pages_c(SmemPlanC &sm, const AttentionParams &p, int &next,
+                                                     int block_until, int num_pages, int kv_head, uint64_t policy)
+{
+#pragma unroll 1
+    while (next < num_pages) {
+        const int j = next, s = j % kStagesC;
+        if (j >= kStagesC) {
+            const uint32_t parity = (uint32_t)(j / kStagesC - 1) & 1u;
+            if (j <= block_until) mbarrier_wait_parity(&sm.empty[s], parity);
+            else if (!mbarrier_test_wait_parity(&sm.empty[s], parity)) return;
+        }
+        const int32_t page = sm.page_physical[j];
+        mbarrier_arrive_expect_tx(&sm.full[s], kStageTxBytes);
+        tma_load_4d(sm.kv[s][0], &p.k_map, &sm.full[s], 0, kv_head, 0, page, policy);
+        tma_load_4d(sm.kv[s][1], &p.v_map, &sm.full[s], 0, kv_head, 0, page, policy);
+        next = j + 1;
+    }
+}
+
+/* C: one CTA of 384 threads per (8-slot group, KV head), no cluster; design and invariants
+ * C1-C6 in the file comment. */
+__global__ void __launch_bounds__(kThreadsC, 1) union8_ws_kernel(const __grid_constant__ AttentionParams p)
+{
+    extern __shared__ uint8_t smem_raw[];
+    SmemPlanC &sm = *reinterpret_cast<SmemPlanC *>(
+        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+    const int tid = threadIdx.x, wg = tid / 128;
+
+    const int64_t item = blockIdx.x;
+    const int kv_head = (int)(item / p.max_groups);
+    const int64_t group = item % p.max_groups;
+    if (group >= p.num_groups[kv_head]) return; // CTA-uniform, before any barrier
+    const pw_group_desc_t g = p.groups[(int64_t)kv_head * p.max_groups + group];
+
+    if (tid == 0) {
+        for (int s = 0; s < kStagesC; s++) {
+            mbarrier_init(&sm.full[s], 1);
+            mbarrier_init(&sm.vtready[s], 1);
+            mbarrier_init(&sm.empty[s], 2);
+        }
+        fence_mbarrier_init_release_cluster();
+    }
+    build_page_list_c(sm, p, kv_head, group, g.request, g.union_size); // ends with __syncthreads
+    const int num_pages = sm.num_pages;
+    // From here on: mbarriers and named barriers only (NamedBarrierC).
+
+    if (wg == 0) {
+        // ---- producer warpgroup: TMA (thread 0), V transpose (all 128) ------------------
+        setmaxnreg_dec<kRegsProducerC>();
+        uint64_t keep_kv = 0;
+        int next = 0; // thread 0: the next page to issue
+        if (tid == 0) {
+            prefetch_tensormap(&p.k_map);
+            prefetch_tensormap(&p.v_map);
+            keep_kv = createpolicy_evict_last();
+        }
+#pragma unroll 1
+        for (int i = 0; i < num_pages; i++) {
+            const int s = i % kStagesC;
+            const uint32_t use = (uint32_t)(i / kStagesC); // page i is use `use` of stage s
+            if (tid == 0) {
+                // Everything up to page i (blocking), then what is free; while page i is in
+                // flight, keep issuing pages whose stage the consumers released.
+                issue_pages_c(sm, p, next, i, num_pages, kv_head, keep_kv);
+                while (!mbarrier_try_wait_parity_hint(&sm.full[s], use & 1u, 256))
+                    issue_pages_c(sm, p, next, -1, num_pages, kv_head, keep_kv);
+            }
+            // V^T of stage s is no longer read (both consumers released page i - kStagesC: C2)
+            // and page i landed.
+            if (i >= kStagesC) mbarrier_wait_parity(&sm.empty[s], (use - 1u) & 1u);
+            mbarrier_wait_parity(&sm.full[s], use & 1u);
+            transpose_v(smem_u32(sm.vt[s]), smem_u32(sm.kv[s][1]));
+            fence_proxy_async_shared_cta(); // V^T (generic stores) -> the consumers' PV wgmma
+            bar_sync_named(kBarProducerC, 128);
+            if (tid == 0) {
+                mbarrier_arrive(&sm.vtready[s]);
+                issue_pages_c(sm, p, next, -1, num_pages, kv_head, keep_kv);
+            }
+        }
+        return;
+    }
+
+    // ---- consumer warpgroup c: slots 4c..4c+3, 64 rows, impl 2's arithmetic ----------------
+    setmaxnreg_inc<kRegsConsumerC>();
+    const int c = wg - 1;
+    const int ctid = tid - 128 * wg; // thread of the warpgroup
+    const int warp = ctid / 32, lane = ctid % 32;
+    const uint32_t bar_id = kBarConsumerC0 + (uint32_t)c;
+    int32_t query_rows[kSlotsPerCta] = {-1, -1, -1, -1};
+#pragma unroll
+    for (int w = 0; w < kSlotsPerCta; w++) {
+        const int slot = 4 * c + w;
+        if (slot < g.num_members) query_rows[w] = p.perm[(int64_t)kv_head * p.num_tokens + g.slot_begin + slot];
+    }
+    const int32_t cu_begin = p.cu_seqlens_q[g.request];
+    const int64_t prefix = p.prefix_lens[g.request], kv_len = p.kv_lens[g.request];
+    int64_t limits[kSlotsPerCta];
+#pragma unroll
+    for (int w = 0; w < kSlotsPerCta; w++) {
+        const int64_t cpos = prefix + (query_rows[w] - cu_begin);
+        limits[w] = query_rows[w] >= 0 ? (cpos < kv_len - 1 ? cpos : kv_len - 1) : -1;
+    }
+    const float k_scale = *p.k_scale, v_scale = *p.v_scale;
+    const float log2e = 1.4426950408889634f;
+    quantize_q_rows(smem_u32(sm.q[c]), sm.row_factor[c], ctid, p, kv_head, query_rows,
+                    k_scale * p.softmax_scale * log2e);
+    fence_proxy_async_shared_cta(); // Q (generic stores) -> QK wgmma
+    bar_sync_named(bar_id, 128);
+
+    int32_t my_row = -1;
+    int64_t my_limit = -1;
+#pragma unroll
+    for (int w = 0; w < kSlotsPerCta; w++) {
+        if (w == warp) {
+            my_row = query_rows[w];
+            my_limit = limits[w];
+        }
+    }
+    const uint32_t q = lane % 4;
+    const int r0 = 16 * warp + lane / 4; // accumulator rows r0 and r0 + 8
+    const float f0 = sm.row_factor[c][r0], f1 = sm.row_factor[c][r0 + 8];
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    float o[64];
+    float acc[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) o[i] = 0.0f;
+    const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q[c]);
+
+#pragma unroll 1
+    for (int i = 0; i < num_pages; i++) {
+        const int s = i % kStagesC;
+        const uint32_t use = (uint32_t)(i / kStagesC);
+        // Every page, also one without members here: the release below must follow the
+        // producer's V^T of page i (C3).
+        mbarrier_wait_parity(&sm.vtready[s], use & 1u);
+        mbarrier_wait_parity(&sm.full[s], use & 1u); // K and V bytes, acquired by this thread
+        const uint32_t members = (uint32_t)(sm.page_members[i] >> (4 * c)) & 0xFu;
+        if (members != 0) { // warpgroup-uniform
+            const uint64_t desc_k = wgmma_desc_k_major_sw128(sm.kv[s][0]);
+            const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt[s]);
+            wgmma_fence_operand(acc);
+            wgmma_fence();
+#pragma unroll
+            for (int kb = 0; kb < kHeadDim / 32; kb++)
+                wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, kb > 0);
+            wgmma_commit_group();
+            wgmma_wait_group<0>();
+            wgmma_fence_operand(acc);
+
+            const bool member = (members >> warp) & 1u; // warp-uniform
+            float alpha0 = 1.0f, alpha1 = 1.0f;
+            uint32_t pa[16]; // P of this thread as the PV wgmma's A fragments (impl 2)
+#pragma unroll
+            for (int k = 0; k < 16; k++) pa[k] = 0u;
+            if (member) {
+                // The softmax of impl 2, statement for statement (bitwise the same rows).
+                const int64_t lim = my_limit - (int64_t)sm.page_logical[i] * kPageSize;
+                if (lim < kPageSize - 1) {
+#pragma unroll
+                    for (int k = 0; k < 64; k++) {
+                        const int col = 8 * (k / 4) + 2 * q + (k % 2);
+                        acc[k] = col <= lim ? acc[k] : -INFINITY;
+                    }
+                }
+                float g0 = f0, g1 = f1;
+                if (!(f0 > 0.0f && f1 > 0.0f)) {
+#pragma unroll
+                    for (int k = 0; k < 64; k++) acc[k] *= (k % 4) < 2 ? f0 : f1;
+                    g0 = g1 = 1.0f;
+                }
+                float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+                for (int k = 0; k < 64; k++) {
+                    if ((k % 4) < 2) mx0 = fmaxf(mx0, acc[k]); else mx1 = fmaxf(mx1, acc[k]);
+                }
+                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+                const float mn0 = fmaxf(m0, mx0 * g0), mn1 = fmaxf(m1, mx1 * g1);
+                alpha0 = ex2_approx(m0 - mn0);
+                alpha1 = ex2_approx(m1 - mn1);
+                m0 = mn0;
+                m1 = mn1;
+                const float c0 = 8.0f - mn0, c1 = 8.0f - mn1;
+                float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+                for (int k = 0; k < 64; k++) {
+                    const bool first_row = (k % 4) < 2;
+                    const float pk = ex2_approx(fmaf(acc[k], first_row ? g0 : g1, first_row ? c0 : c1));
+                    acc[k] = pk;
+                    if (first_row) s0 += pk; else s1 += pk;
+                }
+                s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+                s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+                s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+                s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+                l0 = fmaf(l0, alpha0, s0);
+                l1 = fmaf(l1, alpha1, s1);
+#pragma unroll
+                for (int a = 0; a < 8; a++) {
+                    pa[2 * a] = (uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 0], acc[8 * a + 1]) |
+                                ((uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 4], acc[8 * a + 5]) << 16);
+                    pa[2 * a + 1] = (uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 2], acc[8 * a + 3]) |
+                                    ((uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 6], acc[8 * a + 7]) << 16);
+                }
+            }
+            wgmma_fence_operand(acc);
+            wgmma_fence();
+#pragma unroll
+            for (int kb = 0; kb < kPageSize / 32; kb++)
+                wgmma_m64n128k32_f32_e4m3_rs(acc, pa[4 * kb], pa[4 * kb + 1], pa[4 * kb + 2], pa[4 * kb + 3],
+                                             desc_vt + 2 * kb, kb > 0);
+            wgmma_commit_group();
+            wgmma_wait_group<0>();
+            wgmma_fence_operand(acc);
+            wgmma_fence_operand(pa);
+            if (member) {
+#pragma unroll
+                for (int k = 0; k < 64; k++) o[k] = fmaf(o[k], (k % 4) < 2 ? alpha0 : alpha1, acc[k]);
+            }
+        }
+        // Every warp of this warpgroup is done with stage s (its wgmma reads waited for): one
+        // release per consumer warpgroup (C1).
+        bar_sync_named(bar_id, 128);
+        if (ctid == 0) mbarrier_arrive(&sm.empty[s]);
+    }
+
+    // ---- epilogue (impl 2's): o = O * v_scale / (256 l), BF16, straight to the original row
+    if (my_row >= 0) {
+        const int head0 = lane / 4, head1 = head0 + 8;
+        const float inv0 = l0 > 0.0f ? v_scale / l0 : 0.0f;
+        const float inv1 = l1 > 0.0f ? v_scale / l1 : 0.0f;
+        uint16_t *out0 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head0) * kHeadDim;
+        uint16_t *out1 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head1) * kHeadDim;
+#pragma unroll
+        for (int b = 0; b < 16; b++) {
+            const int col = 8 * b + 2 * q;
+            const __nv_bfloat162 v0 = __floats2bfloat162_rn(o[4 * b] * inv0, o[4 * b + 1] * inv0);
+            const __nv_bfloat162 v1 = __floats2bfloat162_rn(o[4 * b + 2] * inv1, o[4 * b + 3] * inv1);
+            *reinterpret_cast<__nv_bfloat162 *>(out0 + col) = v0;
+            *reinterpret_cast<__nv_bfloat162 *>(out1 + col) = v1;
+        }
+        if (p.lse && q == 0) {
+            const float ln2 = 0.6931471805599453f;
+            float *lse = p.lse + (int64_t)my_row * (p.num_kv_heads * kHeadsPerKv) + (int64_t)kv_head * kHeadsPerKv;
+            lse[head0] = l0 > 0.0f ? (m0 + log2f(l0) - 8.0f) * ln2 : -INFINITY;
+            lse[head1] = l1 > 0.0f ? (m1 + log2f(l1) - 8.0f) * ln2 : -INFINITY;
+        }
+    }
+}
+
 } // namespace pw
 
 /* ------------------------------------------------------------------------------------ */
@@ -870,11 +1236,34 @@ pw_status_t launch(const pw::AttentionParams &params, unsigned grid, pw_stream_t
     return PW_SUCCESS;
 }
 
-/* One implementation (pw::ImplBits) of one variant. The decoupled bit exists for Union8
- * only: the single-CTA variants run impl & kImplPRegs. */
+/* C (impl 4): the warp-specialised Union8 kernel, one CTA per (group, KV head). */
+pw_status_t launch_c(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
+{
+    static bool configured = false;
+    if (!configured) {
+        const cudaError_t e = cudaFuncSetAttribute(pw::union8_ws_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   (int)pw::kSmemBytesC);
+        if (e != cudaSuccess)
+            return pw_fail(PW_ERROR_CUDA, "cudaFuncSetAttribute(max dynamic smem %zu): %s", pw::kSmemBytesC,
+                           cudaGetErrorString(e));
+        configured = true;
+    }
+    pw::union8_ws_kernel<<<grid, pw::kThreadsC, pw::kSmemBytesC, stream>>>(params);
+    const cudaError_t last = cudaGetLastError();
+    if (last != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "attention kernel launch (C): %s", cudaGetErrorString(last));
+    return PW_SUCCESS;
+}
+
+/* One implementation (pw::ImplBits, or kImplWarpSpec) of one variant. The decoupled bit and
+ * C exist for Union8 only: the single-CTA variants run impl & kImplPRegs, and impl 4 as 2.
+ * `grid` counts two CTAs per (group, KV head); C launches one. */
 template <int VARIANT>
 pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
+    if (impl == pw::kImplWarpSpec) {
+        if constexpr (VARIANT == pw::kUnion8) return launch_c(params, grid / 2, stream);
+        impl = pw::kImplPRegs;
+    }
     if constexpr (VARIANT == pw::kUnion8) {
         switch (impl) {
         case 1: return launch<VARIANT, 1>(params, grid, stream);

@@ -36,7 +36,8 @@ enum ImplBits {
     kImplDecoupled = 1, // A, Union8 only: per-CTA page streams, TMA only to the CTAs that need a page
     kImplPRegs = 2,     // B: P as the register A operand of the PV wgmma, one barrier before softmax
 };
-constexpr int kNumImpls = 4;
+constexpr int kImplWarpSpec = 4; // C, Union8 only: warp-specialised CTA (a value, not a bit)
+constexpr int kNumImpls = 5;
 
 /* Shared memory of one CTA. Tiles are 1024-byte aligned (128-byte swizzle atoms); the
  * multicast copies land at the same offsets in both CTAs of a cluster. */
@@ -61,6 +62,48 @@ struct __align__(1024) SmemPlan {
 constexpr size_t kSmemBytes = sizeof(SmemPlan) + 1024; // + alignment slack of the dynamic base
 static_assert(kSmemBytes <= 227 * 1024, "shared-memory plan exceeds the sm_90 limit");
 static_assert(2 * kSmemBytes <= 228 * 1024, "two CTAs per SM no longer fit");
+
+/* C (impl 4, Union8 only): one CTA of kThreadsC per (8-slot group, KV head). Warpgroup 0
+ * is the producer (TMA, V transpose), warpgroups 1 and 2 are the consumers of slots 0-3 and
+ * 4-7. setmaxnreg moves registers from the producer to the consumers: the launch gives
+ * 65536 / 384 -> 168 per thread, the producer drops to kRegsProducerC and the consumers
+ * rise to kRegsConsumerC (ptxas -v, sm_90a: consumer path R0-R173, producer within 72, no
+ * spills). 3 stages of K + V + V^T (48 KiB each) + 2 Q tiles + lists: 162 KiB (+ 1 KiB
+ * alignment slack), 1 CTA per SM. */
+constexpr int kThreadsC = 384;
+constexpr int kStagesC = 3;
+constexpr int kRegsProducerC = 72;
+constexpr int kRegsConsumerC = 216;
+constexpr int kRegsLaunchC = 65536 / kThreadsC / 8 * 8; // 168: what __launch_bounds__(384, 1) gives (ptxas -v)
+// setmaxnreg moves registers within the CTA's launch allocation (384 x 168 = 64,512): the
+// consumers' .inc waits until the producer's .dec returned enough of it.
+static_assert(128 * kRegsProducerC + 256 * kRegsConsumerC <= kThreadsC * kRegsLaunchC,
+              "C: register split exceeds the CTA's launch allocation");
+static_assert(kRegsProducerC % 8 == 0 && kRegsConsumerC % 8 == 0, "setmaxnreg counts are multiples of 8");
+
+// C's named barriers (bar.sync id, 128 threads); id 0 is __syncthreads, used only before
+// the role split.
+enum NamedBarrierC : uint32_t {
+    kBarProducerC = 1,  // the producer warpgroup: V^T of a stage written
+    kBarConsumerC0 = 2, // + c: consumer warpgroup c (Q written; a stage's wgmma reads done)
+};
+
+struct __align__(1024) SmemPlanC {
+    uint8_t kv[kStagesC][2][kTileBytes]; // [stage][K=0 / V=1][token][d], TMA 128B-swizzled
+    uint8_t vt[kStagesC][kTileBytes];    // V^T of the stage's page: [d][position], 128B-swizzled
+    uint8_t q[2][kRows * kHeadDim];      // Q (FP8) of consumer c: [row][d], 128B-swizzled
+    uint64_t full[kStagesC];             // K and V of the stage's page landed (tx-count, count 1)
+    uint64_t vtready[kStagesC];          // V^T written by the producer warpgroup (count 1)
+    uint64_t empty[kStagesC];            // both consumer warpgroups done with the stage (count 2)
+    int32_t page_logical[kMaxUnion];     // the group's union pages, ascending
+    int32_t page_physical[kMaxUnion];
+    uint8_t page_members[kMaxUnion];     // bit w: slot w (0..7) selected the page
+    float row_factor[2][kRows];          // per consumer: q_scale * k_scale * softmax_scale * log2(e)
+    int32_t warp_count[kMaxUnion / 32];
+    int32_t num_pages;
+};
+constexpr size_t kSmemBytesC = sizeof(SmemPlanC) + 1024;
+static_assert(kSmemBytesC <= 227 * 1024, "C: shared-memory plan exceeds the sm_90 limit");
 
 /* Kernel parameters (by value; the tensor maps must stay in parameter space). */
 struct AttentionParams {

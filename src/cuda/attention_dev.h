@@ -18,9 +18,12 @@ extern "C" {
  *         v5): the PV wgmma takes P from registers (no P buffer, one CTA barrier before the
  *         softmax, the stage released before the softmax).
  * impl 3: A + B.
- * Union4 and per-query have no cluster: impl 1 runs as 0 and impl 3 as 2 there. O and LSE
- * are bitwise identical for every impl. Other arguments and errors as pw_union_attention;
- * PW_ERROR_INVALID_ARGUMENT for an impl outside 0..3. */
+ * impl 4: C, "warp-specialised CTA" (Union8 only): one 384-thread CTA per (group, KV head),
+ *         no cluster; a producer warpgroup (TMA, V transpose, 3 stages) and two consumer
+ *         warpgroups (slots 0-3 and 4-7) with B's arithmetic.
+ * Union4 and per-query have no cluster: impl 1 runs as 0, impl 3 and 4 as 2 there. O and
+ * LSE are bitwise identical for every impl. Other arguments and errors as
+ * pw_union_attention; PW_ERROR_INVALID_ARGUMENT for an impl outside 0..4. */
 pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
                                    const pw_grouping_t *grouping, const int32_t *perm,
                                    const pw_union_meta_t *meta, pw_kernel_t kernel, pw_stream_t stream);

@@ -218,6 +218,25 @@ static __device__ __forceinline__ void fence_proxy_async_shared_cta()
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+/* bar.sync id, count (PTX ISA 9.7.13.1 barrier{.cta}.sync.aligned): a named barrier among
+ * `count` threads (whole warps). Id 0 is __syncthreads'. */
+static __device__ __forceinline__ void bar_sync_named(uint32_t id, uint32_t count)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
+/* setmaxnreg (PTX ISA 9.7.19.7, sm_90a): this warpgroup's per-thread register count drops to
+ * / rises to N (24..256, a multiple of 8); executed by every thread of the warpgroup. */
+template <int N> static __device__ __forceinline__ void setmaxnreg_dec()
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+
+template <int N> static __device__ __forceinline__ void setmaxnreg_inc()
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+
 /* barrier.cluster (PTX ISA 9.7.13.2): every thread of every CTA of the cluster. */
 static __device__ __forceinline__ void barrier_cluster_arrive_release()
 {

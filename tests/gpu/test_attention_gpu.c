@@ -1,6 +1,6 @@
 /* GPU tests of the sparse attention kernels (Union8, Union4, per-query) against the CPU
  * references (SPEC §4): FP8-emulating reference (tight), exact FP64 reference (NRMS), and
- * bitwise identity across groupings, kernels and kernel implementations (impl 0..3 of
+ * bitwise identity across groupings, kernels and kernel implementations (impl 0..4 of
  * src/cuda/attention_dev.h: every impl must give impl 0's bytes). Skips (exit 77) without
  * an sm_90 GPU.
  *
@@ -124,7 +124,7 @@ static void prepare_meta(const pw_capture_t *c, const pw_grouping_t *grouping, c
 
 /* Runs one kernel; o_out [N, Hq, D] bf16 and lse_out [N, Hq] on the host. Outputs are
  * poisoned (all-ones bytes: NaN) first, so an unwritten element shows. impl 0 is the
- * public pw_union_attention, 1..3 pw_union_attention_dev. */
+ * public pw_union_attention, 1..4 pw_union_attention_dev. */
 static uint32_t run_kernel_impl(const pw_capture_t *c, device_problem_t *d, pw_kernel_t kernel, int impl,
                                 const pw_grouping_t *grouping, pw_bf16_t *o_out, float *lse_out)
 {
@@ -169,9 +169,11 @@ static uint32_t run_kernel(const pw_capture_t *c, device_problem_t *d, pw_kernel
     return run_kernel_impl(c, d, kernel, 0, grouping, o_out, lse_out);
 }
 
-static const char *const impl_names[4] = {"v4", "A", "B", "A+B"};
+#define NUM_IMPLS 5
+static const char *const impl_names[NUM_IMPLS] = {"v4", "A", "B", "A+B", "C"};
 
-/* The impls a kernel has: Union8 0..3; Union4 and per-query 0 and 2 (no cluster). */
+/* The impls a kernel has: Union8 0..4; Union4 and per-query 0, 2 and 4 (no cluster; 4 runs
+ * as 2 there). */
 static int kernel_has_impl(pw_kernel_t kernel, int impl)
 {
     return kernel == PW_KERNEL_UNION8 || (impl & 1) == 0;
@@ -391,7 +393,7 @@ static void test_random_problems(void **state)
         assert_int_equal(bad, bad_ref);
         // The other implementations on arm 0's inputs: within the same bounds of the
         // emulating reference, and byte-identical to impl 0.
-        for (int impl = 1; impl < 4; impl++) {
+        for (int impl = 1; impl < NUM_IMPLS; impl++) {
             const uint32_t bad_impl = run_kernel_impl(c, &d, PW_KERNEL_UNION8, impl, &grouping, o, l);
             const compare_t ci = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
             const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
@@ -415,7 +417,7 @@ static void test_random_problems(void **state)
             if (arm == 5) kernel = PW_KERNEL_PER_QUERY;
             if (arm != 3) assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm));
             prepare_meta(c, &g, perm, &d);
-            for (int impl = 0; impl < 4; impl++) {
+            for (int impl = 0; impl < NUM_IMPLS; impl++) {
                 if (!kernel_has_impl(kernel, impl)) continue;
                 const uint32_t bad_arm = run_kernel_impl(c, &d, kernel, impl, &g, o, l);
                 const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
@@ -469,7 +471,7 @@ static void check_capture(const char *path)
     char impls_log[256] = "";
     for (int k = 0; k < 3; k++) {
         const pw_kernel_t kernel = k == 0 ? PW_KERNEL_UNION8 : k == 1 ? PW_KERNEL_UNION4 : PW_KERNEL_PER_QUERY;
-        for (int impl = 1; impl < 4; impl++) {
+        for (int impl = 1; impl < NUM_IMPLS; impl++) {
             if (!kernel_has_impl(kernel, impl)) continue;
             run_kernel_impl(c, &d, kernel, impl, &g, oq, lq);
             const int s_impl = memcmp(o8, oq, elems * 2) == 0 && memcmp(l8, lq, n * hq * 4) == 0;
