@@ -79,8 +79,9 @@
  *           waits for empty[s]'s phase of page i - kStagesC before it issues page i (pages
  *           up to the one being transposed block, later ones are only tested), and every
  *           producer thread waits for it before writing vt[s].
- *           Measured (H200, A-hot): bitwise equal to impl 0, as fast as impl 2 (-1% / -0.3%):
- *           a dev variant and the base of the next step (bench/NOTES.md, v5 C).
+ *           Measured (H200, A-hot): bitwise equal to impl 0, as fast as impl 2 (-1% / -0.3%),
+ *           racecheck / synccheck clean: a dev variant and the base of the next step
+ *           (bench/NOTES.md, v5 C).
  *   Union4 and per-query have no cluster: they run impl & 2 (impl 4: 2).
  *
  * Synchronisation invariants (the list the code relies on; "observed" = a wait returned):
