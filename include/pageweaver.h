@@ -329,13 +329,12 @@ pw_status_t pw_regroup_workspace_size(const pw_problem_t *problem, const pw_grou
  *             bijection inside each request; windows never cross requests or KV heads.
  *   workspace: device, at least pw_regroup_workspace_size bytes (NULL when 0).
  * Any context length (no page-count capacity). K must be <= 16. One CTA per (window, KV
- * head); N/W + R CTAs per KV head are launched and surplus ones exit. Speed: with
- * problem.max_pages_per_request <= 2048 (W = 128) or 4096 (W = 64) pages the kernel indexes
- * its page masks by page id (H200, 15,272 queries at 64K: W128 ~13 us, W64 ~7 us); past
- * that it renumbers each window's pages through a hash set (~2x slower), so keep
- * max_pages_per_request near the longest context you serve. On that fast path a Top-K id
- * >= max_pages_per_request counts as not visible, as the contract (kv_len <=
- * max_pages_per_request * P) already implies.
+ * head); N/W + R CTAs per KV head are launched and surplus ones exit. Speed: a window
+ * whose queries see at most 2048 (W = 128) or 4096 (W = 64) pages (256K / 512K tokens at
+ * P = 128) indexes its page masks by page id (H200, 15,272 queries at 64K: W128 ~13 us,
+ * W64 ~7 us), whatever max_pages_per_request is; a window past that renumbers its pages
+ * through a hash set (~2x slower per window). A Top-K id >= max_pages_per_request counts as
+ * not visible, as the contract (kv_len <= max_pages_per_request * P) already implies.
  * Errors: PW_ERROR_INVALID_ARGUMENT (shapes, NULL pointers, bad mode),
  *         PW_ERROR_UNSUPPORTED (window not 64/128, K > 16, guarded g not in {1,2,4,8},
  *         Hkv > 65535, no CUDA in the build), PW_ERROR_CUDA (launch failed). */

@@ -14,11 +14,15 @@
  *  3. Page -> query masks qmask[c][row] (bit l of word c: query 32c + l selected the page
  *     of that row), word-major so that warp c only touches column c (cleared and filled
  *     without a block barrier) and distinct pages of one OR hit distinct banks.
- *     Direct path (max_pages_per_request <= Tile::kDirectMaxPages, 2048 pages at W128 and
- *     4096 at W64, host-known): row = page id, no renumbering at all. A page id >=
- *     max_pages_per_request cannot be visible under the documented contract (kv_len <=
- *     max_pages_per_request * P); it is treated as outside S_j, so broken device kv_lens
- *     never make the kernel write outside its shared memory.
+ *     Direct path: row = page id, no renumbering at all. Taken by every window when
+ *     max_pages_per_request <= Tile::kDirectMaxPages (2048 pages at W128, 4096 at W64;
+ *     host-known: the mask columns are cleared while the loads fly), else per window
+ *     ("adaptive" launch) when the window's last query sees at most that many pages
+ *     (known after the request lookup, so that window clears its column only then). A
+ *     page id >= max_pages_per_request cannot be visible under the documented contract
+ *     (kv_len <= max_pages_per_request * P); it is treated as outside S_j, so broken device
+ *     kv_lens never make the kernel write outside its shared memory; in an adaptive window
+ *     every visible id is below the last query's visible count, which bounds the rows.
  *     Hash path (longer contexts, e.g. 1M tokens): rows are dense numbers 0..D-1 of the
  *     window's distinct pages (D <= W*16) given by a shared-memory hash set, as in v2.
  *     Lanes of a warp that hold the same page at the same row position (sink page, own
@@ -100,7 +104,9 @@ struct RegroupParams {
     int32_t num_tokens, num_requests, topk, page_size, group_size, guarded;
     int32_t max_pages;  /* problem.max_pages_per_request (V) */
     int32_t page_shift; /* log2(page_size) when a power of two, else -1 */
-    int32_t direct;     /* 1: direct-indexed masks (V <= kDirectMaxPages), 0: hash path */
+    int32_t direct;     /* 1: direct-indexed masks (V <= kDirectMaxPages), 0: see adaptive */
+    int32_t adaptive;   /* with direct == 0: 1 = each window picks direct or hash by its
+                           visible pages, 0 = hash path always (dev variant) */
     int32_t qm_rows;    /* direct path: qmask rows to clear, V rounded up to 4 (>= 4) */
 };
 
@@ -135,6 +141,21 @@ static __device__ __forceinline__ void load_request_sample(const RegroupParams &
         prefix = __ldg(p.prefix_lens + r);
         kv_len = __ldg(p.kv_lens + r);
     }
+}
+
+/* Zeroes rows [0, rows) of a warp's mask column (rows a multiple of 4; one warp). */
+static __device__ __forceinline__ void clear_column(uint32_t *col, int32_t rows, int lane)
+{
+    uint4 *col4 = reinterpret_cast<uint4 *>(col);
+    for (int x = lane; x < rows / 4; x += 32) col4[x] = make_uint4(0u, 0u, 0u, 0u);
+}
+
+/* Marks every slot of the hash set empty (whole block; a barrier must follow before use). */
+template <int W> static __device__ __forceinline__ void clear_hash_keys(unsigned char *dyn, int tid)
+{
+    int4 *keys4 = reinterpret_cast<int4 *>(dyn);
+    for (int x = tid; x < Tile<W>::kSlots / 4; x += W)
+        keys4[x] = make_int4(kEmptyKey, kEmptyKey, kEmptyKey, kEmptyKey);
 }
 
 /* Argmin of the greedy step across the warp. kArgminRedux (the library's choice) uses
@@ -252,6 +273,8 @@ template <int W> static size_t dyn_smem_bytes(const RegroupParams &p)
     const size_t cols = (size_t)(T::kWords - 1) * T::kColStride * 4u;
     size_t masks = cols + (p.direct ? (size_t)p.qm_rows : (size_t)T::kMaxPages) * 4u;
     if (!p.direct && T::kHashBytes > masks) masks = T::kHashBytes;
+    const size_t direct_at_bound = (size_t)T::kWords * T::kColStride * 4u;
+    if (!p.direct && p.adaptive && direct_at_bound > masks) masks = direct_at_bound;
     return masks > T::kMBytes ? masks : T::kMBytes;
 }
 static_assert(sizeof(SmemV3<128>) + 32 * 1024 <= 48 * 1024, "v3 W128 must fit 48 KB");
@@ -269,7 +292,8 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int32_t head = (int32_t)blockIdx.y;
     const int32_t t = (int32_t)blockIdx.x;
-    const bool direct = p.direct != 0;
+    bool direct = p.direct != 0; /* block-uniform; an adaptive launch decides after the lookup */
+    const bool adaptive = !direct && p.adaptive != 0;
     uint32_t *const qm = reinterpret_cast<uint32_t *>(dyn); /* [kWords][kColStride] */
     uint32_t *const qm_col = qm + warp * T::kColStride;     /* this warp's column */
     if (tid == 0) {
@@ -303,12 +327,9 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
         for (int i = 0; i < kMaxTopk; i++) page[i] = -1;
     }
     if (direct) { /* this warp's mask column; only this warp writes it until the OR barrier */
-        uint4 *col4 = reinterpret_cast<uint4 *>(qm_col);
-        for (int x = lane; x < p.qm_rows / 4; x += 32) col4[x] = make_uint4(0u, 0u, 0u, 0u);
-    } else {
-        int4 *keys4 = reinterpret_cast<int4 *>(dyn);
-        for (int x = tid; x < T::kSlots / 4; x += W)
-            keys4[x] = make_int4(kEmptyKey, kEmptyKey, kEmptyKey, kEmptyKey);
+        clear_column(qm_col, p.qm_rows, lane);
+    } else if (!adaptive) {
+        clear_hash_keys<W>(dyn, tid);
     }
     int32_t row0, len, kv_len;
     int64_t causal0;
@@ -354,6 +375,14 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
         kv_len = sm.kv_len;
     }
     const int32_t n = min(len, p.num_tokens - row0); /* clamp: broken cu_seqlens only */
+    if (adaptive) { /* the window's last query sees the most pages (block-uniform) */
+        const uint32_t rows = visible_pages(causal0 + n - 1, kv_len, p.page_size, p.page_shift);
+        direct = rows <= (uint32_t)T::kDirectMaxPages;
+        if (direct) /* kDirectMaxPages is a multiple of 4: the rounded rows fit the column */
+            clear_column(qm_col, (int32_t)((rows + 3u) & ~3u), lane);
+        else
+            clear_hash_keys<W>(dyn, tid); /* the hash path's barrier follows before use */
+    }
 
     /* --- S_j: ids that are visible and first in the row; the others become -1. */
     if (row0 != guess_row0 && tid < n) /* block-uniform guess */
@@ -682,6 +711,7 @@ void launch_variant(int variant, RegroupParams params, bool vec, int32_t num_kv_
 {
     const bool hash_forced = variant == kDevHashForced || variant == kDevHashPrepOnly;
     params.direct = !hash_forced && params.max_pages <= Tile<W>::kDirectMaxPages;
+    params.adaptive = !hash_forced && !params.direct;
     switch (variant) {
     case kDevShuffle: launch_v3<W, kArgminShuffle, false>(params, vec, num_kv_heads, stream); break;
     case kDevPrepOnly:
@@ -739,6 +769,7 @@ extern "C" pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *p
         for (int32_t s = 0; s < 31; s++)
             if (problem->page_size == (int32_t)(1u << s)) params.page_shift = s;
         params.direct = 0; /* set per window size in launch_variant */
+        params.adaptive = 0;
         /* Only the direct path (V <= 4096) reads qm_rows; computed only there, so that a V
          * near INT32_MAX (valid: any V >= 0) does not overflow the rounding. */
         params.qm_rows = params.max_pages < 4 ? 4

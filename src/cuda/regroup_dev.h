@@ -13,7 +13,8 @@ extern "C" {
 
 /* variant 0: the library's kernel (v3, redux.sync argmin), exactly pw_regroup: direct-
  *            indexed masks when max_pages_per_request <= 2048 (W128) / 4096 (W64), else
- *            the hash path.
+ *            per window: direct when the window's last query sees <= that many pages,
+ *            else the hash path.
  * variant 1: v3 with a 5-round xor-shuffle argmin (same result).
  * variant 2: v3, everything but the greedy loop; writes identity order (timing only).
  * variant 3: v3 with the hash path whatever max_pages_per_request (same result).
