@@ -371,6 +371,106 @@ static __device__ __forceinline__ void transpose_v(uint32_t vt, uint32_t v)
     }
 }
 
+/* The softmax of one page for this thread's two accumulator rows r0 and r0 + 8 (SPEC §4,
+ * the arithmetic of the file comment). acc: the page's QK scores in, 256 p out. lim: last
+ * visible column of the query on this page (columns past it are masked). f0 / f1: the rows'
+ * score factors. Updates the running max m (log2 units) and l (kept as 256 * sum p), and
+ * returns the rescale factors alpha = 2^(m_old - m_new) of O. Warp-collective (quad
+ * shuffles); only for a warp whose query selected the page. */
+static __device__ __forceinline__ void softmax_page(float (&acc)[64], int64_t lim, uint32_t q, float f0,
+                                                    float f1, float &m0, float &m1, float &l0, float &l1,
+                                                    float &alpha0, float &alpha1)
+{
+    // Only the query's own (partial) page and a page past the KV length mask tokens: a
+    // warp-uniform branch keeps the compares off every other page.
+    if (lim < kPageSize - 1) {
+#pragma unroll
+        for (int k = 0; k < 64; k++) {
+            const int col = 8 * (k / 4) + 2 * q + (k % 2);
+            acc[k] = col <= lim ? acc[k] : -INFINITY;
+        }
+    }
+    // Scores x = acc * f (log2 units). With f > 0 the row max is taken on acc and the scale
+    // is folded into one FFMA per element together with the max and the x256 of P:
+    // p256 = 2^(acc*f - m + 8) = 256 * p. A non-positive f (k_scale or softmax scale <= 0,
+    // never in practice) takes the plain path: scale first, then the same code with f = 1.
+    float g0 = f0, g1 = f1;
+    if (!(f0 > 0.0f && f1 > 0.0f)) {
+#pragma unroll
+        for (int k = 0; k < 64; k++) acc[k] *= (k % 4) < 2 ? f0 : f1;
+        g0 = g1 = 1.0f;
+    }
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < 64; k++) {
+        if ((k % 4) < 2) mx0 = fmaxf(mx0, acc[k]); else mx1 = fmaxf(mx1, acc[k]);
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    // A member page always holds a visible token, so mx is finite.
+    const float mn0 = fmaxf(m0, mx0 * g0), mn1 = fmaxf(m1, mx1 * g1);
+    alpha0 = ex2_approx(m0 - mn0); // m = -inf on the first page: alpha = 0
+    alpha1 = ex2_approx(m1 - mn1);
+    m0 = mn0;
+    m1 = mn1;
+    const float c0 = 8.0f - mn0, c1 = 8.0f - mn1;
+    float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 64; k++) {
+        const bool first_row = (k % 4) < 2;
+        const float pk = ex2_approx(fmaf(acc[k], first_row ? g0 : g1, first_row ? c0 : c1));
+        acc[k] = pk; // 256 * p
+        if (first_row) s0 += pk; else s1 += pk;
+    }
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+    l0 = fmaf(l0, alpha0, s0); // l is kept as 256 * sum p
+    l1 = fmaf(l1, alpha1, s1);
+}
+
+/* P words of block a (0..7) from the softmax's 256 p: row r0 (w0) and r0 + 8 (w1), positions
+ * 16a + 4q .. +3 = tokens 16a+2q, +1, 16a+8+2q, +1, E4M3. They are also the A fragments of
+ * the PV wgmma (ptx.cuh, _rs): for k-block kb, a[0] = row r0 positions 32kb + 4q.. (a = 2kb),
+ * a[1] = row r0 + 8, a[2] / a[3] = the same for a = 2kb + 1 (positions + 16). */
+static __device__ __forceinline__ void p_words(const float (&acc)[64], int a, uint32_t &w0, uint32_t &w1)
+{
+    w0 = (uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 0], acc[8 * a + 1]) |
+         ((uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 4], acc[8 * a + 5]) << 16);
+    w1 = (uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 2], acc[8 * a + 3]) |
+         ((uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 6], acc[8 * a + 7]) << 16);
+}
+
+/* Epilogue of one warp's query: o = O * v_scale / (256 l), BF16, straight to the original row
+ * my_row (>= 0), and LSE = m + ln l when asked for. */
+static __device__ __forceinline__ void store_rows(const AttentionParams &p, const float (&o)[64], int32_t my_row,
+                                                  int kv_head, int lane, float m0, float m1, float l0,
+                                                  float l1, float v_scale)
+{
+    const int q = lane % 4, head0 = lane / 4, head1 = head0 + 8;
+    const float inv0 = l0 > 0.0f ? v_scale / l0 : 0.0f; // l = 256 * sum p
+    const float inv1 = l1 > 0.0f ? v_scale / l1 : 0.0f;
+    uint16_t *out0 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head0) * kHeadDim;
+    uint16_t *out1 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head1) * kHeadDim;
+#pragma unroll
+    for (int b = 0; b < 16; b++) {
+        const int col = 8 * b + 2 * q;
+        const __nv_bfloat162 v0 = __floats2bfloat162_rn(o[4 * b] * inv0, o[4 * b + 1] * inv0);
+        const __nv_bfloat162 v1 = __floats2bfloat162_rn(o[4 * b + 2] * inv1, o[4 * b + 3] * inv1);
+        *reinterpret_cast<__nv_bfloat162 *>(out0 + col) = v0;
+        *reinterpret_cast<__nv_bfloat162 *>(out1 + col) = v1;
+    }
+    if (p.lse && q == 0) {
+        const float ln2 = 0.6931471805599453f;
+        float *lse = p.lse + (int64_t)my_row * (p.num_kv_heads * kHeadsPerKv) + (int64_t)kv_head * kHeadsPerKv;
+        lse[head0] = l0 > 0.0f ? (m0 + log2f(l0) - 8.0f) * ln2 : -INFINITY;
+        lse[head1] = l1 > 0.0f ? (m1 + log2f(l1) - 8.0f) * ln2 : -INFINITY;
+    }
+}
+
 /* CTA 0's thread 0: load page `i` of the page list (K and V tiles of this KV head) into
  * stage `s` of every CTA of the cluster. */
 template <int CLUSTER>
@@ -658,67 +758,12 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
 #pragma unroll
                 for (int k = 0; k < 16; k++) pa[k] = 0u; // non-member warps: rows of zeros, not added
                 if (member) {
-                    const int64_t lim = my_limit - (int64_t)sm.page_logical[i] * kPageSize;
-                    // Only the query's own (partial) page and a page past the KV length mask
-                    // tokens: a warp-uniform branch keeps the compares off every other page.
-                    if (lim < kPageSize - 1) {
-#pragma unroll
-                        for (int k = 0; k < 64; k++) {
-                            const int col = 8 * (k / 4) + 2 * q + (k % 2);
-                            acc[k] = col <= lim ? acc[k] : -INFINITY;
-                        }
-                    }
-                    // Scores x = acc * f (log2 units). With f > 0 the row max is taken on acc
-                    // and the scale is folded into one FFMA per element together with the
-                    // max and the x256 of P: p256 = 2^(acc*f - m + 8) = 256 * p. A
-                    // non-positive f (k_scale or softmax scale <= 0, never in practice) takes
-                    // the plain path: scale first, then the same code with f = 1.
-                    float g0 = f0, g1 = f1;
-                    if (!(f0 > 0.0f && f1 > 0.0f)) {
-#pragma unroll
-                        for (int k = 0; k < 64; k++) acc[k] *= (k % 4) < 2 ? f0 : f1;
-                        g0 = g1 = 1.0f;
-                    }
-                    float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-                    for (int k = 0; k < 64; k++) {
-                        if ((k % 4) < 2) mx0 = fmaxf(mx0, acc[k]); else mx1 = fmaxf(mx1, acc[k]);
-                    }
-                    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-                    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-                    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-                    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-                    // A member page always holds a visible token, so mx is finite.
-                    const float mn0 = fmaxf(m0, mx0 * g0), mn1 = fmaxf(m1, mx1 * g1);
-                    alpha0 = ex2_approx(m0 - mn0); // m = -inf on the first page: alpha = 0
-                    alpha1 = ex2_approx(m1 - mn1);
-                    m0 = mn0;
-                    m1 = mn1;
-                    const float c0 = 8.0f - mn0, c1 = 8.0f - mn1;
-                    float s0 = 0.0f, s1 = 0.0f;
-#pragma unroll
-                    for (int k = 0; k < 64; k++) {
-                        const bool first_row = (k % 4) < 2;
-                        const float pk = ex2_approx(fmaf(acc[k], first_row ? g0 : g1, first_row ? c0 : c1));
-                        acc[k] = pk; // 256 * p
-                        if (first_row) s0 += pk; else s1 += pk;
-                    }
-                    s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
-                    s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
-                    s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
-                    s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
-                    l0 = fmaf(l0, alpha0, s0); // l is kept as 256 * sum p
-                    l1 = fmaf(l1, alpha1, s1);
-                    // P words: row r, position 16a + 4q .. +3 = tokens 16a+2q, +1, 16a+8+2q, +1.
-                    // They are also the A fragments of the PV wgmma (ptx.cuh, _rs): for k-block
-                    // kb, a[0] = row r0 positions 32kb + 4q.. (a = 2kb), a[1] = row r0 + 8,
-                    // a[2] / a[3] = the same for a = 2kb + 1 (positions + 16).
+                    softmax_page(acc, my_limit - (int64_t)sm.page_logical[i] * kPageSize, q, f0, f1, m0,
+                                 m1, l0, l1, alpha0, alpha1);
 #pragma unroll
                     for (int a = 0; a < 8; a++) {
-                        const uint32_t w0 = (uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 0], acc[8 * a + 1]) |
-                                            ((uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 4], acc[8 * a + 5]) << 16);
-                        const uint32_t w1 = (uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 2], acc[8 * a + 3]) |
-                                            ((uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 6], acc[8 * a + 7]) << 16);
+                        uint32_t w0, w1;
+                        p_words(acc, a, w0, w1);
                         if constexpr (kPRegs) {
                             pa[2 * a] = w0;
                             pa[2 * a + 1] = w1;
@@ -793,27 +838,7 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
         }
 
         // ---- epilogue: o = O * v_scale / (256 l), BF16, straight to the original row -----
-        if (my_row >= 0) {
-            const int head0 = lane / 4, head1 = head0 + 8;
-            const float inv0 = l0 > 0.0f ? v_scale / l0 : 0.0f; // l = 256 * sum p
-            const float inv1 = l1 > 0.0f ? v_scale / l1 : 0.0f;
-            uint16_t *out0 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head0) * kHeadDim;
-            uint16_t *out1 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head1) * kHeadDim;
-#pragma unroll
-            for (int b = 0; b < 16; b++) {
-                const int col = 8 * b + 2 * q;
-                const __nv_bfloat162 v0 = __floats2bfloat162_rn(o[4 * b] * inv0, o[4 * b + 1] * inv0);
-                const __nv_bfloat162 v1 = __floats2bfloat162_rn(o[4 * b + 2] * inv1, o[4 * b + 3] * inv1);
-                *reinterpret_cast<__nv_bfloat162 *>(out0 + col) = v0;
-                *reinterpret_cast<__nv_bfloat162 *>(out1 + col) = v1;
-            }
-            if (p.lse && q == 0) {
-                const float ln2 = 0.6931471805599453f;
-                float *lse = p.lse + (int64_t)my_row * (p.num_kv_heads * kHeadsPerKv) + (int64_t)kv_head * kHeadsPerKv;
-                lse[head0] = l0 > 0.0f ? (m0 + log2f(l0) - 8.0f) * ln2 : -INFINITY;
-                lse[head1] = l1 > 0.0f ? (m1 + log2f(l1) - 8.0f) * ln2 : -INFINITY;
-            }
-        }
+        if (my_row >= 0) store_rows(p, o, my_row, kv_head, lane, m0, m1, l0, l1, v_scale);
     }
 
     // Neither CTA of a cluster may exit while the other can still arrive on its barriers
@@ -1033,58 +1058,11 @@ __global__ void __launch_bounds__(kThreadsC, 1) union8_ws_kernel(const __grid_co
             uint32_t pa[16]; // P of this thread as the PV wgmma's A fragments (impl 2)
 #pragma unroll
             for (int k = 0; k < 16; k++) pa[k] = 0u;
-            if (member) {
-                // The softmax of impl 2, statement for statement (bitwise the same rows).
-                const int64_t lim = my_limit - (int64_t)sm.page_logical[i] * kPageSize;
-                if (lim < kPageSize - 1) {
+            if (member) { // the softmax and P of impl 2 (bitwise the same rows)
+                softmax_page(acc, my_limit - (int64_t)sm.page_logical[i] * kPageSize, q, f0, f1, m0, m1,
+                             l0, l1, alpha0, alpha1);
 #pragma unroll
-                    for (int k = 0; k < 64; k++) {
-                        const int col = 8 * (k / 4) + 2 * q + (k % 2);
-                        acc[k] = col <= lim ? acc[k] : -INFINITY;
-                    }
-                }
-                float g0 = f0, g1 = f1;
-                if (!(f0 > 0.0f && f1 > 0.0f)) {
-#pragma unroll
-                    for (int k = 0; k < 64; k++) acc[k] *= (k % 4) < 2 ? f0 : f1;
-                    g0 = g1 = 1.0f;
-                }
-                float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-                for (int k = 0; k < 64; k++) {
-                    if ((k % 4) < 2) mx0 = fmaxf(mx0, acc[k]); else mx1 = fmaxf(mx1, acc[k]);
-                }
-                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-                const float mn0 = fmaxf(m0, mx0 * g0), mn1 = fmaxf(m1, mx1 * g1);
-                alpha0 = ex2_approx(m0 - mn0);
-                alpha1 = ex2_approx(m1 - mn1);
-                m0 = mn0;
-                m1 = mn1;
-                const float c0 = 8.0f - mn0, c1 = 8.0f - mn1;
-                float s0 = 0.0f, s1 = 0.0f;
-#pragma unroll
-                for (int k = 0; k < 64; k++) {
-                    const bool first_row = (k % 4) < 2;
-                    const float pk = ex2_approx(fmaf(acc[k], first_row ? g0 : g1, first_row ? c0 : c1));
-                    acc[k] = pk;
-                    if (first_row) s0 += pk; else s1 += pk;
-                }
-                s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
-                s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
-                s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
-                s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
-                l0 = fmaf(l0, alpha0, s0);
-                l1 = fmaf(l1, alpha1, s1);
-#pragma unroll
-                for (int a = 0; a < 8; a++) {
-                    pa[2 * a] = (uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 0], acc[8 * a + 1]) |
-                                ((uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 4], acc[8 * a + 5]) << 16);
-                    pa[2 * a + 1] = (uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 2], acc[8 * a + 3]) |
-                                    ((uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 6], acc[8 * a + 7]) << 16);
-                }
+                for (int a = 0; a < 8; a++) p_words(acc, a, pa[2 * a], pa[2 * a + 1]);
             }
             wgmma_fence_operand(acc);
             wgmma_fence();
@@ -1107,28 +1085,8 @@ __global__ void __launch_bounds__(kThreadsC, 1) union8_ws_kernel(const __grid_co
         if (ctid == 0) mbarrier_arrive(&sm.empty[s]);
     }
 
-    // ---- epilogue (impl 2's): o = O * v_scale / (256 l), BF16, straight to the original row
-    if (my_row >= 0) {
-        const int head0 = lane / 4, head1 = head0 + 8;
-        const float inv0 = l0 > 0.0f ? v_scale / l0 : 0.0f;
-        const float inv1 = l1 > 0.0f ? v_scale / l1 : 0.0f;
-        uint16_t *out0 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head0) * kHeadDim;
-        uint16_t *out1 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head1) * kHeadDim;
-#pragma unroll
-        for (int b = 0; b < 16; b++) {
-            const int col = 8 * b + 2 * q;
-            const __nv_bfloat162 v0 = __floats2bfloat162_rn(o[4 * b] * inv0, o[4 * b + 1] * inv0);
-            const __nv_bfloat162 v1 = __floats2bfloat162_rn(o[4 * b + 2] * inv1, o[4 * b + 3] * inv1);
-            *reinterpret_cast<__nv_bfloat162 *>(out0 + col) = v0;
-            *reinterpret_cast<__nv_bfloat162 *>(out1 + col) = v1;
-        }
-        if (p.lse && q == 0) {
-            const float ln2 = 0.6931471805599453f;
-            float *lse = p.lse + (int64_t)my_row * (p.num_kv_heads * kHeadsPerKv) + (int64_t)kv_head * kHeadsPerKv;
-            lse[head0] = l0 > 0.0f ? (m0 + log2f(l0) - 8.0f) * ln2 : -INFINITY;
-            lse[head1] = l1 > 0.0f ? (m1 + log2f(l1) - 8.0f) * ln2 : -INFINITY;
-        }
-    }
+    // ---- epilogue (impl 2's)
+    if (my_row >= 0) store_rows(p, o, my_row, kv_head, lane, m0, m1, l0, l1, v_scale);
 }
 
 } // namespace pw
