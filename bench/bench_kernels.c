@@ -32,23 +32,7 @@
 
 #include "../src/cuda/attention_dev.h" /* internal: kernel implementations for the dev table */
 
-#define CK(x)                                                                               \
-    do {                                                                                    \
-        cudaError_t e_ = (x);                                                               \
-        if (e_ != cudaSuccess) {                                                            \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
-#define PK(x)                                                                               \
-    do {                                                                                    \
-        pw_status_t s_ = (x);                                                               \
-        if (s_ != PW_SUCCESS) {                                                             \
-            fprintf(stderr, "%s:%d %s: %s: %s\n", __FILE__, __LINE__, #x, pw_status_string(s_), \
-                    pw_last_error());                                                       \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
+#include "bench_check.h" /* CK, PK */
 
 enum { COPIES = 3 };
 
