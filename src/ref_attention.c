@@ -29,6 +29,12 @@
  *                freshly zeroed PV accumulator; O is never carried in it across pages)
  *        O     = O * alpha + acc.
  *    - End: o = O * v_scale / (256 * l), LSE = m + logf(l) (natural log), in float.
+ *    - args->precision == PW_PRECISION_FP8X2 (pw_precision_t): Q and P each get a second
+ *      E4M3 term that carries the first one's rounding error, and both terms enter the
+ *      same exact sums: q8 + q8lo with q8lo = e4m3_rne_satfinite(q / q_scale - q8) (float;
+ *      the difference is exact), and p8 + p8lo with p8lo = e4m3_rne_satfinite(
+ *      f16(256 * p) - p8) (f16: round to nearest even, 11 significant bits, as the kernel's
+ *      f16x2 residual; the difference is exact in f16).
  *    Float expressions are written one operation at a time so that the compiler has
  *    nothing to contract (C11 without extensions: GCC keeps -ffp-contract=off).
  *
@@ -62,7 +68,7 @@ typedef struct ref_scratch {
     double *q;           /* [D, group_pad] the row's Q heads, transposed, zero padded
                             (EMULATE: q8 values) */
     double *x;           /* [T, G] scores; EXACT: then softmax weights exp(x - max) */
-    double *p8;          /* [T, G] EMULATE: e4m3 value of 256 * p */
+    double *p8;          /* [T, G] EMULATE: e4m3 value of 256 * p (FP8X2: p8 + p8lo) */
     double *acc;         /* [G, D] PV accumulator in double */
     float *o_f;          /* [G, D] EMULATE: the FP32 running output O */
     double *out;         /* [G, D] final output of the row's heads */
@@ -137,6 +143,10 @@ static pw_status_t check_args(const pw_problem_t *problem, const pw_attention_ar
                        "PW_ATTENTION_ARGS_INIT)",
                        a->struct_size, sizeof(pw_attention_args_t));
     PW_TRY(pw_problem_check(problem, &a->requests));
+    if (a->precision != PW_PRECISION_FP8 && a->precision != PW_PRECISION_FP8X2)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args.precision is %d (PW_PRECISION_FP8 or PW_PRECISION_FP8X2)",
+                       (int)a->precision);
     if (mode != PW_REF_EXACT && mode != PW_REF_FP8_EMULATE)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "mode is %d (PW_REF_EXACT or PW_REF_FP8_EMULATE)", (int)mode);
@@ -226,12 +236,25 @@ static int64_t gather_row(const pw_problem_t *problem, const pw_attention_args_t
     return tokens;
 }
 
+/* x rounded to the nearest f16 value (ties to even; 11 significant bits, subnormal step
+ * 2^-24, no overflow handling: |x| <= 256 here). */
+static double round_f16(double x)
+{
+    if (x == 0.0) return x;
+    int e;
+    (void)frexp(x, &e); /* |x| in [2^(e-1), 2^e) */
+    int ulp_exp = e - 11;
+    if (ulp_exp < -24) ulp_exp = -24;
+    return ldexp(nearbyint(ldexp(x, -ulp_exp)), ulp_exp); /* default rounding mode: even */
+}
+
 /* The G Q heads of row n and KV head h into s->q ([D, group_pad], transposed). EXACT: the
  * bf16 values. EMULATE: q8 = e4m3(q / q_scale) with q_scale = amax|q| / 448 per head (1 for
- * a row of zeros), all in float; the scales go to s->q_scale. */
+ * a row of zeros), all in float (FP8X2: q8 + q8lo); the scales go to s->q_scale. */
 static void load_q_row(const pw_attention_args_t *a, ref_scratch_t *s, pw_ref_mode_t mode,
                        int64_t n, int64_t h, int64_t group, int64_t dim)
 {
+    const int two_term = a->precision == PW_PRECISION_FP8X2;
     for (int64_t g = 0; g < group; g++) {
         const pw_bf16_t *q = a->q + n * a->q_stride + (h * group + g) * dim;
         if (mode == PW_REF_EXACT) {
@@ -247,7 +270,13 @@ static void load_q_row(const pw_attention_args_t *a, ref_scratch_t *s, pw_ref_mo
         const float q_scale = amax > 0.0f ? amax / 448.0f : 1.0f;
         for (int64_t d = 0; d < dim; d++) {
             const float scaled = pw_bf16_to_float(q[d]) / q_scale;
-            s->q[d * s->group_pad + g] = s->e4m3_value[pw_fp8_e4m3_from_float(scaled)];
+            const double q8 = s->e4m3_value[pw_fp8_e4m3_from_float(scaled)];
+            double value = q8;
+            if (two_term) {
+                const float residual = scaled - (float)q8; /* exact */
+                value += s->e4m3_value[pw_fp8_e4m3_from_float(residual)];
+            }
+            s->q[d * s->group_pad + g] = value;
         }
         s->q_scale[g] = q_scale;
     }
@@ -330,7 +359,7 @@ static void attend_exact(ref_scratch_t *s, int64_t tokens, int64_t group, int64_
 /* FP8_EMULATE mode (see the file comment), every head of the row. s->q holds q8 values,
  * s->q_scale the per-head scales. */
 static void attend_emulate(ref_scratch_t *s, int32_t num_pages, int64_t group, int64_t dim,
-                           float k_scale, float v_scale, float scale)
+                           float k_scale, float v_scale, float scale, pw_precision_t precision)
 {
     /* Exact (see the file comment). */
     dot_scores(s->x, s->q, s->k, s->page_first[num_pages], group, s->group_pad, dim);
@@ -361,7 +390,14 @@ static void attend_emulate(ref_scratch_t *s, int32_t num_pages, int64_t group, i
             for (int64_t t = first; t < end; t++) {
                 const float p = expf((float)s->x[t * group + g] - m_new);
                 page_sum = page_sum + p;
-                s->p8[t * group + g] = s->e4m3_value[pw_fp8_e4m3_from_float(256.0f * p)];
+                const float p256 = 256.0f * p;
+                const double p8 = s->e4m3_value[pw_fp8_e4m3_from_float(p256)];
+                double weight = p8;
+                if (precision == PW_PRECISION_FP8X2) {
+                    const double residual = round_f16((double)p256) - p8; /* exact */
+                    weight += s->e4m3_value[pw_fp8_e4m3_from_float((float)residual)];
+                }
+                s->p8[t * group + g] = weight;
             }
             l[g] = l[g] * alpha;
             l[g] = l[g] + page_sum;
@@ -451,7 +487,7 @@ pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_arg
                 if (mode == PW_REF_EXACT)
                     attend_exact(&s, tokens, group, dim, (double)scale);
                 else
-                    attend_emulate(&s, num_pages, group, dim, k_scale, v_scale, scale);
+                    attend_emulate(&s, num_pages, group, dim, k_scale, v_scale, scale, args->precision);
             }
             for (int64_t g = 0; g < group; g++) {
                 write_output_row(args, n, h * group + g, dim, s.out + g * dim);

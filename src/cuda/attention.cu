@@ -288,27 +288,36 @@ static __device__ void build_page_list(SmemPlan &sm, const AttentionParams &p, i
 /* Quantises one warpgroup's 64 Q rows to FP8 into the tile at q_addr (per-row scale, SPEC
  * §4) and stores the per-row score factor in row_factor[64]. tid: the thread's index in
  * its warpgroup (0..127). query_rows[w]: original row of slot w, or -1 for an empty slot
- * (its Q rows are zero). */
-static __device__ void quantize_q_rows(uint32_t q_addr, float *row_factor, int tid, const AttentionParams &p,
-                                       int kv_head, const int32_t (&query_rows)[kSlotsPerCta], float score_scale)
+ * (its Q rows are zero). q_lo_addr: 0, or (PW_PRECISION_FP8X2) the tile that receives Q's
+ * second term e4m3(q / q_scale - q8) (the difference is exact in FP32). */
+static __device__ void quantize_q_rows(uint32_t q_addr, uint32_t q_lo_addr, float *row_factor, int tid,
+                                       const AttentionParams &p, int kv_head,
+                                       const int32_t (&query_rows)[kSlotsPerCta], float score_scale)
 {
-    const int sub = tid % 16;   // 16 threads per row, 8 bf16 each
+    constexpr int kPasses = kRows / 8; // 8 rows per pass, 16 threads per row, 8 bf16 each
+    static_assert(kHeadsPerKv % 8 == 0, "a pass of 8 rows stays inside one slot");
+    const int sub = tid % 16;
     const int row_in_pass = tid / 16;
-#pragma unroll 1
-    for (int pass = 0; pass < kRows / 8; pass++) {
-        const int row = pass * 8 + row_in_pass;
-        const int slot = row / kHeadsPerKv, head = row % kHeadsPerKv;
-        int32_t n = -1;
+    // Every pass's load first: one load in flight at a time left the prologue waiting for
+    // L2 / HBM kPasses times in a row (ncu, impl 2: ~4% of the stall samples).
+    uint4 raw[kPasses];
 #pragma unroll
-        for (int w = 0; w < kSlotsPerCta; w++) n = w == slot ? query_rows[w] : n;
-        uint4 raw = make_uint4(0, 0, 0, 0);
+    for (int pass = 0; pass < kPasses; pass++) {
+        const int row = pass * 8 + row_in_pass;
+        const int32_t n = query_rows[pass * 8 / kHeadsPerKv]; // = row / 16, a constant index
+        raw[pass] = make_uint4(0, 0, 0, 0);
         if (n >= 0) {
             const uint16_t *src = p.q + (int64_t)n * p.q_stride +
-                                  ((int64_t)kv_head * kHeadsPerKv + head) * kHeadDim + sub * 8;
-            raw = __ldg(reinterpret_cast<const uint4 *>(src));
+                                  ((int64_t)kv_head * kHeadsPerKv + row % kHeadsPerKv) * kHeadDim + sub * 8;
+            raw[pass] = __ldg(reinterpret_cast<const uint4 *>(src));
         }
+    }
+#pragma unroll
+    for (int pass = 0; pass < kPasses; pass++) {
+        const int row = pass * 8 + row_in_pass;
+        const int32_t n = query_rows[pass * 8 / kHeadsPerKv];
         float v[8];
-        const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+        const uint32_t w[4] = {raw[pass].x, raw[pass].y, raw[pass].z, raw[pass].w};
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             v[2 * k] = __uint_as_float(w[k] << 16);
@@ -320,24 +329,40 @@ static __device__ void quantize_q_rows(uint32_t q_addr, float *row_factor, int t
 #pragma unroll
         for (int off = 8; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
         const float q_scale = amax > 0.0f ? amax / 448.0f : 1.0f;
-        uint32_t packed[2];
+        float x[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) x[k] = __fdiv_rn(v[k], q_scale);
+        uint32_t packed[2], packed_lo[2];
 #pragma unroll
         for (int k = 0; k < 2; k++) {
-            const uint16_t lo = cvt_e4m3x2_rn_satfinite(__fdiv_rn(v[4 * k], q_scale),
-                                                        __fdiv_rn(v[4 * k + 1], q_scale));
-            const uint16_t hi = cvt_e4m3x2_rn_satfinite(__fdiv_rn(v[4 * k + 2], q_scale),
-                                                        __fdiv_rn(v[4 * k + 3], q_scale));
-            packed[k] = (uint32_t)lo | ((uint32_t)hi << 16);
+            uint16_t codes[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) codes[h] = cvt_e4m3x2_rn_satfinite(x[4 * k + 2 * h], x[4 * k + 2 * h + 1]);
+            packed[k] = (uint32_t)codes[0] | ((uint32_t)codes[1] << 16);
+            if (q_lo_addr) {
+                uint16_t lo_codes[2];
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    float f0, f1;
+                    e4m3x2_to_float2(codes[h], f0, f1);
+                    lo_codes[h] = cvt_e4m3x2_rn_satfinite(x[4 * k + 2 * h] - f0, x[4 * k + 2 * h + 1] - f1);
+                }
+                packed_lo[k] = (uint32_t)lo_codes[0] | ((uint32_t)lo_codes[1] << 16);
+            }
         }
-        st_shared_v2_u32(q_addr + sw128(row, sub / 2) + (sub % 2) * 8, packed[0], packed[1]);
+        const uint32_t offset = sw128(row, sub / 2) + (sub % 2) * 8;
+        st_shared_v2_u32(q_addr + offset, packed[0], packed[1]);
+        if (q_lo_addr) st_shared_v2_u32(q_lo_addr + offset, packed_lo[0], packed_lo[1]);
         if (sub == 0) row_factor[row] = n >= 0 ? q_scale * score_scale : 0.0f;
     }
 }
 
+/* x2: also Q's second term (PW_PRECISION_FP8X2), into sm.p. */
 static __device__ __forceinline__ void quantize_q(SmemPlan &sm, const AttentionParams &p, int kv_head,
-                                                  const int32_t (&query_rows)[kSlotsPerCta], float score_scale)
+                                                  const int32_t (&query_rows)[kSlotsPerCta], float score_scale,
+                                                  bool x2)
 {
-    quantize_q_rows(smem_u32(sm.q), sm.row_factor, threadIdx.x, p, kv_head, query_rows, score_scale);
+    quantize_q_rows(smem_u32(sm.q), x2 ? smem_u32(sm.p) : 0u, sm.row_factor, threadIdx.x, p, kv_head, query_rows, score_scale);
 }
 
 /* V tile [token][d] (TMA layout) -> sm.vt [d][position] with the position permutation of
@@ -442,6 +467,24 @@ static __device__ __forceinline__ void p_words(const float (&acc)[64], int a, ui
          ((uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 4], acc[8 * a + 5]) << 16);
     w1 = (uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 2], acc[8 * a + 3]) |
          ((uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 6], acc[8 * a + 7]) << 16);
+}
+
+/* PW_PRECISION_FP8X2: P's second term for the words p_words made of block a (w0, w1 are
+ * its output): e4m3(f16(256 p) - p8) per element, in f16x2 (the difference is exact
+ * there: p8 is 256 p rounded to 4 significant bits, both are f16 values within a factor 2,
+ * or p8 = 0). Same element order as p_words. */
+static __device__ __forceinline__ uint16_t p_pair_lo(float e0, float e1, uint16_t codes)
+{
+    return cvt_e4m3x2_f16x2_rn_satfinite(sub_f16x2(cvt_f16x2_rn(e0, e1), cvt_f16x2_e4m3x2(codes)));
+}
+
+static __device__ __forceinline__ void p_words_lo(const float (&acc)[64], int a, uint32_t w0, uint32_t w1,
+                                                  uint32_t &l0, uint32_t &l1)
+{
+    l0 = (uint32_t)p_pair_lo(acc[8 * a + 0], acc[8 * a + 1], (uint16_t)(w0 & 0xffffu)) |
+         ((uint32_t)p_pair_lo(acc[8 * a + 4], acc[8 * a + 5], (uint16_t)(w0 >> 16)) << 16);
+    l1 = (uint32_t)p_pair_lo(acc[8 * a + 2], acc[8 * a + 3], (uint16_t)(w1 & 0xffffu)) |
+         ((uint32_t)p_pair_lo(acc[8 * a + 6], acc[8 * a + 7], (uint16_t)(w1 >> 16)) << 16);
 }
 
 /* Epilogue of one warp's query: o = O * v_scale / (256 l), BF16, straight to the original row
@@ -577,6 +620,8 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
     constexpr int kCluster = VARIANT == kUnion8 ? 2 : 1;
     constexpr bool kDecoupled = kCluster == 2 && (IMPL & kImplDecoupled) != 0;
     constexpr bool kPRegs = (IMPL & kImplPRegs) != 0;
+    constexpr bool kX2 = (IMPL & kImplX2) != 0; // PW_PRECISION_FP8X2
+    static_assert(!kX2 || kPRegs, "FP8X2 keeps Q's second term in the P tile: B (P from registers) only");
     extern __shared__ uint8_t smem_raw[];
     SmemPlan &sm = *reinterpret_cast<SmemPlan *>(
         (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
@@ -674,7 +719,7 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
         // ---- consumer warpgroup ----------------------------------------------------------
         const float k_scale = *p.k_scale, v_scale = *p.v_scale;
         const float log2e = 1.4426950408889634f;
-        quantize_q(sm, p, kv_head, query_rows, k_scale * p.softmax_scale * log2e);
+        quantize_q(sm, p, kv_head, query_rows, k_scale * p.softmax_scale * log2e, kX2);
         fence_proxy_async_shared_cta();
         __syncthreads();
 
@@ -738,6 +783,11 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
 #pragma unroll
                 for (int kb = 0; kb < kHeadDim / 32; kb++)
                     wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, kb > 0);
+                if constexpr (kX2) { // + Q's second term . K, same accumulator (desc_p: its tile)
+#pragma unroll
+                    for (int kb = 0; kb < kHeadDim / 32; kb++)
+                        wgmma_m64n128k32_f32_e4m3_ss(acc, desc_p + 2 * kb, desc_k + 2 * kb, 1);
+                }
                 wgmma_commit_group();
                 transpose_v(vt_addr, smem_u32(sm.kv[s][1])); // overlaps the QK wgmma
                 wgmma_wait_group<0>();
@@ -755,8 +805,11 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                 const bool member = (members >> warp) & 1u; // warp-uniform
                 float alpha0 = 1.0f, alpha1 = 1.0f;
                 uint32_t pa[16]; // kPRegs: P of this thread as the PV wgmma's A fragments
+                uint32_t pl[kX2 ? 16 : 1]; // kX2: P's second term, same layout
 #pragma unroll
                 for (int k = 0; k < 16; k++) pa[k] = 0u; // non-member warps: rows of zeros, not added
+#pragma unroll
+                for (int k = 0; k < (kX2 ? 16 : 1); k++) pl[k] = 0u;
                 if (member) {
                     softmax_page(acc, my_limit - (int64_t)sm.page_logical[i] * kPageSize, q, f0, f1, m0,
                                  m1, l0, l1, alpha0, alpha1);
@@ -764,6 +817,7 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                     for (int a = 0; a < 8; a++) {
                         uint32_t w0, w1;
                         p_words(acc, a, w0, w1);
+                        if constexpr (kX2) p_words_lo(acc, a, w0, w1, pl[2 * a], pl[2 * a + 1]);
                         if constexpr (kPRegs) {
                             pa[2 * a] = w0;
                             pa[2 * a + 1] = w1;
@@ -787,6 +841,12 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                     else
                         wgmma_m64n128k32_f32_e4m3_ss(acc, desc_p + 2 * kb, desc_vt + 2 * kb, kb > 0);
                 }
+                if constexpr (kX2) { // + P's second term . V, same zeroed-per-page accumulator
+#pragma unroll
+                    for (int kb = 0; kb < kPageSize / 32; kb++)
+                        wgmma_m64n128k32_f32_e4m3_rs(acc, pl[4 * kb], pl[4 * kb + 1], pl[4 * kb + 2], pl[4 * kb + 3],
+                                                     desc_vt + 2 * kb, 1);
+                }
                 wgmma_commit_group();
                 // The PV wgmma runs on the tensor cores: the producer's turn.
                 if constexpr (kDecoupled) {
@@ -797,6 +857,7 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                 wgmma_wait_group<0>();
                 wgmma_fence_operand(acc);
                 if constexpr (kPRegs) wgmma_fence_operand(pa);
+                if constexpr (kX2) wgmma_fence_operand(pl);
                 if (member) {
 #pragma unroll
                     for (int k = 0; k < 64; k++) o[k] = fmaf(o[k], (k % 4) < 2 ? alpha0 : alpha1, acc[k]);
@@ -1008,7 +1069,7 @@ __global__ void __launch_bounds__(kThreadsC, 1) union8_ws_kernel(const __grid_co
     }
     const float k_scale = *p.k_scale, v_scale = *p.v_scale;
     const float log2e = 1.4426950408889634f;
-    quantize_q_rows(smem_u32(sm.q[c]), sm.row_factor[c], ctid, p, kv_head, query_rows,
+    quantize_q_rows(smem_u32(sm.q[c]), 0u, sm.row_factor[c], ctid, p, kv_head, query_rows,
                     k_scale * p.softmax_scale * log2e);
     fence_proxy_async_shared_cta(); // Q (generic stores) -> QK wgmma
     bar_sync_named(bar_id, 128);
@@ -1221,6 +1282,8 @@ pw_status_t launch_c(const pw::AttentionParams &params, unsigned grid, pw_stream
 template <int VARIANT>
 pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
+    if (impl == (pw::kImplPRegs | pw::kImplX2)) // PW_PRECISION_FP8X2 (B only: union_attention)
+        return launch<VARIANT, pw::kImplPRegs | pw::kImplX2>(params, grid, stream);
     if (impl == pw::kImplWarpSpec) {
         if constexpr (VARIANT == pw::kUnion8) return launch_c(params, grid / 2, stream);
         impl = pw::kImplPRegs;
@@ -1249,6 +1312,15 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
                                                   "(initialise with PW_ATTENTION_ARGS_INIT)");
     if (kernel != PW_KERNEL_UNION8 && kernel != PW_KERNEL_UNION4 && kernel != PW_KERNEL_PER_QUERY)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "kernel is %d (not a pw_kernel_t)", (int)kernel);
+    if (args->precision != PW_PRECISION_FP8 && args->precision != PW_PRECISION_FP8X2)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.precision is %d (PW_PRECISION_FP8 or PW_PRECISION_FP8X2)",
+                       (int)args->precision);
+    if (args->precision == PW_PRECISION_FP8X2) {
+        // Two-term FP8 exists on B (impl 2, the library's), for every variant.
+        if (impl != pw::kImplPRegs && !(impl == pw::kImplWarpSpec && kernel != PW_KERNEL_UNION8))
+            return pw_fail(PW_ERROR_UNSUPPORTED, "PW_PRECISION_FP8X2 has no path in dev impl %d (impl 2 has)", impl);
+        impl = pw::kImplPRegs | pw::kImplX2;
+    }
     if (problem->q_heads_per_kv != pw::kHeadsPerKv || problem->head_dim != pw::kHeadDim ||
         problem->page_size != pw::kPageSize || problem->topk != pw::kTopK)
         return pw_fail(PW_ERROR_UNSUPPORTED,

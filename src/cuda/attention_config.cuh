@@ -35,6 +35,8 @@ enum Variant { kUnion8 = 0, kUnion4 = 1, kPerQuery = 2 };
 enum ImplBits {
     kImplDecoupled = 1, // A, Union8 only: per-CTA page streams, TMA only to the CTAs that need a page
     kImplPRegs = 2,     // B: P as the register A operand of the PV wgmma, one barrier before softmax
+    kImplX2 = 8,        // with B only: PW_PRECISION_FP8X2 (two-term FP8 Q and P; Q's second
+                        // term in the P tile, which B leaves unused)
 };
 constexpr int kImplWarpSpec = 4; // C, Union8 only: warp-specialised CTA (a value, not a bit)
 constexpr int kNumImpls = 5;

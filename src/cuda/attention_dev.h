@@ -22,7 +22,8 @@ extern "C" {
  *         no cluster; a producer warpgroup (TMA, V transpose, 3 stages) and two consumer
  *         warpgroups (slots 0-3 and 4-7) with B's arithmetic.
  * Union4 and per-query have no cluster: impl 1 runs as 0, impl 3 and 4 as 2 there. O and
- * LSE are bitwise identical for every impl. Other arguments and errors as
+ * LSE are bitwise identical for every impl. args->precision = PW_PRECISION_FP8X2 runs on
+ * impl 2 only (and on 4 where 4 runs as 2); other impls give PW_ERROR_UNSUPPORTED. Other arguments and errors as
  * pw_union_attention; PW_ERROR_INVALID_ARGUMENT for an impl outside 0..4. */
 pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
                                    const pw_grouping_t *grouping, const int32_t *perm,

@@ -341,6 +341,47 @@ static __device__ __forceinline__ uint16_t cvt_e4m3x2_rn_satfinite(float lo, flo
     return r;
 }
 
+/* cvt.rn.f16x2.e4m3x2 (PTX ISA 9.7.9.21): two E4M3 codes (byte 0 -> low half) to f16x2,
+ * exact (every E4M3 value is an f16 value). */
+static __device__ __forceinline__ uint32_t cvt_f16x2_e4m3x2(uint16_t codes)
+{
+    uint32_t r;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(codes));
+    return r;
+}
+
+/* Two E4M3 codes (byte 0 -> lo) as floats, exact. */
+static __device__ __forceinline__ void e4m3x2_to_float2(uint16_t codes, float &lo, float &hi)
+{
+    const uint32_t h = cvt_f16x2_e4m3x2(codes);
+    asm("{\n.reg .f16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}"
+        : "=f"(lo), "=f"(hi) : "r"(h));
+}
+
+/* cvt.rn.f16x2.f32: lo -> low half, hi -> high half, each rounded to nearest even. */
+static __device__ __forceinline__ uint32_t cvt_f16x2_rn(float lo, float hi)
+{
+    uint32_t r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+/* sub.rn.f16x2 (PTX ISA 9.7.4.2): a - b per half. */
+static __device__ __forceinline__ uint32_t sub_f16x2(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+/* cvt.rn.satfinite.e4m3x2.f16x2: low half -> byte 0, high half -> byte 1. */
+static __device__ __forceinline__ uint16_t cvt_e4m3x2_f16x2_rn_satfinite(uint32_t halves)
+{
+    uint16_t r;
+    asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(r) : "r"(halves));
+    return r;
+}
+
 /* ex2.approx.ftz.f32 (PTX ISA 9.7.4.11): 2^x; 2^-inf = +0. */
 static __device__ __forceinline__ float ex2_approx(float x)
 {

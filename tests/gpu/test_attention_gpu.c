@@ -1,6 +1,7 @@
 /* GPU tests of the sparse attention kernels (Union8, Union4, per-query) against the CPU
  * references (SPEC §4): FP8-emulating reference (tight), exact FP64 reference (NRMS), and
- * bitwise identity across groupings, kernels and kernel implementations (impl 0..4 of
+ * bitwise identity across groupings, kernels and kernel implementations, for both
+ * arithmetics of pw_precision_t (FP8X2 on the library's impl only) (impl 0..4 of
  * src/cuda/attention_dev.h: every impl must give impl 0's bytes). Skips (exit 77) without
  * an sm_90 GPU.
  *
@@ -42,7 +43,18 @@ static uint64_t g_seed;
 #define EMU_NRMS_BOUND 1e-2
 #define EMU_LSE_BOUND 5e-3
 #define EXACT_NRMS_BOUND 0.05
-#define EXACT_NRMS_GOAL 0.025 /* issue 5: <= 2.5%; printed, not asserted */
+#define EXACT_NRMS_GOAL 0.025 /* issue 5: <= 2.5%; asserted for PW_PRECISION_FP8X2 */
+/* PW_PRECISION_FP8X2 (two-term FP8 Q and P, pw_precision_t): Q and P carry ~8 significant
+ * bits, so a one-ulp flip of a first term is absorbed by the second, and what is left
+ * against the emulating reference is the tensor-core accumulation (~14-bit addend) and
+ * ex2.approx: ~1e-3 at most. Against the exact reference the FP8 error of Q and P shrinks
+ * ~16x (numpy study: 0.08-0.09%), so the issue's 2.5% bar holds with a wide margin. */
+#define EMU_X2_NRMS_BOUND 2e-3
+#define EXACT_X2_NRMS_BOUND EXACT_NRMS_GOAL
+
+/* Arithmetic of the GPU runs and of the emulating reference in this file (set by the
+ * FP8X2 sections, PW_PRECISION_FP8 otherwise). */
+static pw_precision_t g_precision = PW_PRECISION_FP8;
 
 typedef struct device_problem {
     int32_t *topk, *cu, *prefix, *kv, *page_table, *perm;
@@ -152,6 +164,7 @@ static uint32_t run_kernel_impl(const pw_capture_t *c, device_problem_t *d, pw_k
     a.o_dtype = PW_DTYPE_BFLOAT16;
     a.lse = d->lse;
     a.bad_page_count = d->bad;
+    a.precision = g_precision;
     if (impl == 0) assert_pw_ok(pw_union_attention(p, &a, grouping, d->perm, &d->meta, kernel, NULL));
     else assert_pw_ok(pw_union_attention_dev(impl, p, &a, grouping, d->perm, &d->meta, kernel, NULL));
     CUDA_OK(cudaDeviceSynchronize());
@@ -321,6 +334,7 @@ static void reference(const pw_capture_t *c, pw_ref_mode_t mode, pw_dtype_t dt, 
     a.o_dtype = dt;
     a.lse = lse;
     a.bad_page_count = bad;
+    a.precision = g_precision;
     assert_pw_ok(pw_ref_attention(p, &a, mode));
 }
 
@@ -345,6 +359,118 @@ static void random_perm_within_requests(const pw_capture_t *c, pw_rng_t *rng, in
 static const char *kernel_name(pw_kernel_t k)
 {
     return k == PW_KERNEL_UNION8 ? "union8" : k == PW_KERNEL_UNION4 ? "union4" : "per-query";
+}
+
+/* PW_PRECISION_FP8X2 on one problem (d uploaded; ex / ex_lse: the exact reference of all
+ * rows): every kernel and four groupings (guarded W128, identity, greedy W64, random) are
+ * bitwise identical to Union8 W128, which is tight against the FP8X2-emulating reference,
+ * within the issue's 2.5% of the exact one, and exact on empty rows. */
+static void check_fp8x2(const pw_capture_t *c, device_problem_t *d, pw_rng_t *rng, const double *ex,
+                        const float *ex_lse)
+{
+    const pw_problem_t *p = &c->problem;
+    const int64_t n = p->num_tokens, hq = (int64_t)p->num_kv_heads * 16, elems = n * hq * 128;
+    g_precision = PW_PRECISION_FP8X2;
+    float *emu = malloc(elems * 4), *emu_lse = malloc(n * hq * 4), *l0 = malloc(n * hq * 4), *l = malloc(n * hq * 4);
+    pw_bf16_t *o0 = malloc(elems * 2), *o = malloc(elems * 2);
+    int32_t *perm = malloc(n * p->num_kv_heads * 4);
+    uint32_t bad_ref = 0;
+    reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad_ref);
+    const pw_requests_t rq = pw_capture_requests(c);
+    for (int arm = 0; arm < 6; arm++) {
+        pw_kernel_t kernel = PW_KERNEL_UNION8;
+        pw_grouping_t g = PW_GROUPING_INIT;
+        if (arm == 1) { g.mode = PW_REGROUP_IDENTITY; g.window = 0; }
+        if (arm == 2) { g.mode = PW_REGROUP_GREEDY; g.window = 64; }
+        if (arm == 3) { g.window = 0; random_perm_within_requests(c, rng, perm); }
+        if (arm == 4) kernel = PW_KERNEL_UNION4;
+        if (arm == 5) kernel = PW_KERNEL_PER_QUERY;
+        if (arm != 3) assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm));
+        prepare_meta(c, &g, perm, d);
+        const uint32_t bad = run_kernel(c, d, kernel, &g, arm == 0 ? o0 : o, arm == 0 ? l0 : l);
+        assert_int_equal(bad, bad_ref);
+        if (arm == 0) {
+            const compare_t ce = compare_rows(c, o0, l0, emu, 0, emu_lse, NULL);
+            const compare_t cx = compare_rows(c, o0, l0, ex, 1, ex_lse, NULL);
+            printf("  FP8X2 union8 W128: vs FP8X2 emulate NRMS %.3e max %.3e lse %.2e | vs exact NRMS %.5f "
+                   "(bound %.3f)\n", ce.nrms, ce.max_abs, ce.lse_max_abs, cx.nrms, EXACT_X2_NRMS_BOUND);
+            assert_int_equal(ce.nan, 0);
+            assert_int_equal(ce.empty_bad, 0);
+            assert_true(ce.nrms <= EMU_X2_NRMS_BOUND);
+            assert_true(ce.lse_max_abs <= EMU_LSE_BOUND);
+            assert_true(cx.nrms <= EXACT_X2_NRMS_BOUND);
+            continue;
+        }
+        const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+        printf("  FP8X2 arm %d (%s, mode %d, W %d): bitwise %s\n", arm, kernel_name(kernel), (int)g.mode, g.window,
+               same ? "identical" : "DIFFERENT");
+        assert_true(same);
+    }
+    g_precision = PW_PRECISION_FP8;
+    free(emu); free(emu_lse); free(l0); free(l); free(o0); free(o); free(perm);
+}
+
+/* args.precision outside pw_precision_t is an argument error (GPU and reference); FP8X2 on
+ * a dev impl without the two-term path is PW_ERROR_UNSUPPORTED, never another arithmetic. */
+static void test_precision_arguments(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x5eed);
+    pw_capture_t *c = random_problem(&rng, 1, 1, 16, 300);
+    device_problem_t d;
+    upload(c, &d);
+    const pw_problem_t *p = &c->problem;
+    int32_t *perm = malloc(p->num_tokens * 4);
+    const pw_requests_t rq = pw_capture_requests(c);
+    pw_grouping_t g = PW_GROUPING_INIT;
+    assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm));
+    prepare_meta(c, &g, perm, &d);
+    pw_attention_args_t a = PW_ATTENTION_ARGS_INIT;
+    a.q = d.q;
+    a.q_stride = 16 * 128;
+    a.k_cache = d.k;
+    a.v_cache = d.v;
+    a.kv_stride = 128;
+    a.k_scale = d.k_scale;
+    a.v_scale = d.v_scale;
+    a.topk_ids = d.topk;
+    a.requests.cu_seqlens_q = d.cu;
+    a.requests.prefix_lens = d.prefix;
+    a.requests.kv_lens = d.kv;
+    a.requests.page_table = d.page_table;
+    a.requests.page_table_stride = p->max_pages_per_request;
+    a.o = d.o;
+    a.o_stride = 16 * 128;
+    a.o_dtype = PW_DTYPE_BFLOAT16;
+    a.precision = (pw_precision_t)7;
+    assert_int_equal(pw_union_attention(p, &a, &g, d.perm, &d.meta, PW_KERNEL_UNION4, NULL), PW_ERROR_INVALID_ARGUMENT);
+    printf("precision 7: %s\n", pw_last_error());
+    a.precision = PW_PRECISION_FP8X2;
+    assert_int_equal(pw_union_attention_dev(1, p, &a, &g, d.perm, &d.meta, PW_KERNEL_UNION8, NULL), PW_ERROR_UNSUPPORTED);
+    printf("FP8X2 on impl 1: %s\n", pw_last_error());
+    assert_pw_ok(pw_union_attention_dev(2, p, &a, &g, d.perm, &d.meta, PW_KERNEL_UNION8, NULL));
+    CUDA_OK(cudaDeviceSynchronize());
+    float *o_ref = malloc((size_t)p->num_tokens * 16 * 128 * 4);
+    pw_attention_args_t r = PW_ATTENTION_ARGS_INIT;
+    r.q = c->q;
+    r.q_stride = 16 * 128;
+    r.k_cache = c->k_cache;
+    r.v_cache = c->v_cache;
+    r.kv_stride = 128;
+    r.k_scale = &c->k_scale;
+    r.v_scale = &c->v_scale;
+    r.topk_ids = c->topk_ids;
+    r.requests = rq;
+    r.o = o_ref;
+    r.o_stride = 16 * 128;
+    assert_pw_ok(pw_ref_attention(p, &r, PW_REF_FP8_EMULATE));
+    r.precision = (pw_precision_t)-1;
+    assert_int_equal(pw_ref_attention(p, &r, PW_REF_FP8_EMULATE), PW_ERROR_INVALID_ARGUMENT);
+    free(o_ref);
+    release(&d);
+    free(perm);
+    pw_capture_free(c);
 }
 
 /* Every kernel on a random problem: tight vs the emulating reference, NRMS vs the exact
@@ -431,6 +557,7 @@ static void test_random_problems(void **state)
                 assert_int_equal(bad_arm, bad_ref);
             }
         }
+        check_fp8x2(c, &d, &rng, ex, ex_lse);
         release(&d);
         free(emu); free(emu_lse); free(ex); free(ex_lse); free(o0); free(o); free(l0); free(l); free(perm);
         pw_capture_free(c);
@@ -438,7 +565,8 @@ static void test_random_problems(void **state)
 }
 
 /* Every capture file found: Union8 (guarded W128) vs the exact reference on a slice of
- * rows (NRMS <= 2.5%, the issue's bar), and Union8 == per-query bitwise on all rows. */
+ * rows (FP8: reported, <= 5%; FP8X2: <= 2.5%, the issue's bar), and Union8 == per-query
+ * bitwise on all rows (and == Union4 in FP8X2). */
 static int g_num_dirs;
 static const char *g_dirs[8];
 
@@ -500,15 +628,34 @@ static void check_capture(const char *path)
     reference(c, PW_REF_EXACT, PW_DTYPE_FLOAT64, ex, ex_lse, NULL);
     c->topk_ids = saved;
     const compare_t cx = compare_rows(c, o8, l8, ex, 1, ex_lse, rows);
-    printf("capture %s: N=%lld Hkv=%lld: union8 vs exact NRMS %.4f (goal %.3f: %s; rows checked %lld) "
-           "| union8 == per-query bitwise: %s | impls == union8 impl 0 bitwise:%s\n",
-           path, (long long)n, (long long)hkv, cx.nrms, EXACT_NRMS_GOAL, cx.nrms <= EXACT_NRMS_GOAL ? "met" : "not met",
-           (long long)want, same ? "yes" : "NO", impls_log);
+    // PW_PRECISION_FP8X2: Union8, Union4 and per-query, bitwise equal; the issue's bar.
+    g_precision = PW_PRECISION_FP8X2;
+    pw_bf16_t *ox = malloc(elems * 2);
+    float *lx = malloc(n * hq * 4);
+    run_kernel(c, &d, PW_KERNEL_UNION8, &g, ox, lx);
+    int x2_same = 1;
+    for (int k = 1; k < 3; k++) {
+        run_kernel(c, &d, k == 1 ? PW_KERNEL_UNION4 : PW_KERNEL_PER_QUERY, &g, oq, lq);
+        x2_same = x2_same && memcmp(ox, oq, elems * 2) == 0 && memcmp(lx, lq, n * hq * 4) == 0;
+    }
+    g_precision = PW_PRECISION_FP8;
+    const compare_t cx2 = compare_rows(c, ox, lx, ex, 1, ex_lse, rows);
+    printf("capture %s: N=%lld Hkv=%lld (rows checked %lld): union8 vs exact NRMS FP8 %.4f (SPEC §4 arithmetic), "
+           "FP8X2 %.5f (bar %.3f: %s) | union8 == per-query bitwise: %s | FP8X2 union8 == union4 == per-query: %s "
+           "| impls == union8 impl 0 bitwise:%s\n",
+           path, (long long)n, (long long)hkv, (long long)want, cx.nrms, cx2.nrms, EXACT_NRMS_GOAL,
+           cx2.nrms <= EXACT_NRMS_GOAL ? "met" : "NOT MET", same ? "yes" : "NO", x2_same ? "yes" : "NO", impls_log);
     assert_int_equal(cx.nan, 0);
     assert_int_equal(cx.empty_bad, 0);
     assert_true(cx.nrms <= EXACT_NRMS_BOUND);
+    assert_int_equal(cx2.nan, 0);
+    assert_int_equal(cx2.empty_bad, 0);
+    assert_true(cx2.nrms <= EXACT_X2_NRMS_BOUND);
+    assert_true(x2_same);
     assert_true(same);
     assert_true(impls_same);
+    free(ox);
+    free(lx);
     release(&d);
     free(perm); free(o8); free(oq); free(l8); free(lq); free(rows); free(sliced); free(ex); free(ex_lse);
     pw_capture_free(c);
@@ -565,6 +712,7 @@ int main(int argc, char **argv)
     }
     printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_precision_arguments),
         cmocka_unit_test(test_random_problems),
         cmocka_unit_test(test_captures),
     };
