@@ -2,7 +2,7 @@
  * development (llm.c dev/ style). The full call and the paper's measurements are
  * `pageweaver bench`; this harness isolates pw_union_attention.
  *
- *   bench_kernels [--reps N] [--impls LIST] CAPTURE...
+ *   bench_kernels [--reps N] [--impls LIST] CAPTURE...   (LIST: digits 0-4, x = FP8X2 on impl 2)
  *       (default capture: .data/workloads/sel_A_hot.safetensors; LIST e.g. 0,3, default all)
  *
  * Per capture: metadata for identity and guarded-W128 groupings from the CPU reference
@@ -107,7 +107,12 @@ static double visible_pairs(const pw_capture_t *c)
 }
 
 #define NUM_IMPLS 5
-static const char *const impl_names[NUM_IMPLS] = {"v4", "A", "B", "A+B", "C"};
+/* Slot NUM_IMPLS ("X2") is impl 2 with args.precision = PW_PRECISION_FP8X2: its own
+ * arithmetic, so it is timed but not compared with impl 0's bytes (test_attention_gpu
+ * checks it). --impls selects it with 'x'. */
+#define NUM_SLOTS (NUM_IMPLS + 1)
+static const char *const impl_names[NUM_SLOTS] = {"v4", "A", "B", "A+B", "C", "X2"};
+static int dev_impl(int slot) { return slot == NUM_IMPLS ? 2 : slot; }
 
 /* Fills args for Q/O copy k; lse may be NULL. */
 static pw_attention_args_t make_args(const pw_problem_t *p, pw_bf16_t *q, pw_bf16_t *o, float *lse, uint8_t *kc,
@@ -136,6 +141,11 @@ static pw_attention_args_t make_args(const pw_problem_t *p, pw_bf16_t *q, pw_bf1
     return args;
 }
 
+static void set_precision(pw_attention_args_t *args, int slot)
+{
+    args->precision = slot == NUM_IMPLS ? PW_PRECISION_FP8X2 : PW_PRECISION_FP8;
+}
+
 /* Number of differing bytes and the first differing byte offset (-1: none). */
 static size_t count_diff(const void *a, const void *b, size_t n, long long *first)
 {
@@ -153,7 +163,7 @@ static size_t count_diff(const void *a, const void *b, size_t n, long long *firs
 int main(int argc, char **argv)
 {
     int reps = 50;
-    int want_impl[NUM_IMPLS] = {1, 1, 1, 1, 1};
+    int want_impl[NUM_SLOTS] = {1, 1, 1, 1, 1, 1};
     const char *files[32];
     int nfiles = 0;
     for (int i = 1; i < argc; i++) {
@@ -161,6 +171,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--impls") == 0 && i + 1 < argc) {
             const char *list = argv[++i];
             for (int k = 0; k < NUM_IMPLS; k++) want_impl[k] = strchr(list, '0' + k) != NULL;
+            want_impl[NUM_IMPLS] = strchr(list, 'x') != NULL;
             want_impl[0] = 1; /* the reference of the bitwise check */
         } else if (nfiles < 32) files[nfiles++] = argv[i];
     }
@@ -206,31 +217,32 @@ int main(int argc, char **argv)
         make_meta(c, &gw, &mw);
         /* impls: bit k = run impl k (impl 0 always: the reference) */
         struct arm { pw_kernel_t k; meta_set_t *m; pw_grouping_t *g; const char *kn, *gn; double steps; unsigned impls; } arms[] = {
-            {PW_KERNEL_UNION8, &mi, &gi, "union8", "identity", (double)mi.stats.c4, 0x1Fu},
-            {PW_KERNEL_UNION8, &mw, &gw, "union8", "W128", (double)mw.stats.c4, 0x1Fu},
-            {PW_KERNEL_UNION4, &mi, &gi, "union4", "identity", (double)mi.stats.c4, 0x5u},
-            {PW_KERNEL_UNION4, &mw, &gw, "union4", "W128", (double)mw.stats.c4, 0x5u},
-            {PW_KERNEL_PER_QUERY, &mi, &gi, "per-query", "-", (double)mi.stats.selections, 0x5u},
+            {PW_KERNEL_UNION8, &mi, &gi, "union8", "identity", (double)mi.stats.c4, 0x3Fu},
+            {PW_KERNEL_UNION8, &mw, &gw, "union8", "W128", (double)mw.stats.c4, 0x3Fu},
+            {PW_KERNEL_UNION4, &mi, &gi, "union4", "identity", (double)mi.stats.c4, 0x25u},
+            {PW_KERNEL_UNION4, &mw, &gw, "union4", "W128", (double)mw.stats.c4, 0x25u},
+            {PW_KERNEL_PER_QUERY, &mi, &gi, "per-query", "-", (double)mi.stats.selections, 0x25u},
         };
         cudaStream_t stream;
         CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
         for (size_t a = 0; a < sizeof arms / sizeof arms[0]; a++) {
-            double med_of[NUM_IMPLS] = {0, 0, 0, 0, 0};
-            int same_of[NUM_IMPLS] = {1, 1, 1, 1, 1};
-            for (int impl = 0; impl < NUM_IMPLS; impl++) {
+            double med_of[NUM_SLOTS] = {0, 0, 0, 0, 0, 0};
+            int same_of[NUM_SLOTS] = {1, 1, 1, 1, 1, 1};
+            for (int impl = 0; impl < NUM_SLOTS; impl++) {
                 if (!((arms[a].impls >> impl) & 1u) || !want_impl[impl]) continue;
                 /* Untimed check run with LSE on: O and LSE bytes against impl 0's. */
                 {
                     pw_attention_args_t args = make_args(p, q[0], o[0], lse_dev, kc, vc, ks, vs, topk, cu, pre, kvl, pt);
+                    set_precision(&args, impl);
                     CK(cudaMemsetAsync(o[0], 0xff, q_bytes, stream));
                     CK(cudaMemsetAsync(lse_dev, 0xff, lse_bytes, stream));
-                    PK(pw_union_attention_dev(impl, p, &args, arms[a].g, arms[a].m->perm_dev, &arms[a].m->dev, arms[a].k,
+                    PK(pw_union_attention_dev(dev_impl(impl), p, &args, arms[a].g, arms[a].m->perm_dev, &arms[a].m->dev, arms[a].k,
                                               stream));
                     CK(cudaStreamSynchronize(stream));
                     CK(cudaGetLastError());
                     CK(cudaMemcpy(impl == 0 ? o_ref : o_cur, o[0], q_bytes, cudaMemcpyDeviceToHost));
                     CK(cudaMemcpy(impl == 0 ? l_ref : l_cur, lse_dev, lse_bytes, cudaMemcpyDeviceToHost));
-                    if (impl > 0) {
+                    if (impl > 0 && impl < NUM_IMPLS) {
                         long long fo = -1, fl = -1;
                         const size_t dO = count_diff(o_ref, o_cur, q_bytes, &fo);
                         const size_t dL = count_diff(l_ref, l_cur, lse_bytes, &fl);
@@ -247,9 +259,10 @@ int main(int argc, char **argv)
                 cudaGraphExec_t exec[COPIES];
                 for (int k = 0; k < COPIES; k++) {
                     pw_attention_args_t args = make_args(p, q[k], o[k], NULL, kc, vc, ks, vs, topk, cu, pre, kvl, pt);
+                    set_precision(&args, impl);
                     cudaGraph_t graph;
                     CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-                    PK(pw_union_attention_dev(impl, p, &args, arms[a].g, arms[a].m->perm_dev, &arms[a].m->dev,
+                    PK(pw_union_attention_dev(dev_impl(impl), p, &args, arms[a].g, arms[a].m->perm_dev, &arms[a].m->dev,
                                               arms[a].k, stream));
                     CK(cudaStreamEndCapture(stream, &graph));
                     CK(cudaGraphInstantiate(&exec[k], graph, 0));
@@ -276,7 +289,8 @@ int main(int argc, char **argv)
                        arms[a].gn, impl_names[impl], med, mn, p90, useful / (med * 1e-6) / 1e12,
                        exec_flop / (med * 1e-6) / 1e12, (long long)arms[a].m->stats.union_visits,
                        med_of[0] > 0 ? med / med_of[0] : 1.0,
-                       impl == 0 ? "reference" : same_of[impl] ? "identical" : "DIFFERENT");
+                       impl == 0 ? "reference" : impl == NUM_IMPLS ? "FP8X2 (own arithmetic)"
+                                 : same_of[impl] ? "identical" : "DIFFERENT");
                 fflush(stdout);
                 free(t);
                 for (int k = 0; k < COPIES; k++) CK(cudaGraphExecDestroy(exec[k]));
@@ -285,7 +299,7 @@ int main(int argc, char **argv)
             }
             /* The arm's impls side by side. */
             printf("  -> %s %s:", arms[a].kn, arms[a].gn);
-            for (int impl = 0; impl < NUM_IMPLS; impl++)
+            for (int impl = 0; impl < NUM_SLOTS; impl++)
                 if (med_of[impl] > 0)
                     printf("  %s %.1f us (%.3fx)%s", impl_names[impl], med_of[impl], med_of[impl] / med_of[0],
                            same_of[impl] ? "" : " MISMATCH");
