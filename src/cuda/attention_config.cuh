@@ -39,7 +39,8 @@ enum ImplBits {
                         // term in the P tile, which B leaves unused)
 };
 constexpr int kImplWarpSpec = 4; // C, Union8 only: warp-specialised CTA (a value, not a bit)
-constexpr int kNumImpls = 5;
+constexpr int kImplPipe = 5;     // B + the next page's QK wgmma in flight during the softmax (a value)
+constexpr int kNumImpls = 6;
 
 /* Shared memory of one CTA. Tiles are 1024-byte aligned (128-byte swizzle atoms); the
  * multicast copies land at the same offsets in both CTAs of a cluster. */
@@ -64,6 +65,26 @@ struct __align__(1024) SmemPlan {
 constexpr size_t kSmemBytes = sizeof(SmemPlan) + 1024; // + alignment slack of the dynamic base
 static_assert(kSmemBytes <= 227 * 1024, "shared-memory plan exceeds the sm_90 limit");
 static_assert(2 * kSmemBytes <= 228 * 1024, "two CTAs per SM no longer fit");
+
+/* Impl 5 (sparse_attention_pipe_kernel): SmemPlan without the P buffer (P stays in
+ * registers, as impl 2) and with two V^T tiles: the next page's V is transposed into one
+ * while the PV wgmma of the current page may still read the other. Same field names as
+ * SmemPlan, so the page-list, Q and TMA helpers serve both. 104 KiB of tiles. */
+struct __align__(1024) SmemPlanPipe {
+    uint8_t kv[kStages][2][kTileBytes]; // [stage][K=0 / V=1][token][d], TMA 128B-swizzled
+    uint8_t vt[2][kTileBytes];          // V^T of the CTA's member pages, alternating: [d][position], 128B-swizzled
+    uint8_t q[kRows * kHeadDim];        // Q (FP8) [row][d], 128B-swizzled
+    uint64_t full[kStages];             // page landed in this CTA (tx-count barrier)
+    uint64_t empty[kStages];            // slot released by every consumer CTA (in CTA 0)
+    int32_t page_logical[kMaxUnion];    // the pages this CTA walks, ascending
+    int32_t page_physical[kMaxUnion];
+    uint8_t page_members[kMaxUnion];    // bit w: this CTA's slot w selected the page
+    float row_factor[kRows];            // q_scale * k_scale * softmax_scale * log2(e)
+    int32_t warp_count[kThreads / 32];
+    int32_t num_pages;
+};
+constexpr size_t kSmemBytesPipe = sizeof(SmemPlanPipe) + 1024;
+static_assert(2 * kSmemBytesPipe <= 228 * 1024, "impl 5: two CTAs per SM no longer fit");
 
 /* C (impl 4, Union8 only): one CTA of kThreadsC per (8-slot group, KV head). Warpgroup 0
  * is the producer (TMA, V transpose), warpgroups 1 and 2 are the consumers of slots 0-3 and

@@ -21,10 +21,14 @@ extern "C" {
  * impl 4: C, "warp-specialised CTA" (Union8 only): one 384-thread CTA per (group, KV head),
  *         no cluster; a producer warpgroup (TMA, V transpose, 3 stages) and two consumer
  *         warpgroups (slots 0-3 and 4-7) with B's arithmetic.
+ * impl 5: B + software pipelining inside the warpgroup (every kernel): two score
+ *         accumulators, so that the next page's QK wgmma runs while this page's softmax
+ *         (and the next page's V transpose) run; double V^T buffer, one CTA barrier per page.
  * Union4 and per-query have no cluster: impl 1 runs as 0, impl 3 and 4 as 2 there. O and
  * LSE are bitwise identical for every impl. args->precision = PW_PRECISION_FP8X2 runs on
- * impl 2 only (and on 4 where 4 runs as 2); other impls give PW_ERROR_UNSUPPORTED. Other arguments and errors as
- * pw_union_attention; PW_ERROR_INVALID_ARGUMENT for an impl outside 0..4. */
+ * impl 2 only (and on 4 where 4 runs as 2); other impls give PW_ERROR_UNSUPPORTED. Other
+ * arguments and errors as pw_union_attention; PW_ERROR_INVALID_ARGUMENT for an impl
+ * outside 0..5. */
 pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
                                    const pw_grouping_t *grouping, const int32_t *perm,
                                    const pw_union_meta_t *meta, pw_kernel_t kernel, pw_stream_t stream);
