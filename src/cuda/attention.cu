@@ -428,13 +428,13 @@ static __device__ __forceinline__ void quantize_q(Plan &sm, const AttentionParam
 /* V tile [token][d] (TMA layout) -> sm.vt [d][position] with the position permutation of
  * the file comment, half cc (0, 1) of this warp's 32 d: d = 16 (2 warp + cc) .. +15.
  * Consumer threads only. */
-static __device__ __forceinline__ void transpose_v_half(uint32_t vt, uint32_t v, int cc)
+/* One warp: the 16 head dims d = 16*chunk .. 16*chunk+15 of V^T (chunk 0..7). */
+static __device__ __forceinline__ void transpose_v_chunk(uint32_t vt, uint32_t v, uint32_t chunk)
 {
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int lane = threadIdx.x % 32;
     const uint32_t a = lane / 4, q = lane % 4;
     const uint32_t t0 = 16 * a + 2 * q; // tokens t0, t0+1, t0+8, t0+9 -> one 4-byte word
     {
-        const uint32_t chunk = 2 * warp + cc; // d = 16*chunk .. 16*chunk+15
         const uint4 r0 = ld_shared_v4_u32(v + sw128(t0, chunk));
         const uint4 r1 = ld_shared_v4_u32(v + sw128(t0 + 1, chunk));
         const uint4 r2 = ld_shared_v4_u32(v + sw128(t0 + 8, chunk));
@@ -457,6 +457,11 @@ static __device__ __forceinline__ void transpose_v_half(uint32_t vt, uint32_t v,
 }
 
 /* The whole V tile (both halves of every warp's d range). */
+static __device__ __forceinline__ void transpose_v_half(uint32_t vt, uint32_t v, int cc)
+{
+    transpose_v_chunk(vt, v, 2 * (threadIdx.x / 32) + cc);
+}
+
 static __device__ __forceinline__ void transpose_v(uint32_t vt, uint32_t v)
 {
 #pragma unroll
@@ -492,11 +497,23 @@ static __device__ __forceinline__ void softmax_page(float (&acc)[64], int64_t li
         for (int k = 0; k < 64; k++) acc[k] *= (k % 4) < 2 ? f0 : f1;
         g0 = g1 = 1.0f;
     }
-    float mx0 = -INFINITY, mx1 = -INFINITY;
+    // Row maxima as a tree (5 levels instead of a chain of 32 dependent FMNMX per row; the
+    // max is exact, so the order changes nothing).
+    float t0[16], t1[16];
 #pragma unroll
-    for (int k = 0; k < 64; k++) {
-        if ((k % 4) < 2) mx0 = fmaxf(mx0, acc[k]); else mx1 = fmaxf(mx1, acc[k]);
+    for (int j = 0; j < 16; j++) {
+        t0[j] = fmaxf(acc[4 * j], acc[4 * j + 1]);
+        t1[j] = fmaxf(acc[4 * j + 2], acc[4 * j + 3]);
     }
+#pragma unroll
+    for (int j = 0; j < 8; j++) t0[j] = fmaxf(t0[j], t0[j + 8]), t1[j] = fmaxf(t1[j], t1[j + 8]);
+#pragma unroll
+    for (int j = 0; j < 4; j++) t0[j] = fmaxf(t0[j], t0[j + 4]), t1[j] = fmaxf(t1[j], t1[j + 4]);
+#pragma unroll
+    for (int j = 0; j < 2; j++) t0[j] = fmaxf(t0[j], t0[j + 2]), t1[j] = fmaxf(t1[j], t1[j + 2]);
+    t0[0] = fmaxf(t0[0], t0[1]);
+    t1[0] = fmaxf(t1[0], t1[1]);
+    float mx0 = t0[0], mx1 = t1[0];
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
@@ -747,6 +764,8 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
     constexpr bool kDecoupled = kCluster == 2 && (IMPL & kImplDecoupled) != 0;
     constexpr bool kPRegs = (IMPL & kImplPRegs) != 0;
     constexpr bool kX2 = (IMPL & kImplX2) != 0; // PW_PRECISION_FP8X2
+    constexpr bool kIdleVt = (IMPL & kImplIdleVt) != 0;
+    static_assert(!kIdleVt || (kPRegs && !kDecoupled), "idle-warp V transpose: on B only");
     static_assert(!kX2 || kPRegs, "FP8X2 keeps Q's second term in the P tile: B (P from registers) only");
     extern __shared__ uint8_t smem_raw[];
     SmemPlan &sm = *reinterpret_cast<SmemPlan *>(
@@ -882,10 +901,26 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                         wgmma_m64n128k32_f32_e4m3_ss(acc, desc_p + 2 * kb, desc_k + 2 * kb, 1);
                 }
                 wgmma_commit_group();
-                transpose_v(vt_addr, smem_u32(sm.kv[s][1])); // overlaps the QK wgmma
+                const bool member = (members >> warp) & 1u; // warp-uniform
+                if constexpr (kIdleVt) {
+                    // The warps whose slot did not select the page transpose V while the
+                    // member warps run the softmax (the PV wgmma waits for both anyway);
+                    // a page every slot selected is transposed by all four, as in B.
+                    const uint32_t idle = ~members & 0xFu; // CTA-uniform
+                    if (idle == 0u) {
+                        transpose_v(vt_addr, smem_u32(sm.kv[s][1])); // overlaps the QK wgmma
+                    } else if (!member) {
+                        const int n_idle = __popc(idle), idle_rank = __popc(idle & ((1u << warp) - 1u));
+#pragma unroll 1
+                        for (int chunk = idle_rank; chunk < kHeadDim / 16; chunk += n_idle)
+                            transpose_v_chunk(vt_addr, smem_u32(sm.kv[s][1]), (uint32_t)chunk);
+                    }
+                } else {
+                    transpose_v(vt_addr, smem_u32(sm.kv[s][1])); // overlaps the QK wgmma
+                }
                 wgmma_wait_group<0>();
                 wgmma_fence_operand(acc);
-                if constexpr (kPRegs) {
+                if constexpr (kPRegs && !kIdleVt) {
                     // V^T is complete once every warp passed here, and stage s is no longer
                     // read (K: each warp waited for its QK wgmma above; V: the transpose's
                     // loads): one barrier, then the stage goes back to the producer while
@@ -895,7 +930,6 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                     if (tid == 0) release_stage<kCluster, kDecoupled>(sm, s, rank);
                 }
 
-                const bool member = (members >> warp) & 1u; // warp-uniform
                 float alpha0 = 1.0f, alpha1 = 1.0f;
                 uint32_t pa[16]; // kPRegs: P of this thread as the PV wgmma's A fragments
                 uint32_t pl[kX2 ? 16 : 1]; // kX2: P's second term, same layout
@@ -923,6 +957,13 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                 if constexpr (!kPRegs) {
                     fence_proxy_async_shared_cta(); // P and V^T (generic stores) -> wgmma
                     __syncthreads();
+                }
+                if constexpr (kIdleVt) {
+                    // V^T complete, stage s no longer read (QK waited for by every warp, the
+                    // transpose's loads done): one barrier, the stage goes back, then PV.
+                    fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
+                    __syncthreads();
+                    if (tid == 0) release_stage<kCluster, kDecoupled>(sm, s, rank);
                 }
                 wgmma_fence_operand(acc);
                 wgmma_fence();
@@ -1621,6 +1662,7 @@ pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned gr
     if (impl == (pw::kImplPRegs | pw::kImplX2)) // PW_PRECISION_FP8X2 (B only: union_attention)
         return launch<VARIANT, pw::kImplPRegs | pw::kImplX2>(params, grid, stream);
     if (impl == pw::kImplPipe) return launch<VARIANT, pw::kImplPipe>(params, grid, stream);
+    if (impl == pw::kImplIdleVtDev) return launch<VARIANT, pw::kImplPRegs | pw::kImplIdleVt>(params, grid, stream);
     if (impl == pw::kImplWarpSpec) {
         if constexpr (VARIANT == pw::kUnion8) return launch_c(params, grid / 2, stream);
         impl = pw::kImplPRegs;

@@ -37,10 +37,13 @@ enum ImplBits {
     kImplPRegs = 2,     // B: P as the register A operand of the PV wgmma, one barrier before softmax
     kImplX2 = 8,        // with B only: PW_PRECISION_FP8X2 (two-term FP8 Q and P; Q's second
                         // term in the P tile, which B leaves unused)
+    kImplIdleVt = 16,   // with B only: the warps without a member on the page transpose V
+                        // during the member warps' softmax (dev impl 6)
 };
 constexpr int kImplWarpSpec = 4; // C, Union8 only: warp-specialised CTA (a value, not a bit)
 constexpr int kImplPipe = 5;     // B + the next page's QK wgmma in flight during the softmax (a value)
-constexpr int kNumImpls = 6;
+constexpr int kImplIdleVtDev = 6; // dev impl 6 = kImplPRegs | kImplIdleVt
+constexpr int kNumImpls = 7;
 
 /* Shared memory of one CTA. Tiles are 1024-byte aligned (128-byte swizzle atoms); the
  * multicast copies land at the same offsets in both CTAs of a cluster. */

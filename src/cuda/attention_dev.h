@@ -24,6 +24,9 @@ extern "C" {
  * impl 5: B + software pipelining inside the warpgroup (every kernel): two score
  *         accumulators, so that the next page's QK wgmma runs while this page's softmax
  *         (and the next page's V transpose) run; double V^T buffer, one CTA barrier per page.
+ * impl 6: B + "idle-warp V transpose" (every kernel): the warps whose slot did not select
+ *         the page transpose V while the member warps run the softmax (B: all four warps
+ *         transpose before it); the barrier before PV moves after the softmax.
  * Union4 and per-query have no cluster: impl 1 runs as 0, impl 3 and 4 as 2 there. O and
  * LSE are bitwise identical for every impl. args->precision = PW_PRECISION_FP8X2 runs on
  * impl 2 only (and on 4 where 4 runs as 2); other impls give PW_ERROR_UNSUPPORTED. Other
