@@ -2,7 +2,7 @@
  * development (llm.c dev/ style). The full call and the paper's measurements are
  * `pageweaver bench`; this harness isolates pw_union_attention.
  *
- *   bench_kernels [--reps N] [--impls LIST] CAPTURE...   (LIST: digits 0-6, x = FP8X2 on impl 2)
+ *   bench_kernels [--reps N] [--impls LIST] CAPTURE...   (LIST: digits 0-6, x = FP8X2 on impl 6)
  *       (default capture: .data/workloads/sel_A_hot.safetensors; LIST e.g. 0,3, default all)
  *
  * Per capture: metadata for identity and guarded-W128 groupings from the CPU reference
@@ -15,7 +15,7 @@
  * of the CTA's list with at least one member (Union8/Union4: C_4; per-query: sum |S_i|).
  *
  * Implementations (src/cuda/attention_dev.h, pw_union_attention_dev): every kernel runs
- * impl 0 (v4; the library default is impl 2 since v5) and the impls that change it: Union8 1 (A, decoupled
+ * impl 0 (v4; the library default is impl 6 since v6) and the impls that change it: Union8 1 (A, decoupled
  * cluster), 2 (B, P from registers), 3 (A+B), 4 (C, warp-specialised CTA), 5 (B + the next page's QK wgmma
  * during the softmax), 6 (B + V transposed by the warps without a member); Union4 and
  * per-query 2, 5 and 6. Before timing, each
@@ -109,12 +109,12 @@ static double visible_pairs(const pw_capture_t *c)
 }
 
 #define NUM_IMPLS 7
-/* Slot NUM_IMPLS ("X2") is impl 2 with args.precision = PW_PRECISION_FP8X2: its own
+/* Slot NUM_IMPLS ("X2") is impl 6 (the library's) with args.precision = PW_PRECISION_FP8X2: its own
  * arithmetic, so it is timed but not compared with impl 0's bytes (test_attention_gpu
  * checks it). --impls selects it with 'x'. */
 #define NUM_SLOTS (NUM_IMPLS + 1)
 static const char *const impl_names[NUM_SLOTS] = {"v4", "A", "B", "A+B", "C", "B+pipe", "B+idleVt", "X2"};
-static int dev_impl(int slot) { return slot == NUM_IMPLS ? 2 : slot; }
+static int dev_impl(int slot) { return slot == NUM_IMPLS ? 6 : slot; }
 
 /* Fills args for Q/O copy k; lse may be NULL. */
 static pw_attention_args_t make_args(const pw_problem_t *p, pw_bf16_t *q, pw_bf16_t *o, float *lse, uint8_t *kc,

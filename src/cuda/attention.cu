@@ -30,8 +30,8 @@
  *   token t = 16a + 8b + 2q + e  <->  position 16a + 4q + 2b + e   (a<8, b<2, q<4, e<2).
  *
  * Implementations (template IMPL, pw_union_attention_dev in attention_dev.h; the public
- * pw_union_attention runs kDefaultImpl = impl 2, the fastest measured: bench/NOTES.md,
- * v5). All give the same bytes: each row still sees its own pages in ascending order with
+ * pw_union_attention runs kDefaultImpl = impl 6, the fastest measured: bench/NOTES.md,
+ * v6). All give the same bytes: each row still sees its own pages in ascending order with
  * the same arithmetic.
  *   impl 0  v4 (bench/NOTES.md). Union8 in lock-step: both CTAs wait for every union page,
  *           CTA 0 refills a stage once both released it.
@@ -106,7 +106,20 @@
  *           over the limit. Against impl 2, the stage of page i is released at the top of
  *           step i, i.e. after the wait for QK_i at the end of step i - 1 (impl 2: after its
  *           QK wait, mid-page), so a refill has about one page step of lead, not 1.5.
- *   Union4 and per-query have no cluster: they run impl & 2 (impl 4: 2; impl 5: 5).
+ *           Measured slower than impl 2 (bench/NOTES.md, v6): kept for the record.
+ *   impl 6  B + "idle-warp V transpose" (IMPL = kImplPRegs | kImplIdleVt; the library's
+ *           since v6), every variant. On a page that some of the CTA's slots did not select,
+ *           the warps of those slots (warp w = slot w) share the 8 d-chunks of the V
+ *           transpose while the member warps wait for QK and run the softmax; only a page
+ *           all four slots selected is transposed by every warp right after the QK issue,
+ *           as in B. The one barrier before PV therefore moves after the softmax (it now
+ *           also publishes V^T written by the non-member warps, after fence.proxy.async),
+ *           and the stage is released there instead of before the softmax. The ncu profile
+ *           of B (bench/NOTES.md) had ~20% of its stall samples in non-member warps waiting
+ *           at the PV wgmma for the member warps' softmax, and the transpose on the chain
+ *           of every page before the softmax.
+ *   Union4 and per-query have no cluster: they run impl & 2 (impl 4: 2; impl 5: 5; impl 6: 6).
+ *   PW_PRECISION_FP8X2 (kImplX2) runs on impls 2 and 6.
  *
  * Synchronisation invariants (the list the code relies on; "observed" = a wait returned):
  *  S1 (stage WAR) A CTA releases stage s only after a CTA barrier that follows every
@@ -1659,8 +1672,10 @@ pw_status_t launch_c(const pw::AttentionParams &params, unsigned grid, pw_stream
 template <int VARIANT>
 pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
-    if (impl == (pw::kImplPRegs | pw::kImplX2)) // PW_PRECISION_FP8X2 (B only: union_attention)
-        return launch<VARIANT, pw::kImplPRegs | pw::kImplX2>(params, grid, stream);
+    // PW_PRECISION_FP8X2 (union_attention maps impls 2 and 6 to these)
+    if (impl == (pw::kImplPRegs | pw::kImplX2)) return launch<VARIANT, pw::kImplPRegs | pw::kImplX2>(params, grid, stream);
+    if (impl == (pw::kImplPRegs | pw::kImplIdleVt | pw::kImplX2))
+        return launch<VARIANT, pw::kImplPRegs | pw::kImplIdleVt | pw::kImplX2>(params, grid, stream);
     if (impl == pw::kImplPipe) return launch<VARIANT, pw::kImplPipe>(params, grid, stream);
     if (impl == pw::kImplIdleVtDev) return launch<VARIANT, pw::kImplPRegs | pw::kImplIdleVt>(params, grid, stream);
     if (impl == pw::kImplWarpSpec) {
@@ -1695,10 +1710,13 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.precision is %d (PW_PRECISION_FP8 or PW_PRECISION_FP8X2)",
                        (int)args->precision);
     if (args->precision == PW_PRECISION_FP8X2) {
-        // Two-term FP8 exists on B (impl 2, the library's), for every variant.
-        if (impl != pw::kImplPRegs && !(impl == pw::kImplWarpSpec && kernel != PW_KERNEL_UNION8))
-            return pw_fail(PW_ERROR_UNSUPPORTED, "PW_PRECISION_FP8X2 has no path in dev impl %d (impl 2 has)", impl);
-        impl = pw::kImplPRegs | pw::kImplX2;
+        // Two-term FP8 exists on B (impl 2) and on impl 6 (the library's), for every variant.
+        if (impl == pw::kImplIdleVtDev) impl = pw::kImplPRegs | pw::kImplIdleVt | pw::kImplX2;
+        else if (impl == pw::kImplPRegs || (impl == pw::kImplWarpSpec && kernel != PW_KERNEL_UNION8))
+            impl = pw::kImplPRegs | pw::kImplX2;
+        else
+            return pw_fail(PW_ERROR_UNSUPPORTED, "PW_PRECISION_FP8X2 has no path in dev impl %d (impls 2 and 6 have)",
+                           impl);
     }
     if (problem->q_heads_per_kv != pw::kHeadsPerKv || problem->head_dim != pw::kHeadDim ||
         problem->page_size != pw::kPageSize || problem->topk != pw::kTopK)
@@ -1798,9 +1816,10 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
 
 } // namespace
 
-/* The library's implementation: B, P from registers (H200, A-hot: Union8 -6%, Union4 and
- * per-query -1% against v4; A, the decoupled cluster, measured +15%: bench/NOTES.md). */
-constexpr int kDefaultImpl = pw::kImplPRegs;
+/* The library's implementation: impl 6, B (P from registers) with the V transpose done by
+ * the warps without a member (H200, A-hot W128 against B: Union8 -6%, Union4 -9%,
+ * per-query -13%; bench/NOTES.md v6). */
+constexpr int kDefaultImpl = pw::kImplIdleVtDev;
 
 extern "C" pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_args_t *args,
                                           const pw_grouping_t *grouping, const int32_t *perm,

@@ -14,8 +14,7 @@ extern "C" {
 /* impl 0: v4 (the library default until v5).
  * impl 1: A, "decoupled cluster" (Union8 only): each page is sent (TMA) only to the CTAs
  *         with a member, each CTA walks only its own pages, per-CTA slot releases.
- * impl 2: B, "P from registers", exactly pw_union_attention (the library default since
- *         v5): the PV wgmma takes P from registers (no P buffer, one CTA barrier before the
+ * impl 2: B, "P from registers" (the library default in v5; v6 adds impl 6 to it): the PV wgmma takes P from registers (no P buffer, one CTA barrier before the
  *         softmax, the stage released before the softmax).
  * impl 3: A + B.
  * impl 4: C, "warp-specialised CTA" (Union8 only): one 384-thread CTA per (group, KV head),
@@ -24,12 +23,13 @@ extern "C" {
  * impl 5: B + software pipelining inside the warpgroup (every kernel): two score
  *         accumulators, so that the next page's QK wgmma runs while this page's softmax
  *         (and the next page's V transpose) run; double V^T buffer, one CTA barrier per page.
- * impl 6: B + "idle-warp V transpose" (every kernel): the warps whose slot did not select
+ * impl 6: B + "idle-warp V transpose" (every kernel), exactly pw_union_attention (the
+ *         library default since v6): the warps whose slot did not select
  *         the page transpose V while the member warps run the softmax (B: all four warps
  *         transpose before it); the barrier before PV moves after the softmax.
  * Union4 and per-query have no cluster: impl 1 runs as 0, impl 3 and 4 as 2 there. O and
  * LSE are bitwise identical for every impl. args->precision = PW_PRECISION_FP8X2 runs on
- * impl 2 only (and on 4 where 4 runs as 2); other impls give PW_ERROR_UNSUPPORTED. Other
+ * impls 2 and 6 only (and on 4 where 4 runs as 2); other impls give PW_ERROR_UNSUPPORTED. Other
  * arguments and errors as pw_union_attention; PW_ERROR_INVALID_ARGUMENT for an impl
  * outside 0..5. */
 pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,

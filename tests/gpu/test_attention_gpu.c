@@ -1,7 +1,7 @@
 /* GPU tests of the sparse attention kernels (Union8, Union4, per-query) against the CPU
  * references (SPEC §4): FP8-emulating reference (tight), exact FP64 reference (NRMS), and
  * bitwise identity across groupings, kernels and kernel implementations, for both
- * arithmetics of pw_precision_t (FP8X2 on the library's impl only) (impl 0..6 of
+ * arithmetics of pw_precision_t (FP8X2 on impls 2 and 6, the library's) (impl 0..6 of
  * src/cuda/attention_dev.h: every impl must give impl 0's bytes). Skips (exit 77) without
  * an sm_90 GPU.
  *
@@ -404,6 +404,11 @@ static void check_fp8x2(const pw_capture_t *c, device_problem_t *d, pw_rng_t *rn
             assert_true(ce.nrms <= EMU_X2_NRMS_BOUND);
             assert_true(ce.lse_max_abs <= EMU_X2_LSE_BOUND);
             assert_true(cx.nrms <= EXACT_X2_NRMS_BOUND);
+            // Dev impl 2 (B) has the same FP8X2 arithmetic as the library's impl 6.
+            run_kernel_impl(c, d, kernel, 2, &g, o, l);
+            const int same_b = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+            printf("  FP8X2 union8 W128 impl 2 (B) == library: %s\n", same_b ? "bitwise" : "DIFFERENT");
+            assert_true(same_b);
             continue;
         }
         const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
