@@ -7,6 +7,10 @@ Prints two Markdown tables: the arms of the first capture (the headline shape, A
 the sweep starts with it) and one row per capture (union visits, T0, T_online W128,
 T0/T_online, C_online, Union4, per-query, NRMS of the GPU output against the exact FP64
 reference). Times in ms, medians of the graph replays; definitions in docs/bench.md.
+
+When the file has the PW_PRECISION_FP8X2 arms (key union4_w128_fp8x2), the first table
+gets a Union4 FP8X2 row and the second a Union4 FP8X2 time column and its NRMS against
+the exact reference; without them the output is what it was before those arms existed.
 """
 import json
 import os
@@ -21,7 +25,18 @@ def ratio(arm):
     return f"{arm['time_over_floor']:.2f}" if arm and arm.get("ran") and "time_over_floor" in arm else ""
 
 
-def headline(cap):
+X2 = "union4_w128_fp8x2"
+
+
+def has_x2(caps):
+    return any(X2 in c["gpu"]["arms"] for c in caps)
+
+
+def pct(v):
+    return f"{100 * v:.2f}%" if v is not None else "-"
+
+
+def headline(cap, x2=False):
     arms, der = cap["gpu"]["arms"], cap["gpu"]["derived"]
     t = arms["t_online_w128"]["median_ms"]
     rows = [
@@ -40,6 +55,14 @@ def headline(cap):
          f"{arms['per_query']['median_ms'] / arms['union4_w128']['median_ms']:.2f}x Union4 "
          "(paper vs SGLang native 2.66x)"),
     ]
+    if x2:
+        chk = cap.get("reference_check", {})
+        r4, r8 = der.get("fp8x2_over_fp8_union4"), der.get("fp8x2_over_fp8_union8")
+        note = (f"{r4:.2f}x the FP8 Union4 time" if r4 is not None else "") + \
+            (f" (Union8: {r8:.2f}x)" if r8 is not None else "") + \
+            f"; NRMS vs exact {pct(chk.get('nrms_gpu_fp8x2_vs_exact'))} " \
+            f"(FP8: {pct(chk.get('nrms_gpu_vs_exact'))})"
+        rows.insert(5, ("Union4 + guarded W128, FP8X2 (two-term FP8 Q and P)", arms.get(X2), note))
     out = ["| arm | ms | time / floor | note |", "| --- | --- | --- | --- |"]
     for name, arm, note in rows:
         out.append(f"| {name} | {ms(arm)} | {ratio(arm)} | {note} |")
@@ -49,10 +72,16 @@ def headline(cap):
     return "\n".join(out)
 
 
-def per_capture(caps):
-    out = ["| capture | rho_Q id | visits id -> W128 | T0 | T_online W128 | T0/T_online | "
-           "C_online W128 (us) | Union4 W128 | per-query | per-query / Union4 | NRMS |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+def per_capture(caps, x2=False):
+    if x2:
+        out = ["| capture | rho_Q id | visits id -> W128 | T0 | T_online W128 | T0/T_online | "
+               "C_online W128 (us) | Union4 W128 | Union4 FP8X2 | per-query | per-query / Union4 | "
+               "NRMS FP8 | NRMS FP8X2 |",
+               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    else:
+        out = ["| capture | rho_Q id | visits id -> W128 | T0 | T_online W128 | T0/T_online | "
+               "C_online W128 (us) | Union4 W128 | per-query | per-query / Union4 | NRMS |",
+               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for cap in caps:
         g, gpu = cap["groupings"], cap["gpu"]
         arms, der = gpu["arms"], gpu["derived"]
@@ -60,6 +89,15 @@ def per_capture(caps):
         vi, vw = g["identity"]["union_visits"], g["guarded_w128"]["union_visits"]
         nrms = cap.get("reference_check", {}).get("nrms_gpu_vs_exact")
         pq_u4 = arms["per_query"]["median_ms"] / arms["union4_w128"]["median_ms"]
+        if x2:
+            nrms_x2 = cap.get("reference_check", {}).get("nrms_gpu_fp8x2_vs_exact")
+            out.append(
+                f"| {name} | {g['identity']['rho_q']:.2f} | {vi:,} -> {vw:,} "
+                f"(-{100 * (vi - vw) / vi:.1f}%) | {ms(arms['t0'])} | {ms(arms['t_online_w128'])} | "
+                f"{der['t0_over_t_online_w128']:.3f} | {der['c_online_w128_us']:.1f} | "
+                f"{ms(arms['union4_w128'])} | {ms(arms.get(X2))} | {ms(arms['per_query'])} | {pq_u4:.2f} | "
+                f"{pct(nrms)} | {pct(nrms_x2)} |")
+            continue
         out.append(
             f"| {name} | {g['identity']['rho_q']:.2f} | {vi:,} -> {vw:,} "
             f"(-{100 * (vi - vw) / vi:.1f}%) | {ms(arms['t0'])} | {ms(arms['t_online_w128'])} | "
@@ -82,9 +120,10 @@ def main():
     r = data.get("rates", {})
     print(f"Rates measured in the same run: L2 read {r.get('l2_read_tbps', 0):.2f} TB/s, dense FP8 "
           f"GEMM (cuBLASLt) {r.get('fp8_gemm_tflops', 0):.0f} TFLOP/s.\n")
-    print(headline(caps[0]))
+    x2 = has_x2(caps)
+    print(headline(caps[0], x2))
     print()
-    print(per_capture(caps))
+    print(per_capture(caps, x2))
     return 0
 
 

@@ -4,7 +4,10 @@
 - On the shipped docs/bench-h200.json: both tables are printed, one row per capture with
   GPU timings, and every table line is in README.md (the README shows the JSON it names).
 - A JSON without GPU timings exits 1 with a message; no argument exits 2.
+- With the FP8X2 arms added to a copy (fake times): the Union4 FP8X2 row and columns
+  appear, every capture row has the header's column count.
 """
+import copy
 import json
 import os
 import subprocess
@@ -29,7 +32,8 @@ def main():
     headline = [l for l in rows if l.startswith("| T0") or l.startswith("| **") or
                 l.startswith("| per-query") or l.startswith("| offline") or l.startswith("| T_")]
     assert len(headline) == 7, headline
-    per_capture = [l for l in rows if l.count("|") == 12 and not l.startswith("| capture")]
+    cols = [l for l in rows if l.startswith("| capture")][0].count("|")
+    per_capture = [l for l in rows if l.count("|") == cols and not l.startswith("| capture")]
     assert len(per_capture) == len(timed), (len(per_capture), len(timed))
     with open("README.md") as f:
         readme = f.read()
@@ -37,6 +41,31 @@ def main():
     assert not missing, "README.md lacks these table lines of docs/bench-h200.json:\n" + "\n".join(missing)
 
     with tempfile.TemporaryDirectory() as d:
+        fake = copy.deepcopy(data)
+        for cap in fake["captures"]:
+            if not cap.get("gpu", {}).get("ran"):
+                continue
+            arms = cap["gpu"]["arms"]
+            arms["union8_w128_fp8x2"] = dict(arms["t_online_w128"], median_ms=9.876)
+            arms["union4_w128_fp8x2"] = dict(arms["union4_w128"], median_ms=8.765)
+            cap["gpu"]["derived"]["fp8x2_over_fp8_union4"] = 1.25
+            cap["gpu"]["derived"]["fp8x2_over_fp8_union8"] = 1.5
+            cap.setdefault("reference_check", {})["nrms_gpu_fp8x2_vs_exact"] = 0.00123
+        path = os.path.join(d, "x2.json")
+        with open(path, "w") as f:
+            json.dump(fake, f)
+        r = run(path)
+        assert r.returncode == 0, r.stderr
+        x2_rows = [l for l in r.stdout.splitlines() if l.startswith("| ") and not l.startswith("| ---")]
+        x2_row = [l for l in x2_rows if "FP8X2 (two-term" in l]
+        assert len(x2_row) == 1 and "| 8.765 |" in x2_row[0] and "1.25x" in x2_row[0] and "1.50x" in x2_row[0] \
+            and "0.12%" in x2_row[0], x2_row
+        header = [l for l in x2_rows if l.startswith("| capture")]
+        assert len(header) == 1 and "| Union4 FP8X2 |" in header[0] and "| NRMS FP8X2 |" in header[0], header
+        cols = header[0].count("|")
+        caps = [l for l in x2_rows if l.count("|") == cols and not l.startswith("| capture")]
+        assert len(caps) == len(timed) and all("| 8.765 |" in l and "| 0.12% |" in l for l in caps), caps
+
         path = os.path.join(d, "cpu.json")
         with open(path, "w") as f:
             json.dump({"captures": [{"path": "x", "gpu": {"ran": False}}]}, f)

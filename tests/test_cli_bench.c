@@ -292,6 +292,9 @@ static void test_cpu_figures(void **state)
     const double nrms = json_number(cap, "reference_check.nrms_emulate_vs_exact");
     print_message("  FP8-emulating vs exact NRMS %.4f\n", nrms);
     assert_true(nrms > 0.005 && nrms < 0.08); /* the size of the FP8 error (~3.6%), not 0, not a bug */
+    const double nrms_x2 = json_number(cap, "reference_check.nrms_emulate_fp8x2_vs_exact");
+    print_message("  FP8X2-emulating vs exact NRMS %.5f\n", nrms_x2);
+    assert_true(nrms_x2 > 1e-5 && nrms_x2 < 0.01 && nrms_x2 < nrms / 4); /* two-term FP8: ~0.1% */
     assert_int_equal((int64_t)json_number(cap, "problem.bad_page_pairs"), 0);
     assert_null(strstr(g_stdout, "WARNING"));
     cJSON_Delete(doc);

@@ -3,12 +3,12 @@
  * Per capture (Q/K/V generated with the documented generator when the file has none):
  *  - CPU, always: permutations from the reference (identity, guarded and greedy W64/W128,
  *    greedy W512/W2048, random within requests), their union visits / C_4 / rho_Q, and a
- *    reference check on a slice of rows (FP64 exact vs the FP8-emulating reference, and
- *    vs the GPU output when there is one);
+ *    reference check on a slice of rows (FP64 exact vs the FP8-emulating reference of each
+ *    precision, and vs the GPU outputs of both precisions when there is a GPU);
  *  - GPU (tools/cli/bench_gpu.c): full calls T0, T_fixed, T_online (W64/W128, guarded and
- *    greedy), Union4, per-query, offline groupings, and the physically reordered variant,
- *    each timed by CUDA-graph replay; floors from the L2 bandwidth and the FP8 GEMM rate
- *    measured in the same run.
+ *    greedy), Union4, per-query, offline groupings, the physically reordered variant, and
+ *    T_online W128 / Union4 W128 with PW_PRECISION_FP8X2, each timed by CUDA-graph
+ *    replay; floors from the L2 bandwidth and the FP8 GEMM rate measured in the same run.
  * Tables on stdout, one progress line per arm on stderr, every figure in --json FILE.
  * Without a GPU (or a CUDA build) it says so and does the CPU part. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, dup, fdopen */
@@ -40,15 +40,17 @@ static void print_help(FILE *out)
             "The measurements of SPEC section 5 on capture files (docs/capture-format.md).\n"
             "CPU (always): union visits, C_4 and rho_Q of identity order, guarded/greedy\n"
             "regroup at W64/W128, greedy W512/W2048 and a random order (reference regroup);\n"
-            "a reference check on a slice of rows (FP64 exact vs FP8-emulating reference).\n"
+            "a reference check on a slice of rows (FP64 exact vs the FP8-emulating reference,\n"
+            "for PW_PRECISION_FP8 and PW_PRECISION_FP8X2).\n"
             "GPU (an sm_90 device): full-call times T0 (identity Union8), T_fixed (caller's\n"
             "precomputed guarded W128 permutation), T_online (in-call regroup, W64/W128,\n"
             "guarded and greedy), S_exec = T0 - T_fixed, C_online = T_online - T_fixed,\n"
             "S_net = T0 - T_online; Union4 and per-query full calls; offline groupings\n"
             "(execution only: identity, random, greedy W512, W2048); Q and Top-K physically\n"
-            "moved into W128 order with the output moved back; each arm's floor\n"
-            "max(L2->SM bytes / L2 bandwidth, executed FLOP / dense FP8 GEMM rate), both\n"
-            "rates measured in the same run.\n"
+            "moved into W128 order with the output moved back; T_online W128 (Union8) and\n"
+            "Union4 W128 again with PW_PRECISION_FP8X2 (two-term FP8 Q and P); each arm's\n"
+            "floor max(L2->SM bytes / L2 bandwidth, executed FLOP / dense FP8 GEMM rate),\n"
+            "both rates measured in the same run.\n"
             "\n"
             "Timing: each arm's call is captured in a CUDA graph per input copy; warm-up\n"
             "replays, then timed replays back to back with CUDA events around each one,\n"
@@ -88,6 +90,8 @@ const char *bench_arm_name(int arm)
         "offline greedy W2048 (exec only)",
         "reordered Q/Top-K W128 + moves",
         "reordered Q/Top-K W128, call only",
+        "T_online guarded W128 (union8 FP8X2)",
+        "union4 guarded W128 (FP8X2)",
     };
     return arm >= 0 && arm < NUM_ARMS ? names[arm] : "?";
 }
@@ -97,7 +101,7 @@ const char *bench_arm_key(int arm)
     static const char *keys[NUM_ARMS] = {
         "t0", "t_fixed_w128", "t_online_w64", "t_online_w128", "t_online_greedy_w64", "t_online_greedy_w128",
         "union4_w128", "per_query", "fixed_identity", "fixed_random", "fixed_w512", "fixed_w2048",
-        "reordered_w128", "reordered_w128_call_only",
+        "reordered_w128", "reordered_w128_call_only", "union8_w128_fp8x2", "union4_w128_fp8x2",
     };
     return arm >= 0 && arm < NUM_ARMS ? keys[arm] : "?";
 }
@@ -239,7 +243,8 @@ static int reordered_stats(const pw_capture_t *c, const int32_t *perm, pw_union_
 typedef struct check_state {
     uint8_t *rows;    /* [N]: 1 = checked */
     double *exact;    /* [N, Hq, D] */
-    float *emulate;   /* [N, Hq, D] */
+    float *emulate;   /* [N, Hq, D], PW_PRECISION_FP8 */
+    float *emulate_x2; /* [N, Hq, D], PW_PRECISION_FP8X2 */
 } check_state_t;
 
 static void check_free(check_state_t *cs)
@@ -247,6 +252,7 @@ static void check_free(check_state_t *cs)
     free(cs->rows);
     free(cs->exact);
     free(cs->emulate);
+    free(cs->emulate_x2);
     memset(cs, 0, sizeof *cs);
 }
 
@@ -272,7 +278,7 @@ static double nrms_rows(const pw_problem_t *p, const uint8_t *rows, const double
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-/* FP64 exact and FP8-emulating references on a random slice of rows: the other rows'
+/* FP64 exact and FP8-emulating references (both precisions) on a random slice of rows: the other rows'
  * Top-K rows are emptied in a copy, so the references only pay for the slice. */
 static int reference_check(bench_capture_t *bc, const bench_options_t *o, check_state_t *cs)
 {
@@ -285,8 +291,9 @@ static int reference_check(bench_capture_t *bc, const bench_options_t *o, check_
     cs->rows = calloc((size_t)n, 1);
     cs->exact = malloc(elems * sizeof(double));
     cs->emulate = malloc(elems * sizeof(float));
+    cs->emulate_x2 = malloc(elems * sizeof(float));
     int32_t *sliced = malloc((size_t)(hkv * n * k) * 4);
-    if (!cs->rows || !cs->exact || !cs->emulate || !sliced) {
+    if (!cs->rows || !cs->exact || !cs->emulate || !cs->emulate_x2 || !sliced) {
         free(sliced);
         check_free(cs);
         return 1;
@@ -322,6 +329,9 @@ static int reference_check(bench_capture_t *bc, const bench_options_t *o, check_
     args.o = cs->emulate;
     args.o_dtype = PW_DTYPE_FLOAT32;
     if (!rc) rc = pw_ref_attention(p, &args, PW_REF_FP8_EMULATE) != PW_SUCCESS;
+    args.o = cs->emulate_x2;
+    args.precision = PW_PRECISION_FP8X2;
+    if (!rc) rc = pw_ref_attention(p, &args, PW_REF_FP8_EMULATE) != PW_SUCCESS;
     free(sliced);
     if (rc) {
         fprintf(stderr, "pageweaver bench: %s: reference check: %s\n", bc->path, pw_last_error());
@@ -330,6 +340,7 @@ static int reference_check(bench_capture_t *bc, const bench_options_t *o, check_
     }
     bc->check_rows = (int)want;
     bc->nrms_emulate_vs_exact = nrms_rows(p, cs->rows, cs->exact, cs->emulate, NULL, NULL);
+    bc->nrms_emulate_x2_vs_exact = nrms_rows(p, cs->rows, cs->exact, cs->emulate_x2, NULL, NULL);
     return 0;
 }
 
@@ -414,13 +425,15 @@ static arm_figures_t arm_figures(const bench_capture_t *bc, int arm, const bench
         f.exec_flop = (double)st->selections * STEP_FLOP;
         f.visits = st->selections;
         f.c4 = st->selections;
-    } else if (arm == ARM_UNION4) {
+    } else if (arm == ARM_UNION4 || arm == ARM_UNION4_X2) {
         f.l2_bytes = (double)st->c4 * PAGE_BYTES;
         f.exec_flop = (double)st->c4 * STEP_FLOP;
     } else {
         f.l2_bytes = (double)st->union_visits * PAGE_BYTES;
         f.exec_flop = (double)st->c4 * STEP_FLOP;
     }
+    /* PW_PRECISION_FP8X2 runs QK and PV twice on the tensor cores (two E4M3 terms of Q and P) */
+    if (arm == ARM_ONLINE_W128_X2 || arm == ARM_UNION4_X2) f.exec_flop *= 2;
     if (rates && rates->measured) {
         const double t_bytes = f.l2_bytes / (rates->l2_read_tbps * 1e12) * 1e3;
         const double t_flop = f.exec_flop / (rates->fp8_gemm_tflops * 1e12) * 1e3;
@@ -490,6 +503,11 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
             printf("; GPU (T_online W128) NRMS %.4f vs exact, %.2e vs emulating, NaN %lld  [paper Union8: "
                    "0.022-0.040]",
                    bc->nrms_gpu_vs_exact, bc->nrms_gpu_vs_emulate, (long long)bc->gpu_nan);
+        printf("\nFP8X2 (two-term FP8 Q and P): FP8X2-emulating reference NRMS %.4f vs exact",
+               bc->nrms_emulate_x2_vs_exact);
+        if (bc->gpu_x2_checked)
+            printf("; GPU (union4 W128 FP8X2) NRMS %.4f vs exact, %.2e vs FP8X2-emulating, NaN %lld",
+                   bc->nrms_gpu_x2_vs_exact, bc->nrms_gpu_x2_vs_emulate, (long long)bc->gpu_x2_nan);
         printf("\n");
     }
     if (!gpu) return;
@@ -517,6 +535,16 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
         if (ar->same_as_t0 < 0) snprintf(same, sizeof same, "-");
         else if (ar->same_as_t0) snprintf(same, sizeof same, "bitwise");
         else snprintf(same, sizeof same, "NO (%.3f%% differ)", 100.0 * ar->differing);
+        /* FP8X2 arms: other arithmetic, so T0's bytes are not expected; the Union4 one is
+         * compared with the Union8 FP8X2 arm instead */
+        if (a == ARM_ONLINE_W128_X2 && ar->same_as_t0 >= 0)
+            snprintf(same, sizeof same, "FP8X2 (%.1f%% differ)", 100.0 * ar->differing);
+        else if (a == ARM_UNION4_X2 && ar->same_as_x2 > 0)
+            snprintf(same, sizeof same, "== union8 FP8X2");
+        else if (a == ARM_UNION4_X2 && ar->same_as_x2 == 0)
+            snprintf(same, sizeof same, "NO vs union8 FP8X2 (%.3f%%)", 100.0 * ar->differing_x2);
+        else if (a == ARM_UNION4_X2)
+            snprintf(same, sizeof same, "-");
         char floor_s[16], ratio_s[16];
         if (f.floor_ms > 0) {
             snprintf(floor_s, sizeof floor_s, "%.4f", f.floor_ms);
@@ -539,11 +567,16 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
     printf("T0 / T_online(W128) = %.4f   [paper 1.045]    per-query / Union8 T_online(W128) = %.3f   [paper vs "
            "SGLang native SM90: 2.66]    Union4 / Union8 = %.3f   [paper 1.075]\n",
            t0 / to, pq / to, u4 / to);
+    printf("FP8X2 / FP8 time: Union4 W128 %.3f, Union8 T_online W128 %.3f\n", med(bc, ARM_UNION4_X2) / u4,
+           med(bc, ARM_ONLINE_W128_X2) / to);
     printf("floors: attention kernel only (regroup and union preparation not included); L2->SM bytes = page "
            "walks x 32 KiB (Union8: union visits, multicast; Union4: C_4; per-query: sum |S_i|); executed "
            "FLOP = CTA-page steps x 64 x 128 x 128 x 4.\n");
     printf("reordered arms: rows are moved, so each row's causal position becomes its slot's: the output differs "
            "from T0 where a query's visible tokens changed; timing only.\n");
+    printf("FP8X2 arms: args.precision = PW_PRECISION_FP8X2 (QK and PV twice on the tensor cores: executed "
+           "FLOP doubled); their output is not T0's (other arithmetic): union4 FP8X2 is compared with union8 "
+           "FP8X2.\n");
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -594,11 +627,19 @@ static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates
     cJSON_AddItemToObject(gj, "reordered_w128_identity", stats_json(&bc->reordered_stats));
     cJSON *rj = cJSON_AddObjectToObject(j, "reference_check");
     cJSON_AddNumberToObject(rj, "rows", bc->check_rows);
-    if (bc->check_rows > 0) add_num(rj, "nrms_emulate_vs_exact", bc->nrms_emulate_vs_exact);
+    if (bc->check_rows > 0) {
+        add_num(rj, "nrms_emulate_vs_exact", bc->nrms_emulate_vs_exact);
+        add_num(rj, "nrms_emulate_fp8x2_vs_exact", bc->nrms_emulate_x2_vs_exact);
+    }
     if (bc->gpu_checked) {
         add_num(rj, "nrms_gpu_vs_exact", bc->nrms_gpu_vs_exact);
         add_num(rj, "nrms_gpu_vs_emulate", bc->nrms_gpu_vs_emulate);
         cJSON_AddNumberToObject(rj, "gpu_nan", (double)bc->gpu_nan);
+    }
+    if (bc->gpu_x2_checked) { /* the output of the union4_w128_fp8x2 arm */
+        add_num(rj, "nrms_gpu_fp8x2_vs_exact", bc->nrms_gpu_x2_vs_exact);
+        add_num(rj, "nrms_gpu_fp8x2_vs_emulate", bc->nrms_gpu_x2_vs_emulate);
+        cJSON_AddNumberToObject(rj, "gpu_fp8x2_nan", (double)bc->gpu_x2_nan);
     }
     cJSON *gpu = cJSON_AddObjectToObject(j, "gpu");
     cJSON_AddBoolToObject(gpu, "ran", bc->gpu_ran);
@@ -636,6 +677,10 @@ static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates
             cJSON_AddBoolToObject(aj, "output_equals_t0", ar->same_as_t0);
             cJSON_AddNumberToObject(aj, "output_differing_fraction", ar->differing);
         }
+        if (ar->same_as_x2 >= 0) {
+            cJSON_AddBoolToObject(aj, "output_equals_union8_w128_fp8x2", ar->same_as_x2);
+            cJSON_AddNumberToObject(aj, "output_differing_fraction_union8_w128_fp8x2", ar->differing_x2);
+        }
     }
     if (bc->gpu_ran) {
         const double t0 = med(bc, ARM_T0), tf = med(bc, ARM_FIXED_W128), to = med(bc, ARM_ONLINE_W128),
@@ -649,6 +694,8 @@ static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates
         add_num(dj, "t0_over_t_online_w128", t0 / to);
         add_num(dj, "per_query_over_union8_online_w128", pq / to);
         add_num(dj, "union4_over_union8_online_w128", u4 / to);
+        add_num(dj, "fp8x2_over_fp8_union4", med(bc, ARM_UNION4_X2) / u4);
+        add_num(dj, "fp8x2_over_fp8_union8", med(bc, ARM_ONLINE_W128_X2) / to);
         cJSON_AddNumberToObject(dj, "paper_t0_over_t_online", PAPER_T0_OVER_ONLINE);
         cJSON_AddNumberToObject(dj, "paper_native_over_union8", PAPER_NATIVE_OVER_UNION8);
         cJSON_AddNumberToObject(dj, "paper_union4_over_union8", PAPER_UNION4_OVER_UNION8);
@@ -842,18 +889,32 @@ int pw_cli_bench(int argc, char **argv)
                      p->head_dim, p->page_size, p->topk);
         } else if (gpu) {
             if (bench_gpu_capture(bc, &o) != 0) failed = 1;
+            const size_t elems = (size_t)p->num_tokens * p->num_kv_heads * 16 * 128;
             if (bc->gpu_output && cs.rows) {
                 bc->gpu_checked = 1;
                 bc->nrms_gpu_vs_exact = nrms_rows(p, cs.rows, cs.exact, NULL, bc->gpu_output, &bc->gpu_nan);
-                /* vs the emulating reference: its float output as the reference */
-                const size_t elems = (size_t)p->num_tokens * p->num_kv_heads * 16 * 128;
+            }
+            if (bc->gpu_output_x2 && cs.rows) {
+                bc->gpu_x2_checked = 1;
+                bc->nrms_gpu_x2_vs_exact =
+                    nrms_rows(p, cs.rows, cs.exact, NULL, bc->gpu_output_x2, &bc->gpu_x2_nan);
+            }
+            /* vs the emulating references: their float outputs as the reference (the exact
+             * one is overwritten, so after every comparison with it) */
+            if (bc->gpu_checked) {
                 for (size_t e = 0; e < elems; e++) cs.exact[e] = cs.emulate[e];
                 bc->nrms_gpu_vs_emulate = nrms_rows(p, cs.rows, cs.exact, NULL, bc->gpu_output, NULL);
+            }
+            if (bc->gpu_x2_checked) {
+                for (size_t e = 0; e < elems; e++) cs.exact[e] = cs.emulate_x2[e];
+                bc->nrms_gpu_x2_vs_emulate = nrms_rows(p, cs.rows, cs.exact, NULL, bc->gpu_output_x2, NULL);
             }
         }
         check_free(&cs);
         free(bc->gpu_output);
         bc->gpu_output = NULL;
+        free(bc->gpu_output_x2);
+        bc->gpu_output_x2 = NULL;
         print_capture(bc, &rates, gpu);
         fflush(stdout);
     }

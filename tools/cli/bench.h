@@ -48,6 +48,8 @@ enum {
     ARM_FIXED_W2048,
     ARM_REORDERED,      /* gather Q/Top-K into W128 order + identity full call + scatter O */
     ARM_REORDERED_ATTN, /* the identity full call on the reordered tensors alone */
+    ARM_ONLINE_W128_X2, /* ARM_ONLINE_W128 with args.precision = PW_PRECISION_FP8X2 */
+    ARM_UNION4_X2,      /* ARM_UNION4 with args.precision = PW_PRECISION_FP8X2 */
     NUM_ARMS
 };
 
@@ -61,6 +63,9 @@ typedef struct bench_arm_result {
     bench_timing_t t;
     int same_as_t0;      /* output bytes equal T0's: 1 / 0; -1 not compared */
     double differing;    /* fraction of output elements that differ from T0's */
+    int same_as_x2;      /* ARM_UNION4_X2 only: output bytes equal ARM_ONLINE_W128_X2's
+                            (same arithmetic): 1 / 0; -1 not compared */
+    double differing_x2; /* fraction of output elements that differ from it */
     char error[200];
 } bench_arm_result_t;
 
@@ -91,9 +96,13 @@ typedef struct bench_capture {
     /* reference check on a slice of rows (FP64 exact reference) */
     int check_rows;
     double nrms_emulate_vs_exact;  /* the FP8 arithmetic's own error */
-    int gpu_checked;
+    double nrms_emulate_x2_vs_exact; /* the same for PW_PRECISION_FP8X2 */
+    int gpu_checked;               /* ARM_ONLINE_W128's output (PW_PRECISION_FP8) */
     double nrms_gpu_vs_exact, nrms_gpu_vs_emulate;
     int64_t gpu_nan;
+    int gpu_x2_checked;            /* ARM_UNION4_X2's output (PW_PRECISION_FP8X2) */
+    double nrms_gpu_x2_vs_exact, nrms_gpu_x2_vs_emulate; /* vs the FP8X2-emulating reference */
+    int64_t gpu_x2_nan;
     /* GPU */
     int gpu_ran;
     char gpu_note[256];
@@ -104,6 +113,9 @@ typedef struct bench_capture {
     bench_arm_result_t arms[NUM_ARMS];
     /* host copy of the GPU output of ARM_ONLINE_W128 (for the reference check), or NULL */
     pw_bf16_t *gpu_output;
+    /* host copy of the GPU output of ARM_UNION4_X2 (reference check), or NULL; holds
+     * ARM_ONLINE_W128_X2's output in between, for the byte comparison of the two */
+    pw_bf16_t *gpu_output_x2;
 } bench_capture_t;
 
 const char *bench_arm_name(int arm);
