@@ -125,7 +125,10 @@
  *  S1 (stage WAR) A CTA releases stage s only after a CTA barrier that follows every
  *     thread's last read of it: the QK wgmma waited for (wgmma.wait_group by each warp)
  *     and the transpose's loads done. v4/impl 1: the end-of-page barrier; impl 2/3: the
- *     V^T barrier; a lock-step page without members: the end-of-page barrier.
+ *     V^T barrier; impl 6: the V^T barrier, now after the softmax (member warps waited for
+ *     QK before their softmax; non-member warps waited for QK after their share of the
+ *     transpose, before that barrier); a lock-step page without members: the end-of-page
+ *     barrier.
  *  S2 (full phases) full[s] of CTA c completes one phase per page that lands in stage s of
  *     c; phase m is page m of (s, c) in list order, and every thread of c waits for it with
  *     parity m & 1. Phase m + 1 cannot complete before every thread of c observed phase m:
@@ -154,7 +157,9 @@
  *  S5 (V^T and P WAR/RAW) V^T and P are written with generic stores, then
  *     fence.proxy.async, then a CTA barrier, then read by the PV wgmma (async proxy); the
  *     next page's transpose writes V^T only after the end-of-page barrier that follows
- *     every warp's PV wgmma wait. B's P never touches shared memory; its registers are kept
+ *     every warp's PV wgmma wait (impl 6: any warp may write any d-chunk of V^T; the
+ *     chunks of a page are disjoint, and the V^T barrier orders all of them before the
+ *     PV wgmma). B's P never touches shared memory; its registers are kept
  *     live (wgmma_fence_operand) until the PV wgmma has been waited for.
  *  S6 (decoupled destinations) A CTA receives page i iff it has a member of page i, and it
  *     waits for page i iff it has a member: the same byte of member_masks decides both, and
