@@ -118,7 +118,10 @@
  *           of B (bench/NOTES.md) had ~20% of its stall samples in non-member warps waiting
  *           at the PV wgmma for the member warps' softmax, and the transpose on the chain
  *           of every page before the softmax.
- *   Union4 and per-query have no cluster: they run impl & 2 (impl 4: 2; impl 5: 5; impl 6: 6).
+ *   impl 7  impl 6 with the non-member warps' transpose done two chunks per pass, both
+ *           chunks' shared-memory loads issued before the first byte permute (dev).
+ *   Union4 and per-query have no cluster: they run impl & 2 (impl 4: 2; impl 5: 5; impl 6: 6;
+ *   impl 7: 7).
  *   PW_PRECISION_FP8X2 (kImplX2) runs on impls 2 and 6.
  *
  * Synchronisation invariants (the list the code relies on; "observed" = a wait returned):
@@ -446,40 +449,57 @@ static __device__ __forceinline__ void quantize_q(Plan &sm, const AttentionParam
 /* V tile [token][d] (TMA layout) -> sm.vt [d][position] with the position permutation of
  * the file comment, half cc (0, 1) of this warp's 32 d: d = 16 (2 warp + cc) .. +15.
  * Consumer threads only. */
-/* One warp: the 16 head dims d = 16*chunk .. 16*chunk+15 of V^T (chunk 0..7). */
-static __device__ __forceinline__ void transpose_v_chunk(uint32_t vt, uint32_t v, uint32_t chunk)
+/* One warp's view of V^T chunk c (head dims d = 16c .. 16c+15, c = 0..7): lane (a, q) loads
+ * tokens t0, t0+1, t0+8, t0+9 (t0 = 16a + 2q) of those 16 d and stores 16 words of V^T. */
+struct VChunk {
+    uint4 r[4];
+};
+
+static __device__ __forceinline__ VChunk load_v_chunk(uint32_t v, uint32_t chunk)
+{
+    const int lane = threadIdx.x % 32;
+    const uint32_t t0 = 16 * (lane / 4) + 2 * (lane % 4);
+    VChunk x;
+    x.r[0] = ld_shared_v4_u32(v + sw128(t0, chunk));
+    x.r[1] = ld_shared_v4_u32(v + sw128(t0 + 1, chunk));
+    x.r[2] = ld_shared_v4_u32(v + sw128(t0 + 8, chunk));
+    x.r[3] = ld_shared_v4_u32(v + sw128(t0 + 9, chunk));
+    return x;
+}
+
+static __device__ __forceinline__ void store_vt_chunk(uint32_t vt, uint32_t chunk, const VChunk &x)
 {
     const int lane = threadIdx.x % 32;
     const uint32_t a = lane / 4, q = lane % 4;
-    const uint32_t t0 = 16 * a + 2 * q; // tokens t0, t0+1, t0+8, t0+9 -> one 4-byte word
-    {
-        const uint4 r0 = ld_shared_v4_u32(v + sw128(t0, chunk));
-        const uint4 r1 = ld_shared_v4_u32(v + sw128(t0 + 1, chunk));
-        const uint4 r2 = ld_shared_v4_u32(v + sw128(t0 + 8, chunk));
-        const uint4 r3 = ld_shared_v4_u32(v + sw128(t0 + 9, chunk));
-        const uint32_t w0[4] = {r0.x, r0.y, r0.z, r0.w}, w1[4] = {r1.x, r1.y, r1.z, r1.w};
-        const uint32_t w2[4] = {r2.x, r2.y, r2.z, r2.w}, w3[4] = {r3.x, r3.y, r3.z, r3.w};
+    const uint32_t w0[4] = {x.r[0].x, x.r[0].y, x.r[0].z, x.r[0].w}, w1[4] = {x.r[1].x, x.r[1].y, x.r[1].z, x.r[1].w};
+    const uint32_t w2[4] = {x.r[2].x, x.r[2].y, x.r[2].z, x.r[2].w}, w3[4] = {x.r[3].x, x.r[3].y, x.r[3].z, x.r[3].w};
 #pragma unroll
-        for (int u = 0; u < 4; u++) {
-            const uint32_t x0 = __byte_perm(w0[u], w1[u], 0x5140), x1 = __byte_perm(w0[u], w1[u], 0x7362);
-            const uint32_t y0 = __byte_perm(w2[u], w3[u], 0x5140), y1 = __byte_perm(w2[u], w3[u], 0x7362);
-            const uint32_t out[4] = {__byte_perm(x0, y0, 0x5410), __byte_perm(x0, y0, 0x7632),
-                                     __byte_perm(x1, y1, 0x5410), __byte_perm(x1, y1, 0x7632)};
+    for (int u = 0; u < 4; u++) {
+        const uint32_t x0 = __byte_perm(w0[u], w1[u], 0x5140), x1 = __byte_perm(w0[u], w1[u], 0x7362);
+        const uint32_t y0 = __byte_perm(w2[u], w3[u], 0x5140), y1 = __byte_perm(w2[u], w3[u], 0x7362);
+        const uint32_t out[4] = {__byte_perm(x0, y0, 0x5410), __byte_perm(x0, y0, 0x7632),
+                                 __byte_perm(x1, y1, 0x5410), __byte_perm(x1, y1, 0x7632)};
 #pragma unroll
-            for (int dd = 0; dd < 4; dd++) {
-                const uint32_t d = 16 * chunk + 4 * u + dd;
-                st_shared_u32(vt + sw128(d, a) + 4 * q, out[dd]);
-            }
+        for (int dd = 0; dd < 4; dd++) {
+            const uint32_t d = 16 * chunk + 4 * u + dd;
+            st_shared_u32(vt + sw128(d, a) + 4 * q, out[dd]);
         }
     }
 }
 
-/* The whole V tile (both halves of every warp's d range). */
+/* One warp: chunk `chunk` of V^T. */
+static __device__ __forceinline__ void transpose_v_chunk(uint32_t vt, uint32_t v, uint32_t chunk)
+{
+    store_vt_chunk(vt, chunk, load_v_chunk(v, chunk));
+}
+
+/* Half cc (0, 1) of this warp's d range: chunk 2w + cc. */
 static __device__ __forceinline__ void transpose_v_half(uint32_t vt, uint32_t v, int cc)
 {
     transpose_v_chunk(vt, v, 2 * (threadIdx.x / 32) + cc);
 }
 
+/* The whole V tile (both halves of every warp's d range). */
 static __device__ __forceinline__ void transpose_v(uint32_t vt, uint32_t v)
 {
 #pragma unroll
@@ -783,6 +803,8 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
     constexpr bool kPRegs = (IMPL & kImplPRegs) != 0;
     constexpr bool kX2 = (IMPL & kImplX2) != 0; // PW_PRECISION_FP8X2
     constexpr bool kIdleVt = (IMPL & kImplIdleVt) != 0;
+    constexpr bool kVtBatch = (IMPL & kImplVtBatch) != 0;
+    static_assert(!kVtBatch || kIdleVt, "batched transpose: on impl 6 only");
     static_assert(!kIdleVt || (kPRegs && !kDecoupled), "idle-warp V transpose: on B only");
     static_assert(!kX2 || kPRegs, "FP8X2 keeps Q's second term in the P tile: B (P from registers) only");
     extern __shared__ uint8_t smem_raw[];
@@ -929,9 +951,28 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                         transpose_v(vt_addr, smem_u32(sm.kv[s][1])); // overlaps the QK wgmma
                     } else if (!member) {
                         const int n_idle = __popc(idle), idle_rank = __popc(idle & ((1u << warp) - 1u));
+                        const uint32_t v_addr = smem_u32(sm.kv[s][1]);
+                        if constexpr (kVtBatch) {
+                            // Two chunks per pass, both chunks' loads before the first
+                            // byte permute (ncu of impl 6: ~15% of the stall samples were
+                            // PRMTs waiting for their LDS).
 #pragma unroll 1
-                        for (int chunk = idle_rank; chunk < kHeadDim / 16; chunk += n_idle)
-                            transpose_v_chunk(vt_addr, smem_u32(sm.kv[s][1]), (uint32_t)chunk);
+                            for (int chunk = idle_rank; chunk < kHeadDim / 16; chunk += 2 * n_idle) {
+                                const int next = chunk + n_idle;
+                                const VChunk x = load_v_chunk(v_addr, (uint32_t)chunk);
+                                if (next < kHeadDim / 16) {
+                                    const VChunk y = load_v_chunk(v_addr, (uint32_t)next);
+                                    store_vt_chunk(vt_addr, (uint32_t)chunk, x);
+                                    store_vt_chunk(vt_addr, (uint32_t)next, y);
+                                } else {
+                                    store_vt_chunk(vt_addr, (uint32_t)chunk, x);
+                                }
+                            }
+                        } else {
+#pragma unroll 1
+                            for (int chunk = idle_rank; chunk < kHeadDim / 16; chunk += n_idle)
+                                transpose_v_chunk(vt_addr, v_addr, (uint32_t)chunk);
+                        }
                     }
                 } else {
                     transpose_v(vt_addr, smem_u32(sm.kv[s][1])); // overlaps the QK wgmma
@@ -1683,6 +1724,8 @@ pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned gr
         return launch<VARIANT, pw::kImplPRegs | pw::kImplIdleVt | pw::kImplX2>(params, grid, stream);
     if (impl == pw::kImplPipe) return launch<VARIANT, pw::kImplPipe>(params, grid, stream);
     if (impl == pw::kImplIdleVtDev) return launch<VARIANT, pw::kImplPRegs | pw::kImplIdleVt>(params, grid, stream);
+    if (impl == pw::kImplVtBatchDev)
+        return launch<VARIANT, pw::kImplPRegs | pw::kImplIdleVt | pw::kImplVtBatch>(params, grid, stream);
     if (impl == pw::kImplWarpSpec) {
         if constexpr (VARIANT == pw::kUnion8) return launch_c(params, grid / 2, stream);
         impl = pw::kImplPRegs;

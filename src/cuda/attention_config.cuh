@@ -39,11 +39,13 @@ enum ImplBits {
                         // term in the P tile, which B leaves unused)
     kImplIdleVt = 16,   // with B only: the warps without a member on the page transpose V
                         // during the member warps' softmax (dev impl 6)
+    kImplVtBatch = 32,  // with kImplIdleVt: that transpose two chunks per pass (dev impl 7)
 };
 constexpr int kImplWarpSpec = 4; // C, Union8 only: warp-specialised CTA (a value, not a bit)
 constexpr int kImplPipe = 5;     // B + the next page's QK wgmma in flight during the softmax (a value)
 constexpr int kImplIdleVtDev = 6; // dev impl 6 = kImplPRegs | kImplIdleVt
-constexpr int kNumImpls = 7;
+constexpr int kImplVtBatchDev = 7; // dev impl 7 = kImplPRegs | kImplIdleVt | kImplVtBatch
+constexpr int kNumImpls = 8;
 
 /* Shared memory of one CTA. Tiles are 1024-byte aligned (128-byte swizzle atoms); the
  * multicast copies land at the same offsets in both CTAs of a cluster. */

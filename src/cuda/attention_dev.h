@@ -27,11 +27,12 @@ extern "C" {
  *         library default since v6): the warps whose slot did not select
  *         the page transpose V while the member warps run the softmax (B: all four warps
  *         transpose before it); the barrier before PV moves after the softmax.
+ * impl 7: impl 6 with that transpose two d-chunks per pass, loads first (every kernel).
  * Union4 and per-query have no cluster: impl 1 runs as 0, impl 3 and 4 as 2 there. O and
  * LSE are bitwise identical for every impl. args->precision = PW_PRECISION_FP8X2 runs on
  * impls 2 and 6 only (and on 4 where 4 runs as 2); other impls give PW_ERROR_UNSUPPORTED. Other
  * arguments and errors as pw_union_attention; PW_ERROR_INVALID_ARGUMENT for an impl
- * outside 0..5. */
+ * outside 0..7. */
 pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
                                    const pw_grouping_t *grouping, const int32_t *perm,
                                    const pw_union_meta_t *meta, pw_kernel_t kernel, pw_stream_t stream);

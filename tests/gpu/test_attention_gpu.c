@@ -1,7 +1,7 @@
 /* GPU tests of the sparse attention kernels (Union8, Union4, per-query) against the CPU
  * references (SPEC §4): FP8-emulating reference (tight), exact FP64 reference (NRMS), and
  * bitwise identity across groupings, kernels and kernel implementations, for both
- * arithmetics of pw_precision_t (FP8X2 on impls 2 and 6, the library's) (impl 0..6 of
+ * arithmetics of pw_precision_t (FP8X2 on impls 2 and 6, the library's) (impl 0..7 of
  * src/cuda/attention_dev.h: every impl must give impl 0's bytes). Skips (exit 77) without
  * an sm_90 GPU.
  *
@@ -187,14 +187,14 @@ static uint32_t run_kernel(const pw_capture_t *c, device_problem_t *d, pw_kernel
     return run_kernel_impl(c, d, kernel, 0, grouping, o_out, lse_out);
 }
 
-#define NUM_IMPLS 7
-static const char *const impl_names[NUM_IMPLS] = {"v4", "A", "B", "A+B", "C", "B+pipe", "B+idleVt"};
+#define NUM_IMPLS 8
+static const char *const impl_names[NUM_IMPLS] = {"v4", "A", "B", "A+B", "C", "B+pipe", "B+idleVt", "idleVt2"};
 
-/* The impls a kernel has: Union8 0..6; Union4 and per-query 0, 2, 4, 5 and 6 (no cluster;
- * 4 runs as 2 there). */
+/* The impls a kernel has: Union8 0..7; Union4 and per-query 0, 2, 4, 5, 6 and 7 (no
+ * cluster; 4 runs as 2 there). */
 static int kernel_has_impl(pw_kernel_t kernel, int impl)
 {
-    return kernel == PW_KERNEL_UNION8 || (impl & 1) == 0 || impl == 5;
+    return kernel == PW_KERNEL_UNION8 || (impl & 1) == 0 || impl == 5 || impl == 7;
 }
 
 typedef struct compare {
