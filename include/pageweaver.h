@@ -55,7 +55,8 @@ typedef enum pw_status {
     PW_ERROR_OUT_OF_MEMORY = 3,    /* host allocation failed */
     PW_ERROR_INSUFFICIENT_WORKSPACE = 4, /* caller workspace smaller than the size query */
     PW_ERROR_CUDA = 5,             /* a CUDA runtime call or launch failed */
-    PW_ERROR_NO_DEVICE = 6,        /* no CUDA device, or not compute capability 9.0 */
+    PW_ERROR_NO_DEVICE = 6,        /* no usable CUDA device (no GPU, no driver); a device
+                                      that is not sm_90 gives PW_ERROR_UNSUPPORTED */
     PW_ERROR_IO = 7,               /* a file could not be opened, read or written */
     PW_ERROR_FORMAT = 8            /* a file is not in the expected format */
 } pw_status_t;
@@ -99,7 +100,7 @@ typedef struct pw_problem {
     int32_t num_tokens;            /* N >= 0: query rows of the chunk, requests packed */
     int32_t num_requests;          /* R >= 1 */
     int32_t num_kv_heads;          /* Hkv >= 1 */
-    int32_t q_heads_per_kv;        /* G: 16 on the fast path, 1..16 for the reference */
+    int32_t q_heads_per_kv;        /* G: 16 on the fast path, 1..64 for the reference */
     int32_t head_dim;              /* D: 128 on the fast path */
     int32_t page_size;             /* P in tokens: 128 on the fast path */
     int32_t topk;                  /* K: Top-K ids per (KV head, query): 16 on the fast path */
@@ -269,9 +270,12 @@ typedef enum pw_ref_mode {
  *     second being the E4M3 rounding of the first's error (q8 = e4m3(q / q_scale),
  *     q8lo = e4m3(q / q_scale - q8); p8 = e4m3(256 p), p8lo = e4m3(f16(256 p) - p8)), so
  *     QK and PV each run twice on the FP8 tensor cores into the same FP32 accumulator.
- *     About 8 significant bits per operand instead of 4: NRMS ~0.1% on the same inputs,
- *     at the cost measured in the README's benchmark table. K and V stay the caller's
- *     FP8 caches (they are exact inputs). Outputs stay bitwise independent of the grouping. */
+ *     About 8 significant bits per operand instead of 4: NRMS 0.09% on the same inputs
+ *     before the output is rounded to BF16, 0.21-0.23% in BF16 (BF16 rounding alone costs
+ *     ~0.17%), at the cost measured in the README's benchmark table (1.2-1.3x the FP8
+ *     time). K and V stay the caller's FP8 caches (exact inputs). Outputs stay bitwise
+ *     independent of the grouping.
+ * A pw_attention_args_t whose struct_size predates this field (0.1.0) reads as FP8. */
 typedef enum pw_precision {
     PW_PRECISION_FP8 = 0,  /* default */
     PW_PRECISION_FP8X2 = 1
@@ -293,14 +297,16 @@ typedef struct pw_attention_args {
     void *o;                     /* [N, Hq, D] of o_dtype, written: (n,h,d) at
                                     n*o_stride + h*D + d */
     int64_t o_stride;            /* elements between output rows, >= Hq*D */
-    pw_dtype_t o_dtype;          /* FLOAT32 / BFLOAT16 (GPU: BFLOAT16); FLOAT64 reference only */
+    pw_dtype_t o_dtype;          /* FLOAT32 / BFLOAT16 / FLOAT64 (reference); the GPU needs
+                                    BFLOAT16: set it (PW_ATTENTION_ARGS_INIT gives FLOAT32) */
     float *lse;                  /* [N, Hq] natural-log LSE of the scaled scores, -inf for
                                     empty rows; NULL to skip */
     uint32_t *bad_page_count;    /* optional (NULL): incremented once per (query, KV head,
                                     page) whose physical id is outside [0, num_cache_pages) */
     pw_precision_t precision;    /* PW_PRECISION_FP8 (default) or PW_PRECISION_FP8X2: the
                                     GPU kernels' arithmetic and the one PW_REF_FP8_EMULATE
-                                    mirrors (PW_REF_EXACT ignores it) */
+                                    mirrors (PW_REF_EXACT computes exactly either way, but
+                                    the value must be valid) */
 } pw_attention_args_t;
 
 #define PW_ATTENTION_ARGS_INIT                                                              \
@@ -309,7 +315,11 @@ typedef struct pw_attention_args {
 
 /* Sparse attention of SPEC §1 on the CPU, FP64 accumulation. Empty rows: O = 0,
  * LSE = -inf. A physical page outside the cache contributes nothing and is counted.
- * Errors: PW_ERROR_INVALID_ARGUMENT, PW_ERROR_OUT_OF_MEMORY. */
+ * N = 0: success, nothing read (the tensors may be NULL). PW_REF_FP8_EMULATE is
+ * deterministic under the default floating-point rounding mode (round to nearest).
+ * Errors: PW_ERROR_INVALID_ARGUMENT (also: scales so large that a score of the FP8
+ * arithmetic overflows FP32; rows before it may have been written),
+ * PW_ERROR_OUT_OF_MEMORY. */
 pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_args_t *args,
                              pw_ref_mode_t mode);
 
@@ -404,8 +414,11 @@ typedef enum pw_kernel {
  *   perm: [Hkv, N] device, the permutation the metadata was prepared from.
  *   meta: device buffers written by pw_union_prepare (or uploaded from the reference).
  * Runs asynchronously on stream; no allocation, no host synchronisation: capturable in a
- * CUDA graph. Errors: PW_ERROR_INVALID_ARGUMENT, PW_ERROR_UNSUPPORTED, PW_ERROR_NO_DEVICE,
- * PW_ERROR_CUDA (launch failure; message names the CUDA error). */
+ * CUDA graph. The scales are device data, read by the kernel: scales so large that the
+ * scores overflow FP32 give NaN outputs (not detectable on the host; the reference
+ * reports them). N = 0: success, nothing enqueued. Errors: PW_ERROR_INVALID_ARGUMENT,
+ * PW_ERROR_UNSUPPORTED, PW_ERROR_NO_DEVICE, PW_ERROR_CUDA (launch failure; message names
+ * the CUDA error). */
 pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_args_t *args,
                                const pw_grouping_t *grouping, const int32_t *perm,
                                const pw_union_meta_t *meta, pw_kernel_t kernel,

@@ -221,9 +221,7 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
                               pw_stream_t stream)
 {
     if (!plan) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "plan is NULL");
-    if (!args || args->struct_size < sizeof(pw_attention_args_t))
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "args is NULL or args.struct_size is too small (initialise with PW_ATTENTION_ARGS_INIT)");
+    PW_TRY(pw_check_args_struct(args));
     const pw_problem_t *p = &plan->problem;
     const int caller_perm = (plan->config.flags & PW_PLAN_CALLER_PERM) != 0;
     if (caller_perm && !perm && p->num_tokens > 0)
@@ -235,22 +233,18 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     PW_TRY(carve(plan, workspace, workspace_bytes, parts));
     if (!args->topk_ids && p->num_tokens > 0)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.topk_ids is NULL");
-    /* The checks pw_union_attention makes last, made first, so that a bad argument is
-     * reported before the regroup and union steps are enqueued. */
-    const pw_requests_t *rq = &args->requests;
-    if (!args->q || !args->k_cache || !args->v_cache || !args->k_scale || !args->v_scale || !args->o ||
-        !rq->cu_seqlens_q || !rq->prefix_lens || !rq->kv_lens || !rq->page_table)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "args: q, k_cache, v_cache, k_scale, v_scale, o and the request arrays "
-                       "(cu_seqlens_q, prefix_lens, kv_lens, page_table) must not be NULL");
+    /* Every check pw_union_attention makes on the call's arguments, made first, so that a
+     * bad argument is reported before the regroup and union steps are enqueued (or
+     * captured into a graph). */
+    PW_TRY(pw_check_gpu_attention_args(p, args, plan->config.kernel));
 #ifndef PW_HAVE_CUDA
     /* Without CUDA, this comes before any check that speaks of the GPU (host argument
      * errors above are still reported as such). */
     (void)stream;
     return pw_fail(PW_ERROR_UNSUPPORTED, "pw_sparse_prefill: built without CUDA");
 #else
-    if (args->o_dtype != PW_DTYPE_BFLOAT16)
-        return pw_fail(PW_ERROR_UNSUPPORTED, "args.o_dtype must be PW_DTYPE_BFLOAT16 on the GPU");
+    if (p->num_tokens == 0) return PW_SUCCESS; /* nothing to compute, nothing enqueued */
+    PW_TRY(pw_check_attention_device()); /* before the first enqueue: NO_DEVICE, not a launch error */
     if (plan->config.kernel == PW_KERNEL_PER_QUERY)
         return pw_union_attention(p, args, NULL, NULL, NULL, PW_KERNEL_PER_QUERY, stream);
     const pw_union_meta_t meta = meta_view(plan, parts);

@@ -2,6 +2,8 @@
 #ifndef PW_INTERNAL_H
 #define PW_INTERNAL_H
 
+#include <stddef.h>
+
 #include "pageweaver.h"
 
 #ifdef __cplusplus
@@ -22,6 +24,28 @@ void pw_clear_error(void);
         pw_status_t pw_try_status_ = (expr);                                                \
         if (pw_try_status_ != PW_SUCCESS) return pw_try_status_;                            \
     } while (0)
+
+/* pw_attention_args_t as it was before `precision` (0.1.0): still accepted, read as
+ * PW_PRECISION_FP8 (the struct_size convention of pageweaver.h). */
+#define PW_ATTENTION_ARGS_MIN_SIZE offsetof(pw_attention_args_t, precision)
+
+/* args->precision, or PW_PRECISION_FP8 for a struct without the field. */
+pw_precision_t pw_args_precision(const pw_attention_args_t *args);
+
+/* args non-NULL, struct_size >= PW_ATTENTION_ARGS_MIN_SIZE, a valid precision:
+ * PW_ERROR_INVALID_ARGUMENT otherwise. */
+pw_status_t pw_check_args_struct(const pw_attention_args_t *args);
+
+/* Every host-side check of a GPU attention call (src/attention_args.c): the problem, args
+ * (struct, precision, tensors, strides, alignment), the kernel value and the fast-path
+ * shape; with N = 0 the tensors are not required. Grouping and metadata are checked by
+ * pw_union_attention itself. */
+pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_attention_args_t *args,
+                                        pw_kernel_t kernel);
+
+/* The CUDA build: PW_ERROR_NO_DEVICE without a usable CUDA device, PW_ERROR_UNSUPPORTED for
+ * a device other than sm_90 (src/cuda/attention.cu). */
+pw_status_t pw_check_attention_device(void);
 
 #ifdef __cplusplus
 }

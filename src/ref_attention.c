@@ -136,20 +136,12 @@ static pw_status_t scratch_alloc(ref_scratch_t *s, int64_t topk, int64_t max_tok
 static pw_status_t check_args(const pw_problem_t *problem, const pw_attention_args_t *a,
                               pw_ref_mode_t mode)
 {
-    if (!a) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args is NULL");
-    if (a->struct_size < sizeof(pw_attention_args_t))
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "args.struct_size is %u, expected %zu (initialise with "
-                       "PW_ATTENTION_ARGS_INIT)",
-                       a->struct_size, sizeof(pw_attention_args_t));
+    PW_TRY(pw_check_args_struct(a)); /* NULL, struct_size, precision */
     PW_TRY(pw_problem_check(problem, &a->requests));
-    if (a->precision != PW_PRECISION_FP8 && a->precision != PW_PRECISION_FP8X2)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "args.precision is %d (PW_PRECISION_FP8 or PW_PRECISION_FP8X2)",
-                       (int)a->precision);
     if (mode != PW_REF_EXACT && mode != PW_REF_FP8_EMULATE)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "mode is %d (PW_REF_EXACT or PW_REF_FP8_EMULATE)", (int)mode);
+    if (problem->num_tokens == 0) return PW_SUCCESS; /* nothing is read or written */
     if (!a->requests.page_table)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "args.requests.page_table is NULL (required)");
@@ -254,7 +246,7 @@ static double round_f16(double x)
 static void load_q_row(const pw_attention_args_t *a, ref_scratch_t *s, pw_ref_mode_t mode,
                        int64_t n, int64_t h, int64_t group, int64_t dim)
 {
-    const int two_term = a->precision == PW_PRECISION_FP8X2;
+    const int two_term = pw_args_precision(a) == PW_PRECISION_FP8X2;
     for (int64_t g = 0; g < group; g++) {
         const pw_bf16_t *q = a->q + n * a->q_stride + (h * group + g) * dim;
         if (mode == PW_REF_EXACT) {
@@ -358,11 +350,14 @@ static void attend_exact(ref_scratch_t *s, int64_t tokens, int64_t group, int64_
 
 /* FP8_EMULATE mode (see the file comment), every head of the row. s->q holds q8 values,
  * s->q_scale the per-head scales. */
-static void attend_emulate(ref_scratch_t *s, int32_t num_pages, int64_t group, int64_t dim,
-                           float k_scale, float v_scale, float scale, pw_precision_t precision)
+/* Returns 0, or -1 when a score is not finite in float (scales so large that q_scale *
+ * k_scale * s * (q8 . k8) overflows FP32: the arithmetic has no answer then). */
+static int attend_emulate(ref_scratch_t *s, int32_t num_pages, int64_t group, int64_t dim,
+                          float k_scale, float v_scale, float scale, pw_precision_t precision)
 {
     /* Exact (see the file comment). */
     dot_scores(s->x, s->q, s->k, s->page_first[num_pages], group, s->group_pad, dim);
+    int finite = 1;
     for (int64_t t = 0; t < s->page_first[num_pages]; t++)
         for (int64_t g = 0; g < group; g++) {
             float x = (float)s->x[t * group + g];
@@ -370,7 +365,9 @@ static void attend_emulate(ref_scratch_t *s, int32_t num_pages, int64_t group, i
             x = x * k_scale;
             x = x * scale;
             s->x[t * group + g] = x;
+            finite = finite && isfinite(x);
         }
+    if (!finite) return -1;
     float *m = s->m, *l = s->l;
     for (int64_t g = 0; g < group; g++) {
         m[g] = -INFINITY;
@@ -418,6 +415,7 @@ static void attend_emulate(ref_scratch_t *s, int32_t num_pages, int64_t group, i
         }
         s->lse[g] = m[g] + logf(l[g]);
     }
+    return 0;
 }
 
 static void write_output_row(const pw_attention_args_t *a, int64_t n, int64_t head, int64_t dim,
@@ -446,8 +444,8 @@ pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_arg
     const int32_t topk = problem->topk;
     const float scale = problem->softmax_scale != 0.0f ? problem->softmax_scale
                                                        : (float)(1.0 / sqrt((double)dim));
-    const float k_scale = *args->k_scale, v_scale = *args->v_scale;
     if (n_tokens == 0) return PW_SUCCESS;
+    const float k_scale = *args->k_scale, v_scale = *args->v_scale;
 
     /* Most tokens one row can see: |S| <= K pages, and never more than its KV length. */
     int64_t max_kv = 0;
@@ -486,8 +484,14 @@ pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_arg
                 load_q_row(args, &s, mode, n, h, group, dim);
                 if (mode == PW_REF_EXACT)
                     attend_exact(&s, tokens, group, dim, (double)scale);
-                else
-                    attend_emulate(&s, num_pages, group, dim, k_scale, v_scale, scale, args->precision);
+                else if (attend_emulate(&s, num_pages, group, dim, k_scale, v_scale, scale,
+                                        pw_args_precision(args)) != 0) {
+                    scratch_free(&s);
+                    return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                                   "a score of row %lld, KV head %lld overflows FP32 in the FP8 "
+                                   "arithmetic (k_scale %g, softmax scale %g): scales too large",
+                                   (long long)n, (long long)h, (double)k_scale, (double)scale);
+                }
             }
             for (int64_t g = 0; g < group; g++) {
                 write_output_row(args, n, h * group + g, dim, s.out + g * dim);

@@ -3,6 +3,7 @@
  * GPU. The device behaviour is tested in tests/gpu/test_full_call_gpu.c.
  *
  * Usage: test_plan [--seed N] */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +188,65 @@ static void test_prefill_argument_errors(void **state)
     a.topk_ids = dummy;
     assert_int_equal(pw_sparse_prefill(plan, &a, NULL, ws, bytes, NULL), PW_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(pw_last_error(), "must not be NULL"));
+    pw_plan_destroy(plan);
+
+    /* Every check of pw_union_attention comes before anything is enqueued: with fake
+     * (never dereferenced) device pointers, a bad precision, stride or alignment is an
+     * argument error, in builds with and without CUDA alike. */
+    assert_pw_ok(pw_plan_create(&p, NULL, &plan));
+    pw_attention_args_t g = PW_ATTENTION_ARGS_INIT;
+    void *fake = (void *)(uintptr_t)0x10000;
+    g.q = fake;
+    g.q_stride = 16 * 128;
+    g.k_cache = fake;
+    g.v_cache = fake;
+    g.kv_stride = 128;
+    g.k_scale = fake;
+    g.v_scale = fake;
+    g.topk_ids = fake;
+    g.requests.cu_seqlens_q = fake;
+    g.requests.prefix_lens = fake;
+    g.requests.kv_lens = fake;
+    g.requests.page_table = fake;
+    g.requests.page_table_stride = 512;
+    g.o = fake;
+    g.o_stride = 16 * 128;
+    g.o_dtype = PW_DTYPE_BFLOAT16;
+    a = g;
+    a.precision = (pw_precision_t)7;
+    assert_int_equal(pw_sparse_prefill(plan, &a, NULL, ws, bytes, NULL), PW_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(pw_last_error(), "precision"));
+    a = g;
+    a.q_stride = 100;
+    assert_int_equal(pw_sparse_prefill(plan, &a, NULL, ws, bytes, NULL), PW_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(pw_last_error(), "args.q"));
+    /* A struct of the size before `precision` existed is accepted (and read as FP8): the
+     * call gets past the struct check to the stride check. */
+    a.struct_size = (uint32_t)offsetof(pw_attention_args_t, precision);
+    a.precision = (pw_precision_t)7; /* outside the old struct: not read */
+    assert_int_equal(pw_sparse_prefill(plan, &a, NULL, ws, bytes, NULL), PW_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(pw_last_error(), "args.q"));
+    a.struct_size = (uint32_t)offsetof(pw_attention_args_t, precision) - 4;
+    assert_int_equal(pw_sparse_prefill(plan, &a, NULL, ws, bytes, NULL), PW_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(pw_last_error(), "struct_size"));
+    a = g;
+    a.o_dtype = PW_DTYPE_FLOAT32;
+    assert_int_equal(pw_sparse_prefill(plan, &a, NULL, ws, bytes, NULL), PW_ERROR_UNSUPPORTED);
+    pw_plan_destroy(plan);
+
+    /* N = 0: nothing to do, the tensors may be NULL; a CUDA build returns success without
+     * touching a device, a build without CUDA says so. */
+    const pw_problem_t p0 = fast_problem(0, 1, 1);
+    assert_pw_ok(pw_plan_create(&p0, NULL, &plan));
+    assert_pw_ok(pw_plan_workspace_size(plan, &bytes));
+    pw_attention_args_t e = PW_ATTENTION_ARGS_INIT;
+    e.o_dtype = PW_DTYPE_BFLOAT16;
+    const pw_status_t st0 = pw_sparse_prefill(plan, &e, NULL, ws, bytes, NULL);
+#ifdef PW_HAVE_CUDA
+    assert_int_equal(st0, PW_SUCCESS);
+#else
+    assert_int_equal(st0, PW_ERROR_UNSUPPORTED);
+#endif
     pw_plan_destroy(plan);
 
     pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;

@@ -4,6 +4,7 @@
  * checks, huge page ids and long contexts.
  * Set PW_TEST_SLOW=1 to also time the fast-path shape (N = 16K, G = 16, D = 128). */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -633,6 +634,41 @@ static void test_fp8x2_emulate_accuracy(void **state)
     }
 }
 
+/* The struct_size convention: args of the size before `precision` existed are accepted and
+ * read as PW_PRECISION_FP8 (same bytes as FP8); N = 0 needs no tensors. */
+static void test_args_compatibility(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 8);
+    tcase_t tc;
+    tcase_medium(&tc, &rng, 32, 16, 2, 4);
+    const int64_t rows = tc.pb.num_tokens * hq_of(&tc), count = rows * tc.pb.head_dim;
+    double *o_new = xcalloc((size_t)count, sizeof *o_new), *o_old = xcalloc((size_t)count, sizeof *o_old);
+    pw_attention_args_t a = tcase_args(&tc, o_new, hq_of(&tc) * tc.pb.head_dim, PW_DTYPE_FLOAT64, NULL, NULL);
+    assert_pw_ok(pw_ref_attention(&tc.pb, &a, PW_REF_FP8_EMULATE));
+    a.o = o_old;
+    a.struct_size = (uint32_t)offsetof(pw_attention_args_t, precision);
+    a.precision = PW_PRECISION_FP8X2; /* beyond the old struct: must not be read */
+    assert_pw_ok(pw_ref_attention(&tc.pb, &a, PW_REF_FP8_EMULATE));
+    assert_memory_equal(o_new, o_old, (size_t)count * sizeof *o_new);
+    a.struct_size = (uint32_t)offsetof(pw_attention_args_t, precision) - 1;
+    assert_int_equal(pw_ref_attention(&tc.pb, &a, PW_REF_EXACT), PW_ERROR_INVALID_ARGUMENT);
+    free(o_new);
+    free(o_old);
+    /* N = 0: success, nothing read. */
+    pw_problem_t empty = tc.pb;
+    empty.num_tokens = 0;
+    pw_attention_args_t e = PW_ATTENTION_ARGS_INIT;
+    int32_t cu[2] = {0, 0}, prefix[1] = {0}, kv[1] = {0};
+    e.requests.cu_seqlens_q = cu;
+    e.requests.prefix_lens = prefix;
+    e.requests.kv_lens = kv;
+    empty.num_requests = 1;
+    assert_pw_ok(pw_ref_attention(&empty, &e, PW_REF_FP8_EMULATE));
+    tcase_free(&tc);
+}
+
 static void test_fp8_emulate_exact_cases(void **state)
 {
     (void)state;
@@ -729,6 +765,15 @@ static void test_invalid_arguments(void **state)
     a = good;
     a.precision = (pw_precision_t)2;
     expect_invalid(&pb, &a, PW_REF_FP8_EMULATE, "precision 2");
+    a = good;
+    a.precision = (pw_precision_t)2;
+    expect_invalid(&pb, &a, PW_REF_EXACT, "precision 2, EXACT mode");
+    /* Scales so large that a score overflows FP32 in the FP8 arithmetic: no answer. */
+    a = good;
+    float huge = 3e38f;
+    a.k_scale = &huge;
+    expect_invalid(&pb, &a, PW_REF_FP8_EMULATE, "k_scale 3e38 (FP8 scores overflow)");
+    assert_pw_ok(pw_ref_attention(&pb, &a, PW_REF_EXACT)); /* FP64: no overflow */
     a = good;
     pb.struct_size = 4;
     expect_invalid(&pb, &a, PW_REF_EXACT, "bad problem.struct_size");
@@ -925,6 +970,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_empty_rows_and_bad_pages),
         cmocka_unit_test(test_fp8_emulate_accuracy),
         cmocka_unit_test(test_fp8x2_emulate_accuracy),
+        cmocka_unit_test(test_args_compatibility),
         cmocka_unit_test(test_fp8_emulate_exact_cases),
         cmocka_unit_test(test_invalid_arguments),
         cmocka_unit_test(test_huge_ids_and_long_context),

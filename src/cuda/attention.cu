@@ -487,10 +487,32 @@ static __device__ __forceinline__ void store_vt_chunk(uint32_t vt, uint32_t chun
     }
 }
 
-/* One warp: chunk `chunk` of V^T. */
+/* One warp: chunk `chunk` of V^T, loads and stores interleaved as the compiler likes (the
+ * code of impls 2-6; load_v_chunk + store_vt_chunk compiled to other register use for
+ * impl 6, so impl 7 alone uses them). */
 static __device__ __forceinline__ void transpose_v_chunk(uint32_t vt, uint32_t v, uint32_t chunk)
 {
-    store_vt_chunk(vt, chunk, load_v_chunk(v, chunk));
+    const int lane = threadIdx.x % 32;
+    const uint32_t a = lane / 4, q = lane % 4;
+    const uint32_t t0 = 16 * a + 2 * q; // tokens t0, t0+1, t0+8, t0+9 -> one 4-byte word
+    const uint4 r0 = ld_shared_v4_u32(v + sw128(t0, chunk));
+    const uint4 r1 = ld_shared_v4_u32(v + sw128(t0 + 1, chunk));
+    const uint4 r2 = ld_shared_v4_u32(v + sw128(t0 + 8, chunk));
+    const uint4 r3 = ld_shared_v4_u32(v + sw128(t0 + 9, chunk));
+    const uint32_t w0[4] = {r0.x, r0.y, r0.z, r0.w}, w1[4] = {r1.x, r1.y, r1.z, r1.w};
+    const uint32_t w2[4] = {r2.x, r2.y, r2.z, r2.w}, w3[4] = {r3.x, r3.y, r3.z, r3.w};
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        const uint32_t x0 = __byte_perm(w0[u], w1[u], 0x5140), x1 = __byte_perm(w0[u], w1[u], 0x7362);
+        const uint32_t y0 = __byte_perm(w2[u], w3[u], 0x5140), y1 = __byte_perm(w2[u], w3[u], 0x7362);
+        const uint32_t out[4] = {__byte_perm(x0, y0, 0x5410), __byte_perm(x0, y0, 0x7632),
+                                 __byte_perm(x1, y1, 0x5410), __byte_perm(x1, y1, 0x7632)};
+#pragma unroll
+        for (int dd = 0; dd < 4; dd++) {
+            const uint32_t d = 16 * chunk + 4 * u + dd;
+            st_shared_u32(vt + sw128(d, a) + 4 * q, out[dd]);
+        }
+    }
 }
 
 /* Half cc (0, 1) of this warp's d range: chunk 2w + cc. */
@@ -1632,7 +1654,9 @@ pw_status_t make_cache_map(CUtensorMap *map, const void *cache, const char *name
     return PW_SUCCESS;
 }
 
-pw_status_t check_device(void)
+} // namespace
+
+extern "C" pw_status_t pw_check_attention_device(void)
 {
     int dev = 0, major = 0, minor = 0;
     cudaError_t e = cudaGetDevice(&dev);
@@ -1640,7 +1664,9 @@ pw_status_t check_device(void)
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        return pw_fail(PW_ERROR_NO_DEVICE, "no usable CUDA device: %s", cudaGetErrorString(e));
+        return pw_fail(PW_ERROR_NO_DEVICE,
+                       "no usable CUDA device (no GPU or no NVIDIA driver on this machine?): CUDA says \"%s\"",
+                       cudaGetErrorString(e));
     }
     if (major != 9)
         return pw_fail(PW_ERROR_UNSUPPORTED,
@@ -1648,6 +1674,8 @@ pw_status_t check_device(void)
                        major, minor);
     return PW_SUCCESS;
 }
+
+namespace {
 
 /* One kernel of impls 0-3 (sparse_attention_kernel<VARIANT, IMPL>) or of impl 5
  * (sparse_attention_pipe_kernel<VARIANT>, its own shared-memory plan). */
@@ -1748,16 +1776,8 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
                             const pw_grouping_t *grouping, const int32_t *perm, const pw_union_meta_t *meta,
                             pw_kernel_t kernel, pw_stream_t stream)
 {
-    PW_TRY(pw_problem_check(problem, NULL));
-    if (!args || args->struct_size < sizeof(pw_attention_args_t))
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args is NULL or args.struct_size is too small "
-                                                  "(initialise with PW_ATTENTION_ARGS_INIT)");
-    if (kernel != PW_KERNEL_UNION8 && kernel != PW_KERNEL_UNION4 && kernel != PW_KERNEL_PER_QUERY)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "kernel is %d (not a pw_kernel_t)", (int)kernel);
-    if (args->precision != PW_PRECISION_FP8 && args->precision != PW_PRECISION_FP8X2)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.precision is %d (PW_PRECISION_FP8 or PW_PRECISION_FP8X2)",
-                       (int)args->precision);
-    if (args->precision == PW_PRECISION_FP8X2) {
+    PW_TRY(pw_check_gpu_attention_args(problem, args, kernel)); // src/attention_args.c
+    if (pw_args_precision(args) == PW_PRECISION_FP8X2) {
         // Two-term FP8 exists on B (impl 2) and on impl 6 (the library's), for every variant.
         if (impl == pw::kImplIdleVtDev) impl = pw::kImplPRegs | pw::kImplIdleVt | pw::kImplX2;
         else if (impl == pw::kImplPRegs || (impl == pw::kImplWarpSpec && kernel != PW_KERNEL_UNION8))
@@ -1766,46 +1786,14 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
             return pw_fail(PW_ERROR_UNSUPPORTED, "PW_PRECISION_FP8X2 has no path in dev impl %d (impls 2 and 6 have)",
                            impl);
     }
-    if (problem->q_heads_per_kv != pw::kHeadsPerKv || problem->head_dim != pw::kHeadDim ||
-        problem->page_size != pw::kPageSize || problem->topk != pw::kTopK)
-        return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "no GPU path for G=%d D=%d P=%d K=%d (supported: G=16 D=128 P=128 K=16)",
-                       problem->q_heads_per_kv, problem->head_dim, problem->page_size, problem->topk);
     const pw_requests_t *rq = &args->requests;
-    if (!args->q || !args->k_cache || !args->v_cache || !args->k_scale || !args->v_scale || !args->o ||
-        !rq->cu_seqlens_q || !rq->prefix_lens || !rq->kv_lens || !rq->page_table)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "args: q, k_cache, v_cache, k_scale, v_scale, o and the request arrays "
-                       "(cu_seqlens_q, prefix_lens, kv_lens, page_table) must not be NULL");
-    if (kernel == PW_KERNEL_PER_QUERY && !args->topk_ids)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.topk_ids is NULL (the per-query kernel reads it)");
-    if (args->o_dtype != PW_DTYPE_BFLOAT16)
-        return pw_fail(PW_ERROR_UNSUPPORTED, "args.o_dtype must be PW_DTYPE_BFLOAT16 on the GPU");
-    const int64_t hq_d = (int64_t)problem->num_kv_heads * problem->q_heads_per_kv * problem->head_dim;
-    const int64_t hkv_d = (int64_t)problem->num_kv_heads * problem->head_dim;
-    if (args->q_stride < hq_d || args->q_stride % 8 != 0 || ((uintptr_t)args->q & 15u) != 0)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "args.q: stride %lld must be >= Hq*D = %lld and a multiple of 8 elements, "
-                       "pointer 16-byte aligned",
-                       (long long)args->q_stride, (long long)hq_d);
-    if (args->o_stride < hq_d || args->o_stride % 2 != 0 || ((uintptr_t)args->o & 3u) != 0)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "args.o: stride %lld must be >= Hq*D = %lld and even, pointer 4-byte aligned",
-                       (long long)args->o_stride, (long long)hq_d);
-    if (args->kv_stride < hkv_d || args->kv_stride % 16 != 0 || ((uintptr_t)args->k_cache & 15u) != 0 ||
-        ((uintptr_t)args->v_cache & 15u) != 0)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "args.kv_stride %lld must be >= Hkv*D = %lld and a multiple of 16; caches "
-                       "16-byte aligned",
-                       (long long)args->kv_stride, (long long)hkv_d);
-    if (problem->num_cache_pages < 1)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "problem.num_cache_pages must be >= 1");
-    if (rq->page_table_stride < problem->max_pages_per_request)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.requests.page_table_stride %lld < max_pages_per_request %d",
-                       (long long)rq->page_table_stride, problem->max_pages_per_request);
     if (kernel != PW_KERNEL_PER_QUERY) {
-        if (!grouping || grouping->struct_size < sizeof(pw_grouping_t) || grouping->group_size != pw::kGroupSize)
-            return pw_fail(PW_ERROR_UNSUPPORTED, "the union kernels need grouping.group_size = 8");
+        if (!grouping || grouping->struct_size < sizeof(pw_grouping_t))
+            return pw_fail(PW_ERROR_INVALID_ARGUMENT, "grouping is NULL or grouping.struct_size is too small "
+                                                      "(initialise with PW_GROUPING_INIT)");
+        if (grouping->group_size != pw::kGroupSize)
+            return pw_fail(PW_ERROR_UNSUPPORTED, "the union kernels need grouping.group_size = 8 (got %d)",
+                           grouping->group_size);
         if (!perm || !meta || !meta->num_groups || !meta->groups || !meta->union_pages || !meta->member_masks)
             return pw_fail(PW_ERROR_INVALID_ARGUMENT, "perm and every meta buffer must be given for the union kernels");
         if (meta->union_capacity < pw::kMaxUnion || meta->max_groups < pw_max_groups(problem, grouping))
@@ -1816,7 +1804,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
                            (long long)pw_max_groups(problem, grouping));
     }
     if (problem->num_tokens == 0) return PW_SUCCESS;
-    PW_TRY(check_device());
+    PW_TRY(pw_check_attention_device());
 
     pw::AttentionParams params;
     memset(&params, 0, sizeof params);

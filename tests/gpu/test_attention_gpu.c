@@ -45,12 +45,14 @@ static uint64_t g_seed;
 #define EXACT_NRMS_BOUND 0.05
 #define EXACT_NRMS_GOAL 0.025 /* issue 5: <= 2.5%; asserted for PW_PRECISION_FP8X2 */
 /* PW_PRECISION_FP8X2 (two-term FP8 Q and P, pw_precision_t): Q and P carry ~8 significant
- * bits, so a one-ulp flip of a first term is absorbed by the second; what is left against
- * the emulating reference is mostly the QK accumulation on the FP8 tensor cores (an addend
- * keeps ~14 bits), which the reference does exactly: first H200 run 2.95e-3 NRMS on the
- * random problems, whose Q rows are scaled up to x2 (large, peaky scores). A misplaced
- * second term costs percents. LSE: the same score differences, 5.2e-3 there (the FP8 mode
- * has the same scores and passed 5e-3 narrowly), hence 1e-2. Against the exact reference
+ * bits, so a one-ulp flip of a first term is absorbed by the second. What is left against
+ * the (FLOAT32-output) emulating reference: the BF16 rounding of the GPU's output (~1.7e-3
+ * NRMS by itself on N(0,1) data), then the QK accumulation on the FP8 tensor cores (an
+ * addend keeps ~14 bits) and ex2.approx, which the reference does exactly: first H200 runs
+ * 2.5-3.0e-3 on the random problems, whose Q rows are scaled up to x2 (large, peaky
+ * scores). A misplaced second term costs percents. LSE (FP32, no output rounding): the
+ * score differences alone, up to 7.1e-3 there (the FP8 mode has the same scores and passed
+ * 5e-3 narrowly), hence 1e-2. Against the exact reference
  * the FP8 error of Q and P shrinks >10x (numpy study: 0.08-0.09%; random problems 0.31%),
  * so the issue's 2.5% bar holds with a wide margin. */
 #define EMU_X2_NRMS_BOUND 5e-3

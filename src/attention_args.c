@@ -1,0 +1,82 @@
+/* Host-side checks of one GPU attention call's arguments (SPEC §1, §6), shared by
+ * pw_union_attention and pw_sparse_prefill: the full call runs them before it enqueues its
+ * first kernel, so that a bad argument never leaves regroup and union preparation behind
+ * in a stream or a captured graph. Compiled in every build (no CUDA needed). */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pageweaver.h"
+#include "pw_internal.h"
+
+pw_precision_t pw_args_precision(const pw_attention_args_t *args)
+{
+    /* A struct of the size before the precision field existed reads as SPEC §4's FP8. */
+    return args->struct_size >= offsetof(pw_attention_args_t, precision) + sizeof(args->precision)
+               ? args->precision
+               : PW_PRECISION_FP8;
+}
+
+pw_status_t pw_check_args_struct(const pw_attention_args_t *args)
+{
+    if (!args) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args is NULL");
+    if (args->struct_size < PW_ATTENTION_ARGS_MIN_SIZE)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args.struct_size is %u, expected %zu (initialise with PW_ATTENTION_ARGS_INIT)",
+                       args->struct_size, sizeof(pw_attention_args_t));
+    const pw_precision_t precision = pw_args_precision(args);
+    if (precision != PW_PRECISION_FP8 && precision != PW_PRECISION_FP8X2)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args.precision is %d (PW_PRECISION_FP8 or PW_PRECISION_FP8X2)", (int)precision);
+    return PW_SUCCESS;
+}
+
+pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_attention_args_t *args,
+                                        pw_kernel_t kernel)
+{
+    PW_TRY(pw_problem_check(problem, NULL));
+    PW_TRY(pw_check_args_struct(args));
+    if (kernel != PW_KERNEL_UNION8 && kernel != PW_KERNEL_UNION4 && kernel != PW_KERNEL_PER_QUERY)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "kernel is %d (not a pw_kernel_t)", (int)kernel);
+    if (problem->q_heads_per_kv != 16 || problem->head_dim != 128 || problem->page_size != 128 ||
+        problem->topk != 16)
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "no GPU path for G=%d D=%d P=%d K=%d (supported: G=16 D=128 P=128 K=16)",
+                       problem->q_heads_per_kv, problem->head_dim, problem->page_size, problem->topk);
+    const int o_dtype_ok = args->o_dtype == PW_DTYPE_BFLOAT16;
+    if (problem->num_tokens == 0) /* nothing is read: the tensors may be NULL */
+        return o_dtype_ok ? PW_SUCCESS
+                          : pw_fail(PW_ERROR_UNSUPPORTED, "args.o_dtype must be PW_DTYPE_BFLOAT16 on the GPU");
+    const pw_requests_t *rq = &args->requests;
+    if (!args->q || !args->k_cache || !args->v_cache || !args->k_scale || !args->v_scale || !args->o ||
+        !rq->cu_seqlens_q || !rq->prefix_lens || !rq->kv_lens || !rq->page_table)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args: q, k_cache, v_cache, k_scale, v_scale, o and the request arrays "
+                       "(cu_seqlens_q, prefix_lens, kv_lens, page_table) must not be NULL");
+    if (kernel == PW_KERNEL_PER_QUERY && !args->topk_ids)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.topk_ids is NULL (the per-query kernel reads it)");
+    if (!o_dtype_ok) return pw_fail(PW_ERROR_UNSUPPORTED, "args.o_dtype must be PW_DTYPE_BFLOAT16 on the GPU");
+    const int64_t hq_d = (int64_t)problem->num_kv_heads * problem->q_heads_per_kv * problem->head_dim;
+    const int64_t hkv_d = (int64_t)problem->num_kv_heads * problem->head_dim;
+    if (args->q_stride < hq_d || args->q_stride % 8 != 0 || ((uintptr_t)args->q & 15u) != 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args.q: stride %lld must be >= Hq*D = %lld and a multiple of 8 elements, "
+                       "pointer 16-byte aligned",
+                       (long long)args->q_stride, (long long)hq_d);
+    if (args->o_stride < hq_d || args->o_stride % 2 != 0 || ((uintptr_t)args->o & 3u) != 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args.o: stride %lld must be >= Hq*D = %lld and even, pointer 4-byte aligned",
+                       (long long)args->o_stride, (long long)hq_d);
+    if (args->kv_stride < hkv_d || args->kv_stride % 16 != 0 || ((uintptr_t)args->k_cache & 15u) != 0 ||
+        ((uintptr_t)args->v_cache & 15u) != 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args.kv_stride %lld must be >= Hkv*D = %lld and a multiple of 16; caches "
+                       "16-byte aligned",
+                       (long long)args->kv_stride, (long long)hkv_d);
+    if (problem->num_cache_pages < 1)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "problem.num_cache_pages must be >= 1");
+    if (rq->page_table_stride < problem->max_pages_per_request)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args.requests.page_table_stride %lld < max_pages_per_request %d",
+                       (long long)rq->page_table_stride, problem->max_pages_per_request);
+    return PW_SUCCESS;
+}
