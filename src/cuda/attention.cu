@@ -973,8 +973,8 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                         transpose_v(vt_addr, smem_u32(sm.kv[s][1])); // overlaps the QK wgmma
                     } else if (!member) {
                         const int n_idle = __popc(idle), idle_rank = __popc(idle & ((1u << warp) - 1u));
-                        const uint32_t v_addr = smem_u32(sm.kv[s][1]);
                         if constexpr (kVtBatch) {
+                            const uint32_t v_addr = smem_u32(sm.kv[s][1]);
                             // Two chunks per pass, both chunks' loads before the first
                             // byte permute (ncu of impl 6: ~15% of the stall samples were
                             // PRMTs waiting for their LDS).
@@ -993,7 +993,7 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                         } else {
 #pragma unroll 1
                             for (int chunk = idle_rank; chunk < kHeadDim / 16; chunk += n_idle)
-                                transpose_v_chunk(vt_addr, v_addr, (uint32_t)chunk);
+                                transpose_v_chunk(vt_addr, smem_u32(sm.kv[s][1]), (uint32_t)chunk);
                         }
                     }
                 } else {
