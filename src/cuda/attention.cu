@@ -487,32 +487,10 @@ static __device__ __forceinline__ void store_vt_chunk(uint32_t vt, uint32_t chun
     }
 }
 
-/* One warp: chunk `chunk` of V^T, loads and stores interleaved as the compiler likes (the
- * code of impls 2-6; load_v_chunk + store_vt_chunk compiled to other register use for
- * impl 6, so impl 7 alone uses them). */
+/* One warp: chunk `chunk` of V^T. */
 static __device__ __forceinline__ void transpose_v_chunk(uint32_t vt, uint32_t v, uint32_t chunk)
 {
-    const int lane = threadIdx.x % 32;
-    const uint32_t a = lane / 4, q = lane % 4;
-    const uint32_t t0 = 16 * a + 2 * q; // tokens t0, t0+1, t0+8, t0+9 -> one 4-byte word
-    const uint4 r0 = ld_shared_v4_u32(v + sw128(t0, chunk));
-    const uint4 r1 = ld_shared_v4_u32(v + sw128(t0 + 1, chunk));
-    const uint4 r2 = ld_shared_v4_u32(v + sw128(t0 + 8, chunk));
-    const uint4 r3 = ld_shared_v4_u32(v + sw128(t0 + 9, chunk));
-    const uint32_t w0[4] = {r0.x, r0.y, r0.z, r0.w}, w1[4] = {r1.x, r1.y, r1.z, r1.w};
-    const uint32_t w2[4] = {r2.x, r2.y, r2.z, r2.w}, w3[4] = {r3.x, r3.y, r3.z, r3.w};
-#pragma unroll
-    for (int u = 0; u < 4; u++) {
-        const uint32_t x0 = __byte_perm(w0[u], w1[u], 0x5140), x1 = __byte_perm(w0[u], w1[u], 0x7362);
-        const uint32_t y0 = __byte_perm(w2[u], w3[u], 0x5140), y1 = __byte_perm(w2[u], w3[u], 0x7362);
-        const uint32_t out[4] = {__byte_perm(x0, y0, 0x5410), __byte_perm(x0, y0, 0x7632),
-                                 __byte_perm(x1, y1, 0x5410), __byte_perm(x1, y1, 0x7632)};
-#pragma unroll
-        for (int dd = 0; dd < 4; dd++) {
-            const uint32_t d = 16 * chunk + 4 * u + dd;
-            st_shared_u32(vt + sw128(d, a) + 4 * q, out[dd]);
-        }
-    }
+    store_vt_chunk(vt, chunk, load_v_chunk(v, chunk));
 }
 
 /* Half cc (0, 1) of this warp's d range: chunk 2w + cc. */
