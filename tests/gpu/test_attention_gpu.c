@@ -144,14 +144,11 @@ static void prepare_meta(const pw_capture_t *c, const pw_grouping_t *grouping, c
 /* Runs one kernel; o_out [N, Hq, D] bf16 and lse_out [N, Hq] on the host. Outputs are
  * poisoned (all-ones bytes: NaN) first, so an unwritten element shows. impl 0 is the
  * public pw_union_attention, 1..4 pw_union_attention_dev. */
-static uint32_t run_kernel_impl(const pw_capture_t *c, device_problem_t *d, pw_kernel_t kernel, int impl,
-                                const pw_grouping_t *grouping, pw_bf16_t *o_out, float *lse_out)
+/* The GPU call's arguments for d's buffers (precision: g_precision). */
+static pw_attention_args_t device_args(const pw_capture_t *c, device_problem_t *d)
 {
     const pw_problem_t *p = &c->problem;
-    const int64_t n = p->num_tokens, hq = (int64_t)p->num_kv_heads * p->q_heads_per_kv;
-    CUDA_OK(cudaMemset(d->o, 0xff, (size_t)(n * hq * p->head_dim) * 2));
-    CUDA_OK(cudaMemset(d->lse, 0xff, (size_t)(n * hq) * 4));
-    CUDA_OK(cudaMemset(d->bad, 0, 4));
+    const int64_t hq = (int64_t)p->num_kv_heads * p->q_heads_per_kv;
     pw_attention_args_t a = PW_ATTENTION_ARGS_INIT;
     a.q = d->q;
     a.q_stride = hq * p->head_dim;
@@ -172,6 +169,18 @@ static uint32_t run_kernel_impl(const pw_capture_t *c, device_problem_t *d, pw_k
     a.lse = d->lse;
     a.bad_page_count = d->bad;
     a.precision = g_precision;
+    return a;
+}
+
+static uint32_t run_kernel_impl(const pw_capture_t *c, device_problem_t *d, pw_kernel_t kernel, int impl,
+                                const pw_grouping_t *grouping, pw_bf16_t *o_out, float *lse_out)
+{
+    const pw_problem_t *p = &c->problem;
+    const int64_t n = p->num_tokens, hq = (int64_t)p->num_kv_heads * p->q_heads_per_kv;
+    CUDA_OK(cudaMemset(d->o, 0xff, (size_t)(n * hq * p->head_dim) * 2));
+    CUDA_OK(cudaMemset(d->lse, 0xff, (size_t)(n * hq) * 4));
+    CUDA_OK(cudaMemset(d->bad, 0, 4));
+    const pw_attention_args_t a = device_args(c, d);
     if (impl == 0) assert_pw_ok(pw_union_attention(p, &a, grouping, d->perm, &d->meta, kernel, NULL));
     else assert_pw_ok(pw_union_attention_dev(impl, p, &a, grouping, d->perm, &d->meta, kernel, NULL));
     CUDA_OK(cudaDeviceSynchronize());
@@ -321,8 +330,8 @@ static pw_capture_t *random_problem(pw_rng_t *rng, int hkv, int num_requests, in
     return c;
 }
 
-static void reference(const pw_capture_t *c, pw_ref_mode_t mode, pw_dtype_t dt, void *o, float *lse,
-                      uint32_t *bad)
+/* The reference call's arguments for c's host tensors (precision: g_precision). */
+static pw_attention_args_t host_args(const pw_capture_t *c, pw_dtype_t dt, void *o, float *lse, uint32_t *bad)
 {
     const pw_problem_t *p = &c->problem;
     const int64_t hq = (int64_t)p->num_kv_heads * p->q_heads_per_kv;
@@ -342,7 +351,14 @@ static void reference(const pw_capture_t *c, pw_ref_mode_t mode, pw_dtype_t dt, 
     a.lse = lse;
     a.bad_page_count = bad;
     a.precision = g_precision;
-    assert_pw_ok(pw_ref_attention(p, &a, mode));
+    return a;
+}
+
+static void reference(const pw_capture_t *c, pw_ref_mode_t mode, pw_dtype_t dt, void *o, float *lse,
+                      uint32_t *bad)
+{
+    const pw_attention_args_t a = host_args(c, dt, o, lse, bad);
+    assert_pw_ok(pw_ref_attention(&c->problem, &a, mode));
 }
 
 static void random_perm_within_requests(const pw_capture_t *c, pw_rng_t *rng, int32_t *perm)
@@ -368,6 +384,28 @@ static const char *kernel_name(pw_kernel_t k)
     return k == PW_KERNEL_UNION8 ? "union8" : k == PW_KERNEL_UNION4 ? "union4" : "per-query";
 }
 
+/* Arm `arm` (0..5) of the grouping x kernel matrix: the permutation into perm, the
+ * metadata into d, the grouping into *g; returns the kernel. 0: Union8 guarded W128,
+ * 1: identity, 2: greedy W64, 3: a random permutation inside each request (window 0),
+ * 4: Union4 guarded W128, 5: per-query. */
+static pw_kernel_t setup_arm(int arm, const pw_capture_t *c, pw_rng_t *rng, int32_t *perm, pw_grouping_t *g,
+                             device_problem_t *d)
+{
+    const pw_problem_t *p = &c->problem;
+    const pw_requests_t rq = pw_capture_requests(c);
+    pw_kernel_t kernel = PW_KERNEL_UNION8;
+    const pw_grouping_t init = PW_GROUPING_INIT;
+    *g = init;
+    if (arm == 1) { g->mode = PW_REGROUP_IDENTITY; g->window = 0; }
+    if (arm == 2) { g->mode = PW_REGROUP_GREEDY; g->window = 64; }
+    if (arm == 3) { g->window = 0; random_perm_within_requests(c, rng, perm); }
+    if (arm == 4) kernel = PW_KERNEL_UNION4;
+    if (arm == 5) kernel = PW_KERNEL_PER_QUERY;
+    if (arm != 3) assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, g, perm));
+    prepare_meta(c, g, perm, d);
+    return kernel;
+}
+
 /* PW_PRECISION_FP8X2 on one problem (d uploaded; ex / ex_lse: the exact reference of all
  * rows): every kernel and four groupings (guarded W128, identity, greedy W64, random) are
  * bitwise identical to Union8 W128, which is tight against the FP8X2-emulating reference,
@@ -383,17 +421,9 @@ static void check_fp8x2(const pw_capture_t *c, device_problem_t *d, pw_rng_t *rn
     int32_t *perm = malloc(n * p->num_kv_heads * 4);
     uint32_t bad_ref = 0;
     reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad_ref);
-    const pw_requests_t rq = pw_capture_requests(c);
     for (int arm = 0; arm < 6; arm++) {
-        pw_kernel_t kernel = PW_KERNEL_UNION8;
-        pw_grouping_t g = PW_GROUPING_INIT;
-        if (arm == 1) { g.mode = PW_REGROUP_IDENTITY; g.window = 0; }
-        if (arm == 2) { g.mode = PW_REGROUP_GREEDY; g.window = 64; }
-        if (arm == 3) { g.window = 0; random_perm_within_requests(c, rng, perm); }
-        if (arm == 4) kernel = PW_KERNEL_UNION4;
-        if (arm == 5) kernel = PW_KERNEL_PER_QUERY;
-        if (arm != 3) assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm));
-        prepare_meta(c, &g, perm, d);
+        pw_grouping_t g;
+        const pw_kernel_t kernel = setup_arm(arm, c, rng, perm, &g, d);
         const uint32_t bad = run_kernel(c, d, kernel, &g, arm == 0 ? o0 : o, arm == 0 ? l0 : l);
         assert_int_equal(bad, bad_ref);
         if (arm == 0) {
@@ -438,23 +468,7 @@ static void test_precision_arguments(void **state)
     pw_grouping_t g = PW_GROUPING_INIT;
     assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm));
     prepare_meta(c, &g, perm, &d);
-    pw_attention_args_t a = PW_ATTENTION_ARGS_INIT;
-    a.q = d.q;
-    a.q_stride = 16 * 128;
-    a.k_cache = d.k;
-    a.v_cache = d.v;
-    a.kv_stride = 128;
-    a.k_scale = d.k_scale;
-    a.v_scale = d.v_scale;
-    a.topk_ids = d.topk;
-    a.requests.cu_seqlens_q = d.cu;
-    a.requests.prefix_lens = d.prefix;
-    a.requests.kv_lens = d.kv;
-    a.requests.page_table = d.page_table;
-    a.requests.page_table_stride = p->max_pages_per_request;
-    a.o = d.o;
-    a.o_stride = 16 * 128;
-    a.o_dtype = PW_DTYPE_BFLOAT16;
+    pw_attention_args_t a = device_args(c, &d);
     a.precision = (pw_precision_t)7;
     assert_int_equal(pw_union_attention(p, &a, &g, d.perm, &d.meta, PW_KERNEL_UNION4, NULL), PW_ERROR_INVALID_ARGUMENT);
     printf("precision 7: %s\n", pw_last_error());
@@ -464,18 +478,7 @@ static void test_precision_arguments(void **state)
     assert_pw_ok(pw_union_attention_dev(2, p, &a, &g, d.perm, &d.meta, PW_KERNEL_UNION8, NULL));
     CUDA_OK(cudaDeviceSynchronize());
     float *o_ref = malloc((size_t)p->num_tokens * 16 * 128 * 4);
-    pw_attention_args_t r = PW_ATTENTION_ARGS_INIT;
-    r.q = c->q;
-    r.q_stride = 16 * 128;
-    r.k_cache = c->k_cache;
-    r.v_cache = c->v_cache;
-    r.kv_stride = 128;
-    r.k_scale = &c->k_scale;
-    r.v_scale = &c->v_scale;
-    r.topk_ids = c->topk_ids;
-    r.requests = rq;
-    r.o = o_ref;
-    r.o_stride = 16 * 128;
+    pw_attention_args_t r = host_args(c, PW_DTYPE_FLOAT32, o_ref, NULL, NULL);
     assert_pw_ok(pw_ref_attention(p, &r, PW_REF_FP8_EMULATE));
     r.precision = (pw_precision_t)-1;
     assert_int_equal(pw_ref_attention(p, &r, PW_REF_FP8_EMULATE), PW_ERROR_INVALID_ARGUMENT);
@@ -547,15 +550,8 @@ static void test_random_problems(void **state)
         }
         // Other groupings and kernels, every impl: byte-identical O and LSE (SPEC §4).
         for (int arm = 1; arm < 6; arm++) {
-            pw_kernel_t kernel = PW_KERNEL_UNION8;
-            pw_grouping_t g = PW_GROUPING_INIT;
-            if (arm == 1) { g.mode = PW_REGROUP_IDENTITY; g.window = 0; }
-            if (arm == 2) { g.mode = PW_REGROUP_GREEDY; g.window = 64; }
-            if (arm == 3) { g.window = 0; random_perm_within_requests(c, &rng, perm); }
-            if (arm == 4) kernel = PW_KERNEL_UNION4;
-            if (arm == 5) kernel = PW_KERNEL_PER_QUERY;
-            if (arm != 3) assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm));
-            prepare_meta(c, &g, perm, &d);
+            pw_grouping_t g;
+            const pw_kernel_t kernel = setup_arm(arm, c, &rng, perm, &g, &d);
             for (int impl = 0; impl < NUM_IMPLS; impl++) {
                 if (!kernel_has_impl(kernel, impl)) continue;
                 const uint32_t bad_arm = run_kernel_impl(c, &d, kernel, impl, &g, o, l);
