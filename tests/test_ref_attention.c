@@ -961,6 +961,70 @@ static void test_fast_path_shape_timing(void **state)
     tcase_free(&tc);
 }
 
+/* Cache bytes outside every A_i (past kv_len, past every query's causal position, pages no
+ * query selected, spare pages) never change O or LSE, not even one bit: NaN codes, the
+ * largest finite codes and random bytes there, for both modes and both precisions (the
+ * GPU kernels are held to the same property by test_attention_gpu's test_cache_poison). */
+static void test_cache_poison(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0xca5eull);
+    pw_capture_t *c = pw_test_random_attention_problem(&rng, g_seed ^ 0x5eedull, 2, 3, 20, 400, 300);
+    const pw_problem_t *p = &c->problem;
+    const int64_t n = p->num_tokens, hq = (int64_t)p->num_kv_heads * 16, elems = n * hq * 128;
+    const int64_t pairs = p->num_cache_pages * p->page_size * p->num_kv_heads;
+    const size_t cache_bytes = (size_t)(pairs * p->head_dim);
+    uint8_t *visible = xcalloc((size_t)pairs, 1);
+    pw_test_visible_slots(c, visible);
+    int64_t hidden = 0;
+    for (int64_t i = 0; i < pairs; i++) hidden += !visible[i];
+    assert_true(hidden > 0);
+    uint8_t *k_clean = xcalloc(cache_bytes, 1), *v_clean = xcalloc(cache_bytes, 1);
+    memcpy(k_clean, c->k_cache, cache_bytes);
+    memcpy(v_clean, c->v_cache, cache_bytes);
+    double *o_clean = xcalloc((size_t)elems, sizeof(double)), *o = xcalloc((size_t)elems, sizeof(double));
+    float *l_clean = xcalloc((size_t)(n * hq), sizeof(float)), *l = xcalloc((size_t)(n * hq), sizeof(float));
+    const int codes[3][2] = {{0x7f, 0xff}, {0x7e, 0xfe}, {-1, -1}};
+    for (int mode = 0; mode < 2; mode++) {
+        for (int prec = 0; prec < 2; prec++) {
+            pw_attention_args_t a = PW_ATTENTION_ARGS_INIT;
+            a.q = c->q;
+            a.q_stride = hq * 128;
+            a.k_cache = c->k_cache;
+            a.v_cache = c->v_cache;
+            a.kv_stride = (int64_t)p->num_kv_heads * 128;
+            a.k_scale = &c->k_scale;
+            a.v_scale = &c->v_scale;
+            a.topk_ids = c->topk_ids;
+            a.requests = pw_capture_requests(c);
+            a.o_stride = hq * 128;
+            a.o_dtype = PW_DTYPE_FLOAT64;
+            a.precision = prec ? PW_PRECISION_FP8X2 : PW_PRECISION_FP8;
+            memcpy(c->k_cache, k_clean, cache_bytes);
+            memcpy(c->v_cache, v_clean, cache_bytes);
+            a.o = o_clean;
+            a.lse = l_clean;
+            assert_pw_ok(pw_ref_attention(p, &a, (pw_ref_mode_t)mode));
+            for (int code = 0; code < 3; code++) {
+                memcpy(c->k_cache, k_clean, cache_bytes);
+                memcpy(c->v_cache, v_clean, cache_bytes);
+                pw_test_poison_caches(c, visible, codes[code][0], codes[code][1], &rng);
+                a.o = o;
+                a.lse = l;
+                assert_pw_ok(pw_ref_attention(p, &a, (pw_ref_mode_t)mode));
+                const int same = memcmp(o, o_clean, (size_t)elems * sizeof(double)) == 0 &&
+                                 memcmp(l, l_clean, (size_t)(n * hq) * sizeof(float)) == 0;
+                if (!same) fail_msg("mode %d precision %d poison %d: output differs from the clean caches", mode, prec, code);
+            }
+        }
+    }
+    printf("cache poison: N=%lld, %lld of %lld (slot, head) pairs outside every A_i: O and LSE bitwise unchanged\n",
+           (long long)n, (long long)hidden, (long long)pairs);
+    free(visible); free(k_clean); free(v_clean); free(o_clean); free(o); free(l_clean); free(l);
+    pw_capture_free(c);
+}
+
 int main(int argc, char **argv)
 {
     g_seed = pw_test_seed(argc, argv);
@@ -974,6 +1038,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fp8_emulate_exact_cases),
         cmocka_unit_test(test_invalid_arguments),
         cmocka_unit_test(test_huge_ids_and_long_context),
+        cmocka_unit_test(test_cache_poison),
         cmocka_unit_test(test_fast_path_shape_timing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

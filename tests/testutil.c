@@ -167,3 +167,121 @@ int32_t naive_selection(const test_case_t *tc, int32_t h, int32_t row, int32_t *
         }
     return n;
 }
+
+pw_capture_t *pw_test_random_attention_problem(pw_rng_t *rng, uint64_t qkv_seed, int hkv, int num_requests,
+                                               int max_q, int max_prefix, int max_tail)
+{
+    pw_problem_t p = PW_PROBLEM_INIT;
+    p.num_requests = num_requests;
+    p.num_kv_heads = hkv;
+    int32_t qlen[64], prefix[64], kvlen[64];
+    int64_t n = 0, max_pages = 0;
+    for (int r = 0; r < num_requests; r++) {
+        qlen[r] = r == 1 ? 1 : (int32_t)pw_rng_range(rng, 1, max_q);
+        prefix[r] = (int32_t)pw_rng_range(rng, 0, max_prefix);
+        kvlen[r] = prefix[r] + qlen[r] + (int32_t)pw_rng_range(rng, 0, max_tail); // L >= prefix + qlen
+        n += qlen[r];
+        const int64_t pages = (kvlen[r] + 127) / 128;
+        if (pages > max_pages) max_pages = pages;
+    }
+    p.num_tokens = (int32_t)n;
+    p.max_pages_per_request = (int32_t)max_pages;
+    p.num_cache_pages = max_pages * num_requests + 3;
+    pw_capture_t *c = NULL;
+    assert_pw_ok(pw_capture_create(&p, PW_CAPTURE_LOAD_QKV, &c));
+    c->cu_seqlens_q[0] = 0;
+    for (int r = 0; r < num_requests; r++) {
+        c->cu_seqlens_q[r + 1] = c->cu_seqlens_q[r] + qlen[r];
+        c->prefix_lens[r] = prefix[r];
+        c->kv_lens[r] = kvlen[r];
+    }
+    // Page table: a random permutation of the physical pages.
+    const int64_t total = p.num_cache_pages;
+    int32_t *phys = malloc(total * 4);
+    for (int64_t i = 0; i < total; i++) phys[i] = (int32_t)i;
+    for (int64_t i = total - 1; i > 0; i--) {
+        const int64_t j = pw_rng_range(rng, 0, i);
+        const int32_t t = phys[i];
+        phys[i] = phys[j];
+        phys[j] = t;
+    }
+    for (int64_t i = 0; i < (int64_t)num_requests * max_pages; i++) c->page_table[i] = phys[i];
+    c->page_table_synthesised = 0;
+    free(phys);
+    for (int h = 0; h < hkv; h++) {
+        for (int r = 0; r < num_requests; r++) {
+            for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
+                int32_t *row = c->topk_ids + ((int64_t)h * n + i) * 16;
+                const int64_t cpos = prefix[r] + (i - c->cu_seqlens_q[r]);
+                const int64_t last = (cpos < kvlen[r] - 1 ? cpos : kvlen[r] - 1) / 128;
+                const int kind = (int)pw_rng_range(rng, 0, 19);
+                for (int k = 0; k < 16; k++) {
+                    int32_t id = (int32_t)pw_rng_range(rng, 0, last);
+                    const int64_t u = pw_rng_range(rng, 0, 99);
+                    if (kind == 0) id = -1;                               // empty row
+                    else if (u < 8) id = -1;                              // padding
+                    else if (u < 12) id = row[k > 0 ? k - 1 : 0];         // duplicate
+                    else if (u < 14) id = (int32_t)(last + 1 + pw_rng_range(rng, 0, 3)); // future
+                    else if (u < 15) id = INT32_MAX;
+                    else if (u < 16) id = INT32_MIN;
+                    else if (u < 30) id = (int32_t)last;                  // own page (partial)
+                    row[k] = id;
+                }
+            }
+        }
+    }
+    assert_pw_ok(pw_capture_generate_qkv(c, qkv_seed));
+    // Vary Q row magnitudes so the per-row Q scale matters.
+    for (int64_t i = 0; i < n * hkv * 16; i++) {
+        const float f = (float)pw_rng_range(rng, 1, 8) / 4.0f;
+        for (int k = 0; k < 128; k++) {
+            pw_bf16_t *x = c->q + i * 128 + k;
+            *x = pw_bf16_from_float(pw_bf16_to_float(*x) * f);
+        }
+    }
+    return c;
+}
+
+void pw_test_visible_slots(const pw_capture_t *c, uint8_t *visible)
+{
+    const pw_problem_t *p = &c->problem;
+    const int64_t hkv = p->num_kv_heads, P = p->page_size, n = p->num_tokens;
+    memset(visible, 0, (size_t)(p->num_cache_pages * P * hkv));
+    for (int64_t h = 0; h < hkv; h++) {
+        for (int32_t r = 0; r < p->num_requests; r++) {
+            for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
+                const int64_t cpos = (int64_t)c->prefix_lens[r] + (i - c->cu_seqlens_q[r]);
+                const int64_t kv_len = c->kv_lens[r];
+                for (int32_t k = 0; k < p->topk; k++) {
+                    const int64_t id = c->topk_ids[(h * n + i) * p->topk + k];
+                    if (id < 0 || id >= p->max_pages_per_request) continue;
+                    const int64_t phys = c->page_table[(int64_t)r * p->max_pages_per_request + id];
+                    if (phys < 0 || phys >= p->num_cache_pages) continue;
+                    for (int64_t t = id * P; t < (id + 1) * P && t <= cpos && t < kv_len; t++)
+                        visible[(phys * P + t % P) * hkv + h] = 1;
+                }
+            }
+        }
+    }
+}
+
+int64_t pw_test_poison_caches(pw_capture_t *c, const uint8_t *visible, int code_even, int code_odd, pw_rng_t *rng)
+{
+    const pw_problem_t *p = &c->problem;
+    const int64_t hkv = p->num_kv_heads, d = p->head_dim, pairs = p->num_cache_pages * p->page_size * hkv;
+    int64_t written = 0;
+    for (int64_t i = 0; i < pairs; i++) {
+        if (visible[i]) continue;
+        uint8_t *k = c->k_cache + i * d, *v = c->v_cache + i * d;
+        for (int64_t j = 0; j < d; j++) {
+            if (code_even < 0) {
+                k[j] = (uint8_t)pw_rng_next(rng);
+                v[j] = (uint8_t)pw_rng_next(rng);
+            } else {
+                k[j] = v[j] = (uint8_t)(j % 2 ? code_odd : code_even);
+            }
+        }
+        written++;
+    }
+    return written;
+}

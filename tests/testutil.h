@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "pageweaver.h"
+#include "pageweaver_capture.h"
 
 /* Parses --seed N (or the PW_TEST_SEED environment variable; else a time-based seed),
  * prints "seed: N (rerun with --seed N)" and returns it. */
@@ -61,5 +62,27 @@ pw_grouping_t grouping_of(pw_regroup_mode_t mode, int32_t window, int32_t g);
 /* S_i by its definition, written independently of the library: page p is kept iff its
  * first token p*P is <= c and < L (64-bit product). Ascending, distinct; returns |S_i|. */
 int32_t naive_selection(const test_case_t *tc, int32_t h, int32_t row, int32_t *out);
+
+/* ---- random attention problems and cache poison (attention tests) ------------------ */
+/* A random attention problem with every edge of the semantics mixed in: several requests
+ * (request 1 has one query), prefixes up to max_prefix, KV lengths prefix + qlen + 0..max_tail
+ * (partial last pages, KV past the chunk's last query), rows of -1, duplicates, future,
+ * INT32_MIN / INT32_MAX ids, a shuffled page table over a cache with spare pages; Q, K and V
+ * from pw_capture_generate_qkv(qkv_seed), Q rows scaled x0.25..x2. G = 16, D = P = 128,
+ * K = 16. */
+pw_capture_t *pw_test_random_attention_problem(pw_rng_t *rng, uint64_t qkv_seed, int hkv, int num_requests,
+                                               int max_q, int max_prefix, int max_tail);
+
+/* Marks the (cache slot, KV head) pairs inside some A_i of the call (docs/semantics.md,
+ * "Visibility"): visible[slot * Hkv + h] = 1, else 0, for slot < num_cache_pages * P.
+ * Written from the definition, independently of the library: query n of request r sees
+ * token t of logical page p iff p is one of its Top-K ids, t / P = p, t <= c_n and
+ * t < L_r; the slot is page_table[r][p] * P + t % P (pages outside the cache: nothing). */
+void pw_test_visible_slots(const pw_capture_t *c, uint8_t *visible);
+
+/* Overwrites the D bytes of K and V of every (slot, KV head) that `visible` leaves 0 with
+ * code_even / code_odd on even / odd bytes; code_even = code_odd = -1: random bytes from
+ * rng. Returns the number of (slot, head) pairs written. */
+int64_t pw_test_poison_caches(pw_capture_t *c, const uint8_t *visible, int code_even, int code_odd, pw_rng_t *rng);
 
 #endif

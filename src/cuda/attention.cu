@@ -82,31 +82,11 @@
  *           Measured (H200, A-hot): bitwise equal to impl 0, as fast as impl 2 (-1% / -0.3%),
  *           racecheck / synccheck clean: a dev variant and the base of the next step
  *           (bench/NOTES.md, v5 C).
- *   impl 5  B + software pipelining inside the warpgroup, every variant
- *           (sparse_attention_pipe_kernel, SmemPlanPipe: no P buffer, two V^T tiles). Two
- *           score accumulators X and Y, so that the tensor cores run the next page's QK
- *           wgmma while the warps transpose that page's V and do this page's softmax (impl
- *           2 runs them one after the other). Step i, for member page i of the CTA's list
- *           (j: the next page with a member in this CTA; Union4 and per-query lists hold only
- *           such pages, so j = i + 1 there), with X = S_i (waited for) and V^T_i in vt[b]:
- *             CTA barrier (P1); thread 0 releases stage i % kStages [Union8: passes the pages
- *             between i and j, P4]; wait full(j), QK_j -> Y, committed, not waited for; CTA
- *             0's thread 0 refills stage i % kStages with page i + kStages; V_j -> vt[1 - b],
- *             fence.proxy.async; impl 2's softmax of X -> P_i (registers); PV_i (P_i, vt[b])
- *             -> X with scale-d 0 (the same freshly zeroed per-page accumulator);
- *             wait_group 0 (QK_j, then PV_i: groups complete in commit order); O = O * alpha
- *             + X for member rows; then X and Y, vt[b] and vt[1 - b] swap roles (the page
- *             loop is unrolled by two, so the register names stay static).
- *           Live across the softmax and the PV issue: O, X, Y (QK_j in flight) and P_i =
- *           208 registers + state; ptxas -v gives 254-255 of 255, no spills, with the V
- *           transpose right after the QK issue (where P is not live yet) done one half of
- *           the warp's d range at a time (both halves unrolled spilled Union8). The FA3 order
- *           (QK_j and PV_i both in flight, the softmax of j during PV_i) would also keep
- *           P_i (read by the PV in flight) next to P_j being built: 16 more live registers,
- *           over the limit. Against impl 2, the stage of page i is released at the top of
- *           step i, i.e. after the wait for QK_i at the end of step i - 1 (impl 2: after its
- *           QK wait, mid-page), so a refill has about one page step of lead, not 1.5.
- *           Measured slower than impl 2 (bench/NOTES.md, v6): kept for the record.
+ *   impl 5  (removed 2026-12-01) B + the next page's QK wgmma in flight during the softmax
+ *           (two score accumulators, 254-255 registers): measured 3.5-15% slower than B
+ *           (bench/NOTES.md, v6); the cache-poison fix's per-page V limit made it spill, so
+ *           it left the tree (git history has it). pw_union_attention_dev(5) gives
+ *           PW_ERROR_UNSUPPORTED.
  *   impl 6  B + "idle-warp V transpose" (IMPL = kImplPRegs | kImplIdleVt; the library's
  *           since v6), every variant. On a page that some of the CTA's slots did not select,
  *           the warps of those slots (warp w = slot w) share the 8 d-chunks of the V
@@ -120,8 +100,20 @@
  *           of every page before the softmax.
  *   impl 7  impl 6 with the non-member warps' transpose done two chunks per pass, both
  *           chunks' shared-memory loads issued before the first byte permute (dev).
- *   Union4 and per-query have no cluster: they run impl & 2 (impl 4: 2; impl 5: 5; impl 6: 6;
- *   impl 7: 7).
+ *   impl 8  impl 6 without the zeroing of V past the members' last visible token (below):
+ *           the kernel before the cache-poison fix, kept only so that bench_kernels times
+ *           both in one run (dev; NaN in an invisible V slot poisons whole rows there).
+ *   Union4 and per-query have no cluster: they run impl & 2 (impl 4: 2; impl 6: 6;
+ *   impl 7: 7; impl 8: 8).
+ *
+ * Cache bytes no query may see (docs/semantics.md): every impl but 8 zeroes, in V^T, the
+ * tokens of a page past the last token any of the CTA's member slots may see
+ * (page_v_limit, computed once per page in the page list), because a masked token's P = 0
+ * does not stop 0 x NaN = NaN in the PV sum of every row of the tile. Scores need nothing:
+ * masked scores are selected to -inf before the row max and the exponential, so NaN in
+ * K never propagates. Only pages that cross a member's causal position or the KV length
+ * take the zeroing branch (CTA-uniform); tokens up to the limit are some member's visible
+ * tokens, so the bytes the tensor cores read never depend on what invisible slots hold.
  *   PW_PRECISION_FP8X2 (kImplX2) runs on impls 2 and 6.
  *
  * Synchronisation invariants (the list the code relies on; "observed" = a wait returned):
@@ -206,41 +198,6 @@
  *     pages at least kStagesC before the page being transposed, whose vtready it already
  *     published, so both consumers reach their arrivals. Every issued page is waited for
  *     by the producer before it exits, so no TMA lands in a finished CTA.
- * Invariants of impl 5 (impl 2's lock-step protocol: S1-S5 and S7 hold with the steps
- * above; b_i = the V^T tile of member page i, alternating over the member pages):
- *  P1 (one CTA barrier per member page) The barrier at the top of step i follows, in every
- *     thread: the V^T_i stores and their fence.proxy.async (step h, the member page before
- *     i, or the prologue), so PV_i may read vt[b_i] (S5); the wait for QK_i and the loads
- *     of V_i, so stage i % kStages is no longer read and thread 0 releases it right after
- *     (S1); the wait for PV_h, the last reader of vt[b_h] = vt[b_j], which step i then
- *     overwrites with V^T_j (S5).
- *  P2 (full phases, S2/S3) Thread 0 waits for every page of the list (a member page j in
- *     the step before j's, a page without members when it passes it, P4) and arms the
- *     phase of page k + kStages right after its wait for page k; page k + kStages is issued
- *     only after every CTA released page k, which follows thread 0's wait (and for a member
- *     page the P1 barrier after every thread's wait). The other threads wait only for
- *     member pages; when they wait for page j, the phase of page j - kStages is complete:
- *     they waited for it themselves (a member page), or thread 0 did before a CTA barrier
- *     they passed since (P4). The release of page j follows their wait (P1 of step j), so
- *     no waiter sees its barrier two phases ahead.
- *  P3 (wgmma registers) QK_j writes Y between its wgmma.fence and the wait_group 0 at the
- *     end of step i; nothing reads or writes Y in between (wgmma_fence_operand on X, Y and
- *     P after the wait keeps the compiler from moving accesses across it; ptxas inserted
- *     no extra wait: one WARPGROUP.DEPBAR per step in the SASS). X is rewritten by PV_i
- *     only after its last read (P_i), behind wgmma.fence; P_i's registers stay live until
- *     the wait.
- *  P4 (Union8, pages without members in this CTA) Both CTAs still walk the same list.
- *     Thread 0 passes each page k between two member pages (and before the first, after
- *     the last): wait full(k), arm page k + kStages, release, and CTA 0 refills; no
- *     barrier, as no thread reads the page. If page j - kStages is among them, a CTA
- *     barrier follows the pass before the other threads wait for page j (P2).
- *  P5 (progress) Before this CTA waits for page j, it released every page up to j - 1
- *     (page i at the top of step i, the pages between i and j in P4), and CTA 0 refilled
- *     right after each of its own releases, so page j (the refill after page j - kStages)
- *     is issued once the peer released page j - kStages. CTA 0's thread 0 blocks only on
- *     the peer's release of a page k, after issuing every page up to k + 1, and the peer
- *     releases page k having waited only for pages up to k: impl 2's lock-step argument,
- *     unchanged. Single-CTA variants: every release is the CTA's own, no wait blocks.
  * Deadlock freedom of impl 1/3. CTA 1 waits only for its own pages (each issued by the
  *   producer in list order) and its own CTA barriers: it never waits for CTA 0's work. The
  *   producer blocks only (a) at the top of CTA 0's own page i, for pages j <= i, and (b)
@@ -280,11 +237,32 @@ static __device__ __forceinline__ uint32_t sw128(uint32_t row, uint32_t chunk)
  * pages and the member bits of this CTA's 4 slots (with DEST, decoupled Union8, also D_i:
  * bit c set when CTA c has a member). Pages whose physical id is outside the cache are
  * dropped (and counted). Every CTA of a cluster builds the same page sequence. */
+/* Last token (0..127) of page `logical` that one of the member slots may see: the largest
+ * last visible token min(c, L - 1) of the slots in `members` (limits[w], bit w), relative to
+ * the page. Every token past it lies outside the A_i of every member row, so its V bytes may
+ * hold anything (NaN codes in unwritten or recycled slots, docs/semantics.md); the V
+ * transpose stores zeros there instead (load_v_chunk), since P = 0 alone would still let
+ * 0 x NaN = NaN into the PV sums of every row. Tokens up to it are inside some member's
+ * A_i, hence caller data, and stay as they are. A member page always holds one visible
+ * token of each member (S_i), so the value is >= 0 for well-formed metadata. */
+template <int SLOTS>
+static __device__ __forceinline__ uint8_t page_v_limit(uint32_t members, const int64_t (&limits)[SLOTS],
+                                                       int32_t logical)
+{
+    int64_t last = -1;
+#pragma unroll
+    for (int w = 0; w < SLOTS; w++)
+        if ((members >> w) & 1u) last = limits[w] > last ? limits[w] : last;
+    const int64_t v = last - (int64_t)logical * kPageSize;
+    return (uint8_t)(v < 0 ? 0 : v > kPageSize - 1 ? kPageSize - 1 : v);
+}
+
 template <int VARIANT, bool DEST, class Plan>
 static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int kv_head,
                                        int64_t group, int half, int request, int32_t query_row,
-                                       int64_t query_limit, int union_size)
+                                       const int64_t (&limits)[kSlotsPerCta], int union_size)
 {
+    const int64_t query_limit = limits[0]; // per-query: the query's last visible token
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     int32_t logical = -1;
     uint32_t members = 0; // this CTA's 4 slot bits
@@ -336,6 +314,7 @@ static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int k
         sm.page_logical[at] = logical;
         sm.page_physical[at] = physical;
         sm.page_members[at] = (uint8_t)members;
+        sm.page_vlim[at] = page_v_limit(members, limits, logical);
         if constexpr (DEST) sm.page_dest[at] = (uint8_t)dest;
     }
     if (tid == 0) {
@@ -349,10 +328,12 @@ static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int k
     if (VARIANT == kPerQuery) {
         const int n = sm.num_pages;
         int32_t my_page = -1, my_phys = -1;
+        uint8_t my_vlim = 0;
         int rank = 0;
         if (tid < n) {
             my_page = sm.page_logical[tid];
             my_phys = sm.page_physical[tid];
+            my_vlim = sm.page_vlim[tid];
             for (int k = 0; k < n; k++) rank += sm.page_logical[k] < my_page;
         }
         __syncthreads();
@@ -360,6 +341,7 @@ static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int k
             sm.page_logical[rank] = my_page;
             sm.page_physical[rank] = my_phys;
             sm.page_members[rank] = 1;
+            sm.page_vlim[rank] = my_vlim;
         }
         __syncthreads();
     }
@@ -455,7 +437,11 @@ struct VChunk {
     uint4 r[4];
 };
 
-static __device__ __forceinline__ VChunk load_v_chunk(uint32_t v, uint32_t chunk)
+/* vlim: the page's page_v_limit (CTA-uniform). On a page that crosses a boundary (a member's
+ * causal position or the KV length: vlim < 127) the tokens past vlim load as zeros, so that
+ * whatever bytes the cache holds there never reach a PV sum; every other page pays one
+ * uniform compare. */
+static __device__ __forceinline__ VChunk load_v_chunk(uint32_t v, uint32_t chunk, int vlim)
 {
     const int lane = threadIdx.x % 32;
     const uint32_t t0 = 16 * (lane / 4) + 2 * (lane % 4);
@@ -464,6 +450,14 @@ static __device__ __forceinline__ VChunk load_v_chunk(uint32_t v, uint32_t chunk
     x.r[1] = ld_shared_v4_u32(v + sw128(t0 + 1, chunk));
     x.r[2] = ld_shared_v4_u32(v + sw128(t0 + 8, chunk));
     x.r[3] = ld_shared_v4_u32(v + sw128(t0 + 9, chunk));
+    if (vlim < kPageSize - 1) {
+        const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+        const int t = (int)t0;
+        if (t > vlim) x.r[0] = zero;
+        if (t + 1 > vlim) x.r[1] = zero;
+        if (t + 8 > vlim) x.r[2] = zero;
+        if (t + 9 > vlim) x.r[3] = zero;
+    }
     return x;
 }
 
@@ -487,23 +481,23 @@ static __device__ __forceinline__ void store_vt_chunk(uint32_t vt, uint32_t chun
     }
 }
 
-/* One warp: chunk `chunk` of V^T. */
-static __device__ __forceinline__ void transpose_v_chunk(uint32_t vt, uint32_t v, uint32_t chunk)
+/* One warp: chunk `chunk` of V^T (vlim: as load_v_chunk). */
+static __device__ __forceinline__ void transpose_v_chunk(uint32_t vt, uint32_t v, uint32_t chunk, int vlim)
 {
-    store_vt_chunk(vt, chunk, load_v_chunk(v, chunk));
+    store_vt_chunk(vt, chunk, load_v_chunk(v, chunk, vlim));
 }
 
 /* Half cc (0, 1) of this warp's d range: chunk 2w + cc. */
-static __device__ __forceinline__ void transpose_v_half(uint32_t vt, uint32_t v, int cc)
+static __device__ __forceinline__ void transpose_v_half(uint32_t vt, uint32_t v, int cc, int vlim)
 {
-    transpose_v_chunk(vt, v, 2 * (threadIdx.x / 32) + cc);
+    transpose_v_chunk(vt, v, 2 * (threadIdx.x / 32) + cc, vlim);
 }
 
 /* The whole V tile (both halves of every warp's d range). */
-static __device__ __forceinline__ void transpose_v(uint32_t vt, uint32_t v)
+static __device__ __forceinline__ void transpose_v(uint32_t vt, uint32_t v, int vlim)
 {
 #pragma unroll
-    for (int cc = 0; cc < 2; cc++) transpose_v_half(vt, v, cc);
+    for (int cc = 0; cc < 2; cc++) transpose_v_half(vt, v, cc, vlim);
 }
 
 /* The softmax of one page for this thread's two accumulator rows r0 and r0 + 8 (SPEC §4,
@@ -804,6 +798,7 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
     constexpr bool kX2 = (IMPL & kImplX2) != 0; // PW_PRECISION_FP8X2
     constexpr bool kIdleVt = (IMPL & kImplIdleVt) != 0;
     constexpr bool kVtBatch = (IMPL & kImplVtBatch) != 0;
+    constexpr bool kNoVMask = (IMPL & kImplNoVMask) != 0; // dev impl 8: before the cache-poison fix
     static_assert(!kVtBatch || kIdleVt, "batched transpose: on impl 6 only");
     static_assert(!kIdleVt || (kPRegs && !kDecoupled), "idle-warp V transpose: on B only");
     static_assert(!kX2 || kPRegs, "FP8X2 keeps Q's second term in the P tile: B (P from registers) only");
@@ -834,7 +829,7 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
         }
         fence_mbarrier_init_release_cluster();
     }
-    build_page_list<VARIANT, kDecoupled>(sm, p, kv_head, group, half, request, query_rows[0], limits[0],
+    build_page_list<VARIANT, kDecoupled>(sm, p, kv_head, group, half, request, query_rows[0], limits,
                                          union_size); // ends with __syncthreads
     if (kCluster == 2) {
         barrier_cluster_arrive_release();
@@ -942,13 +937,14 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                 }
                 wgmma_commit_group();
                 const bool member = (members >> warp) & 1u; // warp-uniform
+                const int vlim = kNoVMask ? kPageSize - 1 : sm.page_vlim[i]; // CTA-uniform
                 if constexpr (kIdleVt) {
                     // The warps whose slot did not select the page transpose V while the
                     // member warps run the softmax (the PV wgmma waits for both anyway);
                     // a page every slot selected is transposed by all four, as in B.
                     const uint32_t idle = ~members & 0xFu; // CTA-uniform
                     if (idle == 0u) {
-                        transpose_v(vt_addr, smem_u32(sm.kv[s][1])); // overlaps the QK wgmma
+                        transpose_v(vt_addr, smem_u32(sm.kv[s][1]), vlim); // overlaps the QK wgmma
                     } else if (!member) {
                         const int n_idle = __popc(idle), idle_rank = __popc(idle & ((1u << warp) - 1u));
                         if constexpr (kVtBatch) {
@@ -959,9 +955,9 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
 #pragma unroll 1
                             for (int chunk = idle_rank; chunk < kHeadDim / 16; chunk += 2 * n_idle) {
                                 const int next = chunk + n_idle;
-                                const VChunk x = load_v_chunk(v_addr, (uint32_t)chunk);
+                                const VChunk x = load_v_chunk(v_addr, (uint32_t)chunk, vlim);
                                 if (next < kHeadDim / 16) {
-                                    const VChunk y = load_v_chunk(v_addr, (uint32_t)next);
+                                    const VChunk y = load_v_chunk(v_addr, (uint32_t)next, vlim);
                                     store_vt_chunk(vt_addr, (uint32_t)chunk, x);
                                     store_vt_chunk(vt_addr, (uint32_t)next, y);
                                 } else {
@@ -971,11 +967,11 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
                         } else {
 #pragma unroll 1
                             for (int chunk = idle_rank; chunk < kHeadDim / 16; chunk += n_idle)
-                                transpose_v_chunk(vt_addr, smem_u32(sm.kv[s][1]), (uint32_t)chunk);
+                                transpose_v_chunk(vt_addr, smem_u32(sm.kv[s][1]), (uint32_t)chunk, vlim);
                         }
                     }
                 } else {
-                    transpose_v(vt_addr, smem_u32(sm.kv[s][1])); // overlaps the QK wgmma
+                    transpose_v(vt_addr, smem_u32(sm.kv[s][1]), vlim); // overlaps the QK wgmma
                 }
                 wgmma_wait_group<0>();
                 wgmma_fence_operand(acc);
@@ -1104,239 +1100,6 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
 }
 
 
-/* ---- impl 5: B with the next page's QK wgmma in flight during the softmax -------------- */
-
-/* Impl 5: a thread's state across page steps, besides O and the two score accumulators. */
-struct PipeCtx {
-    int num_pages, kv_head, tid, warp;
-    bool producer;     // thread 0 of CTA 0: issues the TMA loads
-    uint64_t keep_kv;  // the producer's L2 policy
-    uint64_t desc_q;   // wgmma descriptor of sm.q
-    uint32_t q;        // lane % 4
-    int64_t my_limit;  // last visible token of this warp's query (-1: empty slot)
-    float f0, f1;      // score factors of rows r0, r0 + 8
-    float m0, m1;      // running max (log2 units) of rows r0, r0 + 8
-    float l0, l1;      // running 256 * sum p
-};
-
-/* The QK wgmma of one page: acc = Q . K^T (4 x m64n128k32, the first with scale-d 0),
- * issued and committed as one group, not waited for. */
-static __device__ __forceinline__ void issue_qk(float (&acc)[64], uint64_t desc_q, const uint8_t *k_tile)
-{
-    const uint64_t desc_k = wgmma_desc_k_major_sw128(k_tile);
-    wgmma_fence_operand(acc);
-    wgmma_fence();
-#pragma unroll
-    for (int kb = 0; kb < kHeadDim / 32; kb++)
-        wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, kb > 0);
-    wgmma_commit_group();
-}
-
-/* Impl 5, lock-step Union8, thread 0: pages [from, to) of the list have no member in this
- * CTA. Only the buffer protocol: wait for each to land (re-arming full[s] for page
- * k + kStages as every page does), release it, and (CTA 0) refill its stage. No other
- * thread waits for these phases (P4 in the file comment). */
-template <int CLUSTER>
-static __device__ __forceinline__ void pass_pages(SmemPlanPipe &sm, const AttentionParams &p, const PipeCtx &c,
-                                                  int from, int to)
-{
-#pragma unroll 1
-    for (int k = from; k < to; k++) {
-        const int s = k % kStages;
-        mbarrier_wait_parity(&sm.full[s], (k / kStages) & 1);
-        if (k + kStages < c.num_pages) mbarrier_arrive_expect_tx(&sm.full[s], kStageTxBytes);
-        release_stage<CLUSTER, false>(sm, s, 0);
-        if (c.producer) refill_stage<CLUSTER>(sm, p, k, s, c.num_pages, c.kv_head, c.keep_kv);
-    }
-}
-
-/* Impl 5, one step: member page i of the CTA's list (the pipeline and P1-P5: file comment).
- * In: x = S_i, its QK wgmma waited for by this thread; V^T_i in vt_cur, written and fenced
- * by every thread. Out: O updated with page i; y = S_j of the next member page j (waited
- * for), V^T_j written into vt_next and fenced. Returns j (num_pages: no further page). */
-template <int CLUSTER>
-static __device__ __forceinline__ int pipe_page(SmemPlanPipe &sm, const AttentionParams &p, PipeCtx &c,
-                                                float (&x)[64], float (&y)[64], float (&o)[64], int i,
-                                                const uint8_t *vt_cur, uint8_t *vt_next)
-{
-    const int n = c.num_pages, s = i % kStages;
-    // P1: every thread wrote and fenced V^T_i, waited for QK_i and finished reading V_i,
-    // and waited for the PV wgmma of the previous member page (the reader of vt_next).
-    __syncthreads();
-    int j = i + 1; // next member page (CTA-uniform)
-    if constexpr (CLUSTER == 2) {
-        while (j < n && sm.page_members[j] == 0) j++;
-    }
-    if (c.tid == 0) release_stage<CLUSTER, false>(sm, s, 0);
-    if (j > i + 1) { // Union8: pages without a member here between i and j (P4)
-        if (c.tid == 0) {
-            if (c.producer) refill_stage<CLUSTER>(sm, p, i, s, n, c.kv_head, c.keep_kv);
-            pass_pages<CLUSTER>(sm, p, c, i + 1, j);
-        }
-        // The phase before page j's in its stage (page j - kStages) was waited for by
-        // thread 0 alone: the others wait for page j only after it.
-        if (j < n && j - kStages > i) __syncthreads();
-    }
-    const int sj = j % kStages;
-    if (j < n) {
-        mbarrier_wait_parity(&sm.full[sj], (j / kStages) & 1);
-        if (c.tid == 0 && j + kStages < n) mbarrier_arrive_expect_tx(&sm.full[sj], kStageTxBytes);
-        issue_qk(y, c.desc_q, sm.kv[sj][0]); // runs during the transpose and the softmax below
-    }
-    // Page i + kStages (never page j here): the TMA issue overlaps QK_j.
-    if (j == i + 1 && c.producer) refill_stage<CLUSTER>(sm, p, i, s, n, c.kv_head, c.keep_kv);
-    if (j < n) {
-        // One half at a time: S_i, S_j (in flight) and O hold 192 registers here.
-#pragma unroll 1
-        for (int cc = 0; cc < 2; cc++) transpose_v_half(smem_u32(vt_next), smem_u32(sm.kv[sj][1]), cc);
-        fence_proxy_async_shared_cta(); // V^T_j (generic stores) -> PV_j, after P1 of step j
-    }
-
-    // Page i: impl 2's softmax, P and PV, while QK_j may still run.
-    const bool member = (sm.page_members[i] >> c.warp) & 1u; // warp-uniform
-    float alpha0 = 1.0f, alpha1 = 1.0f;
-    uint32_t pa[16]; // P as the PV wgmma's A fragments; non-member warps: zeros, not added
-#pragma unroll
-    for (int k = 0; k < 16; k++) pa[k] = 0u;
-    if (member) {
-        softmax_page(x, c.my_limit - (int64_t)sm.page_logical[i] * kPageSize, c.q, c.f0, c.f1, c.m0, c.m1,
-                     c.l0, c.l1, alpha0, alpha1);
-#pragma unroll
-        for (int a = 0; a < 8; a++) p_words(x, a, pa[2 * a], pa[2 * a + 1]);
-    }
-    const uint64_t desc_vt = wgmma_desc_k_major_sw128(vt_cur);
-    wgmma_fence_operand(x);
-    wgmma_fence();
-#pragma unroll
-    for (int kb = 0; kb < kPageSize / 32; kb++)
-        wgmma_m64n128k32_f32_e4m3_rs(x, pa[4 * kb], pa[4 * kb + 1], pa[4 * kb + 2], pa[4 * kb + 3], desc_vt + 2 * kb,
-                                     kb > 0);
-    wgmma_commit_group();
-    // Groups complete in commit order: this waits for QK_j and PV_i.
-    wgmma_wait_group<0>();
-    wgmma_fence_operand(x);
-    wgmma_fence_operand(y);
-    wgmma_fence_operand(pa);
-    if (member) {
-#pragma unroll
-        for (int k = 0; k < 64; k++) o[k] = fmaf(o[k], (k % 4) < 2 ? alpha0 : alpha1, x[k]);
-    }
-    return j;
-}
-
-/* Impl 5: impl 2's CTA (one warpgroup, lock-step buffer protocol, P from registers) with
- * two score accumulators, so that the next member page's QK wgmma runs while this page's
- * V^T of the next page and softmax are computed. Design and P1-P5 in the file comment. */
-template <int VARIANT>
-__global__ void __launch_bounds__(kThreads, 2) sparse_attention_pipe_kernel(const __grid_constant__ AttentionParams p)
-{
-    constexpr int kCluster = VARIANT == kUnion8 ? 2 : 1;
-    extern __shared__ uint8_t smem_raw[];
-    SmemPlanPipe &sm = *reinterpret_cast<SmemPlanPipe *>(
-        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const uint32_t rank = kCluster == 2 ? cluster_ctarank() : 0;
-
-    CtaWork work;
-    if (!cta_work<VARIANT>(p, rank, work)) return; // CTA-uniform; both CTAs of a cluster agree
-    if (tid == 0) {
-        for (int s = 0; s < kStages; s++) {
-            mbarrier_init(&sm.full[s], 1);
-            mbarrier_init(&sm.empty[s], kCluster);
-        }
-        fence_mbarrier_init_release_cluster();
-    }
-    build_page_list<VARIANT, false>(sm, p, work.kv_head, work.group, work.half, work.request, work.query_rows[0],
-                                    work.limits[0], work.union_size); // ends with __syncthreads
-    if (kCluster == 2) {
-        barrier_cluster_arrive_release();
-        barrier_cluster_wait_acquire();
-    }
-    PipeCtx c;
-    c.num_pages = sm.num_pages;
-    c.kv_head = work.kv_head;
-    c.tid = tid;
-    c.warp = warp;
-    c.producer = tid == 0 && rank == 0;
-    c.keep_kv = 0;
-    if (tid == 0) {
-        // As impl 2: thread 0 of every CTA arms its own full barriers, CTA 0 issues the first loads.
-        if (c.producer) {
-            prefetch_tensormap(&p.k_map);
-            prefetch_tensormap(&p.v_map);
-            c.keep_kv = createpolicy_evict_last();
-        }
-        for (int i = 0; i < kStages && i < c.num_pages; i++) {
-            mbarrier_arrive_expect_tx(&sm.full[i], kStageTxBytes);
-            if (c.producer) issue_page_load<kCluster>(sm, p, i, i, c.kv_head, c.keep_kv);
-        }
-    }
-    const float k_scale = *p.k_scale, v_scale = *p.v_scale;
-    const float log2e = 1.4426950408889634f;
-    quantize_q(sm, p, c.kv_head, work.query_rows, k_scale * p.softmax_scale * log2e, 0u);
-    fence_proxy_async_shared_cta();
-    __syncthreads();
-
-    int32_t my_row = -1; // constant-index selects (a run-time index would use local memory)
-    c.my_limit = -1;
-#pragma unroll
-    for (int w = 0; w < kSlotsPerCta; w++) {
-        if (w == warp) {
-            my_row = work.query_rows[w];
-            c.my_limit = work.limits[w];
-        }
-    }
-    c.q = lane % 4;
-    const int r0 = 16 * warp + lane / 4; // accumulator rows r0 and r0 + 8
-    c.f0 = sm.row_factor[r0];
-    c.f1 = sm.row_factor[r0 + 8];
-    c.m0 = c.m1 = -INFINITY;
-    c.l0 = c.l1 = 0.0f;
-    c.desc_q = wgmma_desc_k_major_sw128(sm.q);
-    float o[64];
-#pragma unroll
-    for (int k = 0; k < 64; k++) o[k] = 0.0f;
-    float acc0[64], acc1[64]; // the score accumulators S_i / S_j; PV_i goes into S_i's
-
-    // Prologue: the first member page's QK and V^T, into acc0 and vt[0].
-    const int n = c.num_pages;
-    int i = 0;
-    if constexpr (kCluster == 2) {
-        while (i < n && sm.page_members[i] == 0) i++;
-        if (i > 0) {
-            if (tid == 0) pass_pages<kCluster>(sm, p, c, 0, i);
-            if (i < n && i >= kStages) __syncthreads(); // as in pipe_page (P4)
-        }
-    }
-    if (i < n) {
-        const int s = i % kStages;
-        mbarrier_wait_parity(&sm.full[s], (i / kStages) & 1);
-        if (tid == 0 && i + kStages < n) mbarrier_arrive_expect_tx(&sm.full[s], kStageTxBytes);
-        issue_qk(acc0, c.desc_q, sm.kv[s][0]);
-        transpose_v(smem_u32(sm.vt[0]), smem_u32(sm.kv[s][1]));
-        fence_proxy_async_shared_cta();
-        wgmma_wait_group<0>();
-        wgmma_fence_operand(acc0);
-    }
-    // Unrolled by two so that the accumulators keep static register names: the k-th member
-    // page's scores are in acc[k % 2] and its V^T in vt[k % 2].
-#pragma unroll 1
-    while (i < n) {
-        i = pipe_page<kCluster>(sm, p, c, acc0, acc1, o, i, sm.vt[0], sm.vt[1]);
-        if (i >= n) break;
-        i = pipe_page<kCluster>(sm, p, c, acc1, acc0, o, i, sm.vt[1], sm.vt[0]);
-    }
-
-    if (my_row >= 0) store_rows(p, o, my_row, c.kv_head, lane, c.m0, c.m1, c.l0, c.l1, v_scale);
-    // S7: neither CTA of a cluster exits while the other can still arrive on its barriers or
-    // receive its multicast writes.
-    if (kCluster == 2) {
-        barrier_cluster_arrive_release();
-        barrier_cluster_wait_acquire();
-    }
-}
-
-
 /* ---- C (impl 4): warp-specialised Union8 CTA ------------------------------------------- */
 
 /* C: the group's page list (every union page, ascending; bad physical pages dropped and
@@ -1344,7 +1107,7 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_pipe_kernel(cons
  * 0-3 build it (a union has at most kMaxUnion = 128 pages); every thread of the CTA joins
  * the two __syncthreads. */
 static __device__ void build_page_list_c(SmemPlanC &sm, const AttentionParams &p, int kv_head, int64_t group,
-                                         int request, int union_size)
+                                         int request, int union_size, const int64_t (&limits)[kGroupSize])
 {
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const bool builder = tid < kMaxUnion; // warp-uniform
@@ -1377,6 +1140,7 @@ static __device__ void build_page_list_c(SmemPlanC &sm, const AttentionParams &p
             sm.page_logical[at] = logical;
             sm.page_physical[at] = physical;
             sm.page_members[at] = (uint8_t)members;
+            sm.page_vlim[at] = page_v_limit(members, limits, logical); // the producer transposes for all 8 slots
         }
         if (tid == 0) {
             int total = 0;
@@ -1433,7 +1197,19 @@ __global__ void __launch_bounds__(kThreadsC, 1) union8_ws_kernel(const __grid_co
         }
         fence_mbarrier_init_release_cluster();
     }
-    build_page_list_c(sm, p, kv_head, group, g.request, g.union_size); // ends with __syncthreads
+    {
+        // Last visible token of each of the group's 8 slots (page_v_limit of the union pages).
+        const int32_t cu_begin = p.cu_seqlens_q[g.request];
+        const int64_t prefix = p.prefix_lens[g.request], kv_len = p.kv_lens[g.request];
+        int64_t limits8[kGroupSize];
+#pragma unroll
+        for (int slot = 0; slot < kGroupSize; slot++) {
+            const int32_t row = slot < g.num_members ? p.perm[(int64_t)kv_head * p.num_tokens + g.slot_begin + slot] : -1;
+            const int64_t cpos = prefix + (row - cu_begin);
+            limits8[slot] = row >= 0 ? (cpos < kv_len - 1 ? cpos : kv_len - 1) : -1;
+        }
+        build_page_list_c(sm, p, kv_head, group, g.request, g.union_size, limits8); // ends with __syncthreads
+    }
     const int num_pages = sm.num_pages;
     // From here on: mbarriers and named barriers only (NamedBarrierC).
 
@@ -1462,7 +1238,7 @@ __global__ void __launch_bounds__(kThreadsC, 1) union8_ws_kernel(const __grid_co
             // and page i landed.
             if (i >= kStagesC) mbarrier_wait_parity(&sm.empty[s], (use - 1u) & 1u);
             mbarrier_wait_parity(&sm.full[s], use & 1u);
-            transpose_v(smem_u32(sm.vt[s]), smem_u32(sm.kv[s][1]));
+            transpose_v(smem_u32(sm.vt[s]), smem_u32(sm.kv[s][1]), sm.page_vlim[i]);
             fence_proxy_async_shared_cta(); // V^T (generic stores) -> the consumers' PV wgmma
             bar_sync_named(kBarProducerC, 128);
             if (tid == 0) {
@@ -1655,21 +1431,13 @@ extern "C" pw_status_t pw_check_attention_device(void)
 
 namespace {
 
-/* One kernel of impls 0-3 (sparse_attention_kernel<VARIANT, IMPL>) or of impl 5
- * (sparse_attention_pipe_kernel<VARIANT>, its own shared-memory plan). */
+/* One kernel of sparse_attention_kernel<VARIANT, IMPL>. */
 template <int VARIANT, int IMPL>
 pw_status_t launch(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
     static bool configured = false; // the attribute is per function, set once
-    void (*kernel)(pw::AttentionParams);
-    size_t smem;
-    if constexpr (IMPL == pw::kImplPipe) {
-        kernel = pw::sparse_attention_pipe_kernel<VARIANT>;
-        smem = pw::kSmemBytesPipe;
-    } else {
-        kernel = pw::sparse_attention_kernel<VARIANT, IMPL>;
-        smem = pw::kSmemBytes;
-    }
+    void (*kernel)(pw::AttentionParams) = pw::sparse_attention_kernel<VARIANT, IMPL>;
+    const size_t smem = pw::kSmemBytes;
     if (!configured) {
         const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess)
@@ -1717,9 +1485,9 @@ pw_status_t launch_c(const pw::AttentionParams &params, unsigned grid, pw_stream
     return PW_SUCCESS;
 }
 
-/* One implementation (pw::ImplBits, kImplWarpSpec or kImplPipe) of one variant. The
- * decoupled bit and C exist for Union8 only: the single-CTA variants run impl & kImplPRegs,
- * and impl 4 as 2. Impl 5 exists for every variant. `grid` counts two CTAs per (group, KV
+/* One implementation (pw::ImplBits or kImplWarpSpec) of one variant. The decoupled bit
+ * and C exist for Union8 only: the single-CTA variants run impl & kImplPRegs, and impl 4
+ * as 2. Impl 5 was removed. `grid` counts two CTAs per (group, KV
  * head); C launches one. */
 template <int VARIANT>
 pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
@@ -1728,10 +1496,14 @@ pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned gr
     if (impl == (pw::kImplPRegs | pw::kImplX2)) return launch<VARIANT, pw::kImplPRegs | pw::kImplX2>(params, grid, stream);
     if (impl == (pw::kImplPRegs | pw::kImplIdleVt | pw::kImplX2))
         return launch<VARIANT, pw::kImplPRegs | pw::kImplIdleVt | pw::kImplX2>(params, grid, stream);
-    if (impl == pw::kImplPipe) return launch<VARIANT, pw::kImplPipe>(params, grid, stream);
+    if (impl == pw::kImplPipe)
+        return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 5 (B + pipelined QK) was removed: measured 3.5-15%% slower "
+                                             "than impl 2 (bench/NOTES.md, v6)");
     if (impl == pw::kImplIdleVtDev) return launch<VARIANT, pw::kImplPRegs | pw::kImplIdleVt>(params, grid, stream);
     if (impl == pw::kImplVtBatchDev)
         return launch<VARIANT, pw::kImplPRegs | pw::kImplIdleVt | pw::kImplVtBatch>(params, grid, stream);
+    if (impl == pw::kImplNoVMaskDev)
+        return launch<VARIANT, pw::kImplPRegs | pw::kImplIdleVt | pw::kImplNoVMask>(params, grid, stream);
     if (impl == pw::kImplWarpSpec) {
         if constexpr (VARIANT == pw::kUnion8) return launch_c(params, grid / 2, stream);
         impl = pw::kImplPRegs;

@@ -40,12 +40,15 @@ enum ImplBits {
     kImplIdleVt = 16,   // with B only: the warps without a member on the page transpose V
                         // during the member warps' softmax (dev impl 6)
     kImplVtBatch = 32,  // with kImplIdleVt: that transpose two chunks per pass (dev impl 7)
+    kImplNoVMask = 64,  // dev impl 8 only (A/B timing of the cache-poison fix): impl 6 without
+                        // zeroing V past the members' last visible token (NOT NaN-safe)
 };
 constexpr int kImplWarpSpec = 4; // C, Union8 only: warp-specialised CTA (a value, not a bit)
-constexpr int kImplPipe = 5;     // B + the next page's QK wgmma in flight during the softmax (a value)
+constexpr int kImplPipe = 5;     // removed (measured slower, bench/NOTES.md v6): PW_ERROR_UNSUPPORTED
 constexpr int kImplIdleVtDev = 6; // dev impl 6 = kImplPRegs | kImplIdleVt
 constexpr int kImplVtBatchDev = 7; // dev impl 7 = kImplPRegs | kImplIdleVt | kImplVtBatch
-constexpr int kNumImpls = 8;
+constexpr int kImplNoVMaskDev = 8; // dev impl 8 = kImplPRegs | kImplIdleVt | kImplNoVMask (before the fix)
+constexpr int kNumImpls = 9;
 
 /* Shared memory of one CTA. Tiles are 1024-byte aligned (128-byte swizzle atoms); the
  * multicast copies land at the same offsets in both CTAs of a cluster. */
@@ -59,6 +62,7 @@ struct __align__(1024) SmemPlan {
     int32_t page_logical[kMaxUnion];    // the pages this CTA walks, ascending
     int32_t page_physical[kMaxUnion];
     uint8_t page_members[kMaxUnion];    // bit w: this CTA's slot w selected the page
+    uint8_t page_vlim[kMaxUnion];       // last token of the page a member slot may see (page_v_limit)
     float row_factor[kRows];            // q_scale * k_scale * softmax_scale * log2(e)
     int32_t warp_count[kThreads / 32];
     int32_t num_pages;
@@ -70,26 +74,6 @@ struct __align__(1024) SmemPlan {
 constexpr size_t kSmemBytes = sizeof(SmemPlan) + 1024; // + alignment slack of the dynamic base
 static_assert(kSmemBytes <= 227 * 1024, "shared-memory plan exceeds the sm_90 limit");
 static_assert(2 * kSmemBytes <= 228 * 1024, "two CTAs per SM no longer fit");
-
-/* Impl 5 (sparse_attention_pipe_kernel): SmemPlan without the P buffer (P stays in
- * registers, as impl 2) and with two V^T tiles: the next page's V is transposed into one
- * while the PV wgmma of the current page may still read the other. Same field names as
- * SmemPlan, so the page-list, Q and TMA helpers serve both. 104 KiB of tiles. */
-struct __align__(1024) SmemPlanPipe {
-    uint8_t kv[kStages][2][kTileBytes]; // [stage][K=0 / V=1][token][d], TMA 128B-swizzled
-    uint8_t vt[2][kTileBytes];          // V^T of the CTA's member pages, alternating: [d][position], 128B-swizzled
-    uint8_t q[kRows * kHeadDim];        // Q (FP8) [row][d], 128B-swizzled
-    uint64_t full[kStages];             // page landed in this CTA (tx-count barrier)
-    uint64_t empty[kStages];            // slot released by every consumer CTA (in CTA 0)
-    int32_t page_logical[kMaxUnion];    // the pages this CTA walks, ascending
-    int32_t page_physical[kMaxUnion];
-    uint8_t page_members[kMaxUnion];    // bit w: this CTA's slot w selected the page
-    float row_factor[kRows];            // q_scale * k_scale * softmax_scale * log2(e)
-    int32_t warp_count[kThreads / 32];
-    int32_t num_pages;
-};
-constexpr size_t kSmemBytesPipe = sizeof(SmemPlanPipe) + 1024;
-static_assert(2 * kSmemBytesPipe <= 228 * 1024, "impl 5: two CTAs per SM no longer fit");
 
 /* C (impl 4, Union8 only): one CTA of kThreadsC per (8-slot group, KV head). Warpgroup 0
  * is the producer (TMA, V transpose), warpgroups 1 and 2 are the consumers of slots 0-3 and
@@ -126,6 +110,7 @@ struct __align__(1024) SmemPlanC {
     int32_t page_logical[kMaxUnion];     // the group's union pages, ascending
     int32_t page_physical[kMaxUnion];
     uint8_t page_members[kMaxUnion];     // bit w: slot w (0..7) selected the page
+    uint8_t page_vlim[kMaxUnion];        // last token of the page a member slot (0..7) may see
     float row_factor[2][kRows];          // per consumer: q_scale * k_scale * softmax_scale * log2(e)
     int32_t warp_count[kMaxUnion / 32];
     int32_t num_pages;

@@ -20,19 +20,20 @@ extern "C" {
  * impl 4: C, "warp-specialised CTA" (Union8 only): one 384-thread CTA per (group, KV head),
  *         no cluster; a producer warpgroup (TMA, V transpose, 3 stages) and two consumer
  *         warpgroups (slots 0-3 and 4-7) with B's arithmetic.
- * impl 5: B + software pipelining inside the warpgroup (every kernel): two score
- *         accumulators, so that the next page's QK wgmma runs while this page's softmax
- *         (and the next page's V transpose) run; double V^T buffer, one CTA barrier per page.
+ * impl 5: removed (B + the next page's QK in flight; measured slower): PW_ERROR_UNSUPPORTED.
  * impl 6: B + "idle-warp V transpose" (every kernel), exactly pw_union_attention (the
  *         library default since v6): the warps whose slot did not select
  *         the page transpose V while the member warps run the softmax (B: all four warps
  *         transpose before it); the barrier before PV moves after the softmax.
  * impl 7: impl 6 with that transpose two d-chunks per pass, loads first (every kernel).
+ * impl 8: impl 6 before the cache-poison fix (V past the members' last visible token not
+ *         zeroed: NaN codes in invisible cache slots reach the output). For A/B timing only.
  * Union4 and per-query have no cluster: impl 1 runs as 0, impl 3 and 4 as 2 there. O and
  * LSE are bitwise identical for every impl. args->precision = PW_PRECISION_FP8X2 runs on
  * impls 2 and 6 only (and on 4 where 4 runs as 2); other impls give PW_ERROR_UNSUPPORTED. Other
  * arguments and errors as pw_union_attention; PW_ERROR_INVALID_ARGUMENT for an impl
- * outside 0..7. */
+ * outside 0..8. Every impl but 8 is NaN-safe (cache bytes no query may see never reach an
+ * output). */
 pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
                                    const pw_grouping_t *grouping, const int32_t *perm,
                                    const pw_union_meta_t *meta, pw_kernel_t kernel, pw_stream_t stream);

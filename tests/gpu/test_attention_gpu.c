@@ -199,13 +199,15 @@ static uint32_t run_kernel(const pw_capture_t *c, device_problem_t *d, pw_kernel
 }
 
 #define NUM_IMPLS 8
-static const char *const impl_names[NUM_IMPLS] = {"v4", "A", "B", "A+B", "C", "B+pipe", "B+idleVt", "idleVt2"};
+static const char *const impl_names[NUM_IMPLS] = {"v4", "A", "B", "A+B", "C", "(removed)", "B+idleVt", "idleVt2"};
 
-/* The impls a kernel has: Union8 0..7; Union4 and per-query 0, 2, 4, 5, 6 and 7 (no
- * cluster; 4 runs as 2 there). */
+/* The impls a kernel has: Union8 0..7; Union4 and per-query 0, 2, 4, 6 and 7 (no cluster;
+ * 4 runs as 2 there). Impl 5 was removed (PW_ERROR_UNSUPPORTED); impl 8 (before the
+ * cache-poison fix) runs only as test_cache_poison's witness. */
 static int kernel_has_impl(pw_kernel_t kernel, int impl)
 {
-    return kernel == PW_KERNEL_UNION8 || (impl & 1) == 0 || impl == 5 || impl == 7;
+    if (impl == 5) return 0;
+    return kernel == PW_KERNEL_UNION8 || (impl & 1) == 0 || impl == 7;
 }
 
 typedef struct compare {
@@ -254,80 +256,10 @@ static compare_t compare_rows(const pw_capture_t *c, const pw_bf16_t *o, const f
     return r;
 }
 
-/* A random problem with every edge of SPEC §1 mixed in: several requests (1-query ones
- * too, prefixes, partial last pages), rows of -1, duplicates, future and out-of-range ids,
- * a shuffled page table. */
+/* The random problems of these tests (tests/testutil.c): KV up to 5 tokens past the chunk. */
 static pw_capture_t *random_problem(pw_rng_t *rng, int hkv, int num_requests, int max_q, int max_prefix)
 {
-    pw_problem_t p = PW_PROBLEM_INIT;
-    p.num_requests = num_requests;
-    p.num_kv_heads = hkv;
-    int32_t qlen[64], prefix[64], kvlen[64];
-    int64_t n = 0, max_pages = 0;
-    for (int r = 0; r < num_requests; r++) {
-        qlen[r] = r == 1 ? 1 : (int32_t)pw_rng_range(rng, 1, max_q);
-        prefix[r] = (int32_t)pw_rng_range(rng, 0, max_prefix);
-        kvlen[r] = prefix[r] + qlen[r] + (int32_t)pw_rng_range(rng, 0, 5); // L >= prefix + qlen
-        n += qlen[r];
-        const int64_t pages = (kvlen[r] + 127) / 128;
-        if (pages > max_pages) max_pages = pages;
-    }
-    p.num_tokens = (int32_t)n;
-    p.max_pages_per_request = (int32_t)max_pages;
-    p.num_cache_pages = max_pages * num_requests + 3;
-    pw_capture_t *c = NULL;
-    assert_pw_ok(pw_capture_create(&p, PW_CAPTURE_LOAD_QKV, &c));
-    c->cu_seqlens_q[0] = 0;
-    for (int r = 0; r < num_requests; r++) {
-        c->cu_seqlens_q[r + 1] = c->cu_seqlens_q[r] + qlen[r];
-        c->prefix_lens[r] = prefix[r];
-        c->kv_lens[r] = kvlen[r];
-    }
-    // Page table: a random permutation of the physical pages.
-    const int64_t total = p.num_cache_pages;
-    int32_t *phys = malloc(total * 4);
-    for (int64_t i = 0; i < total; i++) phys[i] = (int32_t)i;
-    for (int64_t i = total - 1; i > 0; i--) {
-        const int64_t j = pw_rng_range(rng, 0, i);
-        const int32_t t = phys[i];
-        phys[i] = phys[j];
-        phys[j] = t;
-    }
-    for (int64_t i = 0; i < (int64_t)num_requests * max_pages; i++) c->page_table[i] = phys[i];
-    c->page_table_synthesised = 0;
-    free(phys);
-    for (int h = 0; h < hkv; h++) {
-        for (int r = 0; r < num_requests; r++) {
-            for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
-                int32_t *row = c->topk_ids + ((int64_t)h * n + i) * 16;
-                const int64_t cpos = prefix[r] + (i - c->cu_seqlens_q[r]);
-                const int64_t last = (cpos < kvlen[r] - 1 ? cpos : kvlen[r] - 1) / 128;
-                const int kind = (int)pw_rng_range(rng, 0, 19);
-                for (int k = 0; k < 16; k++) {
-                    int32_t id = (int32_t)pw_rng_range(rng, 0, last);
-                    const int64_t u = pw_rng_range(rng, 0, 99);
-                    if (kind == 0) id = -1;                               // empty row
-                    else if (u < 8) id = -1;                              // padding
-                    else if (u < 12) id = row[k > 0 ? k - 1 : 0];         // duplicate
-                    else if (u < 14) id = (int32_t)(last + 1 + pw_rng_range(rng, 0, 3)); // future
-                    else if (u < 15) id = INT32_MAX;
-                    else if (u < 16) id = INT32_MIN;
-                    else if (u < 30) id = (int32_t)last;                  // own page (partial)
-                    row[k] = id;
-                }
-            }
-        }
-    }
-    assert_pw_ok(pw_capture_generate_qkv(c, g_seed ^ 0x5eedull));
-    // Vary Q row magnitudes so the per-row Q scale matters.
-    for (int64_t i = 0; i < n * hkv * 16; i++) {
-        const float f = (float)pw_rng_range(rng, 1, 8) / 4.0f;
-        for (int k = 0; k < 128; k++) {
-            pw_bf16_t *x = c->q + i * 128 + k;
-            *x = pw_bf16_from_float(pw_bf16_to_float(*x) * f);
-        }
-    }
-    return c;
+    return pw_test_random_attention_problem(rng, g_seed ^ 0x5eedull, hkv, num_requests, max_q, max_prefix, 5);
 }
 
 /* The reference call's arguments for c's host tensors (precision: g_precision). */
@@ -536,6 +468,7 @@ static void test_random_problems(void **state)
         // The other implementations on arm 0's inputs: within the same bounds of the
         // emulating reference, and byte-identical to impl 0.
         for (int impl = 1; impl < NUM_IMPLS; impl++) {
+            if (!kernel_has_impl(PW_KERNEL_UNION8, impl)) continue;
             const uint32_t bad_impl = run_kernel_impl(c, &d, PW_KERNEL_UNION8, impl, &grouping, o, l);
             const compare_t ci = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
             const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
@@ -697,6 +630,156 @@ static void test_captures(void **state)
     if (!found) skip();
 }
 
+/* ---- cache bytes no query may see (docs/semantics.md: they never reach an output) ------ */
+
+/* The full call: pw_sparse_prefill of a default plan (guarded W128 regroup) with `kernel`;
+ * output and LSE into o / l (host). */
+static void full_call_run(const pw_capture_t *c, device_problem_t *d, pw_kernel_t kernel, pw_bf16_t *o, float *l)
+{
+    const pw_problem_t *p = &c->problem;
+    const int64_t n = p->num_tokens, hq = (int64_t)p->num_kv_heads * 16;
+    pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
+    cfg.kernel = kernel;
+    pw_plan_t *plan = NULL;
+    assert_pw_ok(pw_plan_create(p, &cfg, &plan));
+    size_t bytes = 0;
+    assert_pw_ok(pw_plan_workspace_size(plan, &bytes));
+    void *ws = NULL;
+    if (bytes) CUDA_OK(cudaMalloc(&ws, bytes));
+    CUDA_OK(cudaMemset(d->o, 0xff, (size_t)(n * hq * 128) * 2));
+    CUDA_OK(cudaMemset(d->lse, 0xff, (size_t)(n * hq) * 4));
+    const pw_attention_args_t a = device_args(c, d);
+    assert_pw_ok(pw_sparse_prefill(plan, &a, NULL, ws, bytes, NULL));
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaMemcpy(o, d->o, (size_t)(n * hq * 128) * 2, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(l, d->lse, (size_t)(n * hq) * 4, cudaMemcpyDeviceToHost));
+    cudaFree(ws);
+    pw_plan_destroy(plan);
+}
+
+static int64_t count_nan_bf16(const pw_bf16_t *o, int64_t count)
+{
+    int64_t nan = 0;
+    for (int64_t i = 0; i < count; i++) nan += isnan(pw_bf16_to_float(o[i]));
+    return nan;
+}
+
+/* Issue 11: whatever bytes a cache slot outside every A_i holds (NaN codes 0x7F / 0xFF,
+ * the largest finite codes 0x7E / 0xFE, random bytes), O and LSE are bitwise those of the
+ * clean caches, for every kernel x precision x grouping (identity, guarded W128, a random
+ * permutation), the library's impl and every dev impl of Union8 W128, and the full call.
+ * Problems: several requests with prefixes, kv_len % 128 != 0 and KV past the chunk's last
+ * query (up to max_tail tokens), 1-query requests; the poisoned slots are those past kv_len,
+ * past every query's causal position, on never-selected pages and on the spare pages.
+ * Dev impl 8 (the kernel before the fix) must show NaN on the NaN-poisoned caches: the
+ * test detects the bug it guards against. */
+static void test_cache_poison(void **state)
+{
+    (void)state;
+    const pw_precision_t precisions[2] = {PW_PRECISION_FP8, PW_PRECISION_FP8X2};
+    const int quick = getenv("PW_TEST_QUICK") != NULL;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0xca5eull);
+    const int codes[3][2] = {{0x7f, 0xff}, {0x7e, 0xfe}, {-1, -1}};
+    const char *const code_names[3] = {"NaN 0x7F/0xFF", "max finite 0x7E/0xFE", "random bytes"};
+    for (int trial = 0; trial < (quick ? 1 : 3); trial++) {
+        const int hkv = 1 + trial % 2, requests = trial == 0 ? 3 : 5;
+        pw_capture_t *c = pw_test_random_attention_problem(&rng, (g_seed ^ 0xca5e5eedull) + (uint64_t)trial, hkv,
+                                                           requests, quick ? 40 : 160, 700, 300);
+        const pw_problem_t *p = &c->problem;
+        const int64_t n = p->num_tokens, hq = (int64_t)hkv * 16, elems = n * hq * 128;
+        const int64_t pairs = p->num_cache_pages * p->page_size * hkv;
+        const size_t cache_bytes = (size_t)(pairs * p->head_dim);
+        int partial = 0;
+        for (int r = 0; r < p->num_requests; r++) partial += c->kv_lens[r] % 128 != 0;
+        uint8_t *visible = malloc(pairs);
+        pw_test_visible_slots(c, visible);
+        uint8_t *k_clean = malloc(cache_bytes), *v_clean = malloc(cache_bytes);
+        memcpy(k_clean, c->k_cache, cache_bytes);
+        memcpy(v_clean, c->v_cache, cache_bytes);
+        device_problem_t d;
+        upload(c, &d);
+        pw_bf16_t *o_clean = malloc(elems * 2), *o = malloc(elems * 2);
+        float *l_clean = malloc(n * hq * 4), *l = malloc(n * hq * 4);
+        int32_t *perm = malloc(n * hkv * 4);
+        int64_t hidden = 0;
+        for (int64_t i = 0; i < pairs; i++) hidden += !visible[i];
+        printf("poison trial %d: N=%lld Hkv=%d R=%d (%d with kv_len %% 128 != 0), %lld of %lld (slot, head) pairs "
+               "outside every A_i\n", trial, (long long)n, hkv, p->num_requests, partial, (long long)hidden,
+               (long long)pairs);
+        assert_true(hidden > 0);
+        // Arms: setup_arm's groupings 0 (guarded W128), 1 (identity), 3 (a random permutation)
+        // under Union8 and Union4, 5 (per-query); every dev impl on Union8 W128 (FP8; FP8X2
+        // lives in the library's impl); the full call with each kernel.
+        typedef struct { int grouping, impl, full; pw_kernel_t kernel; } arm_t;
+        arm_t arms[24];
+        int num_arms = 0;
+        const int groupings[3] = {0, 1, 3};
+        for (int k = 0; k < 2; k++)
+            for (int gi = 0; gi < 3; gi++)
+                arms[num_arms++] = (arm_t){groupings[gi], 0, 0, k == 0 ? PW_KERNEL_UNION8 : PW_KERNEL_UNION4};
+        arms[num_arms++] = (arm_t){5, 0, 0, PW_KERNEL_PER_QUERY};
+        for (int impl = 1; impl < NUM_IMPLS; impl++)
+            if (kernel_has_impl(PW_KERNEL_UNION8, impl)) arms[num_arms++] = (arm_t){0, impl, 0, PW_KERNEL_UNION8};
+        for (int k = 0; k < 3; k++) arms[num_arms++] = (arm_t){-1, 0, 1, (pw_kernel_t)k};
+        for (int pr = 0; pr < 2; pr++) {
+            g_precision = precisions[pr];
+            for (int a = 0; a < num_arms; a++) {
+                const arm_t *arm = &arms[a];
+                if (pr == 1 && arm->impl != 0) continue;
+                memcpy(c->k_cache, k_clean, cache_bytes);
+                memcpy(c->v_cache, v_clean, cache_bytes);
+                CUDA_OK(cudaMemcpy(d.k, c->k_cache, cache_bytes, cudaMemcpyHostToDevice));
+                CUDA_OK(cudaMemcpy(d.v, c->v_cache, cache_bytes, cudaMemcpyHostToDevice));
+                pw_grouping_t g = PW_GROUPING_INIT;
+                if (!arm->full) {
+                    setup_arm(arm->grouping, c, &rng, perm, &g, &d); // metadata kept for the poisoned runs
+                    run_kernel_impl(c, &d, arm->kernel, arm->impl, &g, o_clean, l_clean);
+                } else {
+                    full_call_run(c, &d, arm->kernel, o_clean, l_clean);
+                }
+                assert_int_equal(count_nan_bf16(o_clean, elems), 0);
+                for (int code = 0; code < 3; code++) {
+                    memcpy(c->k_cache, k_clean, cache_bytes);
+                    memcpy(c->v_cache, v_clean, cache_bytes);
+                    pw_test_poison_caches(c, visible, codes[code][0], codes[code][1], &rng);
+                    CUDA_OK(cudaMemcpy(d.k, c->k_cache, cache_bytes, cudaMemcpyHostToDevice));
+                    CUDA_OK(cudaMemcpy(d.v, c->v_cache, cache_bytes, cudaMemcpyHostToDevice));
+                    if (!arm->full) run_kernel_impl(c, &d, arm->kernel, arm->impl, &g, o, l);
+                    else full_call_run(c, &d, arm->kernel, o, l);
+                    const int same = memcmp(o, o_clean, elems * 2) == 0 && memcmp(l, l_clean, n * hq * 4) == 0;
+                    if (!same || code == 0)
+                        printf("  %s %s%s impl %d, mode %d, W %d, %s: %s (NaN output elements %lld)\n",
+                               precisions[pr] == PW_PRECISION_FP8 ? "FP8" : "FP8X2", arm->full ? "full call " : "",
+                               kernel_name(arm->kernel), arm->impl, arm->full ? -1 : (int)g.mode,
+                               arm->full ? -1 : g.window, code_names[code],
+                               same ? "bitwise equal to clean caches" : "DIFFERENT", (long long)count_nan_bf16(o, elems));
+                    assert_true(same);
+                }
+            }
+        }
+        // The witness: dev impl 8 (no V zeroing) on the NaN-poisoned caches, Union4 W128.
+        g_precision = PW_PRECISION_FP8;
+        memcpy(c->k_cache, k_clean, cache_bytes);
+        memcpy(c->v_cache, v_clean, cache_bytes);
+        pw_test_poison_caches(c, visible, 0x7f, 0xff, &rng);
+        CUDA_OK(cudaMemcpy(d.k, c->k_cache, cache_bytes, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(d.v, c->v_cache, cache_bytes, cudaMemcpyHostToDevice));
+        pw_grouping_t g;
+        const pw_kernel_t kernel = setup_arm(4, c, &rng, perm, &g, &d); // Union4, guarded W128
+        run_kernel_impl(c, &d, kernel, 8, &g, o, l);
+        const int64_t witness = count_nan_bf16(o, elems);
+        printf("  witness: dev impl 8 (before the fix) on NaN-poisoned caches: %lld NaN output elements\n",
+               (long long)witness);
+        assert_true(witness > 0);
+        release(&d);
+        free(visible); free(k_clean); free(v_clean); free(o_clean); free(o); free(l_clean); free(l); free(perm);
+        pw_capture_free(c);
+    }
+    g_precision = PW_PRECISION_FP8;
+}
+
 int main(int argc, char **argv)
 {
     g_seed = pw_test_seed(argc, argv);
@@ -723,6 +806,7 @@ int main(int argc, char **argv)
     printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_precision_arguments),
+        cmocka_unit_test(test_cache_poison),
         cmocka_unit_test(test_random_problems),
         cmocka_unit_test(test_captures),
     };
