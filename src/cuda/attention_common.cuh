@@ -1,0 +1,327 @@
+/* attention_common.cuh — the per-row arithmetic and tile helpers every sparse attention
+ * kernel shares (the library's Union4 / per-query / cluster Union8 kernels of attention.cu
+ * and the warp-specialised 8-query kernel of union_ws.cu), so that every kernel computes
+ * each row with exactly the same instructions in the same order: outputs are bitwise equal
+ * across kernels and groupings (docs/semantics.md, "Arithmetic").
+ *
+ * Layouts (the file comment of attention.cu has the derivation): a warp of a 64-row
+ * consumer warpgroup owns accumulator rows 16w..16w+15 = one query slot (rows are
+ * slot*16 + head); the PV reduction axis ("position") is the permutation
+ *   token t = 16a + 8b + 2q + e  <->  position 16a + 4q + 2b + e   (a<8, b<2, q<4, e<2)
+ * so that P leaves the QK accumulator as the PV wgmma's A fragments and V^T is written
+ * with 4-byte stores. */
+#ifndef PW_ATTENTION_COMMON_CUH
+#define PW_ATTENTION_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "attention_config.cuh"
+#include "ptx.cuh"
+
+namespace pw {
+
+/* Byte offset of 16-byte chunk `chunk` of row `row` in a 128B-swizzled tile of 128-byte rows. */
+static __device__ __forceinline__ uint32_t sw128(uint32_t row, uint32_t chunk)
+{
+    return row * 128u + ((chunk ^ (row & 7u)) << 4);
+}
+
+/* Last token (0..127) of page `logical` that one of the member slots may see: the largest
+ * last visible token min(c, L - 1) of the slots in `members` (limits[w], bit w), relative to
+ * the page. Every token past it lies outside the A_i of every member row, so its V bytes may
+ * hold anything (NaN codes in unwritten or recycled slots, docs/semantics.md); the V
+ * transpose stores zeros there instead (load_v_chunk), since P = 0 alone would still let
+ * 0 x NaN = NaN into the PV sums of every row. Tokens up to it are inside some member's
+ * A_i, hence caller data, and stay as they are. A member page always holds one visible
+ * token of each member (S_i), so the value is >= 0 for well-formed metadata. */
+template <int SLOTS>
+static __device__ __forceinline__ uint8_t page_v_limit(uint32_t members, const int64_t (&limits)[SLOTS],
+                                                       int32_t logical)
+{
+    int64_t last = -1;
+#pragma unroll
+    for (int w = 0; w < SLOTS; w++)
+        if ((members >> w) & 1u) last = limits[w] > last ? limits[w] : last;
+    const int64_t v = last - (int64_t)logical * kPageSize;
+    return (uint8_t)(v < 0 ? 0 : v > kPageSize - 1 ? kPageSize - 1 : v);
+}
+
+/* Quantises one warpgroup's 64 Q rows to FP8 into the tile at q_addr (per-row scale, SPEC
+ * §4) and stores the per-row score factor in row_factor[64]. tid: the thread's index in
+ * its warpgroup (0..127). query_rows[w]: original row of slot w, or -1 for an empty slot
+ * (its Q rows are zero). q_lo_addr: 0, or (PW_PRECISION_FP8X2) the tile that receives Q's
+ * second term e4m3(q / q_scale - q8) (the difference is exact in FP32). */
+static __device__ void quantize_q_rows(uint32_t q_addr, uint32_t q_lo_addr, float *row_factor, int tid,
+                                       const AttentionParams &p, int kv_head,
+                                       const int32_t (&query_rows)[kSlotsPerCta], float score_scale)
+{
+    constexpr int kPasses = kRows / 8; // 8 rows per pass, 16 threads per row, 8 bf16 each
+    static_assert(kHeadsPerKv % 8 == 0, "a pass of 8 rows stays inside one slot");
+    const int sub = tid % 16;
+    const int row_in_pass = tid / 16;
+    // Every pass's load first: one load in flight at a time left the prologue waiting for
+    // L2 / HBM kPasses times in a row (ncu, impl 2: ~4% of the stall samples).
+    uint4 raw[kPasses];
+#pragma unroll
+    for (int pass = 0; pass < kPasses; pass++) {
+        const int row = pass * 8 + row_in_pass;
+        const int32_t n = query_rows[pass * 8 / kHeadsPerKv]; // = row / 16, a constant index
+        raw[pass] = make_uint4(0, 0, 0, 0);
+        if (n >= 0) {
+            const uint16_t *src = p.q + (int64_t)n * p.q_stride +
+                                  ((int64_t)kv_head * kHeadsPerKv + row % kHeadsPerKv) * kHeadDim + sub * 8;
+            raw[pass] = __ldg(reinterpret_cast<const uint4 *>(src));
+        }
+    }
+#pragma unroll
+    for (int pass = 0; pass < kPasses; pass++) {
+        const int row = pass * 8 + row_in_pass;
+        const int32_t n = query_rows[pass * 8 / kHeadsPerKv];
+        float v[8];
+        const uint32_t w[4] = {raw[pass].x, raw[pass].y, raw[pass].z, raw[pass].w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            v[2 * k] = __uint_as_float(w[k] << 16);
+            v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+        }
+        float amax = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; k++) amax = fmaxf(amax, fabsf(v[k]));
+#pragma unroll
+        for (int off = 8; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+        const float q_scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+        float x[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) x[k] = __fdiv_rn(v[k], q_scale);
+        uint32_t packed[2], packed_lo[2];
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            uint16_t codes[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) codes[h] = cvt_e4m3x2_rn_satfinite(x[4 * k + 2 * h], x[4 * k + 2 * h + 1]);
+            packed[k] = (uint32_t)codes[0] | ((uint32_t)codes[1] << 16);
+            if (q_lo_addr) {
+                uint16_t lo_codes[2];
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    float f0, f1;
+                    e4m3x2_to_float2(codes[h], f0, f1);
+                    lo_codes[h] = cvt_e4m3x2_rn_satfinite(x[4 * k + 2 * h] - f0, x[4 * k + 2 * h + 1] - f1);
+                }
+                packed_lo[k] = (uint32_t)lo_codes[0] | ((uint32_t)lo_codes[1] << 16);
+            }
+        }
+        const uint32_t offset = sw128(row, sub / 2) + (sub % 2) * 8;
+        st_shared_v2_u32(q_addr + offset, packed[0], packed[1]);
+        if (q_lo_addr) st_shared_v2_u32(q_lo_addr + offset, packed_lo[0], packed_lo[1]);
+        if (sub == 0) row_factor[row] = n >= 0 ? q_scale * score_scale : 0.0f;
+    }
+}
+
+/* V tile [token][d] (TMA layout) -> sm.vt [d][position] with the position permutation of
+ * the file comment, half cc (0, 1) of this warp's 32 d: d = 16 (2 warp + cc) .. +15.
+ * Consumer threads only. */
+/* One warp's view of V^T chunk c (head dims d = 16c .. 16c+15, c = 0..7): lane (a, q) loads
+ * tokens t0, t0+1, t0+8, t0+9 (t0 = 16a + 2q) of those 16 d and stores 16 words of V^T. */
+struct VChunk {
+    uint4 r[4];
+};
+
+/* vlim: the page's page_v_limit (CTA-uniform). On a page that crosses a boundary (a member's
+ * causal position or the KV length: vlim < 127) the tokens past vlim load as zeros, so that
+ * whatever bytes the cache holds there never reach a PV sum; every other page pays one
+ * uniform compare. */
+static __device__ __forceinline__ VChunk load_v_chunk(uint32_t v, uint32_t chunk, int vlim)
+{
+    const int lane = threadIdx.x % 32;
+    const uint32_t t0 = 16 * (lane / 4) + 2 * (lane % 4);
+    VChunk x;
+    x.r[0] = ld_shared_v4_u32(v + sw128(t0, chunk));
+    x.r[1] = ld_shared_v4_u32(v + sw128(t0 + 1, chunk));
+    x.r[2] = ld_shared_v4_u32(v + sw128(t0 + 8, chunk));
+    x.r[3] = ld_shared_v4_u32(v + sw128(t0 + 9, chunk));
+    if (vlim < kPageSize - 1) {
+        const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+        const int t = (int)t0;
+        if (t > vlim) x.r[0] = zero;
+        if (t + 1 > vlim) x.r[1] = zero;
+        if (t + 8 > vlim) x.r[2] = zero;
+        if (t + 9 > vlim) x.r[3] = zero;
+    }
+    return x;
+}
+
+static __device__ __forceinline__ void store_vt_chunk(uint32_t vt, uint32_t chunk, const VChunk &x)
+{
+    const int lane = threadIdx.x % 32;
+    const uint32_t a = lane / 4, q = lane % 4;
+    const uint32_t w0[4] = {x.r[0].x, x.r[0].y, x.r[0].z, x.r[0].w}, w1[4] = {x.r[1].x, x.r[1].y, x.r[1].z, x.r[1].w};
+    const uint32_t w2[4] = {x.r[2].x, x.r[2].y, x.r[2].z, x.r[2].w}, w3[4] = {x.r[3].x, x.r[3].y, x.r[3].z, x.r[3].w};
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        const uint32_t x0 = __byte_perm(w0[u], w1[u], 0x5140), x1 = __byte_perm(w0[u], w1[u], 0x7362);
+        const uint32_t y0 = __byte_perm(w2[u], w3[u], 0x5140), y1 = __byte_perm(w2[u], w3[u], 0x7362);
+        const uint32_t out[4] = {__byte_perm(x0, y0, 0x5410), __byte_perm(x0, y0, 0x7632),
+                                 __byte_perm(x1, y1, 0x5410), __byte_perm(x1, y1, 0x7632)};
+#pragma unroll
+        for (int dd = 0; dd < 4; dd++) {
+            const uint32_t d = 16 * chunk + 4 * u + dd;
+            st_shared_u32(vt + sw128(d, a) + 4 * q, out[dd]);
+        }
+    }
+}
+
+/* One warp: chunk `chunk` of V^T (vlim: as load_v_chunk). */
+static __device__ __forceinline__ void transpose_v_chunk(uint32_t vt, uint32_t v, uint32_t chunk, int vlim)
+{
+    store_vt_chunk(vt, chunk, load_v_chunk(v, chunk, vlim));
+}
+
+/* Half cc (0, 1) of this warp's d range: chunk 2w + cc. */
+static __device__ __forceinline__ void transpose_v_half(uint32_t vt, uint32_t v, int cc, int vlim)
+{
+    transpose_v_chunk(vt, v, 2 * (threadIdx.x / 32) + cc, vlim);
+}
+
+/* The whole V tile (both halves of every warp's d range). */
+static __device__ __forceinline__ void transpose_v(uint32_t vt, uint32_t v, int vlim)
+{
+#pragma unroll
+    for (int cc = 0; cc < 2; cc++) transpose_v_half(vt, v, cc, vlim);
+}
+
+/* The softmax of one page for this thread's two accumulator rows r0 and r0 + 8 (SPEC §4,
+ * the arithmetic of the file comment). acc: the page's QK scores in, 256 p out. lim: last
+ * visible column of the query on this page (columns past it are masked). f0 / f1: the rows'
+ * score factors. Updates the running max m (log2 units) and l (kept as 256 * sum p), and
+ * returns the rescale factors alpha = 2^(m_old - m_new) of O. Warp-collective (quad
+ * shuffles); only for a warp whose query selected the page. */
+static __device__ __forceinline__ void softmax_page(float (&acc)[64], int64_t lim, uint32_t q, float f0,
+                                                    float f1, float &m0, float &m1, float &l0, float &l1,
+                                                    float &alpha0, float &alpha1)
+{
+    // Only the query's own (partial) page and a page past the KV length mask tokens: a
+    // warp-uniform branch keeps the compares off every other page.
+    if (lim < kPageSize - 1) {
+#pragma unroll
+        for (int k = 0; k < 64; k++) {
+            const int col = 8 * (k / 4) + 2 * q + (k % 2);
+            acc[k] = col <= lim ? acc[k] : -INFINITY;
+        }
+    }
+    // Scores x = acc * f (log2 units). With f > 0 the row max is taken on acc and the scale
+    // is folded into one FFMA per element together with the max and the x256 of P:
+    // p256 = 2^(acc*f - m + 8) = 256 * p. A non-positive f (k_scale or softmax scale <= 0,
+    // never in practice) takes the plain path: scale first, then the same code with f = 1.
+    float g0 = f0, g1 = f1;
+    if (!(f0 > 0.0f && f1 > 0.0f)) {
+#pragma unroll
+        for (int k = 0; k < 64; k++) acc[k] *= (k % 4) < 2 ? f0 : f1;
+        g0 = g1 = 1.0f;
+    }
+    // Row maxima as a tree (5 levels instead of a chain of 32 dependent FMNMX per row; the
+    // max is exact, so the order changes nothing).
+    float t0[16], t1[16];
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        t0[j] = fmaxf(acc[4 * j], acc[4 * j + 1]);
+        t1[j] = fmaxf(acc[4 * j + 2], acc[4 * j + 3]);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) t0[j] = fmaxf(t0[j], t0[j + 8]), t1[j] = fmaxf(t1[j], t1[j + 8]);
+#pragma unroll
+    for (int j = 0; j < 4; j++) t0[j] = fmaxf(t0[j], t0[j + 4]), t1[j] = fmaxf(t1[j], t1[j + 4]);
+#pragma unroll
+    for (int j = 0; j < 2; j++) t0[j] = fmaxf(t0[j], t0[j + 2]), t1[j] = fmaxf(t1[j], t1[j + 2]);
+    t0[0] = fmaxf(t0[0], t0[1]);
+    t1[0] = fmaxf(t1[0], t1[1]);
+    float mx0 = t0[0], mx1 = t1[0];
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    // A member page always holds a visible token, so mx is finite.
+    const float mn0 = fmaxf(m0, mx0 * g0), mn1 = fmaxf(m1, mx1 * g1);
+    alpha0 = ex2_approx(m0 - mn0); // m = -inf on the first page: alpha = 0
+    alpha1 = ex2_approx(m1 - mn1);
+    m0 = mn0;
+    m1 = mn1;
+    const float c0 = 8.0f - mn0, c1 = 8.0f - mn1;
+    float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 64; k++) {
+        const bool first_row = (k % 4) < 2;
+        const float pk = ex2_approx(fmaf(acc[k], first_row ? g0 : g1, first_row ? c0 : c1));
+        acc[k] = pk; // 256 * p
+        if (first_row) s0 += pk; else s1 += pk;
+    }
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+    l0 = fmaf(l0, alpha0, s0); // l is kept as 256 * sum p
+    l1 = fmaf(l1, alpha1, s1);
+}
+
+/* P words of block a (0..7) from the softmax's 256 p: row r0 (w0) and r0 + 8 (w1), positions
+ * 16a + 4q .. +3 = tokens 16a+2q, +1, 16a+8+2q, +1, E4M3. They are also the A fragments of
+ * the PV wgmma (ptx.cuh, _rs): for k-block kb, a[0] = row r0 positions 32kb + 4q.. (a = 2kb),
+ * a[1] = row r0 + 8, a[2] / a[3] = the same for a = 2kb + 1 (positions + 16). */
+static __device__ __forceinline__ void p_words(const float (&acc)[64], int a, uint32_t &w0, uint32_t &w1)
+{
+    w0 = (uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 0], acc[8 * a + 1]) |
+         ((uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 4], acc[8 * a + 5]) << 16);
+    w1 = (uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 2], acc[8 * a + 3]) |
+         ((uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 6], acc[8 * a + 7]) << 16);
+}
+
+/* PW_PRECISION_FP8X2: P's second term for the words p_words made of block a (w0, w1 are
+ * its output): e4m3(f16(256 p) - p8) per element, in f16x2 (the difference is exact
+ * there: p8 is 256 p rounded to 4 significant bits, both are f16 values within a factor 2,
+ * or p8 = 0). Same element order as p_words. */
+static __device__ __forceinline__ uint16_t p_pair_lo(float e0, float e1, uint16_t codes)
+{
+    return cvt_e4m3x2_f16x2_rn_satfinite(sub_f16x2(cvt_f16x2_rn(e0, e1), cvt_f16x2_e4m3x2(codes)));
+}
+
+static __device__ __forceinline__ void p_words_lo(const float (&acc)[64], int a, uint32_t w0, uint32_t w1,
+                                                  uint32_t &l0, uint32_t &l1)
+{
+    l0 = (uint32_t)p_pair_lo(acc[8 * a + 0], acc[8 * a + 1], (uint16_t)(w0 & 0xffffu)) |
+         ((uint32_t)p_pair_lo(acc[8 * a + 4], acc[8 * a + 5], (uint16_t)(w0 >> 16)) << 16);
+    l1 = (uint32_t)p_pair_lo(acc[8 * a + 2], acc[8 * a + 3], (uint16_t)(w1 & 0xffffu)) |
+         ((uint32_t)p_pair_lo(acc[8 * a + 6], acc[8 * a + 7], (uint16_t)(w1 >> 16)) << 16);
+}
+
+/* Epilogue of one warp's query: o = O * v_scale / (256 l), BF16, straight to the original row
+ * my_row (>= 0), and LSE = m + ln l when asked for. */
+static __device__ __forceinline__ void store_rows(const AttentionParams &p, const float (&o)[64], int32_t my_row,
+                                                  int kv_head, int lane, float m0, float m1, float l0,
+                                                  float l1, float v_scale)
+{
+    const int q = lane % 4, head0 = lane / 4, head1 = head0 + 8;
+    const float inv0 = l0 > 0.0f ? v_scale / l0 : 0.0f; // l = 256 * sum p
+    const float inv1 = l1 > 0.0f ? v_scale / l1 : 0.0f;
+    uint16_t *out0 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head0) * kHeadDim;
+    uint16_t *out1 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head1) * kHeadDim;
+#pragma unroll
+    for (int b = 0; b < 16; b++) {
+        const int col = 8 * b + 2 * q;
+        const __nv_bfloat162 v0 = __floats2bfloat162_rn(o[4 * b] * inv0, o[4 * b + 1] * inv0);
+        const __nv_bfloat162 v1 = __floats2bfloat162_rn(o[4 * b + 2] * inv1, o[4 * b + 3] * inv1);
+        *reinterpret_cast<__nv_bfloat162 *>(out0 + col) = v0;
+        *reinterpret_cast<__nv_bfloat162 *>(out1 + col) = v1;
+    }
+    if (p.lse && q == 0) {
+        const float ln2 = 0.6931471805599453f;
+        float *lse = p.lse + (int64_t)my_row * (p.num_kv_heads * kHeadsPerKv) + (int64_t)kv_head * kHeadsPerKv;
+        lse[head0] = l0 > 0.0f ? (m0 + log2f(l0) - 8.0f) * ln2 : -INFINITY;
+        lse[head1] = l1 > 0.0f ? (m1 + log2f(l1) - 8.0f) * ln2 : -INFINITY;
+    }
+}
+
+} // namespace pw
+
+#endif
