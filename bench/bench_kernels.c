@@ -2,7 +2,9 @@
  * development (llm.c dev/ style). The full call and the paper's measurements are
  * `pageweaver bench`; this harness isolates pw_union_attention.
  *
- *   bench_kernels [--reps N] [--impls LIST] CAPTURE...   (LIST: digits 0-8, x = FP8X2 on impl 6)
+ *   bench_kernels [--reps N] [--impls LIST] CAPTURE...   (LIST: slot keys, see `slots` below:
+ *       0-4, 6-9 the dev impls, s / l the 8-query kernel's stream-only / lock-step walks,
+ *       x / w FP8X2 on impl 6 / the 8-query kernel)
  *       (default capture: .data/workloads/sel_A_hot.safetensors; LIST e.g. 0,3, default all)
  *
  * Per capture: metadata for identity and guarded-W128 groupings from the CPU reference
@@ -19,7 +21,9 @@
  * cluster), 2 (B, P from registers), 3 (A+B), 4 (C, warp-specialised CTA), 6 (B + V transposed
  * by the warps without a member), 7 (6, two transpose chunks per pass), 8 (6 before the
  * cache-poison fix: V past the members' last visible token not zeroed, the "before" of that
- * fix's A/B); Union4 and per-query 2, 6, 7 and 8 (impl 5 was removed). Before timing, each
+ * fix's A/B), 9 (the warp-specialised 8-query kernel, union_ws.cu) with its dev walks 10
+ * (page stream only) and 11 (lock-step); Union4 and per-query 2, 6, 7 and 8 (impl 5 was
+ * removed). Before timing, each
  * impl runs once untimed with LSE on, and its O and LSE bytes are compared with impl 0's
  * on the same inputs: a difference prints a "!!! BITWISE MISMATCH" line and the program
  * exits with status 2 after the table. The timed replays run without LSE, as before. */
@@ -109,13 +113,23 @@ static double visible_pairs(const pw_capture_t *c)
     return total;
 }
 
-#define NUM_IMPLS 9
-/* Slot NUM_IMPLS ("X2") is impl 6 (the library's) with args.precision = PW_PRECISION_FP8X2: its own
- * arithmetic, so it is timed but not compared with impl 0's bytes (test_attention_gpu
- * checks it). --impls selects it with 'x'. */
-#define NUM_SLOTS (NUM_IMPLS + 1)
-static const char *const impl_names[NUM_SLOTS] = {"v4", "A", "B", "A+B", "C", "(gone)", "B+idleVt", "idleVt2", "noVmask", "X2"};
-static int dev_impl(int slot) { return slot == NUM_IMPLS ? 6 : slot; }
+/* The timed slots: a dev impl (src/cuda/attention_dev.h) and a precision. Slot 0 is the
+ * reference of the bitwise check; slots with compare = 0 have their own arithmetic (FP8X2:
+ * checked by test_attention_gpu against each other) or write nothing (the page stream
+ * alone), so they are timed only. --impls picks slots by their key character. */
+typedef struct slot {
+    char key;
+    int impl, x2, compare, union8_only;
+    const char *name;
+} slot_t;
+static const slot_t slots[] = {
+    {'0', 0, 0, 1, 0, "v4"},         {'1', 1, 0, 1, 1, "A"},           {'2', 2, 0, 1, 0, "B"},
+    {'3', 3, 0, 1, 1, "A+B"},        {'4', 4, 0, 1, 1, "C"},           {'6', 6, 0, 1, 0, "B+idleVt"},
+    {'7', 7, 0, 1, 0, "idleVt2"},    {'8', 8, 0, 1, 0, "pre-fix"},     {'9', 9, 0, 1, 1, "WS"},
+    {'s', 10, 0, 0, 1, "WS-stream"}, {'l', 11, 0, 1, 1, "WS-lockstep"}, {'x', 6, 1, 0, 0, "X2"},
+    {'w', 9, 1, 0, 1, "WS-X2"},
+};
+#define NUM_SLOTS ((int)(sizeof slots / sizeof slots[0]))
 
 /* Fills args for Q/O copy k; lse may be NULL. */
 static pw_attention_args_t make_args(const pw_problem_t *p, pw_bf16_t *q, pw_bf16_t *o, float *lse, uint8_t *kc,
@@ -146,7 +160,7 @@ static pw_attention_args_t make_args(const pw_problem_t *p, pw_bf16_t *q, pw_bf1
 
 static void set_precision(pw_attention_args_t *args, int slot)
 {
-    args->precision = slot == NUM_IMPLS ? PW_PRECISION_FP8X2 : PW_PRECISION_FP8;
+    args->precision = slots[slot].x2 ? PW_PRECISION_FP8X2 : PW_PRECISION_FP8;
 }
 
 /* Number of differing bytes and the first differing byte offset (-1: none). */
@@ -166,15 +180,15 @@ static size_t count_diff(const void *a, const void *b, size_t n, long long *firs
 int main(int argc, char **argv)
 {
     int reps = 50;
-    int want_impl[NUM_SLOTS] = {1, 1, 1, 1, 1, 0, 1, 1, 1, 1};
+    int want_impl[NUM_SLOTS];
+    for (int k = 0; k < NUM_SLOTS; k++) want_impl[k] = 1;
     const char *files[32];
     int nfiles = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
         else if (strcmp(argv[i], "--impls") == 0 && i + 1 < argc) {
             const char *list = argv[++i];
-            for (int k = 0; k < NUM_IMPLS; k++) want_impl[k] = strchr(list, '0' + k) != NULL;
-            want_impl[NUM_IMPLS] = strchr(list, 'x') != NULL;
+            for (int k = 0; k < NUM_SLOTS; k++) want_impl[k] = strchr(list, slots[k].key) != NULL;
             want_impl[0] = 1; /* the reference of the bitwise check */
         } else if (nfiles < 32) files[nfiles++] = argv[i];
     }
@@ -218,13 +232,13 @@ int main(int argc, char **argv)
         meta_set_t mi, mw;
         make_meta(c, &gi, &mi);
         make_meta(c, &gw, &mw);
-        /* impls: bit k = run impl k (impl 0 always: the reference) */
-        struct arm { pw_kernel_t k; meta_set_t *m; pw_grouping_t *g; const char *kn, *gn; double steps; unsigned impls; } arms[] = {
-            {PW_KERNEL_UNION8, &mi, &gi, "union8", "identity", (double)mi.stats.c4, 0x3DFu},
-            {PW_KERNEL_UNION8, &mw, &gw, "union8", "W128", (double)mw.stats.c4, 0x3DFu},
-            {PW_KERNEL_UNION4, &mi, &gi, "union4", "identity", (double)mi.stats.c4, 0x3C5u},
-            {PW_KERNEL_UNION4, &mw, &gw, "union4", "W128", (double)mw.stats.c4, 0x3C5u},
-            {PW_KERNEL_PER_QUERY, &mi, &gi, "per-query", "-", (double)mi.stats.selections, 0x3C5u},
+        /* Union8 runs every slot, the others the slots that are not Union8-only. */
+        struct arm { pw_kernel_t k; meta_set_t *m; pw_grouping_t *g; const char *kn, *gn; double steps; } arms[] = {
+            {PW_KERNEL_UNION8, &mi, &gi, "union8", "identity", (double)mi.stats.c4},
+            {PW_KERNEL_UNION8, &mw, &gw, "union8", "W128", (double)mw.stats.c4},
+            {PW_KERNEL_UNION4, &mi, &gi, "union4", "identity", (double)mi.stats.c4},
+            {PW_KERNEL_UNION4, &mw, &gw, "union4", "W128", (double)mw.stats.c4},
+            {PW_KERNEL_PER_QUERY, &mi, &gi, "per-query", "-", (double)mi.stats.selections},
         };
         cudaStream_t stream;
         CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -233,20 +247,20 @@ int main(int argc, char **argv)
             int same_of[NUM_SLOTS];
             for (int k = 0; k < NUM_SLOTS; k++) same_of[k] = 1;
             for (int impl = 0; impl < NUM_SLOTS; impl++) {
-                if (!((arms[a].impls >> impl) & 1u) || !want_impl[impl]) continue;
+                if ((slots[impl].union8_only && arms[a].k != PW_KERNEL_UNION8) || !want_impl[impl]) continue;
                 /* Untimed check run with LSE on: O and LSE bytes against impl 0's. */
                 {
                     pw_attention_args_t args = make_args(p, q[0], o[0], lse_dev, kc, vc, ks, vs, topk, cu, pre, kvl, pt);
                     set_precision(&args, impl);
                     CK(cudaMemsetAsync(o[0], 0xff, q_bytes, stream));
                     CK(cudaMemsetAsync(lse_dev, 0xff, lse_bytes, stream));
-                    PK(pw_union_attention_dev(dev_impl(impl), p, &args, arms[a].g, arms[a].m->perm_dev, &arms[a].m->dev, arms[a].k,
+                    PK(pw_union_attention_dev(slots[impl].impl, p, &args, arms[a].g, arms[a].m->perm_dev, &arms[a].m->dev, arms[a].k,
                                               stream));
                     CK(cudaStreamSynchronize(stream));
                     CK(cudaGetLastError());
                     CK(cudaMemcpy(impl == 0 ? o_ref : o_cur, o[0], q_bytes, cudaMemcpyDeviceToHost));
                     CK(cudaMemcpy(impl == 0 ? l_ref : l_cur, lse_dev, lse_bytes, cudaMemcpyDeviceToHost));
-                    if (impl > 0 && impl < NUM_IMPLS) {
+                    if (impl > 0 && slots[impl].compare) {
                         long long fo = -1, fl = -1;
                         const size_t dO = count_diff(o_ref, o_cur, q_bytes, &fo);
                         const size_t dL = count_diff(l_ref, l_cur, lse_bytes, &fl);
@@ -255,7 +269,7 @@ int main(int argc, char **argv)
                             mismatches++;
                             printf("!!! BITWISE MISMATCH: %s %s %s impl %d (%s) vs impl 0: O %zu of %zu bytes differ "
                                    "(first at byte %lld), LSE %zu of %zu bytes differ (first at byte %lld)\n",
-                                   files[f], arms[a].kn, arms[a].gn, impl, impl_names[impl], dO, q_bytes, fo, dL,
+                                   files[f], arms[a].kn, arms[a].gn, slots[impl].impl, slots[impl].name, dO, q_bytes, fo, dL,
                                    lse_bytes, fl);
                         }
                     }
@@ -266,7 +280,7 @@ int main(int argc, char **argv)
                     set_precision(&args, impl);
                     cudaGraph_t graph;
                     CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-                    PK(pw_union_attention_dev(dev_impl(impl), p, &args, arms[a].g, arms[a].m->perm_dev, &arms[a].m->dev,
+                    PK(pw_union_attention_dev(slots[impl].impl, p, &args, arms[a].g, arms[a].m->perm_dev, &arms[a].m->dev,
                                               arms[a].k, stream));
                     CK(cudaStreamEndCapture(stream, &graph));
                     CK(cudaGraphInstantiate(&exec[k], graph, 0));
@@ -290,11 +304,11 @@ int main(int argc, char **argv)
                 const double exec_flop = arms[a].steps * 64.0 * 128 * 128 * 4;
                 med_of[impl] = med;
                 printf("%-34s %-10s %-9s %-4s %9.1f %9.1f %9.1f %10.1f %10.1f %8lld %6.3f %s\n", files[f], arms[a].kn,
-                       arms[a].gn, impl_names[impl], med, mn, p90, useful / (med * 1e-6) / 1e12,
+                       arms[a].gn, slots[impl].name, med, mn, p90, useful / (med * 1e-6) / 1e12,
                        exec_flop / (med * 1e-6) / 1e12, (long long)arms[a].m->stats.union_visits,
                        med_of[0] > 0 ? med / med_of[0] : 1.0,
-                       impl == 0 ? "reference" : impl == NUM_IMPLS ? "FP8X2 (own arithmetic)"
-                                 : same_of[impl] ? "identical" : "DIFFERENT");
+                       impl == 0 ? "reference" : slots[impl].x2 ? "FP8X2 (own arithmetic)"
+                                 : !slots[impl].compare ? "(no output)" : same_of[impl] ? "identical" : "DIFFERENT");
                 fflush(stdout);
                 free(t);
                 for (int k = 0; k < COPIES; k++) CK(cudaGraphExecDestroy(exec[k]));
@@ -305,7 +319,7 @@ int main(int argc, char **argv)
             printf("  -> %s %s:", arms[a].kn, arms[a].gn);
             for (int impl = 0; impl < NUM_SLOTS; impl++)
                 if (med_of[impl] > 0)
-                    printf("  %s %.1f us (%.3fx)%s", impl_names[impl], med_of[impl], med_of[impl] / med_of[0],
+                    printf("  %s %.1f us (%.3fx)%s", slots[impl].name, med_of[impl], med_of[impl] / med_of[0],
                            same_of[impl] ? "" : " MISMATCH");
             printf("\n");
             fflush(stdout);

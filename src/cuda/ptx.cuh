@@ -61,6 +61,12 @@ static __device__ __forceinline__ void mbarrier_arrive(uint64_t *bar)
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
 
+/* mbarrier.arrive with a count (PTX ISA 9.7.13.15.13): `count` arrivals at once. */
+static __device__ __forceinline__ void mbarrier_arrive_count(uint64_t *bar, uint32_t count)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+
 /* mapa + mbarrier.arrive.shared::cluster: arrive on the barrier at the same shared-memory
  * offset in CTA `cta_rank` of this cluster (PTX ISA 9.7.9.22 mapa, 9.7.13.15.13). Default
  * semantics (release at CTA scope), as CUTLASS's ClusterBarrier::arrive: the explicit
