@@ -1229,11 +1229,10 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
                             pw_kernel_t kernel, pw_stream_t stream)
 {
     PW_TRY(pw_check_gpu_attention_args(problem, args, kernel)); // src/attention_args.c
-    if (pw_args_precision(args) == PW_PRECISION_FP8X2) {
+    const bool ws = impl >= pw::kImplWs; // the 8-query kernel (both arithmetics), launched below
+    if (pw_args_precision(args) == PW_PRECISION_FP8X2 && !ws) {
         // Two-term FP8 exists on B (impl 2) and on impl 6 (the library's), for every variant.
-        if (impl >= pw::kImplWs) {
-            // the 8-query kernel has both arithmetics (launched below)
-        } else if (impl == pw::kImplIdleVtDev) impl = pw::kImplPRegs | pw::kImplIdleVt | pw::kImplX2;
+        if (impl == pw::kImplIdleVtDev) impl = pw::kImplPRegs | pw::kImplIdleVt | pw::kImplX2;
         else if (impl == pw::kImplPRegs || (impl == pw::kImplWarpSpec && kernel != PW_KERNEL_UNION8))
             impl = pw::kImplPRegs | pw::kImplX2;
         else
@@ -1298,7 +1297,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     params.member_masks = meta->member_masks;
     params.max_groups = meta->max_groups;
     params.union_capacity = meta->union_capacity;
-    if (impl >= pw::kImplWs) { // the warp-specialised 8-query kernel: one CTA per item here
+    if (ws) { // the warp-specialised 8-query kernel: one CTA per item here
         if (kernel != PW_KERNEL_UNION8)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl %d is the 8-query kernel: PW_KERNEL_UNION8 only", impl);
         params.num_items = meta->max_groups * problem->num_kv_heads;

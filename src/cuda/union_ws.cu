@@ -38,16 +38,25 @@
  *     kWsRawV - 1 pages past the one being transposed, and only after the named barrier
  *     that ends every producer thread's loads of the previous transpose (which fenced its
  *     generic accesses against the async proxy first).
- *  W3 (no waiter two phases behind) loaded[s] and ready[s] phase u + 1 need page
- *     e + kWsStages issued, i.e. empty[s] phase u complete, which needs every user of page
- *     e to arrive after its own waits on loaded/ready of phase u; the producer threads wait
- *     loaded[s] phase u before their ready arrival of phase u. empty[s] phase u + 1 needs
- *     ready phase u + 1. A consumer that skips page e never waits on it: its next wait on
- *     stage s (a page e' > e) cannot see phase u' + 1 complete before it arrives for e'.
+ *  W3 (no parity aliasing) A parity wait is right only when the waiter is at most one phase
+ *     ahead of the barrier and never one behind. The producer threads wait every phase of
+ *     empty[s] and loaded[s] in order, and nothing completes a phase of those two twice
+ *     ahead of them (page e + kWsStages needs their own issue). A consumer, though, skips
+ *     the pages its half did not select, so when it reaches page e of stage s the stage may
+ *     still hold (or wait for) page e - kWsStages, e - 2 kWsStages, ...: its parity of use
+ *     u would alias with an earlier use. So a consumer first waits for the stage's
+ *     monotonic ready_page[s] to read e (st.release by producer thread 0 after the
+ *     transpose, ld.acquire by the consumer): from then on loaded[s] and ready[s] have
+ *     completed phase u and cannot complete u + 1 before this consumer releases page e
+ *     (it is a user), and their parity waits are exact.
+ *     The group slots: both consumers take every group in order, and gfull[gs] cannot run
+ *     two phases ahead of them (the producer waits gempty[gs] first).
  *  W4 (publication) V^T: generic stores, fence.proxy.async by each writer, the producer's
- *     named barrier, then mbarrier.arrive (release) on ready[s]; consumers wait ready[s]
- *     (acquire) before the PV wgmma. K: consumers also wait loaded[s] themselves. Q: the
- *     consumer's stores, fence.proxy.async, its named barrier, then the QK wgmma.
+ *     named barrier, then mbarrier.arrive (release) on ready[s] and the release store of
+ *     ready_page[s]; consumers acquire both before the PV wgmma. K: consumers also wait
+ *     loaded[s] themselves. Q: the consumer's stores, fence.proxy.async, its named barrier,
+ *     then the QK wgmma. Group lists: every producer thread arrives (release) on gfull[gs]
+ *     after its own writes of the list.
  *  W5 (group slots) Slot gs = g % 2 holds the CTA's group g. The producer rewrites it for
  *     group g + 2 only after gempty[gs] completed phase g / 2 (both consumers' arrivals after
  *     their last read of the list, behind their named barrier); gfull[gs] (count 1, producer
@@ -184,8 +193,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) union_ws_kernel(const __grid_co
             mbarrier_init(&sm.ready[s], 1);
             mbarrier_init(&sm.empty[s], 256);
         }
+        for (int s = 0; s < kWsStages; s++) sm.ready_page[s] = -1;
         for (int g = 0; g < kWsGroupSlots; g++) {
-            mbarrier_init(&sm.gfull[g], 1);
+            mbarrier_init(&sm.gfull[g], 128);
             mbarrier_init(&sm.gempty[g], 2);
         }
         fence_mbarrier_init_release_cluster();
@@ -207,8 +217,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) union_ws_kernel(const __grid_co
             const int gs = g % kWsGroupSlots;
             if (g >= kWsGroupSlots) mbarrier_wait_parity(&sm.gempty[gs], (uint32_t)((g / kWsGroupSlots - 1) & 1)); // W5
             const bool more = ws_build_group(sm, p, gs, (int)(blockIdx.x + g * gridDim.x), tid);
-            bar_sync_named(kWsBarProducer, 128);
-            if (tid == 0) mbarrier_arrive(&sm.gfull[gs]);
+            bar_sync_named(kWsBarProducer, 128); // the list is whole (the producer reads num_pages next)
+            mbarrier_arrive(&sm.gfull[gs]);      // W4: each thread releases its own writes of the list
             if (!more) break;
             const WsGroup &gl = sm.group[gs];
             const int n = gl.num_pages;
@@ -231,7 +241,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) union_ws_kernel(const __grid_co
                 }
                 fence_proxy_async_shared_cta(); // W4 (V^T), W2 (raw V reads before the next TMA into it)
                 bar_sync_named(kWsBarProducer, 128);
-                if (tid == 0) mbarrier_arrive(&sm.ready[s]);
+                if (tid == 0) {
+                    mbarrier_arrive(&sm.ready[s]);
+                    st_release_shared_s32(&sm.ready_page[s], e); // W3
+                }
             }
             e0 += n;
         }
@@ -287,7 +300,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) union_ws_kernel(const __grid_co
             const int e = e0 + k;
             const int s = e % kWsStages;
             const uint32_t parity = (uint32_t)((e / kWsStages) & 1);
-            mbarrier_wait_parity(&sm.ready[s], parity);  // V^T (and K: the producer waited for it)
+            while (ld_acquire_shared_s32(&sm.ready_page[s]) != e) __nanosleep(20); // W3
+            mbarrier_wait_parity(&sm.ready[s], parity);  // V^T (complete: no alias, W3)
             mbarrier_wait_parity(&sm.loaded[s], parity); // K's bytes, acquired by this thread (W4)
             if (MODE != kWsStreamOnly && members != 0u) {
                 const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q[c]);

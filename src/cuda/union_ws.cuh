@@ -63,8 +63,11 @@ struct __align__(1024) SmemPlanWs {
     uint64_t ready[kWsStages];           // V^T written (count 1: producer thread 0)
     uint64_t empty[kWsStages];           // stage free again (count 256: every consumer thread, the
                                          // producer arriving 128 for a half without members)
-    uint64_t gfull[kWsGroupSlots];       // group list written (count 1)
+    uint64_t gfull[kWsGroupSlots];       // group list written (count 128: every producer thread)
     uint64_t gempty[kWsGroupSlots];      // both consumers done with the list (count 2)
+    int32_t ready_page[kWsStages];       // stream index of the page whose V^T the stage holds (-1: none
+                                         // yet): a consumer that skipped pages may be several uses of a
+                                         // stage ahead of the producer, where a parity wait would alias
     int32_t warp_count[4];
     int32_t item;                        // the producer's fetched item (broadcast)
 };
