@@ -1264,7 +1264,10 @@ pw_status_t pw_capture_write(const char *path, const pw_capture_t *c, unsigned f
     if (!c->k_cache != !c->v_cache)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "pw_capture_write: k_cache and v_cache must both be set or both NULL");
-    const pw_requests_t rq = pw_capture_requests(c);
+    pw_requests_t rq = pw_capture_requests(c);
+    /* Without K/V tensors the file holds no cache size (the reader derives one from the
+     * page table), so num_cache_pages need not be set: the layout is checked without it. */
+    if (!c->k_cache) rq.page_table = NULL;
     PW_TRY(pw_problem_check(p, &rq));
     if (c->page_table_synthesised) {
         /* The reader rebuilds the default table from kv_lens: it must be the same shape. */
