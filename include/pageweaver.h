@@ -128,6 +128,9 @@ typedef struct pw_requests {
     int64_t page_table_stride;   /* elements between page-table rows, >= max_pages_per_request */
 } pw_requests_t;
 
+/* Every pointer NULL, stride 0: set the arrays (and page_table_stride with a page table). */
+#define PW_REQUESTS_INIT {NULL, NULL, NULL, NULL, 0}
+
 /* Validates the shapes of a problem and (for host pointers) the request layout. When
  * requests_host has a page table and N > 0, the cache shapes are required too:
  * max_pages_per_request >= 1 and num_cache_pages >= 1 (the grouping functions, which take
@@ -189,6 +192,24 @@ typedef struct pw_union_meta {
     uint8_t *member_masks;     /* [Hkv, max_groups, union_capacity]: bit s set iff the query
                                   in slot s of the group selected that page (S_i) */
 } pw_union_meta_t;
+
+/* Zero capacities, every pointer NULL (what pw_union_meta_free_host leaves). */
+#define PW_UNION_META_INIT {0, 0, NULL, NULL, NULL, NULL}
+
+/* Allocates host union metadata for pw_ref_union_prepare / pw_union_stats (malloc'd,
+ * zeroed): max_groups = pw_max_groups(problem, grouping), union_capacity = group_size * K,
+ * so [Hkv] + [Hkv, max_groups] x (sizeof(pw_group_desc_t) + union_capacity x 5) bytes.
+ * *meta is overwritten (a previous allocation in it is not freed). Release with
+ * pw_union_meta_free_host. For the GPU, the plan's workspace holds the metadata
+ * (pw_plan_workspace_views). Errors: PW_ERROR_INVALID_ARGUMENT (NULL pointers, bad shapes,
+ * group_size outside 1..8, window < 0), PW_ERROR_OUT_OF_MEMORY (then *meta is
+ * PW_UNION_META_INIT). */
+pw_status_t pw_union_meta_alloc_host(const pw_problem_t *problem, const pw_grouping_t *grouping,
+                                     pw_union_meta_t *meta);
+
+/* Frees the buffers of pw_union_meta_alloc_host and resets *meta to PW_UNION_META_INIT.
+ * Accepts NULL and a meta already freed or PW_UNION_META_INIT. */
+void pw_union_meta_free_host(pw_union_meta_t *meta);
 
 /* Logical-reuse metrics of a grouping (SPEC §2). */
 typedef struct pw_union_stats {
