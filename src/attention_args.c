@@ -1,4 +1,4 @@
-/* Host-side checks of one GPU attention call's arguments (SPEC §1, §6), shared by
+/* Host-side checks of one GPU attention call's arguments (docs/semantics.md §1, §6), shared by
  * pw_union_attention and pw_sparse_prefill: the full call runs them before it enqueues its
  * first kernel, so that a bad argument never leaves regroup and union preparation behind
  * in a stream or a captured graph. Compiled in every build (no CUDA needed). */
@@ -10,7 +10,7 @@
 
 pw_precision_t pw_args_precision(const pw_attention_args_t *args)
 {
-    /* A struct of the size before the precision field existed reads as SPEC §4's FP8. */
+    /* A struct of the size before the precision field existed reads as docs/semantics.md §4's FP8. */
     return args->struct_size >= offsetof(pw_attention_args_t, precision) + sizeof(args->precision)
                ? args->precision
                : PW_PRECISION_FP8;

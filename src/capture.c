@@ -830,7 +830,7 @@ static pw_status_t check_layout(const reader_t *rd, const tensor_entry_t *tensor
         if (l->k->shape[0] % p->page_size != 0)
             return pw_fail(PW_ERROR_FORMAT,
                            "%s: k_cache: %lld slots is not a multiple of page_size %d (the cache "
-                           "is [pages * P, Hkv, D], SPEC section 6)",
+                           "is [pages * P, Hkv, D], docs/semantics.md section 6)",
                            rd->path, (long long)l->k->shape[0], p->page_size);
         p->num_cache_pages = l->k->shape[0] / p->page_size;
     }

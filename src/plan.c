@@ -1,4 +1,4 @@
-/* The full prefill call (SPEC §5): a plan fixes shapes and choices, pw_sparse_prefill
+/* The full prefill call (docs/semantics.md §5): a plan fixes shapes and choices, pw_sparse_prefill
  * enqueues regroup -> union preparation -> attention on one stream.
  *
  * Plain C host code: it only carves the caller's workspace and calls the device entry

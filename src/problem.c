@@ -1,4 +1,4 @@
-/* Shape and request-layout validation shared by every entry point (SPEC §1, §6). */
+/* Shape and request-layout validation shared by every entry point (docs/semantics.md §1, §6). */
 #include <math.h>
 
 #include "pageweaver.h"

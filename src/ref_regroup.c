@@ -1,4 +1,4 @@
-/* CPU reference of online regroup (SPEC §3, paper §3.1 Algorithm 1): identity, greedy and
+/* CPU reference of online regroup (docs/semantics.md §3, paper §3.1 Algorithm 1): identity, greedy and
  * guarded orders, window by window.
  *
  * Sets never depend on a page-count capacity: each window's pages are renumbered to dense

@@ -1,5 +1,5 @@
-/* CPU reference of union preparation (SPEC §4, paper §4.1) and the logical-reuse metrics
- * of SPEC §2: per group, the ascending union of its members' S_i, member masks whose bit
+/* CPU reference of union preparation (docs/semantics.md §4, paper §4.1) and the logical-reuse metrics
+ * of docs/semantics.md §2: per group, the ascending union of its members' S_i, member masks whose bit
  * is the execution slot, and the group descriptor. */
 #include <stdint.h>
 #include <stdlib.h>

@@ -1032,7 +1032,7 @@ static void test_swapped_topk_hint(void **state)
     image_free(&im);
 }
 
-/* Caches whose slot count is not a multiple of P are refused (SPEC 6: [pages * P, Hkv, D]). */
+/* Caches whose slot count is not a multiple of P are refused (docs/semantics.md §6: [pages * P, Hkv, D]). */
 static void test_cache_slots(void **state)
 {
     (void)state;

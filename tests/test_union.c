@@ -1,4 +1,4 @@
-/* pw_ref_union_prepare and the union metrics (SPEC §2, §4.1): the worked example, S_i on
+/* pw_ref_union_prepare and the union metrics (docs/semantics.md §2, §4.1): the worked example, S_i on
  * edge inputs, member masks that rebuild every S_i exactly for random permutations and
  * groupings, group layout and counts, per-window metrics, and argument errors.
  * Rerun with --seed N. */
@@ -57,7 +57,7 @@ static const uint8_t *masks_at(const pw_union_meta_t *meta, int32_t h, int64_t i
 
 /* ---- tests ------------------------------------------------------------------------- */
 
-/* SPEC §2: S0 = {1,4,7}, S2 = {1,4,9} give U = {1,4,7,9}, rho = 6/4 = 1.5; read by
+/* docs/semantics.md §2: S0 = {1,4,7}, S2 = {1,4,9} give U = {1,4,7,9}, rho = 6/4 = 1.5; read by
  * original id through a permutation [0,2,1]. */
 static void test_spec_example_2(void **state)
 {

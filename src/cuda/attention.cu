@@ -1,4 +1,4 @@
-/* attention.cu — the sparse attention kernels of SPEC §4 on sm_90a.
+/* attention.cu — the sparse attention kernels of docs/semantics.md §4 on sm_90a.
  *
  *   Union8    (paper §4.2-4.3): a 2-CTA cluster per 8-slot group and KV head. CTA r owns
  *             slots 4r..4r+3 = 64 rows (4 queries x 16 heads), one M64 wgmma tile. CTA 0's
@@ -10,7 +10,7 @@
  *   PerQuery: one CTA per (query, KV head), rows 0..15 used; walks the query's own Top-K
  *             row (the design of SGLang's native SM90 sparse prefill).
  *
- * Arithmetic (SPEC §4, mirrored by pw_ref_attention(PW_REF_FP8_EMULATE)):
+ * Arithmetic (docs/semantics.md §4, mirrored by pw_ref_attention(PW_REF_FP8_EMULATE)):
  *   q_scale = amax|q_row| / 448, q8 = e4m3(q / q_scale); scores from the FP8 QK wgmma,
  *   x = acc * q_scale * k_scale * s, kept in log2 units; FP32 running max m and sum l;
  *   per page, p = 2^(x - m), p8 = e4m3(256 p), the page's PV is computed into a freshly
@@ -290,7 +290,7 @@ static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int k
     uint32_t members = 0; // this CTA's 4 slot bits
     uint32_t dest = 0;    // DEST: bit c = CTA c has a member
     if (VARIANT == kPerQuery) {
-        // The query's own Top-K row: valid ids (SPEC §1), distinct, ascending.
+        // The query's own Top-K row: valid ids (docs/semantics.md §1), distinct, ascending.
         if (tid < kTopK) {
             const int32_t *row = p.topk_ids + ((int64_t)kv_head * p.num_tokens + query_row) * kTopK;
             const int32_t id = row[tid];
@@ -365,8 +365,8 @@ static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int k
     }
 }
 
-/* Quantises one warpgroup's 64 Q rows to FP8 into the tile at q_addr (per-row scale, SPEC
- * §4) and stores the per-row score factor in row_factor[64]. tid: the thread's index in
+/* Quantises one warpgroup's 64 Q rows to FP8 into the tile at q_addr (per-row scale,
+ * docs/semantics.md §4.5) and stores the per-row score factor in row_factor[64]. tid: the thread's index in
  * its warpgroup (0..127). query_rows[w]: original row of slot w, or -1 for an empty slot
  * (its Q rows are zero). q_lo_addr: 0, or (PW_PRECISION_FP8X2) the tile that receives Q's
  * second term e4m3(q / q_scale - q8) (the difference is exact in FP32). */
@@ -506,7 +506,7 @@ static __device__ __forceinline__ void transpose_v(uint32_t vt, uint32_t v)
     for (int cc = 0; cc < 2; cc++) transpose_v_half(vt, v, cc);
 }
 
-/* The softmax of one page for this thread's two accumulator rows r0 and r0 + 8 (SPEC §4,
+/* The softmax of one page for this thread's two accumulator rows r0 and r0 + 8 (docs/semantics.md §4,
  * the arithmetic of the file comment). acc: the page's QK scores in, 256 p out. lim: last
  * visible column of the query on this page (columns past it are masked). f0 / f1: the rows'
  * score factors. Updates the running max m (log2 units) and l (kept as 256 * sum p), and
@@ -786,7 +786,7 @@ static __device__ __forceinline__ bool cta_work(const AttentionParams &p, uint32
     }
     const int32_t cu_begin = p.cu_seqlens_q[w.request];
     const int64_t prefix = p.prefix_lens[w.request], kv_len = p.kv_lens[w.request];
-    // Last visible token of each slot's query: min(c, L - 1) (SPEC §1).
+    // Last visible token of each slot's query: min(c, L - 1) (docs/semantics.md §1).
 #pragma unroll
     for (int k = 0; k < kSlotsPerCta; k++) {
         const int64_t c = prefix + (w.query_rows[k] - cu_begin);

@@ -1,4 +1,4 @@
-/* union_prepare.cu — union preparation on sm_90 (SPEC §4.1, paper §4.1).
+/* union_prepare.cu — union preparation on sm_90 (docs/semantics.md §4.1, paper §4.1).
  *
  * One warp per group, 8 groups per CTA. A group has at most 8 members x 16 ids = 128
  * candidates; lane l holds ids 4*(l%4) .. 4*(l%4)+3 of member l/4 (one 16-byte load).

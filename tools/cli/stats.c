@@ -1,4 +1,4 @@
-/* pageweaver stats: logical-reuse metrics (SPEC §2, §3) of capture files.
+/* pageweaver stats: logical-reuse metrics (docs/semantics.md §2, §3) of capture files.
  *
  * For every capture and KV head it runs the CPU reference groupings (identity order, and
  * Algorithm 1 greedy and guarded regroup at each window W, group size g) through
