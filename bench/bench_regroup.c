@@ -1,5 +1,5 @@
 /* bench_regroup.c — timing of the GPU regroup (pw_regroup) and union preparation
- * (pw_union_prepare) kernels alone, and the union visits they lead to (SPEC §3, §4.1, §5).
+ * (pw_union_prepare) kernels alone, and the union visits they lead to (docs/semantics.md §3, §4.1, §5).
  *
  *   bench_regroup [--replays N] [--hkv LIST] CAPTURE...
  *       default captures: .data/workloads/sel_A_hot.safetensors and every .safetensors

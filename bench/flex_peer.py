@@ -8,7 +8,7 @@ What runs. For each capture (docs/capture-format.md) the same prefill call PageW
 the capture's Top-K selections, its request layout and page table, and Q/K/V from the
 file or, when absent, from the library's documented generator (generate_qkv below, bit for
 bit pw_capture_generate_qkv). FlexAttention (torch.nn.attention.flex_attention, under
-torch.compile) computes the same SPEC §1 attention with BF16 operands:
+torch.compile) computes the same docs/semantics.md §1 attention with BF16 operands:
 
 - Q: the capture's BF16 Q. The 16 Q heads of a KV head are folded into the sequence axis,
   so one 128-row FlexAttention Q block = 8 queries x 16 heads (row = 16 * query + head
@@ -25,7 +25,7 @@ torch.compile) computes the same SPEC §1 attention with BF16 operands:
   token of it is visible to all of them is passed as a "full" block (no mask_mod there, as
   create_block_mask would); the others are partial blocks, where mask_mod keeps
   (row, token) iff the token's page is in the row's query's valid Top-K set S_i and the
-  token is at or before min(c_i, L_i - 1) (SPEC §1: invalid, duplicate, future and
+  token is at or before min(c_i, L_i - 1) (docs/semantics.md §1: invalid, duplicate, future and
   past-the-KV ids ignored; a page whose physical id is outside the cache contributes
   nothing). mask_mod reads a per-(KV head, query) page bitmap.
 
@@ -41,14 +41,14 @@ What is timed, how (the protocol of bench/bench_kernels.c):
   after (median of `--mask-reps`), plus the GPU-event time; also without the q-block
   transpose (forward-only, compute_q_blocks=False) when this torch has the option.
   Host-side layout work (request offsets) is not counted.
-- useful TFLOP/s = visible (query, token) pairs x 16 heads x 128 x 4 / time_ms (SPEC §5, the
+- useful TFLOP/s = visible (query, token) pairs x 16 heads x 128 x 4 / time_ms (docs/semantics.md §5, the
   same useful work as PageWeaver's bench); executed TFLOP/s counts every 128 x 128 block
   FlexAttention runs (partial + full) x 128 x 128 x 128 x 4.
 
 Accuracy: NRMS = ||flex - ref|| / ||ref|| over a random sample of `--sample` query positions
 (all their Q heads; the seed is printed), ref = FP64 attention on the GPU computed straight
-from SPEC §1 (set of tokens per query, read through the page table from the dequantised
-cache; independent of the folding and of the block mask). Empty rows (no valid page): SPEC
+from docs/semantics.md §1 (set of tokens per query, read through the page table from the dequantised
+cache; independent of the folding and of the block mask). Empty rows (no valid page): docs/semantics.md §1
 wants exactly 0; the script counts over ALL rows how many FlexAttention returns as 0, NaN
 or anything else, then sets them to 0 before the NRMS (reported as empty_rows).
 
@@ -296,7 +296,7 @@ class Layout:
         return rows.reshape(prob.n, prob.hkv * G)
 
     def visible(self, prob):
-        """Per (KV head, query): visible tokens |A_i| and valid pages |S_i| (SPEC §1),
+        """Per (KV head, query): visible tokens |A_i| and valid pages |S_i| (docs/semantics.md §1),
         vectorised. Returns (tokens [Hkv, N] int64, pages [Hkv, N] int64)."""
         P = prob.P
         ids = np.sort(prob.topk.astype(np.int64), axis=-1)
@@ -389,7 +389,7 @@ class TorchOps:
 
 
 def build_tables(ops, topk, lay_arrays, nkvb, P, qpb, full_blocks=True):
-    """Block-mask tables from the Top-K ids (SPEC §1 validity, per KV head).
+    """Block-mask tables from the Top-K ids (docs/semantics.md §1 validity, per KV head).
 
     topk: [Hkv, N, K] int (any values).  lay_arrays: dict of ops arrays from Layout:
     slot_query, cap_page, kvb_off, cap_tok ([nslot] int64) and page_ok ([nkvb + 1] bool).
@@ -448,9 +448,9 @@ def layout_arrays(ops, lay):
             "page_ok": ops.asarray(lay.page_ok)}
 
 
-# ---- the SPEC §1 reference sets (host, plain Python) -------------------------------------
+# ---- the docs/semantics.md §1 reference sets (host, plain Python) -------------------------------------
 def spec_tokens(prob, h, n):
-    """(logical tokens, cache slots) of A_i for query n and KV head h, straight from SPEC §1:
+    """(logical tokens, cache slots) of A_i for query n and KV head h, straight from docs/semantics.md §1:
     S = distinct ids p of the row with 0 <= p <= min(c, L-1) // P whose physical page is
     inside the cache; A = tokens t of those pages with t < L and t <= c."""
     P = prob.P
@@ -662,7 +662,7 @@ PINNED_V = [0x66, 0xC4, 0xD6, 0x69]
 
 
 def random_problem(rng, hkv, P, G, D, K, max_q, n_requests, page_table=True, qkv_seed=1):
-    """A small problem with every SPEC §1 edge: several requests (a 1-query one, prefixes,
+    """A small problem with every docs/semantics.md §1 edge: several requests (a 1-query one, prefixes,
     partial last pages, a zero-query one), -1 rows, duplicates, future, past-the-KV, negative
     and huge ids, a shuffled page table with one page outside the cache (the caches are in
     the file, so the cache size is theirs). Q and the caches from the generator."""
@@ -716,7 +716,7 @@ def random_problem(rng, hkv, P, G, D, K, max_q, n_requests, page_table=True, qkv
 
 
 def brute_force_mask(prob, lay):
-    """Dense truth [Hkv, nslot * G, nkvb * P] from SPEC §1 by enumerating every token."""
+    """Dense truth [Hkv, nslot * G, nkvb * P] from docs/semantics.md §1 by enumerating every token."""
     P, G = prob.P, prob.G
     truth = np.zeros((prob.hkv, lay.nslot * G, lay.nkvb * P), dtype=bool)
     for h in range(prob.hkv):
@@ -766,7 +766,7 @@ def flex_emulate(qf, kf, vf, tables, cap_tok, G, P, qpb, scale):
 
 
 def reference_np(prob, q, k_deq, v_deq):
-    """FP64 SPEC §1 attention from the cache through the page table: o [N, Hq, D].
+    """FP64 docs/semantics.md §1 attention from the cache through the page table: o [N, Hq, D].
     q [N, Hq, D], k_deq / v_deq [slots, Hkv, D] float64."""
     G = prob.G
     o = np.zeros(q.shape)
@@ -848,7 +848,7 @@ def self_test(seed):
     assert e4m3_from_f32(np.array([np.inf, -np.inf, np.nan, 1e30], np.float32)).tolist() == [0x7E, 0xFE, 0x7F, 0x7E]
     print(f"  e4m3: {len(xs)} values match a nearest-even search")
 
-    # 3. Layout and block-mask tables against the dense SPEC §1 truth.
+    # 3. Layout and block-mask tables against the dense docs/semantics.md §1 truth.
     try:
         import torch
     except ImportError:
@@ -879,7 +879,7 @@ def self_test(seed):
             tb = build_tables(NumpyOps(), prob.topk, layout_arrays(NumpyOps(), lay), lay.nkvb,
                               P, lay.qpb, full_blocks)
             m = mask_value(tb["member"], lay.cap_tok, G, P, hh, qq, kk)
-            assert np.array_equal(m, truth), f"trial {trial}: mask_mod differs from SPEC §1"
+            assert np.array_equal(m, truth), f"trial {trial}: mask_mod differs from docs/semantics.md §1"
             check_tables(prob, lay, tb, truth, full_blocks, f"trial {trial} numpy")
             if full_blocks:
                 counts[:2] += [tb["kv_num"].sum(), tb["full_num"].sum()]
@@ -894,7 +894,7 @@ def self_test(seed):
                                 torch.from_numpy(hh), torch.from_numpy(qq), torch.from_numpy(kk))
                 assert np.array_equal(mt.numpy(), truth), "torch mask_mod"
         # the whole chain on the CPU: fold Q / gather K,V through the page table, block-sparse
-        # attention as FlexAttention defines it, unfold; vs the SPEC §1 reference
+        # attention as FlexAttention defines it, unfold; vs the docs/semantics.md §1 reference
         lut = e4m3_table().astype(np.float64)
         qd = bf16_bits_to_f32(prob.q_bits).astype(np.float64)
         kd = lut[prob.k_bits] * prob.k_scale
@@ -927,7 +927,7 @@ def self_test(seed):
     print(f"  mask tables, mask_mod and the folded attention (numpy FlexAttention emulation vs "
           f"the FP64 reference): {trial + 1} random problems ({checked} elements; {counts[0]} "
           f"partial, {counts[1]} full blocks, {counts[2]} empty rows, {counts[3]} pages outside "
-          f"the cache) match SPEC §1{' (numpy and torch)' if torch is not None else ' (numpy)'}")
+          f"the cache) match docs/semantics.md §1{' (numpy and torch)' if torch is not None else ' (numpy)'}")
 
     # 4. End to end on the GPU: FlexAttention vs the FP64 reference on a small problem.
     if torch is None or not torch.cuda.is_available():

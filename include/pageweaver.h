@@ -2,9 +2,9 @@
  * pageweaver.h — public C API of PageWeaver: dynamic sparse prefill attention with online
  * query regrouping and shared KV pages (Query Unions) on NVIDIA Hopper.
  *
- * The contract is SPEC.md (project shared folder); section numbers in comments written
- * "paper §x" refer to the source paper (PageWeaver: KV-Guided Query Unions for Sparse
- * Attention, v1), "SPEC §x" to the specification.
+ * What is computed is defined in docs/semantics.md (the contract the library, its CPU
+ * reference and its tests follow); comments cite its sections as "semantics §x". "paper §x"
+ * refers to the source paper (PageWeaver: KV-Guided Query Unions for Sparse Attention, v1).
  *
  * Conventions used by every function below:
  *  - N  = query rows (tokens) of the current prefill chunk, all requests packed.
@@ -14,7 +14,7 @@
  *  - Top-K ids are LOGICAL page ids of the query's request, int32, layout [Hkv, N, K]
  *    (the layout SGLang's MiniMax sparse prefill uses). Any int32 value is allowed; ids
  *    that are negative, past the KV length or wholly in the query's future are ignored
- *    (SPEC §1).
+ *    (semantics §1).
  *  - Every function returns a pw_status_t; on failure pw_last_error() gives a message
  *    naming the argument or field at fault (thread-local; it stays until the next FAILED
  *    call on the same thread: successful calls do not clear it). The library never
@@ -80,7 +80,7 @@ typedef enum pw_dtype {
     PW_DTYPE_FLOAT64 = 2 /* reference outputs only */
 } pw_dtype_t;
 
-/* Round-to-nearest-even conversions (SPEC §4). */
+/* Round-to-nearest-even conversions (semantics §4.5). */
 /* float -> E4M3 with saturation to +-448 (satfinite); NaN -> 0x7f (sign kept). */
 pw_fp8_e4m3_t pw_fp8_e4m3_from_float(float x);
 /* E4M3 -> float, exact; 0x7f / 0xff -> NaN. */
@@ -105,15 +105,17 @@ typedef struct pw_problem {
     int32_t page_size;             /* P in tokens: 128 on the fast path */
     int32_t topk;                  /* K: Top-K ids per (KV head, query): 16 on the fast path */
     int32_t max_pages_per_request; /* logical pages addressable per request: columns of the
-                                      page table; every kv_len <= this * P */
-    int64_t num_cache_pages;       /* physical pages held by the K and V caches */
+                                      page table; every kv_len <= this * P. PW_PROBLEM_INIT
+                                      gives 0: set it (>= 1 when N > 0 for attention) */
+    int64_t num_cache_pages;       /* physical pages held by the K and V caches. PW_PROBLEM_INIT
+                                      gives 0: set it (>= 1 when N > 0 for attention) */
     float softmax_scale;           /* s; 0 means 1/sqrt(D) */
 } pw_problem_t;
 
 #define PW_PROBLEM_INIT {sizeof(pw_problem_t), 0, 1, 1, 16, 128, 128, 16, 0, 0, 0.0f}
 
-/* Packed variable-length requests (SPEC §1). Host pointers for pw_ref_*, device pointers
- * for device functions. Query row n belongs to request r iff cu_seqlens_q[r] <= n <
+/* Packed variable-length requests (semantics §1). Host pointers for pw_ref_*, device
+ * pointers for device functions. Query row n belongs to request r iff cu_seqlens_q[r] <= n <
  * cu_seqlens_q[r+1]; its causal position is c_n = prefix_lens[r] + (n - cu_seqlens_q[r]). */
 typedef struct pw_requests {
     const int32_t *cu_seqlens_q; /* [R+1]: 0 = cu[0] <= cu[1] <= ... <= cu[R] = N */
@@ -126,13 +128,18 @@ typedef struct pw_requests {
     int64_t page_table_stride;   /* elements between page-table rows, >= max_pages_per_request */
 } pw_requests_t;
 
-/* Validates the shapes of a problem and (for host pointers) the request layout.
- * Errors: PW_ERROR_INVALID_ARGUMENT naming the field. Does not look at Top-K ids: any
- * int32 id is valid input. */
+/* Every pointer NULL, stride 0: set the arrays (and page_table_stride with a page table). */
+#define PW_REQUESTS_INIT {NULL, NULL, NULL, NULL, 0}
+
+/* Validates the shapes of a problem and (for host pointers) the request layout. When
+ * requests_host has a page table and N > 0, the cache shapes are required too:
+ * max_pages_per_request >= 1 and num_cache_pages >= 1 (the grouping functions, which take
+ * no page table, do not need them). Errors: PW_ERROR_INVALID_ARGUMENT naming the field.
+ * Does not look at Top-K ids: any int32 id is valid input. */
 pw_status_t pw_problem_check(const pw_problem_t *problem, const pw_requests_t *requests_host);
 
 /* ------------------------------------------------------------------------------------ */
-/* Grouping: identity, Algorithm 1 greedy regroup, guarded regroup (SPEC §3)             */
+/* Grouping: identity, Algorithm 1 greedy regroup, guarded regroup (semantics §3)       */
 /* ------------------------------------------------------------------------------------ */
 typedef enum pw_regroup_mode {
     PW_REGROUP_IDENTITY = 0, /* original order: slot = row */
@@ -162,7 +169,7 @@ typedef struct pw_grouping {
 int64_t pw_max_groups(const pw_problem_t *problem, const pw_grouping_t *grouping);
 
 /* ------------------------------------------------------------------------------------ */
-/* Union metadata (SPEC §4.1)                                                           */
+/* Union metadata (semantics §4.1)                                                      */
 /* ------------------------------------------------------------------------------------ */
 typedef struct pw_group_desc {
     int32_t slot_begin;         /* first slot of the group (index into a perm row) */
@@ -186,7 +193,25 @@ typedef struct pw_union_meta {
                                   in slot s of the group selected that page (S_i) */
 } pw_union_meta_t;
 
-/* Logical-reuse metrics of a grouping (SPEC §2). */
+/* Zero capacities, every pointer NULL (what pw_union_meta_free_host leaves). */
+#define PW_UNION_META_INIT {0, 0, NULL, NULL, NULL, NULL}
+
+/* Allocates host union metadata for pw_ref_union_prepare / pw_union_stats (malloc'd,
+ * zeroed): max_groups = pw_max_groups(problem, grouping), union_capacity = group_size * K,
+ * so [Hkv] + [Hkv, max_groups] x (sizeof(pw_group_desc_t) + union_capacity x 5) bytes.
+ * *meta is overwritten (a previous allocation in it is not freed). Release with
+ * pw_union_meta_free_host. For the GPU, the plan's workspace holds the metadata
+ * (pw_plan_workspace_views). Errors: PW_ERROR_INVALID_ARGUMENT (NULL pointers, bad shapes,
+ * group_size outside 1..8, window < 0), PW_ERROR_OUT_OF_MEMORY (then *meta is
+ * PW_UNION_META_INIT). */
+pw_status_t pw_union_meta_alloc_host(const pw_problem_t *problem, const pw_grouping_t *grouping,
+                                     pw_union_meta_t *meta);
+
+/* Frees the buffers of pw_union_meta_alloc_host and resets *meta to PW_UNION_META_INIT.
+ * Accepts NULL and a meta already freed or PW_UNION_META_INIT. */
+void pw_union_meta_free_host(pw_union_meta_t *meta);
+
+/* Logical-reuse metrics of a grouping (semantics §2). */
 typedef struct pw_union_stats {
     int64_t queries;      /* query rows counted */
     int64_t groups;       /* groups counted */
@@ -197,10 +222,10 @@ typedef struct pw_union_stats {
 } pw_union_stats_t;
 
 /* ------------------------------------------------------------------------------------ */
-/* CPU references (the specification in code)                                          */
+/* CPU references (the specification in code)                                           */
 /* ------------------------------------------------------------------------------------ */
 
-/* Algorithm 1 (paper §3.1, SPEC §3) on the CPU.
+/* Algorithm 1 (paper §3.1, semantics §3) on the CPU.
  *   topk_ids: [Hkv, N, K] int32 host.   perm: [Hkv, N] int32 host, written: perm[h*N + s]
  *   is the original row executed in slot s; a bijection inside each request.
  * The result does not depend on any page-count capacity (no 64K cliff).
@@ -211,7 +236,7 @@ pw_status_t pw_ref_regroup(const pw_problem_t *problem, const int32_t *topk_ids,
                            const pw_requests_t *requests, const pw_grouping_t *grouping,
                            int32_t *perm);
 
-/* Union preparation (SPEC §4.1) on the CPU, from any permutation that is a bijection
+/* Union preparation (semantics §4.1) on the CPU, from any permutation that is a bijection
  * inside each request (else PW_ERROR_INVALID_ARGUMENT). grouping->window/group_size give
  * the group boundaries; grouping->mode is ignored. meta buffers: host, capacities at least
  * pw_max_groups() and g * K. */
@@ -226,7 +251,7 @@ pw_status_t pw_ref_union_prepare(const pw_problem_t *problem, const int32_t *top
 pw_status_t pw_union_stats(const pw_problem_t *problem, const pw_union_meta_t *meta,
                            pw_union_stats_t *total, pw_union_stats_t *per_kv_head);
 
-/* Metrics of one regroup window (one KV head, one request, one window of SPEC §3). */
+/* Metrics of one regroup window (one KV head, one request, one window: semantics §3.1). */
 typedef struct pw_window_stats {
     int32_t kv_head;
     int32_t request;
@@ -259,11 +284,11 @@ pw_status_t pw_ref_grouping_stats(const pw_problem_t *problem, const int32_t *to
 
 typedef enum pw_ref_mode {
     PW_REF_EXACT = 0,      /* FP64 softmax over dequantised FP8 K/V and the BF16 Q */
-    PW_REF_FP8_EMULATE = 1 /* mirrors the GPU arithmetic of SPEC §4 step by step */
+    PW_REF_FP8_EMULATE = 1 /* mirrors the GPU arithmetic of semantics §4 step by step */
 } pw_ref_mode_t;
 
-/* Arithmetic of the GPU kernels (and of PW_REF_FP8_EMULATE), SPEC §4.5.
- *   PW_PRECISION_FP8: SPEC §4.5 as written (the paper's kernel): Q per (query, head) row
+/* Arithmetic of the GPU kernels (and of PW_REF_FP8_EMULATE), semantics §4.5.
+ *   PW_PRECISION_FP8: semantics §4.5 as written (the paper's kernel): Q per (query, head) row
  *     and P = 256 p rounded once to E4M3. NRMS against the exact FP64 result on N(0,1)
  *     inputs: 3.4-3.6% (bench/NOTES.md, "Accuracy").
  *   PW_PRECISION_FP8X2: "two-term FP8": Q and P each as the sum of two E4M3 terms, the
@@ -313,11 +338,12 @@ typedef struct pw_attention_args {
     {sizeof(pw_attention_args_t), NULL, 0, NULL, NULL, 0, NULL, NULL, NULL,                 \
      {NULL, NULL, NULL, NULL, 0}, NULL, 0, PW_DTYPE_FLOAT32, NULL, NULL, PW_PRECISION_FP8}
 
-/* Sparse attention of SPEC §1 on the CPU, FP64 accumulation. Empty rows: O = 0,
+/* Sparse attention of semantics §1 on the CPU, FP64 accumulation. Empty rows: O = 0,
  * LSE = -inf. A physical page outside the cache contributes nothing and is counted.
  * N = 0: success, nothing read (the tensors may be NULL). PW_REF_FP8_EMULATE is
  * deterministic under the default floating-point rounding mode (round to nearest).
- * Errors: PW_ERROR_INVALID_ARGUMENT (also: scales so large that a score of the FP8
+ * Errors: PW_ERROR_INVALID_ARGUMENT (also: N > 0 with max_pages_per_request or
+ * num_cache_pages < 1; scales so large that a score of the FP8
  * arithmetic overflows FP32; rows before it may have been written),
  * PW_ERROR_OUT_OF_MEMORY. */
 pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_args_t *args,
@@ -330,7 +356,7 @@ pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_arg
 typedef struct CUstream_st *pw_stream_t;
 
 /* ------------------------------------------------------------------------------------ */
-/* Device: regroup and union preparation (SPEC §3.3, §4.1)                              */
+/* Device: regroup and union preparation (semantics §3.3, §4.1)                         */
 /* ------------------------------------------------------------------------------------ */
 /* Both functions take device pointers (topk_ids, perm, meta buffers, and the request
  * arrays inside `requests`, which is a host struct), enqueue kernels on `stream` and
@@ -339,16 +365,19 @@ typedef struct CUstream_st *pw_stream_t;
  * data (cu_seqlens_q etc. must satisfy pw_problem_check when the kernels run; rows are
  * never read outside [0, N) even when they do not). Results are bitwise equal to
  * pw_ref_regroup / pw_ref_union_prepare on the same inputs. Builds without CUDA return
- * PW_ERROR_UNSUPPORTED. A launch failure (e.g. no sm_90 device) gives PW_ERROR_CUDA with
- * the CUDA error in pw_last_error(). */
+ * PW_ERROR_UNSUPPORTED. After the argument checks, a machine without a usable CUDA device
+ * gives PW_ERROR_NO_DEVICE (as every device entry point: the message says so), a device
+ * other than sm_90 PW_ERROR_UNSUPPORTED; a launch failure gives PW_ERROR_CUDA with the
+ * CUDA error in pw_last_error(). pw_regroup with N = 0 enqueues nothing and needs no
+ * device; pw_union_prepare always enqueues (it writes num_groups). */
 
 /* Device workspace bytes pw_regroup needs for this problem and grouping (currently 0;
  * query it anyway). Errors: PW_ERROR_INVALID_ARGUMENT (NULL bytes, bad shapes). */
 pw_status_t pw_regroup_workspace_size(const pw_problem_t *problem, const pw_grouping_t *grouping,
                                       size_t *bytes);
 
-/* Online regroup (SPEC §3, paper §3.1 Algorithm 1) on the GPU: writes the permutation.
- *   topk_ids: [Hkv, N, K] int32 device, any values (SPEC §1).
+/* Online regroup (semantics §3, paper §3.1 Algorithm 1) on the GPU: writes the perm.
+ *   topk_ids: [Hkv, N, K] int32 device, any values (semantics §1).
  *   requests: host struct of device arrays cu_seqlens_q [R+1], prefix_lens [R],
  *             kv_lens [R] (page_table unused, may be NULL).
  *   grouping: mode IDENTITY (any window), GREEDY (window 64 or 128, group_size 1..8) or
@@ -366,13 +395,14 @@ pw_status_t pw_regroup_workspace_size(const pw_problem_t *problem, const pw_grou
  * not visible, as the contract (kv_len <= max_pages_per_request * P) already implies.
  * Errors: PW_ERROR_INVALID_ARGUMENT (shapes, NULL pointers, bad mode),
  *         PW_ERROR_UNSUPPORTED (window not 64/128, K > 16, guarded g not in {1,2,4,8},
- *         Hkv > 65535, no CUDA in the build), PW_ERROR_CUDA (launch failed). */
+ *         Hkv > 65535, no CUDA in the build, a device other than sm_90),
+ *         PW_ERROR_NO_DEVICE (no usable CUDA device), PW_ERROR_CUDA (launch failed). */
 pw_status_t pw_regroup(const pw_problem_t *problem, const int32_t *topk_ids,
                        const pw_requests_t *requests, const pw_grouping_t *grouping,
                        int32_t *perm, void *workspace, size_t workspace_bytes,
                        pw_stream_t stream);
 
-/* Union preparation (SPEC §4.1) on the GPU, from any permutation that is a bijection
+/* Union preparation (semantics §4.1) on the GPU, from any permutation that is a bijection
  * inside each request (a row outside its request is treated as selecting nothing; a
  * non-bijective perm gives unspecified metadata, never an out-of-bounds access).
  *   topk_ids, requests, perm: as for pw_regroup (device).
@@ -386,14 +416,15 @@ pw_status_t pw_regroup(const pw_problem_t *problem, const int32_t *topk_ids,
  * Limits: K <= 16, max_pages_per_request <= 2^29, Hkv <= 65535, at most 2^31 - 1 groups.
  * Fastest when K == 16, topk_ids is 16-byte aligned, union_capacity % 4 == 0 and
  * union_pages / member_masks are 16- / 4-byte aligned (cudaMalloc'd buffers are).
- * Errors: PW_ERROR_INVALID_ARGUMENT, PW_ERROR_UNSUPPORTED, PW_ERROR_CUDA. */
+ * Errors: PW_ERROR_INVALID_ARGUMENT, PW_ERROR_UNSUPPORTED, PW_ERROR_NO_DEVICE,
+ *         PW_ERROR_CUDA. */
 pw_status_t pw_union_prepare(const pw_problem_t *problem, const int32_t *topk_ids,
                              const pw_requests_t *requests, const pw_grouping_t *grouping,
                              const int32_t *perm, const pw_union_meta_t *meta,
                              pw_stream_t stream);
 
 /* ------------------------------------------------------------------------------------ */
-/* Device: sparse attention kernels (SPEC §4, paper §4)                                 */
+/* Device: sparse attention kernels (semantics §4, paper §4)                            */
 /* ------------------------------------------------------------------------------------ */
 typedef enum pw_kernel {
     PW_KERNEL_UNION8 = 0,   /* 2-CTA cluster per 8-slot group, TMA multicast of each union
@@ -404,7 +435,7 @@ typedef enum pw_kernel {
                                Top-K rows directly (perm and meta unused, may be NULL) */
 } pw_kernel_t;
 
-/* Sparse attention of SPEC §1 with the FP8 arithmetic of SPEC §4 on an sm_90 GPU.
+/* Sparse attention of semantics §1 with the arithmetic of semantics §4.5 on an sm_90 GPU.
  *   problem: fast path only: G = 16, D = 128, P = 128, K = 16 (else PW_ERROR_UNSUPPORTED).
  *   args: device pointers; q bf16, caches e4m3 (16-byte aligned, kv_stride % 16 == 0),
  *         o bf16 (o_dtype must be PW_DTYPE_BFLOAT16), lse optional, bad_page_count
@@ -425,7 +456,7 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
                                pw_stream_t stream);
 
 /* ------------------------------------------------------------------------------------ */
-/* Device: the full prefill call (SPEC §5: regroup -> union preparation -> attention)    */
+/* Device: the full prefill call (semantics §5: regroup, union preparation, attention)   */
 /* ------------------------------------------------------------------------------------ */
 /* A plan fixes the shapes (pw_problem_t) and the choices below once; each
  * pw_sparse_prefill then enqueues on its stream, in order:
@@ -438,14 +469,14 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  * CONTENTS of the device buffers (Top-K ids, page table, request lengths, Q, scales); the
  * shapes in the plan (N, R, Hkv, max_pages_per_request, num_cache_pages) and the buffer
  * ADDRESSES baked into a graph must stay. Same inputs give byte-identical outputs, and the
- * outputs do not depend on the grouping (SPEC §4).
+ * outputs do not depend on the grouping (semantics §4).
  *
  * A plan is not thread-safe (pw_last_error is per thread; use one plan per thread);
  * distinct plans are independent. */
 typedef struct pw_plan pw_plan_t; /* opaque */
 
 enum {
-    /* The caller passes the permutation to every pw_sparse_prefill ("T_fixed" of SPEC §5:
+    /* The caller passes the permutation to every pw_sparse_prefill ("T_fixed", semantics §5:
      * e.g. a grouping computed ahead of time); the regroup step is skipped and the regroup
      * mode is ignored. Not allowed with PW_KERNEL_PER_QUERY (which uses no permutation). */
     PW_PLAN_CALLER_PERM = 1u << 0
@@ -472,7 +503,8 @@ typedef struct pw_plan_config {
  *   config:  NULL for the defaults (PW_PLAN_CONFIG_INIT).
  *   out:     receives the plan (free with pw_plan_destroy); NULL on failure.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL problem/out, bad shapes, struct_size, mode,
- *         kernel or flags, CALLER_PERM with PER_QUERY, a window < 0),
+ *         kernel or flags, CALLER_PERM with PER_QUERY, a window < 0, N > 0 with
+ *         max_pages_per_request or num_cache_pages < 1),
  *         PW_ERROR_UNSUPPORTED (a shape off the fast path, window not 64/128 for the
  *         in-call regroup, Hkv > 65535, workspace over SIZE_MAX),
  *         PW_ERROR_OUT_OF_MEMORY. */
@@ -488,7 +520,7 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL plan or bytes). */
 pw_status_t pw_plan_workspace_size(const pw_plan_t *plan, size_t *bytes);
 
-/* Sparse prefill attention of SPEC §1 for one chunk (the steps listed above), on `stream`.
+/* Sparse prefill attention (semantics §1) of one chunk (the steps above), on `stream`.
  *   args: device pointers exactly as for pw_union_attention; topk_ids [Hkv, N, K] and the
  *         page table are required; o [N, Hq, D] bf16 written; lse [N, Hq] optional;
  *         bad_page_count optional (device uint32, incremented, never reset here).

@@ -85,7 +85,7 @@ enum {
  *         PW_ERROR_FORMAT (header length, JSON (also: nested deeper than cJSON's
  *         CJSON_NESTING_LIMIT), a key or string that is not UTF-8, missing tensor, dtype,
  *         shape, data_offsets out of range or overlapping, cache slots not a multiple of
- *         page_size (the caches are [pages * P, Hkv, D], SPEC section 6), metadata,
+ *         page_size (the caches are [pages * P, Hkv, D], docs/semantics.md section 6), metadata,
  *         request layout, with a hint when topk_ids looks like [N, Hkv, K]; the message
  *         names the file and the field. Names are quoted from the file as they are (they
  *         may hold control bytes: escape them before printing), except in the UTF-8

@@ -1,4 +1,4 @@
-/* Host-side checks of one GPU attention call's arguments (SPEC §1, §6), shared by
+/* Host-side checks of one GPU attention call's arguments (docs/semantics.md §1, §6), shared by
  * pw_union_attention and pw_sparse_prefill: the full call runs them before it enqueues its
  * first kernel, so that a bad argument never leaves regroup and union preparation behind
  * in a stream or a captured graph. Compiled in every build (no CUDA needed). */
@@ -10,7 +10,7 @@
 
 pw_precision_t pw_args_precision(const pw_attention_args_t *args)
 {
-    /* A struct of the size before the precision field existed reads as SPEC §4's FP8. */
+    /* A struct of the size before the precision field existed reads as docs/semantics.md §4's FP8. */
     return args->struct_size >= offsetof(pw_attention_args_t, precision) + sizeof(args->precision)
                ? args->precision
                : PW_PRECISION_FP8;
@@ -72,8 +72,7 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
                        "args.kv_stride %lld must be >= Hkv*D = %lld and a multiple of 16; caches "
                        "16-byte aligned",
                        (long long)args->kv_stride, (long long)hkv_d);
-    if (problem->num_cache_pages < 1)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "problem.num_cache_pages must be >= 1");
+    PW_TRY(pw_check_cache_shape(problem));
     if (rq->page_table_stride < problem->max_pages_per_request)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "args.requests.page_table_stride %lld < max_pages_per_request %d",

@@ -1,4 +1,4 @@
-/* Scalar conversions between float and the two narrow formats of the API (SPEC §4.5):
+/* Scalar conversions between float and the two narrow formats of the API (docs/semantics.md §4.5):
  *   FP8 E4M3 ("fn" variant: bias 7, 3 mantissa bits, no infinities, 0x7f/0xff are NaN,
  *            largest finite 448 = 1.75 * 2^8, smallest subnormal 2^-9), and
  *   bfloat16 (the upper 16 bits of an IEEE binary32).

@@ -1,4 +1,4 @@
-/* The full prefill call (SPEC §5): a plan fixes shapes and choices, pw_sparse_prefill
+/* The full prefill call (docs/semantics.md §5): a plan fixes shapes and choices, pw_sparse_prefill
  * enqueues regroup -> union preparation -> attention on one stream.
  *
  * Plain C host code: it only carves the caller's workspace and calls the device entry
@@ -134,6 +134,7 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
     if (!out) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
     PW_TRY(pw_problem_check(problem, NULL));
+    PW_TRY(pw_check_cache_shape(problem)); /* a plan is made for attention */
     const pw_plan_config_t defaults = PW_PLAN_CONFIG_INIT;
     if (!config) config = &defaults;
     PW_TRY(check_config(problem, config));

@@ -1,4 +1,4 @@
-/* CPU reference of the sparse prefill attention (SPEC §1 semantics, SPEC §4.5 arithmetic).
+/* CPU reference of the sparse prefill attention (docs/semantics.md §1 semantics, docs/semantics.md §4.5 arithmetic).
  *
  * Two modes share one gather step: for each KV head h and query row n (request r, causal
  * position c = prefix_r + n - cu_seqlens_q[r], KV length L = kv_lens[r]) the row's page set
@@ -14,7 +14,7 @@
  *
  *  PW_REF_FP8_EMULATE: the arithmetic the GPU kernel performs, step by step; this is the
  *    function the kernel's output is checked against TIGHTLY (the EXACT mode is the loose,
- *    accuracy check). The choices it encodes, all from SPEC §4.5:
+ *    accuracy check). The choices it encodes, all from docs/semantics.md §4.5:
  *    - Q quantised per (query, head) row: q_scale = amax|q| / 448 (float; a row of zeros
  *      keeps 1), q8 = e4m3_rne_satfinite(q / q_scale), division in float.
  *    - Score x = (float)(q8 . k8) * q_scale * k_scale * s, float multiplies in that order.
@@ -175,7 +175,7 @@ static pw_status_t check_args(const pw_problem_t *problem, const pw_attention_ar
     return PW_SUCCESS;
 }
 
-/* S of one row (SPEC §1): distinct valid ids, ascending. Returns |S|. */
+/* S of one row (docs/semantics.md §1): distinct valid ids, ascending. Returns |S|. */
 static int32_t row_pages(const int32_t *ids, int32_t k, int64_t last_valid_page, int32_t *pages)
 {
     int32_t count = 0;

@@ -1,4 +1,4 @@
-/* S_i of SPEC §1 and grouping checks (see selection.h). */
+/* S_i of docs/semantics.md §1 and grouping checks (see selection.h). */
 #include <stdlib.h>
 
 #include "pw_internal.h"

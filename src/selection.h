@@ -1,4 +1,4 @@
-/* S_i of SPEC §1 (the pages a query selected and may see) and the grouping checks shared
+/* S_i of docs/semantics.md §1 (the pages a query selected and may see) and the grouping checks shared
  * by the regroup reference, union preparation, the union metrics and, later, the attention
  * reference. Internal header (not installed). */
 #ifndef PW_SELECTION_H
@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-/* Highest logical page a query may see: min(c, L - 1) / P, in 64 bits (SPEC §1).
+/* Highest logical page a query may see: min(c, L - 1) / P, in 64 bits (docs/semantics.md §1).
  * Negative (no page visible) when L = 0. c: causal position, L: KV length, P: page size,
  * all in tokens. */
 static inline int64_t pw_last_visible_page(int64_t causal_pos, int64_t kv_len,

@@ -1,5 +1,5 @@
 /* pw_ref_attention (src/ref_attention.c) against a naive dense implementation written from
- * SPEC §1 alone (a full [N, L] visibility mask, masked softmax in double), the SPEC §1
+ * docs/semantics.md §1 alone (a full [N, L] visibility mask, masked softmax in double), the docs/semantics.md §1
  * worked example, empty rows, bad physical pages, the FP8-emulating mode, argument
  * checks, huge page ids and long contexts.
  * Set PW_TEST_SLOW=1 to also time the fast-path shape (N = 16K, G = 16, D = 128). */
@@ -178,7 +178,7 @@ static int64_t naive_slot(const tcase_t *tc, int64_t r, int64_t t)
     return (int64_t)tc->page_table[r * tc->pt_stride + t / page] * page + t % page;
 }
 
-/* Naive dense attention from SPEC §1: for every token t < L of the request, t is in A_i iff
+/* Naive dense attention from docs/semantics.md §1: for every token t < L of the request, t is in A_i iff
  * t <= c and floor(t/P) equals some id p of the row with 0 <= p <= min(c, L-1)/P; a page
  * whose physical id is outside the cache contributes nothing. o: [N, Hq, D], lse: [N, Hq]. */
 static void naive_attention(const tcase_t *tc, double *o, double *lse)
@@ -363,7 +363,7 @@ static void test_worked_example(void **state)
     (void)state;
     pw_rng_t rng;
     pw_rng_init(&rng, g_seed ^ 1);
-    /* SPEC §1: P=4, S={0,2}, L=11, c=9 -> A={0,1,2,3,8,9}. D = 12 >= L: V is one-hot per
+    /* docs/semantics.md §1: P=4, S={0,2}, L=11, c=9 -> A={0,1,2,3,8,9}. D = 12 >= L: V is one-hot per
      * token (v_t = e_t), so o[d] is the softmax weight of token d. */
     tcase_t tc;
     tcase_single_row(&tc, &rng, 4, 12, 2, 6, 9, 11);
@@ -589,7 +589,7 @@ static void test_fp8_emulate_accuracy(void **state)
 }
 
 /* PW_PRECISION_FP8X2 (two-term FP8 Q and P): the emulated arithmetic is an order of
- * magnitude closer to the exact result than SPEC §4's single FP8 terms (numpy study in
+ * magnitude closer to the exact result than docs/semantics.md §4's single FP8 terms (numpy study in
  * bench/NOTES.md: 3.3-3.7% -> 0.08-0.09%), and still deterministic. */
 static void test_fp8x2_emulate_accuracy(void **state)
 {

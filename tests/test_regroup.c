@@ -1,4 +1,4 @@
-/* pw_ref_regroup (SPEC §3, Algorithm 1): the worked examples, a naive brute-force greedy
+/* pw_ref_regroup (docs/semantics.md §3, Algorithm 1): the worked examples, a naive brute-force greedy
  * on random inputs, the guarded rule window by window, argument errors, and contexts far
  * beyond 64K tokens giving the same permutation as the same selections relabelled to small
  * page ids. Rerun with --seed N. */
@@ -148,7 +148,7 @@ static void case_from_sets(test_case_t *tc, int32_t n, int32_t k, const int32_t 
 
 /* ---- tests ------------------------------------------------------------------------- */
 
-/* SPEC §3.2 (g = 3): pi = [0,2,3,1,4,5], union visits 10 -> 7. */
+/* docs/semantics.md §3.2 (g = 3): pi = [0,2,3,1,4,5], union visits 10 -> 7. */
 static void test_spec_example_3_2(void **state)
 {
     (void)state;
@@ -169,7 +169,7 @@ static void test_spec_example_3_2(void **state)
     case_free(&tc);
 }
 
-/* SPEC §8 (g = 2): greedy is worse (13) than the original order (12); guarded keeps it. */
+/* docs/semantics.md §3.2 (g = 2): greedy is worse (13) than the original order (12); guarded keeps it. */
 static void test_spec_counterexample_8(void **state)
 {
     (void)state;

@@ -1,4 +1,4 @@
-/* attention.cu — the sparse attention kernels of SPEC §4 on sm_90a.
+/* attention.cu — the sparse attention kernels of docs/semantics.md §4 on sm_90a.
  *
  *   Union8    (paper §4.2-4.3): a 2-CTA cluster per 8-slot group and KV head. CTA r owns
  *             slots 4r..4r+3 = 64 rows (4 queries x 16 heads), one M64 wgmma tile. CTA 0's
@@ -10,7 +10,7 @@
  *   PerQuery: one CTA per (query, KV head), rows 0..15 used; walks the query's own Top-K
  *             row (the design of SGLang's native SM90 sparse prefill).
  *
- * Arithmetic (SPEC §4, mirrored by pw_ref_attention(PW_REF_FP8_EMULATE)):
+ * Arithmetic (docs/semantics.md §4, mirrored by pw_ref_attention(PW_REF_FP8_EMULATE)):
  *   q_scale = amax|q_row| / 448, q8 = e4m3(q / q_scale); scores from the FP8 QK wgmma,
  *   x = acc * q_scale * k_scale * s, kept in log2 units; FP32 running max m and sum l;
  *   per page, p = 2^(x - m), p8 = e4m3(256 p), the page's PV is computed into a freshly
@@ -244,7 +244,7 @@ static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int k
     uint32_t members = 0; // this CTA's 4 slot bits
     uint32_t dest = 0;    // DEST: bit c = CTA c has a member
     if (VARIANT == kPerQuery) {
-        // The query's own Top-K row: valid ids (SPEC §1), distinct, ascending.
+        // The query's own Top-K row: valid ids (docs/semantics.md §1), distinct, ascending.
         if (tid < kTopK) {
             const int32_t *row = p.topk_ids + ((int64_t)kv_head * p.num_tokens + query_row) * kTopK;
             const int32_t id = row[tid];
@@ -482,7 +482,7 @@ static __device__ __forceinline__ bool cta_work(const AttentionParams &p, uint32
     }
     const int32_t cu_begin = p.cu_seqlens_q[w.request];
     const int64_t prefix = p.prefix_lens[w.request], kv_len = p.kv_lens[w.request];
-    // Last visible token of each slot's query: min(c, L - 1) (SPEC §1).
+    // Last visible token of each slot's query: min(c, L - 1) (docs/semantics.md §1).
 #pragma unroll
     for (int k = 0; k < kSlotsPerCta; k++) {
         const int64_t c = prefix + (w.query_rows[k] - cu_begin);
@@ -1126,7 +1126,7 @@ extern "C" pw_status_t pw_check_attention_device(void)
     }
     if (major != 9)
         return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "the attention kernels need an sm_90 (Hopper) GPU; device %d is sm_%d%d", dev,
+                       "PageWeaver's kernels need an sm_90 (Hopper) GPU; device %d is sm_%d%d", dev,
                        major, minor);
     return PW_SUCCESS;
 }

@@ -48,8 +48,8 @@ static __device__ __forceinline__ uint8_t page_v_limit(uint32_t members, const i
     return (uint8_t)(v < 0 ? 0 : v > kPageSize - 1 ? kPageSize - 1 : v);
 }
 
-/* Quantises one warpgroup's 64 Q rows to FP8 into the tile at q_addr (per-row scale, SPEC
- * §4) and stores the per-row score factor in row_factor[64]. tid: the thread's index in
+/* Quantises one warpgroup's 64 Q rows to FP8 into the tile at q_addr (per-row scale,
+ * docs/semantics.md §4.5) and stores the per-row score factor in row_factor[64]. tid: the thread's index in
  * its warpgroup (0..127). query_rows[w]: original row of slot w, or -1 for an empty slot
  * (its Q rows are zero). q_lo_addr: 0, or (PW_PRECISION_FP8X2) the tile that receives Q's
  * second term e4m3(q / q_scale - q8) (the difference is exact in FP32). */
@@ -192,7 +192,7 @@ static __device__ __forceinline__ void transpose_v(uint32_t vt, uint32_t v, int 
     for (int cc = 0; cc < 2; cc++) transpose_v_half(vt, v, cc, vlim);
 }
 
-/* The softmax of one page for this thread's two accumulator rows r0 and r0 + 8 (SPEC §4,
+/* The softmax of one page for this thread's two accumulator rows r0 and r0 + 8 (docs/semantics.md §4,
  * the arithmetic of the file comment). acc: the page's QK scores in, 256 p out. lim: last
  * visible column of the query on this page (columns past it are masked). f0 / f1: the rows'
  * score factors. Updates the running max m (log2 units) and l (kept as 256 * sum p), and

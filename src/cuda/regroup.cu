@@ -1,4 +1,4 @@
-/* regroup.cu — online regroup on sm_90 (SPEC §3, paper §3.1 Algorithm 1, §3.3).
+/* regroup.cu — online regroup on sm_90 (docs/semantics.md §3, paper §3.1 Algorithm 1, §3.3).
  *
  * One CTA per (regroup window, KV head), one thread per query of the window (W = 64 or
  * 128). The result is Algorithm 1 exactly, for every context length and every input
@@ -9,7 +9,7 @@
  *  1. Request lookup loads first, then a speculative load of the window's 64-byte Top-K
  *     rows, so both global trips overlap; one request (the common case): no barrier.
  *     Meanwhile each warp clears its column of the page -> query masks (below).
- *  2. S_j (SPEC §1): ids that are visible and first in the row, branch-free; the others
+ *  2. S_j (docs/semantics.md §1): ids that are visible and first in the row, branch-free; the others
  *     become -1. Visible-page count by a shift when P is a power of two.
  *  3. Page -> query masks qmask[c][row] (bit l of word c: query 32c + l selected the page
  *     of that row), word-major so that warp c only touches column c (cleared and filled
@@ -174,7 +174,7 @@ static __device__ __forceinline__ void shared_or_or_sink(bool pred, uint32_t *wo
     atomicOr(pred ? word : sink, pred ? v : 0u);
 }
 
-/* Visible page count of SPEC §1 (as pw_dev::visible_page_count), with a shift when the page
+/* Visible page count of docs/semantics.md §1 (as pw_dev::visible_page_count), with a shift when the page
  * size is a power of two (page_shift >= 0). */
 static __device__ __forceinline__ uint32_t visible_pages(int64_t causal_pos, int32_t kv_len,
                                                          int32_t page_size, int32_t page_shift)
@@ -744,6 +744,8 @@ extern "C" pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *p
                        variant, (int)kDevLast);
     PW_TRY(check_regroup_args(problem, topk_ids, requests, grouping, perm));
     if (problem->num_tokens == 0) return PW_SUCCESS;
+    /* No GPU: PW_ERROR_NO_DEVICE as every device entry point, not a launch error. */
+    PW_TRY(pw_check_attention_device());
     cudaStream_t st = (cudaStream_t)stream;
     if (grouping->mode == PW_REGROUP_IDENTITY) {
         const int32_t threads = 256;

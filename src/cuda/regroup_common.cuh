@@ -1,5 +1,5 @@
 /* regroup_common.cuh — device helpers shared by the regroup (regroup.cu) and union
- * preparation (union_prepare.cu) kernels: S_i validity of SPEC §1 and the loads of one
+ * preparation (union_prepare.cu) kernels: S_i validity of docs/semantics.md §1 and the loads of one
  * Top-K row. Internal; not installed. */
 #ifndef PW_REGROUP_COMMON_CUH
 #define PW_REGROUP_COMMON_CUH
@@ -13,7 +13,7 @@ constexpr uint32_t kFullMask = 0xffffffffu;
 constexpr int kMaxTopk = 16; /* Top-K ids per row the device kernels handle */
 
 /* Number of page ids a query may see: ids p with 0 <= p < count are in S_i when selected
- * (SPEC §1: p <= min(c, L - 1) / P). 0 when nothing is visible. 64-bit token arithmetic;
+ * (docs/semantics.md §1: p <= min(c, L - 1) / P). 0 when nothing is visible. 64-bit token arithmetic;
  * the result fits 32 bits because L <= INT32_MAX. */
 static __device__ __forceinline__ uint32_t visible_page_count(int64_t causal_pos, int32_t kv_len,
                                                               int32_t page_size)

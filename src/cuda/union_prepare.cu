@@ -1,4 +1,4 @@
-/* union_prepare.cu — union preparation on sm_90 (SPEC §4.1, paper §4.1).
+/* union_prepare.cu — union preparation on sm_90 (docs/semantics.md §4.1, paper §4.1).
  *
  * One warp per group, 8 groups per CTA. A group has at most 8 members x 16 ids = 128
  * candidates; lane l holds ids 4*(l%4) .. 4*(l%4)+3 of member l/4 (one 16-byte load).
@@ -320,6 +320,8 @@ extern "C" pw_status_t pw_union_prepare(const pw_problem_t *problem, const int32
                                         const pw_union_meta_t *meta, pw_stream_t stream)
 {
     PW_TRY(check_union_args(problem, topk_ids, requests, grouping, perm, meta));
+    /* No GPU: PW_ERROR_NO_DEVICE as every device entry point, not a launch error. */
+    PW_TRY(pw_check_attention_device());
     UnionParams params;
     params.topk_ids = topk_ids;
     params.cu_seqlens = requests->cu_seqlens_q;

@@ -293,7 +293,7 @@ def save_capture(path, topk_ids, cu_seqlens_q, prefix_lens, kv_lens, page_table=
 
 
 def _check_coverage(pt, pre, qlen, max_pages, page_size, cache_pages, allow):
-    """Every physical page a valid selection can reach lies in the cache (SPEC §1: a row at
+    """Every physical page a valid selection can reach lies in the cache (docs/semantics.md §1: a row at
     causal position c may select logical pages 0 .. c // P; the last row of request r has
     c = prefix + chunk - 1). cache_pages None (no caches): only negative ids are refused,
     the reader sizes the generated caches to max(page_table) + 1."""

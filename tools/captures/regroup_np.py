@@ -1,11 +1,11 @@
-"""CALIBRATION TOOL ONLY: a small numpy model of SPEC §1-§3 (support sets, Query Union
+"""CALIBRATION TOOL ONLY: a small numpy model of docs/semantics.md §1-§3 (support sets, Query Union
 statistics, Algorithm 1 online regroup) used to calibrate the synthetic generator and
 to tabulate the shipped captures. The product's reference is src/ref_regroup.c
 (pw_ref_regroup) and its CLI `pageweaver stats`; this file is checked against it
 (tools/captures/test_captures.py compares both when the CLI is built) and never used by
 the library.
 
-Definitions (SPEC): S_i = distinct ids p of row i with 0 <= p <= min(c_i, L_i - 1) // P;
+Definitions (docs/semantics.md): S_i = distinct ids p of row i with 0 <= p <= min(c_i, L_i - 1) // P;
 identity groups = consecutive runs of g=8 queries inside a request; regroup = per window
 of W queries (windows start at each request's first query, never cross requests),
 greedy: seed = smallest unassigned id, then argmin over unassigned j of
@@ -18,7 +18,7 @@ GROUP = 8
 
 
 def support_sets(topk, cu_seqlens_q, prefix_lens, kv_lens, page):
-    """topk [N, K] (one KV head) -> list of sorted unique int arrays S_i (SPEC §1)."""
+    """topk [N, K] (one KV head) -> list of sorted unique int arrays S_i (docs/semantics.md §1)."""
     n = topk.shape[0]
     limit = np.empty(n, np.int64)
     for r in range(len(prefix_lens)):

@@ -27,7 +27,7 @@ the eligible pages. Rows hold min(16, cp+1) distinct ids, sorted ascending, -1 p
 The presets below were fitted by tools/captures/calibrate.py so that identity union
 visits (hence rho_Q) and W=128 regroup union visits match the named real capture within
 10% on the capture's own geometry; the model is written in page distances, so it extends
-to 64K and 128K contexts and 16K-query chunks (SPEC §5).
+to 64K and 128K contexts and 16K-query chunks (docs/semantics.md §5).
 """
 import argparse
 import json

@@ -489,24 +489,24 @@ class Regroup(unittest.TestCase):
     def sets(self, rows):
         return [np.array(r) for r in rows]
 
-    def test_spec_worked_example(self):  # SPEC §3, g=3
+    def test_spec_worked_example(self):  # docs/semantics.md §3, g=3
         s = self.sets([[1, 2], [8, 9], [2, 3], [3, 4], [9, 10], [8, 10]])
         perm, unions = regroup_np._greedy_window(s, 3)
         self.assertEqual(perm, [0, 2, 3, 1, 4, 5])
         self.assertEqual(regroup_np.union_visits(s, [0, 6], None, 3), 10)
         self.assertEqual(sum(unions), 7)
 
-    def test_greedy_can_lose(self):  # SPEC §8 example, g=2
+    def test_greedy_can_lose(self):  # docs/semantics.md §3.2 example, g=2
         s = self.sets([[1, 2, 3, 4], [1, 2, 6, 7], [1, 2, 3, 5], [3, 5, 8, 9]])
         self.assertEqual(regroup_np.union_visits(s, [0, 4], None, 2), 12)
         self.assertEqual(regroup_np.union_visits(s, [0, 4], 4, 2), 13)
 
-    def test_support_sets_drop_invalid(self):  # SPEC §1: P=4, c=9, L=11
+    def test_support_sets_drop_invalid(self):  # docs/semantics.md §1: P=4, c=9, L=11
         t = np.array([[0, 2, 2, -1, 3, 99, -7, 1 << 20]])
         s = regroup_np.support_sets(t, [0, 1], [9], [11], 4)
         np.testing.assert_array_equal(s[0], [0, 2])
 
-    def test_rho_example(self):  # SPEC §2
+    def test_rho_example(self):  # docs/semantics.md §2
         t = np.array([[[1, 4, 7], [1, 4, 9]]])
         st = regroup_np.capture_stats(t, [0, 2], [2000], [2002], page=128)
         self.assertEqual(st["identity"], 4)

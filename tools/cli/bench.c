@@ -1,4 +1,4 @@
-/* pageweaver bench: the paper's measurements (SPEC §5) on capture files.
+/* pageweaver bench: the paper's measurements (docs/semantics.md §5) on capture files.
  *
  * Per capture (Q/K/V generated with the documented generator when the file has none):
  *  - CPU, always: permutations from the reference (identity, guarded and greedy W64/W128,
@@ -27,7 +27,7 @@
 
 #define PAGE_BYTES (2.0 * 128 * 128)            /* K + V of one page, one KV head (FP8) */
 #define STEP_FLOP (64.0 * 128 * 128 * 4)          /* one CTA-page step: 64 rows, QK + PV */
-#define PAPER_T0_OVER_ONLINE (1.36633 / 1.30792)  /* SPEC §5 */
+#define PAPER_T0_OVER_ONLINE (1.36633 / 1.30792)  /* docs/semantics.md §5 */
 #define PAPER_NATIVE_OVER_UNION8 2.662
 #define PAPER_UNION4_OVER_UNION8 1.075
 #define MAX_FILES 64
@@ -37,7 +37,7 @@ static void print_help(FILE *out)
     fprintf(out,
             "usage: pageweaver bench [options] CAPTURE...\n"
             "\n"
-            "The measurements of SPEC section 5 on capture files (docs/capture-format.md).\n"
+            "The measurements of docs/semantics.md section 5 on capture files (docs/capture-format.md).\n"
             "CPU (always): union visits, C_4 and rho_Q of identity order, guarded/greedy\n"
             "regroup at W64/W128, greedy W512/W2048 and a random order (reference regroup);\n"
             "a reference check on a slice of rows (FP64 exact vs the FP8-emulating reference,\n"
@@ -145,7 +145,7 @@ static int64_t below(uint64_t *state, int64_t n)
 /* CPU part                                                                           */
 /* ---------------------------------------------------------------------------------- */
 
-/* One walk over every row's set S_i (SPEC §1: distinct ids 0 <= p <= min(c, L-1) / P):
+/* One walk over every row's set S_i (docs/semantics.md §1: distinct ids 0 <= p <= min(c, L-1) / P):
  *   *visible: sum over KV heads and rows of |A_i|, the useful (query, token) pairs;
  *   *bad:     (query, KV head, page) pairs of S_i whose physical page, page_table[r][p],
  *             is outside [0, num_cache_pages): the pairs pw_ref_attention counts in

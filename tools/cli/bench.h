@@ -32,7 +32,7 @@ enum {
     NUM_PERMS
 };
 
-/* Timed arms (SPEC §5 and App. A of the paper). */
+/* Timed arms (docs/semantics.md §5 and App. A of the paper). */
 enum {
     ARM_T0,             /* full call, identity order, Union8 */
     ARM_FIXED_W128,     /* full call with the caller's (precomputed) guarded W128 perm */

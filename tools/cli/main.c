@@ -19,7 +19,7 @@ typedef struct cli_command {
 static const cli_command_t k_commands[] = {
     {"stats", "union visits, rho_Q and C_4 of identity / regrouped orders of capture files",
      pw_cli_stats},
-    {"bench", "paper measurements (SPEC 5): full-call times, floors, union statistics", pw_cli_bench},
+    {"bench", "paper measurements (docs/semantics.md section 5): full-call times, floors, union statistics", pw_cli_bench},
 };
 
 static const int k_num_commands = (int)(sizeof k_commands / sizeof k_commands[0]);

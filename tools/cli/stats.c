@@ -1,4 +1,4 @@
-/* pageweaver stats: logical-reuse metrics (SPEC §2, §3) of capture files.
+/* pageweaver stats: logical-reuse metrics (docs/semantics.md §2, §3) of capture files.
  *
  * For every capture and KV head it runs the CPU reference groupings (identity order, and
  * Algorithm 1 greedy and guarded regroup at each window W, group size g) through
@@ -433,6 +433,11 @@ int pw_cli_stats(int argc, char **argv)
         print_header();
         for (int c = 0; c < num_configs; c++)
             print_row("total", &configs[c], &all[c], all[0].union_visits);
+    }
+    if (!json && (fflush(stdout) != 0 || ferror(stdout))) { /* e.g. a full disk */
+        fprintf(stderr, "pageweaver stats: cannot write the tables to standard output: %s\n",
+                strerror(errno));
+        status = PW_CLI_BAD_INPUT;
     }
     free(files);
     return status;
