@@ -192,6 +192,8 @@ DEFAULT_PRECISION = abi("init pw_attention_args_t.precision")
 DEFAULT_REGROUP = abi("init pw_plan_config_t.regroup")
 DEFAULT_WINDOW = abi("init pw_plan_config_t.window")
 DEFAULT_KERNEL = abi("init pw_plan_config_t.kernel")
+_INIT_PROBLEM = tuple(abi(f"init pw_problem_t.{f}") for f in
+                      ("q_heads_per_kv", "head_dim", "page_size", "topk"))
 
 
 def check(status, what):
@@ -209,10 +211,7 @@ def new_problem():
     p.struct_size = ctypes.sizeof(Problem)
     p.num_requests = 1
     p.num_kv_heads = 1
-    p.q_heads_per_kv = abi("init pw_problem_t.q_heads_per_kv")
-    p.head_dim = abi("init pw_problem_t.head_dim")
-    p.page_size = abi("init pw_problem_t.page_size")
-    p.topk = abi("init pw_problem_t.topk")
+    p.q_heads_per_kv, p.head_dim, p.page_size, p.topk = _INIT_PROBLEM
     return p
 
 

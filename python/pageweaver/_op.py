@@ -68,113 +68,130 @@ def _scale_arg(name, s):
 
 
 # ---- checks ---------------------------------------------------------------------------
-def _need(cond, exc, msg):
-    if not cond:
-        raise exc(msg)
-
-
+# Written as `if bad: raise ...` so that no message is formatted on the good path (the
+# checks run on every call: they are most of the package's host time).
 def _check_index(name, t, shape, device):
-    _need(isinstance(t, torch.Tensor), TypeError, f"{name}: expected a torch.Tensor")
-    _need(t.dtype == _I32, TypeError, f"{name}: dtype {t.dtype}, expected torch.int32")
-    _need(t.device == device, ValueError,
-          f"{name} is on {t.device}, q on {device} (all tensors on one device)")
-    _need(tuple(t.shape) == shape, ValueError,
-          f"{name}: shape {list(t.shape)}, expected {list(shape)}")
-    _need(t.is_contiguous(), ValueError, f"{name} must be contiguous (call .contiguous())")
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != _I32:
+        raise TypeError(f"{name}: dtype {t.dtype}, expected torch.int32")
+    if t.device != device:
+        raise ValueError(f"{name} is on {t.device}, q on {device} (all tensors on one device)")
+    if t.shape != shape:
+        raise ValueError(f"{name}: shape {list(t.shape)}, expected {list(shape)}")
+    if not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous (call .contiguous())")
+
+
+def _check_cache(name, c, dev, d):
+    if not isinstance(c, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(c).__name__}")
+    if c.dtype != _FP8:
+        raise TypeError(f"{name}: dtype {c.dtype}, expected torch.float8_e4m3fn (uint8 E4M3 "
+                        f"bit patterns: pass .view(torch.float8_e4m3fn))")
+    if c.device != dev:
+        raise ValueError(f"{name} is on {c.device}, q on {dev} (all tensors on one device)")
+    if c.dim() != 3:
+        raise ValueError(f"{name}: shape {list(c.shape)}, expected [slots, Hkv, D] (slot = "
+                         f"physical page * {PAGE_SIZE} + offset)")
+    if c.stride(2) != 1 or (c.shape[1] > 1 and c.stride(1) != d):
+        raise ValueError(f"{name}: strides {list(c.stride())}: each slot's [Hkv, D] block must "
+                         f"be contiguous (strides [kv_stride, D, 1])")
 
 
 def _check_scale(name, t, device):
-    _need(t.dtype == torch.float32, TypeError,
-          f"{name}: dtype {t.dtype}, expected torch.float32")
-    _need(t.numel() == 1, ValueError,
-          f"{name}: {t.numel()} elements, expected one (0-dim or [1]; per-token scales are "
-          f"not supported yet)")
-    _need(t.device == device, ValueError,
-          f"{name} is on {t.device}, q on {device} (a device scale is read by the kernel)")
+    if t.dtype != torch.float32:
+        raise TypeError(f"{name}: dtype {t.dtype}, expected torch.float32")
+    if t.numel() != 1:
+        raise ValueError(f"{name}: {t.numel()} elements, expected one (0-dim or [1]; "
+                         f"per-token scales are not supported yet)")
+    if t.device != device:
+        raise ValueError(f"{name} is on {t.device}, q on {device} (a device scale is read by "
+                         f"the kernel)")
 
 
 def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                prefix_lens, k_scale, v_scale, out, lse, bad_page_count):
     """Shape / dtype / device / stride checks that need no data (fake tensors pass through
-    here too). Returns (N, R, Hkv, G, D, K, max_pages, num_cache_pages)."""
-    _need(isinstance(q, torch.Tensor), TypeError, "q: expected a torch.Tensor")
-    _need(q.dtype == _BF16, TypeError, f"q: dtype {q.dtype}, expected torch.bfloat16")
-    _need(q.dim() == 3, ValueError, f"q: shape {list(q.shape)}, expected [N, Hq, D]")
+    here too). Returns (N, R, Hkv, G, D, K, max_pages, num_cache_pages, kv_stride)."""
+    if not isinstance(q, torch.Tensor):
+        raise TypeError(f"q: expected a torch.Tensor, got {type(q).__name__}")
+    if q.dtype != _BF16:
+        raise TypeError(f"q: dtype {q.dtype}, expected torch.bfloat16")
+    if q.dim() != 3:
+        raise ValueError(f"q: shape {list(q.shape)}, expected [N, Hq, D]")
     n, hq, d = q.shape
     dev = q.device
-    for name, c in (("k_cache", k_cache), ("v_cache", v_cache)):
-        _need(isinstance(c, torch.Tensor), TypeError, f"{name}: expected a torch.Tensor")
-        _need(c.dtype == _FP8, TypeError,
-              f"{name}: dtype {c.dtype}, expected torch.float8_e4m3fn (uint8 E4M3 bit "
-              f"patterns: pass .view(torch.float8_e4m3fn))")
-        _need(c.device == dev, ValueError, f"{name} is on {c.device}, q on {dev}")
-        _need(c.dim() == 3, ValueError,
-              f"{name}: shape {list(c.shape)}, expected [slots, Hkv, D] (slot = physical "
-              f"page * {PAGE_SIZE} + offset)")
-    _need(k_cache.shape == v_cache.shape, ValueError,
-          f"v_cache: shape {list(v_cache.shape)} differs from k_cache {list(k_cache.shape)}")
+    if q.stride(2) != 1 or q.stride(1) != d:
+        raise ValueError(f"q: strides {list(q.stride())}: each row's [Hq, D] block must be "
+                         f"contiguous (strides [q_stride, D, 1]; a view into a fused QKV "
+                         f"buffer is fine)")
+    _check_cache("k_cache", k_cache, dev, d)
+    _check_cache("v_cache", v_cache, dev, d)
+    if k_cache.shape != v_cache.shape:
+        raise ValueError(f"v_cache: shape {list(v_cache.shape)} differs from k_cache "
+                         f"{list(k_cache.shape)}")
     slots, hkv, dk = k_cache.shape
-    _need(dk == d, ValueError, f"k_cache: head dim {dk}, q has {d}")
-    _need(hkv >= 1 and hq % hkv == 0, ValueError,
-          f"q has {hq} heads, not a multiple of the caches' {hkv} KV heads")
-    for name, c in (("k_cache", k_cache), ("v_cache", v_cache)):
-        _need(c.stride(2) == 1 and (hkv == 1 or c.stride(1) == d), ValueError,
-              f"{name}: strides {list(c.stride())}: each slot's [Hkv, D] block must be "
-              f"contiguous (strides [kv_stride, D, 1])")
+    if dk != d:
+        raise ValueError(f"k_cache: head dim {dk}, q has {d}")
+    if hkv < 1 or hq % hkv:
+        raise ValueError(f"q has {hq} heads, not a multiple of the caches' {hkv} KV heads")
     kv_stride = k_cache.stride(0) if slots > 1 else hkv * d
-    if slots > 1:
-        _need(v_cache.stride(0) == kv_stride, ValueError,
-              f"v_cache: slot stride {v_cache.stride(0)} differs from k_cache's {kv_stride} "
-              f"(one kv_stride for both)")
-    _need(q.stride(2) == 1 and q.stride(1) == d, ValueError,
-          f"q: strides {list(q.stride())}: each row's [Hq, D] block must be contiguous "
-          f"(strides [q_stride, D, 1]; a view into a fused QKV buffer is fine)")
-    _need(isinstance(topk_idx, torch.Tensor) and topk_idx.dim() == 3, ValueError,
-          "topk_idx: expected an int32 tensor [Hkv, N, K]")
+    if slots > 1 and v_cache.stride(0) != kv_stride:
+        raise ValueError(f"v_cache: slot stride {v_cache.stride(0)} differs from k_cache's "
+                         f"{kv_stride} (one kv_stride for both)")
+    if slots // PAGE_SIZE < 1:
+        raise ValueError(f"k_cache: {slots} slots, fewer than one page of {PAGE_SIZE}")
+    if not isinstance(topk_idx, torch.Tensor) or topk_idx.dim() != 3:
+        raise ValueError("topk_idx: expected an int32 tensor [Hkv, N, K]")
     k = topk_idx.shape[2]
     _check_index("topk_idx", topk_idx, (hkv, n, k), dev)
-    _need(isinstance(prefix_lens, torch.Tensor) and prefix_lens.dim() == 1, ValueError,
-          "prefix_lens: expected an int32 tensor [R]")
+    if not isinstance(prefix_lens, torch.Tensor) or prefix_lens.dim() != 1:
+        raise ValueError("prefix_lens: expected an int32 tensor [R]")
     r = prefix_lens.shape[0]
-    _need(r >= 1, ValueError, "prefix_lens: no request (R = 0)")
+    if r < 1:
+        raise ValueError("prefix_lens: no request (R = 0)")
     _check_index("prefix_lens", prefix_lens, (r,), dev)
     _check_index("kv_lens", kv_lens, (r,), dev)
     _check_index("cu_seqlens_q", cu_seqlens_q, (r + 1,), dev)
-    _need(isinstance(page_table, torch.Tensor) and page_table.dim() == 2, ValueError,
-          "page_table: expected an int32 tensor [R, max_pages]")
-    _need(page_table.dtype == _I32, TypeError,
-          f"page_table: dtype {page_table.dtype}, expected torch.int32")
-    _need(page_table.device == dev, ValueError, f"page_table is on {page_table.device}")
-    _need(page_table.shape[0] == r, ValueError,
-          f"page_table: {page_table.shape[0]} rows, expected R = {r}")
+    if not isinstance(page_table, torch.Tensor) or page_table.dim() != 2:
+        raise ValueError("page_table: expected an int32 tensor [R, max_pages]")
+    if page_table.dtype != _I32:
+        raise TypeError(f"page_table: dtype {page_table.dtype}, expected torch.int32")
+    if page_table.device != dev:
+        raise ValueError(f"page_table is on {page_table.device}, q on {dev}")
+    if page_table.shape[0] != r:
+        raise ValueError(f"page_table: {page_table.shape[0]} rows, expected R = {r}")
     max_pages = page_table.shape[1]
-    _need(max_pages >= 1, ValueError, "page_table: no column (max_pages = 0)")
-    _need(page_table.stride(1) == 1 or max_pages == 1, ValueError,
-          f"page_table: strides {list(page_table.stride())}, columns must be contiguous")
-    num_pages = slots // PAGE_SIZE
-    _need(num_pages >= 1, ValueError,
-          f"k_cache: {slots} slots, fewer than one page of {PAGE_SIZE}")
-    for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
-        if s is not None:
-            _check_scale(name, s, dev)
-    _need(isinstance(out, torch.Tensor), TypeError, "out: expected a torch.Tensor")
-    _need(out.dtype in _O_DTYPES, TypeError,
-          f"out: dtype {out.dtype}, expected torch.bfloat16 (the reference also writes "
-          f"float32 / float64)")
-    _need(out.device == dev, ValueError, f"out is on {out.device}, q on {dev}")
-    _need(tuple(out.shape) == (n, hq, d), ValueError,
-          f"out: shape {list(out.shape)}, expected [N, Hq, D] = {[n, hq, d]}")
-    _need(out.stride(2) == 1 and out.stride(1) == d, ValueError,
-          f"out: strides {list(out.stride())}: each row's [Hq, D] block must be contiguous")
-    if lse is not None:
-        _need(lse.dtype == torch.float32 and lse.device == dev and
-              tuple(lse.shape) == (n, hq) and lse.is_contiguous(), ValueError,
-              f"lse: expected a contiguous float32 [N, Hq] = {[n, hq]} tensor on {dev}")
-    if bad_page_count is not None:
-        _need(bad_page_count.dtype in (torch.int32, torch.uint32) and
-              bad_page_count.numel() == 1 and bad_page_count.device == dev, TypeError,
-              f"bad_page_count: expected a one-element int32 / uint32 tensor on {dev}")
-    return n, r, hkv, hq // hkv, d, k, max_pages, num_pages, kv_stride
+    if max_pages < 1:
+        raise ValueError("page_table: no column (max_pages = 0)")
+    if page_table.stride(1) != 1 and max_pages > 1:
+        raise ValueError(f"page_table: strides {list(page_table.stride())}, columns must be "
+                         f"contiguous")
+    if k_scale is not None:
+        _check_scale("k_scale", k_scale, dev)
+    if v_scale is not None:
+        _check_scale("v_scale", v_scale, dev)
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"out: expected a torch.Tensor, got {type(out).__name__}")
+    if out.dtype not in _O_DTYPES:
+        raise TypeError(f"out: dtype {out.dtype}, expected torch.bfloat16 (the reference also "
+                        f"writes float32 / float64)")
+    if out.device != dev:
+        raise ValueError(f"out is on {out.device}, q on {dev}")
+    if out.shape != q.shape:
+        raise ValueError(f"out: shape {list(out.shape)}, expected [N, Hq, D] = {[n, hq, d]}")
+    if out.stride(2) != 1 or out.stride(1) != d:
+        raise ValueError(f"out: strides {list(out.stride())}: each row's [Hq, D] block must be "
+                         f"contiguous")
+    if lse is not None and (lse.dtype != torch.float32 or lse.device != dev or
+                            lse.shape != (n, hq) or not lse.is_contiguous()):
+        raise ValueError(f"lse: expected a contiguous float32 [N, Hq] = {[n, hq]} tensor on {dev}")
+    if bad_page_count is not None and (
+            bad_page_count.dtype not in (torch.int32, torch.uint32) or
+            bad_page_count.numel() != 1 or bad_page_count.device != dev):
+        raise TypeError(f"bad_page_count: expected a one-element int32 / uint32 tensor on {dev}")
+    return n, r, hkv, hq // hkv, d, k, max_pages, slots // PAGE_SIZE, kv_stride
 
 
 # ---- caches ---------------------------------------------------------------------------
@@ -250,9 +267,7 @@ def _fill_args(args, q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv
     args.bad_page_count = bad_page_count.data_ptr() if bad_page_count is not None else None
 
 
-@torch.library.custom_op("pageweaver::sparse_prefill_out",
-                         mutates_args=("out", "lse", "bad_page_count"))
-def sparse_prefill_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+def _sparse_prefill_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                        topk_idx: torch.Tensor, page_table: torch.Tensor,
                        cu_seqlens_q: torch.Tensor, kv_lens: torch.Tensor,
                        prefix_lens: torch.Tensor, k_scale: Optional[torch.Tensor],
@@ -286,6 +301,18 @@ def sparse_prefill_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
     else:
         raise ValueError(f"q is on {q.device}: pageweaver runs on 'cuda' (sm_90) and 'cpu' "
                          f"(the reference)")
+
+
+try:
+    from torch.utils._python_dispatch import is_in_torch_dispatch_mode as _in_dispatch_mode
+except ImportError:  # not in every torch: always take the dispatcher then
+    def _in_dispatch_mode():
+        return True
+
+
+sparse_prefill_out = torch.library.custom_op(
+    "pageweaver::sparse_prefill_out", _sparse_prefill_out,
+    mutates_args=("out", "lse", "bad_page_count"))
 
 
 def _run_reference(problem, args, k_scale, v_scale, k_value, v_value, precision):
@@ -427,7 +454,26 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
     if out is None:
         out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
     lse = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device) if return_lse else None
-    sparse_prefill_out(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
-                       prefix_lens, ks, vs, kv, vv, scale, prec, mode, kern, out, lse,
-                       bad_page_count)
+    if (type(q) is torch.Tensor and not torch.compiler.is_compiling() and
+            q.device.type != "meta" and not _in_dispatch_mode()):
+        # Plain eager call on real tensors: the op's implementation directly (the
+        # dispatcher's custom-op layers cost ~10 us of host time and add nothing here); the
+        # version counters of the written buffers are bumped as the dispatcher would.
+        _sparse_prefill_out(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q,
+                            kv_lens, prefix_lens, ks, vs, kv, vv, scale, prec, mode, kern,
+                            out, lse, bad_page_count)
+        _bump(out)
+        if bad_page_count is not None:
+            _bump(bad_page_count)
+    else:  # tracing (torch.compile, fake / meta tensors, dispatch modes): the custom op
+        sparse_prefill_out(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
+                           prefix_lens, ks, vs, kv, vv, scale, prec, mode, kern, out, lse,
+                           bad_page_count)
     return (out, lse) if return_lse else out
+
+
+def _bump(t):
+    try:
+        torch.autograd.graph.increment_version(t)
+    except AttributeError:  # torch < 2.4
+        pass
