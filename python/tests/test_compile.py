@@ -80,3 +80,18 @@ def test_torch_compile_fullgraph_cpu(p):
         got_o, got_lse = compiled(*args)
     torch.testing.assert_close(got_o, want_o, rtol=0, atol=0)
     torch.testing.assert_close(got_lse, want_lse, rtol=0, atol=0, equal_nan=True)
+
+
+def test_eager_fast_path_equals_the_dispatched_op(p):
+    """Plain eager calls run the implementation directly; the registered op gives the same
+    bits and both bump the version counter of `out`."""
+    out = torch.empty(p["q"].shape, dtype=torch.bfloat16)
+    v0 = out._version
+    a = pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], out=out).clone()
+    assert out._version > v0
+    b = torch.empty_like(out)
+    torch.ops.pageweaver.sparse_prefill_out(*op_args(p), None, None, p["k_scale"], p["v_scale"],
+                                            0.0, pageweaver._lib.DEFAULT_PRECISION,
+                                            pageweaver._lib.DEFAULT_REGROUP,
+                                            pageweaver._lib.DEFAULT_KERNEL, b, None, None)
+    assert torch.equal(a.view(torch.int16), b.view(torch.int16))
