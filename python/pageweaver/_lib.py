@@ -10,10 +10,12 @@ raises ImportError instead of passing garbage to C.
 Where the library comes from, first match wins:
   1. the environment variable PAGEWEAVER_LIBRARY (a path to libpageweaver.so), e.g. a
      build tree's `build/libpageweaver.so` when running from a checkout;
-  2. libpageweaver.so next to this file (what `pip install .` puts there).
+  2. libpageweaver.so next to this file (what `pip install .` puts there) or in another
+     folder of the package's __path__ (`pip install -e .`).
 """
 import ctypes
 import os
+import sys
 import threading
 
 # ---- pw_status_t --------------------------------------------------------------------
@@ -121,9 +123,15 @@ def _library_path():
         if not os.path.isfile(env):
             raise ImportError(f"PAGEWEAVER_LIBRARY={env!r} is not a file")
         return env
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libpageweaver.so")
-    if os.path.isfile(here):
-        return here
+    # Next to this file, or in any folder of the package's path (an editable install,
+    # `pip install -e .`, keeps the sources here and the built library in site-packages).
+    folders = [os.path.dirname(os.path.abspath(__file__))]
+    package = sys.modules.get(__package__)
+    folders += [f for f in getattr(package, "__path__", []) if f not in folders]
+    for folder in folders:
+        here = os.path.join(folder, "libpageweaver.so")
+        if os.path.isfile(here):
+            return here
     raise ImportError(
         "libpageweaver.so not found: install the package (`pip install .` in the "
         "repository builds it), or point PAGEWEAVER_LIBRARY at a built "
