@@ -105,8 +105,10 @@ typedef struct pw_problem {
     int32_t page_size;             /* P in tokens: 128 on the fast path */
     int32_t topk;                  /* K: Top-K ids per (KV head, query): 16 on the fast path */
     int32_t max_pages_per_request; /* logical pages addressable per request: columns of the
-                                      page table; every kv_len <= this * P */
-    int64_t num_cache_pages;       /* physical pages held by the K and V caches */
+                                      page table; every kv_len <= this * P. PW_PROBLEM_INIT
+                                      gives 0: set it (>= 1 when N > 0 for attention) */
+    int64_t num_cache_pages;       /* physical pages held by the K and V caches. PW_PROBLEM_INIT
+                                      gives 0: set it (>= 1 when N > 0 for attention) */
     float softmax_scale;           /* s; 0 means 1/sqrt(D) */
 } pw_problem_t;
 
@@ -126,9 +128,14 @@ typedef struct pw_requests {
     int64_t page_table_stride;   /* elements between page-table rows, >= max_pages_per_request */
 } pw_requests_t;
 
-/* Validates the shapes of a problem and (for host pointers) the request layout.
- * Errors: PW_ERROR_INVALID_ARGUMENT naming the field. Does not look at Top-K ids: any
- * int32 id is valid input. */
+/* Every pointer NULL, stride 0: set the arrays (and page_table_stride with a page table). */
+#define PW_REQUESTS_INIT {NULL, NULL, NULL, NULL, 0}
+
+/* Validates the shapes of a problem and (for host pointers) the request layout. When
+ * requests_host has a page table and N > 0, the cache shapes are required too:
+ * max_pages_per_request >= 1 and num_cache_pages >= 1 (the grouping functions, which take
+ * no page table, do not need them). Errors: PW_ERROR_INVALID_ARGUMENT naming the field.
+ * Does not look at Top-K ids: any int32 id is valid input. */
 pw_status_t pw_problem_check(const pw_problem_t *problem, const pw_requests_t *requests_host);
 
 /* ------------------------------------------------------------------------------------ */
@@ -185,6 +192,24 @@ typedef struct pw_union_meta {
     uint8_t *member_masks;     /* [Hkv, max_groups, union_capacity]: bit s set iff the query
                                   in slot s of the group selected that page (S_i) */
 } pw_union_meta_t;
+
+/* Zero capacities, every pointer NULL (what pw_union_meta_free_host leaves). */
+#define PW_UNION_META_INIT {0, 0, NULL, NULL, NULL, NULL}
+
+/* Allocates host union metadata for pw_ref_union_prepare / pw_union_stats (malloc'd,
+ * zeroed): max_groups = pw_max_groups(problem, grouping), union_capacity = group_size * K,
+ * so [Hkv] + [Hkv, max_groups] x (sizeof(pw_group_desc_t) + union_capacity x 5) bytes.
+ * *meta is overwritten (a previous allocation in it is not freed). Release with
+ * pw_union_meta_free_host. For the GPU, the plan's workspace holds the metadata
+ * (pw_plan_workspace_views). Errors: PW_ERROR_INVALID_ARGUMENT (NULL pointers, bad shapes,
+ * group_size outside 1..8, window < 0), PW_ERROR_OUT_OF_MEMORY (then *meta is
+ * PW_UNION_META_INIT). */
+pw_status_t pw_union_meta_alloc_host(const pw_problem_t *problem, const pw_grouping_t *grouping,
+                                     pw_union_meta_t *meta);
+
+/* Frees the buffers of pw_union_meta_alloc_host and resets *meta to PW_UNION_META_INIT.
+ * Accepts NULL and a meta already freed or PW_UNION_META_INIT. */
+void pw_union_meta_free_host(pw_union_meta_t *meta);
 
 /* Logical-reuse metrics of a grouping (SPEC §2). */
 typedef struct pw_union_stats {
@@ -317,7 +342,8 @@ typedef struct pw_attention_args {
  * LSE = -inf. A physical page outside the cache contributes nothing and is counted.
  * N = 0: success, nothing read (the tensors may be NULL). PW_REF_FP8_EMULATE is
  * deterministic under the default floating-point rounding mode (round to nearest).
- * Errors: PW_ERROR_INVALID_ARGUMENT (also: scales so large that a score of the FP8
+ * Errors: PW_ERROR_INVALID_ARGUMENT (also: N > 0 with max_pages_per_request or
+ * num_cache_pages < 1; scales so large that a score of the FP8
  * arithmetic overflows FP32; rows before it may have been written),
  * PW_ERROR_OUT_OF_MEMORY. */
 pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_args_t *args,
@@ -339,8 +365,11 @@ typedef struct CUstream_st *pw_stream_t;
  * data (cu_seqlens_q etc. must satisfy pw_problem_check when the kernels run; rows are
  * never read outside [0, N) even when they do not). Results are bitwise equal to
  * pw_ref_regroup / pw_ref_union_prepare on the same inputs. Builds without CUDA return
- * PW_ERROR_UNSUPPORTED. A launch failure (e.g. no sm_90 device) gives PW_ERROR_CUDA with
- * the CUDA error in pw_last_error(). */
+ * PW_ERROR_UNSUPPORTED. After the argument checks, a machine without a usable CUDA device
+ * gives PW_ERROR_NO_DEVICE (as every device entry point: the message says so), a device
+ * other than sm_90 PW_ERROR_UNSUPPORTED; a launch failure gives PW_ERROR_CUDA with the
+ * CUDA error in pw_last_error(). pw_regroup with N = 0 enqueues nothing and needs no
+ * device; pw_union_prepare always enqueues (it writes num_groups). */
 
 /* Device workspace bytes pw_regroup needs for this problem and grouping (currently 0;
  * query it anyway). Errors: PW_ERROR_INVALID_ARGUMENT (NULL bytes, bad shapes). */
@@ -366,7 +395,8 @@ pw_status_t pw_regroup_workspace_size(const pw_problem_t *problem, const pw_grou
  * not visible, as the contract (kv_len <= max_pages_per_request * P) already implies.
  * Errors: PW_ERROR_INVALID_ARGUMENT (shapes, NULL pointers, bad mode),
  *         PW_ERROR_UNSUPPORTED (window not 64/128, K > 16, guarded g not in {1,2,4,8},
- *         Hkv > 65535, no CUDA in the build), PW_ERROR_CUDA (launch failed). */
+ *         Hkv > 65535, no CUDA in the build, a device other than sm_90),
+ *         PW_ERROR_NO_DEVICE (no usable CUDA device), PW_ERROR_CUDA (launch failed). */
 pw_status_t pw_regroup(const pw_problem_t *problem, const int32_t *topk_ids,
                        const pw_requests_t *requests, const pw_grouping_t *grouping,
                        int32_t *perm, void *workspace, size_t workspace_bytes,
@@ -386,7 +416,8 @@ pw_status_t pw_regroup(const pw_problem_t *problem, const int32_t *topk_ids,
  * Limits: K <= 16, max_pages_per_request <= 2^29, Hkv <= 65535, at most 2^31 - 1 groups.
  * Fastest when K == 16, topk_ids is 16-byte aligned, union_capacity % 4 == 0 and
  * union_pages / member_masks are 16- / 4-byte aligned (cudaMalloc'd buffers are).
- * Errors: PW_ERROR_INVALID_ARGUMENT, PW_ERROR_UNSUPPORTED, PW_ERROR_CUDA. */
+ * Errors: PW_ERROR_INVALID_ARGUMENT, PW_ERROR_UNSUPPORTED, PW_ERROR_NO_DEVICE,
+ *         PW_ERROR_CUDA. */
 pw_status_t pw_union_prepare(const pw_problem_t *problem, const int32_t *topk_ids,
                              const pw_requests_t *requests, const pw_grouping_t *grouping,
                              const int32_t *perm, const pw_union_meta_t *meta,
@@ -472,7 +503,8 @@ typedef struct pw_plan_config {
  *   config:  NULL for the defaults (PW_PLAN_CONFIG_INIT).
  *   out:     receives the plan (free with pw_plan_destroy); NULL on failure.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL problem/out, bad shapes, struct_size, mode,
- *         kernel or flags, CALLER_PERM with PER_QUERY, a window < 0),
+ *         kernel or flags, CALLER_PERM with PER_QUERY, a window < 0, N > 0 with
+ *         max_pages_per_request or num_cache_pages < 1),
  *         PW_ERROR_UNSUPPORTED (a shape off the fast path, window not 64/128 for the
  *         in-call regroup, Hkv > 65535, workspace over SIZE_MAX),
  *         PW_ERROR_OUT_OF_MEMORY. */

@@ -72,8 +72,7 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
                        "args.kv_stride %lld must be >= Hkv*D = %lld and a multiple of 16; caches "
                        "16-byte aligned",
                        (long long)args->kv_stride, (long long)hkv_d);
-    if (problem->num_cache_pages < 1)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "problem.num_cache_pages must be >= 1");
+    PW_TRY(pw_check_cache_shape(problem));
     if (rq->page_table_stride < problem->max_pages_per_request)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "args.requests.page_table_stride %lld < max_pages_per_request %d",

@@ -221,6 +221,17 @@ static int json_uint(const cJSON *item, int64_t *out)
     return 1;
 }
 
+/* Why json_uint refuses an item: "is negative", "is too large (...)", ... */
+static const char *json_uint_problem(const cJSON *item)
+{
+    if (!cJSON_IsNumber(item)) return "is not a number";
+    const double v = item->valuedouble;
+    if (v != v) return "is not a number";
+    if (v < 0.0) return "is negative";
+    if (floor(v) != v && v <= PW_MAX_JSON_INT) return "is not an integer";
+    return "is too large (at most 2^53)";
+}
+
 static pw_status_t parse_tensor_entry(const reader_t *rd, const cJSON *item, tensor_entry_t *t)
 {
     memset(t, 0, sizeof *t);
@@ -251,9 +262,13 @@ static pw_status_t parse_tensor_entry(const reader_t *rd, const cJSON *item, ten
     const cJSON *dim;
     cJSON_ArrayForEach(dim, shape)
     {
-        if (!json_uint(dim, &t->shape[i]))
-            return pw_fail(PW_ERROR_FORMAT, "%s: %s: shape[%d] is not a non-negative integer",
-                           rd->path, t->name, i);
+        if (!json_uint(dim, &t->shape[i])) {
+            if (cJSON_IsNumber(dim))
+                return pw_fail(PW_ERROR_FORMAT, "%s: %s: shape[%d] = %.17g %s", rd->path, t->name, i,
+                               dim->valuedouble, json_uint_problem(dim));
+            return pw_fail(PW_ERROR_FORMAT, "%s: %s: shape[%d] %s (a non-negative integer)", rd->path,
+                           t->name, i, json_uint_problem(dim));
+        }
         i++;
     }
     if (!cJSON_IsArray(offsets) || cJSON_GetArraySize(offsets) != 2 ||
@@ -831,13 +846,17 @@ static pw_status_t load_tensors(const reader_t *rd, const layout_t *l, unsigned 
     PW_TRY(read_int_tensor(rd, l->prefix, &c->prefix_lens));
     PW_TRY(read_int_tensor(rd, l->kv, &c->kv_lens));
     const int64_t r = p->num_requests;
+    int64_t max_id_at = -1; /* page-table cell holding the largest id, when it sized the caches */
     if (l->page_table) {
         PW_TRY(read_int_tensor(rd, l->page_table, &c->page_table));
         if (!l->k) {
             int64_t max_id = -1;
             const int64_t cells = r * p->max_pages_per_request;
             for (int64_t i = 0; i < cells; i++)
-                if (c->page_table[i] > max_id) max_id = c->page_table[i];
+                if (c->page_table[i] > max_id) {
+                    max_id = c->page_table[i];
+                    max_id_at = i;
+                }
             p->num_cache_pages = max_id + 1;
         }
     } else {
@@ -879,7 +898,19 @@ static pw_status_t load_tensors(const reader_t *rd, const layout_t *l, unsigned 
         unsigned parts = 0;
         if (!c->q) parts |= PW_CAPTURE_PART_Q;
         if (!c->k_cache) parts |= PW_CAPTURE_PART_KV;
-        if (parts) PW_TRY(pw_capture_generate_parts(c, c->qkv_seed, parts));
+        const pw_status_t st = parts ? pw_capture_generate_parts(c, c->qkv_seed, parts) : PW_SUCCESS;
+        if (st == PW_ERROR_OUT_OF_MEMORY && (parts & PW_CAPTURE_PART_KV) && max_id_at >= 0) {
+            /* The caches' size came from the file's largest page id: name it. */
+            const int64_t row = max_id_at / p->max_pages_per_request, col = max_id_at % p->max_pages_per_request;
+            const double bytes = (double)p->num_cache_pages * p->page_size * p->num_kv_heads * p->head_dim;
+            return pw_fail(PW_ERROR_OUT_OF_MEMORY,
+                           "%s: page_table[%lld][%lld] = %d: the file has no K/V caches, so they are "
+                           "generated for physical pages 0..%d (%.3g GB each), which cannot be "
+                           "allocated; store the caches in the file or number the pages densely",
+                           rd->path, (long long)row, (long long)col, c->page_table[max_id_at],
+                           c->page_table[max_id_at], bytes / 1e9);
+        }
+        PW_TRY(st);
     }
     return PW_SUCCESS;
 }
@@ -1264,7 +1295,10 @@ pw_status_t pw_capture_write(const char *path, const pw_capture_t *c, unsigned f
     if (!c->k_cache != !c->v_cache)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "pw_capture_write: k_cache and v_cache must both be set or both NULL");
-    const pw_requests_t rq = pw_capture_requests(c);
+    pw_requests_t rq = pw_capture_requests(c);
+    /* Without K/V tensors the file holds no cache size (the reader derives one from the
+     * page table), so num_cache_pages need not be set: the layout is checked without it. */
+    if (!c->k_cache) rq.page_table = NULL;
     PW_TRY(pw_problem_check(p, &rq));
     if (c->page_table_synthesised) {
         /* The reader rebuilds the default table from kv_lens: it must be the same shape. */

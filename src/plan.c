@@ -134,6 +134,7 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
     if (!out) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
     PW_TRY(pw_problem_check(problem, NULL));
+    PW_TRY(pw_check_cache_shape(problem)); /* a plan is made for attention */
     const pw_plan_config_t defaults = PW_PLAN_CONFIG_INIT;
     if (!config) config = &defaults;
     PW_TRY(check_config(problem, config));

@@ -6,6 +6,14 @@
 
 pw_status_t pw_problem_check(const pw_problem_t *p, const pw_requests_t *rq)
 {
+    PW_TRY(pw_check_problem_layout(p, rq));
+    /* A page table will be read: the pages it names must exist. */
+    if (rq && rq->page_table) PW_TRY(pw_check_cache_shape(p));
+    return PW_SUCCESS;
+}
+
+pw_status_t pw_check_problem_layout(const pw_problem_t *p, const pw_requests_t *rq)
+{
     if (!p) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "problem is NULL");
     if (p->struct_size < sizeof(pw_problem_t))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
@@ -72,6 +80,22 @@ pw_status_t pw_problem_check(const pw_problem_t *p, const pw_requests_t *rq)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "requests.cu_seqlens_q[R=%d] is %d, must equal num_tokens %d",
                        p->num_requests, rq->cu_seqlens_q[p->num_requests], p->num_tokens);
+    return PW_SUCCESS;
+}
+
+pw_status_t pw_check_cache_shape(const pw_problem_t *p)
+{
+    if (p->num_tokens == 0) return PW_SUCCESS; /* nothing is read */
+    if (p->max_pages_per_request < 1)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "problem.max_pages_per_request is %d; with num_tokens %d > 0 it must be >= 1 "
+                       "(the page-table columns; PW_PROBLEM_INIT leaves it 0)",
+                       p->max_pages_per_request, p->num_tokens);
+    if (p->num_cache_pages < 1)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "problem.num_cache_pages is %lld; with num_tokens %d > 0 it must be >= 1 "
+                       "(the physical pages of the K/V caches; PW_PROBLEM_INIT leaves it 0)",
+                       (long long)p->num_cache_pages, p->num_tokens);
     return PW_SUCCESS;
 }
 

@@ -25,6 +25,15 @@ void pw_clear_error(void);
         if (pw_try_status_ != PW_SUCCESS) return pw_try_status_;                            \
     } while (0)
 
+/* pw_problem_check without the cache shapes: what the grouping functions (regroup, union
+ * preparation, statistics) need, which never read the page table or the caches. */
+pw_status_t pw_check_problem_layout(const pw_problem_t *problem, const pw_requests_t *requests);
+
+/* The shapes an attention call needs beyond the layout (pw_problem_check checks them when a
+ * page table is given): with N > 0, max_pages_per_request >= 1 and num_cache_pages >= 1
+ * (PW_PROBLEM_INIT leaves both 0). PW_ERROR_INVALID_ARGUMENT naming the field. */
+pw_status_t pw_check_cache_shape(const pw_problem_t *problem);
+
 /* pw_attention_args_t as it was before `precision` (0.1.0): still accepted, read as
  * PW_PRECISION_FP8 (the struct_size convention of pageweaver.h). */
 #define PW_ATTENTION_ARGS_MIN_SIZE offsetof(pw_attention_args_t, precision)

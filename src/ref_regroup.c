@@ -128,7 +128,7 @@ pw_status_t pw_ref_regroup(const pw_problem_t *problem, const int32_t *topk_ids,
                            int32_t *perm)
 {
     if (!requests) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "requests is NULL");
-    PW_TRY(pw_problem_check(problem, requests));
+    PW_TRY(pw_check_problem_layout(problem, requests));
     PW_TRY(pw_check_grouping(grouping));
     if (grouping->mode != PW_REGROUP_IDENTITY && grouping->mode != PW_REGROUP_GREEDY &&
         grouping->mode != PW_REGROUP_GUARDED)
@@ -171,7 +171,9 @@ pw_status_t pw_ref_regroup(const pw_problem_t *problem, const int32_t *topk_ids,
         for (int32_t r = 0; r < problem->num_requests; r++) {
             const int32_t begin = requests->cu_seqlens_q[r], end = requests->cu_seqlens_q[r + 1];
             const int32_t step = grouping->window > 0 ? grouping->window : end - begin;
-            for (int32_t row0 = begin; row0 < end; row0 += step) {
+            /* row0 + step may exceed INT32_MAX (W is any int32 >= 1): stepped in 64 bits. */
+            for (int64_t next = begin; next < end; next += step) {
+                const int32_t row0 = (int32_t)next;
                 const int32_t n = end - row0 < step ? end - row0 : step;
                 const int32_t *order = identity;
                 if (grouping->mode != PW_REGROUP_IDENTITY) {

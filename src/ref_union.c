@@ -108,7 +108,7 @@ pw_status_t pw_ref_union_prepare(const pw_problem_t *problem, const int32_t *top
                                  const int32_t *perm, pw_union_meta_t *meta)
 {
     if (!requests) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "requests is NULL");
-    PW_TRY(pw_problem_check(problem, requests));
+    PW_TRY(pw_check_problem_layout(problem, requests));
     PW_TRY(pw_check_grouping(grouping));
     PW_TRY(check_meta_pointers(meta));
     const int32_t n_rows = problem->num_tokens, g = grouping->group_size, k = problem->topk;
@@ -142,7 +142,9 @@ pw_status_t pw_ref_union_prepare(const pw_problem_t *problem, const int32_t *top
         for (int32_t r = 0; r < problem->num_requests; r++) {
             const int32_t begin = requests->cu_seqlens_q[r], end = requests->cu_seqlens_q[r + 1];
             const int32_t step = grouping->window > 0 ? grouping->window : end - begin;
-            for (int32_t w0 = begin; w0 < end; w0 += step) {
+            /* w0 + step may exceed INT32_MAX (W is any int32 >= 1): stepped in 64 bits. */
+            for (int64_t next = begin; next < end; next += step) {
+                const int32_t w0 = (int32_t)next;
                 const int32_t w_end = end - w0 < step ? end : w0 + step;
                 for (int32_t s0 = w0; s0 < w_end; s0 += g, num++) {
                     const int32_t m = w_end - s0 < g ? w_end - s0 : g;
@@ -223,7 +225,7 @@ pw_status_t pw_union_stats_windows(const pw_problem_t *problem, const pw_request
                                    int64_t *count)
 {
     if (!requests) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "requests is NULL");
-    PW_TRY(pw_problem_check(problem, requests));
+    PW_TRY(pw_check_problem_layout(problem, requests));
     PW_TRY(pw_check_grouping(grouping));
     PW_TRY(check_meta_pointers(meta));
     if (!count) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "count is NULL");
@@ -283,7 +285,7 @@ pw_status_t pw_ref_grouping_stats(const pw_problem_t *problem, const int32_t *to
                                   pw_union_stats_t *total, pw_union_stats_t *per_kv_head)
 {
     if (!requests) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "requests is NULL");
-    PW_TRY(pw_problem_check(problem, requests));
+    PW_TRY(pw_check_problem_layout(problem, requests));
     PW_TRY(pw_check_grouping(grouping));
     const size_t heads = (size_t)problem->num_kv_heads;
     const size_t max_groups = (size_t)pw_max_groups(problem, grouping);

@@ -1100,6 +1100,46 @@ static void test_generate_parts_flags(void **state)
     pw_capture_free(c);
 }
 
+/* Messages that name what is wrong: a shape dimension too large for a tensor (not "not a
+ * non-negative integer"), and a page-table id that makes the generated caches impossible
+ * (not a bare allocation failure of terabytes). */
+static void test_messages_name_the_value(void **state)
+{
+    (void)state;
+    const char *path = temp_path("named.safetensors");
+    image_t im = valid_image();
+    const double huge[3] = {4611686018427387904.0 /* 2^62 */, 10, 4};
+    set_numbers(image_tensor(&im, "topk_ids"), "shape", huge, 3);
+    image_save(path, &im);
+    expect_failure(path, PW_ERROR_FORMAT, "topk_ids: shape[0]", "too large", NULL);
+    image_free(&im);
+
+    im = valid_image();
+    const double negative[3] = {-2, 10, 4};
+    set_numbers(image_tensor(&im, "topk_ids"), "shape", negative, 3);
+    image_save(path, &im);
+    expect_failure(path, PW_ERROR_FORMAT, "topk_ids: shape[0]", "negative", NULL);
+    image_free(&im);
+
+    /* The file has a page table and no caches: generating them for page ids 0..2^31 - 1
+     * cannot work, and the message says which page-table entry asks for it. */
+    im = valid_image();
+    image_set_i32(&im, "page_table", 7, INT32_MAX);
+    image_save(path, &im);
+    pw_capture_t *c = NULL;
+    assert_pw_ok(pw_capture_read(path, 0, &c)); /* without generation it is a valid file */
+    assert_int_equal(c->problem.num_cache_pages, (int64_t)INT32_MAX + 1);
+    pw_capture_free(c);
+    c = (pw_capture_t *)(uintptr_t)1;
+    const pw_status_t st = pw_capture_read(path, PW_CAPTURE_LOAD_QKV | PW_CAPTURE_GENERATE_QKV, &c);
+    print_message("  generate -> %s: %s\n", pw_status_string(st), pw_last_error());
+    assert_int_equal(st, PW_ERROR_OUT_OF_MEMORY);
+    assert_null(c);
+    assert_non_null(strstr(pw_last_error(), path));
+    assert_non_null(strstr(pw_last_error(), "page_table[1][1] = 2147483647"));
+    image_free(&im);
+}
+
 int main(int argc, char **argv)
 {
     g_seed = pw_test_seed(argc, argv);
@@ -1113,6 +1153,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_atomic_write),    cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_json_nesting),    cmocka_unit_test(test_swapped_topk_hint),
         cmocka_unit_test(test_cache_slots),     cmocka_unit_test(test_generate_parts_flags),
+        cmocka_unit_test(test_messages_name_the_value),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }

@@ -392,6 +392,36 @@ static void test_json_destination(void **state)
     assert_non_null(strstr(g_err, "/nonexistent/dir/x.json"));
 }
 
+/* A full disk (/dev/full) must fail the command, text tables as well as --json (the tables
+ * used to be lost with exit 0). */
+static void test_output_errors(void **state)
+{
+    (void)state;
+    if (access("/dev/full", W_OK) != 0) {
+        print_message("  /dev/full not available: nothing to test\n");
+        return;
+    }
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0xf011u);
+    pw_capture_t *c = overlap_capture(&rng);
+    char path[160], cmd[1024];
+    snprintf(path, sizeof path, "%s/a.safetensors", g_dir);
+    assert_pw_ok(pw_capture_write(path, c, 0));
+    pw_capture_free(c);
+    const char *modes[2] = {"", "--json "};
+    for (int m = 0; m < 2; m++) {
+        snprintf(cmd, sizeof cmd, "'%s' stats %s'%s' > /dev/full 2> '%s'", g_cli, modes[m], path, g_err_path);
+        const int raw = system(cmd);
+        free(g_err);
+        g_err = slurp_text(g_err_path);
+        print_message("  pageweaver stats %s> /dev/full -> %d; stderr: %s", modes[m],
+                      WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, g_err);
+        assert_true(WIFEXITED(raw));
+        assert_int_equal(WEXITSTATUS(raw), 1);
+        assert_non_null(strstr(g_err, "cannot write"));
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_seed = pw_test_seed(argc, argv);
@@ -407,6 +437,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_json_totals),
         cmocka_unit_test(test_escaped_output),
         cmocka_unit_test(test_json_destination),
+        cmocka_unit_test(test_output_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

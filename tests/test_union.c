@@ -474,6 +474,70 @@ static void test_perm_and_meta_errors(void **state)
     case_free(&tc);
 }
 
+/* pw_union_meta_alloc_host: the documented capacities, zeroed buffers, the same metadata
+ * as hand-sized buffers, errors, and free resetting to PW_UNION_META_INIT. */
+static void test_meta_alloc_host(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0xa11c);
+    for (int iter = 0; iter < 30; iter++) {
+        test_case_t tc;
+        case_random(&tc, &rng, 60, 30);
+        const int32_t windows[] = {0, 1, 5, 64, 128};
+        const pw_grouping_t grouping =
+            grouping_of(PW_REGROUP_GREEDY, windows[iter % 5], (int32_t)pw_rng_range(&rng, 1, 8));
+        int32_t *perm = malloc(((size_t)tc.problem.num_kv_heads * tc.problem.num_tokens + 1) * sizeof *perm);
+        assert_non_null(perm);
+        assert_pw_ok(pw_ref_regroup(&tc.problem, tc.topk, &tc.requests, &grouping, perm));
+        pw_union_meta_t mine = PW_UNION_META_INIT;
+        assert_pw_ok(pw_union_meta_alloc_host(&tc.problem, &grouping, &mine));
+        assert_int_equal(mine.max_groups, pw_max_groups(&tc.problem, &grouping));
+        assert_int_equal(mine.union_capacity, grouping.group_size * tc.problem.topk);
+        const size_t cells = (size_t)tc.problem.num_kv_heads * (size_t)mine.max_groups;
+        for (size_t i = 0; i < cells * (size_t)mine.union_capacity; i++) /* zeroed */
+            assert_true(mine.union_pages[i] == 0 && mine.member_masks[i] == 0);
+        pw_union_meta_t hand = meta_alloc(&tc, &grouping);
+        assert_pw_ok(pw_ref_union_prepare(&tc.problem, tc.topk, &tc.requests, &grouping, perm, &mine));
+        assert_pw_ok(pw_ref_union_prepare(&tc.problem, tc.topk, &tc.requests, &grouping, perm, &hand));
+        assert_memory_equal(mine.num_groups, hand.num_groups, (size_t)tc.problem.num_kv_heads * 4);
+        for (int32_t h = 0; h < tc.problem.num_kv_heads; h++) {
+            const int64_t at = h * mine.max_groups;
+            assert_memory_equal(mine.groups + at, hand.groups + at, (size_t)hand.num_groups[h] * sizeof *hand.groups);
+            assert_memory_equal(mine.union_pages + at * mine.union_capacity, hand.union_pages + at * hand.union_capacity,
+                                (size_t)hand.num_groups[h] * (size_t)hand.union_capacity * 4);
+            assert_memory_equal(mine.member_masks + at * mine.union_capacity,
+                                hand.member_masks + at * hand.union_capacity,
+                                (size_t)hand.num_groups[h] * (size_t)hand.union_capacity);
+        }
+        pw_union_meta_free_host(&mine);
+        assert_null(mine.num_groups);
+        assert_null(mine.union_pages);
+        assert_int_equal(mine.max_groups, 0);
+        pw_union_meta_free_host(&mine); /* twice: harmless */
+        meta_free(&hand);
+        free(perm);
+        case_free(&tc);
+    }
+    pw_union_meta_free_host(NULL);
+    pw_problem_t p = PW_PROBLEM_INIT;
+    pw_grouping_t g = PW_GROUPING_INIT;
+    pw_union_meta_t m = PW_UNION_META_INIT;
+    assert_int_equal(pw_union_meta_alloc_host(&p, &g, NULL), PW_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(pw_union_meta_alloc_host(NULL, &g, &m), PW_ERROR_INVALID_ARGUMENT);
+    g.group_size = 9;
+    assert_int_equal(pw_union_meta_alloc_host(&p, &g, &m), PW_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(pw_last_error(), "group_size"));
+    assert_null(m.groups);
+    g.group_size = 8;
+    assert_pw_ok(pw_union_meta_alloc_host(&p, &g, &m)); /* N = 0: R groups of capacity, allocated */
+    assert_non_null(m.groups);
+    pw_union_meta_free_host(&m);
+    const pw_requests_t rq = PW_REQUESTS_INIT;
+    assert_null(rq.page_table);
+    assert_int_equal(rq.page_table_stride, 0);
+}
+
 int main(int argc, char **argv)
 {
     g_seed = pw_test_seed(argc, argv);
@@ -483,6 +547,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_random_properties),
         cmocka_unit_test(test_guarded_per_window),
         cmocka_unit_test(test_perm_and_meta_errors),
+        cmocka_unit_test(test_meta_alloc_host),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

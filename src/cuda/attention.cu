@@ -1648,7 +1648,7 @@ extern "C" pw_status_t pw_check_attention_device(void)
     }
     if (major != 9)
         return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "the attention kernels need an sm_90 (Hopper) GPU; device %d is sm_%d%d", dev,
+                       "PageWeaver's kernels need an sm_90 (Hopper) GPU; device %d is sm_%d%d", dev,
                        major, minor);
     return PW_SUCCESS;
 }

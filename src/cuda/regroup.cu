@@ -744,6 +744,8 @@ extern "C" pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *p
                        variant, (int)kDevLast);
     PW_TRY(check_regroup_args(problem, topk_ids, requests, grouping, perm));
     if (problem->num_tokens == 0) return PW_SUCCESS;
+    /* No GPU: PW_ERROR_NO_DEVICE as every device entry point, not a launch error. */
+    PW_TRY(pw_check_attention_device());
     cudaStream_t st = (cudaStream_t)stream;
     if (grouping->mode == PW_REGROUP_IDENTITY) {
         const int32_t threads = 256;

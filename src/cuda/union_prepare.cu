@@ -320,6 +320,8 @@ extern "C" pw_status_t pw_union_prepare(const pw_problem_t *problem, const int32
                                         const pw_union_meta_t *meta, pw_stream_t stream)
 {
     PW_TRY(check_union_args(problem, topk_ids, requests, grouping, perm, meta));
+    /* No GPU: PW_ERROR_NO_DEVICE as every device entry point, not a launch error. */
+    PW_TRY(pw_check_attention_device());
     UnionParams params;
     params.topk_ids = topk_ids;
     params.cu_seqlens = requests->cu_seqlens_q;

@@ -434,6 +434,11 @@ int pw_cli_stats(int argc, char **argv)
         for (int c = 0; c < num_configs; c++)
             print_row("total", &configs[c], &all[c], all[0].union_visits);
     }
+    if (!json && (fflush(stdout) != 0 || ferror(stdout))) { /* e.g. a full disk */
+        fprintf(stderr, "pageweaver stats: cannot write the tables to standard output: %s\n",
+                strerror(errno));
+        status = PW_CLI_BAD_INPUT;
+    }
     free(files);
     return status;
 }
