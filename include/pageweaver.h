@@ -553,6 +553,19 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
 /* Releases a plan. Accepts NULL. */
 void pw_plan_destroy(pw_plan_t *plan);
 
+/* ------------------------------------------------------------------------------------ */
+/* Language bindings                                                                    */
+/* ------------------------------------------------------------------------------------ */
+/* For bindings that cannot read this header (the Python package's ctypes layer): the
+ * number behind a name, as this build of the library was compiled:
+ *   "sizeof T"            sizeof(T) for pw_problem_t, pw_requests_t, pw_plan_config_t and
+ *                         pw_attention_args_t, e.g. "sizeof pw_attention_args_t";
+ *   "offsetof T.field"    offsetof(T, field) of each of their fields;
+ *   "init T.field"        the field's value in T's *_INIT macro, e.g.
+ *                         "init pw_plan_config_t.kernel", "init pw_attention_args_t.precision".
+ * Returns -1 for a name it does not know (NULL included); records no error. Host only. */
+int64_t pw_abi_query(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

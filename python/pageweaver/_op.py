@@ -1,0 +1,479 @@
+"""pageweaver.sparse_prefill: the torch custom op over pw_sparse_prefill / pw_ref_attention.
+
+Structure: `sparse_prefill` (plain Python, traced by torch.compile) checks nothing that
+needs data, allocates the output (and LSE) and calls the custom op
+`pageweaver::sparse_prefill_out`, which writes `out` / `lse` / `bad_page_count` in place
+and returns nothing (a custom op may not return a tensor that aliases an input, so the
+wrapper returns the buffers it passed). The op's fake implementation runs the same shape /
+dtype checks on fake tensors, so a bad call fails while tracing.
+
+CUDA path, per call: argument checks, plan lookup (cached), workspace from torch's caching
+allocator on the current stream, pw_sparse_prefill on the current stream. No
+synchronisation, no host read of device data: capturable in a CUDA graph. Scales given as
+device tensors are passed by address (a captured graph reads their current contents on
+every replay); Python floats become cached one-element device tensors.
+
+CPU path: pw_ref_attention (the FP64 reference): PW_REF_FP8_EMULATE with the chosen
+precision, or PW_REF_EXACT for precision="exact".
+"""
+import ctypes
+import math
+import threading
+from collections import OrderedDict
+from typing import Optional
+
+import torch
+
+from . import _lib
+
+PAGE_SIZE = 128  # tokens per KV page (the page table's unit); the only size on the fast path
+
+_BF16 = torch.bfloat16
+_FP8 = torch.float8_e4m3fn
+_I32 = torch.int32
+_O_DTYPES = {torch.bfloat16: _lib.PW_DTYPE_BFLOAT16, torch.float32: _lib.PW_DTYPE_FLOAT32,
+             torch.float64: _lib.PW_DTYPE_FLOAT64}
+_EXACT = -1  # precision code of "exact" (CPU reference only)
+
+
+# ---- argument translation -------------------------------------------------------------
+def _enum(name, value, table, default):
+    if value is None:
+        return default
+    if isinstance(value, str):
+        key = value.lower()
+        if key in table:
+            return table[key]
+    raise ValueError(f"{name}={value!r}: expected None (the library's default) or one of "
+                     f"{sorted(table)}")
+
+
+def _precision_code(precision):
+    if isinstance(precision, str) and precision.lower() == "exact":
+        return _EXACT
+    return _enum("precision", precision, _lib.PRECISIONS, _lib.DEFAULT_PRECISION)
+
+
+def _scale_arg(name, s):
+    """(tensor or None, float value) of a k_scale / v_scale argument."""
+    if isinstance(s, torch.Tensor):
+        return s, 0.0
+    if isinstance(s, bool) or not isinstance(s, (int, float)):
+        raise TypeError(f"{name}: expected a float or a 0-dim / 1-element float32 tensor, "
+                        f"got {type(s).__name__}")
+    v = float(s)
+    if not (math.isfinite(v) and v > 0.0):
+        raise ValueError(f"{name} is {v!r}: must be finite and > 0")
+    return None, v
+
+
+# ---- checks ---------------------------------------------------------------------------
+# Written as `if bad: raise ...` so that no message is formatted on the good path (the
+# checks run on every call: they are most of the package's host time).
+def _check_index(name, t, shape, device):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != _I32:
+        raise TypeError(f"{name}: dtype {t.dtype}, expected torch.int32")
+    if t.device != device:
+        raise ValueError(f"{name} is on {t.device}, q on {device} (all tensors on one device)")
+    if t.shape != shape:
+        raise ValueError(f"{name}: shape {list(t.shape)}, expected {list(shape)}")
+    if not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous (call .contiguous())")
+
+
+def _check_cache(name, c, dev, d):
+    if not isinstance(c, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(c).__name__}")
+    if c.dtype != _FP8:
+        raise TypeError(f"{name}: dtype {c.dtype}, expected torch.float8_e4m3fn (uint8 E4M3 "
+                        f"bit patterns: pass .view(torch.float8_e4m3fn))")
+    if c.device != dev:
+        raise ValueError(f"{name} is on {c.device}, q on {dev} (all tensors on one device)")
+    if c.dim() != 3:
+        raise ValueError(f"{name}: shape {list(c.shape)}, expected [slots, Hkv, D] (slot = "
+                         f"physical page * {PAGE_SIZE} + offset)")
+    if c.stride(2) != 1 or (c.shape[1] > 1 and c.stride(1) != d):
+        raise ValueError(f"{name}: strides {list(c.stride())}: each slot's [Hkv, D] block must "
+                         f"be contiguous (strides [kv_stride, D, 1])")
+
+
+def _check_scale(name, t, device):
+    if t.dtype != torch.float32:
+        raise TypeError(f"{name}: dtype {t.dtype}, expected torch.float32")
+    if t.numel() != 1:
+        raise ValueError(f"{name}: {t.numel()} elements, expected one (0-dim or [1]; "
+                         f"per-token scales are not supported yet)")
+    if t.device != device:
+        raise ValueError(f"{name} is on {t.device}, q on {device} (a device scale is read by "
+                         f"the kernel)")
+
+
+def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
+               prefix_lens, k_scale, v_scale, out, lse, bad_page_count):
+    """Shape / dtype / device / stride checks that need no data (fake tensors pass through
+    here too). Returns (N, R, Hkv, G, D, K, max_pages, num_cache_pages, kv_stride)."""
+    if not isinstance(q, torch.Tensor):
+        raise TypeError(f"q: expected a torch.Tensor, got {type(q).__name__}")
+    if q.dtype != _BF16:
+        raise TypeError(f"q: dtype {q.dtype}, expected torch.bfloat16")
+    if q.dim() != 3:
+        raise ValueError(f"q: shape {list(q.shape)}, expected [N, Hq, D]")
+    n, hq, d = q.shape
+    dev = q.device
+    if q.stride(2) != 1 or q.stride(1) != d:
+        raise ValueError(f"q: strides {list(q.stride())}: each row's [Hq, D] block must be "
+                         f"contiguous (strides [q_stride, D, 1]; a view into a fused QKV "
+                         f"buffer is fine)")
+    _check_cache("k_cache", k_cache, dev, d)
+    _check_cache("v_cache", v_cache, dev, d)
+    if k_cache.shape != v_cache.shape:
+        raise ValueError(f"v_cache: shape {list(v_cache.shape)} differs from k_cache "
+                         f"{list(k_cache.shape)}")
+    slots, hkv, dk = k_cache.shape
+    if dk != d:
+        raise ValueError(f"k_cache: head dim {dk}, q has {d}")
+    if hkv < 1 or hq % hkv:
+        raise ValueError(f"q has {hq} heads, not a multiple of the caches' {hkv} KV heads")
+    kv_stride = k_cache.stride(0) if slots > 1 else hkv * d
+    if slots > 1 and v_cache.stride(0) != kv_stride:
+        raise ValueError(f"v_cache: slot stride {v_cache.stride(0)} differs from k_cache's "
+                         f"{kv_stride} (one kv_stride for both)")
+    if slots // PAGE_SIZE < 1:
+        raise ValueError(f"k_cache: {slots} slots, fewer than one page of {PAGE_SIZE}")
+    if not isinstance(topk_idx, torch.Tensor) or topk_idx.dim() != 3:
+        raise ValueError("topk_idx: expected an int32 tensor [Hkv, N, K]")
+    k = topk_idx.shape[2]
+    _check_index("topk_idx", topk_idx, (hkv, n, k), dev)
+    if not isinstance(prefix_lens, torch.Tensor) or prefix_lens.dim() != 1:
+        raise ValueError("prefix_lens: expected an int32 tensor [R]")
+    r = prefix_lens.shape[0]
+    if r < 1:
+        raise ValueError("prefix_lens: no request (R = 0)")
+    _check_index("prefix_lens", prefix_lens, (r,), dev)
+    _check_index("kv_lens", kv_lens, (r,), dev)
+    _check_index("cu_seqlens_q", cu_seqlens_q, (r + 1,), dev)
+    if not isinstance(page_table, torch.Tensor) or page_table.dim() != 2:
+        raise ValueError("page_table: expected an int32 tensor [R, max_pages]")
+    if page_table.dtype != _I32:
+        raise TypeError(f"page_table: dtype {page_table.dtype}, expected torch.int32")
+    if page_table.device != dev:
+        raise ValueError(f"page_table is on {page_table.device}, q on {dev}")
+    if page_table.shape[0] != r:
+        raise ValueError(f"page_table: {page_table.shape[0]} rows, expected R = {r}")
+    max_pages = page_table.shape[1]
+    if max_pages < 1:
+        raise ValueError("page_table: no column (max_pages = 0)")
+    if page_table.stride(1) != 1 and max_pages > 1:
+        raise ValueError(f"page_table: strides {list(page_table.stride())}, columns must be "
+                         f"contiguous")
+    if k_scale is not None:
+        _check_scale("k_scale", k_scale, dev)
+    if v_scale is not None:
+        _check_scale("v_scale", v_scale, dev)
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"out: expected a torch.Tensor, got {type(out).__name__}")
+    if out.dtype not in _O_DTYPES:
+        raise TypeError(f"out: dtype {out.dtype}, expected torch.bfloat16 (the reference also "
+                        f"writes float32 / float64)")
+    if out.device != dev:
+        raise ValueError(f"out is on {out.device}, q on {dev}")
+    if out.shape != q.shape:
+        raise ValueError(f"out: shape {list(out.shape)}, expected [N, Hq, D] = {[n, hq, d]}")
+    if out.stride(2) != 1 or out.stride(1) != d:
+        raise ValueError(f"out: strides {list(out.stride())}: each row's [Hq, D] block must be "
+                         f"contiguous")
+    if lse is not None and (lse.dtype != torch.float32 or lse.device != dev or
+                            lse.shape != (n, hq) or not lse.is_contiguous()):
+        raise ValueError(f"lse: expected a contiguous float32 [N, Hq] = {[n, hq]} tensor on {dev}")
+    if bad_page_count is not None and (
+            bad_page_count.dtype not in (torch.int32, torch.uint32) or
+            bad_page_count.numel() != 1 or bad_page_count.device != dev):
+        raise TypeError(f"bad_page_count: expected a one-element int32 / uint32 tensor on {dev}")
+    return n, r, hkv, hq // hkv, d, k, max_pages, slots // PAGE_SIZE, kv_stride
+
+
+# ---- caches ---------------------------------------------------------------------------
+_MAX_PLANS = 256
+_plans = OrderedDict()
+_plans_lock = threading.Lock()
+
+
+def _plan(key, problem, regroup, window, kernel):
+    """The cached plan of (device, shapes, softmax scale, config). LRU of _MAX_PLANS; an
+    evicted plan is destroyed when its last user drops it."""
+    with _plans_lock:
+        p = _plans.get(key)
+        if p is not None:
+            _plans.move_to_end(key)
+            return p
+    p = _lib.Plan(problem, regroup, window, kernel)  # may raise: nothing cached then
+    with _plans_lock:
+        p = _plans.setdefault(key, p)
+        _plans.move_to_end(key)
+        while len(_plans) > _MAX_PLANS:
+            _plans.popitem(last=False)
+    return p
+
+
+_MAX_SCALES = 1024
+_scales = {}
+_scales_lock = threading.Lock()
+
+
+def _device_scale(value, device):
+    """A one-element float32 tensor holding `value` on `device`. Cached (never evicted, so a
+    kernel still in flight never reads a reused block) up to _MAX_SCALES values; never
+    created into the cache while the stream is capturing a CUDA graph (the fill would only
+    run at replay)."""
+    key = (device, value)
+    t = _scales.get(key)
+    if t is not None:
+        return t
+    if torch.cuda.is_current_stream_capturing() or len(_scales) >= _MAX_SCALES:
+        return torch.full((1,), value, dtype=torch.float32, device=device)
+    t = torch.full((1,), value, dtype=torch.float32, device=device)
+    with _scales_lock:
+        return _scales.setdefault(key, t)
+
+
+def _current_stream(index):
+    try:
+        return torch._C._cuda_getCurrentRawStream(index)
+    except AttributeError:  # not in every torch build
+        return torch.cuda.current_stream(index).cuda_stream
+
+
+# ---- the op ---------------------------------------------------------------------------
+def _fill_args(args, q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
+               prefix_lens, out, lse, bad_page_count, n, hq, d, kv_stride):
+    args.q = q.data_ptr()
+    args.q_stride = q.stride(0) if n > 1 else hq * d
+    args.k_cache = k_cache.data_ptr()
+    args.v_cache = v_cache.data_ptr()
+    args.kv_stride = kv_stride
+    args.topk_ids = topk_idx.data_ptr()
+    rq = args.requests
+    rq.cu_seqlens_q = cu_seqlens_q.data_ptr()
+    rq.prefix_lens = prefix_lens.data_ptr()
+    rq.kv_lens = kv_lens.data_ptr()
+    rq.page_table = page_table.data_ptr()
+    rq.page_table_stride = page_table.stride(0) if page_table.shape[0] > 1 else page_table.shape[1]
+    args.o = out.data_ptr()
+    args.o_stride = out.stride(0) if n > 1 else hq * d
+    args.o_dtype = _O_DTYPES[out.dtype]
+    args.lse = lse.data_ptr() if lse is not None else None
+    args.bad_page_count = bad_page_count.data_ptr() if bad_page_count is not None else None
+
+
+def _sparse_prefill_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                       topk_idx: torch.Tensor, page_table: torch.Tensor,
+                       cu_seqlens_q: torch.Tensor, kv_lens: torch.Tensor,
+                       prefix_lens: torch.Tensor, k_scale: Optional[torch.Tensor],
+                       v_scale: Optional[torch.Tensor], k_scale_value: float,
+                       v_scale_value: float, softmax_scale: float, precision: int,
+                       regroup: int, kernel: int, out: torch.Tensor,
+                       lse: Optional[torch.Tensor],
+                       bad_page_count: Optional[torch.Tensor]) -> None:
+    """The op behind pageweaver.sparse_prefill (see there). k_scale / v_scale: a device
+    tensor, or None and the float in k_scale_value / v_scale_value. precision: a
+    pw_precision_t, or -1 for the exact reference (CPU only). regroup / kernel:
+    pw_regroup_mode_t / pw_kernel_t."""
+    n, r, hkv, g, d, k, max_pages, num_pages, kv_stride = check_args(
+        q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens, prefix_lens,
+        k_scale, v_scale, out, lse, bad_page_count)
+    hq = hkv * g
+    problem = _lib.new_problem()
+    problem.num_tokens, problem.num_requests, problem.num_kv_heads = n, r, hkv
+    problem.q_heads_per_kv, problem.head_dim, problem.page_size = g, d, PAGE_SIZE
+    problem.topk, problem.max_pages_per_request = k, max_pages
+    problem.num_cache_pages, problem.softmax_scale = num_pages, softmax_scale
+    args = _lib.new_args()
+    _fill_args(args, q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
+               prefix_lens, out, lse, bad_page_count, n, hq, d, kv_stride)
+    if q.device.type == "cpu":
+        _run_reference(problem, args, k_scale, v_scale, k_scale_value, v_scale_value,
+                       precision)
+    elif q.device.type == "cuda":
+        _run_cuda(problem, args, q.device, k_scale, v_scale, k_scale_value, v_scale_value,
+                  precision, regroup, kernel)
+    else:
+        raise ValueError(f"q is on {q.device}: pageweaver runs on 'cuda' (sm_90) and 'cpu' "
+                         f"(the reference)")
+
+
+try:
+    from torch.utils._python_dispatch import is_in_torch_dispatch_mode as _in_dispatch_mode
+except ImportError:  # not in every torch: always take the dispatcher then
+    def _in_dispatch_mode():
+        return True
+
+
+sparse_prefill_out = torch.library.custom_op(
+    "pageweaver::sparse_prefill_out", _sparse_prefill_out,
+    mutates_args=("out", "lse", "bad_page_count"))
+
+
+def _run_reference(problem, args, k_scale, v_scale, k_value, v_value, precision):
+    keep = []
+    for field, t, v in (("k_scale", k_scale, k_value), ("v_scale", v_scale, v_value)):
+        if t is not None:
+            setattr(args, field, t.data_ptr())
+        else:
+            f = ctypes.c_float(v)
+            keep.append(f)
+            setattr(args, field, ctypes.addressof(f))
+    if precision == _EXACT:
+        mode = _lib.PW_REF_EXACT
+    else:
+        mode = _lib.PW_REF_FP8_EMULATE
+        args.precision = precision
+    _lib.check(_lib.lib.pw_ref_attention(ctypes.byref(problem), ctypes.byref(args), mode),
+               "pw_ref_attention")
+
+
+def _run_cuda(problem, args, device, k_scale, v_scale, k_value, v_value, precision,
+              regroup, kernel):
+    if precision == _EXACT:
+        raise ValueError("precision='exact' is the CPU reference only; on the GPU use "
+                         "'fp8x2' (two-term FP8) or 'fp8'")
+    if problem.num_tokens == 0:
+        return
+    args.precision = precision
+    if args.o_dtype != _lib.PW_DTYPE_BFLOAT16:
+        raise TypeError("out: the GPU writes torch.bfloat16 only")
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    args.k_scale = (k_scale if k_scale is not None else _device_scale(k_value, device)).data_ptr()
+    args.v_scale = (v_scale if v_scale is not None else _device_scale(v_value, device)).data_ptr()
+    key = (index, problem.num_tokens, problem.num_requests, problem.num_kv_heads,
+           problem.q_heads_per_kv, problem.head_dim, problem.topk,
+           problem.max_pages_per_request, problem.num_cache_pages, problem.softmax_scale,
+           regroup, kernel)
+    plan = _plan(key, problem, regroup, _lib.DEFAULT_WINDOW, kernel)
+    nbytes = plan.workspace_bytes
+    workspace = torch.empty((nbytes,), dtype=torch.uint8, device=device) if nbytes else None
+    ws_ptr = workspace.data_ptr() if workspace is not None else None
+    switch = torch.cuda.current_device() != index
+    prev = torch.cuda.current_device() if switch else None
+    if switch:
+        torch.cuda.set_device(index)  # the library launches on the thread's current device
+    try:
+        stream = _current_stream(index)
+        with plan.lock:
+            status = _lib.lib.pw_sparse_prefill(plan.handle, ctypes.byref(args), None, ws_ptr,
+                                                nbytes, stream)
+            _lib.check(status, "pw_sparse_prefill")
+    finally:
+        if switch:
+            torch.cuda.set_device(prev)
+
+
+@sparse_prefill_out.register_fake
+def _(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens, prefix_lens,
+      k_scale, v_scale, k_scale_value, v_scale_value, softmax_scale, precision, regroup,
+      kernel, out, lse, bad_page_count):
+    check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
+               prefix_lens, k_scale, v_scale, out, lse, bad_page_count)
+
+
+def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
+                   prefix_lens, *, k_scale=1.0, v_scale=1.0, softmax_scale=None, out=None,
+                   return_lse=False, precision=None, regroup=None, kernel=None,
+                   bad_page_count=None):
+    """Sparse prefill attention over per-query Top-K KV pages, with online query regrouping.
+
+    For every query row n (request r, causal position c = prefix_lens[r] + n -
+    cu_seqlens_q[r]) and KV head h, the row attends to the tokens t of the logical pages
+    p in its Top-K row with 0 <= p <= min(c, kv_lens[r] - 1) // 128, t < kv_lens[r] and
+    t <= c (duplicates count once; any other id, -1 padding included, is ignored); each of
+    the G = Hq / Hkv Q heads of KV head h gets softmax(q . k * softmax_scale) v over them.
+    A row without a visible token gets o = 0 and LSE = -inf. Logical page p of request r
+    is physical page page_table[r, p] of the caches (slot = physical page * 128 + offset).
+
+    Tensors (one device; "cuda" needs an sm_90 GPU, "cpu" runs the FP64 reference):
+      q            [N, Hq, D] bfloat16; rows may be strided (q.stride(0) >= Hq*D, e.g. a
+                   view into a fused QKV buffer), each row's [Hq, D] contiguous.
+      k_cache, v_cache [slots, Hkv, D] float8_e4m3fn, slot = page * 128 + offset; one slot
+                   stride for both (>= Hkv*D; on the GPU a multiple of 16, 16-byte
+                   aligned). Pages past slots // 128 count as outside the cache.
+      topk_idx     [Hkv, N, K] int32 contiguous: logical page ids (any int32 value).
+      page_table   [R, max_pages] int32, rows may be strided: physical page per logical
+                   page; kv_lens[r] <= max_pages * 128.
+      cu_seqlens_q [R+1], kv_lens [R], prefix_lens [R] int32 contiguous: packed requests,
+                   cu_seqlens_q = 0 ... N, kv_lens[r] >= prefix_lens[r] + chunk rows of r
+                   (the chunk's own K/V are already in the cache).
+    Keywords:
+      k_scale, v_scale  per-tensor dequantisation scales (real K = k_scale * e4m3 value):
+                   a Python float, or a 0-dim / 1-element float32 tensor on q's device,
+                   read by the kernel at run time (a captured CUDA graph replays with
+                   whatever the tensor holds then).
+      softmax_scale  None for 1/sqrt(D).
+      out          None (allocated) or [N, Hq, D] bfloat16 (CPU also float32 / float64),
+                   rows may be strided; written in place.
+      return_lse   also return the LSE [N, Hq] float32 (natural log of the row's softmax
+                   denominator, scaled scores; -inf for empty rows).
+      precision    None (the library's default), "fp8" (FP8 Q and P), "fp8x2" (two-term
+                   FP8 Q and P, ~0.2% error), or on the CPU "exact" (FP64 attention over
+                   the dequantised inputs instead of emulating the GPU arithmetic).
+      regroup      None (library default), "identity", "greedy" or "guarded" (windows of
+                   the library's default size, 128). Outputs do not depend on it.
+      kernel       None (library default), "union4", "union8" or "per_query". Outputs do
+                   not depend on it.
+      bad_page_count  optional one-element int32 / uint32 tensor on q's device, incremented
+                   once per (row, KV head, selected visible page) whose physical page lies
+                   outside the cache (that page contributes nothing). Never reset here.
+    Returns out, or (out, lse) with return_lse.
+
+    Runs on q's device and the current CUDA stream, asynchronously: no synchronisation, no
+    host read of device data (request lengths, ids and the page table are read by the
+    kernels), workspace from torch's caching allocator, so a call can be captured in a CUDA
+    graph and by torch.compile(fullgraph=True). On the GPU the request layout is not
+    validated (that needs a host read): an inconsistent layout gives unspecified output
+    but no out-of-bounds access; the CPU path validates it.
+
+    Errors: TypeError / ValueError naming the tensor (dtype, shape, device, strides);
+    pageweaver.InvalidArgumentError (a ValueError) / UnsupportedError (a
+    NotImplementedError: e.g. G != 16, D != 128 or K != 16 on the GPU, a GPU other than
+    sm_90) / NoDeviceError / CudaError carrying the library's message.
+    """
+    ks, kv = _scale_arg("k_scale", k_scale)
+    vs, vv = _scale_arg("v_scale", v_scale)
+    if softmax_scale is None:
+        scale = 0.0
+    else:
+        scale = float(softmax_scale)
+        if not (math.isfinite(scale) and scale > 0.0):
+            raise ValueError(f"softmax_scale is {softmax_scale!r}: must be finite and > 0 "
+                             f"(None for 1/sqrt(D))")
+    prec = _precision_code(precision)
+    mode = _enum("regroup", regroup, _lib.REGROUP_MODES, _lib.DEFAULT_REGROUP)
+    kern = _enum("kernel", kernel, _lib.KERNELS, _lib.DEFAULT_KERNEL)
+    if not isinstance(q, torch.Tensor) or q.dim() != 3:
+        raise ValueError("q: expected a bfloat16 tensor [N, Hq, D]")
+    if out is None:
+        out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
+    lse = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device) if return_lse else None
+    if (type(q) is torch.Tensor and not torch.compiler.is_compiling() and
+            q.device.type != "meta" and not _in_dispatch_mode()):
+        # Plain eager call on real tensors: the op's implementation directly (the
+        # dispatcher's custom-op layers cost ~10 us of host time and add nothing here); the
+        # version counters of the written buffers are bumped as the dispatcher would.
+        _sparse_prefill_out(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q,
+                            kv_lens, prefix_lens, ks, vs, kv, vv, scale, prec, mode, kern,
+                            out, lse, bad_page_count)
+        _bump(out)
+        if bad_page_count is not None:
+            _bump(bad_page_count)
+    else:  # tracing (torch.compile, fake / meta tensors, dispatch modes): the custom op
+        sparse_prefill_out(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
+                           prefix_lens, ks, vs, kv, vv, scale, prec, mode, kern, out, lse,
+                           bad_page_count)
+    return (out, lse) if return_lse else out
+
+
+def _bump(t):
+    try:
+        torch.autograd.graph.increment_version(t)
+    except AttributeError:  # torch < 2.4
+        pass

@@ -1,0 +1,120 @@
+"""SGLang's MiniMax sparse prefill, taken with SGLang's own arguments.
+
+SGLang (python/sglang/kernels/ops/attention/minimax_sparse/prefill/) calls its sparse
+prefill kernels with
+  q [total_q, Hq, 128], k_cache / v_cache [slots, Hkv, 128] (token-level pools: slot =
+  the token's index in the KV pool), topk_idx [Hkv, total_q, topk] int32 logical page ids
+  of 128 tokens (-1 padded), cu_seqlens [B+1], seq_lens [B] (KV length, this chunk
+  included), prefix_lens [B], and the token-level page mapping req_to_token
+  [max_reqs, max_context] int32 with slot_ids [B] (the requests' rows in it, int64).
+PageWeaver reads 128-token pages through a page table: page_table_from_req_to_token
+derives it on the device (torch ops, no synchronisation, capturable): logical page p of
+request b is physical page s // 128 when its token slots s, s+1, ... (those below the
+request's KV length) are one contiguous run starting at a multiple of 128. A page whose
+slots are not is a layout error: it is counted in the caller's `layout_errors` word and
+mapped outside the cache, so it contributes nothing (and every selection of it is counted
+in `bad_page_count` by the kernel).
+"""
+import torch
+
+from .._op import PAGE_SIZE, sparse_prefill
+
+__all__ = ["page_table_from_req_to_token", "minimax_sparse_prefill"]
+
+
+def page_table_from_req_to_token(req_to_token, slot_ids, seq_lens, *, layout_errors=None):
+    """Physical page table [B, ceil(max_context / 128)] int32 of SGLang's token mapping.
+
+    req_to_token [max_reqs, max_context] int32: KV-pool slot of each token of each request
+    row. slot_ids [B] (any integer dtype): each request's row. seq_lens [B]: KV lengths.
+    layout_errors: optional one-element int32 / int64 tensor on the same device; the number
+    of pages (holding at least one token of its request) whose slots are not one
+    contiguous, 128-aligned run is ADDED to it (never reset here). Such pages, and pages
+    past the request's KV length, get physical page -1. All on the device: no sync.
+    Compute it once per forward pass and pass it to every layer's call (page_table=)."""
+    if req_to_token.dtype != torch.int32 or req_to_token.dim() != 2:
+        raise TypeError(f"req_to_token: expected int32 [max_reqs, max_context], got "
+                        f"{req_to_token.dtype} {list(req_to_token.shape)}")
+    b = slot_ids.shape[0]
+    max_context = req_to_token.shape[1]
+    pages = max(1, -(-max_context // PAGE_SIZE))
+    dev = req_to_token.device
+    rows = req_to_token.index_select(0, slot_ids.to(device=dev, dtype=torch.long))
+    if pages * PAGE_SIZE != max_context:
+        rows = torch.nn.functional.pad(rows, (0, pages * PAGE_SIZE - max_context), value=-1)
+    tok = rows.view(b, pages, PAGE_SIZE)
+    first = tok[:, :, 0]
+    offsets = torch.arange(PAGE_SIZE, dtype=torch.int32, device=dev)
+    position = torch.arange(pages * PAGE_SIZE, dtype=torch.int32, device=dev).view(pages, PAGE_SIZE)
+    lens = seq_lens.to(device=dev, dtype=torch.int32).view(b, 1, 1)
+    holds = position.unsqueeze(0) < lens                        # [B, pages, 128] token exists
+    run = (tok == first.unsqueeze(-1) + offsets) | ~holds        # slot = first + offset
+    aligned = torch.remainder(first, PAGE_SIZE) == 0
+    used = holds[:, :, 0]                                        # page holds >= 1 token
+    good = run.all(dim=-1) & aligned & used
+    if layout_errors is not None:
+        bad = (used & ~good).sum()
+        layout_errors.add_(bad.to(layout_errors.dtype))
+    phys = torch.div(first, PAGE_SIZE, rounding_mode="floor")
+    return torch.where(good, phys, torch.full_like(phys, -1)).to(torch.int32)
+
+
+def _i32(name, t):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor")
+    if t.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"{name}: dtype {t.dtype}, expected an integer tensor")
+    return t.to(torch.int32).contiguous()  # no copy when already int32 and contiguous
+
+
+def _scale(name, s):
+    if s is None:
+        return 1.0
+    if isinstance(s, torch.Tensor):
+        return s.float().reshape(1) if s.dtype != torch.float32 or s.dim() > 1 else s
+    return float(s)
+
+
+def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, topk_idx,
+                           cu_seqlens, seq_lens, prefix_lens, *, block_size_k=128,
+                           sm_scale=None, q_scale=None, k_scale=None, v_scale=None,
+                           page_table=None, layout_errors=None, bad_page_count=None,
+                           out=None, precision=None, regroup=None, kernel=None):
+    """SGLang's MiniMax sparse prefill through PageWeaver. Returns o [total_q, Hq, 128]
+    bfloat16 (in `out` when given).
+
+    q [total_q, Hq, 128] bfloat16 (the unquantised Q: PageWeaver quantises it per row
+    itself; SGLang's native kernel takes a pre-quantised FP8 Q instead). k_cache, v_cache
+    [slots, Hkv, 128] float8_e4m3fn. sink: must be None (attention sinks are not supported
+    yet: NotImplementedError). req_to_token, slot_ids: SGLang's token mapping (see
+    page_table_from_req_to_token), or page_table= a table made by it earlier in the
+    forward pass (then they are not read). topk_idx [Hkv, total_q, topk] int32,
+    cu_seqlens [B+1], seq_lens [B] (KV lengths), prefix_lens [B] (int32 or int64).
+    block_size_k: must be 128. sm_scale: None for 1/sqrt(128); q_scale (a float) multiplies
+    every logit (folded into the softmax scale, as SGLang does); k_scale / v_scale: None
+    (1.0), floats or one-element device tensors. layout_errors: see
+    page_table_from_req_to_token; bad_page_count, out, precision, regroup, kernel: as for
+    pageweaver.sparse_prefill. No synchronisation; capturable in a CUDA graph.
+    """
+    if sink is not None:
+        raise NotImplementedError(
+            "minimax_sparse_prefill: attention sinks are not supported yet (pass sink=None; "
+            "SGLang's Triton kernel handles sink calls)")
+    if block_size_k != PAGE_SIZE:
+        raise ValueError(f"block_size_k is {block_size_k}: PageWeaver's pages are "
+                         f"{PAGE_SIZE} tokens")
+    if isinstance(q, torch.Tensor) and q.dtype != torch.bfloat16:
+        raise TypeError(f"q: dtype {q.dtype}, expected torch.bfloat16 (PageWeaver quantises "
+                        f"Q itself; pass the unquantised Q)")
+    lens = _i32("seq_lens", seq_lens)
+    if page_table is None:
+        page_table = page_table_from_req_to_token(req_to_token, slot_ids, lens,
+                                                  layout_errors=layout_errors)
+    scale = sm_scale if sm_scale is not None else q.shape[-1] ** -0.5
+    if q_scale is not None:
+        scale = scale * float(q_scale)
+    return sparse_prefill(q, k_cache, v_cache, _i32("topk_idx", topk_idx), page_table,
+                          _i32("cu_seqlens", cu_seqlens), lens, _i32("prefix_lens", prefix_lens),
+                          k_scale=_scale("k_scale", k_scale), v_scale=_scale("v_scale", v_scale),
+                          softmax_scale=scale, out=out, precision=precision, regroup=regroup,
+                          kernel=kernel, bad_page_count=bad_page_count)

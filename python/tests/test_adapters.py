@@ -1,0 +1,163 @@
+"""pageweaver.integrations on synthetic engine tensors (CPU): each adapter's output equals
+pageweaver.sparse_prefill on the equivalent token-major caches and page table, bitwise."""
+import pytest
+import torch
+
+import pageweaver
+from pageweaver.integrations import sglang, vllm
+from problems import P
+
+
+def packed(gen, *, b, hkv, g, d, k, max_qlen=30, max_prefix=400):
+    """Requests, Q and Top-K ids (engine conventions: seq_lens = KV length)."""
+    qlen = torch.randint(1, max_qlen + 1, (b,), generator=gen)
+    prefix = torch.randint(0, max_prefix + 1, (b,), generator=gen)
+    seq = prefix + qlen + torch.randint(0, 5, (b,), generator=gen)
+    cu = torch.cat([torch.zeros(1, dtype=torch.long), qlen.cumsum(0)])
+    n = int(cu[-1])
+    max_pages = int((seq.max() + P - 1) // P)
+    topk = torch.randint(-1, max_pages + 1, (hkv, n, k), generator=gen, dtype=torch.int32)
+    q = torch.randn((n, hkv * g, d), generator=gen).to(torch.bfloat16)
+    i32 = lambda t: t.to(torch.int32)  # noqa: E731
+    return q, topk, i32(cu), i32(seq), i32(prefix)
+
+
+def fp8(shape, gen):
+    return (torch.randn(shape, generator=gen) * 32).to(torch.float8_e4m3fn)
+
+
+def bits(t):
+    return t.view(torch.int16)
+
+
+# ---- SGLang ---------------------------------------------------------------------------
+def sglang_case(gen, *, b=3, hkv=2, g=4, d=64, k=6):
+    q, topk, cu, seq, prefix = packed(gen, b=b, hkv=hkv, g=g, d=d, k=k)
+    pool_pages = 64
+    num_slots = pool_pages * P + 1  # SGLang pools carry a padding slot: not a whole page
+    k_cache, v_cache = fp8((num_slots, hkv, d), gen), fp8((num_slots, hkv, d), gen)
+    max_reqs, max_context = b + 3, 700  # not a multiple of 128
+    req_to_token = torch.randint(0, num_slots, (max_reqs, max_context), generator=gen, dtype=torch.int32)
+    rows = torch.randperm(max_reqs, generator=gen)[:b]
+    phys = torch.randperm(pool_pages, generator=gen)
+    pages = -(-max_context // P)
+    table = torch.full((b, pages), -1, dtype=torch.int32)
+    used = 0
+    for i in range(b):
+        for p in range(-(-int(seq[i]) // P)):
+            page = int(phys[used])
+            used += 1
+            table[i, p] = page
+            lo, hi = p * P, min((p + 1) * P, int(seq[i]))
+            req_to_token[rows[i], lo:hi] = page * P + torch.arange(hi - lo, dtype=torch.int32)
+    return dict(q=q, k_cache=k_cache, v_cache=v_cache, req_to_token=req_to_token,
+                slot_ids=rows.to(torch.int64), topk_idx=topk, cu_seqlens=cu, seq_lens=seq,
+                prefix_lens=prefix), table
+
+
+def sglang_call(c, **kw):
+    return sglang.minimax_sparse_prefill(c["q"], c["k_cache"], c["v_cache"], None,
+                                         c["req_to_token"], c["slot_ids"], c["topk_idx"],
+                                         c["cu_seqlens"], c["seq_lens"], c["prefix_lens"], **kw)
+
+
+def direct(c, table, **kw):
+    return pageweaver.sparse_prefill(c["q"], c["k_cache"], c["v_cache"], c["topk_idx"], table,
+                                     c["cu_seqlens"], c["seq_lens"], c["prefix_lens"], **kw)
+
+
+def test_sglang_page_table_and_output(seed):
+    gen = torch.Generator().manual_seed(seed)
+    c, table = sglang_case(gen)
+    errors = torch.zeros(1, dtype=torch.int64)
+    got = sglang.page_table_from_req_to_token(c["req_to_token"], c["slot_ids"], c["seq_lens"],
+                                              layout_errors=errors)
+    assert torch.equal(got, table), f"seed {seed}"
+    assert int(errors) == 0
+    o = sglang_call(c, k_scale=0.03125, v_scale=torch.tensor(0.03125), sm_scale=0.1, q_scale=0.5)
+    want = direct(c, table, k_scale=0.03125, v_scale=0.03125, softmax_scale=0.1 * 0.5)
+    assert torch.equal(bits(o), bits(want)), f"seed {seed}"
+    # int64 request arrays (engines use both) and a precomputed page table: same bits.
+    o2 = sglang_call(dict(c, seq_lens=c["seq_lens"].long(), cu_seqlens=c["cu_seqlens"].long()),
+                     page_table=table, k_scale=0.03125, v_scale=0.03125, sm_scale=0.1, q_scale=0.5)
+    assert torch.equal(bits(o2), bits(want))
+
+
+def test_sglang_bad_pages_are_counted_and_contribute_nothing(seed):
+    gen = torch.Generator().manual_seed(seed)
+    c, table = sglang_case(gen, b=2, hkv=1, g=2, d=32, k=8)
+    r2t, row = c["req_to_token"], int(c["slot_ids"][0])
+    first = int(r2t[row, 0])
+    r2t[row, 0], r2t[row, 1] = first + 1, first  # page 0 of request 0: not one run
+    if int(c["seq_lens"][1]) > P:  # page 1 of request 1: one run, but not 128-aligned
+        row1 = int(c["slot_ids"][1])
+        r2t[row1, P:2 * P] = r2t[row1, P:2 * P] + 64
+        bad_pages = 2
+        table[1, 1] = -1
+    else:
+        bad_pages = 1
+    table[0, 0] = -1
+    errors = torch.zeros(1, dtype=torch.int32)
+    bad = torch.zeros(1, dtype=torch.int32)
+    o = sglang_call(c, layout_errors=errors, bad_page_count=bad)
+    assert int(errors) == bad_pages, f"seed {seed}"
+    want_bad = torch.zeros(1, dtype=torch.int32)
+    want = direct(c, table, bad_page_count=want_bad)
+    assert torch.equal(bits(o), bits(want)) and int(bad) == int(want_bad), f"seed {seed}"
+
+
+def test_sglang_refuses_what_it_cannot_do():
+    c, _ = sglang_case(torch.Generator().manual_seed(3), b=1, hkv=1, g=2, d=32, k=4)
+    with pytest.raises(NotImplementedError, match="sink"):
+        sglang.minimax_sparse_prefill(c["q"], c["k_cache"], c["v_cache"], torch.zeros(2, 32),
+                                      c["req_to_token"], c["slot_ids"], c["topk_idx"],
+                                      c["cu_seqlens"], c["seq_lens"], c["prefix_lens"])
+    with pytest.raises(TypeError, match="bfloat16"):
+        sglang_call(dict(c, q=c["q"].to(torch.float8_e4m3fn)))
+    with pytest.raises(ValueError, match="block_size_k"):
+        sglang_call(c, block_size_k=64)
+
+
+# ---- vLLM -----------------------------------------------------------------------------
+def vllm_case(gen, *, b=3, hkv=2, g=4, d=64, k=6, extra_heads=0):
+    q, topk, cu, seq, prefix = packed(gen, b=b, hkv=hkv, g=g, d=d, k=k)
+    nb = 40
+    store = fp8((nb, hkv + extra_heads, P, 2 * d), gen)
+    kv_cache = store[:, :hkv]  # extra_heads > 0: a padded (strided) cache
+    max_blocks = int((seq.max() + P - 1) // P) + 1
+    block_table = torch.randperm(nb, generator=gen)[: b * max_blocks].view(b, max_blocks).to(torch.int32)
+    # The same data token-major: K[b * 128 + t, h] = kv_cache[b, h, t, :D].
+    k_tm = kv_cache[..., :d].permute(0, 2, 1, 3).reshape(nb * P, hkv, d).contiguous()
+    v_tm = kv_cache[..., d:].permute(0, 2, 1, 3).reshape(nb * P, hkv, d).contiguous()
+    return q, kv_cache, topk, block_table, cu, seq, prefix, k_tm, v_tm
+
+
+@pytest.mark.parametrize("hkv,g,d,extra", [(1, 16, 128, 0), (2, 4, 64, 0), (2, 2, 32, 1)])
+def test_vllm_interleaved_cache(seed, hkv, g, d, extra):
+    gen = torch.Generator().manual_seed(seed)
+    q, kv_cache, topk, bt, cu, seq, prefix, k_tm, v_tm = vllm_case(gen, hkv=hkv, g=g, d=d, extra_heads=extra)
+    out = torch.full(q.shape, float("nan"), dtype=torch.bfloat16)
+    ks, vs = torch.tensor([0.03125]), torch.tensor([0.0625])
+    ret = vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 30, hkv, 0.08, out, ks, vs)
+    assert ret is None
+    want = pageweaver.sparse_prefill(q, k_tm, v_tm, topk, bt, cu, seq, prefix, k_scale=ks,
+                                     v_scale=vs, softmax_scale=0.08)
+    assert torch.equal(bits(out), bits(want)), f"seed {seed}"
+
+
+def test_vllm_refuses_what_it_cannot_do():
+    gen = torch.Generator().manual_seed(5)
+    q, kv_cache, topk, bt, cu, seq, prefix, _, _ = vllm_case(gen, hkv=1, g=2, d=32)
+    out = torch.empty(q.shape, dtype=torch.bfloat16)
+    per_token = torch.ones(1, 40 * P)
+    with pytest.raises(NotImplementedError, match="per-token"):
+        vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 30, 1, 0.1, out,
+                                    per_token, per_token)
+    wide = torch.cat([kv_cache, kv_cache], dim=-1)[..., :64]  # rows of 64 inside rows of 128
+    with pytest.raises(NotImplementedError, match="layout"):
+        vllm.minimax_m3_sparse_attn(q, wide, topk, bt, cu, seq, prefix, 30, 1, 0.1, out)
+    with pytest.raises(TypeError, match="FP8"):
+        vllm.minimax_m3_sparse_attn(q, kv_cache.to(torch.bfloat16), topk, bt, cu, seq, prefix,
+                                    30, 1, 0.1, out)
+    with pytest.raises(ValueError, match="num_kv_heads"):
+        vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 30, 2, 0.1, out)

@@ -1,0 +1,102 @@
+"""Argument checks: every bad argument raises TypeError / ValueError naming the tensor, or
+the library's error (carrying pw_last_error) for what only the library checks."""
+import pytest
+import torch
+
+import pageweaver
+from problems import op_args, random_problem
+
+
+@pytest.fixture
+def p():
+    return random_problem(torch.Generator().manual_seed(7), hkv=2, g=2, d=32, k=4, bad_pages=False)
+
+
+def run(p, **kw):
+    args = dict(zip(("q", "k_cache", "v_cache", "topk_idx", "page_table", "cu_seqlens_q",
+                     "kv_lens", "prefix_lens"), op_args(p)))
+    for key in list(kw):
+        if key in args:
+            args[key] = kw.pop(key)
+    return pageweaver.sparse_prefill(*args.values(), **kw)
+
+
+@pytest.mark.parametrize("field,value,exc,words", [
+    ("q", lambda p: p["q"].float(), TypeError, ["q", "bfloat16"]),
+    ("q", lambda p: p["q"][0], ValueError, ["q", "[N, Hq, D]"]),
+    ("q", lambda p: p["q"].transpose(1, 2).contiguous().transpose(1, 2), ValueError, ["q", "strides"]),
+    ("k_cache", lambda p: p["k_cache"].view(torch.uint8), TypeError, ["k_cache", "float8_e4m3fn"]),
+    ("v_cache", lambda p: p["v_cache"][:-128], ValueError, ["v_cache", "differs"]),
+    ("q", lambda p: p["q"][:, :3], ValueError, ["heads", "multiple"]),
+    ("topk_idx", lambda p: p["topk_idx"].long(), TypeError, ["topk_idx", "int32"]),
+    ("topk_idx", lambda p: p["topk_idx"][:1], ValueError, ["topk_idx", "shape"]),
+    ("topk_idx", lambda p: p["topk_idx"].transpose(0, 1).contiguous().transpose(0, 1), ValueError,
+     ["topk_idx", "contiguous"]),
+    ("page_table", lambda p: p["page_table"][:, :0], ValueError, ["page_table"]),
+    ("page_table", lambda p: torch.cat([p["page_table"], p["page_table"]]), ValueError, ["page_table", "rows"]),
+    ("page_table", lambda p: torch.cat([p["page_table"], p["page_table"]], 1)[:, ::2], ValueError,
+     ["page_table", "columns"]),
+    ("cu_seqlens_q", lambda p: p["cu_seqlens_q"][:-1], ValueError, ["cu_seqlens_q", "shape"]),
+    ("kv_lens", lambda p: p["kv_lens"].to(torch.int64), TypeError, ["kv_lens", "int32"]),
+    ("prefix_lens", lambda p: p["prefix_lens"].to("meta"), ValueError, ["prefix_lens", "meta"]),
+])
+def test_tensor_errors_name_the_tensor(p, field, value, exc, words):
+    with pytest.raises(exc) as e:
+        run(p, **{field: value(p)})
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+@pytest.mark.parametrize("kw,exc,words", [
+    (dict(k_scale=-1.0), ValueError, ["k_scale", "> 0"]),
+    (dict(v_scale=float("nan")), ValueError, ["v_scale"]),
+    (dict(k_scale="1"), TypeError, ["k_scale"]),
+    (dict(k_scale=torch.ones(2)), ValueError, ["k_scale", "one"]),
+    (dict(v_scale=torch.ones(1, dtype=torch.float64)), TypeError, ["v_scale", "float32"]),
+    (dict(softmax_scale=0.0), ValueError, ["softmax_scale"]),
+    (dict(precision="fp16"), ValueError, ["precision", "fp8x2"]),
+    (dict(regroup="random"), ValueError, ["regroup", "guarded"]),
+    (dict(kernel="union16"), ValueError, ["kernel", "union4"]),
+    (dict(out=torch.empty(3, 4, 32, dtype=torch.bfloat16)), ValueError, ["out", "shape"]),
+    (dict(out=torch.empty(1)), ValueError, ["out"]),
+    (dict(bad_page_count=torch.zeros(2, dtype=torch.int32)), TypeError, ["bad_page_count"]),
+])
+def test_keyword_errors(p, kw, exc, words):
+    if "out" in kw and kw["out"].dim() == 1:
+        kw["out"] = torch.empty(p["q"].shape, dtype=torch.float16)
+        exc, words = TypeError, ["out", "dtype"]
+    with pytest.raises(exc) as e:
+        run(p, **kw)
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+def test_library_errors_carry_its_message(p):
+    bad_cu = p["cu_seqlens_q"].clone()
+    bad_cu[-1] += 1
+    with pytest.raises(pageweaver.InvalidArgumentError) as e:
+        run(p, cu_seqlens_q=bad_cu)
+    assert isinstance(e.value, ValueError)
+    assert e.value.status == "PW_ERROR_INVALID_ARGUMENT"
+    assert "cu_seqlens_q" in str(e.value)
+    short = p["kv_lens"].clone()
+    short[0] = 0
+    with pytest.raises(ValueError, match="kv_lens"):
+        run(p, kv_lens=short)
+
+
+def test_library_version_and_defaults():
+    from pageweaver import _lib
+    assert pageweaver.__version__.count(".") == 2
+    assert _lib.DEFAULT_PRECISION in _lib.PRECISIONS.values()
+    assert _lib.DEFAULT_KERNEL in _lib.KERNELS.values()
+    assert _lib.DEFAULT_REGROUP in _lib.REGROUP_MODES.values()
+    assert _lib.DEFAULT_WINDOW in (64, 128)
+    with pytest.raises(KeyError):
+        _lib.abi("sizeof nothing")
+
+
+def test_gpu_only_requirements_are_named_on_cuda_tensors_only(p):
+    """precision='exact' is accepted on the CPU (and refused on the GPU: test_gpu.py)."""
+    out = torch.empty(p["q"].shape, dtype=torch.float64)
+    run(p, precision="exact", out=out)

@@ -1,0 +1,49 @@
+"""pageweaver.save_capture / load_capture: torch tensors in, torch tensors out, same bits,
+and the op gives the same output on the loaded inputs."""
+import pytest
+import torch
+
+import pageweaver
+from problems import op_args, random_problem
+
+
+def test_round_trip(tmp_path, seed):
+    p = random_problem(torch.Generator().manual_seed(seed), hkv=2, g=4, d=32, k=4, bad_pages=False)
+    path = tmp_path / "cap.safetensors"
+    ret = pageweaver.save_capture(str(path), p["topk_idx"], p["cu_seqlens_q"], p["prefix_lens"],
+                                  p["kv_lens"], p["page_table"], q=p["q"], k_cache=p["k_cache"],
+                                  v_cache=p["v_cache"], k_scale=torch.tensor(p["k_scale"]),
+                                  v_scale=p["v_scale"], softmax_scale=0.2,
+                                  metadata={"model": "test", "layer": 3})
+    assert ret == str(path)
+    t, meta = pageweaver.load_capture(str(path))
+    assert meta["model"] == "test" and meta["layer"] == "3" and meta["q_heads_per_kv"] == "4"
+    assert meta["head_dim"] == "32" and float(meta["softmax_scale"]) == 0.2
+    assert t["q"].dtype == torch.bfloat16 and t["k_cache"].dtype == torch.float8_e4m3fn
+    assert t["topk_ids"].dtype == torch.int32
+    for name, key in (("q", "q"), ("topk_ids", "topk_idx"), ("page_table", "page_table"),
+                      ("cu_seqlens_q", "cu_seqlens_q"), ("kv_lens", "kv_lens"),
+                      ("prefix_lens", "prefix_lens")):
+        assert torch.equal(t[name].view(torch.uint8), p[key].contiguous().view(torch.uint8)), name
+    for name in ("k_cache", "v_cache"):
+        assert torch.equal(t[name].view(torch.uint8), p[name].view(torch.uint8)), name
+    want = pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"],
+                                     softmax_scale=0.2)
+    got = pageweaver.sparse_prefill(t["q"], t["k_cache"], t["v_cache"], t["topk_ids"],
+                                    t["page_table"], t["cu_seqlens_q"], t["kv_lens"],
+                                    t["prefix_lens"], k_scale=t["k_scale"], v_scale=t["v_scale"],
+                                    softmax_scale=float(meta["softmax_scale"]))
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
+def test_invalid_capture_is_refused_before_writing(tmp_path):
+    p = random_problem(torch.Generator().manual_seed(2), hkv=1, g=2, d=32, k=4, bad_pages=False)
+    path = tmp_path / "bad.safetensors"
+    short = p["kv_lens"].clone()
+    short[0] = 0
+    with pytest.raises(pageweaver.CaptureError, match="kv_len"):
+        pageweaver.save_capture(str(path), p["topk_idx"], p["cu_seqlens_q"], p["prefix_lens"], short)
+    assert not path.exists()
+    path.write_bytes(b"not a capture")
+    with pytest.raises(pageweaver.CaptureError, match="bad.safetensors"):
+        pageweaver.load_capture(str(path))

@@ -1,0 +1,97 @@
+"""The custom op under torch's tracing machinery, on the CPU: opcheck, fake / meta shapes,
+torch.compile(fullgraph=True) of a module calling the op."""
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import pageweaver
+from problems import op_args, random_problem
+
+
+@pytest.fixture
+def p(seed):
+    return random_problem(torch.Generator().manual_seed(seed), hkv=2, g=4, d=32, k=4)
+
+
+def test_opcheck(p):
+    """Fake implementation, autograd registration and AOT dispatch consistency. (opcheck's
+    test_schema multiplies every input, which torch cannot do for float8 on the CPU; the
+    declared mutation is checked by test_only_declared_outputs_change.)"""
+    n, hq, d = p["q"].shape
+    out = torch.empty((n, hq, d), dtype=torch.bfloat16)
+    lse = torch.empty((n, hq), dtype=torch.float32)
+    bad = torch.zeros(1, dtype=torch.int32)
+    args = (*op_args(p), None, torch.tensor([p["v_scale"]]), p["k_scale"], 0.0, 0.0, 1, 2, 1,
+            out, lse, bad)
+    torch.library.opcheck(torch.ops.pageweaver.sparse_prefill_out.default, args,
+                          test_utils=("test_faketensor", "test_autograd_registration",
+                                      "test_aot_dispatch_dynamic"))
+
+
+def test_only_declared_outputs_change(p):
+    inputs = [t.clone() for t in op_args(p)]
+    out = torch.full(p["q"].shape, 3.0, dtype=torch.bfloat16)
+    bad = torch.zeros(1, dtype=torch.int32)
+    pageweaver.sparse_prefill(*op_args(p), out=out, bad_page_count=bad)
+    for before, after in zip(inputs, op_args(p)):
+        assert torch.equal(before.view(torch.uint8), after.view(torch.uint8))
+    assert not torch.equal(out, torch.full_like(out, 3.0))
+
+
+def test_fake_tensor_shapes(p):
+    with FakeTensorMode() as mode:
+        fake = {k: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v for k, v in p.items()}
+        o, lse = pageweaver.sparse_prefill(*op_args(fake), return_lse=True)
+        assert o.shape == p["q"].shape and o.dtype == torch.bfloat16
+        assert lse.shape == p["q"].shape[:2] and lse.dtype == torch.float32
+        with pytest.raises(TypeError, match="topk_idx"):  # checks run on fake tensors too
+            pageweaver.sparse_prefill(*op_args(dict(fake, topk_idx=fake["topk_idx"].long())))
+
+
+def test_meta_tensors(p):
+    meta = {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in p.items()}
+    o = pageweaver.sparse_prefill(*op_args(meta))
+    assert o.device.type == "meta" and o.shape == p["q"].shape
+
+
+class Layer(torch.nn.Module):
+    """A sparse-attention layer: projection, the op, output projection."""
+
+    def __init__(self, hq, d):
+        super().__init__()
+        self.proj = torch.nn.Linear(d, d, dtype=torch.bfloat16)
+        self.hq, self.d = hq, d
+
+    def forward(self, x, k_cache, v_cache, topk, page_table, cu, kv_lens, prefix, k_scale):
+        q = self.proj(x)
+        o, lse = pageweaver.sparse_prefill(q, k_cache, v_cache, topk, page_table, cu, kv_lens,
+                                           prefix, k_scale=k_scale, v_scale=0.015625,
+                                           return_lse=True, precision="fp8x2")
+        return self.proj(o) * 2, lse
+
+
+def test_torch_compile_fullgraph_cpu(p):
+    torch.manual_seed(0)
+    layer = Layer(p["q"].shape[1], p["q"].shape[2])
+    args = (*op_args(p), torch.tensor(p["k_scale"]))
+    with torch.no_grad():
+        want_o, want_lse = layer(*args)
+        compiled = torch.compile(layer, fullgraph=True)
+        got_o, got_lse = compiled(*args)
+    torch.testing.assert_close(got_o, want_o, rtol=0, atol=0)
+    torch.testing.assert_close(got_lse, want_lse, rtol=0, atol=0, equal_nan=True)
+
+
+def test_eager_fast_path_equals_the_dispatched_op(p):
+    """Plain eager calls run the implementation directly; the registered op gives the same
+    bits and both bump the version counter of `out`."""
+    out = torch.empty(p["q"].shape, dtype=torch.bfloat16)
+    v0 = out._version
+    a = pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], out=out).clone()
+    assert out._version > v0
+    b = torch.empty_like(out)
+    torch.ops.pageweaver.sparse_prefill_out(*op_args(p), None, None, p["k_scale"], p["v_scale"],
+                                            0.0, pageweaver._lib.DEFAULT_PRECISION,
+                                            pageweaver._lib.DEFAULT_REGROUP,
+                                            pageweaver._lib.DEFAULT_KERNEL, b, None, None)
+    assert torch.equal(a.view(torch.int16), b.view(torch.int16))

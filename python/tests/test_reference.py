@@ -1,0 +1,113 @@
+"""The CPU op (the library's FP64 reference through pageweaver.sparse_prefill) against the
+independent float64 implementation in problems.py, on random packed problems."""
+import math
+
+import pytest
+import torch
+
+import pageweaver
+from problems import nrms, op_args, random_problem, reference
+
+SHAPES = [dict(hkv=1, g=16, d=128, k=16), dict(hkv=2, g=4, d=64, k=8), dict(hkv=3, g=1, d=32, k=5)]
+
+
+def call(p, **kw):
+    return pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], **kw)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "hkv{hkv}_g{g}_d{d}_k{k}".format(**s))
+def test_exact_matches_independent_fp64(seed, shape):
+    gen = torch.Generator().manual_seed(seed)
+    for trial in range(3):
+        p = random_problem(gen, **shape)
+        want_o, want_lse, want_bad = reference(p)
+        out = torch.empty(p["q"].shape, dtype=torch.float64)
+        bad = torch.zeros(1, dtype=torch.int32)
+        o, lse = call(p, precision="exact", out=out, return_lse=True, bad_page_count=bad)
+        assert o is out
+        msg = f"seed {seed} trial {trial}"
+        torch.testing.assert_close(o, want_o, rtol=1e-9, atol=1e-12, msg=msg)
+        # LSE is float32 in the API: compare at float32 precision.
+        finite = torch.isfinite(want_lse)
+        assert torch.equal(torch.isfinite(lse), finite), msg
+        torch.testing.assert_close(lse[finite].double(), want_lse[finite], rtol=2e-6, atol=2e-6, msg=msg)
+        assert int(bad) == want_bad, msg
+        empty = ~finite
+        assert torch.all(o[empty] == 0), f"{msg}: empty rows must be exactly 0"
+
+
+@pytest.mark.parametrize("precision,bound", [("fp8", 0.08), ("fp8x2", 0.01), (None, 0.08)])
+def test_fp8_emulation_within_precision_bound(seed, precision, bound):
+    gen = torch.Generator().manual_seed(seed)
+    p = random_problem(gen, max_requests=3, max_qlen=60, bad_pages=False)
+    want, want_lse, _ = reference(p)
+    o, lse = call(p, precision=precision, return_lse=True)
+    assert o.dtype == torch.bfloat16 and o.shape == p["q"].shape
+    assert not torch.isnan(o).any(), f"seed {seed}: NaN leaked (cache bytes no row may see are NaN codes)"
+    err = nrms(o, want)
+    assert err < bound, f"seed {seed}: NRMS {err:.4f} >= {bound} for precision {precision}"
+    finite = torch.isfinite(want_lse)
+    assert torch.equal(torch.isfinite(lse), finite)
+    assert torch.allclose(lse[finite].double(), want_lse[finite], rtol=0.05, atol=0.05), f"seed {seed}"
+
+
+def test_fp8x2_is_more_accurate_than_fp8(seed):
+    gen = torch.Generator().manual_seed(seed)
+    p = random_problem(gen, max_qlen=60, bad_pages=False)
+    want, _, _ = reference(p)
+    assert nrms(call(p, precision="fp8x2"), want) < nrms(call(p, precision="fp8"), want)
+
+
+def test_strided_views_give_the_same_bits(seed):
+    """q inside a wider (fused QKV-like) buffer, out strided, page table rows strided."""
+    gen = torch.Generator().manual_seed(seed)
+    p = random_problem(gen, hkv=2, g=4, d=64, k=8)
+    base = call(p)
+    n, hq, d = p["q"].shape
+    fused = torch.randn(n, hq + 5, d).to(torch.bfloat16)
+    fused[:, :hq] = p["q"]
+    wide_pt = torch.full((p["page_table"].shape[0], p["page_table"].shape[1] + 3), 7, dtype=torch.int32)
+    wide_pt[:, : p["page_table"].shape[1]] = p["page_table"]
+    out_buf = torch.full((n, hq + 2, d), float("nan")).to(torch.bfloat16)
+    q = dict(p, q=fused[:, :hq], page_table=wide_pt[:, : p["page_table"].shape[1]])
+    assert not q["q"].is_contiguous() and q["page_table"].stride(0) == wide_pt.shape[1]
+    o = call(q, out=out_buf[:, :hq])
+    assert torch.equal(o.view(torch.int16), base.view(torch.int16)), f"seed {seed}"
+    assert torch.isnan(out_buf[:, hq:].float()).all(), "padding of a strided out was written"
+
+
+def test_tensor_scales_equal_float_scales(seed):
+    gen = torch.Generator().manual_seed(seed)
+    p = random_problem(gen, hkv=1, g=2, d=32, k=4)
+    a = call(p)
+    b = pageweaver.sparse_prefill(*op_args(p), k_scale=torch.tensor(p["k_scale"]),
+                                  v_scale=torch.tensor([p["v_scale"]]))
+    assert torch.equal(a.view(torch.int16), b.view(torch.int16))
+
+
+def test_softmax_scale(seed):
+    gen = torch.Generator().manual_seed(seed)
+    p = random_problem(gen, hkv=1, g=2, d=32, k=4, bad_pages=False)
+    want, _, _ = reference(p, softmax_scale=0.3)
+    o = call(p, softmax_scale=0.3, precision="exact", out=torch.empty(p["q"].shape, dtype=torch.float64))
+    torch.testing.assert_close(o, want, rtol=1e-9, atol=1e-12)
+
+
+def test_regroup_and_kernel_do_not_change_the_cpu_result(seed):
+    gen = torch.Generator().manual_seed(seed)
+    p = random_problem(gen, hkv=1, g=2, d=32, k=4)
+    a = call(p)
+    for regroup in ("identity", "greedy", "guarded"):
+        for kernel in ("union4", "union8", "per_query"):
+            b = call(p, regroup=regroup, kernel=kernel)
+            assert torch.equal(a.view(torch.int16), b.view(torch.int16))
+
+
+def test_no_rows():
+    p = random_problem(torch.Generator().manual_seed(1), hkv=1, g=2, d=32, k=4)
+    empty = dict(p, q=p["q"][:0], topk_idx=p["topk_idx"][:, :0].contiguous(),
+                 cu_seqlens_q=torch.zeros_like(p["cu_seqlens_q"]),
+                 kv_lens=p["prefix_lens"].clone())
+    o, lse = call(empty, return_lse=True)
+    assert o.shape == (0, 2, 32) and lse.shape == (0, 2)
+    assert math.isfinite(float(p["k_scale"]))
