@@ -20,6 +20,10 @@
  * metadata (pw_union_stats), each GPU permutation is checked against pw_ref_regroup, and
  * the paper's figures (H200, one KV head, 15,272 queries: W64 19.3-19.5 us, W128
  * 34.6-34.9 us; union visits 102,429 -> 89,426 = -12.70% at W128) are printed alongside.
+ * Issue 13: "fused" rows time pw_regroup_union_prepare_dev_variant (one launch; one launch
+ * with the hash path forced) next to "regroup+prepare" (the two launches it replaces), and
+ * a "fused W.." line per capture says whether its perm and metadata bytes equal the two
+ * launches'.
  * Last, "dev" lines time the regroup kernel variants of src/cuda/regroup_dev.h on the
  * first capture (one KV head, greedy): kernel v3 (the library's; shuffle argmin; prep
  * only), v3 with its hash path forced (full and prep only) and v3 with __match_any_sync
@@ -61,10 +65,14 @@ typedef struct bench_problem {
     copy_t copies[MAX_COPIES];
     int num_copies;
     int variant; /* -1: pw_regroup; else pw_regroup_dev_variant(variant) */
+    int fused_variant; /* FUSED: pw_regroup_union_prepare_dev_variant(fused_variant) */
     cudaStream_t stream;
 } bench_problem_t;
 
-typedef enum what { REGROUP = 0, UNION_PREPARE = 1, BOTH = 2 } what_t;
+/* BOTH: pw_regroup then pw_union_prepare (two launches); FUSED: regroup + union
+ * preparation through pw_regroup_union_prepare_dev_variant (0 = one launch, the library's
+ * since issue 13; 1 = one launch, hash path forced; 2 = the two launches again). */
+typedef enum what { REGROUP = 0, UNION_PREPARE = 1, BOTH = 2, FUSED = 3 } what_t;
 
 static void *dev_alloc(size_t bytes)
 {
@@ -92,6 +100,11 @@ static void enqueue(bench_problem_t *b, what_t what, const pw_grouping_t *g, int
 {
     for (int c = 0; c < calls; c++) {
         copy_t *cp = &b->copies[c % copies_used];
+        if (what == FUSED) {
+            PK(pw_regroup_union_prepare_dev_variant(b->fused_variant, &b->problem, cp->ids, &b->requests, g,
+                                                    cp->perm, &cp->meta, (pw_stream_t)b->stream));
+            continue;
+        }
         if (what != UNION_PREPARE && b->variant >= 0)
             PK(pw_regroup_dev_variant(b->variant, &b->problem, cp->ids, &b->requests, g, cp->perm,
                                       (pw_stream_t)b->stream));
@@ -237,6 +250,41 @@ static int visits_of(bench_problem_t *b, const pw_grouping_t *g, pw_union_stats_
     return same;
 }
 
+/* 1 when pw_regroup_union_prepare_dev_variant 0 (one launch) and 1 (hash forced) give
+ * the same perm and metadata bytes as variant 2 (pw_regroup + pw_union_prepare) on copy 0. */
+static int fused_same(bench_problem_t *b, const pw_grouping_t *g)
+{
+    const pw_problem_t *p = &b->problem;
+    copy_t *cp = &b->copies[0];
+    const size_t n_perm = (size_t)p->num_kv_heads * (size_t)p->num_tokens * 4;
+    const size_t rows = (size_t)p->num_kv_heads * (size_t)cp->meta.max_groups, cap = (size_t)cp->meta.union_capacity;
+    const size_t sizes[5] = {n_perm, (size_t)p->num_kv_heads * 4, rows * sizeof(pw_group_desc_t), rows * cap * 4,
+                             rows * cap};
+    const void *src[5] = {cp->perm, cp->meta.num_groups, cp->meta.groups, cp->meta.union_pages,
+                          cp->meta.member_masks};
+    unsigned char *want[5], *got[5];
+    int same = 1;
+    for (int v = 2; v >= 0; v--) {
+        for (int i = 0; i < 5; i++) CK(cudaMemsetAsync((void *)src[i], 0xAB, sizes[i], b->stream));
+        PK(pw_regroup_union_prepare_dev_variant(v, p, cp->ids, &b->requests, g, cp->perm, &cp->meta,
+                                                (pw_stream_t)b->stream));
+        for (int i = 0; i < 5; i++) {
+            unsigned char *h = malloc(sizes[i] + 1);
+            CK(cudaMemcpyAsync(h, src[i], sizes[i], cudaMemcpyDeviceToHost, b->stream));
+            CK(cudaStreamSynchronize(b->stream));
+            if (v == 2) {
+                want[i] = h;
+            } else {
+                got[i] = h;
+                same &= memcmp(want[i], got[i], sizes[i]) == 0;
+                free(got[i]);
+            }
+        }
+    }
+    for (int i = 0; i < 5; i++) free(want[i]);
+    return same;
+}
+
 /* Per-call time of a near-empty kernel node (pw_regroup IDENTITY on 8 rows, 1 KV head) in
  * a graph of 64 such calls: the launch gap included in every per-call figure above. */
 static float graph_node_floor(int replays)
@@ -375,13 +423,18 @@ static void bench_capture(const char *path, int32_t hkv, int replays)
         what_t what;
         pw_regroup_mode_t mode;
         int32_t window;
+        int fused_variant;
     } configs[] = {
-        {"regroup greedy", REGROUP, PW_REGROUP_GREEDY, 64},
-        {"regroup guarded", REGROUP, PW_REGROUP_GUARDED, 64},
-        {"regroup greedy", REGROUP, PW_REGROUP_GREEDY, 128},
-        {"regroup guarded", REGROUP, PW_REGROUP_GUARDED, 128},
-        {"union prepare", UNION_PREPARE, PW_REGROUP_GUARDED, 128},
-        {"regroup+prepare", BOTH, PW_REGROUP_GUARDED, 128},
+        {"regroup greedy", REGROUP, PW_REGROUP_GREEDY, 64, 0},
+        {"regroup guarded", REGROUP, PW_REGROUP_GUARDED, 64, 0},
+        {"regroup greedy", REGROUP, PW_REGROUP_GREEDY, 128, 0},
+        {"regroup guarded", REGROUP, PW_REGROUP_GUARDED, 128, 0},
+        {"union prepare", UNION_PREPARE, PW_REGROUP_GUARDED, 128, 0},
+        {"regroup+prepare", BOTH, PW_REGROUP_GUARDED, 128, 0},
+        {"fused (1 launch)", FUSED, PW_REGROUP_GUARDED, 128, 0},
+        {"fused hash forced", FUSED, PW_REGROUP_GUARDED, 128, 1},
+        {"regroup+prepare", BOTH, PW_REGROUP_GUARDED, 64, 0},
+        {"fused (1 launch)", FUSED, PW_REGROUP_GUARDED, 64, 0},
     };
     /* Permutations for the union-prepare-only timing. */
     pw_grouping_t g128 = PW_GROUPING_INIT;
@@ -391,11 +444,19 @@ static void bench_capture(const char *path, int32_t hkv, int replays)
         pw_grouping_t g = PW_GROUPING_INIT;
         g.mode = configs[i].mode;
         g.window = configs[i].window;
+        b.fused_variant = configs[i].fused_variant;
         const timing_t cold = time_config(&b, configs[i].what, &g, b.num_copies, replays);
         const timing_t warm = time_config(&b, configs[i].what, &g, 1, replays);
         printf("%-36.36s %4d %-16s %4d %4d | %8.2f %8.2f %8.2f | %8.2f\n", base, hkv,
                configs[i].name, configs[i].window, b.num_copies, cold.median, cold.p10, cold.p90,
                warm.median);
+    }
+    /* The fused kernel's perm and metadata (copy 0) against the two launches' (variant 2). */
+    for (int32_t w = 64; w <= 128; w *= 2) {
+        pw_grouping_t g = PW_GROUPING_INIT;
+        g.window = w;
+        printf("%-36.36s %4d fused W%d: perm and metadata %s the two launches'\n", base, hkv, w,
+               fused_same(&b, &g) ? "==" : "DIFFER FROM");
     }
     /* Union visits. */
     pw_union_stats_t st[5];

@@ -144,8 +144,13 @@ pw_status_t pw_problem_check(const pw_problem_t *problem, const pw_requests_t *r
 typedef enum pw_regroup_mode {
     PW_REGROUP_IDENTITY = 0, /* original order: slot = row */
     PW_REGROUP_GREEDY = 1,   /* Algorithm 1 exactly (paper §3.1) */
-    PW_REGROUP_GUARDED = 2   /* per window: greedy, but keep identity order when greedy does
+    PW_REGROUP_GUARDED = 2,  /* per window: greedy, but keep identity order when greedy does
                                 not strictly reduce the window's union visits */
+    PW_REGROUP_AUTO = 3      /* plans only (pw_plan_config_t): per call, GUARDED when the
+                                time guard predicts that regrouping saves more attention
+                                time than it costs, else IDENTITY (see pw_plan_info); the
+                                grouping functions (pw_regroup, pw_ref_regroup, ...) reject
+                                it with PW_ERROR_INVALID_ARGUMENT */
 } pw_regroup_mode_t;
 
 typedef struct pw_grouping {
@@ -461,8 +466,12 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
 /* A plan fixes the shapes (pw_problem_t) and the choices below once; each
  * pw_sparse_prefill then enqueues on its stream, in order:
  *   1. pw_regroup (mode GREEDY / GUARDED: Algorithm 1 in windows of W; mode IDENTITY: the
- *      identity permutation), skipped when the caller gives the permutation;
- *   2. pw_union_prepare (groups of 8 slots, union page lists, member masks);
+ *      identity permutation; mode AUTO: GUARDED or IDENTITY as the time guard decides
+ *      from the plan's shapes and args.precision, see pw_plan_info), skipped when the
+ *      caller gives the permutation;
+ *   2. pw_union_prepare (groups of 8 slots, union page lists, member masks); when step 1
+ *      regroups, steps 1 and 2 are one launch (each window's CTA writes its groups'
+ *      metadata once its order is known; same bytes as the two calls);
  *   3. pw_union_attention with the chosen kernel (the per-query kernel skips 1 and 2).
  * Nothing else: no allocation, no host synchronisation, no host read of device memory, so
  * one call can be captured in a CUDA graph and replayed after the caller has changed the
@@ -484,9 +493,12 @@ enum {
 
 typedef struct pw_plan_config {
     uint32_t struct_size;      /* sizeof(pw_plan_config_t), set by PW_PLAN_CONFIG_INIT */
-    pw_regroup_mode_t regroup; /* IDENTITY (regroup off: original order), GREEDY, or
-                                  GUARDED (default: greedy per window only where it
-                                  strictly cuts the window's union visits) */
+    pw_regroup_mode_t regroup; /* AUTO (default: "regroup when it pays": per call, GUARDED
+                                  when the time guard predicts a net saving, else
+                                  IDENTITY; pw_plan_info says which), IDENTITY (never:
+                                  original order), GREEDY or GUARDED (always; GUARDED:
+                                  greedy per window only where it strictly cuts the
+                                  window's union visits) */
     int32_t window;            /* W: 64 or 128 (default 128) query positions per regroup
                                   window; with PW_PLAN_CALLER_PERM any W >= 0 (0 = one
                                   window per request); ignored for IDENTITY */
@@ -496,7 +508,7 @@ typedef struct pw_plan_config {
     uint32_t flags;            /* PW_PLAN_CALLER_PERM or 0 */
 } pw_plan_config_t;
 
-#define PW_PLAN_CONFIG_INIT {sizeof(pw_plan_config_t), PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION4, 0u}
+#define PW_PLAN_CONFIG_INIT {sizeof(pw_plan_config_t), PW_REGROUP_AUTO, 128, PW_KERNEL_UNION4, 0u}
 
 /* Creates a plan (host only; touches no device).
  *   problem: copied. Fast path only: G = 16, D = 128, P = 128, K = 16.
@@ -549,6 +561,44 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
 pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
                                     size_t workspace_bytes, int32_t **perm,
                                     pw_union_meta_t *meta, pw_grouping_t *grouping);
+
+/* What a plan's pw_sparse_prefill runs for a given args.precision, and the time guard's
+ * figures behind a PW_REGROUP_AUTO choice (host arithmetic only).
+ *
+ * Time guard (src/time_guard.c, constants in src/time_guard_constants.h): the decision
+ * uses only what the host knows when it enqueues, never device data (kv_lens and the
+ * Top-K ids change under graph replay): N, R, Hkv, max_pages_per_request, the kernel,
+ * args.precision and W. With rows = N * Hkv and windows = Hkv * (ceil(N / W) + R - 1):
+ *   saving_us = rate[kernel][W] * precision_factor * (rows - rows0[kernel][W]) / 1000
+ *     (S_exec: attention time saved by the regrouped order; below rows0 the attention
+ *     kernel does not fill the GPU and regrouping saves nothing),
+ *   cost_us = (fixed[W] + per_window[W] * windows) * (hash_factor when
+ *     max_pages_per_request exceeds the direct-indexed bound, 2048 pages at W128 / 4096
+ *     at W64, else 1)   (C_online: regroup + union preparation in the call),
+ *   regroup iff saving_us > cost_us + margin_us.
+ * The constants are H200 measurements of the default attention kernel, refitted by one
+ * command from `pageweaver bench --json` output: python3 bench/fit_time_guard.py
+ * BENCH.json --write src/time_guard_constants.h (docs/bench.md). */
+typedef struct pw_plan_info {
+    uint32_t struct_size;      /* sizeof(pw_plan_info_t), set by PW_PLAN_INFO_INIT */
+    pw_regroup_mode_t regroup; /* what the call runs: IDENTITY, GREEDY or GUARDED (AUTO
+                                  resolved); IDENTITY for PW_KERNEL_PER_QUERY and
+                                  PW_PLAN_CALLER_PERM (no regroup in the call) */
+    pw_regroup_mode_t configured; /* config.regroup as given */
+    int32_t window;            /* W of the regroup (and of the union groups) */
+    pw_kernel_t kernel;
+    double saving_us;          /* time guard: predicted attention time saved by regrouping */
+    double cost_us;            /* time guard: predicted in-call regroup cost */
+    double margin_us;          /* regroup iff saving_us > cost_us + margin_us (AUTO) */
+} pw_plan_info_t;
+
+#define PW_PLAN_INFO_INIT {sizeof(pw_plan_info_t), PW_REGROUP_IDENTITY, PW_REGROUP_IDENTITY, 0, PW_KERNEL_UNION4, 0.0, 0.0, 0.0}
+
+/* Fills info for calls with args.precision == precision. The time-guard figures are
+ * filled for every plan that could regroup in the call (whatever its mode), 0 otherwise.
+ * Errors: PW_ERROR_INVALID_ARGUMENT (NULL plan or info, info.struct_size too small, a
+ * precision that is not a pw_precision_t). */
+pw_status_t pw_plan_info(const pw_plan_t *plan, pw_precision_t precision, pw_plan_info_t *info);
 
 /* Releases a plan. Accepts NULL. */
 void pw_plan_destroy(pw_plan_t *plan);

@@ -3,6 +3,9 @@
  *
  * Plain C host code: it only carves the caller's workspace and calls the device entry
  * points (src/cuda/regroup.cu, union_prepare.cu, attention.cu), which enqueue and return.
+ * A call that regroups enqueues two kernels (the fused regroup + union preparation, then
+ * attention); identity order three (identity permutation, union preparation, attention);
+ * PW_REGROUP_AUTO picks per call from the time guard (src/time_guard.c).
  * Nothing here allocates device memory, synchronises or reads device memory, so a call is
  * capturable in a CUDA graph. Without CUDA in the build the device step returns
  * PW_ERROR_UNSUPPORTED; creation and the size query still work (they are host arithmetic).
@@ -20,6 +23,7 @@
 
 #include "pageweaver.h"
 #include "pw_internal.h"
+#include "time_guard.h"
 
 #define PW_PLAN_ALIGN ((size_t)256)
 #define PW_PLAN_GROUP_SIZE 8 /* Union8 groups; Union4 splits each into two halves */
@@ -29,7 +33,11 @@ enum { PART_PERM, PART_NUM_GROUPS, PART_GROUPS, PART_UNION_PAGES, PART_MASKS, PA
 struct pw_plan {
     pw_problem_t problem;
     pw_plan_config_t config;
-    pw_grouping_t regroup;  /* what pw_regroup runs (mode, window, g = 8) */
+    pw_grouping_t regroup;  /* what pw_regroup runs (mode, window, g = 8); with AUTO the
+                               mode is GUARDED and each call may run IDENTITY instead */
+    int regroup_pays[2];    /* AUTO: the time guard's choice per pw_precision_t (1 =
+                               regroup); decided once at creation (host shapes only) */
+    double saving_us[2], cost_us[2]; /* the time guard's figures per precision */
     pw_grouping_t grouping; /* group boundaries for union preparation and attention */
     int64_t max_groups;     /* per KV head: pw_max_groups(problem, grouping) */
     int32_t union_capacity; /* 8 * K */
@@ -68,7 +76,7 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
     if (c->kernel != PW_KERNEL_UNION8 && c->kernel != PW_KERNEL_UNION4 && c->kernel != PW_KERNEL_PER_QUERY)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.kernel is %d (not a pw_kernel_t)", (int)c->kernel);
     if (c->regroup != PW_REGROUP_IDENTITY && c->regroup != PW_REGROUP_GREEDY &&
-        c->regroup != PW_REGROUP_GUARDED)
+        c->regroup != PW_REGROUP_GUARDED && c->regroup != PW_REGROUP_AUTO)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.regroup is %d (not a pw_regroup_mode_t)",
                        (int)c->regroup);
     const int caller_perm = (c->flags & PW_PLAN_CALLER_PERM) != 0;
@@ -147,10 +155,24 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
     const int caller_perm = (config->flags & PW_PLAN_CALLER_PERM) != 0;
     const pw_grouping_t init = PW_GROUPING_INIT;
     plan->regroup = init;
-    plan->regroup.mode = config->regroup;
+    plan->regroup.mode = config->regroup == PW_REGROUP_AUTO ? PW_REGROUP_GUARDED : config->regroup;
     plan->regroup.window = config->regroup == PW_REGROUP_IDENTITY ? 0 : config->window;
     plan->regroup.group_size = PW_PLAN_GROUP_SIZE;
     plan->grouping = plan->regroup;
+    /* AUTO: the time guard per precision. Calls that keep identity order still group in
+     * windows of W (runs of 8 from each request start, the same groups as window 0 since
+     * W is a multiple of 8), so the workspace and pw_plan_workspace_views do not depend on
+     * the choice. */
+    const int can_regroup = !caller_perm && config->kernel != PW_KERNEL_PER_QUERY &&
+                            config->regroup != PW_REGROUP_IDENTITY;
+    for (int prec = 0; prec < 2; prec++) {
+        const pw_time_guard_inputs_t in = {problem->num_tokens, problem->num_requests,
+                                           problem->num_kv_heads, problem->max_pages_per_request,
+                                           config->kernel, (pw_precision_t)prec, config->window};
+        const int pays = can_regroup && pw_time_guard(&in, pw_time_guard_model(), &plan->saving_us[prec],
+                                                      &plan->cost_us[prec]);
+        plan->regroup_pays[prec] = config->regroup == PW_REGROUP_AUTO ? pays : can_regroup;
+    }
     /* Identity order: runs of 8 inside each request (window 0). A caller's permutation is
      * grouped in the caller's windows. Either way the groups are runs of 8 slots from the
      * request start whenever W is a multiple of 8. */
@@ -250,14 +272,44 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
         return pw_union_attention(p, args, NULL, NULL, NULL, PW_KERNEL_PER_QUERY, stream);
     const pw_union_meta_t meta = meta_view(plan, parts);
     int32_t *own_perm = (int32_t *)(void *)parts[PART_PERM];
-    if (!caller_perm) {
-        PW_TRY(pw_regroup(p, args->topk_ids, &args->requests, &plan->regroup, own_perm,
+    if (!caller_perm && plan->regroup_pays[pw_args_precision(args) == PW_PRECISION_FP8X2]) {
+        /* One launch: the regroup kernel writes the permutation and the union metadata
+         * (plan->regroup has the window and group size of plan->grouping). */
+        PW_TRY(pw_regroup_union_prepare(p, args->topk_ids, &args->requests, &plan->regroup, own_perm,
+                                        &meta, stream));
+        return pw_union_attention(p, args, &plan->grouping, own_perm, &meta, plan->config.kernel, stream);
+    }
+    if (!caller_perm) { /* identity order */
+        pw_grouping_t identity = plan->regroup;
+        identity.mode = PW_REGROUP_IDENTITY;
+        PW_TRY(pw_regroup(p, args->topk_ids, &args->requests, &identity, own_perm,
                           parts[PART_REGROUP], plan->part_bytes[PART_REGROUP], stream));
         perm = own_perm;
     }
     PW_TRY(pw_union_prepare(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, stream));
     return pw_union_attention(p, args, &plan->grouping, perm, &meta, plan->config.kernel, stream);
 #endif
+}
+
+pw_status_t pw_plan_info(const pw_plan_t *plan, pw_precision_t precision, pw_plan_info_t *info)
+{
+    if (!plan || !info) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "plan and info must not be NULL");
+    if (info->struct_size < sizeof(pw_plan_info_t))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "info.struct_size is %u, expected %zu (initialise with PW_PLAN_INFO_INIT)",
+                       info->struct_size, sizeof(pw_plan_info_t));
+    if (precision != PW_PRECISION_FP8 && precision != PW_PRECISION_FP8X2)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "precision is %d (not a pw_precision_t)", (int)precision);
+    const int x2 = precision == PW_PRECISION_FP8X2;
+    info->struct_size = sizeof(pw_plan_info_t);
+    info->configured = plan->config.regroup;
+    info->regroup = plan->regroup_pays[x2] ? plan->regroup.mode : PW_REGROUP_IDENTITY;
+    info->window = plan->grouping.window;
+    info->kernel = plan->config.kernel;
+    info->saving_us = plan->saving_us[x2];
+    info->cost_us = plan->cost_us[x2];
+    info->margin_us = pw_time_guard_model()->margin_us;
+    return PW_SUCCESS;
 }
 
 void pw_plan_destroy(pw_plan_t *plan)

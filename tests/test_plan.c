@@ -40,7 +40,7 @@ static void test_workspace_size_formula(void **state)
         const pw_problem_t p = fast_problem(n, r, hkv);
         pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
         cfg.window = pw_rng_range(&rng, 0, 1) ? 64 : 128;
-        cfg.regroup = (pw_regroup_mode_t)pw_rng_range(&rng, 0, 2);
+        cfg.regroup = (pw_regroup_mode_t)pw_rng_range(&rng, 0, 3); /* AUTO too */
         const int caller = (int)pw_rng_range(&rng, 0, 1);
         cfg.flags = caller ? PW_PLAN_CALLER_PERM : 0u;
         pw_plan_t *plan = NULL;

@@ -59,12 +59,14 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "pageweaver.h"
 #include "pw_internal.h"
 #include "regroup_common.cuh"
 #include "regroup_dev.h"
 #include "selection.h"
+#include "union_group.cuh"
 
 namespace {
 
@@ -108,6 +110,14 @@ struct RegroupParams {
     int32_t adaptive;   /* with direct == 0: 1 = each window picks direct or hash by its
                            visible pages, 0 = hash path always (dev variant) */
     int32_t qm_rows;    /* direct path: qmask rows to clear, V rounded up to 4 (>= 4) */
+    /* Fused union preparation (kFused kernels only; pw_union_meta_t of pw_union_prepare): */
+    int32_t *num_groups;      /* [Hkv] */
+    pw_group_desc_t *groups;  /* [Hkv, max_groups] */
+    int32_t *union_pages;     /* [Hkv, max_groups, capacity] */
+    uint8_t *member_masks;    /* [Hkv, max_groups, capacity] */
+    int64_t max_groups;
+    int32_t capacity;
+    int32_t vec_out;          /* 1: capacity % 4 == 0 and 16- / 4-byte aligned rows */
 };
 
 template <int W> static __device__ __forceinline__ uint32_t hash_slot(int32_t page)
@@ -260,6 +270,9 @@ template <int W> struct SmemV3 {
     uint8_t sizes[W];  /* |S_j| */
     uint8_t order[W];  /* greedy order: local query id of each slot */
     int32_t found, row0, len, c0, kv_len; /* request lookup result (R > 1) */
+    int32_t req, win;         /* request lookup result (R > 1): request, window in it */
+    int32_t groups_before;    /* fused: groups of the KV head's requests before this one */
+    int32_t groups_total;     /* fused, CTA 0: groups of the KV head */
     int32_t num_pages;        /* hash path: D */
     uint32_t identity_visits; /* guarded mode: union visits of the identity grouping */
     uint32_t sink[32];        /* target of the idle lanes' mask ORs (shared_or_or_sink) */
@@ -278,16 +291,98 @@ template <int W> static size_t dyn_smem_bytes(const RegroupParams &p)
     return masks > T::kMBytes ? masks : T::kMBytes;
 }
 static_assert(sizeof(SmemV3<128>) + 32 * 1024 <= 48 * 1024, "v3 W128 must fit 48 KB");
+static_assert(sizeof(SmemV3<128>) + 128 * 16 * 4 + 32 * 1024 <= 48 * 1024,
+              "fused W128 (+ the S_i ids) must fit 48 KB");
+static_assert(Tile<64>::kMBytes >= 2 * 640 && Tile<128>::kMBytes >= 4 * 640,
+              "fused union scratch (640 B per warp) fits in the bytes of M");
 static_assert(Tile<128>::kMaxPages <= Tile<128>::kColStride, "hash rows fit a column");
 static_assert(Tile<64>::kMaxPages <= Tile<64>::kColStride, "hash rows fit a column");
 
 /* kMatch: the direct path's mask ORs group a position's lanes by __match_any_sync (one OR
  * per distinct page) instead of runs of equal neighbours (dev variant; same result). */
-template <int W, bool kVec, int kArgmin, bool kMatch>
+/* Groups of requests [r_lo, r_hi) of one KV head, summed over the CTA's threads
+ * [t0, t0 + nthreads) (this thread: index t) into *sum with one shared add per warp.
+ * Every lane of the calling warps must call it. */
+static __device__ __forceinline__ void add_request_groups(const RegroupParams &p, int32_t window,
+                                                          int32_t r_lo, int32_t r_hi, int32_t t,
+                                                          int32_t nthreads, int32_t *sum)
+{
+    int32_t mine = 0;
+    for (int32_t r = r_lo + t; r < r_hi; r += nthreads)
+        mine += pw_dev::groups_of_request(p.cu_seqlens, r, p.num_tokens, window, p.group_size);
+    const uint32_t warp_sum = __reduce_add_sync(kFullMask, (uint32_t)mine);
+    if ((threadIdx.x & 31) == 0 && warp_sum != 0) atomicAdd(sum, (int32_t)warp_sum);
+}
+
+/* Fused kernels, a CTA with no window (surplus, or broken device data): CTA 0 still
+ * writes the KV head's group count (pw_union_prepare writes it in every case). Block-
+ * uniform; sm.groups_total was zeroed by thread 0 before the first barrier below. */
+template <int W>
+static __device__ __forceinline__ void fused_exit_count(const RegroupParams &p, SmemV3<W> &sm,
+                                                        int32_t head)
+{
+    if (blockIdx.x != 0) return;
+    __syncthreads();
+    add_request_groups(p, W, 0, p.num_requests, (int32_t)threadIdx.x, W, &sm.groups_total);
+    __syncthreads();
+    if (threadIdx.x == 0) p.num_groups[head] = sm.groups_total;
+}
+
+/* The window's groups (runs of g slots of the final order) by the CTA's warps, one group
+ * per warp at a time: keys from the stored S_i ids, union_group_emit writes the rows at
+ * the global group index groups_before + win * per_window + i (SPEC §4.1 order). Needs
+ * 640 bytes of dynamic shared memory per warp (M is dead by now). */
+template <int W>
+static __device__ __forceinline__ void fused_union_prepare(const RegroupParams &p, SmemV3<W> &sm,
+                                                           const int32_t *s_ids,
+                                                           unsigned char *dyn, int32_t head,
+                                                           int32_t req, int32_t win, int32_t row0,
+                                                           int32_t n)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int32_t g = p.group_size;
+    if (blockIdx.x == 0 && threadIdx.x == 0) p.num_groups[head] = sm.groups_total;
+    int32_t *const s_pages = reinterpret_cast<int32_t *>(dyn + warp * 640);
+    uint32_t *const s_masks = reinterpret_cast<uint32_t *>(dyn + warp * 640 + 512);
+    const int32_t per_window = W / g + (W % g != 0);
+    const int32_t first = sm.groups_before + win * per_window;
+    const int32_t num = n / g + (n % g != 0);
+    const int member = lane >> 2, part = lane & 3;
+    for (int32_t gi = warp; gi < num; gi += W / 32) {
+        const int64_t at_group = (int64_t)first + gi;
+        if (at_group >= p.max_groups) break; /* broken device data only */
+        const int32_t begin = gi * g, members = min(g, n - begin);
+        uint32_t key[4] = {pw_dev::kNoKey, pw_dev::kNoKey, pw_dev::kNoKey, pw_dev::kNoKey};
+        if (member < members) {
+            const int4 v = reinterpret_cast<const int4 *>(s_ids + sm.order[begin + member] * kMaxTopk)[part];
+            const int32_t ids[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                if (ids[k] >= 0) key[k] = ((uint32_t)ids[k] << 3) | (uint32_t)member;
+        }
+        const int64_t at = (int64_t)head * p.max_groups + at_group;
+        pw_dev::UnionGroupOut out;
+        out.pages = p.union_pages + at * p.capacity;
+        out.masks = p.member_masks + at * p.capacity;
+        out.desc = p.groups + at;
+        out.capacity = p.capacity;
+        out.slot_begin = row0 + begin;
+        out.request = req;
+        out.members = members;
+        if (p.vec_out) pw_dev::union_group_emit<true>(key, lane, s_pages, s_masks, out);
+        else pw_dev::union_group_emit<false>(key, lane, s_pages, s_masks, out);
+    }
+}
+
+/* kFused: after the greedy order is known, the CTA also writes its window's union
+ * metadata (pw_union_prepare's bytes for the same permutation and grouping). */
+template <int W, bool kVec, int kArgmin, bool kMatch, bool kFused>
 __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
 {
     using T = Tile<W>;
     __shared__ SmemV3<W> sm;
+    /* fused: the ids of S_i (union preparation's rule, -1 elsewhere) of each query */
+    __shared__ __align__(16) int32_t s_ids[kFused ? W * kMaxTopk : 4];
     extern __shared__ __align__(16) unsigned char dyn[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int32_t head = (int32_t)blockIdx.y;
@@ -300,6 +395,10 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
         sm.found = 0;
         sm.num_pages = 0;
         sm.identity_visits = 0;
+        sm.req = 0;
+        sm.win = 0;
+        sm.groups_before = 0;
+        sm.groups_total = 0;
     }
 
     /* --- Window of this CTA. Sparse numbering, no scan over requests: request r owns
@@ -331,13 +430,20 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
     } else if (!adaptive) {
         clear_hash_keys<W>(dyn, tid);
     }
-    int32_t row0, len, kv_len;
+    int32_t row0, len, kv_len, req = 0, win;
     int64_t causal0;
     if (num_req == 1) { /* every thread read request 0 (one broadcast load each) */
-        if (b < 0 || e < b || e > p.num_tokens) return; /* broken cu_seqlens only */
+        if (b < 0 || e < b || e > p.num_tokens) { /* broken cu_seqlens only */
+            if constexpr (kFused) fused_exit_count<W>(p, sm, head);
+            return;
+        }
         const int32_t k = t - b / W;                     /* window of the request */
         const int32_t windows = (e - b) / W + ((e - b) % W != 0);
-        if (k < 0 || k >= windows) return; /* surplus CTA */
+        if (k < 0 || k >= windows) { /* surplus CTA */
+            if constexpr (kFused) fused_exit_count<W>(p, sm, head);
+            return;
+        }
+        win = k;
         row0 = b + k * W;
         len = min(W, e - row0);
         causal0 = (int64_t)prefix + (int64_t)k * W;
@@ -356,6 +462,8 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
                         sm.len = min(W, e - b - k * W);
                         sm.c0 = prefix + k * W;
                         sm.kv_len = kv_req;
+                        sm.req = r;
+                        sm.win = k;
                         sm.found = 1;
                     }
                 }
@@ -368,7 +476,12 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
             load_request_sample(p, lo + tid * step, hi, step, b, e, prefix, kv_req);
         }
         __syncthreads();
-        if (!sm.found) return;
+        if (!sm.found) {
+            if constexpr (kFused) fused_exit_count<W>(p, sm, head);
+            return;
+        }
+        req = sm.req;
+        win = sm.win;
         row0 = sm.row0;
         len = sm.len;
         causal0 = sm.c0;
@@ -390,16 +503,32 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
             p.topk_ids + ((int64_t)head * p.num_tokens + row0 + tid) * p.topk, p.topk, page);
     uint32_t visible =
         tid < n ? visible_pages(causal0 + tid, kv_len, p.page_size, p.page_shift) : 0u;
+    /* fused: S_i as pw_union_prepare reads it (no max_pages clamp; equal under the contract) */
+    const uint32_t visible_union = min(visible, pw_dev::kMaxUnionPageId);
     if (direct) visible = min(visible, (uint32_t)p.max_pages); /* see the file comment */
-    uint32_t vmask = 0;
+    uint32_t vmask = 0, vmask_union = 0;
 #pragma unroll
-    for (int i = 0; i < kMaxTopk; i++) vmask |= (uint32_t)((uint32_t)page[i] < visible) << i;
+    for (int i = 0; i < kMaxTopk; i++) {
+        vmask |= (uint32_t)((uint32_t)page[i] < visible) << i;
+        if constexpr (kFused) vmask_union |= (uint32_t)((uint32_t)page[i] < visible_union) << i;
+    }
 #pragma unroll
     for (int i = 1; i < kMaxTopk; i++) {
         bool repeat = false;
 #pragma unroll
         for (int k = 0; k < i; k++) repeat |= page[i] == page[k];
         vmask &= ~((uint32_t)repeat << i);
+        if constexpr (kFused) vmask_union &= ~((uint32_t)repeat << i);
+    }
+    if constexpr (kFused) {
+        int4 *const row = reinterpret_cast<int4 *>(s_ids + tid * kMaxTopk);
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            int32_t v[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) v[k] = (vmask_union >> (4 * c + k)) & 1u ? page[4 * c + k] : -1;
+            row[c] = make_int4(v[0], v[1], v[2], v[3]);
+        }
     }
 #pragma unroll
     for (int i = 0; i < kMaxTopk; i++) page[i] = (vmask >> i) & 1u ? page[i] : -1;
@@ -535,7 +664,18 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
         }
     }
     __syncthreads();
-    if (warp != 0) return;
+    if (warp != 0) {
+        if constexpr (kFused) {
+            /* While warp 0 runs the greedy loop: the groups of the requests before this
+             * one (CTA 0: of all requests too), for the global group index. */
+            const int32_t t1 = tid - 32, n1 = W - 32;
+            add_request_groups(p, W, 0, req, t1, n1, &sm.groups_before);
+            if (blockIdx.x == 0) add_request_groups(p, W, 0, num_req, t1, n1, &sm.groups_total);
+            __syncthreads(); /* the greedy order is final (warp 0 arrives after the loop) */
+            fused_union_prepare<W>(p, sm, s_ids, dyn, head, req, win, row0, n);
+        }
+        return;
+    }
 
     /* --- Algorithm 1, one warp. Lane owns queries lane*QPL + k; pend[k] and valid[k] sit
      * in the 16-bit half of the M word where that query's column lies. base[k] = the
@@ -635,7 +775,15 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
     const bool keep_greedy =
         kArgmin != kPrepOnly && (!p.guarded || visits < sm.identity_visits);
     int32_t *out = p.perm + (int64_t)head * p.num_tokens + row0;
-    for (int32_t s = lane; s < n; s += 32) out[s] = row0 + (keep_greedy ? (int32_t)sm.order[s] : s);
+    for (int32_t s = lane; s < n; s += 32) {
+        const int32_t j = keep_greedy ? (int32_t)sm.order[s] : s;
+        out[s] = row0 + j;
+        if constexpr (kFused) sm.order[s] = (uint8_t)j; /* the final order, for the groups */
+    }
+    if constexpr (kFused) {
+        __syncthreads(); /* with the other warps: order final, group counts summed */
+        fused_union_prepare<W>(p, sm, s_ids, dyn, head, req, win, row0, n);
+    }
 }
 
 /* perm[h*N + s] = s. */
@@ -693,16 +841,16 @@ enum {
     kDevLast = kDevHashPrepOnly
 };
 
-template <int W, int kArgmin, bool kMatch>
+template <int W, int kArgmin, bool kMatch, bool kFused = false>
 void launch_v3(const RegroupParams &params, bool vec, int32_t num_kv_heads, cudaStream_t stream)
 {
     const dim3 grid((unsigned)(params.num_tokens / W + params.num_requests),
                     (unsigned)num_kv_heads);
     const size_t smem = dyn_smem_bytes<W>(params);
     if (vec)
-        regroup_kernel<W, true, kArgmin, kMatch><<<grid, W, smem, stream>>>(params);
+        regroup_kernel<W, true, kArgmin, kMatch, kFused><<<grid, W, smem, stream>>>(params);
     else
-        regroup_kernel<W, false, kArgmin, kMatch><<<grid, W, smem, stream>>>(params);
+        regroup_kernel<W, false, kArgmin, kMatch, kFused><<<grid, W, smem, stream>>>(params);
 }
 
 template <int W>
@@ -733,6 +881,48 @@ extern "C" pw_status_t pw_regroup_workspace_size(const pw_problem_t *problem,
     return PW_SUCCESS;
 }
 
+/* Kernel parameters of a GREEDY / GUARDED call (direct / adaptive set per window size). */
+static RegroupParams regroup_params(const pw_problem_t *problem, const int32_t *topk_ids,
+                                    const pw_requests_t *requests, const pw_grouping_t *grouping,
+                                    int32_t *perm)
+{
+    RegroupParams params;
+    memset(&params, 0, sizeof params);
+    params.topk_ids = topk_ids;
+    params.cu_seqlens = requests->cu_seqlens_q;
+    params.prefix_lens = requests->prefix_lens;
+    params.kv_lens = requests->kv_lens;
+    params.perm = perm;
+    params.num_tokens = problem->num_tokens;
+    params.num_requests = problem->num_requests;
+    params.topk = problem->topk;
+    params.page_size = problem->page_size;
+    params.group_size = grouping->group_size;
+    params.guarded = grouping->mode == PW_REGROUP_GUARDED;
+    params.max_pages = problem->max_pages_per_request;
+    params.page_shift = -1;
+    for (int32_t s = 0; s < 31; s++)
+        if (problem->page_size == (int32_t)(1u << s)) params.page_shift = s;
+    params.direct = 0; /* set per window size in launch_variant */
+    params.adaptive = 0;
+    /* Only the direct path (V <= 4096) reads qm_rows; computed only there, so that a V
+     * near INT32_MAX (valid: any V >= 0) does not overflow the rounding. */
+    params.qm_rows = params.max_pages < 4 ? 4
+                   : params.max_pages <= Tile<64>::kDirectMaxPages
+                       ? (params.max_pages + 3) / 4 * 4
+                       : 0;
+    return params;
+}
+
+static pw_status_t launch_status(const char *what)
+{
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess)
+        return pw_fail(PW_ERROR_CUDA, "%s: kernel launch failed: %s (%s)", what,
+                       cudaGetErrorString(err), cudaGetErrorName(err));
+    return PW_SUCCESS;
+}
+
 extern "C" pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *problem,
                                               const int32_t *topk_ids,
                                               const pw_requests_t *requests,
@@ -754,41 +944,14 @@ extern "C" pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *p
         identity_perm_kernel<<<dim3((unsigned)blocks, (unsigned)problem->num_kv_heads), threads,
                                0, st>>>(perm, problem->num_tokens);
     } else {
-        RegroupParams params;
-        params.topk_ids = topk_ids;
-        params.cu_seqlens = requests->cu_seqlens_q;
-        params.prefix_lens = requests->prefix_lens;
-        params.kv_lens = requests->kv_lens;
-        params.perm = perm;
-        params.num_tokens = problem->num_tokens;
-        params.num_requests = problem->num_requests;
-        params.topk = problem->topk;
-        params.page_size = problem->page_size;
-        params.group_size = grouping->group_size;
-        params.guarded = grouping->mode == PW_REGROUP_GUARDED;
-        params.max_pages = problem->max_pages_per_request;
-        params.page_shift = -1;
-        for (int32_t s = 0; s < 31; s++)
-            if (problem->page_size == (int32_t)(1u << s)) params.page_shift = s;
-        params.direct = 0; /* set per window size in launch_variant */
-        params.adaptive = 0;
-        /* Only the direct path (V <= 4096) reads qm_rows; computed only there, so that a V
-         * near INT32_MAX (valid: any V >= 0) does not overflow the rounding. */
-        params.qm_rows = params.max_pages < 4 ? 4
-                       : params.max_pages <= Tile<64>::kDirectMaxPages
-                           ? (params.max_pages + 3) / 4 * 4
-                           : 0;
+        const RegroupParams params = regroup_params(problem, topk_ids, requests, grouping, perm);
         const bool vec = problem->topk == kMaxTopk && ((uintptr_t)topk_ids % 16u) == 0;
         if (grouping->window == 64)
             launch_variant<64>(variant, params, vec, problem->num_kv_heads, st);
         else
             launch_variant<128>(variant, params, vec, problem->num_kv_heads, st);
     }
-    const cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess)
-        return pw_fail(PW_ERROR_CUDA, "pw_regroup: kernel launch failed: %s (%s)",
-                       cudaGetErrorString(err), cudaGetErrorName(err));
-    return PW_SUCCESS;
+    return launch_status("pw_regroup");
 }
 
 extern "C" pw_status_t pw_regroup(const pw_problem_t *problem, const int32_t *topk_ids,
@@ -800,4 +963,54 @@ extern "C" pw_status_t pw_regroup(const pw_problem_t *problem, const int32_t *to
     (void)workspace_bytes; /* the kernels need none (size query returns 0) */
     return pw_regroup_dev_variant(kDevLibrary, problem, topk_ids, requests, grouping, perm,
                                   stream);
+}
+
+/* Fused variants (regroup_dev.h): 0 = one launch (library), 1 = one launch with the hash
+ * path forced, 2 = pw_regroup then pw_union_prepare (two launches, the path before). */
+extern "C" pw_status_t pw_regroup_union_prepare_dev_variant(
+    int variant, const pw_problem_t *problem, const int32_t *topk_ids,
+    const pw_requests_t *requests, const pw_grouping_t *grouping, int32_t *perm,
+    const pw_union_meta_t *meta, pw_stream_t stream)
+{
+    if (variant < 0 || variant > 2)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "pw_regroup_union_prepare_dev_variant: variant %d (0..2)", variant);
+    PW_TRY(check_regroup_args(problem, topk_ids, requests, grouping, perm));
+    PW_TRY(pw_check_union_prepare_args(problem, topk_ids, requests, grouping, perm, meta));
+    if (variant == 2 || grouping->mode == PW_REGROUP_IDENTITY || problem->num_tokens == 0) {
+        PW_TRY(pw_regroup(problem, topk_ids, requests, grouping, perm, NULL, 0, stream));
+        return pw_union_prepare(problem, topk_ids, requests, grouping, perm, meta, stream);
+    }
+    RegroupParams params = regroup_params(problem, topk_ids, requests, grouping, perm);
+    params.num_groups = meta->num_groups;
+    params.groups = meta->groups;
+    params.union_pages = meta->union_pages;
+    params.member_masks = meta->member_masks;
+    params.max_groups = meta->max_groups;
+    params.capacity = meta->union_capacity;
+    params.vec_out = meta->union_capacity % 4 == 0 && ((uintptr_t)meta->union_pages % 16u) == 0 &&
+                     ((uintptr_t)meta->member_masks % 4u) == 0;
+    const bool vec = problem->topk == kMaxTopk && ((uintptr_t)topk_ids % 16u) == 0;
+    const bool hash_forced = variant == 1;
+    cudaStream_t st = (cudaStream_t)stream;
+    if (grouping->window == 64) {
+        params.direct = !hash_forced && params.max_pages <= Tile<64>::kDirectMaxPages;
+        params.adaptive = !hash_forced && !params.direct;
+        launch_v3<64, kArgminRedux, false, true>(params, vec, problem->num_kv_heads, st);
+    } else {
+        params.direct = !hash_forced && params.max_pages <= Tile<128>::kDirectMaxPages;
+        params.adaptive = !hash_forced && !params.direct;
+        launch_v3<128, kArgminRedux, false, true>(params, vec, problem->num_kv_heads, st);
+    }
+    return launch_status("pw_regroup_union_prepare");
+}
+
+extern "C" pw_status_t pw_regroup_union_prepare(const pw_problem_t *problem,
+                                                const int32_t *topk_ids,
+                                                const pw_requests_t *requests,
+                                                const pw_grouping_t *grouping, int32_t *perm,
+                                                const pw_union_meta_t *meta, pw_stream_t stream)
+{
+    return pw_regroup_union_prepare_dev_variant(0, problem, topk_ids, requests, grouping, perm,
+                                                meta, stream);
 }

@@ -28,6 +28,20 @@ pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *problem,
                                    const pw_grouping_t *grouping, int32_t *perm,
                                    pw_stream_t stream);
 
+/* Regroup and union preparation of its permutation (pw_regroup + pw_union_prepare with one
+ * grouping; pw_regroup_union_prepare in pw_internal.h is variant 0):
+ * variant 0: one launch, kernel v3 with the union metadata written by each window's CTA
+ *            once its order is known (the library's, used by pw_sparse_prefill);
+ * variant 1: variant 0 with the hash path forced (same result);
+ * variant 2: two launches, pw_regroup then pw_union_prepare (the path before the fusion).
+ * IDENTITY mode and N = 0 always take variant 2's path. Arguments and errors: those of
+ * pw_regroup and pw_union_prepare; a variant outside 0..2 is PW_ERROR_INVALID_ARGUMENT. */
+pw_status_t pw_regroup_union_prepare_dev_variant(int variant, const pw_problem_t *problem,
+                                                 const int32_t *topk_ids,
+                                                 const pw_requests_t *requests,
+                                                 const pw_grouping_t *grouping, int32_t *perm,
+                                                 const pw_union_meta_t *meta, pw_stream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

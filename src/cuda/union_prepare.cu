@@ -1,15 +1,10 @@
 /* union_prepare.cu — union preparation on sm_90 (docs/semantics.md §4.1, paper §4.1).
  *
- * One warp per group, 8 groups per CTA. A group has at most 8 members x 16 ids = 128
- * candidates; lane l holds ids 4*(l%4) .. 4*(l%4)+3 of member l/4 (one 16-byte load).
- * Each candidate becomes the 32-bit key page*8 + slot (invalid: 0xffffffff), the warp
- * sorts the 128 keys (bitonic, 4 per lane, 15 shuffle rounds), and then:
- *   - a key starts a union entry when its page differs from the previous key's page;
- *     ballots + popcounts give every key the index of its entry (ascending pages);
- *   - entry masks are shared-memory ORs of 1 << slot into the byte of the entry, which
- *     is already the member_masks row layout (4 entries per 32-bit word);
- *   - rows are written with 16-byte (pages) and 4-byte (masks) stores, -1 / 0 padded to
- *     union_capacity, the descriptor with one 4-byte store per lane.
+ * One warp per group, 8 groups per CTA: the warp loads its members' Top-K rows (lane l:
+ * ids 4*(l%4) .. 4*(l%4)+3 of member l/4, one 16-byte load), makes the keys page*8 + slot
+ * of the ids in S_i, and union_group_emit (union_group.cuh: warp sort, ballots, shared
+ * mask bytes, row stores) writes the group. The fused regroup kernel (regroup.cu) emits
+ * its groups with the same function.
  * The dense group index needs the group counts of the requests before this group: every
  * CTA scans cu_seqlens_q (chunks of requests per thread, one block scan), so the kernel
  * needs no workspace and no second launch; CTA 0 of each KV head writes num_groups.
@@ -22,6 +17,7 @@
 #include "pw_internal.h"
 #include "regroup_common.cuh"
 #include "selection.h"
+#include "union_group.cuh"
 
 namespace {
 
@@ -30,9 +26,9 @@ using pw_dev::kMaxTopk;
 
 constexpr int kGroupsPerCta = 8; /* one warp per group */
 constexpr int kThreads = 32 * kGroupsPerCta;
-constexpr int kCandidates = 8 * kMaxTopk; /* 128: 4 per lane */
-constexpr uint32_t kNoKey = 0xffffffffu;
-constexpr uint32_t kMaxPageId = 1u << 29; /* page * 8 + slot fits 32 bits */
+using pw_dev::kNoKey;
+constexpr int kCandidates = pw_dev::kUnionCandidates; /* 128: 4 per lane */
+constexpr uint32_t kMaxPageId = pw_dev::kMaxUnionPageId; /* page * 8 + slot fits 32 bits */
 
 struct UnionParams {
     const int32_t *topk_ids;    /* [Hkv, N, K] */
@@ -49,57 +45,9 @@ struct UnionParams {
     int32_t num_tokens, num_requests, topk, page_size, window, group_size;
 };
 
-/* Groups of a request of q queries: windows of W cut into runs of g (W = 0: one window). */
-static __device__ __forceinline__ int32_t groups_in_request(int32_t q, int32_t window, int32_t g)
-{
-    if (q <= 0) return 0;
-    if (window <= 0 || window >= q) return q / g + (q % g != 0);
-    const int32_t per_window = window / g + (window % g != 0);
-    const int32_t rest = q % window;
-    return (q / window) * per_window + rest / g + (rest % g != 0);
-}
-
 static __device__ __forceinline__ int32_t groups_of(const UnionParams &p, int32_t r)
 {
-    int32_t b, e;
-    if (!pw_dev::request_rows(p.cu_seqlens, r, p.num_tokens, &b, &e)) return 0;
-    return groups_in_request(e - b, p.window, p.group_size);
-}
-
-static __device__ __forceinline__ void compare_swap(uint32_t &a, uint32_t &b, bool ascending)
-{
-    const uint32_t lo = min(a, b), hi = max(a, b);
-    a = ascending ? lo : hi;
-    b = ascending ? hi : lo;
-}
-
-/* Bitonic sort of the warp's 128 keys, ascending by element e = lane*4 + k. Strides 1 and
- * 2 stay inside a lane; strides >= 4 exchange with lane ^ (stride/4). */
-static __device__ __forceinline__ void sort128(uint32_t (&key)[4], int lane)
-{
-#pragma unroll
-    for (int size = 2; size <= kCandidates; size <<= 1) {
-#pragma unroll
-        for (int stride = size >> 1; stride > 0; stride >>= 1) {
-            if (stride >= 4) {
-                const int lane_stride = stride >> 2;
-                const bool lower = (lane & lane_stride) == 0;
-                const bool ascending = ((lane * 4) & size) == 0;
-                const bool take_min = lower == ascending;
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    const uint32_t other = __shfl_xor_sync(kFullMask, key[k], lane_stride);
-                    key[k] = take_min ? min(key[k], other) : max(key[k], other);
-                }
-            } else {
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    if (k & stride) continue;
-                    compare_swap(key[k], key[k | stride], ((lane * 4 + k) & size) == 0);
-                }
-            }
-        }
-    }
+    return pw_dev::groups_of_request(p.cu_seqlens, r, p.num_tokens, p.window, p.group_size);
 }
 
 template <bool kVecIn, bool kVecOut>
@@ -204,77 +152,27 @@ __global__ void __launch_bounds__(kThreads) union_prepare_kernel(const UnionPara
                 if ((uint32_t)ids[k] < visible) key[k] = ((uint32_t)ids[k] << 3) | (uint32_t)member;
         }
     }
-    sort128(key, lane);
-
-    /* --- Union entries: a key starts one when its page differs from the previous key's. */
-    const uint32_t below = __shfl_up_sync(kFullMask, key[3], 1);
-    bool starts[4];
-    starts[0] = key[0] != kNoKey && (lane == 0 || (below >> 3) != (key[0] >> 3));
-#pragma unroll
-    for (int k = 1; k < 4; k++) starts[k] = key[k] != kNoKey && (key[k - 1] >> 3) != (key[k] >> 3);
-    const uint32_t lanes_lt = (1u << lane) - 1u;
-    int32_t rank = 0, size = 0;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        const uint32_t ballot = __ballot_sync(kFullMask, starts[k]);
-        rank += __popc(ballot & lanes_lt);
-        size += __popc(ballot);
-    }
-    reinterpret_cast<int4 *>(s_pages[warp])[lane] = make_int4(-1, -1, -1, -1);
-    s_masks[warp][lane] = 0u;
-    __syncwarp();
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        rank += starts[k];
-        if (key[k] == kNoKey) continue;
-        const int32_t u = rank - 1; /* entry of this key's page */
-        if (starts[k]) s_pages[warp][u] = (int32_t)(key[k] >> 3);
-        atomicOr(&s_masks[warp][u >> 2], 1u << ((key[k] & 7u) + 8u * (uint32_t)(u & 3)));
-    }
-    __syncwarp();
-
-    /* --- Half sizes: entries with a member in slots 0..3, in slots 4..7. */
-    const uint32_t mw = s_masks[warp][lane];
-    uint32_t lo = mw & 0x0f0f0f0fu, hi = (mw >> 4) & 0x0f0f0f0fu;
-    lo |= lo >> 1;
-    lo |= lo >> 2;
-    hi |= hi >> 1;
-    hi |= hi >> 2;
-    const int32_t half0 = (int32_t)__reduce_add_sync(kFullMask, (uint32_t)__popc(lo & 0x01010101u));
-    const int32_t half1 = (int32_t)__reduce_add_sync(kFullMask, (uint32_t)__popc(hi & 0x01010101u));
-
-    /* --- Rows and descriptor. */
     const int64_t at = (int64_t)head * p.max_groups + first_group + warp;
-    int32_t *pages_out = p.union_pages + at * p.capacity;
-    uint8_t *masks_out = p.member_masks + at * p.capacity;
-    if (kVecOut) {
-        for (int32_t x = lane * 4; x < p.capacity; x += 128) {
-            int4 pv = make_int4(-1, -1, -1, -1);
-            uint32_t mv = 0u;
-            if (x < kCandidates) {
-                pv = reinterpret_cast<const int4 *>(s_pages[warp])[x / 4];
-                mv = s_masks[warp][x / 4];
-            }
-            *reinterpret_cast<int4 *>(pages_out + x) = pv;
-            *reinterpret_cast<uint32_t *>(masks_out + x) = mv;
-        }
-    } else {
-        for (int32_t x = lane; x < p.capacity; x += 32) {
-            pages_out[x] = x < kCandidates ? s_pages[warp][x] : -1;
-            masks_out[x] =
-                x < kCandidates ? (uint8_t)(s_masks[warp][x >> 2] >> (8 * (x & 3))) : (uint8_t)0;
-        }
-    }
-    if (lane < 8) {
-        const int32_t field = lane == 0 ? slot_begin : lane == 1 ? r : lane == 2 ? members
-                            : lane == 3 ? size : lane == 4 ? half0 : lane == 5 ? half1 : 0;
-        reinterpret_cast<int32_t *>(p.groups + at)[lane] = field;
-    }
+    pw_dev::UnionGroupOut out;
+    out.pages = p.union_pages + at * p.capacity;
+    out.masks = p.member_masks + at * p.capacity;
+    out.desc = p.groups + at;
+    out.capacity = p.capacity;
+    out.slot_begin = slot_begin;
+    out.request = r;
+    out.members = members;
+    pw_dev::union_group_emit<kVecOut>(key, lane, s_pages[warp], s_masks[warp], out);
 }
 
-pw_status_t check_union_args(const pw_problem_t *problem, const int32_t *topk_ids,
-                             const pw_requests_t *requests, const pw_grouping_t *grouping,
-                             const int32_t *perm, const pw_union_meta_t *meta)
+} // namespace
+
+/* Host checks of pw_union_prepare (also made by the fused regroup entry, regroup.cu). */
+extern "C" pw_status_t pw_check_union_prepare_args(const pw_problem_t *problem,
+                                                   const int32_t *topk_ids,
+                                                   const pw_requests_t *requests,
+                                                   const pw_grouping_t *grouping,
+                                                   const int32_t *perm,
+                                                   const pw_union_meta_t *meta)
 {
     PW_TRY(pw_problem_check(problem, NULL));
     PW_TRY(pw_check_grouping(grouping));
@@ -312,14 +210,13 @@ pw_status_t check_union_args(const pw_problem_t *problem, const int32_t *topk_id
     return PW_SUCCESS;
 }
 
-} // namespace
 
 extern "C" pw_status_t pw_union_prepare(const pw_problem_t *problem, const int32_t *topk_ids,
                                         const pw_requests_t *requests,
                                         const pw_grouping_t *grouping, const int32_t *perm,
                                         const pw_union_meta_t *meta, pw_stream_t stream)
 {
-    PW_TRY(check_union_args(problem, topk_ids, requests, grouping, perm, meta));
+    PW_TRY(pw_check_union_prepare_args(problem, topk_ids, requests, grouping, perm, meta));
     /* No GPU: PW_ERROR_NO_DEVICE as every device entry point, not a launch error. */
     PW_TRY(pw_check_attention_device());
     UnionParams params;

@@ -470,6 +470,8 @@ static void test_full_call_matches_direct(void **state)
         {"caller perm (random, W 0) union8", PW_REGROUP_GUARDED, 0, PW_KERNEL_UNION8, PW_PLAN_CALLER_PERM},
         {"guarded W128 union4", PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION4, 0},
         {"per-query", PW_REGROUP_GUARDED, 128, PW_KERNEL_PER_QUERY, 0},
+        {"default (auto W128) union4", PW_REGROUP_AUTO, 128, PW_KERNEL_UNION4, 0},
+        {"auto W64 union8", PW_REGROUP_AUTO, 64, PW_KERNEL_UNION8, 0},
     };
     result_t first;
     result_alloc(p, &first);
@@ -479,8 +481,16 @@ static void test_full_call_matches_direct(void **state)
         pw_grouping_t g = PW_GROUPING_INIT;
         g.mode = a->mode;
         g.window = a->mode == PW_REGROUP_IDENTITY && !a->flags ? 0 : a->window;
+        if (a->mode == PW_REGROUP_AUTO) { /* what the time guard chose; windows of W either way */
+            pw_plan_info_t info = PW_PLAN_INFO_INIT;
+            assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8, &info));
+            printf("  %-34s time guard: %s (saving %.1f us, cost %.1f us)\n", a->name,
+                   info.regroup == PW_REGROUP_IDENTITY ? "identity" : "guarded", info.saving_us, info.cost_us);
+            g.mode = info.regroup;
+            assert_int_equal(info.window, a->window);
+        }
         if (a->flags & PW_PLAN_CALLER_PERM) random_perm_within_requests(c, &rng, perm);
-        else if (a->mode == PW_REGROUP_IDENTITY) identity_perm(p, perm);
+        else if (g.mode == PW_REGROUP_IDENTITY) identity_perm(p, perm);
         else assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm));
         const int32_t *perm_dev = NULL;
         if (a->flags & PW_PLAN_CALLER_PERM) { /* the caller's perm lives in its own buffer */

@@ -294,6 +294,49 @@ static void check_regroup(const host_case_t *hc, const dev_case_t *dc,
     *perm_dev_out = perm_dev;
 }
 
+/* Fused regroup + union preparation (pw_regroup_union_prepare_dev_variant 0: the
+ * library's one launch; 1: the same with the hash path forced; 2: the two launches): perm
+ * and every metadata byte equal to pw_ref_regroup + pw_ref_union_prepare, in poisoned
+ * buffers. cap_extra widens union_capacity past g*K (scalar row stores when odd). */
+static void check_fused(const host_case_t *hc, const dev_case_t *dc, const pw_grouping_t *grouping,
+                        int32_t cap_extra)
+{
+    const pw_problem_t *p = &hc->problem;
+    const size_t bytes = (size_t)p->num_kv_heads * (size_t)p->num_tokens * 4u;
+    const int64_t max_groups = pw_max_groups(p, grouping);
+    const int32_t cap = grouping->group_size * p->topk + cap_extra;
+    const pw_requests_t rq = host_requests(hc);
+    int32_t *want = malloc(bytes + 4), *got = malloc(bytes + 4);
+    assert_non_null(want);
+    assert_non_null(got);
+    assert_pw_ok(pw_ref_regroup(p, hc->ids, &rq, grouping, want));
+    meta_buffers_t ref;
+    meta_alloc(p, max_groups, cap, 0, &ref);
+    assert_pw_ok(pw_ref_union_prepare(p, hc->ids, &rq, grouping, want, &ref.meta));
+    int32_t *perm_dev = dev_alloc(bytes);
+    for (int variant = 0; variant <= 2; variant++) {
+        char name[256];
+        snprintf(name, sizeof name, "%s: fused variant %d mode %d W=%d g=%d cap=%d", hc->name, variant,
+                 (int)grouping->mode, grouping->window, grouping->group_size, cap);
+        meta_buffers_t dev, host;
+        meta_alloc(p, max_groups, cap, 1, &dev);
+        meta_alloc(p, max_groups, cap, 0, &host);
+        CUDA_OK(cudaMemsetAsync(perm_dev, POISON, bytes, g_stream));
+        assert_pw_ok(pw_regroup_union_prepare_dev_variant(variant, p, dc->ids, &dc->requests, grouping,
+                                                          perm_dev, &dev.meta, (pw_stream_t)g_stream));
+        CUDA_OK(cudaMemcpyAsync(got, perm_dev, bytes, cudaMemcpyDeviceToHost, g_stream));
+        meta_download(&dev, &host);
+        assert_same_bytes(want, got, bytes, "perm", name);
+        assert_same_meta(&ref, &host, name);
+        meta_free(&dev, 1);
+        meta_free(&host, 0);
+    }
+    CUDA_OK(cudaFree(perm_dev));
+    meta_free(&ref, 0);
+    free(want);
+    free(got);
+}
+
 /* Identity and a random bijection inside each request (host); returns device copies. */
 static void other_perms(const host_case_t *hc, pw_rng_t *rng, int32_t *identity, int32_t *shuffled)
 {
@@ -342,6 +385,7 @@ static void check_case(const host_case_t *hc, int misalign, int thorough)
         int32_t *perm_dev = NULL;
         check_regroup(hc, &dc, &g, perm, &perm_dev);
         check_union(hc, &dc, &g, perm, perm_dev, i == 1 ? 3 : 0, NULL);
+        check_fused(hc, &dc, &g, i == 1 ? 3 : 0);
         CUDA_OK(cudaFree(perm_dev));
     }
     /* Union preparation of other permutations and windows (any W >= 0, any g). */
@@ -792,6 +836,7 @@ static void test_captures(void **state)
                 int32_t *perm_dev = NULL;
                 check_regroup(&hc, &dc, &g, perm, &perm_dev);
                 check_union(&hc, &dc, &g, perm, perm_dev, 0, &st[m]);
+                check_fused(&hc, &dc, &g, 0);
                 CUDA_OK(cudaFree(perm_dev));
             }
             const double id = (double)st[0].union_visits;

@@ -51,6 +51,12 @@ static void print_help(FILE *out)
             "Union4 W128 again with PW_PRECISION_FP8X2 (two-term FP8 Q and P); each arm's\n"
             "floor max(L2->SM bytes / L2 bandwidth, executed FLOP / dense FP8 GEMM rate),\n"
             "both rates measured in the same run.\n"
+            "The default kernel (Union4): identity order (T_identity), the caller's guarded W128\n"
+            "permutation (T_fixed), in-call guarded W128 (T_online) and the default plan\n"
+            "(PW_PLAN_CONFIG_INIT: regroup when the time guard says it pays, T_default) are\n"
+            "timed by interleaved replays (one replay of each in turn); printed: T_identity /\n"
+            "T_default, S_exec, C_online, each arm's p90 - median spread, the plan's choice and\n"
+            "the time guard's predicted saving and cost.\n"
             "\n"
             "Timing: each arm's call is captured in a CUDA graph per input copy; warm-up\n"
             "replays, then timed replays back to back with CUDA events around each one,\n"
@@ -64,6 +70,8 @@ static void print_help(FILE *out)
             "  --copies N        input copies rotated by the replays, 1..8 (default 3)\n"
             "  --check-rows N    rows of the reference check (default 256; 0 = none)\n"
             "  --seed N          random order and check rows (default 1)\n"
+            "  --interleaved-replays N  replays per arm of the interleaved default-kernel\n"
+            "                    arms (default 200)\n"
             "  --cpu-only        skip the GPU part even when a GPU is present\n"
             "  --no-rates        do not measure L2 bandwidth / FP8 GEMM rate (no floors)\n"
             "  -q, --quiet       no progress lines on stderr\n"
@@ -92,6 +100,9 @@ const char *bench_arm_name(int arm)
         "reordered Q/Top-K W128, call only",
         "T_online guarded W128 (union8 FP8X2)",
         "union4 guarded W128 (FP8X2)",
+        "union4 identity (T_identity)",
+        "union4 caller perm W128 (T_fixed)",
+        "default plan (T_default)",
     };
     return arm >= 0 && arm < NUM_ARMS ? names[arm] : "?";
 }
@@ -102,6 +113,7 @@ const char *bench_arm_key(int arm)
         "t0", "t_fixed_w128", "t_online_w64", "t_online_w128", "t_online_greedy_w64", "t_online_greedy_w128",
         "union4_w128", "per_query", "fixed_identity", "fixed_random", "fixed_w512", "fixed_w2048",
         "reordered_w128", "reordered_w128_call_only", "union8_w128_fp8x2", "union4_w128_fp8x2",
+        "union4_identity", "union4_fixed_w128", "default",
     };
     return arm >= 0 && arm < NUM_ARMS ? keys[arm] : "?";
 }
@@ -394,7 +406,11 @@ static const pw_union_stats_t *arm_stats(const bench_capture_t *bc, int arm)
 {
     switch (arm) {
     case ARM_T0:
+    case ARM_UNION4_IDENTITY:
     case ARM_FIXED_IDENTITY: return &bc->stats[PERM_IDENTITY];
+    case ARM_DEFAULT:
+        return bc->default_known && bc->default_info.regroup == PW_REGROUP_IDENTITY ? &bc->stats[PERM_IDENTITY]
+                                                                                   : &bc->stats[PERM_W128_GUARDED];
     case ARM_ONLINE_W64: return &bc->stats[PERM_W64_GUARDED];
     case ARM_ONLINE_W64_GREEDY: return &bc->stats[PERM_W64_GREEDY];
     case ARM_ONLINE_W128_GREEDY: return &bc->stats[PERM_W128_GREEDY];
@@ -425,7 +441,8 @@ static arm_figures_t arm_figures(const bench_capture_t *bc, int arm, const bench
         f.exec_flop = (double)st->selections * STEP_FLOP;
         f.visits = st->selections;
         f.c4 = st->selections;
-    } else if (arm == ARM_UNION4 || arm == ARM_UNION4_X2) {
+    } else if (arm == ARM_UNION4 || arm == ARM_UNION4_X2 || arm == ARM_UNION4_IDENTITY ||
+               arm == ARM_UNION4_FIXED_W128 || arm == ARM_DEFAULT) {
         f.l2_bytes = (double)st->c4 * PAGE_BYTES;
         f.exec_flop = (double)st->c4 * STEP_FLOP;
     } else {
@@ -457,6 +474,58 @@ static double reduction_pct(const bench_capture_t *bc, int perm)
 static double med(const bench_capture_t *bc, int arm)
 {
     return bc->arms[arm].ran ? bc->arms[arm].t.median_ms : NAN;
+}
+
+/* The default kernel's interleaved arms (docs/bench.md, "Default kernel"). */
+typedef struct default_figures {
+    int ran;                          /* all four arms timed */
+    double t_identity, t_default, t_online, t_fixed;     /* medians, ms */
+    double spread_identity, spread_default, spread_online, spread_fixed; /* p90 - median, ms */
+    double ratio;                     /* T_identity / T_default */
+    double s_exec_us, c_online_us;    /* T_identity - T_fixed, T_online - T_fixed */
+    double excess_us;                 /* T_default - T_identity */
+    double allowance_us;              /* max(0.5% of T_identity, the larger of the two spreads) */
+    int never_slower;                 /* excess <= allowance */
+} default_figures_t;
+
+static default_figures_t default_figures(const bench_capture_t *bc)
+{
+    default_figures_t f;
+    memset(&f, 0, sizeof f);
+    const int arms[4] = {ARM_UNION4_IDENTITY, ARM_DEFAULT, ARM_UNION4, ARM_UNION4_FIXED_W128};
+    f.ran = 1;
+    for (int i = 0; i < 4; i++) f.ran &= bc->arms[arms[i]].ran;
+    if (!f.ran) return f;
+    const bench_timing_t *ti = &bc->arms[ARM_UNION4_IDENTITY].t, *td = &bc->arms[ARM_DEFAULT].t,
+                         *to = &bc->arms[ARM_UNION4].t, *tf = &bc->arms[ARM_UNION4_FIXED_W128].t;
+    f.t_identity = ti->median_ms;
+    f.t_default = td->median_ms;
+    f.t_online = to->median_ms;
+    f.t_fixed = tf->median_ms;
+    f.spread_identity = ti->p90_ms - ti->median_ms;
+    f.spread_default = td->p90_ms - td->median_ms;
+    f.spread_online = to->p90_ms - to->median_ms;
+    f.spread_fixed = tf->p90_ms - tf->median_ms;
+    f.ratio = f.t_identity / f.t_default;
+    f.s_exec_us = (f.t_identity - f.t_fixed) * 1e3;
+    f.c_online_us = (f.t_online - f.t_fixed) * 1e3;
+    f.excess_us = (f.t_default - f.t_identity) * 1e3;
+    const double spread = f.spread_identity > f.spread_default ? f.spread_identity : f.spread_default;
+    const double half_pct = 0.005 * f.t_identity;
+    f.allowance_us = (spread > half_pct ? spread : half_pct) * 1e3;
+    f.never_slower = f.excess_us <= f.allowance_us;
+    return f;
+}
+
+static const char *mode_word(pw_regroup_mode_t m)
+{
+    switch (m) {
+    case PW_REGROUP_IDENTITY: return "identity";
+    case PW_REGROUP_GREEDY: return "greedy";
+    case PW_REGROUP_GUARDED: return "guarded";
+    case PW_REGROUP_AUTO: return "auto";
+    }
+    return "?";
 }
 
 static void print_protocol(const bench_options_t *o)
@@ -510,6 +579,11 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
                    bc->nrms_gpu_x2_vs_exact, bc->nrms_gpu_x2_vs_emulate, (long long)bc->gpu_x2_nan);
         printf("\n");
     }
+    if (bc->default_known)
+        printf("default plan (W%d, union4, regroup %s) for FP8 runs: %s   [time guard: saving %.1f us vs cost %.1f "
+               "us + margin %.1f us]\n",
+               bc->default_info.window, mode_word(bc->default_info.configured), mode_word(bc->default_info.regroup),
+               bc->default_info.saving_us, bc->default_info.cost_us, bc->default_info.margin_us);
     if (!gpu) return;
     if (!bc->gpu_ran && !bc->arms[ARM_T0].ran) {
         printf("GPU: not run (%s)\n", bc->gpu_note);
@@ -569,6 +643,19 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
            t0 / to, pq / to, u4 / to);
     printf("FP8X2 / FP8 time: Union4 W128 %.3f, Union8 T_online W128 %.3f\n", med(bc, ARM_UNION4_X2) / u4,
            med(bc, ARM_ONLINE_W128_X2) / to);
+    const default_figures_t df = default_figures(bc);
+    if (df.ran) {
+        printf("default kernel (union4), interleaved replays (%d each), median (p90 - median) ms: T_identity %.4f "
+               "(%.4f)  T_default %.4f (%.4f)  T_online %.4f (%.4f)  T_fixed %.4f (%.4f)\n",
+               bc->arms[ARM_DEFAULT].t.replays, df.t_identity, df.spread_identity, df.t_default, df.spread_default,
+               df.t_online, df.spread_online, df.t_fixed, df.spread_fixed);
+        printf("T_identity / T_default = %.4f  [goal >= 1.06 on A-hot]   never slower: %s (T_default - T_identity "
+               "= %+.2f us, allowed %.2f us = max(0.5%% of T_identity, the larger spread))\n",
+               df.ratio, df.never_slower ? "yes" : "NO", df.excess_us, df.allowance_us);
+        printf("default kernel: S_exec = T_identity - T_fixed = %.2f us (time guard: %.1f)   C_online = T_online - "
+               "T_fixed = %.2f us (time guard: %.1f)  [goals: <= 6 us on A-hot, <= 8 us at a 1M-token context]\n",
+               df.s_exec_us, bc->default_info.saving_us, df.c_online_us, bc->default_info.cost_us);
+    }
     printf("floors: attention kernel only (regroup and union preparation not included); L2->SM bytes = page "
            "walks x 32 KiB (Union8: union visits, multicast; Union4: C_4; per-query: sum |S_i|); executed "
            "FLOP = CTA-page steps x 64 x 128 x 128 x 4.\n");
@@ -612,6 +699,7 @@ static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates
     cJSON_AddNumberToObject(pj, "num_kv_heads", p->num_kv_heads);
     cJSON_AddNumberToObject(pj, "q_heads_per_kv", p->q_heads_per_kv);
     cJSON_AddNumberToObject(pj, "topk", p->topk);
+    cJSON_AddNumberToObject(pj, "max_pages_per_request", p->max_pages_per_request);
     cJSON_AddNumberToObject(pj, "num_cache_pages", (double)p->num_cache_pages);
     cJSON_AddNumberToObject(pj, "visible_pairs", bc->visible_pairs);
     cJSON_AddNumberToObject(pj, "bad_page_pairs", (double)bc->bad_pages);
@@ -699,6 +787,34 @@ static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates
         cJSON_AddNumberToObject(dj, "paper_t0_over_t_online", PAPER_T0_OVER_ONLINE);
         cJSON_AddNumberToObject(dj, "paper_native_over_union8", PAPER_NATIVE_OVER_UNION8);
         cJSON_AddNumberToObject(dj, "paper_union4_over_union8", PAPER_UNION4_OVER_UNION8);
+        const default_figures_t df = default_figures(bc);
+        if (df.ran) {
+            cJSON *fj = cJSON_AddObjectToObject(gpu, "default_kernel");
+            cJSON_AddNumberToObject(fj, "interleaved_replays", bc->arms[ARM_DEFAULT].t.replays);
+            add_num(fj, "t_identity_ms", df.t_identity);
+            add_num(fj, "t_default_ms", df.t_default);
+            add_num(fj, "t_online_ms", df.t_online);
+            add_num(fj, "t_fixed_ms", df.t_fixed);
+            add_num(fj, "spread_identity_ms", df.spread_identity);
+            add_num(fj, "spread_default_ms", df.spread_default);
+            add_num(fj, "spread_online_ms", df.spread_online);
+            add_num(fj, "spread_fixed_ms", df.spread_fixed);
+            add_num(fj, "t_identity_over_t_default", df.ratio);
+            add_num(fj, "s_exec_us", df.s_exec_us);
+            add_num(fj, "c_online_us", df.c_online_us);
+            add_num(fj, "t_default_minus_t_identity_us", df.excess_us);
+            add_num(fj, "allowance_us", df.allowance_us);
+            cJSON_AddBoolToObject(fj, "never_slower", df.never_slower);
+        }
+    }
+    if (bc->default_known) {
+        cJSON *pj2 = cJSON_AddObjectToObject(j, "default_plan");
+        cJSON_AddStringToObject(pj2, "configured", mode_word(bc->default_info.configured));
+        cJSON_AddStringToObject(pj2, "runs_fp8", mode_word(bc->default_info.regroup));
+        cJSON_AddNumberToObject(pj2, "window", bc->default_info.window);
+        add_num(pj2, "predicted_saving_us", bc->default_info.saving_us);
+        add_num(pj2, "predicted_cost_us", bc->default_info.cost_us);
+        add_num(pj2, "margin_us", bc->default_info.margin_us);
     }
     return j;
 }
@@ -718,6 +834,7 @@ static int write_json(FILE *out, const char *path, const bench_options_t *o, con
     cJSON_AddNumberToObject(pj, "replays", o->replays);
     cJSON_AddNumberToObject(pj, "warmup", o->warmup);
     cJSON_AddNumberToObject(pj, "copies", o->copies);
+    cJSON_AddNumberToObject(pj, "interleaved_replays", o->interleaved_replays);
     cJSON *rj = cJSON_AddObjectToObject(root, "rates");
     cJSON_AddBoolToObject(rj, "measured", rates->measured);
     if (rates->measured) {
@@ -746,11 +863,12 @@ static int write_json(FILE *out, const char *path, const bench_options_t *o, con
 /* ---------------------------------------------------------------------------------- */
 int pw_cli_bench(int argc, char **argv)
 {
-    bench_options_t o = {100, 10, 3, 256, 1, 0, 1, 0};
+    bench_options_t o = {100, 10, 3, 256, 1, 0, 1, 0, 200};
     const char *json_path = NULL;
     const char *files[MAX_FILES];
     int nfiles = 0;
     long replays = o.replays, warmup = o.warmup, copies = o.copies, check_rows = o.check_rows, seed = 1;
+    long interleaved = o.interleaved_replays;
     const struct {
         const char *name;
         long lo, hi;
@@ -758,7 +876,7 @@ int pw_cli_bench(int argc, char **argv)
     } numeric[] = {
         {"--replays", 1, 100000, &replays},        {"--warmup", 0, 100000, &warmup},
         {"--copies", 1, 8, &copies},               {"--check-rows", 0, 1L << 30, &check_rows},
-        {"--seed", 0, 1L << 62, &seed},
+        {"--seed", 0, 1L << 62, &seed},            {"--interleaved-replays", 1, 100000, &interleaved},
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -804,6 +922,7 @@ int pw_cli_bench(int argc, char **argv)
     o.copies = (int)copies;
     o.check_rows = (int)check_rows;
     o.seed = (uint64_t)seed;
+    o.interleaved_replays = (int)interleaved;
     if (nfiles == 0) {
         fprintf(stderr, "pageweaver bench: no capture given (try --help)\n");
         return PW_CLI_USAGE;
@@ -876,6 +995,14 @@ int pw_cli_bench(int argc, char **argv)
         }
         const pw_problem_t *p = &bc->capture->problem;
         bc->fast_path = p->q_heads_per_kv == 16 && p->head_dim == 128 && p->page_size == 128 && p->topk == 16;
+        if (bc->fast_path) { /* the default plan's choice: host arithmetic, no GPU needed */
+            pw_plan_t *plan = NULL;
+            bc->default_info = (pw_plan_info_t)PW_PLAN_INFO_INIT;
+            if (pw_plan_create(p, NULL, &plan) == PW_SUCCESS &&
+                pw_plan_info(plan, PW_PRECISION_FP8, &bc->default_info) == PW_SUCCESS)
+                bc->default_known = 1;
+            pw_plan_destroy(plan);
+        }
         if (!o.quiet) fprintf(stderr, "[bench] %s: CPU reference groupings\n", bc->path);
         if (cpu_part(bc, &o) != 0) {
             failed = 1;

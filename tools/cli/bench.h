@@ -17,6 +17,7 @@ typedef struct bench_options {
     int cpu_only;   /* skip the GPU even when there is one */
     int rates;      /* measure L2 bandwidth and the FP8 GEMM rate (floors) */
     int quiet;      /* no progress lines */
+    int interleaved_replays; /* replays per arm of the interleaved default-kernel arms */
 } bench_options_t;
 
 /* Permutations computed on the CPU (pw_ref_regroup) for every capture. */
@@ -50,6 +51,11 @@ enum {
     ARM_REORDERED_ATTN, /* the identity full call on the reordered tensors alone */
     ARM_ONLINE_W128_X2, /* ARM_ONLINE_W128 with args.precision = PW_PRECISION_FP8X2 */
     ARM_UNION4_X2,      /* ARM_UNION4 with args.precision = PW_PRECISION_FP8X2 */
+    /* The default kernel (Union4), timed together with ARM_UNION4 by interleaved replays
+     * (arm after arm, replay after replay; first_interleaved_arm..NUM_ARMS-1 + ARM_UNION4) */
+    ARM_UNION4_IDENTITY,   /* full call, identity order, Union4 (T_identity) */
+    ARM_UNION4_FIXED_W128, /* caller's guarded W128 perm, Union4 (T_fixed of the default kernel) */
+    ARM_DEFAULT,           /* PW_PLAN_CONFIG_INIT as it is: AUTO, W128, Union4 (T_default) */
     NUM_ARMS
 };
 
@@ -111,6 +117,9 @@ typedef struct bench_capture {
     int64_t gpu_bad_pages;         /* the kernel's bad_page_count in one untimed call of
                                       T_online W128 (should equal bad_pages) */
     bench_arm_result_t arms[NUM_ARMS];
+    /* The default plan's choice (pw_plan_info, PW_PRECISION_FP8) and the time guard's figures */
+    int default_known;
+    pw_plan_info_t default_info;
     /* host copy of the GPU output of ARM_ONLINE_W128 (for the reference check), or NULL */
     pw_bf16_t *gpu_output;
     /* host copy of the GPU output of ARM_UNION4_X2 (reference check), or NULL; holds

@@ -66,6 +66,7 @@ static const char *mode_name(pw_regroup_mode_t mode)
     case PW_REGROUP_IDENTITY: return "identity";
     case PW_REGROUP_GREEDY: return "greedy";
     case PW_REGROUP_GUARDED: return "guarded";
+    case PW_REGROUP_AUTO: return "auto";
     }
     return "unknown";
 }

@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""Refits the time guard of PW_REGROUP_AUTO (src/time_guard.c; the model is documented at
+pw_plan_info in include/pageweaver.h) from `pageweaver bench --json` output. One command:
+
+    python3 bench/fit_time_guard.py BENCH.json [MORE.json ...] --write src/time_guard_constants.h
+
+Without --write it prints the fit and the per-capture check only. Standard library only.
+
+What it fits (all times in us; rows = N * Hkv; windows = Hkv * (ceil(N / W) + R - 1)):
+  S_exec(kernel, W128) = T_identity - T_fixed: least squares S = a * rows + b, giving
+      rate_ns_per_row = 1000 a and rows0 = -b / a (rate 0 when a <= 0: never pays).
+      Union4 (the default kernel): gpu.default_kernel (interleaved replays); Union8: arms
+      t0 and t_fixed_w128.
+  W64: rate(W64) = rate(W128) x the median of (union-visit reduction at W64 / at W128)
+      over the captures (no caller-perm W64 arm is timed); rows0 as W128.
+  C_online(W128) = T_online - T_fixed of both kernels, captures whose
+      max_pages_per_request <= 2048 (direct-indexed regroup): least squares
+      C = fixed + per_window * windows. hash_factor: median of C / prediction over the
+      captures past 2048 pages. C_online(W64) = t_online_w64 - t0 + S_exec(W64, Union8)
+      with S_exec(W64) scaled from W128 as above; fitted the same way.
+  fp8x2_factor: median of union4_w128_fp8x2 / union4_w128 (attention time ratio, taken as
+      the ratio of the savings).
+  margin_us: not fitted (--margin, default 2.0).
+Values it cannot fit (e.g. no capture past the direct bound) keep the defaults below,
+which are the constants fitted to issue 13's table; the script says which.
+  --self-test  checks the fit on synthetic data made from a known model."""
+import argparse
+import datetime
+import json
+import math
+import statistics
+import sys
+
+DEFAULTS = {
+    "rate": [[4.96, 6.7], [4.96, 6.7]],   # [Union8, Union4][W64, W128] ns per row
+    "rows0": [[2900.0, 2900.0], [2900.0, 2900.0]],
+    "fp8x2_factor": 1.24,
+    "fixed": [7.0, 11.3],                   # [W64, W128] us
+    "per_window": [0.0245, 0.0245],
+    "hash_factor": 2.4,
+    "direct_max_pages": [4096, 2048],
+    "margin": 2.0,
+}
+U8, U4 = 0, 1
+W64, W128 = 0, 1
+
+
+def linear_fit(xs, ys):
+    """Least squares y = a x + b; (a, b), or (0, mean) when x does not vary."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        return 0.0, my
+    a = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return a, my - a * mx
+
+
+def windows_of(p, w):
+    n, r, h = p["num_tokens"], p["num_requests"], p["num_kv_heads"]
+    return h * ((n + w - 1) // w + max(r - 1, 0))
+
+
+def med_ms(arms, key):
+    a = arms.get(key)
+    return a["median_ms"] if a and a.get("ran") and "median_ms" in a else None
+
+
+def points(docs):
+    """One dict per capture with a GPU run: shapes and the measured figures (us)."""
+    out = []
+    for doc in docs:
+        for c in doc.get("captures", []):
+            g = c.get("gpu", {})
+            if not g.get("ran"):
+                continue
+            p, arms = c["problem"], g.get("arms", {})
+            pt = {"path": c["path"], "rows": p["num_tokens"] * p["num_kv_heads"],
+                  "w128": windows_of(p, 128), "w64": windows_of(p, 64),
+                  "pages": p.get("max_pages_per_request", 0), "problem": p}
+            gr = c.get("groupings", {})
+            r64, r128 = gr.get("guarded_w64", {}).get("reduction_pct"), gr.get("guarded_w128", {}).get("reduction_pct")
+            pt["red_ratio"] = r64 / r128 if r64 is not None and r128 else None
+            t0, tf, to, to64 = (med_ms(arms, k) for k in ("t0", "t_fixed_w128", "t_online_w128", "t_online_w64"))
+            if None not in (t0, tf, to):
+                pt["s_u8"], pt["c_u8"] = (t0 - tf) * 1e3, (to - tf) * 1e3
+                if to64 is not None and pt["red_ratio"] is not None:
+                    pt["c64"] = (to64 - t0) * 1e3 + pt["s_u8"] * pt["red_ratio"]
+            dk = g.get("default_kernel")
+            if dk:
+                pt["s_u4"], pt["c_u4"] = dk["s_exec_us"], dk["c_online_us"]
+                pt["s_net_u4"] = pt["s_u4"] - pt["c_u4"]
+            u4, u4x2 = med_ms(arms, "union4_w128"), med_ms(arms, "union4_w128_fp8x2")
+            if u4 and u4x2:
+                pt["x2"] = u4x2 / u4
+            out.append(pt)
+    return out
+
+
+def fit(pts, margin):
+    m = json.loads(json.dumps(DEFAULTS))
+    m["margin"] = margin
+    notes = []
+    ratios = [p["red_ratio"] for p in pts if p.get("red_ratio")]
+    ratio = statistics.median(ratios) if ratios else None
+    for k, key in ((U8, "s_u8"), (U4, "s_u4")):
+        data = [(p["rows"], p[key]) for p in pts if key in p]
+        name = "Union8" if k == U8 else "Union4"
+        if len({x for x, _ in data}) < 2:
+            notes.append(f"{name} S_exec: fewer than two sizes measured; kept {m['rate'][k][W128]} ns/row above "
+                         f"{m['rows0'][k][W128]:.0f} rows")
+            continue
+        a, b = linear_fit([x for x, _ in data], [y for _, y in data])
+        rate, rows0 = (a * 1000.0, -b / a) if a > 0 else (0.0, 0.0)
+        m["rate"][k][W128], m["rows0"][k][W128] = rate, rows0
+        m["rate"][k][W64] = rate * ratio if ratio else rate * DEFAULTS["rate"][k][W64] / DEFAULTS["rate"][k][W128]
+        m["rows0"][k][W64] = rows0
+        if not ratio:
+            notes.append(f"{name} W64 rate: no W64/W128 reduction ratio; scaled as the defaults")
+    for w, key, wkey in ((W128, ("c_u8", "c_u4"), "w128"), (W64, ("c64",), "w64")):
+        bound = m["direct_max_pages"][w]
+        data = [(p[wkey], p[k]) for p in pts for k in key if k in p and p["pages"] <= bound]
+        if not data:
+            notes.append(f"C_online W{64 if w == W64 else 128}: no direct-path data; kept the defaults")
+            continue
+        a, b = linear_fit([x for x, _ in data], [y for _, y in data])
+        if a < 0:  # more windows never cost less: flat fit
+            a, b = 0.0, sum(y for _, y in data) / len(data)
+        m["fixed"][w], m["per_window"][w] = b, a
+        if w == W128:
+            hashed = [y / (b + a * x) for p in pts for k in key if k in p and p["pages"] > bound
+                      for x, y in [(p[wkey], p[k])] if b + a * x > 0]
+            if hashed:
+                m["hash_factor"] = max(1.0, statistics.median(hashed))
+            else:
+                notes.append("hash_factor: no capture past the direct bound; kept the default")
+    x2 = [p["x2"] for p in pts if "x2" in p]
+    if x2:
+        m["fp8x2_factor"] = statistics.median(x2)
+    else:
+        notes.append("fp8x2_factor: no FP8X2 arms; kept the default")
+    return m, notes
+
+
+def predict(m, p, kernel, w=W128, x2=False):
+    rows = p["rows"]
+    s = m["rate"][kernel][w] * (m["fp8x2_factor"] if x2 else 1.0) * (rows - m["rows0"][kernel][w]) / 1000.0
+    c = m["fixed"][w] + m["per_window"][w] * p["w128" if w == W128 else "w64"]
+    if p["pages"] > m["direct_max_pages"][w]:
+        c *= m["hash_factor"]
+    return s, c, s > c + m["margin"]
+
+
+def header(m, sources, rows):
+    f = lambda v: f"{v:.6g}"  # noqa: E731
+    pair = lambda v: "{" + ", ".join(f(x) for x in v) + "}"  # noqa: E731
+    table = "\n".join(" *   " + r for r in rows)
+    return f"""/* time_guard_constants.h — constants of the time guard (src/time_guard.h; the model is
+ * documented at pw_plan_info in include/pageweaver.h). Refit with ONE command on the
+ * device after a kernel change:
+ *     build-gpu/pageweaver bench --json bench.json <scaling set + A-hot + captures>
+ *     python3 bench/fit_time_guard.py bench.json --write src/time_guard_constants.h
+ * (`scripts/gpu-check regroup13` runs the bench on the scaling set; bench/NOTES.md).
+ *
+ * Written by bench/fit_time_guard.py on {datetime.date.today().isoformat()} from {", ".join(sources)}.
+ * Per capture (measured / predicted, us; Union4 = the default kernel, W128, FP8):
+{table}
+ */
+#ifndef PW_TIME_GUARD_CONSTANTS_H
+#define PW_TIME_GUARD_CONSTANTS_H
+
+#define PW_TIME_GUARD_FITTED                                                                \\
+    {{                                                                                       \\
+        /* rate_ns_per_row [Union8, Union4][W64, W128] */ {{{pair(m["rate"][U8])}, {pair(m["rate"][U4])}}}, \\
+        /* rows0 */ {{{pair(m["rows0"][U8])}, {pair(m["rows0"][U4])}}},                       \\
+        /* fp8x2_factor */ {f(m["fp8x2_factor"])},                                              \\
+        /* fixed_us [W64, W128] */ {pair(m["fixed"])},                                          \\
+        /* per_window_us */ {pair(m["per_window"])},                                            \\
+        /* hash_factor */ {f(m["hash_factor"])},                                                \\
+        /* direct_max_pages */ {{{m["direct_max_pages"][0]}, {m["direct_max_pages"][1]}}},     \\
+        /* margin_us */ {f(m["margin"])}                                                        \\
+    }}
+
+#endif
+"""
+
+
+def report(m, pts):
+    rows = []
+    for p in pts:
+        s, c, pays = predict(m, p, U4)
+        meas = ""
+        if "s_u4" in p:
+            agree = (p["s_net_u4"] > 0) == pays
+            meas = (f"S {p['s_u4']:.1f}/{s:.1f}, C {p['c_u4']:.1f}/{c:.1f}, S_net {p['s_net_u4']:+.1f} -> "
+                    f"{'regroup' if pays else 'identity'}{'' if agree else ' (DISAGREES with the sign of S_net)'}")
+        else:
+            meas = f"predicted S {s:.1f}, C {c:.1f} -> {'regroup' if pays else 'identity'}"
+        name = p["path"].rsplit("/", 1)[-1]
+        rows.append(f"{name}: N*Hkv {p['rows']}, {p['pages']} pages: {meas}")
+    return rows
+
+
+def self_test():
+    """Synthetic bench documents from a known model: the fit must give it back."""
+    truth = json.loads(json.dumps(DEFAULTS))
+    truth["rate"] = [[3.0, 4.0], [2.5, 5.0]]
+    truth["rows0"] = [[2000.0, 2000.0], [3000.0, 3000.0]]
+    truth["fixed"], truth["per_window"], truth["hash_factor"] = [6.0, 10.0], [0.0, 0.02], 2.0
+    captures = []
+    for n, pages in ((1024, 392), (4096, 416), (16384, 512), (65536, 896), (4096, 8192)):
+        prob = {"num_tokens": n, "num_requests": 1, "num_kv_heads": 1, "max_pages_per_request": pages}
+        pt = {"rows": n, "w128": windows_of(prob, 128), "w64": windows_of(prob, 64), "pages": pages}
+        s8, c, _ = predict(truth, pt, U8)
+        s4, _, _ = predict(truth, pt, U4)
+        s8_64 = s8 * 0.75
+        c64 = (truth["fixed"][W64] + truth["per_window"][W64] * pt["w64"]) * (2.0 if pages > 4096 else 1.0)
+        tf, tf4 = 1.0, 0.9  # ms
+        arms = {"t0": tf + s8 / 1e3, "t_fixed_w128": tf, "t_online_w128": tf + c / 1e3,
+                "t_online_w64": tf + s8 / 1e3 - s8_64 / 1e3 + c64 / 1e3, "union4_w128": tf4 + c / 1e3}
+        arms["union4_w128_fp8x2"] = arms["union4_w128"] * 1.25
+        captures.append({"path": f"synthetic_{n}_{pages}", "problem": prob,
+                         "groupings": {"guarded_w64": {"reduction_pct": 7.5}, "guarded_w128": {"reduction_pct": 10.0}},
+                         "gpu": {"ran": True, "arms": {k: {"ran": True, "median_ms": v} for k, v in arms.items()},
+                                 "default_kernel": {"s_exec_us": s4, "c_online_us": c}}})
+    m, notes = fit(points([{"captures": captures}]), 2.0)
+    close = lambda a, b: abs(a - b) <= 1e-6 * max(1.0, abs(b))  # noqa: E731
+    ok = all(close(m["rate"][k][W128], truth["rate"][k][W128]) and close(m["rows0"][k][W128], truth["rows0"][k][W128])
+             for k in (U8, U4))
+    ok &= all(close(m["rate"][k][W64], truth["rate"][k][W128] * 0.75) for k in (U8, U4))
+    ok &= close(m["fixed"][W128], 10.0) and close(m["per_window"][W128], 0.02) and close(m["hash_factor"], 2.0)
+    ok &= close(m["fixed"][W64], 6.0) and close(m["per_window"][W64], 0.0) and close(m["fp8x2_factor"], 1.25)
+    text = header(m, ["self-test"], report(m, points([{"captures": captures}])))
+    ok &= "PW_TIME_GUARD_FITTED" in text and text.count("{") == text.count("}")
+    print("fit_time_guard self-test:", "ok" if ok else "FAILED", json.dumps(m), notes)
+    return 0 if ok else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("json", nargs="*")
+    ap.add_argument("--write", metavar="HEADER", help="write the constants header (src/time_guard_constants.h)")
+    ap.add_argument("--margin", type=float, default=DEFAULTS["margin"])
+    ap.add_argument("--self-test", action="store_true")
+    a = ap.parse_args()
+    if a.self_test:
+        return self_test()
+    if not a.json:
+        ap.error("no bench JSON given")
+    docs = []
+    for path in a.json:
+        with open(path) as fh:
+            docs.append(json.load(fh))
+    pts = points(docs)
+    if not pts:
+        sys.exit("fit_time_guard: no capture with GPU timings in " + ", ".join(a.json))
+    m, notes = fit(pts, a.margin)
+    rows = report(m, pts)
+    print("fitted:", json.dumps(m))
+    for n in notes:
+        print("note:", n)
+    for r in rows:
+        print(r)
+    if a.write:
+        with open(a.write, "w") as fh:
+            fh.write(header(m, [p.rsplit("/", 1)[-1] for p in a.json], rows))
+        print("wrote", a.write)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""The scaling set of issue 13: where does the in-call regroup pay? Writes one capture per
+shape (docs/capture-format.md; no Q/K/V: readers generate them from qkv_seed), one request,
+one KV head, page 128, Top-16, "hot" selections:
+
+    scale_n01024_pre48k   1,024 queries after a 48K-token prefix (49,152 tokens)
+    scale_n04096_pre48k   4,096 queries, 48K prefix
+    scale_n16384_pre48k  16,384 queries, 48K prefix
+    scale_n65536_pre48k  65,536 queries, 48K prefix
+    scale_n04096_ctx64k   4,096 queries ending a 64K-token context
+    scale_n04096_ctx256k  4,096 queries ending a 256K-token context (2,048 pages: the last
+                          direct-indexed page count of the W128 regroup)
+    scale_n04096_ctx1m    4,096 queries ending a 1M-token context (8,192 pages: hash path)
+
+Usage: make_scaling_set.py [OUTDIR] [--only NAME,...] [--seed N]   (default .data/scaling)
+
+"Hot" selections (this file's own generator; the same kind of statistics as the shared
+workloads' "hot" kind): query i at causal position c sees pages 0 .. cp = c // 128 and
+selects its own page cp, the sink page 0, 4 of its 6 most recent pages, and fills the other
+slots one page at a time: with probability 0.7 a page of a hot set of 24 pages shared by
+neighbouring queries (3 of them replaced every 256 queries), else a uniform page of
+0 .. cp; rows are sorted, distinct, -1 padded when fewer than 16 pages are visible.
+Needs numpy and safetensors (tools/captures/requirements.txt)."""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "captures"))
+from pw_capture import save_capture  # noqa: E402
+
+PAGE = 128
+TOPK = 16
+K48 = 48 * 1024
+
+# name: (queries, prefix tokens)
+SHAPES = {
+    "scale_n01024_pre48k": (1024, K48),
+    "scale_n04096_pre48k": (4096, K48),
+    "scale_n16384_pre48k": (16384, K48),
+    "scale_n65536_pre48k": (65536, K48),
+    "scale_n04096_ctx64k": (4096, 64 * 1024 - 4096),
+    "scale_n04096_ctx256k": (4096, 256 * 1024 - 4096),
+    "scale_n04096_ctx1m": (4096, 1024 * 1024 - 4096),
+}
+
+
+def hot_rows(prefix, n, rng, hot_size=24, renew_every=256, renew=3, p_hot=0.7, recent=6, n_recent=4):
+    """[n, 16] int32 Top-K page ids of n consecutive queries after `prefix` tokens."""
+    rows = np.full((n, TOPK), -1, dtype=np.int32)
+    hot = []
+    for i in range(n):
+        cp = (prefix + i) // PAGE
+        if i % renew_every == 0:
+            for _ in range(min(renew, len(hot))):
+                hot.pop(int(rng.integers(len(hot))))
+            while cp >= 1 and len(hot) < min(hot_size, cp):
+                page = int(rng.integers(1, cp + 1))
+                if page not in hot:
+                    hot.append(page)
+        chosen = {cp, 0}
+        near = list(range(max(1, cp - recent), cp))
+        if near:
+            chosen.update(int(x) for x in rng.choice(near, size=min(n_recent, len(near)), replace=False))
+        want = min(TOPK, cp + 1)
+        spare_hot = [p for p in hot if p <= cp and p not in chosen]
+        while len(chosen) < want:
+            if spare_hot and rng.random() < p_hot:
+                chosen.add(spare_hot.pop(int(rng.integers(len(spare_hot)))))
+            else:
+                chosen.add(int(rng.integers(0, cp + 1)))
+        sel = sorted(chosen)
+        rows[i, : len(sel)] = sel
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("outdir", nargs="?", default=".data/scaling")
+    ap.add_argument("--only", default="", help="comma list of names (default: all)")
+    ap.add_argument("--seed", type=int, default=13)
+    a = ap.parse_args()
+    only = [x for x in a.only.split(",") if x]
+    for x in only:
+        if x not in SHAPES:
+            sys.exit(f"make_scaling_set: unknown name {x} (known: {', '.join(SHAPES)})")
+    os.makedirs(a.outdir, exist_ok=True)
+    for k, (name, (n, prefix)) in enumerate(SHAPES.items()):
+        if only and name not in only:
+            continue
+        seed = a.seed * 1000 + k
+        ids = hot_rows(prefix, n, np.random.default_rng(seed))[None, :, :]
+        out = os.path.join(a.outdir, name + ".safetensors")
+        save_capture(out, ids, np.array([0, n], np.int32), np.array([prefix], np.int32),
+                     np.array([prefix + n], np.int32), qkv_seed=seed, topk_dtype=np.int32,
+                     metadata={"generator": "bench/make_scaling_set.py", "selector": "synthetic hot",
+                               "seed": str(seed), "chunk": f"prefix {prefix}, {n} queries",
+                               "kv_heads": "1"})
+        print(out, ids.shape, f"context {prefix + n} tokens")
+
+
+if __name__ == "__main__":
+    main()

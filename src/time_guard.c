@@ -1,0 +1,45 @@
+/* The time guard of PW_REGROUP_AUTO (src/time_guard.h; the model is documented at
+ * pw_plan_info in pageweaver.h). Pure arithmetic on host-known shapes: no device data, no
+ * state, so a plan's choice is the same on every call with the same precision, captured
+ * in a CUDA graph or not. */
+#include "time_guard.h"
+
+#include "time_guard_constants.h"
+
+static const pw_time_guard_model_t g_fitted = PW_TIME_GUARD_FITTED;
+
+const pw_time_guard_model_t *pw_time_guard_model(void)
+{
+    return &g_fitted;
+}
+
+int pw_time_guard(const pw_time_guard_inputs_t *in, const pw_time_guard_model_t *m,
+                  double *saving_us, double *cost_us)
+{
+    if (saving_us) *saving_us = 0.0;
+    if (cost_us) *cost_us = 0.0;
+    if (!in || !m || in->num_tokens <= 0 || in->num_kv_heads <= 0) return 0;
+    int k;
+    if (in->kernel == PW_KERNEL_UNION8) k = PW_TG_UNION8;
+    else if (in->kernel == PW_KERNEL_UNION4) k = PW_TG_UNION4;
+    else return 0; /* per-query: no regroup, no metadata */
+    int w;
+    if (in->window == 64) w = PW_TG_W64;
+    else if (in->window == 128) w = PW_TG_W128;
+    else return 0;
+    double factor;
+    if (in->precision == PW_PRECISION_FP8) factor = 1.0;
+    else if (in->precision == PW_PRECISION_FP8X2) factor = m->fp8x2_factor;
+    else return 0;
+
+    const double rows = (double)in->num_tokens * (double)in->num_kv_heads;
+    const double saving = m->rate_ns_per_row[k][w] * factor * (rows - m->rows0[k][w]) / 1000.0;
+    const int64_t per_head = (in->num_tokens + in->window - 1) / in->window +
+                             (in->num_requests > 1 ? in->num_requests - 1 : 0);
+    const double windows = (double)per_head * (double)in->num_kv_heads;
+    double cost = m->fixed_us[w] + m->per_window_us[w] * windows;
+    if (in->max_pages_per_request > m->direct_max_pages[w]) cost *= m->hash_factor;
+    if (saving_us) *saving_us = saving;
+    if (cost_us) *cost_us = cost;
+    return saving > cost + m->margin_us;
+}

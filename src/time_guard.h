@@ -1,0 +1,58 @@
+/* time_guard.h — the time guard of PW_REGROUP_AUTO (internal, not installed): a pure host
+ * function that predicts, from what the host knows when it enqueues a call (never device
+ * data), whether the in-call regroup saves more attention time than it costs. The model
+ * is documented at pw_plan_info in pageweaver.h; its constants live in
+ * src/time_guard_constants.h, written by bench/fit_time_guard.py from `pageweaver bench
+ * --json` output. */
+#ifndef PW_TIME_GUARD_H
+#define PW_TIME_GUARD_H
+
+#include <stdint.h>
+
+#include "pageweaver.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Index of a kernel / window in the model's tables. */
+enum { PW_TG_UNION8 = 0, PW_TG_UNION4 = 1, PW_TG_KERNELS = 2 };
+enum { PW_TG_W64 = 0, PW_TG_W128 = 1, PW_TG_WINDOWS = 2 };
+
+typedef struct pw_time_guard_model {
+    /* S_exec = rate_ns_per_row * (rows - rows0) / 1000 us, rows = N * Hkv (FP8) */
+    double rate_ns_per_row[PW_TG_KERNELS][PW_TG_WINDOWS];
+    double rows0[PW_TG_KERNELS][PW_TG_WINDOWS];
+    double fp8x2_factor; /* S_exec of PW_PRECISION_FP8X2 / S_exec of FP8 */
+    /* C_online = (fixed_us + per_window_us * windows) us, windows = Hkv (ceil(N/W) + R - 1) */
+    double fixed_us[PW_TG_WINDOWS];
+    double per_window_us[PW_TG_WINDOWS];
+    double hash_factor;       /* C_online multiplier past the direct-indexed page bound */
+    int32_t direct_max_pages[PW_TG_WINDOWS]; /* 4096 (W64), 2048 (W128): src/cuda/regroup.cu */
+    double margin_us;         /* regroup iff saving > cost + margin */
+} pw_time_guard_model_t;
+
+/* What the host knows when it enqueues a call. */
+typedef struct pw_time_guard_inputs {
+    int64_t num_tokens;            /* N */
+    int64_t num_requests;          /* R */
+    int64_t num_kv_heads;          /* Hkv */
+    int64_t max_pages_per_request; /* V */
+    pw_kernel_t kernel;
+    pw_precision_t precision;
+    int32_t window;                /* W: 64 or 128 (anything else: never pays) */
+} pw_time_guard_inputs_t;
+
+/* The library's constants (src/time_guard_constants.h). */
+const pw_time_guard_model_t *pw_time_guard_model(void);
+
+/* Predicted saving and cost in microseconds (either pointer may be NULL); returns 1 when
+ * regrouping pays (saving > cost + margin), else 0. PER_QUERY, N = 0, a window other than
+ * 64 / 128, or a kernel / precision outside the enums: 0 with saving = cost = 0. */
+int pw_time_guard(const pw_time_guard_inputs_t *in, const pw_time_guard_model_t *model,
+                  double *saving_us, double *cost_us);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
