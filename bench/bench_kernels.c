@@ -3,8 +3,7 @@
  * `pageweaver bench`; this harness isolates pw_union_attention.
  *
  *   bench_kernels [--reps N] [--impls LIST] CAPTURE...   (LIST: slot keys, see `slots` below:
- *       0-4, 6-9 the dev impls, s / l the 8-query kernel's stream-only / lock-step walks,
- *       x / w FP8X2 on impl 6 / the 8-query kernel)
+ *       0-4, 6-8 the dev impls, x FP8X2 on impl 6)
  *       (default capture: .data/workloads/sel_A_hot.safetensors; LIST e.g. 0,3, default all)
  *
  * Per capture: metadata for identity and guarded-W128 groupings from the CPU reference
@@ -21,9 +20,9 @@
  * cluster), 2 (B, P from registers), 3 (A+B), 4 (C, warp-specialised CTA), 6 (B + V transposed
  * by the warps without a member), 7 (6, two transpose chunks per pass), 8 (6 before the
  * cache-poison fix: V past the members' last visible token not zeroed, the "before" of that
- * fix's A/B), 9 (the warp-specialised 8-query kernel, union_ws.cu) with its dev walks 10
- * (page stream only) and 11 (lock-step); Union4 and per-query 2, 6, 7 and 8 (impl 5 was
- * removed). Before timing, each
+ * fix's A/B); Union4 and per-query 2, 6, 7 and 8 (impl 5 was removed; the warp-specialised
+ * 8-query kernel, impls 9-11, measured slower and was removed: bench/NOTES.md, v7). Before
+ * timing, each
  * impl runs once untimed with LSE on, and its O and LSE bytes are compared with impl 0's
  * on the same inputs: a difference prints a "!!! BITWISE MISMATCH" line and the program
  * exits with status 2 after the table. The timed replays run without LSE, as before. */
@@ -125,9 +124,7 @@ typedef struct slot {
 static const slot_t slots[] = {
     {'0', 0, 0, 1, 0, "v4"},         {'1', 1, 0, 1, 1, "A"},           {'2', 2, 0, 1, 0, "B"},
     {'3', 3, 0, 1, 1, "A+B"},        {'4', 4, 0, 1, 1, "C"},           {'6', 6, 0, 1, 0, "B+idleVt"},
-    {'7', 7, 0, 1, 0, "idleVt2"},    {'8', 8, 0, 1, 0, "pre-fix"},     {'9', 9, 0, 1, 1, "WS"},
-    {'s', 10, 0, 0, 1, "WS-stream"}, {'l', 11, 0, 1, 1, "WS-lockstep"}, {'x', 6, 1, 0, 0, "X2"},
-    {'w', 9, 1, 0, 1, "WS-X2"},
+    {'7', 7, 0, 1, 0, "idleVt2"},    {'8', 8, 0, 1, 0, "pre-fix"},     {'x', 6, 1, 0, 0, "X2"},
 };
 #define NUM_SLOTS ((int)(sizeof slots / sizeof slots[0]))
 

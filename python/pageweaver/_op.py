@@ -219,6 +219,7 @@ def _plan(key, problem, regroup, window, kernel):
 
 _MAX_SCALES = 1024
 _scales = {}
+_capture_keepalive = []  # scale tensors made during graph capture (4 bytes each, never freed)
 _scales_lock = threading.Lock()
 
 
@@ -231,7 +232,14 @@ def _device_scale(value, device):
     t = _scales.get(key)
     if t is not None:
         return t
-    if torch.cuda.is_current_stream_capturing() or len(_scales) >= _MAX_SCALES:
+    if torch.cuda.is_current_stream_capturing():
+        # Filled at replay by the captured fill. Kept alive for good: freed inside the capture,
+        # its block would be handed to the next allocation of the same capture (this call's
+        # workspace), which would overwrite the scale before the kernel reads it.
+        t = torch.full((1,), value, dtype=torch.float32, device=device)
+        _capture_keepalive.append(t)
+        return t
+    if len(_scales) >= _MAX_SCALES:
         return torch.full((1,), value, dtype=torch.float32, device=device)
     t = torch.full((1,), value, dtype=torch.float32, device=device)
     with _scales_lock:
@@ -344,8 +352,12 @@ def _run_cuda(problem, args, device, k_scale, v_scale, k_value, v_value, precisi
     if args.o_dtype != _lib.PW_DTYPE_BFLOAT16:
         raise TypeError("out: the GPU writes torch.bfloat16 only")
     index = device.index if device.index is not None else torch.cuda.current_device()
-    args.k_scale = (k_scale if k_scale is not None else _device_scale(k_value, device)).data_ptr()
-    args.v_scale = (v_scale if v_scale is not None else _device_scale(v_value, device)).data_ptr()
+    # Held until the call returns: a scale tensor freed here would hand its block to the
+    # workspace allocated below, which the call writes before the kernel reads the scale.
+    k_scale_t = k_scale if k_scale is not None else _device_scale(k_value, device)
+    v_scale_t = v_scale if v_scale is not None else _device_scale(v_value, device)
+    args.k_scale = k_scale_t.data_ptr()
+    args.v_scale = v_scale_t.data_ptr()
     key = (index, problem.num_tokens, problem.num_requests, problem.num_kv_heads,
            problem.q_heads_per_kv, problem.head_dim, problem.topk,
            problem.max_pages_per_request, problem.num_cache_pages, problem.softmax_scale,

@@ -224,7 +224,6 @@
 #include "attention_dev.h"
 #include "ptx.cuh"
 #include "pw_internal.h"
-#include "union_ws_launch.h"
 #include <string.h>
 
 namespace pw {
@@ -1229,8 +1228,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
                             pw_kernel_t kernel, pw_stream_t stream)
 {
     PW_TRY(pw_check_gpu_attention_args(problem, args, kernel)); // src/attention_args.c
-    const bool ws = impl >= pw::kImplWs; // the 8-query kernel (both arithmetics), launched below
-    if (pw_args_precision(args) == PW_PRECISION_FP8X2 && !ws) {
+    if (pw_args_precision(args) == PW_PRECISION_FP8X2) {
         // Two-term FP8 exists on B (impl 2) and on impl 6 (the library's), for every variant.
         if (impl == pw::kImplIdleVtDev) impl = pw::kImplPRegs | pw::kImplIdleVt | pw::kImplX2;
         else if (impl == pw::kImplPRegs || (impl == pw::kImplWarpSpec && kernel != PW_KERNEL_UNION8))
@@ -1297,14 +1295,6 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     params.member_masks = meta->member_masks;
     params.max_groups = meta->max_groups;
     params.union_capacity = meta->union_capacity;
-    if (ws) { // the warp-specialised 8-query kernel: one CTA per item here
-        if (kernel != PW_KERNEL_UNION8)
-            return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl %d is the 8-query kernel: PW_KERNEL_UNION8 only", impl);
-        params.num_items = meta->max_groups * problem->num_kv_heads;
-        if (params.num_items > 0x7fffffff)
-            return pw_fail(PW_ERROR_UNSUPPORTED, "groups * Hkv = %lld exceeds the grid limit", (long long)params.num_items);
-        return pw_launch_union_ws(params, impl - pw::kImplWs, pw_args_precision(args) == PW_PRECISION_FP8X2, stream);
-    }
     const int64_t grid = 2 * meta->max_groups * problem->num_kv_heads;
     if (grid > 0x7fffffff) return pw_fail(PW_ERROR_UNSUPPORTED, "2 * groups * Hkv = %lld CTAs exceeds the grid limit", (long long)grid);
     if (kernel == PW_KERNEL_UNION8) return launch_impl<pw::kUnion8>(impl, params, (unsigned)grid, stream);

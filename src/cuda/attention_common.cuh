@@ -1,6 +1,6 @@
 /* attention_common.cuh — the per-row arithmetic and tile helpers every sparse attention
- * kernel shares (the library's Union4 / per-query / cluster Union8 kernels of attention.cu
- * and the warp-specialised 8-query kernel of union_ws.cu), so that every kernel computes
+ * kernel shares (the Union4 / per-query / cluster Union8 kernels of attention.cu, and any
+ * kernel written next to them), so that every kernel computes
  * each row with exactly the same instructions in the same order: outputs are bitwise equal
  * across kernels and groupings (docs/semantics.md, "Arithmetic").
  *

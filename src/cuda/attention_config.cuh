@@ -48,10 +48,7 @@ constexpr int kImplPipe = 5;     // removed (measured slower, bench/NOTES.md v6)
 constexpr int kImplIdleVtDev = 6; // dev impl 6 = kImplPRegs | kImplIdleVt
 constexpr int kImplVtBatchDev = 7; // dev impl 7 = kImplPRegs | kImplIdleVt | kImplVtBatch
 constexpr int kImplNoVMaskDev = 8; // dev impl 8 = kImplPRegs | kImplIdleVt | kImplNoVMask (before the fix)
-constexpr int kImplWs = 9;          // the warp-specialised 8-query kernel (union_ws.cu), Union8 only
-constexpr int kImplWsStreamOnly = 10; // its page stream alone: consumers wait and release, no arithmetic
-constexpr int kImplWsLockStep = 11;   // each consumer walks every union page (impl 4's walk)
-constexpr int kNumImpls = 12;
+constexpr int kNumImpls = 9;
 
 /* Shared memory of one CTA. Tiles are 1024-byte aligned (128-byte swizzle atoms); the
  * multicast copies land at the same offsets in both CTAs of a cluster. */
@@ -151,11 +148,6 @@ struct AttentionParams {
     int64_t num_cache_pages;
     float softmax_scale;
     uint32_t *bad_page_count;        // device counter or NULL
-    // The warp-specialised 8-query kernel (union_ws.cu) only:
-    const int32_t *schedule;         // [num_items] execution order of the items (h * max_groups + group), or NULL: item order
-    int32_t *work_counter;           // device int32 zeroed before the launch (persistent CTAs fetch items), or NULL:
-                                     // CTA b runs item b (grid = num_items)
-    int64_t num_items;               // Hkv * max_groups
 };
 
 } // namespace pw

@@ -36,20 +36,6 @@ static __device__ __forceinline__ uint4 ld_shared_v4_u32(uint32_t addr)
     return v;
 }
 
-/* ld.acquire / st.release of a shared-memory word at CTA scope (PTX ISA 9.7.9.8 ld,
- * 9.7.9.9 st, memory-consistency .acquire / .release): a monotonic handoff counter. */
-static __device__ __forceinline__ int32_t ld_acquire_shared_s32(const int32_t *p)
-{
-    int32_t v;
-    asm volatile("ld.acquire.cta.shared::cta.b32 %0, [%1];" : "=r"(v) : "r"(smem_u32(p)) : "memory");
-    return v;
-}
-
-static __device__ __forceinline__ void st_release_shared_s32(int32_t *p, int32_t v)
-{
-    asm volatile("st.release.cta.shared::cta.b32 [%0], %1;" ::"r"(smem_u32(p)), "r"(v) : "memory");
-}
-
 /* ---- mbarrier (PTX ISA 9.7.13.15) ------------------------------------------------- */
 static __device__ __forceinline__ void mbarrier_init(uint64_t *bar, uint32_t count)
 {
@@ -73,12 +59,6 @@ static __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t *bar, 
 static __device__ __forceinline__ void mbarrier_arrive(uint64_t *bar)
 {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-
-/* mbarrier.arrive with a count (PTX ISA 9.7.13.15.13): `count` arrivals at once. */
-static __device__ __forceinline__ void mbarrier_arrive_count(uint64_t *bar, uint32_t count)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
 }
 
 /* mapa + mbarrier.arrive.shared::cluster: arrive on the barrier at the same shared-memory

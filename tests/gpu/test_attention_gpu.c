@@ -198,19 +198,16 @@ static uint32_t run_kernel(const pw_capture_t *c, device_problem_t *d, pw_kernel
     return run_kernel_impl(c, d, kernel, 0, grouping, o_out, lse_out);
 }
 
-#define NUM_IMPLS 12
-static const char *const impl_names[NUM_IMPLS] = {"v4",      "A",       "B",  "A+B", "C",         "(removed)",
-                                                  "B+idleVt", "idleVt2", "pre-fix", "WS", "WS-stream", "WS-lockstep"};
+#define NUM_IMPLS 9
+static const char *const impl_names[NUM_IMPLS] = {"v4", "A", "B", "A+B", "C", "(removed)", "B+idleVt", "idleVt2",
+                                                  "pre-fix"};
 
-/* The impls a kernel has: Union8 0..4, 6, 7, 9 and 11 (9 and 11: the warp-specialised
- * 8-query kernel, normal and lock-step walk); Union4 and per-query 0, 2, 4, 6 and 7 (no
+/* The impls a kernel has: Union8 0..4, 6 and 7; Union4 and per-query 0, 2, 4, 6 and 7 (no
  * cluster; 4 runs as 2 there). Impl 5 was removed (PW_ERROR_UNSUPPORTED); impl 8 (before the
- * cache-poison fix) runs only as test_cache_poison's witness; impl 10 (the 8-query kernel's
- * page stream without arithmetic) writes no output and is for timing only. */
+ * cache-poison fix) runs only as test_cache_poison's witness. */
 static int kernel_has_impl(pw_kernel_t kernel, int impl)
 {
-    if (impl == 5 || impl == 8 || impl == 10) return 0;
-    if (impl >= 9) return kernel == PW_KERNEL_UNION8;
+    if (impl == 5 || impl == 8) return 0;
     return kernel == PW_KERNEL_UNION8 || (impl & 1) == 0 || impl == 7;
 }
 
@@ -372,9 +369,9 @@ static void check_fp8x2(const pw_capture_t *c, device_problem_t *d, pw_rng_t *rn
             assert_true(ce.nrms <= EMU_X2_NRMS_BOUND);
             assert_true(ce.lse_max_abs <= EMU_X2_LSE_BOUND);
             assert_true(cx.nrms <= EXACT_X2_NRMS_BOUND);
-            // Dev impl 2 (B) and the 8-query kernels (9, 11) have the library's FP8X2 arithmetic.
-            const int x2_impls[3] = {2, 9, 11};
-            for (int xi = 0; xi < 3; xi++) {
+            // Dev impl 2 (B) has the library's FP8X2 arithmetic.
+            const int x2_impls[1] = {2};
+            for (int xi = 0; xi < 1; xi++) {
                 run_kernel_impl(c, d, kernel, x2_impls[xi], &g, o, l);
                 const int same_b = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
                 printf("  FP8X2 union8 W128 impl %d (%s) == library: %s\n", x2_impls[xi], impl_names[x2_impls[xi]],
@@ -585,15 +582,14 @@ static void check_capture(const char *path)
     float *lx = malloc(n * hq * 4);
     run_kernel(c, &d, PW_KERNEL_UNION8, &g, ox, lx);
     int x2_same = 1;
-    for (int k = 1; k < 4; k++) {
-        if (k < 3) run_kernel(c, &d, k == 1 ? PW_KERNEL_UNION4 : PW_KERNEL_PER_QUERY, &g, oq, lq);
-        else run_kernel_impl(c, &d, PW_KERNEL_UNION8, 9, &g, oq, lq); // the 8-query kernel
+    for (int k = 1; k < 3; k++) {
+        run_kernel(c, &d, k == 1 ? PW_KERNEL_UNION4 : PW_KERNEL_PER_QUERY, &g, oq, lq);
         x2_same = x2_same && memcmp(ox, oq, elems * 2) == 0 && memcmp(lx, lq, n * hq * 4) == 0;
     }
     g_precision = PW_PRECISION_FP8;
     const compare_t cx2 = compare_rows(c, ox, lx, ex, 1, ex_lse, rows);
     printf("capture %s: N=%lld Hkv=%lld (rows checked %lld): union8 vs exact NRMS FP8 %.4f (SPEC §4 arithmetic), "
-           "FP8X2 %.5f (bar %.3f: %s) | union8 == per-query bitwise: %s | FP8X2 union8 == union4 == per-query == WS: %s "
+           "FP8X2 %.5f (bar %.3f: %s) | union8 == per-query bitwise: %s | FP8X2 union8 == union4 == per-query: %s "
            "| impls == union8 impl 0 bitwise:%s\n",
            path, (long long)n, (long long)hkv, (long long)want, cx.nrms, cx2.nrms, EXACT_NRMS_GOAL,
            cx2.nrms <= EXACT_NRMS_GOAL ? "met" : "NOT MET", same ? "yes" : "NO", x2_same ? "yes" : "NO", impls_log);
@@ -736,7 +732,7 @@ static void test_cache_poison(void **state)
             g_precision = precisions[pr];
             for (int a = 0; a < num_arms; a++) {
                 const arm_t *arm = &arms[a];
-                if (pr == 1 && arm->impl != 0 && arm->impl != 9) continue; // FP8X2: the library's and WS
+                if (pr == 1 && arm->impl != 0) continue; // FP8X2: the library's impl
                 memcpy(c->k_cache, k_clean, cache_bytes);
                 memcpy(c->v_cache, v_clean, cache_bytes);
                 CUDA_OK(cudaMemcpy(d.k, c->k_cache, cache_bytes, cudaMemcpyHostToDevice));
