@@ -305,10 +305,14 @@ typedef enum pw_ref_mode {
  *     ~0.17%), at the cost measured in the README's benchmark table (1.2-1.3x the FP8
  *     time). K and V stay the caller's FP8 caches (exact inputs). Outputs stay bitwise
  *     independent of the grouping.
- * A pw_attention_args_t whose struct_size predates this field (0.1.0) reads as FP8. */
+ * PW_ATTENTION_ARGS_INIT sets PW_PRECISION_FP8X2, the accurate mode (the accuracy users
+ * compare against: FlashInfer's SM90 sparse prefill and SGLang's Triton kernel measure
+ * 0.21-0.22% on the same inputs); PW_PRECISION_FP8 is the documented fast mode. A
+ * pw_attention_args_t whose struct_size predates this field (0.1.0) reads as FP8 (what
+ * those callers got). */
 typedef enum pw_precision {
-    PW_PRECISION_FP8 = 0,  /* default */
-    PW_PRECISION_FP8X2 = 1
+    PW_PRECISION_FP8 = 0,  /* the fast mode */
+    PW_PRECISION_FP8X2 = 1 /* the default (PW_ATTENTION_ARGS_INIT) */
 } pw_precision_t;
 
 /* Tensors of one attention call. Host pointers for the reference, device for the GPU. */
@@ -333,7 +337,7 @@ typedef struct pw_attention_args {
                                     empty rows; NULL to skip */
     uint32_t *bad_page_count;    /* optional (NULL): incremented once per (query, KV head,
                                     page) whose physical id is outside [0, num_cache_pages) */
-    pw_precision_t precision;    /* PW_PRECISION_FP8 (default) or PW_PRECISION_FP8X2: the
+    pw_precision_t precision;    /* PW_PRECISION_FP8X2 (default) or PW_PRECISION_FP8: the
                                     GPU kernels' arithmetic and the one PW_REF_FP8_EMULATE
                                     mirrors (PW_REF_EXACT computes exactly either way, but
                                     the value must be valid) */
@@ -341,7 +345,7 @@ typedef struct pw_attention_args {
 
 #define PW_ATTENTION_ARGS_INIT                                                              \
     {sizeof(pw_attention_args_t), NULL, 0, NULL, NULL, 0, NULL, NULL, NULL,                 \
-     {NULL, NULL, NULL, NULL, 0}, NULL, 0, PW_DTYPE_FLOAT32, NULL, NULL, PW_PRECISION_FP8}
+     {NULL, NULL, NULL, NULL, 0}, NULL, 0, PW_DTYPE_FLOAT32, NULL, NULL, PW_PRECISION_FP8X2}
 
 /* Sparse attention of semantics §1 on the CPU, FP64 accumulation. Empty rows: O = 0,
  * LSE = -inf. A physical page outside the cache contributes nothing and is counted.

@@ -168,6 +168,8 @@ static pw_attention_args_t tcase_args(const tcase_t *tc, void *o, int64_t o_stri
     a.o_dtype = o_dtype;
     a.lse = lse;
     a.bad_page_count = bad;
+    /* The FP8-mode tests (the default is FP8X2): the FP8X2 tests set it themselves. */
+    a.precision = PW_PRECISION_FP8;
     return a;
 }
 

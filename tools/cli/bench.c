@@ -340,6 +340,7 @@ static int reference_check(bench_capture_t *bc, const bench_options_t *o, check_
     int rc = pw_ref_attention(p, &args, PW_REF_EXACT) != PW_SUCCESS;
     args.o = cs->emulate;
     args.o_dtype = PW_DTYPE_FLOAT32;
+    args.precision = PW_PRECISION_FP8; /* the fast mode's figure; FP8X2 (the default) next */
     if (!rc) rc = pw_ref_attention(p, &args, PW_REF_FP8_EMULATE) != PW_SUCCESS;
     args.o = cs->emulate_x2;
     args.precision = PW_PRECISION_FP8X2;
@@ -450,7 +451,7 @@ static arm_figures_t arm_figures(const bench_capture_t *bc, int arm, const bench
         f.exec_flop = (double)st->c4 * STEP_FLOP;
     }
     /* PW_PRECISION_FP8X2 runs QK and PV twice on the tensor cores (two E4M3 terms of Q and P) */
-    if (arm == ARM_ONLINE_W128_X2 || arm == ARM_UNION4_X2) f.exec_flop *= 2;
+    if (bench_arm_is_x2(arm)) f.exec_flop *= 2;
     if (rates && rates->measured) {
         const double t_bytes = f.l2_bytes / (rates->l2_read_tbps * 1e12) * 1e3;
         const double t_flop = f.exec_flop / (rates->fp8_gemm_tflops * 1e12) * 1e3;
@@ -492,12 +493,13 @@ static default_figures_t default_figures(const bench_capture_t *bc)
 {
     default_figures_t f;
     memset(&f, 0, sizeof f);
-    const int arms[4] = {ARM_UNION4_IDENTITY, ARM_DEFAULT, ARM_UNION4, ARM_UNION4_FIXED_W128};
+    const int online = bench_default_online_arm();
+    const int arms[4] = {ARM_UNION4_IDENTITY, ARM_DEFAULT, online, ARM_UNION4_FIXED_W128};
     f.ran = 1;
     for (int i = 0; i < 4; i++) f.ran &= bc->arms[arms[i]].ran;
     if (!f.ran) return f;
     const bench_timing_t *ti = &bc->arms[ARM_UNION4_IDENTITY].t, *td = &bc->arms[ARM_DEFAULT].t,
-                         *to = &bc->arms[ARM_UNION4].t, *tf = &bc->arms[ARM_UNION4_FIXED_W128].t;
+                         *to = &bc->arms[online].t, *tf = &bc->arms[ARM_UNION4_FIXED_W128].t;
     f.t_identity = ti->median_ms;
     f.t_default = td->median_ms;
     f.t_online = to->median_ms;
@@ -619,6 +621,8 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
             snprintf(same, sizeof same, "NO vs union8 FP8X2 (%.3f%%)", 100.0 * ar->differing_x2);
         else if (a == ARM_UNION4_X2)
             snprintf(same, sizeof same, "-");
+        else if (bench_arm_is_x2(a)) /* the default kernel's group in the default arithmetic */
+            snprintf(same, sizeof same, "FP8X2");
         char floor_s[16], ratio_s[16];
         if (f.floor_ms > 0) {
             snprintf(floor_s, sizeof floor_s, "%.4f", f.floor_ms);
@@ -791,6 +795,8 @@ static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates
         if (df.ran) {
             cJSON *fj = cJSON_AddObjectToObject(gpu, "default_kernel");
             cJSON_AddNumberToObject(fj, "interleaved_replays", bc->arms[ARM_DEFAULT].t.replays);
+            cJSON_AddStringToObject(fj, "precision",
+                                    bench_default_precision() == PW_PRECISION_FP8X2 ? "fp8x2" : "fp8");
             add_num(fj, "t_identity_ms", df.t_identity);
             add_num(fj, "t_default_ms", df.t_default);
             add_num(fj, "t_online_ms", df.t_online);

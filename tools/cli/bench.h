@@ -128,6 +128,27 @@ typedef struct bench_capture {
 } bench_capture_t;
 
 const char *bench_arm_name(int arm);
+
+/* The library's default arithmetic (what PW_ATTENTION_ARGS_INIT sets) and the plain Union4 +
+ * guarded W128 arm that runs it: the default kernel's interleaved group (T_identity,
+ * T_default, T_online, T_fixed: ARM_UNION4_IDENTITY, ARM_DEFAULT, this arm,
+ * ARM_UNION4_FIXED_W128) runs in the default arithmetic. */
+static inline pw_precision_t bench_default_precision(void)
+{
+    const pw_attention_args_t a = PW_ATTENTION_ARGS_INIT;
+    return a.precision;
+}
+static inline int bench_default_online_arm(void)
+{
+    return bench_default_precision() == PW_PRECISION_FP8X2 ? ARM_UNION4_X2 : ARM_UNION4;
+}
+/* 1 when the arm runs PW_PRECISION_FP8X2 (QK and PV twice on the tensor cores). */
+static inline int bench_arm_is_x2(int arm)
+{
+    if (arm == ARM_ONLINE_W128_X2 || arm == ARM_UNION4_X2) return 1;
+    return bench_default_precision() == PW_PRECISION_FP8X2 &&
+           (arm == ARM_UNION4_IDENTITY || arm == ARM_UNION4_FIXED_W128 || arm == ARM_DEFAULT);
+}
 const char *bench_arm_key(int arm);
 const char *bench_perm_name(int perm);
 const char *bench_perm_key(int perm);

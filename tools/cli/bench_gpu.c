@@ -404,6 +404,9 @@ static arm_spec_t arm_spec(int arm)
     case ARM_DEFAULT: s.mode = PW_REGROUP_AUTO; s.kernel = PW_KERNEL_UNION4; break; /* PW_PLAN_CONFIG_INIT */
     default: break;
     }
+    /* The default kernel's group runs the library's default arithmetic (bench.h). */
+    if (arm == ARM_UNION4_IDENTITY || arm == ARM_UNION4_FIXED_W128 || arm == ARM_DEFAULT)
+        s.precision = bench_default_precision();
     return s;
 }
 
@@ -749,7 +752,7 @@ static int run_interleaved(bench_capture_t *bc, const bench_options_t *o, device
                            pw_bf16_t *t0_out, pw_bf16_t *scratch)
 {
     enum { COUNT = 4 };
-    const int arms[COUNT] = {ARM_UNION4_IDENTITY, ARM_DEFAULT, ARM_UNION4, ARM_UNION4_FIXED_W128};
+    const int arms[COUNT] = {ARM_UNION4_IDENTITY, ARM_DEFAULT, bench_default_online_arm(), ARM_UNION4_FIXED_W128};
     const pw_problem_t *p = &bc->capture->problem;
     arm_run_t runs[COUNT];
     memset(runs, 0, sizeof runs);
@@ -831,12 +834,13 @@ int bench_gpu_capture(bench_capture_t *bc, const bench_options_t *o)
         device_set_free(&d);
         return 1;
     }
-    /* Every arm alone, in order, except the default kernel's four (ARM_UNION4 and the
-     * last three), which run together by interleaved replays at ARM_UNION4's turn. */
-    static const int group[4] = {ARM_UNION4_IDENTITY, ARM_DEFAULT, ARM_UNION4, ARM_UNION4_FIXED_W128};
+    /* Every arm alone, in order, except the default kernel's four (the Union4 arm in the
+     * default arithmetic, bench_default_online_arm, and the last three), which run together
+     * by interleaved replays at that arm's turn. */
+    const int group[4] = {ARM_UNION4_IDENTITY, ARM_DEFAULT, bench_default_online_arm(), ARM_UNION4_FIXED_W128};
     int failures = 0;
     for (int arm = 0; arm < ARM_UNION4_IDENTITY; arm++) {
-        const int interleaved = arm == ARM_UNION4;
+        const int interleaved = arm == bench_default_online_arm();
         failures += interleaved ? run_interleaved(bc, o, &d, s, t0_out, scratch)
                                 : run_arm(bc, arm, o, &d, s, t0_out, scratch) != 0;
         for (int g = 0; g < (interleaved ? 4 : 1) && !o->quiet; g++) {
