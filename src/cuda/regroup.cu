@@ -330,7 +330,7 @@ static __device__ __forceinline__ void fused_exit_count(const RegroupParams &p, 
 
 /* The window's groups (runs of g slots of the final order) by the CTA's warps, one group
  * per warp at a time: keys from the stored S_i ids, union_group_emit writes the rows at
- * the global group index groups_before + win * per_window + i (SPEC §4.1 order). Needs
+ * the global group index groups_before + win * per_window + i (docs/semantics.md §4.1 order). Needs
  * 640 bytes of dynamic shared memory per warp (M is dead by now). */
 template <int W>
 static __device__ __forceinline__ void fused_union_prepare(const RegroupParams &p, SmemV3<W> &sm,

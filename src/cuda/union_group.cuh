@@ -1,5 +1,5 @@
 /* union_group.cuh — one group's union metadata from its members' candidates, by one warp
- * (SPEC §4.1): shared by the union preparation kernel (union_prepare.cu) and the fused
+ * (docs/semantics.md §4.1): shared by the union preparation kernel (union_prepare.cu) and the fused
  * regroup + union preparation kernel (regroup.cu). Internal; not installed.
  *
  * A group has at most 8 members x 16 ids = 128 candidates; lane l holds ids 4*(l%4) ..

@@ -1,5 +1,5 @@
 /* GPU tests of the sparse attention kernels (Union8, Union4, per-query) against the CPU
- * references (SPEC §4): FP8-emulating reference (tight), exact FP64 reference (NRMS), and
+ * references (docs/semantics.md §4): FP8-emulating reference (tight), exact FP64 reference (NRMS), and
  * bitwise identity across groupings, kernels and kernel implementations, for both
  * arithmetics of pw_precision_t (FP8X2 on impls 2 and 6, the library's) (impl 0..7 of
  * src/cuda/attention_dev.h: every impl must give impl 0's bytes). Skips (exit 77) without
@@ -486,7 +486,7 @@ static void test_random_problems(void **state)
             assert_true(same);
             assert_int_equal(bad_impl, bad_ref);
         }
-        // Other groupings and kernels, every impl: byte-identical O and LSE (SPEC §4).
+        // Other groupings and kernels, every impl: byte-identical O and LSE (docs/semantics.md §4).
         for (int arm = 1; arm < 6; arm++) {
             pw_grouping_t g;
             const pw_kernel_t kernel = setup_arm(arm, c, &rng, perm, &g, &d);
@@ -588,7 +588,7 @@ static void check_capture(const char *path)
     }
     g_precision = PW_PRECISION_FP8;
     const compare_t cx2 = compare_rows(c, ox, lx, ex, 1, ex_lse, rows);
-    printf("capture %s: N=%lld Hkv=%lld (rows checked %lld): union8 vs exact NRMS FP8 %.4f (SPEC §4 arithmetic), "
+    printf("capture %s: N=%lld Hkv=%lld (rows checked %lld): union8 vs exact NRMS FP8 %.4f (FP8 arithmetic), "
            "FP8X2 %.5f (bar %.3f: %s) | union8 == per-query bitwise: %s | FP8X2 union8 == union4 == per-query: %s "
            "| impls == union8 impl 0 bitwise:%s\n",
            path, (long long)n, (long long)hkv, (long long)want, cx.nrms, cx2.nrms, EXACT_NRMS_GOAL,

@@ -1,4 +1,4 @@
-/* GPU tests of the full prefill call (pw_plan_t / pw_sparse_prefill, SPEC §5):
+/* GPU tests of the full prefill call (pw_plan_t / pw_sparse_prefill, docs/semantics.md §5):
  *  - for identity order, the in-call regroup at W64 / W128 (guarded and greedy), a
  *    caller-given permutation, Union4 and per-query, the full call's output and LSE are
  *    bitwise equal to pw_union_attention run directly on metadata made by the CPU
@@ -355,7 +355,7 @@ static void fill_inputs(pw_capture_t *c, pw_rng_t *rng)
 }
 
 /* Points the page-table entry of a page that some query selected and may see outside the
- * cache, so the call must count it (SPEC §1: skipped and counted). */
+ * cache, so the call must count it (docs/semantics.md §1: skipped and counted). */
 static void break_a_selected_page(pw_capture_t *c)
 {
     const pw_problem_t *p = &c->problem;
@@ -512,7 +512,7 @@ static void test_full_call_matches_direct(void **state)
             memcpy(first.lse, full.lse, out_elems(p) / 128 * 4);
             first.bad = full.bad;
         } else {
-            assert_true(same_result(p, &full, &first)); /* SPEC §4: grouping-invariant */
+            assert_true(same_result(p, &full, &first)); /* docs/semantics.md §4: grouping-invariant */
         }
         pw_plan_destroy(plan);
     }

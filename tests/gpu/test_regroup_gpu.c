@@ -1,4 +1,4 @@
-/* GPU tests of online regroup and union preparation (SPEC §3, §4.1): the device results
+/* GPU tests of online regroup and union preparation (docs/semantics.md §3, §4.1): the device results
  * must equal pw_ref_regroup / pw_ref_union_prepare byte for byte.
  *
  * Every output buffer is poisoned with 0xAB before each run (the reference's host buffers
