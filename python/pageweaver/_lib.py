@@ -36,7 +36,7 @@ PW_DTYPE_FLOAT64 = 2
 PW_REF_EXACT = 0
 PW_REF_FP8_EMULATE = 1
 PRECISIONS = {"fp8": 0, "fp8x2": 1}            # pw_precision_t
-REGROUP_MODES = {"identity": 0, "greedy": 1, "guarded": 2}  # pw_regroup_mode_t
+REGROUP_MODES = {"identity": 0, "greedy": 1, "guarded": 2, "auto": 3}  # pw_regroup_mode_t
 KERNELS = {"union8": 0, "union4": 1, "per_query": 2}         # pw_kernel_t
 
 

@@ -425,11 +425,13 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    rows may be strided; written in place.
       return_lse   also return the LSE [N, Hq] float32 (natural log of the row's softmax
                    denominator, scaled scores; -inf for empty rows).
-      precision    None (the library's default), "fp8" (FP8 Q and P), "fp8x2" (two-term
-                   FP8 Q and P, ~0.2% error), or on the CPU "exact" (FP64 attention over
-                   the dequantised inputs instead of emulating the GPU arithmetic).
-      regroup      None (library default), "identity", "greedy" or "guarded" (windows of
-                   the library's default size, 128). Outputs do not depend on it.
+      precision    None (the library's default: "fp8x2"), "fp8" (FP8 Q and P, the fast
+                   mode, ~3.5% error), "fp8x2" (two-term FP8 Q and P, ~0.2% error), or on
+                   the CPU "exact" (FP64 attention over the dequantised inputs instead of
+                   emulating the GPU arithmetic).
+      regroup      None (library default: "auto"), "identity", "greedy", "guarded" or
+                   "auto" (guarded where the library's cost model says regrouping pays;
+                   windows of the library's default size, 128). Outputs do not depend on it.
       kernel       None (library default), "union4", "union8" or "per_query". Outputs do
                    not depend on it.
       bad_page_count  optional one-element int32 / uint32 tensor on q's device, incremented
