@@ -3,9 +3,9 @@
  *
  * Plain C host code: it only carves the caller's workspace and calls the device entry
  * points (src/cuda/regroup.cu, union_prepare.cu, attention.cu), which enqueue and return.
- * A call that regroups enqueues two kernels (the fused regroup + union preparation, then
- * attention); identity order three (identity permutation, union preparation, attention);
- * PW_REGROUP_AUTO picks per call from the time guard (src/time_guard.c).
+ * A call enqueues three kernels: the regroup (or the identity permutation), union
+ * preparation, attention; PW_REGROUP_AUTO picks regroup or identity per call from the time
+ * guard (src/time_guard.c).
  * Nothing here allocates device memory, synchronises or reads device memory, so a call is
  * capturable in a CUDA graph. Without CUDA in the build the device step returns
  * PW_ERROR_UNSUPPORTED; creation and the size query still work (they are host arithmetic).
@@ -272,18 +272,16 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
         return pw_union_attention(p, args, NULL, NULL, NULL, PW_KERNEL_PER_QUERY, stream);
     const pw_union_meta_t meta = meta_view(plan, parts);
     int32_t *own_perm = (int32_t *)(void *)parts[PART_PERM];
-    if (!caller_perm && plan->regroup_pays[pw_args_precision(args) == PW_PRECISION_FP8X2]) {
-        /* One launch: the regroup kernel writes the permutation and the union metadata
-         * (plan->regroup has the window and group size of plan->grouping). */
-        PW_TRY(pw_regroup_union_prepare(p, args->topk_ids, &args->requests, &plan->regroup, own_perm,
-                                        &meta, stream));
-        return pw_union_attention(p, args, &plan->grouping, own_perm, &meta, plan->config.kernel, stream);
-    }
-    if (!caller_perm) { /* identity order */
-        pw_grouping_t identity = plan->regroup;
-        identity.mode = PW_REGROUP_IDENTITY;
-        PW_TRY(pw_regroup(p, args->topk_ids, &args->requests, &identity, own_perm,
-                          parts[PART_REGROUP], plan->part_bytes[PART_REGROUP], stream));
+    if (!caller_perm) {
+        /* The regroup (or, where the time guard says it does not pay, the identity
+         * permutation), then union preparation: two launches. The fused regroup + union
+         * preparation kernel (pw_regroup_union_prepare, dev variant) is not used until
+         * compute-sanitizer synccheck passes on it (H200, 2026-12-01: divergent
+         * __syncthreads; bench/NOTES.md, regroup v3.2). */
+        pw_grouping_t g = plan->regroup;
+        if (!plan->regroup_pays[pw_args_precision(args) == PW_PRECISION_FP8X2]) g.mode = PW_REGROUP_IDENTITY;
+        PW_TRY(pw_regroup(p, args->topk_ids, &args->requests, &g, own_perm, parts[PART_REGROUP],
+                          plan->part_bytes[PART_REGROUP], stream));
         perm = own_perm;
     }
     PW_TRY(pw_union_prepare(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, stream));
