@@ -168,7 +168,7 @@ def header(m, sources, rows):
  * (`scripts/gpu-check regroup13` runs the bench on the scaling set; bench/NOTES.md).
  *
  * Written by bench/fit_time_guard.py on {datetime.date.today().isoformat()} from {", ".join(sources)}.
- * Per capture (measured / predicted, us; Union4 = the default kernel, W128, FP8):
+ * Per capture (measured / predicted, us; Union4 = the default kernel, W128, in the arithmetic its group ran):
 {table}
  */
 #ifndef PW_TIME_GUARD_CONSTANTS_H

@@ -5,30 +5,33 @@
  *     python3 bench/fit_time_guard.py bench.json --write src/time_guard_constants.h
  * (`scripts/gpu-check regroup13` runs the bench on the scaling set; bench/NOTES.md).
  *
- * Source of these values: issue 13's table (H200, 2026-12-01, `pageweaver bench`, Union8,
- * FP8, guarded W128, synthetic hot selections, one request, one KV head), hand-fitted:
- *   S_exec: 6.7 ns per row above 2,900 rows (16,384 q: 90.0 us -> 90.3 predicted; 4,096 q:
- *     7.9 -> 8.0; 65,536 q: 381 -> 420; 1,024 q: -3.7 -> -12.6);
- *   C_online: 11.3 us + 0.0245 us per window (8 windows: 11.5 -> 11.5; 128: 14.4 -> 14.4;
- *     512: 23.8 -> 23.8; 32: 15.5 -> 12.1); the 1M-token context (hash path, 32
- *     windows): 28.5 us = 2.35 x the direct prediction -> hash_factor 2.4.
- * Not measured yet, first guesses the refit replaces: Union4 (the default kernel) = the
- * Union8 values; W64: rate x 0.74 (W64 cuts 7.42% of A-hot's union visits, W128 10.01%),
- * fixed 7.0 us (the W64 regroup kernel alone is 6.8 us vs 13.1 at W128); FP8X2: x 1.24
- * (FP8X2 / FP8 full-call time 1.21-1.27, README); margin 2 us. */
+ * Written by bench/fit_time_guard.py on 2026-12-01 from scaling.json: `scripts/gpu-check
+ * scaling13` on the H200 (A-hot + bench/make_scaling_set.py, 30 replays, 200 interleaved;
+ * the default kernel group timed in FP8X2, the default arithmetic, and brought back to FP8
+ * terms by the fit).
+ * Per capture (measured / predicted, us; Union4 = the default kernel, W128, in the arithmetic its group ran):
+ *   sel_A_hot.safetensors: N*Hkv 15272, 504 pages: S 99.5/95.6, C 15.0/15.9, S_net +84.5 -> regroup
+ *   scale_n01024_pre48k.safetensors: N*Hkv 1024, 392 pages: S -0.0/1.1, C 13.8/14.5, S_net -13.8 -> identity
+ *   scale_n04096_ctx1m.safetensors: N*Hkv 4096, 8192 pages: S 19.4/21.5, C 31.7/32.8, S_net -12.3 -> identity
+ *   scale_n04096_ctx256k.safetensors: N*Hkv 4096, 2048 pages: S 20.6/21.5, C 15.7/14.8, S_net +5.0 -> regroup
+ *   scale_n04096_ctx64k.safetensors: N*Hkv 4096, 512 pages: S 18.4/21.5, C 15.1/14.8, S_net +3.3 -> regroup
+ *   scale_n04096_pre48k.safetensors: N*Hkv 4096, 416 pages: S 22.2/21.5, C 14.5/14.8, S_net +7.7 -> regroup
+ *   scale_n16384_pre48k.safetensors: N*Hkv 16384, 512 pages: S 108.2/103.0, C 15.2/16.0, S_net +92.9 -> regroup
+ *   scale_n65536_pre48k.safetensors: N*Hkv 65536, 896 pages: S 443.5/429.1, C 20.2/21.0, S_net +423.3 -> regroup
+ */
 #ifndef PW_TIME_GUARD_CONSTANTS_H
 #define PW_TIME_GUARD_CONSTANTS_H
 
 #define PW_TIME_GUARD_FITTED                                                                \
     {                                                                                       \
-        /* rate_ns_per_row [Union8, Union4][W64, W128] */ {{4.96, 6.7}, {4.96, 6.7}},     \
-        /* rows0 */ {{2900.0, 2900.0}, {2900.0, 2900.0}},                                   \
-        /* fp8x2_factor */ 1.24,                                                            \
-        /* fixed_us [W64, W128] */ {7.0, 11.3},                                             \
-        /* per_window_us */ {0.0245, 0.0245},                                               \
-        /* hash_factor */ 2.4,                                                              \
-        /* direct_max_pages */ {4096, 2048},                                                \
-        /* margin_us */ 2.0                                                                 \
+        /* rate_ns_per_row [Union8, Union4][W64, W128] */ {{4.35804, 5.82356}, {3.91607, 5.23296}}, \
+        /* rows0 */ {{2751.66, 2751.66}, {858.978, 858.978}},                       \
+        /* fp8x2_factor */ 1.2678,                                              \
+        /* fixed_us [W64, W128] */ {6.85904, 14.363},                                          \
+        /* per_window_us */ {0.00428316, 0.0130219},                                            \
+        /* hash_factor */ 2.22088,                                                \
+        /* direct_max_pages */ {4096, 2048},     \
+        /* margin_us */ 2                                                        \
     }
 
 #endif

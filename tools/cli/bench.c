@@ -582,9 +582,10 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
         printf("\n");
     }
     if (bc->default_known)
-        printf("default plan (W%d, union4, regroup %s) for FP8 runs: %s   [time guard: saving %.1f us vs cost %.1f "
+        printf("default plan (W%d, union4, regroup %s, %s) runs: %s   [time guard: saving %.1f us vs cost %.1f "
                "us + margin %.1f us]\n",
-               bc->default_info.window, mode_word(bc->default_info.configured), mode_word(bc->default_info.regroup),
+               bc->default_info.window, mode_word(bc->default_info.configured),
+               bench_default_precision() == PW_PRECISION_FP8X2 ? "FP8X2" : "FP8", mode_word(bc->default_info.regroup),
                bc->default_info.saving_us, bc->default_info.cost_us, bc->default_info.margin_us);
     if (!gpu) return;
     if (!bc->gpu_ran && !bc->arms[ARM_T0].ran) {
@@ -1005,7 +1006,7 @@ int pw_cli_bench(int argc, char **argv)
             pw_plan_t *plan = NULL;
             bc->default_info = (pw_plan_info_t)PW_PLAN_INFO_INIT;
             if (pw_plan_create(p, NULL, &plan) == PW_SUCCESS &&
-                pw_plan_info(plan, PW_PRECISION_FP8, &bc->default_info) == PW_SUCCESS)
+                pw_plan_info(plan, bench_default_precision(), &bc->default_info) == PW_SUCCESS)
                 bc->default_known = 1;
             pw_plan_destroy(plan);
         }
