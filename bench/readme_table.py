@@ -48,7 +48,7 @@ def headline(cap, x2=False):
          f"T0/T_online {der['t0_over_t_online_w128']:.3f} (paper 1.045)"),
         ("T_online, guarded W64", arms["t_online_w64"], f"C_online {der['c_online_w64_us']:.1f} us "
          "(includes W64's different attention work)"),
-        ("**Union4 + guarded W128 regroup (the library default)**", arms["union4_w128"],
+        ("Union4 + guarded W128 regroup, FP8 (the fast mode)", arms["union4_w128"],
          f"{t / arms['union4_w128']['median_ms']:.2f}x faster than Union8 (paper: Union8 1.075x faster)"),
         ("per-query kernel (SGLang-native design, same arithmetic)", arms["per_query"],
          f"{der['per_query_over_union8_online_w128']:.2f}x Union8 T_online, "
@@ -63,6 +63,14 @@ def headline(cap, x2=False):
             f"; NRMS vs exact {pct(chk.get('nrms_gpu_fp8x2_vs_exact'))} " \
             f"(FP8: {pct(chk.get('nrms_gpu_vs_exact'))})"
         rows.insert(5, ("Union4 + guarded W128, FP8X2 (two-term FP8 Q and P)", arms.get(X2), note))
+    dk = cap["gpu"].get("default_kernel")
+    if dk and arms.get("default", {}).get("ran"):
+        # The library's default call (PW_PLAN_CONFIG_INIT + PW_ATTENTION_ARGS_INIT), timed by
+        # interleaved replays with the same kernel in identity order.
+        rows.insert(0, (f"**Default call: Union4 + regroup when it pays (AUTO), {dk.get('precision', 'fp8').upper()}**",
+                        arms["default"],
+                        f"T_identity / T_default {dk['t_identity_over_t_default']:.3f} (identity order "
+                        f"{dk['t_identity_ms']:.3f} ms), {dk['interleaved_replays']} interleaved replays"))
     out = ["| arm | ms | time / floor | note |", "| --- | --- | --- | --- |"]
     for name, arm, note in rows:
         out.append(f"| {name} | {ms(arm)} | {ratio(arm)} | {note} |")
