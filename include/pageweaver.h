@@ -473,9 +473,7 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      identity permutation; mode AUTO: GUARDED or IDENTITY as the time guard decides
  *      from the plan's shapes and args.precision, see pw_plan_info), skipped when the
  *      caller gives the permutation;
- *   2. pw_union_prepare (groups of 8 slots, union page lists, member masks); when step 1
- *      regroups, steps 1 and 2 are one launch (each window's CTA writes its groups'
- *      metadata once its order is known; same bytes as the two calls);
+ *   2. pw_union_prepare (groups of 8 slots, union page lists, member masks);
  *   3. pw_union_attention with the chosen kernel (the per-query kernel skips 1 and 2).
  * Nothing else: no allocation, no host synchronisation, no host read of device memory, so
  * one call can be captured in a CUDA graph and replayed after the caller has changed the

@@ -31,7 +31,8 @@ pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *problem,
 /* Regroup and union preparation of its permutation (pw_regroup + pw_union_prepare with one
  * grouping; pw_regroup_union_prepare in pw_internal.h is variant 0):
  * variant 0: one launch, kernel v3 with the union metadata written by each window's CTA
- *            once its order is known (the library's, used by pw_sparse_prefill);
+ *            once its order is known (NOT used by pw_sparse_prefill: synccheck found
+ *            divergent __syncthreads in it, bench/NOTES.md v3.2);
  * variant 1: variant 0 with the hash path forced (same result);
  * variant 2: two launches, pw_regroup then pw_union_prepare (the path before the fusion).
  * IDENTITY mode and N = 0 always take variant 2's path. Arguments and errors: those of
