@@ -225,6 +225,14 @@ static __device__ __forceinline__ void bar_sync_named(uint32_t id, uint32_t coun
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
+/* barrier.sync id, count WITHOUT .aligned (PTX ISA 9.7.13.1): the threads may reach it at
+ * different places in the program (e.g. one warp after its own loop, the others earlier),
+ * which bar.sync / __syncthreads (= barrier.sync.aligned) does not allow. */
+static __device__ __forceinline__ void barrier_sync_unaligned(uint32_t id, uint32_t count)
+{
+    asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
 /* setmaxnreg (PTX ISA 9.7.19.7, sm_90a): this warpgroup's per-thread register count drops to
  * / rises to N (24..256, a multiple of 8); executed by every thread of the warpgroup. */
 template <int N> static __device__ __forceinline__ void setmaxnreg_dec()

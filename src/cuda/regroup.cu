@@ -66,6 +66,7 @@
 #include "regroup_common.cuh"
 #include "regroup_dev.h"
 #include "selection.h"
+#include "ptx.cuh"
 #include "union_group.cuh"
 
 namespace {
@@ -74,6 +75,7 @@ using pw_dev::kFullMask;
 using pw_dev::kMaxTopk;
 
 constexpr int32_t kEmptyKey = -1;          /* hash slot holds no page (pages are >= 0) */
+constexpr uint32_t kFusedBarrier = 1;       /* named barrier of the fused kernel's order hand-off (0: __syncthreads) */
 constexpr uint32_t kAssignedKey = 0x40000000u; /* key of a query no longer selectable */
 
 /* Tile constants of one window of W queries. */
@@ -671,7 +673,10 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
             const int32_t t1 = tid - 32, n1 = W - 32;
             add_request_groups(p, W, 0, req, t1, n1, &sm.groups_before);
             if (blockIdx.x == 0) add_request_groups(p, W, 0, num_req, t1, n1, &sm.groups_total);
-            __syncthreads(); /* the greedy order is final (warp 0 arrives after the loop) */
+            /* The greedy order is final: warp 0 arrives after its loop, at another place in
+             * the program, so not __syncthreads (its .aligned form requires one instruction
+             * for the whole CTA: compute-sanitizer synccheck flagged it, H200 2026-12-01). */
+            pw::barrier_sync_unaligned(kFusedBarrier, W);
             fused_union_prepare<W>(p, sm, s_ids, dyn, head, req, win, row0, n);
         }
         return;
@@ -781,7 +786,7 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
         if constexpr (kFused) sm.order[s] = (uint8_t)j; /* the final order, for the groups */
     }
     if constexpr (kFused) {
-        __syncthreads(); /* with the other warps: order final, group counts summed */
+        pw::barrier_sync_unaligned(kFusedBarrier, W); /* with the other warps: order final, group counts summed */
         fused_union_prepare<W>(p, sm, s_ids, dyn, head, req, win, row0, n);
     }
 }
