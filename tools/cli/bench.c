@@ -817,7 +817,8 @@ static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates
     if (bc->default_known) {
         cJSON *pj2 = cJSON_AddObjectToObject(j, "default_plan");
         cJSON_AddStringToObject(pj2, "configured", mode_word(bc->default_info.configured));
-        cJSON_AddStringToObject(pj2, "runs_fp8", mode_word(bc->default_info.regroup));
+        cJSON_AddStringToObject(pj2, "precision", bench_default_precision() == PW_PRECISION_FP8X2 ? "fp8x2" : "fp8");
+        cJSON_AddStringToObject(pj2, "runs", mode_word(bc->default_info.regroup));
         cJSON_AddNumberToObject(pj2, "window", bc->default_info.window);
         add_num(pj2, "predicted_saving_us", bc->default_info.saving_us);
         add_num(pj2, "predicted_cost_us", bc->default_info.cost_us);
