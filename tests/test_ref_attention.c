@@ -990,19 +990,8 @@ static void test_cache_poison(void **state)
     const int codes[3][2] = {{0x7f, 0xff}, {0x7e, 0xfe}, {-1, -1}};
     for (int mode = 0; mode < 2; mode++) {
         for (int prec = 0; prec < 2; prec++) {
-            pw_attention_args_t a = PW_ATTENTION_ARGS_INIT;
-            a.q = c->q;
-            a.q_stride = hq * 128;
-            a.k_cache = c->k_cache;
-            a.v_cache = c->v_cache;
-            a.kv_stride = (int64_t)p->num_kv_heads * 128;
-            a.k_scale = &c->k_scale;
-            a.v_scale = &c->v_scale;
-            a.topk_ids = c->topk_ids;
-            a.requests = pw_capture_requests(c);
-            a.o_stride = hq * 128;
-            a.o_dtype = PW_DTYPE_FLOAT64;
-            a.precision = prec ? PW_PRECISION_FP8X2 : PW_PRECISION_FP8;
+            pw_attention_args_t a = pw_test_capture_args(c, PW_DTYPE_FLOAT64, NULL, NULL, NULL,
+                                                         prec ? PW_PRECISION_FP8X2 : PW_PRECISION_FP8);
             memcpy(c->k_cache, k_clean, cache_bytes);
             memcpy(c->v_cache, v_clean, cache_bytes);
             a.o = o_clean;

@@ -195,19 +195,7 @@ pw_capture_t *pw_test_random_attention_problem(pw_rng_t *rng, uint64_t qkv_seed,
         c->prefix_lens[r] = prefix[r];
         c->kv_lens[r] = kvlen[r];
     }
-    // Page table: a random permutation of the physical pages.
-    const int64_t total = p.num_cache_pages;
-    int32_t *phys = malloc(total * 4);
-    for (int64_t i = 0; i < total; i++) phys[i] = (int32_t)i;
-    for (int64_t i = total - 1; i > 0; i--) {
-        const int64_t j = pw_rng_range(rng, 0, i);
-        const int32_t t = phys[i];
-        phys[i] = phys[j];
-        phys[j] = t;
-    }
-    for (int64_t i = 0; i < (int64_t)num_requests * max_pages; i++) c->page_table[i] = phys[i];
-    c->page_table_synthesised = 0;
-    free(phys);
+    pw_test_shuffle_page_table(c, rng);
     for (int h = 0; h < hkv; h++) {
         for (int r = 0; r < num_requests; r++) {
             for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
@@ -284,4 +272,46 @@ int64_t pw_test_poison_caches(pw_capture_t *c, const uint8_t *visible, int code_
         written++;
     }
     return written;
+}
+
+void pw_test_shuffle_page_table(pw_capture_t *c, pw_rng_t *rng)
+{
+    const pw_problem_t *p = &c->problem;
+    const int64_t total = p->num_cache_pages;
+    int32_t *phys = malloc((size_t)total * 4);
+    assert_non_null(phys);
+    for (int64_t i = 0; i < total; i++) phys[i] = (int32_t)i;
+    for (int64_t i = total - 1; i > 0; i--) {
+        const int64_t j = pw_rng_range(rng, 0, i);
+        const int32_t t = phys[i];
+        phys[i] = phys[j];
+        phys[j] = t;
+    }
+    for (int64_t i = 0; i < (int64_t)p->num_requests * p->max_pages_per_request; i++) c->page_table[i] = phys[i];
+    c->page_table_synthesised = 0;
+    free(phys);
+}
+
+pw_attention_args_t pw_test_capture_args(const pw_capture_t *c, pw_dtype_t dt, void *o, float *lse, uint32_t *bad,
+                                         pw_precision_t precision)
+{
+    const pw_problem_t *p = &c->problem;
+    const int64_t hq = (int64_t)p->num_kv_heads * p->q_heads_per_kv;
+    pw_attention_args_t a = PW_ATTENTION_ARGS_INIT;
+    a.q = c->q;
+    a.q_stride = hq * p->head_dim;
+    a.k_cache = c->k_cache;
+    a.v_cache = c->v_cache;
+    a.kv_stride = (int64_t)p->num_kv_heads * p->head_dim;
+    a.k_scale = &c->k_scale;
+    a.v_scale = &c->v_scale;
+    a.topk_ids = c->topk_ids;
+    a.requests = pw_capture_requests(c);
+    a.o = o;
+    a.o_stride = hq * p->head_dim;
+    a.o_dtype = dt;
+    a.lse = lse;
+    a.bad_page_count = bad;
+    a.precision = precision;
+    return a;
 }

@@ -73,6 +73,16 @@ int32_t naive_selection(const test_case_t *tc, int32_t h, int32_t row, int32_t *
 pw_capture_t *pw_test_random_attention_problem(pw_rng_t *rng, uint64_t qkv_seed, int hkv, int num_requests,
                                                int max_q, int max_prefix, int max_tail);
 
+/* Fills c->page_table's first num_requests rows (max_pages_per_request columns each) with a
+ * random permutation of the physical pages 0 .. num_cache_pages - 1 (Fisher-Yates from rng)
+ * and marks the table as given (not synthesised). */
+void pw_test_shuffle_page_table(pw_capture_t *c, pw_rng_t *rng);
+
+/* The reference call's arguments for the capture's host tensors: output o [N, Hq, D] of
+ * dtype dt (row stride Hq * D), lse [N, Hq] and bad_page_count may be NULL. */
+pw_attention_args_t pw_test_capture_args(const pw_capture_t *c, pw_dtype_t dt, void *o, float *lse, uint32_t *bad,
+                                         pw_precision_t precision);
+
 /* Marks the (cache slot, KV head) pairs inside some A_i of the call (docs/semantics.md,
  * "Visibility"): visible[slot * Hkv + h] = 1, else 0, for slot < num_cache_pages * P.
  * Written from the definition, independently of the library: query n of request r sees

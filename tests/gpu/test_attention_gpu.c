@@ -266,25 +266,7 @@ static pw_capture_t *random_problem(pw_rng_t *rng, int hkv, int num_requests, in
 /* The reference call's arguments for c's host tensors (precision: g_precision). */
 static pw_attention_args_t host_args(const pw_capture_t *c, pw_dtype_t dt, void *o, float *lse, uint32_t *bad)
 {
-    const pw_problem_t *p = &c->problem;
-    const int64_t hq = (int64_t)p->num_kv_heads * p->q_heads_per_kv;
-    pw_attention_args_t a = PW_ATTENTION_ARGS_INIT;
-    a.q = c->q;
-    a.q_stride = hq * p->head_dim;
-    a.k_cache = c->k_cache;
-    a.v_cache = c->v_cache;
-    a.kv_stride = (int64_t)p->num_kv_heads * p->head_dim;
-    a.k_scale = &c->k_scale;
-    a.v_scale = &c->v_scale;
-    a.topk_ids = c->topk_ids;
-    a.requests = pw_capture_requests(c);
-    a.o = o;
-    a.o_stride = hq * p->head_dim;
-    a.o_dtype = dt;
-    a.lse = lse;
-    a.bad_page_count = bad;
-    a.precision = g_precision;
-    return a;
+    return pw_test_capture_args(c, dt, o, lse, bad, g_precision);
 }
 
 static void reference(const pw_capture_t *c, pw_ref_mode_t mode, pw_dtype_t dt, void *o, float *lse,

@@ -316,19 +316,7 @@ static void fill_inputs(pw_capture_t *c, pw_rng_t *rng)
         c->prefix_lens[r] = (int32_t)pw_rng_range(rng, 0, kv_cap - qlen - 5);
         c->kv_lens[r] = c->prefix_lens[r] + qlen + (int32_t)pw_rng_range(rng, 0, 5);
     }
-    const int64_t total = p->num_cache_pages;
-    int32_t *phys = malloc(total * 4);
-    assert_non_null(phys);
-    for (int64_t i = 0; i < total; i++) phys[i] = (int32_t)i;
-    for (int64_t i = total - 1; i > 0; i--) {
-        const int64_t j = pw_rng_range(rng, 0, i);
-        const int32_t t = phys[i];
-        phys[i] = phys[j];
-        phys[j] = t;
-    }
-    for (int64_t i = 0; i < (int64_t)nr * p->max_pages_per_request; i++) c->page_table[i] = phys[i];
-    c->page_table_synthesised = 0;
-    free(phys);
+    pw_test_shuffle_page_table(c, rng);
     for (int h = 0; h < p->num_kv_heads; h++)
         for (int r = 0; r < nr; r++) {
             int32_t hot[12];
