@@ -275,7 +275,7 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     if (!caller_perm) {
         /* The regroup (or, where the time guard says it does not pay, the identity
          * permutation), then union preparation: two launches. The fused regroup + union
-         * preparation kernel (pw_regroup_union_prepare, dev variant) is not used until
+         * preparation kernel (pw_regroup_union_prepare_dev_variant 0) is not used until
          * compute-sanitizer synccheck passes on it (H200, 2026-12-01: divergent
          * __syncthreads; bench/NOTES.md, regroup v3.2). */
         pw_grouping_t g = plan->regroup;

@@ -61,17 +61,6 @@ pw_status_t pw_check_union_prepare_args(const pw_problem_t *problem, const int32
                                         const pw_requests_t *requests, const pw_grouping_t *grouping,
                                         const int32_t *perm, const pw_union_meta_t *meta);
 
-/* CUDA build (src/cuda/regroup.cu): pw_regroup followed by pw_union_prepare of its
- * permutation with the same grouping, in ONE launch when grouping->mode is GREEDY or
- * GUARDED (each window's CTA writes its groups' metadata when its greedy order is known;
- * IDENTITY: the identity permutation and pw_union_prepare, two launches as before).
- * Arguments, results (perm and meta, bitwise) and errors: those of the two calls.
- * Not used by pw_sparse_prefill: compute-sanitizer synccheck reported divergent
- * __syncthreads in the fused kernel on the H200 (2026-12-01, bench/NOTES.md v3.2). */
-pw_status_t pw_regroup_union_prepare(const pw_problem_t *problem, const int32_t *topk_ids,
-                                     const pw_requests_t *requests, const pw_grouping_t *grouping,
-                                     int32_t *perm, const pw_union_meta_t *meta, pw_stream_t stream);
-
 #ifdef __cplusplus
 }
 #endif

@@ -1009,13 +1009,3 @@ extern "C" pw_status_t pw_regroup_union_prepare_dev_variant(
     }
     return launch_status("pw_regroup_union_prepare");
 }
-
-extern "C" pw_status_t pw_regroup_union_prepare(const pw_problem_t *problem,
-                                                const int32_t *topk_ids,
-                                                const pw_requests_t *requests,
-                                                const pw_grouping_t *grouping, int32_t *perm,
-                                                const pw_union_meta_t *meta, pw_stream_t stream)
-{
-    return pw_regroup_union_prepare_dev_variant(0, problem, topk_ids, requests, grouping, perm,
-                                                meta, stream);
-}

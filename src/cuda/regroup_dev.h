@@ -29,7 +29,7 @@ pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *problem,
                                    pw_stream_t stream);
 
 /* Regroup and union preparation of its permutation (pw_regroup + pw_union_prepare with one
- * grouping; pw_regroup_union_prepare in pw_internal.h is variant 0):
+ * grouping):
  * variant 0: one launch, kernel v3 with the union metadata written by each window's CTA
  *            once its order is known (NOT used by pw_sparse_prefill: synccheck found
  *            divergent __syncthreads in it, bench/NOTES.md v3.2);
