@@ -3,7 +3,7 @@
  * `pageweaver bench`; this harness isolates pw_union_attention.
  *
  *   bench_kernels [--reps N] [--impls LIST] CAPTURE...   (LIST: slot keys, see `slots` below:
- *       0-4, 6-8 the dev impls, x FP8X2 on impl 6)
+ *       0-4, 6-9 the dev impls, x FP8X2 on impl 6, y FP8X2 on impl 9)
  *       (default capture: .data/workloads/sel_A_hot.safetensors; LIST e.g. 0,3, default all)
  *
  * Per capture: metadata for identity and guarded-W128 groupings from the CPU reference
@@ -118,14 +118,18 @@ static double visible_pairs(const pw_capture_t *c)
  * alone), so they are timed only. --impls picks slots by their key character. */
 typedef struct slot {
     char key;
-    int impl, x2, compare, union8_only;
+    int impl, x2, compare, union8_only, no_union8;
     const char *name;
 } slot_t;
+/* FP8X2 slots with compare = 1 are checked against slot 'x' (impl 6 in FP8X2) instead. */
 static const slot_t slots[] = {
-    {'0', 0, 0, 1, 0, "v4"},         {'1', 1, 0, 1, 1, "A"},           {'2', 2, 0, 1, 0, "B"},
-    {'3', 3, 0, 1, 1, "A+B"},        {'4', 4, 0, 1, 1, "C"},           {'6', 6, 0, 1, 0, "B+idleVt"},
-    {'7', 7, 0, 1, 0, "idleVt2"},    {'8', 8, 0, 1, 0, "pre-fix"},     {'x', 6, 1, 0, 0, "X2"},
+    {'0', 0, 0, 1, 0, 0, "v4"},      {'1', 1, 0, 1, 1, 0, "A"},       {'2', 2, 0, 1, 0, 0, "B"},
+    {'3', 3, 0, 1, 1, 0, "A+B"},     {'4', 4, 0, 1, 1, 0, "C"},       {'6', 6, 0, 1, 0, 0, "B+idleVt"},
+    {'7', 7, 0, 1, 0, 0, "idleVt2"}, {'8', 8, 0, 1, 0, 0, "pre-fix"}, {'x', 6, 1, 0, 0, 0, "X2"},
+    {'9', 9, 0, 1, 0, 1, "lean"},    {'y', 9, 1, 1, 0, 1, "leanX2"},
+    {'a', 10, 0, 0, 0, 1, "preVt"},  {'b', 10, 1, 0, 0, 1, "preVtX2"}, /* timing only: wrong outputs */
 };
+#define X2_REFERENCE_SLOT 8 /* 'x' */
 #define NUM_SLOTS ((int)(sizeof slots / sizeof slots[0]))
 
 /* Fills args for Q/O copy k; lse may be NULL. */
@@ -215,6 +219,7 @@ int main(int argc, char **argv)
         CK(cudaMalloc((void **)&lse_dev, lse_bytes ? lse_bytes : 16));
         uint8_t *o_ref = malloc(q_bytes ? q_bytes : 1), *o_cur = malloc(q_bytes ? q_bytes : 1);
         uint8_t *l_ref = malloc(lse_bytes ? lse_bytes : 1), *l_cur = malloc(lse_bytes ? lse_bytes : 1);
+        uint8_t *o_ref_x2 = malloc(q_bytes ? q_bytes : 1), *l_ref_x2 = malloc(lse_bytes ? lse_bytes : 1);
         uint8_t *kc = to_dev(c->k_cache, cache_bytes), *vc = to_dev(c->v_cache, cache_bytes);
         float *ks = to_dev(&c->k_scale, 4), *vs = to_dev(&c->v_scale, 4);
         int32_t *topk = to_dev(c->topk_ids, hkv * n * p->topk * 4);
@@ -244,7 +249,9 @@ int main(int argc, char **argv)
             int same_of[NUM_SLOTS];
             for (int k = 0; k < NUM_SLOTS; k++) same_of[k] = 1;
             for (int impl = 0; impl < NUM_SLOTS; impl++) {
-                if ((slots[impl].union8_only && arms[a].k != PW_KERNEL_UNION8) || !want_impl[impl]) continue;
+                if ((slots[impl].union8_only && arms[a].k != PW_KERNEL_UNION8) ||
+                    (slots[impl].no_union8 && arms[a].k == PW_KERNEL_UNION8) || !want_impl[impl])
+                    continue;
                 /* Untimed check run with LSE on: O and LSE bytes against impl 0's. */
                 {
                     pw_attention_args_t args = make_args(p, q[0], o[0], lse_dev, kc, vc, ks, vs, topk, cu, pre, kvl, pt);
@@ -255,18 +262,22 @@ int main(int argc, char **argv)
                                               stream));
                     CK(cudaStreamSynchronize(stream));
                     CK(cudaGetLastError());
-                    CK(cudaMemcpy(impl == 0 ? o_ref : o_cur, o[0], q_bytes, cudaMemcpyDeviceToHost));
-                    CK(cudaMemcpy(impl == 0 ? l_ref : l_cur, lse_dev, lse_bytes, cudaMemcpyDeviceToHost));
-                    if (impl > 0 && slots[impl].compare) {
+                    const int x2_ref = impl == X2_REFERENCE_SLOT;
+                    CK(cudaMemcpy(impl == 0 ? o_ref : x2_ref ? o_ref_x2 : o_cur, o[0], q_bytes, cudaMemcpyDeviceToHost));
+                    CK(cudaMemcpy(impl == 0 ? l_ref : x2_ref ? l_ref_x2 : l_cur, lse_dev, lse_bytes,
+                                  cudaMemcpyDeviceToHost));
+                    if (impl > 0 && slots[impl].compare && (!slots[impl].x2 || want_impl[X2_REFERENCE_SLOT])) {
                         long long fo = -1, fl = -1;
-                        const size_t dO = count_diff(o_ref, o_cur, q_bytes, &fo);
-                        const size_t dL = count_diff(l_ref, l_cur, lse_bytes, &fl);
+                        const int x2 = slots[impl].x2;
+                        const size_t dO = count_diff(x2 ? o_ref_x2 : o_ref, o_cur, q_bytes, &fo);
+                        const size_t dL = count_diff(x2 ? l_ref_x2 : l_ref, l_cur, lse_bytes, &fl);
                         same_of[impl] = dO == 0 && dL == 0;
                         if (!same_of[impl]) {
                             mismatches++;
-                            printf("!!! BITWISE MISMATCH: %s %s %s impl %d (%s) vs impl 0: O %zu of %zu bytes differ "
+                            printf("!!! BITWISE MISMATCH: %s %s %s impl %d (%s) vs %s: O %zu of %zu bytes differ "
                                    "(first at byte %lld), LSE %zu of %zu bytes differ (first at byte %lld)\n",
-                                   files[f], arms[a].kn, arms[a].gn, slots[impl].impl, slots[impl].name, dO, q_bytes, fo, dL,
+                                   files[f], arms[a].kn, arms[a].gn, slots[impl].impl, slots[impl].name,
+                                   x2 ? "impl 6 FP8X2" : "impl 0", dO, q_bytes, fo, dL,
                                    lse_bytes, fl);
                         }
                     }
@@ -304,7 +315,9 @@ int main(int argc, char **argv)
                        arms[a].gn, slots[impl].name, med, mn, p90, useful / (med * 1e-6) / 1e12,
                        exec_flop / (med * 1e-6) / 1e12, (long long)arms[a].m->stats.union_visits,
                        med_of[0] > 0 ? med / med_of[0] : 1.0,
-                       impl == 0 ? "reference" : slots[impl].x2 ? "FP8X2 (own arithmetic)"
+                       impl == 0 ? "reference" : impl == X2_REFERENCE_SLOT ? "FP8X2 reference"
+                                 : slots[impl].impl == 10 ? "(timing only)"
+                                 : slots[impl].x2 && !want_impl[X2_REFERENCE_SLOT] ? "FP8X2 (not checked: no slot x)"
                                  : !slots[impl].compare ? "(no output)" : same_of[impl] ? "identical" : "DIFFERENT");
                 fflush(stdout);
                 free(t);
@@ -327,7 +340,7 @@ int main(int argc, char **argv)
             cudaFree(o[k]);
         }
         cudaFree(lse_dev);
-        free(o_ref); free(o_cur); free(l_ref); free(l_cur);
+        free(o_ref); free(o_cur); free(l_ref); free(l_cur); free(o_ref_x2); free(l_ref_x2);
         cudaFree(kc); cudaFree(vc); cudaFree(ks); cudaFree(vs); cudaFree(topk); cudaFree(cu); cudaFree(pre);
         cudaFree(kvl); cudaFree(pt);
         pw_capture_free(c);

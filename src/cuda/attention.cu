@@ -1055,6 +1055,8 @@ __global__ void __launch_bounds__(kThreadsC, 1) union8_ws_kernel(const __grid_co
 
 } // namespace pw
 
+#include "attention_lean.cuh" // dev impl 9 (v8 "lean")
+
 /* ------------------------------------------------------------------------------------ */
 /* Host side                                                                            */
 /* ------------------------------------------------------------------------------------ */
@@ -1186,6 +1188,30 @@ pw_status_t launch_c(const pw::AttentionParams &params, unsigned grid, pw_stream
     return PW_SUCCESS;
 }
 
+/* Dev impl 9 ("lean", attention_lean.cuh): Union4 and per-query, three CTAs per SM. */
+template <int VARIANT, bool X2, bool PREVT = false>
+pw_status_t launch_lean(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
+{
+    static bool configured = false; // the attributes are per function, set once
+    void (*kernel)(pw::AttentionParams) = pw::lean_attention_kernel<VARIANT, X2, PREVT>;
+    if (!configured) {
+        cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)pw::kSmemBytesLean);
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     (int)cudaSharedmemCarveoutMaxShared);
+        if (e != cudaSuccess)
+            return pw_fail(PW_ERROR_CUDA, "cudaFuncSetAttribute (lean kernel, smem %zu): %s", pw::kSmemBytesLean,
+                           cudaGetErrorString(e));
+        configured = true;
+    }
+    kernel<<<grid, pw::kThreads, pw::kSmemBytesLean, stream>>>(params);
+    const cudaError_t last = cudaGetLastError();
+    if (last != cudaSuccess)
+        return pw_fail(PW_ERROR_CUDA, "attention kernel launch (lean): %s", cudaGetErrorString(last));
+    return PW_SUCCESS;
+}
+
 /* One implementation (pw::ImplBits or kImplWarpSpec) of one variant. The decoupled bit
  * and C exist for Union8 only: the single-CTA variants run impl & kImplPRegs, and impl 4
  * as 2. Impl 5 was removed. `grid` counts two CTAs per (group, KV
@@ -1197,6 +1223,15 @@ pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned gr
     if (impl == (pw::kImplPRegs | pw::kImplX2)) return launch<VARIANT, pw::kImplPRegs | pw::kImplX2>(params, grid, stream);
     if (impl == (pw::kImplPRegs | pw::kImplIdleVt | pw::kImplX2))
         return launch<VARIANT, pw::kImplPRegs | pw::kImplIdleVt | pw::kImplX2>(params, grid, stream);
+    if (impl == pw::kImplLean || impl == pw::kImplLeanX2 || impl == pw::kImplLeanPreVt ||
+        impl == pw::kImplLeanPreVtX2) {
+        if constexpr (VARIANT == pw::kUnion8)
+            return pw_fail(PW_ERROR_UNSUPPORTED, "dev impls 9 and 10 (lean) run Union4 and per-query only");
+        else if (impl == pw::kImplLeanX2) return launch_lean<VARIANT, true>(params, grid, stream);
+        else if (impl == pw::kImplLeanPreVt) return launch_lean<VARIANT, false, true>(params, grid, stream);
+        else if (impl == pw::kImplLeanPreVtX2) return launch_lean<VARIANT, true, true>(params, grid, stream);
+        else return launch_lean<VARIANT, false>(params, grid, stream);
+    }
     if (impl == pw::kImplPipe)
         return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 5 (B + pipelined QK) was removed: measured 3.5-15%% slower "
                                              "than impl 2 (bench/NOTES.md, v6)");
@@ -1231,11 +1266,17 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     if (pw_args_precision(args) == PW_PRECISION_FP8X2) {
         // Two-term FP8 exists on B (impl 2) and on impl 6 (the library's), for every variant.
         if (impl == pw::kImplIdleVtDev) impl = pw::kImplPRegs | pw::kImplIdleVt | pw::kImplX2;
+        else if (impl == pw::kImplLeanDev) impl = pw::kImplLeanX2;
+        else if (impl == pw::kImplLeanPreVtDev) impl = pw::kImplLeanPreVtX2;
         else if (impl == pw::kImplPRegs || (impl == pw::kImplWarpSpec && kernel != PW_KERNEL_UNION8))
             impl = pw::kImplPRegs | pw::kImplX2;
         else
-            return pw_fail(PW_ERROR_UNSUPPORTED, "PW_PRECISION_FP8X2 has no path in dev impl %d (impls 2 and 6 have)",
-                           impl);
+            return pw_fail(PW_ERROR_UNSUPPORTED,
+                           "PW_PRECISION_FP8X2 has no path in dev impl %d (impls 2, 6, 9 and 10 have)", impl);
+    } else if (impl == pw::kImplLeanDev) {
+        impl = pw::kImplLean;
+    } else if (impl == pw::kImplLeanPreVtDev) {
+        impl = pw::kImplLeanPreVt;
     }
     const pw_requests_t *rq = &args->requests;
     if (kernel != PW_KERNEL_PER_QUERY) {

@@ -153,6 +153,11 @@ static __device__ __forceinline__ VChunk load_v_chunk(uint32_t v, uint32_t chunk
     return x;
 }
 
+/* kLowRegs: the swizzle is applied as a XOR on a chunk-dependent address, so that the
+ * compiler cannot precompute the lane's 8 swizzled column offsets (they held ~8 registers
+ * through the transpose, the lean kernel's register peak: attention_lean.cuh). Same
+ * addresses, same bytes. */
+template <bool kLowRegs = false>
 static __device__ __forceinline__ void store_vt_chunk(uint32_t vt, uint32_t chunk, const VChunk &x)
 {
     const int lane = threadIdx.x % 32;
@@ -165,18 +170,29 @@ static __device__ __forceinline__ void store_vt_chunk(uint32_t vt, uint32_t chun
         const uint32_t y0 = __byte_perm(w2[u], w3[u], 0x5140), y1 = __byte_perm(w2[u], w3[u], 0x7362);
         const uint32_t out[4] = {__byte_perm(x0, y0, 0x5410), __byte_perm(x0, y0, 0x7632),
                                  __byte_perm(x1, y1, 0x5410), __byte_perm(x1, y1, 0x7632)};
+        if constexpr (kLowRegs) {
+            // sw128(d, a) + 4q = 128 d + (16 a ^ 16 (d & 7)) + 4q with d & 7 = (4u + dd) & 7.
+            // vt is 1024-aligned, so bits 4-6 of row_base hold exactly 16 a and the XOR
+            // touches nothing else: one LOP3 per store on a chunk-dependent value.
+            const uint32_t row_base = vt + 128u * (16u * chunk + 4u * u) + 4u * q + (a << 4);
 #pragma unroll
-        for (int dd = 0; dd < 4; dd++) {
-            const uint32_t d = 16 * chunk + 4 * u + dd;
-            st_shared_u32(vt + sw128(d, a) + 4 * q, out[dd]);
+            for (int dd = 0; dd < 4; dd++)
+                st_shared_u32((row_base ^ (uint32_t)(((4 * u + dd) & 7) << 4)) + 128u * dd, out[dd]);
+        } else {
+#pragma unroll
+            for (int dd = 0; dd < 4; dd++) {
+                const uint32_t d = 16 * chunk + 4 * u + dd;
+                st_shared_u32(vt + sw128(d, a) + 4 * q, out[dd]);
+            }
         }
     }
 }
 
 /* One warp: chunk `chunk` of V^T (vlim: as load_v_chunk). */
+template <bool kLowRegs = false>
 static __device__ __forceinline__ void transpose_v_chunk(uint32_t vt, uint32_t v, uint32_t chunk, int vlim)
 {
-    store_vt_chunk(vt, chunk, load_v_chunk(v, chunk, vlim));
+    store_vt_chunk<kLowRegs>(vt, chunk, load_v_chunk(v, chunk, vlim));
 }
 
 /* Half cc (0, 1) of this warp's d range: chunk 2w + cc. */
@@ -198,6 +214,7 @@ static __device__ __forceinline__ void transpose_v(uint32_t vt, uint32_t v, int 
  * score factors. Updates the running max m (log2 units) and l (kept as 256 * sum p), and
  * returns the rescale factors alpha = 2^(m_old - m_new) of O. Warp-collective (quad
  * shuffles); only for a warp whose query selected the page. */
+template <int kMaxWidth = 16>
 static __device__ __forceinline__ void softmax_page(float (&acc)[64], int64_t lim, uint32_t q, float f0,
                                                     float f1, float &m0, float &m1, float &l0, float &l1,
                                                     float &alpha0, float &alpha1)
@@ -221,22 +238,30 @@ static __device__ __forceinline__ void softmax_page(float (&acc)[64], int64_t li
         for (int k = 0; k < 64; k++) acc[k] *= (k % 4) < 2 ? f0 : f1;
         g0 = g1 = 1.0f;
     }
-    // Row maxima as a tree (5 levels instead of a chain of 32 dependent FMNMX per row; the
-    // max is exact, so the order changes nothing).
-    float t0[16], t1[16];
+    // Row maxima as a tree (instead of a chain of 32 dependent FMNMX per row; the max is
+    // exact, so the order changes nothing): kMaxWidth independent partial maxima per row
+    // (16: a 5-level tree; fewer hold fewer registers at once, for kernels short of them).
+    static_assert(kMaxWidth >= 2 && kMaxWidth <= 16 && (kMaxWidth & (kMaxWidth - 1)) == 0, "tree width");
+    float t0[kMaxWidth], t1[kMaxWidth];
 #pragma unroll
     for (int j = 0; j < 16; j++) {
-        t0[j] = fmaxf(acc[4 * j], acc[4 * j + 1]);
-        t1[j] = fmaxf(acc[4 * j + 2], acc[4 * j + 3]);
+        const float a0 = fmaxf(acc[4 * j], acc[4 * j + 1]), a1 = fmaxf(acc[4 * j + 2], acc[4 * j + 3]);
+        if (j < kMaxWidth) {
+            t0[j] = a0;
+            t1[j] = a1;
+        } else {
+            t0[j % kMaxWidth] = fmaxf(t0[j % kMaxWidth], a0);
+            t1[j % kMaxWidth] = fmaxf(t1[j % kMaxWidth], a1);
+        }
     }
+    constexpr int kLevels = kMaxWidth == 16 ? 4 : kMaxWidth == 8 ? 3 : kMaxWidth == 4 ? 2 : 1;
 #pragma unroll
-    for (int j = 0; j < 8; j++) t0[j] = fmaxf(t0[j], t0[j + 8]), t1[j] = fmaxf(t1[j], t1[j + 8]);
+    for (int level = 0; level < kLevels; level++) { // a counted loop: fully unrolled, constant indices
+        const int w = kMaxWidth >> (level + 1);
 #pragma unroll
-    for (int j = 0; j < 4; j++) t0[j] = fmaxf(t0[j], t0[j + 4]), t1[j] = fmaxf(t1[j], t1[j + 4]);
-#pragma unroll
-    for (int j = 0; j < 2; j++) t0[j] = fmaxf(t0[j], t0[j + 2]), t1[j] = fmaxf(t1[j], t1[j + 2]);
-    t0[0] = fmaxf(t0[0], t0[1]);
-    t1[0] = fmaxf(t1[0], t1[1]);
+        for (int j = 0; j < kMaxWidth / 2; j++)
+            if (j < w) t0[j] = fmaxf(t0[j], t0[j + w]), t1[j] = fmaxf(t1[j], t1[j + w]);
+    }
     float mx0 = t0[0], mx1 = t1[0];
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));

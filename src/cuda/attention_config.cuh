@@ -48,7 +48,12 @@ constexpr int kImplPipe = 5;     // removed (measured slower, bench/NOTES.md v6)
 constexpr int kImplIdleVtDev = 6; // dev impl 6 = kImplPRegs | kImplIdleVt
 constexpr int kImplVtBatchDev = 7; // dev impl 7 = kImplPRegs | kImplIdleVt | kImplVtBatch
 constexpr int kImplNoVMaskDev = 8; // dev impl 8 = kImplPRegs | kImplIdleVt | kImplNoVMask (before the fix)
-constexpr int kNumImpls = 9;
+constexpr int kImplLeanDev = 9;    // dev impl 9 = "lean" (attention_lean.cuh): three CTAs per SM
+constexpr int kImplLeanPreVtDev = 10; // dev impl 10: TIMING ONLY, wrong outputs (attention_lean.cuh, PREVT)
+// Internal dispatch values of impls 9 and 10 per precision (dev numbers 9 and 10 would collide
+// with the bit sets kImplPRegs | kImplX2 = 10 and friends).
+constexpr int kImplLean = 2009, kImplLeanX2 = 3009, kImplLeanPreVt = 2010, kImplLeanPreVtX2 = 3010;
+constexpr int kNumImpls = 11;
 
 /* Shared memory of one CTA. Tiles are 1024-byte aligned (128-byte swizzle atoms); the
  * multicast copies land at the same offsets in both CTAs of a cluster. */

@@ -28,11 +28,18 @@ extern "C" {
  * impl 7: impl 6 with that transpose two d-chunks per pass, loads first (every kernel).
  * impl 8: impl 6 before the cache-poison fix (V past the members' last visible token not
  *         zeroed: NaN codes in invisible cache slots reach the output). For A/B timing only.
+ * impl 9: "lean" (Union4 and per-query only; Union8 gives PW_ERROR_UNSUPPORTED): impl 6's
+ *         arithmetic and rows in a kernel that fits three CTAs per SM (one K and one V
+ *         tile refilled by the last warp done with it, PV in two N = 64 halves, 168
+ *         registers): src/cuda/attention_lean.cuh, bench/NOTES.md v8.
+ * impl 10: TIMING EXPERIMENT ONLY, WRONG OUTPUTS: impl 9 with V^T taken as ready in memory
+ *         (the V tile loaded straight into V^T, no transposes, no CTA barriers in the page
+ *         loop), i.e. what a V^T pre-pass would leave to the kernel (bench/NOTES.md v8).
  * Union4 and per-query have no cluster: impl 1 runs as 0, impl 3 and 4 as 2 there. O and
  * LSE are bitwise identical for every impl. args->precision = PW_PRECISION_FP8X2 runs on
- * impls 2 and 6 only (and on 4 where 4 runs as 2); other impls give PW_ERROR_UNSUPPORTED. Other
- * arguments and errors as pw_union_attention; PW_ERROR_INVALID_ARGUMENT for an impl
- * outside 0..8. Every impl but 8 is NaN-safe (cache bytes no query may see never reach an
+ * impls 2, 6, 9 and 10 only (and on 4 where 4 runs as 2); other impls give PW_ERROR_UNSUPPORTED.
+ * Other arguments and errors as pw_union_attention; PW_ERROR_INVALID_ARGUMENT for an impl
+ * outside 0..10. Every impl but 8 is NaN-safe (cache bytes no query may see never reach an
  * output). */
 pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
                                    const pw_grouping_t *grouping, const int32_t *perm,

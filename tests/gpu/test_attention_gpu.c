@@ -198,17 +198,25 @@ static uint32_t run_kernel(const pw_capture_t *c, device_problem_t *d, pw_kernel
     return run_kernel_impl(c, d, kernel, 0, grouping, o_out, lse_out);
 }
 
-#define NUM_IMPLS 9
+#define NUM_IMPLS 10
 static const char *const impl_names[NUM_IMPLS] = {"v4", "A", "B", "A+B", "C", "(removed)", "B+idleVt", "idleVt2",
-                                                  "pre-fix"};
+                                                  "pre-fix", "lean"};
 
-/* The impls a kernel has: Union8 0..4, 6 and 7; Union4 and per-query 0, 2, 4, 6 and 7 (no
- * cluster; 4 runs as 2 there). Impl 5 was removed (PW_ERROR_UNSUPPORTED); impl 8 (before the
- * cache-poison fix) runs only as test_cache_poison's witness. */
+/* The impls a kernel has: Union8 0..4, 6 and 7; Union4 and per-query 0, 2, 4, 6, 7 and 9 (no
+ * cluster; 4 runs as 2 there; 9, "lean", has no Union8). Impl 5 was removed
+ * (PW_ERROR_UNSUPPORTED); impl 8 (before the cache-poison fix) runs only as
+ * test_cache_poison's witness. */
 static int kernel_has_impl(pw_kernel_t kernel, int impl)
 {
     if (impl == 5 || impl == 8) return 0;
+    if (impl == 9) return kernel != PW_KERNEL_UNION8;
     return kernel == PW_KERNEL_UNION8 || (impl & 1) == 0 || impl == 7;
+}
+
+/* The dev impls with the FP8X2 arithmetic besides the library's: 2 (B) and 9 (lean). */
+static int impl_has_x2(int impl)
+{
+    return impl == 2 || impl == 9;
 }
 
 typedef struct compare {
@@ -366,6 +374,15 @@ static void check_fp8x2(const pw_capture_t *c, device_problem_t *d, pw_rng_t *rn
         printf("  FP8X2 arm %d (%s, mode %d, W %d): bitwise %s\n", arm, kernel_name(kernel), (int)g.mode, g.window,
                same ? "identical" : "DIFFERENT");
         assert_true(same);
+        // The other FP8X2 dev impls of this kernel on the same grouping.
+        for (int impl = 1; impl < NUM_IMPLS; impl++) {
+            if (!impl_has_x2(impl) || !kernel_has_impl(kernel, impl)) continue;
+            run_kernel_impl(c, d, kernel, impl, &g, o, l);
+            const int same_i = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+            printf("  FP8X2 arm %d (%s) impl %d (%s): bitwise %s\n", arm, kernel_name(kernel), impl, impl_names[impl],
+                   same_i ? "identical" : "DIFFERENT");
+            assert_true(same_i);
+        }
     }
     g_precision = PW_PRECISION_FP8;
     free(emu); free(emu_lse); free(l0); free(l); free(o0); free(o); free(perm);
@@ -707,14 +724,20 @@ static void test_cache_poison(void **state)
             for (int gi = 0; gi < 3; gi++)
                 arms[num_arms++] = (arm_t){groupings[gi], 0, 0, k == 0 ? PW_KERNEL_UNION8 : PW_KERNEL_UNION4};
         arms[num_arms++] = (arm_t){5, 0, 0, PW_KERNEL_PER_QUERY};
-        for (int impl = 1; impl < NUM_IMPLS; impl++)
+        for (int impl = 1; impl < NUM_IMPLS; impl++) {
             if (kernel_has_impl(PW_KERNEL_UNION8, impl)) arms[num_arms++] = (arm_t){0, impl, 0, PW_KERNEL_UNION8};
+            else if (kernel_has_impl(PW_KERNEL_UNION4, impl)) { // lean: Union4 (W128, random order), per-query
+                arms[num_arms++] = (arm_t){0, impl, 0, PW_KERNEL_UNION4};
+                arms[num_arms++] = (arm_t){3, impl, 0, PW_KERNEL_UNION4};
+                arms[num_arms++] = (arm_t){5, impl, 0, PW_KERNEL_PER_QUERY};
+            }
+        }
         for (int k = 0; k < 3; k++) arms[num_arms++] = (arm_t){-1, 0, 1, (pw_kernel_t)k};
         for (int pr = 0; pr < 2; pr++) {
             g_precision = precisions[pr];
             for (int a = 0; a < num_arms; a++) {
                 const arm_t *arm = &arms[a];
-                if (pr == 1 && arm->impl != 0) continue; // FP8X2: the library's impl
+                if (pr == 1 && arm->impl != 0 && !impl_has_x2(arm->impl)) continue; // FP8X2 impls only
                 memcpy(c->k_cache, k_clean, cache_bytes);
                 memcpy(c->v_cache, v_clean, cache_bytes);
                 CUDA_OK(cudaMemcpy(d.k, c->k_cache, cache_bytes, cudaMemcpyHostToDevice));

@@ -1,0 +1,282 @@
+/* attention_lean.cuh — dev impl 9, "lean" (v8 in bench/NOTES.md): the Union4 and per-query
+ * kernels rebuilt for three CTAs per SM instead of two. Included by attention.cu (it uses
+ * that file's cta_work, build_page_list and quantize_q); same rows, same arithmetic, same
+ * bytes as impl 6.
+ *
+ * Why: every profile of impls 2-7 (bench/NOTES.md) says the kernels are latency-bound on one
+ * warpgroup's serial page chain with only two chains per SM (issue slots ~70% idle, tensor
+ * pipe and MUFU far from busy); FlashInfer's SM90 sparse prefill keeps four 128-thread CTAs
+ * per SM with one K and one V tile each. Impl 6 needs 96 KiB of shared memory (two K + V
+ * stages, V^T, Q, P / Q-lo) and 210 registers, so two CTAs fit. This kernel:
+ *   - one K tile and one V tile (16 KiB each), each with its own full barrier, refilled as
+ *     soon as the last warp is done with it (after its QK wgmma wait, which follows its
+ *     share of the transpose), not at a CTA barrier;
+ *   - the PV product in two N = 64 halves of the head dimension, each into a freshly zeroed
+ *     32-register accumulator added to O before the next (the same per-element sums as
+ *     one N = 128 wgmma: the reduction axis and its order are unchanged);
+ *   - 64 KiB + lists of shared memory (Q and Q's second term always reserved) and
+ *     __launch_bounds__(128, 3): at most 168 registers.
+ * Everything else is impl 6: warp w owns slot w (rows 16w..16w+15), the warps whose slot did
+ * not select the page transpose V during the member warps' softmax (every warp on a page all
+ * four selected), V past the members' last visible token is zeroed (page_v_limit), P goes
+ * from the QK accumulator straight into the PV A fragments.
+ *
+ * Synchronisation (the invariants the code relies on):
+ *  L1 (K WAR) K(i+1) is issued by the warp whose arrival on k_done completes page i's four
+ *     arrivals; each warp arrives after its own wgmma.wait_group of page i's QK, so every
+ *     read of the K tile finished. The counter is monotonic (4 arrivals per page; the
+ *     arrival that makes it a multiple of 4 is the last), release/acquire by
+ *     __threadfence_block around the atomic, and fence.proxy.async before the copy.
+ *  L2 (V WAR) V(i+1) likewise on v_done, with the same arrival point (after the warp's
+ *     transpose share, if any, and its QK wait).
+ *  L3 (full phases) k_full / v_full complete one phase per page (phase i = page i, waited
+ *     with parity i & 1). Every warp waits k_full(i) before its QK; at least one warp waits
+ *     v_full(i) on every page (a page has transposing warps: all four, or the non-members)
+ *     and does so before page i's pre-PV CTA barrier, so phase i is complete before any
+ *     warp reaches page i + 1. Phase i + 1 needs the copy issued after all four arrivals of
+ *     page i, which follow each waiter's wait on phase i: no waiter sees a barrier two
+ *     phases ahead, and each phase is armed (arrive.expect_tx by the issuing thread, right
+ *     before its copy) only after the previous one completed.
+ *  L4 (V^T) generic stores, fence.proxy.async, CTA barrier, PV wgmma reads; the next page's
+ *     transpose writes V^T only after the end-of-page CTA barrier behind every warp's PV
+ *     waits.
+ *  L5 (exit) the last page issues nothing, and every issued copy is waited for by the loop,
+ *     so no copy lands after the CTA left.
+ */
+#ifndef PW_ATTENTION_LEAN_CUH
+#define PW_ATTENTION_LEAN_CUH
+
+namespace pw {
+
+constexpr int kLeanCtasPerSm = 3;
+constexpr int kLeanMaxWidth = 4; // softmax row-max tree width (attention_common.cuh): 16 spilled O
+
+struct __align__(1024) SmemPlanLean {
+    uint8_t k[kTileBytes];              // K of the current page [token][d], TMA 128B-swizzled
+    uint8_t v[kTileBytes];              // V of the current page [token][d], TMA 128B-swizzled
+    uint8_t vt[kTileBytes];             // V^T [d][position], 128B-swizzled
+    uint8_t q[kRows * kHeadDim];        // Q (FP8) [row][d], 128B-swizzled
+    uint8_t q_lo[kRows * kHeadDim];     // PW_PRECISION_FP8X2: Q's second term
+    uint64_t k_full;                    // K of page i landed (phase i)
+    uint64_t v_full;                    // V of page i landed (phase i)
+    uint32_t k_done;                    // arrivals of warps done with the K tile (4 per page)
+    uint32_t v_done;                    // arrivals of warps done with the V tile (4 per page)
+    int32_t page_logical[kMaxUnion];    // the pages this CTA walks, ascending
+    int32_t page_physical[kMaxUnion];
+    uint8_t page_members[kMaxUnion];    // bit w: slot w selected the page
+    uint8_t page_vlim[kMaxUnion];       // last token of the page a member slot may see
+    float row_factor[kRows];
+    int32_t warp_count[kThreads / 32];
+    int32_t num_pages;
+};
+constexpr size_t kSmemBytesLean = sizeof(SmemPlanLean) + 1024;
+// 228 KiB per SM, 1 KiB of it reserved per CTA.
+static_assert(kLeanCtasPerSm * (kSmemBytesLean + 1024) <= 228 * 1024, "lean: three CTAs per SM no longer fit");
+
+/* One warp (lane 0 after __syncwarp) says it is done with a tile; the arrival that completes
+ * the page's four issues the next page's copy of that tile (L1, L2). */
+static __device__ __forceinline__ void lean_release(uint32_t *done, uint64_t *full, void *tile,
+                                                    const CUtensorMap *map, const SmemPlanLean &sm, int next,
+                                                    int num_pages, int kv_head, uint64_t policy)
+{
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) {
+        __threadfence_block();
+        const uint32_t old = atomicAdd(done, 1u);
+        if ((old & 3u) == 3u && next < num_pages) {
+            __threadfence_block();
+            fence_proxy_async_shared_cta();
+            mbarrier_arrive_expect_tx(full, kTileBytes);
+            tma_load_4d(tile, map, full, 0, kv_head, 0, sm.page_physical[next], policy);
+        }
+    }
+}
+
+/* PREVT (dev impl 10, a TIMING EXPERIMENT with wrong outputs): V^T is taken as ready in
+ * memory, as a pre-pass would leave it. The kernel loads the V cache tile straight into V^T
+ * (token-major bytes read as [d][position]: the same bytes moved, the wrong matrix) and drops
+ * the transposes and both CTA barriers of the page loop; V^T of page i + 1 is loaded once
+ * every warp waited for page i's PV. It measures what the transposes and barriers cost. */
+template <int VARIANT, bool X2, bool PREVT = false>
+__global__ void __launch_bounds__(kThreads, kLeanCtasPerSm)
+    lean_attention_kernel(const __grid_constant__ AttentionParams p)
+{
+    static_assert(VARIANT != kUnion8, "lean: Union4 and per-query only");
+    extern __shared__ uint8_t smem_raw[];
+    SmemPlanLean &sm = *reinterpret_cast<SmemPlanLean *>(
+        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+
+    CtaWork work;
+    if (!cta_work<VARIANT>(p, 0, work)) return; // CTA-uniform
+    const int kv_head = work.kv_head;
+
+    if (tid == 0) {
+        mbarrier_init(&sm.k_full, 1);
+        mbarrier_init(&sm.v_full, 1);
+        sm.k_done = 0u;
+        sm.v_done = 0u;
+        fence_mbarrier_init_release_cluster();
+    }
+    build_page_list<VARIANT, false>(sm, p, kv_head, work.group, work.half, work.request, work.query_rows[0],
+                                    work.limits, work.union_size); // ends with __syncthreads
+    const int num_pages = sm.num_pages;
+    const uint64_t keep_kv = createpolicy_evict_last();
+    if (tid == 0 && num_pages > 0) {
+        prefetch_tensormap(&p.k_map);
+        prefetch_tensormap(&p.v_map);
+        mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);
+        tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[0], keep_kv);
+        mbarrier_arrive_expect_tx(&sm.v_full, kTileBytes);
+        tma_load_4d(PREVT ? sm.vt : sm.v, &p.v_map, &sm.v_full, 0, kv_head, 0, sm.page_physical[0], keep_kv);
+    }
+
+    const float k_scale = *p.k_scale, v_scale = *p.v_scale;
+    const float log2e = 1.4426950408889634f;
+    quantize_q(sm, p, kv_head, work.query_rows, k_scale * p.softmax_scale * log2e, X2 ? smem_u32(sm.q_lo) : 0u);
+    fence_proxy_async_shared_cta();
+    __syncthreads();
+
+    int32_t my_row = -1;
+    int64_t my_limit = -1;
+#pragma unroll
+    for (int w = 0; w < kSlotsPerCta; w++) {
+        if (w == warp) {
+            my_row = work.query_rows[w];
+            my_limit = work.limits[w];
+        }
+    }
+    const uint32_t q = lane % 4;
+    const int r0 = 16 * warp + lane / 4;
+    const float f0 = sm.row_factor[r0], f1 = sm.row_factor[r0 + 8];
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    float o[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) o[i] = 0.0f;
+    const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q);
+    const uint64_t desc_k = wgmma_desc_k_major_sw128(sm.k);
+    const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt);
+    const uint32_t vt_addr = smem_u32(sm.vt), v_addr = smem_u32(sm.v);
+
+    float acc[64]; // the page's scores, then 256 p
+#pragma unroll 1
+    for (int i = 0; i < num_pages; i++) {
+        const uint32_t parity = (uint32_t)i & 1u;
+        const uint32_t members = sm.page_members[i]; // != 0: these variants walk member pages only
+        const bool member = (members >> warp) & 1u;  // warp-uniform
+        const uint32_t idle = ~members & 0xFu;       // CTA-uniform
+        const int vlim = sm.page_vlim[i];            // CTA-uniform
+
+        // A page every slot selected: all four warps transpose V before the QK wgmma, while
+        // the scores' 64 registers are free (during the wgmma they are not: O + scores +
+        // the transpose's registers exceeded the 168 of three CTAs per SM).
+        if (!PREVT && idle == 0u) {
+            mbarrier_wait_parity(&sm.v_full, parity);
+#pragma unroll 1
+            for (int chunk = 2 * warp; chunk < 2 * warp + 2; chunk++)
+                transpose_v_chunk<true>(vt_addr, v_addr, (uint32_t)chunk, vlim);
+            lean_release(&sm.v_done, &sm.v_full, sm.v, &p.v_map, sm, i + 1, num_pages, kv_head, keep_kv);
+        }
+        mbarrier_wait_parity(&sm.k_full, parity);
+        wgmma_fence_operand(acc);
+        wgmma_fence();
+#pragma unroll
+        for (int kb = 0; kb < kHeadDim / 32; kb++)
+            wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, kb > 0);
+        if constexpr (X2) {
+            const uint64_t desc_q_lo = wgmma_desc_k_major_sw128(sm.q_lo);
+#pragma unroll
+            for (int kb = 0; kb < kHeadDim / 32; kb++)
+                wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q_lo + 2 * kb, desc_k + 2 * kb, 1);
+        }
+        wgmma_commit_group();
+        wgmma_wait_group<0>();
+        wgmma_fence_operand(acc);
+        // Releases only outside the wgmma's flight: a lane-0-only path while it is in flight
+        // makes ptxas serialise the wgmmas (C7520).
+        lean_release(&sm.k_done, &sm.k_full, sm.k, &p.k_map, sm, i + 1, num_pages, kv_head, keep_kv);
+
+        float alpha0 = 1.0f, alpha1 = 1.0f;
+        if (member)
+            softmax_page<kLeanMaxWidth>(acc, my_limit - (int64_t)sm.page_logical[i] * kPageSize, q, f0, f1, m0,
+                                        m1, l0, l1, alpha0, alpha1);
+        // P as the PV wgmma's A fragments, converted by every warp: a non-member warp
+        // converts its raw scores and zeroes the words after its transpose share, so that
+        // during the transpose it holds 16 (FP8X2: 32) registers of P instead of the 64 of
+        // the scores (ptxas kept the scores live through a transpose that preceded the
+        // conversion).
+        uint32_t pa[16];
+        uint32_t pl[X2 ? 16 : 1];
+#pragma unroll
+        for (int a = 0; a < 8; a++) {
+            p_words(acc, a, pa[2 * a], pa[2 * a + 1]);
+            if constexpr (X2) p_words_lo(acc, a, pa[2 * a], pa[2 * a + 1], pl[2 * a], pl[2 * a + 1]);
+        }
+        if (PREVT && !member) {
+#pragma unroll
+            for (int k = 0; k < 16; k++) pa[k] = 0u;
+#pragma unroll
+            for (int k = 0; k < (X2 ? 16 : 1); k++) pl[k] = 0u;
+        }
+        if (!PREVT && !member) {
+            // The warps whose slot did not select the page share the transpose while the
+            // member warps run the softmax; their rows join the PV wgmma with P = 0 (not
+            // added to O).
+            mbarrier_wait_parity(&sm.v_full, parity);
+            const int n_idle = __popc(idle), idle_rank = __popc(idle & ((1u << warp) - 1u));
+#pragma unroll 1
+            for (int chunk = idle_rank; chunk < kHeadDim / 16; chunk += n_idle)
+                transpose_v_chunk<true>(vt_addr, v_addr, (uint32_t)chunk, vlim);
+#pragma unroll
+            for (int k = 0; k < 16; k++) pa[k] = 0u;
+#pragma unroll
+            for (int k = 0; k < (X2 ? 16 : 1); k++) pl[k] = 0u;
+        }
+        if (!PREVT && idle != 0u)
+            lean_release(&sm.v_done, &sm.v_full, sm.v, &p.v_map, sm, i + 1, num_pages, kv_head, keep_kv);
+        if constexpr (PREVT) {
+            mbarrier_wait_parity(&sm.v_full, parity);
+        } else {
+            fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
+            __syncthreads();
+        }
+        // PV in two halves of the head dimension (d 0..63, 64..127), each into a freshly
+        // zeroed accumulator; member rows add it to O.
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float pv[32];
+            const uint64_t desc_b = desc_vt + (uint64_t)(h * 64 * kPageSize >> 4);
+            wgmma_fence_operand(pv);
+            wgmma_fence();
+#pragma unroll
+            for (int kb = 0; kb < kPageSize / 32; kb++)
+                wgmma_m64n64k32_f32_e4m3_rs(pv, pa[4 * kb], pa[4 * kb + 1], pa[4 * kb + 2], pa[4 * kb + 3],
+                                            desc_b + 2 * kb, kb > 0);
+            if constexpr (X2) {
+#pragma unroll
+                for (int kb = 0; kb < kPageSize / 32; kb++)
+                    wgmma_m64n64k32_f32_e4m3_rs(pv, pl[4 * kb], pl[4 * kb + 1], pl[4 * kb + 2], pl[4 * kb + 3],
+                                                desc_b + 2 * kb, 1);
+            }
+            wgmma_commit_group();
+            wgmma_wait_group<0>();
+            wgmma_fence_operand(pv);
+            if (member) {
+#pragma unroll
+                for (int k = 0; k < 32; k++)
+                    o[32 * h + k] = fmaf(o[32 * h + k], (k % 4) < 2 ? alpha0 : alpha1, pv[k]);
+            }
+        }
+        wgmma_fence_operand(pa);
+        if constexpr (X2) wgmma_fence_operand(pl);
+        if constexpr (PREVT)
+            lean_release(&sm.v_done, &sm.v_full, sm.vt, &p.v_map, sm, i + 1, num_pages, kv_head, keep_kv);
+        else
+            __syncthreads(); // L4: V^T free for the next page's transpose
+    }
+    if (my_row >= 0) store_rows(p, o, my_row, kv_head, lane, m0, m1, l0, l1, v_scale);
+}
+
+} // namespace pw
+
+#endif
