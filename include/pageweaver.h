@@ -474,7 +474,11 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      from the plan's shapes and args.precision, see pw_plan_info), skipped when the
  *      caller gives the permutation;
  *   2. pw_union_prepare (groups of 8 slots, union page lists, member masks);
- *   3. pw_union_attention with the chosen kernel (the per-query kernel skips 1 and 2).
+ *   3. with PW_KERNEL_UNION4 (the default): the V^T pre-pass, one CTA per (KV head,
+ *      request, page) that a union holds, writing that page's V transposed into the
+ *      workspace (the attention kernel then needs no transpose: bench/NOTES.md v8);
+ *   4. the attention kernel: pw_union_attention's with the chosen kernel, Union4 reading
+ *      the pre-pass's tiles (the per-query kernel skips 1-3).
  * Nothing else: no allocation, no host synchronisation, no host read of device memory, so
  * one call can be captured in a CUDA graph and replayed after the caller has changed the
  * CONTENTS of the device buffers (Top-K ids, page table, request lengths, Q, scales); the
@@ -528,9 +532,13 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
 /* Device workspace bytes one pw_sparse_prefill needs: the permutation [Hkv, N] int32
  * (none with PW_PLAN_CALLER_PERM), the union metadata of pw_union_meta_t for
  * pw_max_groups() groups of 8 x K pages ([Hkv] + [Hkv, groups] x (32 + 8K*4 + 8K) bytes),
- * and pw_regroup_workspace_size(); each part starts 256-byte aligned inside the one
- * buffer, and the total includes 255 bytes so that the buffer itself may have any
- * alignment. 0 for PW_KERNEL_PER_QUERY. About 1.3 MiB for N = 15,272, Hkv = 1.
+ * pw_regroup_workspace_size(), and with PW_KERNEL_UNION4 (the default) the V^T pre-pass's
+ * parts: one byte and one 16 KiB tile per (KV head, request, page of the page table row),
+ * Hkv x R x max_pages_per_request x 16,385 bytes (8 MiB for a 64K-token context and one
+ * KV head; 128 MiB per KV head and request at a 1M-token context). Each part starts
+ * 256-byte aligned inside the one buffer, and the total includes 255 bytes so that the
+ * buffer itself may have any alignment. 0 for PW_KERNEL_PER_QUERY. About 1.3 MiB + 8 MiB
+ * for N = 15,272, Hkv = 1, a 64K context.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL plan or bytes). */
 pw_status_t pw_plan_workspace_size(const pw_plan_t *plan, size_t *bytes);
 

@@ -16,7 +16,13 @@
  *   groups        [Hkv, max_groups] pw_group_desc_t
  *   union_pages   [Hkv, max_groups, 8K] int32
  *   member_masks  [Hkv, max_groups, 8K] uint8
- *   regroup       pw_regroup_workspace_size() bytes (absent with PW_PLAN_CALLER_PERM) */
+ *   regroup       pw_regroup_workspace_size() bytes (absent with PW_PLAN_CALLER_PERM)
+ *   vt_touched    [Hkv, R, max_pages] uint8  (PW_KERNEL_UNION4 only: pages of any union)
+ *   vt_tiles      [Hkv, R, max_pages] x 16 KiB V^T tiles (PW_KERNEL_UNION4 only)
+ * A Union4 call enqueues one more kernel, the V^T pre-pass (src/cuda/vt_prepare.cu), between
+ * union preparation (which sets vt_touched) and attention (which reads vt_tiles). The
+ * pre-pass clears every vt_touched byte it finds set, so the bytes stay zero between calls
+ * (a first call on a workspace holding garbage there only transposes pages nobody reads). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +34,11 @@
 #define PW_PLAN_ALIGN ((size_t)256)
 #define PW_PLAN_GROUP_SIZE 8 /* Union8 groups; Union4 splits each into two halves */
 
-enum { PART_PERM, PART_NUM_GROUPS, PART_GROUPS, PART_UNION_PAGES, PART_MASKS, PART_REGROUP, NUM_PARTS };
+enum {
+    PART_PERM, PART_NUM_GROUPS, PART_GROUPS, PART_UNION_PAGES, PART_MASKS, PART_REGROUP, PART_VT_TOUCHED,
+    PART_VT_TILES, NUM_PARTS
+};
+#define PW_PLAN_VT_TILE_BYTES 16384 /* one page of V^T for one KV head: P x D FP8 */
 
 struct pw_plan {
     pw_problem_t problem;
@@ -121,6 +131,11 @@ static pw_status_t layout(pw_plan_t *plan)
     const size_t rows = mul_add(hkv, mg, &ok);
     plan->part_bytes[PART_UNION_PAGES] = mul_add((int64_t)rows, cap * 4, &ok);
     plan->part_bytes[PART_MASKS] = mul_add((int64_t)rows, cap, &ok);
+    if (plan->config.kernel == PW_KERNEL_UNION4) {
+        const size_t pages = mul_add(hkv * (int64_t)p->num_requests, p->max_pages_per_request, &ok);
+        plan->part_bytes[PART_VT_TOUCHED] = pages;
+        plan->part_bytes[PART_VT_TILES] = mul_add((int64_t)pages, PW_PLAN_VT_TILE_BYTES, &ok);
+    }
     size_t at = 0;
     for (int i = 0; i < NUM_PARTS && ok; i++) {
         plan->part_offset[i] = at;
@@ -284,8 +299,16 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
                           plan->part_bytes[PART_REGROUP], stream));
         perm = own_perm;
     }
-    PW_TRY(pw_union_prepare(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, stream));
-    return pw_union_attention(p, args, &plan->grouping, perm, &meta, plan->config.kernel, stream);
+    if (plan->config.kernel != PW_KERNEL_UNION4) {
+        PW_TRY(pw_union_prepare(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, stream));
+        return pw_union_attention(p, args, &plan->grouping, perm, &meta, plan->config.kernel, stream);
+    }
+    /* Union4: union preparation marks the union pages, the pre-pass writes their V^T tiles,
+     * the lean kernel reads them (bench/NOTES.md v8). */
+    PW_TRY(pw_union_prepare_touched(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta,
+                                    parts[PART_VT_TOUCHED], stream));
+    PW_TRY(pw_vt_prepare(p, args, parts[PART_VT_TOUCHED], parts[PART_VT_TILES], stream));
+    return pw_union_attention_vt(p, args, &plan->grouping, perm, &meta, parts[PART_VT_TILES], stream);
 #endif
 }
 

@@ -61,6 +61,26 @@ pw_status_t pw_check_union_prepare_args(const pw_problem_t *problem, const int32
                                         const pw_requests_t *requests, const pw_grouping_t *grouping,
                                         const int32_t *perm, const pw_union_meta_t *meta);
 
+/* CUDA build: pw_union_prepare that also sets touched[(h * R + r) * max_pages + l] = 1 for
+ * every page l of request r in a union of KV head h (touched NULL: pw_union_prepare). */
+pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, const int32_t *topk_ids,
+                                     const pw_requests_t *requests, const pw_grouping_t *grouping,
+                                     const int32_t *perm, const pw_union_meta_t *meta, uint8_t *touched,
+                                     pw_stream_t stream);
+
+/* CUDA build (src/cuda/vt_prepare.cu): the V^T pre-pass of the Union4 full call. tiles
+ * [Hkv, R, max_pages] x 16 KiB receive V^T of every page whose touched byte is set (the
+ * byte is cleared; touched NULL: every page a query of its request may see). Arguments as
+ * checked for pw_union_attention. */
+pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_attention_args_t *args, uint8_t *touched,
+                          uint8_t *tiles, pw_stream_t stream);
+
+/* CUDA build: pw_union_attention with PW_KERNEL_UNION4 on the pre-pass's V^T tiles (the
+ * lean kernel, attention_lean.cuh, PREVT): the full call's attention step. */
+pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const pw_attention_args_t *args,
+                                  const pw_grouping_t *grouping, const int32_t *perm,
+                                  const pw_union_meta_t *meta, const uint8_t *vt_tiles, pw_stream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

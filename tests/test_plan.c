@@ -57,6 +57,10 @@ static void test_workspace_size_formula(void **state)
         expect += align256((size_t)hkv * mg * 128 * 4);
         expect += align256((size_t)hkv * mg * 128);
         /* pw_regroup_workspace_size is 0 today (documented); the plan adds it as it is. */
+        /* The default kernel (Union4): the V^T pre-pass's touched bytes and 16 KiB tiles,
+         * [Hkv, R, max_pages] each. */
+        const size_t pages = (size_t)hkv * (size_t)r * 512;
+        expect += align256(pages) + align256(pages * 16384);
         expect += 255;
         assert_int_equal(bytes, expect);
 

@@ -270,6 +270,9 @@ static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int k
     int32_t physical = -1;
     if (logical >= 0) {
         physical = p.page_table[(int64_t)request * p.page_table_stride + logical];
+        // A V^T tile exists for logical pages < vt_pages only (the lean kernel on the pre-pass;
+        // a larger id needs kv_len > max_pages_per_request * P, broken device data).
+        if (p.vt_tiles && (int64_t)logical >= p.vt_pages) physical = -1;
         if (physical < 0 || (int64_t)physical >= p.num_cache_pages) {
             // Invalid physical page: never read, contributes nothing, counted once per
             // (query, KV head, page) by the CTA that owns the query.
@@ -1260,7 +1263,7 @@ pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned gr
 
 pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
                             const pw_grouping_t *grouping, const int32_t *perm, const pw_union_meta_t *meta,
-                            pw_kernel_t kernel, pw_stream_t stream)
+                            pw_kernel_t kernel, pw_stream_t stream, const uint8_t *vt_tiles = nullptr)
 {
     PW_TRY(pw_check_gpu_attention_args(problem, args, kernel)); // src/attention_args.c
     if (pw_args_precision(args) == PW_PRECISION_FP8X2) {
@@ -1324,37 +1327,76 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     // 0 selects 1/sqrt(D) computed in double and rounded once, as the reference does.
     params.softmax_scale = problem->softmax_scale > 0.0f ? problem->softmax_scale : (float)(1.0 / sqrt((double)problem->head_dim));
     params.bad_page_count = args->bad_page_count;
+    params.vt_tiles = vt_tiles;
+    params.vt_pages = problem->max_pages_per_request;
+    uint8_t *own_tiles = nullptr; // dev impl 10 without the full call's tiles: its own, for this call
+    if ((impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2) && !vt_tiles) {
+        if (kernel == PW_KERNEL_UNION8)
+            return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 10 (lean + V^T pre-pass) runs Union4 and per-query only");
+        const size_t bytes = (size_t)problem->num_kv_heads * problem->num_requests *
+                             (size_t)problem->max_pages_per_request * pw::kTileBytes;
+        cudaError_t e = cudaMallocAsync((void **)&own_tiles, bytes, (cudaStream_t)stream);
+        if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "dev impl 10: cudaMallocAsync(%zu): %s", bytes, cudaGetErrorString(e));
+        const pw_status_t st = pw_vt_prepare(problem, args, NULL, own_tiles, stream);
+        if (st != PW_SUCCESS) {
+            cudaFreeAsync(own_tiles, (cudaStream_t)stream);
+            return st;
+        }
+        params.vt_tiles = own_tiles;
+    }
+    pw_status_t status;
     if (kernel == PW_KERNEL_PER_QUERY) {
         const int64_t grid = (int64_t)problem->num_tokens * problem->num_kv_heads;
-        if (grid > 0x7fffffff) return pw_fail(PW_ERROR_UNSUPPORTED, "N * Hkv = %lld CTAs exceeds the grid limit", (long long)grid);
-        return launch_impl<pw::kPerQuery>(impl, params, (unsigned)grid, stream);
+        if (grid > 0x7fffffff) status = pw_fail(PW_ERROR_UNSUPPORTED, "N * Hkv = %lld CTAs exceeds the grid limit", (long long)grid);
+        else status = launch_impl<pw::kPerQuery>(impl, params, (unsigned)grid, stream);
+    } else {
+        params.perm = perm;
+        params.num_groups = meta->num_groups;
+        params.groups = meta->groups;
+        params.union_pages = meta->union_pages;
+        params.member_masks = meta->member_masks;
+        params.max_groups = meta->max_groups;
+        params.union_capacity = meta->union_capacity;
+        const int64_t grid = 2 * meta->max_groups * problem->num_kv_heads;
+        if (grid > 0x7fffffff) status = pw_fail(PW_ERROR_UNSUPPORTED, "2 * groups * Hkv = %lld CTAs exceeds the grid limit", (long long)grid);
+        else if (kernel == PW_KERNEL_UNION8) status = launch_impl<pw::kUnion8>(impl, params, (unsigned)grid, stream);
+        else status = launch_impl<pw::kUnion4>(impl, params, (unsigned)grid, stream);
     }
-    params.perm = perm;
-    params.num_groups = meta->num_groups;
-    params.groups = meta->groups;
-    params.union_pages = meta->union_pages;
-    params.member_masks = meta->member_masks;
-    params.max_groups = meta->max_groups;
-    params.union_capacity = meta->union_capacity;
-    const int64_t grid = 2 * meta->max_groups * problem->num_kv_heads;
-    if (grid > 0x7fffffff) return pw_fail(PW_ERROR_UNSUPPORTED, "2 * groups * Hkv = %lld CTAs exceeds the grid limit", (long long)grid);
-    if (kernel == PW_KERNEL_UNION8) return launch_impl<pw::kUnion8>(impl, params, (unsigned)grid, stream);
-    return launch_impl<pw::kUnion4>(impl, params, (unsigned)grid, stream);
+    if (own_tiles) {
+        const cudaError_t e = cudaFreeAsync(own_tiles, (cudaStream_t)stream);
+        if (e != cudaSuccess && status == PW_SUCCESS)
+            status = pw_fail(PW_ERROR_CUDA, "dev impl 10: cudaFreeAsync: %s", cudaGetErrorString(e));
+    }
+    return status;
 }
 
 } // namespace
 
-/* The library's implementation: impl 6, B (P from registers) with the V transpose done by
- * the warps without a member (H200, A-hot W128 against B: Union8 -6%, Union4 -9%,
- * per-query -13%; bench/NOTES.md v6). */
-constexpr int kDefaultImpl = pw::kImplIdleVtDev;
+/* The library's implementations (bench/NOTES.md): Union8 runs impl 6 (B with the V
+ * transpose done by the warps without a member, v6); Union4 and per-query run impl 9, the
+ * lean kernel (three CTAs per SM, v8). The full call's Union4 runs impl 10 (lean on the
+ * V^T pre-pass's tiles: pw_union_attention_vt). */
+constexpr int kDefaultImplUnion8 = pw::kImplIdleVtDev;
+constexpr int kDefaultImpl = pw::kImplLeanDev;
 
 extern "C" pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_args_t *args,
                                           const pw_grouping_t *grouping, const int32_t *perm,
                                           const pw_union_meta_t *meta, pw_kernel_t kernel,
                                           pw_stream_t stream)
 {
-    return union_attention(kDefaultImpl, problem, args, grouping, perm, meta, kernel, stream);
+    return union_attention(kernel == PW_KERNEL_UNION8 ? kDefaultImplUnion8 : kDefaultImpl, problem, args, grouping,
+                           perm, meta, kernel, stream);
+}
+
+extern "C" pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const pw_attention_args_t *args,
+                                             const pw_grouping_t *grouping, const int32_t *perm,
+                                             const pw_union_meta_t *meta, const uint8_t *vt_tiles,
+                                             pw_stream_t stream)
+{
+    if (!vt_tiles && problem && problem->num_tokens > 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_union_attention_vt: vt_tiles is NULL");
+    return union_attention(pw::kImplLeanPreVtDev, problem, args, grouping, perm, meta, PW_KERNEL_UNION4, stream,
+                           vt_tiles);
 }
 
 extern "C" pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem,

@@ -208,6 +208,34 @@ static __device__ __forceinline__ void transpose_v(uint32_t vt, uint32_t v, int 
     for (int cc = 0; cc < 2; cc++) transpose_v_half(vt, v, cc, vlim);
 }
 
+/* Zeroes, in a V^T tile [d][position] (the layout store_vt_chunk writes), the positions of
+ * the tokens past vlim (0..126): what load_v_chunk does during an in-kernel transpose, for
+ * a V^T that arrived ready (the lean kernel with the pre-pass). 128 threads, thread t owns
+ * row d = t. Position 16a + 4q + 2b + e holds token 16a + 8b + 2q + e. */
+static __device__ __forceinline__ void zero_vt_after(uint32_t vt, int vlim)
+{
+    const uint32_t d = threadIdx.x % 128;
+#pragma unroll 1
+    for (int a = vlim / 16; a < kPageSize / 16; a++) {
+        const int first = 16 * a;
+        const uint32_t addr = vt + sw128(d, (uint32_t)a);
+        uint32_t keep[4] = {0u, 0u, 0u, 0u};
+        if (first <= vlim) {
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                const int token = first + 8 * ((j >> 1) & 1) + 2 * (j >> 2) + (j & 1);
+                if (token <= vlim) keep[j / 4] |= 0xffu << (8 * (j % 4));
+            }
+        }
+        uint4 x = first <= vlim ? ld_shared_v4_u32(addr) : make_uint4(0u, 0u, 0u, 0u);
+        x.x &= keep[0];
+        x.y &= keep[1];
+        x.z &= keep[2];
+        x.w &= keep[3];
+        st_shared_v4_u32(addr, x);
+    }
+}
+
 /* The softmax of one page for this thread's two accumulator rows r0 and r0 + 8 (docs/semantics.md §4,
  * the arithmetic of the file comment). acc: the page's QK scores in, 256 p out. lim: last
  * visible column of the query on this page (columns past it are masked). f0 / f1: the rows'

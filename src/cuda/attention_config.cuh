@@ -153,6 +153,10 @@ struct AttentionParams {
     int64_t num_cache_pages;
     float softmax_scale;
     uint32_t *bad_page_count;        // device counter or NULL
+    // Lean kernel with the V^T pre-pass (vt_prepare.cu): V^T tiles [Hkv, R, vt_pages] of
+    // kTileBytes each, in the kernel's shared-memory byte order; NULL for every other kernel.
+    const uint8_t *vt_tiles;
+    int64_t vt_pages;                // max_pages_per_request: pages of a request's tile row
 };
 
 } // namespace pw

@@ -32,9 +32,11 @@ extern "C" {
  *         arithmetic and rows in a kernel that fits three CTAs per SM (one K and one V
  *         tile refilled by the last warp done with it, PV in two N = 64 halves, 168
  *         registers): src/cuda/attention_lean.cuh, bench/NOTES.md v8.
- * impl 10: TIMING EXPERIMENT ONLY, WRONG OUTPUTS: impl 9 with V^T taken as ready in memory
- *         (the V tile loaded straight into V^T, no transposes, no CTA barriers in the page
- *         loop), i.e. what a V^T pre-pass would leave to the kernel (bench/NOTES.md v8).
+ * impl 10: impl 9 on V^T tiles written by the pre-pass (vt_prepare.cu): no transposes and
+ *         no CTA barrier in the page loop but on pages past a member's last visible token
+ *         (the full call's Union4 kernel, bench/NOTES.md v8). Here the call allocates its
+ *         own tiles (cudaMallocAsync on the stream) and the pre-pass transposes every page a
+ *         query of each request may see; Union4 and per-query only.
  * Union4 and per-query have no cluster: impl 1 runs as 0, impl 3 and 4 as 2 there. O and
  * LSE are bitwise identical for every impl. args->precision = PW_PRECISION_FP8X2 runs on
  * impls 2, 6, 9 and 10 only (and on 4 where 4 runs as 2); other impls give PW_ERROR_UNSUPPORTED.

@@ -74,29 +74,29 @@ constexpr size_t kSmemBytesLean = sizeof(SmemPlanLean) + 1024;
 static_assert(kLeanCtasPerSm * (kSmemBytesLean + 1024) <= 228 * 1024, "lean: three CTAs per SM no longer fit");
 
 /* One warp (lane 0 after __syncwarp) says it is done with a tile; the arrival that completes
- * the page's four issues the next page's copy of that tile (L1, L2). */
-static __device__ __forceinline__ void lean_release(uint32_t *done, uint64_t *full, void *tile,
-                                                    const CUtensorMap *map, const SmemPlanLean &sm, int next,
-                                                    int num_pages, int kv_head, uint64_t policy)
+ * the page's four runs issue() (arm `full` and copy the next page's tile: L1, L2). */
+template <class Issue>
+static __device__ __forceinline__ void lean_release(uint32_t *done, int next, int num_pages, Issue issue)
 {
     __syncwarp();
     if (threadIdx.x % 32 == 0) {
         __threadfence_block();
-        const uint32_t old = atomicAdd(done, 1u);
+        const uint32_t old = atom_add_shared(smem_u32(done), 1u);
         if ((old & 3u) == 3u && next < num_pages) {
             __threadfence_block();
             fence_proxy_async_shared_cta();
-            mbarrier_arrive_expect_tx(full, kTileBytes);
-            tma_load_4d(tile, map, full, 0, kv_head, 0, sm.page_physical[next], policy);
+            issue(next);
         }
     }
 }
 
-/* PREVT (dev impl 10, a TIMING EXPERIMENT with wrong outputs): V^T is taken as ready in
- * memory, as a pre-pass would leave it. The kernel loads the V cache tile straight into V^T
- * (token-major bytes read as [d][position]: the same bytes moved, the wrong matrix) and drops
- * the transposes and both CTA barriers of the page loop; V^T of page i + 1 is loaded once
- * every warp waited for page i's PV. It measures what the transposes and barriers cost. */
+/* PREVT (dev impl 10, the full call's Union4 kernel): V^T arrives ready, written by the
+ * pre-pass (vt_prepare.cu) into p.vt_tiles in exactly the bytes the in-kernel transpose
+ * would write (without the zeroing), and is loaded by one bulk copy. The page loop then has
+ * no transposes and no CTA barrier except on a page that crosses a member's last visible
+ * token (vlim < 127), where every thread zeroes the positions past vlim (zero_vt_after)
+ * before one barrier: the same V^T bytes, hence the same outputs, as impl 9. V^T of page
+ * i + 1 is loaded once every warp waited for page i's PV. */
 template <int VARIANT, bool X2, bool PREVT = false>
 __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm)
     lean_attention_kernel(const __grid_constant__ AttentionParams p)
@@ -122,13 +122,32 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm)
                                     work.limits, work.union_size); // ends with __syncthreads
     const int num_pages = sm.num_pages;
     const uint64_t keep_kv = createpolicy_evict_last();
+    // PREVT: the pre-pass's V^T tile of page i of the list ([Hkv, R, vt_pages] tiles).
+    auto vt_tile = [&](int i) {
+        return p.vt_tiles + (((int64_t)kv_head * p.num_requests + work.request) * p.vt_pages + sm.page_logical[i]) *
+                                (int64_t)kTileBytes;
+    };
+    auto issue_k = [&](int next) {
+        mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);
+        tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[next], keep_kv);
+    };
+    auto issue_v = [&](int next) {
+        mbarrier_arrive_expect_tx(&sm.v_full, kTileBytes);
+        if constexpr (PREVT)
+            bulk_load(sm.vt, vt_tile(next), kTileBytes, &sm.v_full, keep_kv);
+        else
+            tma_load_4d(sm.v, &p.v_map, &sm.v_full, 0, kv_head, 0, sm.page_physical[next], keep_kv);
+    };
     if (tid == 0 && num_pages > 0) {
         prefetch_tensormap(&p.k_map);
         prefetch_tensormap(&p.v_map);
         mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);
         tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[0], keep_kv);
         mbarrier_arrive_expect_tx(&sm.v_full, kTileBytes);
-        tma_load_4d(PREVT ? sm.vt : sm.v, &p.v_map, &sm.v_full, 0, kv_head, 0, sm.page_physical[0], keep_kv);
+        if constexpr (PREVT)
+            bulk_load(sm.vt, vt_tile(0), kTileBytes, &sm.v_full, keep_kv);
+        else
+            tma_load_4d(sm.v, &p.v_map, &sm.v_full, 0, kv_head, 0, sm.page_physical[0], keep_kv);
     }
 
     const float k_scale = *p.k_scale, v_scale = *p.v_scale;
@@ -175,7 +194,7 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm)
 #pragma unroll 1
             for (int chunk = 2 * warp; chunk < 2 * warp + 2; chunk++)
                 transpose_v_chunk<true>(vt_addr, v_addr, (uint32_t)chunk, vlim);
-            lean_release(&sm.v_done, &sm.v_full, sm.v, &p.v_map, sm, i + 1, num_pages, kv_head, keep_kv);
+            lean_release(&sm.v_done, i + 1, num_pages, issue_v);
         }
         mbarrier_wait_parity(&sm.k_full, parity);
         wgmma_fence_operand(acc);
@@ -194,7 +213,7 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm)
         wgmma_fence_operand(acc);
         // Releases only outside the wgmma's flight: a lane-0-only path while it is in flight
         // makes ptxas serialise the wgmmas (C7520).
-        lean_release(&sm.k_done, &sm.k_full, sm.k, &p.k_map, sm, i + 1, num_pages, kv_head, keep_kv);
+        lean_release(&sm.k_done, i + 1, num_pages, issue_k);
 
         float alpha0 = 1.0f, alpha1 = 1.0f;
         if (member)
@@ -232,10 +251,14 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm)
 #pragma unroll
             for (int k = 0; k < (X2 ? 16 : 1); k++) pl[k] = 0u;
         }
-        if (!PREVT && idle != 0u)
-            lean_release(&sm.v_done, &sm.v_full, sm.v, &p.v_map, sm, i + 1, num_pages, kv_head, keep_kv);
+        if (!PREVT && idle != 0u) lean_release(&sm.v_done, i + 1, num_pages, issue_v);
         if constexpr (PREVT) {
             mbarrier_wait_parity(&sm.v_full, parity);
+            if (vlim < kPageSize - 1) { // CTA-uniform: a page past a member's last visible token
+                zero_vt_after(vt_addr, vlim);
+                fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
+                __syncthreads();
+            }
         } else {
             fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
             __syncthreads();
@@ -270,7 +293,7 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm)
         wgmma_fence_operand(pa);
         if constexpr (X2) wgmma_fence_operand(pl);
         if constexpr (PREVT)
-            lean_release(&sm.v_done, &sm.v_full, sm.vt, &p.v_map, sm, i + 1, num_pages, kv_head, keep_kv);
+            lean_release(&sm.v_done, i + 1, num_pages, issue_v);
         else
             __syncthreads(); // L4: V^T free for the next page's transpose
     }

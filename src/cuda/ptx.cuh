@@ -26,6 +26,20 @@ static __device__ __forceinline__ void st_shared_v2_u32(uint32_t addr, uint32_t 
     asm volatile("st.shared.v2.u32 [%0], {%1, %2};" ::"r"(addr), "r"(a), "r"(b) : "memory");
 }
 
+static __device__ __forceinline__ void st_shared_v4_u32(uint32_t addr, uint4 v)
+{
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+}
+
+/* atom.shared.add.u32 (PTX ISA 9.7.13.5), relaxed: the old value. */
+static __device__ __forceinline__ uint32_t atom_add_shared(uint32_t addr, uint32_t v)
+{
+    uint32_t old;
+    asm volatile("atom.shared.add.u32 %0, [%1], %2;" : "=r"(old) : "r"(addr), "r"(v) : "memory");
+    return old;
+}
+
 static __device__ __forceinline__ uint4 ld_shared_v4_u32(uint32_t addr)
 {
     uint4 v;
@@ -178,6 +192,17 @@ static __device__ __forceinline__ void tma_load_4d(void *dst, const CUtensorMap 
     asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
                  ".L2::cache_hint [%0], [%1, {%3, %4, %5, %6}], [%2], %7;" ::"r"(smem_u32(dst)),
                  "l"(map), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "l"(l2_policy)
+                 : "memory");
+}
+
+/* cp.async.bulk (PTX ISA 9.7.9.25.4.1, non-tensor): `bytes` (a multiple of 16) contiguous
+ * bytes global -> this CTA's shared memory, completing on `bar`. */
+static __device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar,
+                                                 uint64_t l2_policy)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+                 " [%0], [%1], %2, [%3], %4;" ::"r"(smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(l2_policy)
                  : "memory");
 }
 

@@ -43,6 +43,8 @@ struct UnionParams {
     int64_t max_groups;
     int32_t capacity;
     int32_t num_tokens, num_requests, topk, page_size, window, group_size;
+    uint8_t *touched;           /* [Hkv, R, max_pages] or NULL: 1 for every page of a union */
+    int64_t max_pages;
 };
 
 static __device__ __forceinline__ int32_t groups_of(const UnionParams &p, int32_t r)
@@ -152,6 +154,12 @@ __global__ void __launch_bounds__(kThreads) union_prepare_kernel(const UnionPara
                 if ((uint32_t)ids[k] < visible) key[k] = ((uint32_t)ids[k] << 3) | (uint32_t)member;
         }
     }
+    if (p.touched) { /* the V^T pre-pass's pages (vt_prepare.cu); plain byte stores, repeats agree */
+        const int64_t row = ((int64_t)head * p.num_requests + r) * p.max_pages;
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            if (key[k] != kNoKey && (int64_t)(key[k] >> 3) < p.max_pages) p.touched[row + (key[k] >> 3)] = 1;
+    }
     const int64_t at = (int64_t)head * p.max_groups + first_group + warp;
     pw_dev::UnionGroupOut out;
     out.pages = p.union_pages + at * p.capacity;
@@ -216,6 +224,15 @@ extern "C" pw_status_t pw_union_prepare(const pw_problem_t *problem, const int32
                                         const pw_grouping_t *grouping, const int32_t *perm,
                                         const pw_union_meta_t *meta, pw_stream_t stream)
 {
+    return pw_union_prepare_touched(problem, topk_ids, requests, grouping, perm, meta, NULL, stream);
+}
+
+extern "C" pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, const int32_t *topk_ids,
+                                                const pw_requests_t *requests,
+                                                const pw_grouping_t *grouping, const int32_t *perm,
+                                                const pw_union_meta_t *meta, uint8_t *touched,
+                                                pw_stream_t stream)
+{
     PW_TRY(pw_check_union_prepare_args(problem, topk_ids, requests, grouping, perm, meta));
     /* No GPU: PW_ERROR_NO_DEVICE as every device entry point, not a launch error. */
     PW_TRY(pw_check_attention_device());
@@ -237,6 +254,8 @@ extern "C" pw_status_t pw_union_prepare(const pw_problem_t *problem, const int32
     params.page_size = problem->page_size;
     params.window = grouping->window;
     params.group_size = grouping->group_size;
+    params.touched = touched;
+    params.max_pages = problem->max_pages_per_request;
 
     /* The bound covers every group; CTA 0 of each KV head also writes num_groups (so a
      * call with N = 0 still writes zeros). */

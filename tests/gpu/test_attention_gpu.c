@@ -198,25 +198,25 @@ static uint32_t run_kernel(const pw_capture_t *c, device_problem_t *d, pw_kernel
     return run_kernel_impl(c, d, kernel, 0, grouping, o_out, lse_out);
 }
 
-#define NUM_IMPLS 10
+#define NUM_IMPLS 11
 static const char *const impl_names[NUM_IMPLS] = {"v4", "A", "B", "A+B", "C", "(removed)", "B+idleVt", "idleVt2",
-                                                  "pre-fix", "lean"};
+                                                  "pre-fix", "lean", "lean+preVt"};
 
-/* The impls a kernel has: Union8 0..4, 6 and 7; Union4 and per-query 0, 2, 4, 6, 7 and 9 (no
- * cluster; 4 runs as 2 there; 9, "lean", has no Union8). Impl 5 was removed
- * (PW_ERROR_UNSUPPORTED); impl 8 (before the cache-poison fix) runs only as
- * test_cache_poison's witness. */
+/* The impls a kernel has: Union8 0..4, 6 and 7; Union4 and per-query 0, 2, 4, 6, 7, 9 and 10
+ * (no cluster; 4 runs as 2 there; 9, "lean", and 10, lean on the V^T pre-pass, have no
+ * Union8). Impl 5 was removed (PW_ERROR_UNSUPPORTED); impl 8 (before the cache-poison fix)
+ * runs only as test_cache_poison's witness. */
 static int kernel_has_impl(pw_kernel_t kernel, int impl)
 {
     if (impl == 5 || impl == 8) return 0;
-    if (impl == 9) return kernel != PW_KERNEL_UNION8;
+    if (impl == 9 || impl == 10) return kernel != PW_KERNEL_UNION8;
     return kernel == PW_KERNEL_UNION8 || (impl & 1) == 0 || impl == 7;
 }
 
-/* The dev impls with the FP8X2 arithmetic besides the library's: 2 (B) and 9 (lean). */
+/* The dev impls with the FP8X2 arithmetic besides the library's: 2 (B), 9 and 10 (lean). */
 static int impl_has_x2(int impl)
 {
-    return impl == 2 || impl == 9;
+    return impl == 2 || impl == 9 || impl == 10;
 }
 
 typedef struct compare {
