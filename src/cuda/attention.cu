@@ -226,6 +226,8 @@
 #include "pw_internal.h"
 #include <string.h>
 
+#include <atomic>
+
 namespace pw {
 
 /* The per-CTA page list: the pages this CTA walks (ascending logical id), their physical
@@ -1138,19 +1140,35 @@ extern "C" pw_status_t pw_check_attention_device(void)
 namespace {
 
 /* One kernel of sparse_attention_kernel<VARIANT, IMPL>. */
+/* A kernel's function attributes are per device: set them once per (kernel, device) on the
+ * calling thread's current device. `done` is that kernel's set of configured devices (bit
+ * d, devices 0..63; a device past 63 sets them on every launch). Two threads configuring
+ * the same kernel on the same device at once both set the same values (harmless). */
+static pw_status_t configure_kernel(const void *kernel, size_t smem, bool max_carveout, std::atomic<uint64_t> &done,
+                                    const char *what)
+{
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "%s: cudaGetDevice: %s", what, cudaGetErrorString(e));
+    const uint64_t bit = dev >= 0 && dev < 64 ? 1ull << dev : 0ull;
+    if (bit && (done.load(std::memory_order_acquire) & bit)) return PW_SUCCESS;
+    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e == cudaSuccess && max_carveout)
+        e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared);
+    if (e != cudaSuccess)
+        return pw_fail(PW_ERROR_CUDA, "%s: cudaFuncSetAttribute (dynamic shared memory %zu bytes) on device %d: %s", what,
+                       smem, dev, cudaGetErrorString(e));
+    done.fetch_or(bit, std::memory_order_release);
+    return PW_SUCCESS;
+}
+
 template <int VARIANT, int IMPL>
 pw_status_t launch(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
-    static bool configured = false; // the attribute is per function, set once
+    static std::atomic<uint64_t> configured{0}; // devices this kernel's attributes are set on
     void (*kernel)(pw::AttentionParams) = pw::sparse_attention_kernel<VARIANT, IMPL>;
     const size_t smem = pw::kSmemBytes;
-    if (!configured) {
-        const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess)
-            return pw_fail(PW_ERROR_CUDA, "cudaFuncSetAttribute(max dynamic smem %zu): %s", smem,
-                           cudaGetErrorString(e));
-        configured = true;
-    }
+    PW_TRY(configure_kernel((const void *)kernel, smem, false, configured, "attention kernel"));
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(grid, 1, 1);
     cfg.blockDim = dim3(pw::kThreads, 1, 1);
@@ -1176,15 +1194,9 @@ pw_status_t launch(const pw::AttentionParams &params, unsigned grid, pw_stream_t
 /* C (impl 4): the warp-specialised Union8 kernel, one CTA per (group, KV head). */
 pw_status_t launch_c(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
-    static bool configured = false;
-    if (!configured) {
-        const cudaError_t e = cudaFuncSetAttribute(pw::union8_ws_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   (int)pw::kSmemBytesC);
-        if (e != cudaSuccess)
-            return pw_fail(PW_ERROR_CUDA, "cudaFuncSetAttribute(max dynamic smem %zu): %s", pw::kSmemBytesC,
-                           cudaGetErrorString(e));
-        configured = true;
-    }
+    static std::atomic<uint64_t> configured{0};
+    PW_TRY(configure_kernel((const void *)pw::union8_ws_kernel, pw::kSmemBytesC, false, configured,
+                            "attention kernel (C)"));
     pw::union8_ws_kernel<<<grid, pw::kThreadsC, pw::kSmemBytesC, stream>>>(params);
     const cudaError_t last = cudaGetLastError();
     if (last != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "attention kernel launch (C): %s", cudaGetErrorString(last));
@@ -1195,19 +1207,9 @@ pw_status_t launch_c(const pw::AttentionParams &params, unsigned grid, pw_stream
 template <int VARIANT, bool X2, bool PREVT = false>
 pw_status_t launch_lean(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
-    static bool configured = false; // the attributes are per function, set once
+    static std::atomic<uint64_t> configured{0}; // devices this kernel's attributes are set on
     void (*kernel)(pw::AttentionParams) = pw::lean_attention_kernel<VARIANT, X2, PREVT>;
-    if (!configured) {
-        cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)pw::kSmemBytesLean);
-        if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                     (int)cudaSharedmemCarveoutMaxShared);
-        if (e != cudaSuccess)
-            return pw_fail(PW_ERROR_CUDA, "cudaFuncSetAttribute (lean kernel, smem %zu): %s", pw::kSmemBytesLean,
-                           cudaGetErrorString(e));
-        configured = true;
-    }
+    PW_TRY(configure_kernel((const void *)kernel, pw::kSmemBytesLean, true, configured, "attention kernel (lean)"));
     kernel<<<grid, pw::kThreads, pw::kSmemBytesLean, stream>>>(params);
     const cudaError_t last = cudaGetLastError();
     if (last != cudaSuccess)
