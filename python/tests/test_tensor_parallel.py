@@ -98,14 +98,10 @@ def call(p):
 
 @pytest.mark.gpu
 @TWO_GPUS
-# The C library sets the attention kernels' function attributes (the dynamic shared-memory
-# size) once per process, on whichever device launches first (src/cuda/attention.cu,
-# `launch<>`'s and `launch_c`'s static `configured`): launches on a second device are then
-# expected to fail until that state moves per device. Kept as a test of the goal, not
-# skipped; strict=False so that the fix shows up as XPASS instead of breaking the suite.
-@pytest.mark.xfail(reason="the attention kernels' function attributes are set once per "
-                          "process, on the first device only (src/cuda/attention.cu, "
-                          "launch<>'s static `configured`)", strict=False)
+# The C library sets each attention kernel's function attributes (the dynamic shared-memory
+# size) once per device (src/cuda/attention.cu, configure_kernel); until 2026-12-01 it did so
+# once per process on the first device, and this test was marked xfail. Not yet run on two
+# GPUs.
 def test_two_devices_alternately_from_two_threads(seed):
     """Plans on cuda:0 and cuda:1 (the package caches one per device) used alternately by two
     host threads, each on its own stream per device; every output equals the single-device
