@@ -30,26 +30,24 @@ constexpr uint32_t kStageTxBytes = 2 * kTileBytes; // K + V of one page
 
 enum Variant { kUnion8 = 0, kUnion4 = 1, kPerQuery = 2 };
 
-/* Implementation bits (pw_union_attention_dev, src/cuda/attention_dev.h); 0 is v4, the
- * library's default. Design and invariants: the comment of attention.cu. */
+/* Implementation bits (pw_union_attention_dev, src/cuda/attention_dev.h). Design and
+ * invariants: the comment of attention.cu; what each measured: bench/NOTES.md. */
 enum ImplBits {
-    kImplDecoupled = 1, // A, Union8 only: per-CTA page streams, TMA only to the CTAs that need a page
     kImplPRegs = 2,     // B: P as the register A operand of the PV wgmma, one barrier before softmax
     kImplX2 = 8,        // with B only: PW_PRECISION_FP8X2 (two-term FP8 Q and P; Q's second
                         // term in the P tile, which B leaves unused)
     kImplIdleVt = 16,   // with B only: the warps without a member on the page transpose V
                         // during the member warps' softmax (dev impl 6)
-    kImplVtBatch = 32,  // with kImplIdleVt: that transpose two chunks per pass (dev impl 7)
     kImplNoVMask = 64,  // dev impl 8 only (A/B timing of the cache-poison fix): impl 6 without
                         // zeroing V past the members' last visible token (NOT NaN-safe)
 };
-constexpr int kImplWarpSpec = 4; // C, Union8 only: warp-specialised CTA (a value, not a bit)
-constexpr int kImplPipe = 5;     // removed (measured slower, bench/NOTES.md v6): PW_ERROR_UNSUPPORTED
+// Dev impls 1, 3 (A: decoupled cluster; A + B), 4 (C: warp-specialised Union8), 5 (B +
+// pipelined QK) and 7 (impl 6 with a batched transpose) measured slower or no faster
+// (bench/NOTES.md v5, v6) and left the tree: PW_ERROR_UNSUPPORTED.
 constexpr int kImplIdleVtDev = 6; // dev impl 6 = kImplPRegs | kImplIdleVt
-constexpr int kImplVtBatchDev = 7; // dev impl 7 = kImplPRegs | kImplIdleVt | kImplVtBatch
 constexpr int kImplNoVMaskDev = 8; // dev impl 8 = kImplPRegs | kImplIdleVt | kImplNoVMask (before the fix)
 constexpr int kImplLeanDev = 9;    // dev impl 9 = "lean" (attention_lean.cuh): three CTAs per SM
-constexpr int kImplLeanPreVtDev = 10; // dev impl 10: TIMING ONLY, wrong outputs (attention_lean.cuh, PREVT)
+constexpr int kImplLeanPreVtDev = 10; // dev impl 10 = lean on the V^T pre-pass (attention_lean.cuh, PREVT)
 // Internal dispatch values of impls 9 and 10 per precision (dev numbers 9 and 10 would collide
 // with the bit sets kImplPRegs | kImplX2 = 10 and friends).
 constexpr int kImplLean = 2009, kImplLeanX2 = 3009, kImplLeanPreVt = 2010, kImplLeanPreVtX2 = 3010;
@@ -71,57 +69,11 @@ struct __align__(1024) SmemPlan {
     float row_factor[kRows];            // q_scale * k_scale * softmax_scale * log2(e)
     int32_t warp_count[kThreads / 32];
     int32_t num_pages;
-    // Decoupled Union8 only (kImplDecoupled); after the v4 fields so that their offsets stay.
-    uint64_t empty_cta[kStages][2];     // slot of stage s released by CTA c (in CTA 0; count 1)
-    uint8_t page_dest[kMaxUnion];       // D_i: bit c set when one of CTA c's 4 slots selected page i
 };
 
 constexpr size_t kSmemBytes = sizeof(SmemPlan) + 1024; // + alignment slack of the dynamic base
 static_assert(kSmemBytes <= 227 * 1024, "shared-memory plan exceeds the sm_90 limit");
 static_assert(2 * kSmemBytes <= 228 * 1024, "two CTAs per SM no longer fit");
-
-/* C (impl 4, Union8 only): one CTA of kThreadsC per (8-slot group, KV head). Warpgroup 0
- * is the producer (TMA, V transpose), warpgroups 1 and 2 are the consumers of slots 0-3 and
- * 4-7. setmaxnreg moves registers from the producer to the consumers: the launch gives
- * 65536 / 384 -> 168 per thread, the producer drops to kRegsProducerC and the consumers
- * rise to kRegsConsumerC (ptxas -v, sm_90a: consumer path R0-R173, producer within 72, no
- * spills). 3 stages of K + V + V^T (48 KiB each) + 2 Q tiles + lists: 162 KiB (+ 1 KiB
- * alignment slack), 1 CTA per SM. */
-constexpr int kThreadsC = 384;
-constexpr int kStagesC = 3;
-constexpr int kRegsProducerC = 72;
-constexpr int kRegsConsumerC = 216;
-constexpr int kRegsLaunchC = 65536 / kThreadsC / 8 * 8; // 168: what __launch_bounds__(384, 1) gives (ptxas -v)
-// setmaxnreg moves registers within the CTA's launch allocation (384 x 168 = 64,512): the
-// consumers' .inc waits until the producer's .dec returned enough of it.
-static_assert(128 * kRegsProducerC + 256 * kRegsConsumerC <= kThreadsC * kRegsLaunchC,
-              "C: register split exceeds the CTA's launch allocation");
-static_assert(kRegsProducerC % 8 == 0 && kRegsConsumerC % 8 == 0, "setmaxnreg counts are multiples of 8");
-
-// C's named barriers (bar.sync id, 128 threads); id 0 is __syncthreads, used only before
-// the role split.
-enum NamedBarrierC : uint32_t {
-    kBarProducerC = 1,  // the producer warpgroup: V^T of a stage written
-    kBarConsumerC0 = 2, // + c: consumer warpgroup c (Q written; a stage's wgmma reads done)
-};
-
-struct __align__(1024) SmemPlanC {
-    uint8_t kv[kStagesC][2][kTileBytes]; // [stage][K=0 / V=1][token][d], TMA 128B-swizzled
-    uint8_t vt[kStagesC][kTileBytes];    // V^T of the stage's page: [d][position], 128B-swizzled
-    uint8_t q[2][kRows * kHeadDim];      // Q (FP8) of consumer c: [row][d], 128B-swizzled
-    uint64_t full[kStagesC];             // K and V of the stage's page landed (tx-count, count 1)
-    uint64_t vtready[kStagesC];          // V^T written by the producer warpgroup (count 1)
-    uint64_t empty[kStagesC];            // both consumer warpgroups done with the stage (count 2)
-    int32_t page_logical[kMaxUnion];     // the group's union pages, ascending
-    int32_t page_physical[kMaxUnion];
-    uint8_t page_members[kMaxUnion];     // bit w: slot w (0..7) selected the page
-    uint8_t page_vlim[kMaxUnion];        // last token of the page a member slot (0..7) may see
-    float row_factor[2][kRows];          // per consumer: q_scale * k_scale * softmax_scale * log2(e)
-    int32_t warp_count[kMaxUnion / 32];
-    int32_t num_pages;
-};
-constexpr size_t kSmemBytesC = sizeof(SmemPlanC) + 1024;
-static_assert(kSmemBytesC <= 227 * 1024, "C: shared-memory plan exceeds the sm_90 limit");
 
 /* Kernel parameters (by value; the tensor maps must stay in parameter space). */
 struct AttentionParams {

@@ -11,38 +11,32 @@
 extern "C" {
 #endif
 
-/* impl 0: v4 (the library default until v5).
- * impl 1: A, "decoupled cluster" (Union8 only): each page is sent (TMA) only to the CTAs
- *         with a member, each CTA walks only its own pages, per-CTA slot releases.
- * impl 2: B, "P from registers" (the library default in v5; v6 adds impl 6 to it): the PV wgmma takes P from registers (no P buffer, one CTA barrier before the
- *         softmax, the stage released before the softmax).
- * impl 3: A + B.
- * impl 4: C, "warp-specialised CTA" (Union8 only): one 384-thread CTA per (group, KV head),
- *         no cluster; a producer warpgroup (TMA, V transpose, 3 stages) and two consumer
- *         warpgroups (slots 0-3 and 4-7) with B's arithmetic.
- * impl 5: removed (B + the next page's QK in flight; measured slower): PW_ERROR_UNSUPPORTED.
- * impl 6: B + "idle-warp V transpose" (every kernel), exactly pw_union_attention (the
- *         library default since v6): the warps whose slot did not select
- *         the page transpose V while the member warps run the softmax (B: all four warps
- *         transpose before it); the barrier before PV moves after the softmax.
- * impl 7: impl 6 with that transpose two d-chunks per pass, loads first (every kernel).
+/* impl 0: v4 (the library default until v5): the bitwise reference of bench_kernels.
+ * impl 2: B, "P from registers" (the library default in v5): the PV wgmma takes P from
+ *         registers (no P buffer, one CTA barrier before the softmax, the stage released
+ *         before the softmax).
+ * impl 6: B + "idle-warp V transpose" (every kernel; pw_union_attention's Union8 since v6):
+ *         the warps whose slot did not select the page transpose V while the member warps
+ *         run the softmax; the barrier before PV moves after the softmax.
  * impl 8: impl 6 before the cache-poison fix (V past the members' last visible token not
- *         zeroed: NaN codes in invisible cache slots reach the output). For A/B timing only.
- * impl 9: "lean" (Union4 and per-query only; Union8 gives PW_ERROR_UNSUPPORTED): impl 6's
- *         arithmetic and rows in a kernel that fits three CTAs per SM (one K and one V
- *         tile refilled by the last warp done with it, PV in two N = 64 halves, 168
- *         registers): src/cuda/attention_lean.cuh, bench/NOTES.md v8.
+ *         zeroed: NaN codes in invisible cache slots reach the output). For A/B timing and
+ *         as test_cache_poison's witness only.
+ * impl 9: "lean" (Union4 and per-query only; Union8 gives PW_ERROR_UNSUPPORTED;
+ *         pw_union_attention's Union4 and per-query since v8): impl 6's arithmetic and rows
+ *         in a kernel that fits three CTAs per SM (one K and one V tile refilled by the last
+ *         warp done with it, PV in two N = 64 halves, <= 168 registers):
+ *         src/cuda/attention_lean.cuh, bench/NOTES.md v8.
  * impl 10: impl 9 on V^T tiles written by the pre-pass (vt_prepare.cu): no transposes and
  *         no CTA barrier in the page loop but on pages past a member's last visible token
  *         (the full call's Union4 kernel, bench/NOTES.md v8). Here the call allocates its
  *         own tiles (cudaMallocAsync on the stream) and the pre-pass transposes every page a
  *         query of each request may see; Union4 and per-query only.
- * Union4 and per-query have no cluster: impl 1 runs as 0, impl 3 and 4 as 2 there. O and
- * LSE are bitwise identical for every impl. args->precision = PW_PRECISION_FP8X2 runs on
- * impls 2, 6, 9 and 10 only (and on 4 where 4 runs as 2); other impls give PW_ERROR_UNSUPPORTED.
- * Other arguments and errors as pw_union_attention; PW_ERROR_INVALID_ARGUMENT for an impl
- * outside 0..10. Every impl but 8 is NaN-safe (cache bytes no query may see never reach an
- * output). */
+ * impls 1, 3, 4, 5, 7 were removed (measured slower or no faster; bench/NOTES.md v5, v6):
+ *         PW_ERROR_UNSUPPORTED.
+ * O and LSE are bitwise identical for every impl. args->precision = PW_PRECISION_FP8X2 runs
+ * on impls 2, 6, 9 and 10 only; other impls give PW_ERROR_UNSUPPORTED. Other arguments and
+ * errors as pw_union_attention; PW_ERROR_INVALID_ARGUMENT for an impl outside 0..10. Every
+ * impl but 8 is NaN-safe (cache bytes no query may see never reach an output). */
 pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
                                    const pw_grouping_t *grouping, const int32_t *perm,
                                    const pw_union_meta_t *meta, pw_kernel_t kernel, pw_stream_t stream);

@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm)
         sm.v_done = 0u;
         fence_mbarrier_init_release_cluster();
     }
-    build_page_list<VARIANT, false>(sm, p, kv_head, work.group, work.half, work.request, work.query_rows[0],
+    build_page_list<VARIANT>(sm, p, kv_head, work.group, work.half, work.request, work.query_rows[0],
                                     work.limits, work.union_size); // ends with __syncthreads
     const int num_pages = sm.num_pages;
     const uint64_t keep_kv = createpolicy_evict_last();

@@ -199,18 +199,19 @@ static uint32_t run_kernel(const pw_capture_t *c, device_problem_t *d, pw_kernel
 }
 
 #define NUM_IMPLS 11
-static const char *const impl_names[NUM_IMPLS] = {"v4", "A", "B", "A+B", "C", "(removed)", "B+idleVt", "idleVt2",
-                                                  "pre-fix", "lean", "lean+preVt"};
+static const char *const impl_names[NUM_IMPLS] = {"v4", "(removed A)", "B", "(removed A+B)", "(removed C)",
+                                                  "(removed)", "B+idleVt", "(removed idleVt2)", "pre-fix", "lean",
+                                                  "lean+preVt"};
 
-/* The impls a kernel has: Union8 0..4, 6 and 7; Union4 and per-query 0, 2, 4, 6, 7, 9 and 10
- * (no cluster; 4 runs as 2 there; 9, "lean", and 10, lean on the V^T pre-pass, have no
- * Union8). Impl 5 was removed (PW_ERROR_UNSUPPORTED); impl 8 (before the cache-poison fix)
- * runs only as test_cache_poison's witness. */
+/* The impls a kernel has: Union8 0, 2 and 6; Union4 and per-query 0, 2, 6, 9 and 10 (9,
+ * "lean", and 10, lean on the V^T pre-pass, have no Union8). Impls 1, 3, 4, 5 and 7 were
+ * removed (PW_ERROR_UNSUPPORTED); impl 8 (before the cache-poison fix) runs only as
+ * test_cache_poison's witness. */
 static int kernel_has_impl(pw_kernel_t kernel, int impl)
 {
-    if (impl == 5 || impl == 8) return 0;
+    if (impl == 1 || impl == 3 || impl == 4 || impl == 5 || impl == 7 || impl == 8) return 0;
     if (impl == 9 || impl == 10) return kernel != PW_KERNEL_UNION8;
-    return kernel == PW_KERNEL_UNION8 || (impl & 1) == 0 || impl == 7;
+    return 1;
 }
 
 /* The dev impls with the FP8X2 arithmetic besides the library's: 2 (B), 9 and 10 (lean). */
@@ -409,8 +410,12 @@ static void test_precision_arguments(void **state)
     assert_int_equal(pw_union_attention(p, &a, &g, d.perm, &d.meta, PW_KERNEL_UNION4, NULL), PW_ERROR_INVALID_ARGUMENT);
     printf("precision 7: %s\n", pw_last_error());
     a.precision = PW_PRECISION_FP8X2;
-    assert_int_equal(pw_union_attention_dev(1, p, &a, &g, d.perm, &d.meta, PW_KERNEL_UNION8, NULL), PW_ERROR_UNSUPPORTED);
-    printf("FP8X2 on impl 1: %s\n", pw_last_error());
+    assert_int_equal(pw_union_attention_dev(0, p, &a, &g, d.perm, &d.meta, PW_KERNEL_UNION8, NULL), PW_ERROR_UNSUPPORTED);
+    printf("FP8X2 on impl 0: %s\n", pw_last_error());
+    a.precision = PW_PRECISION_FP8;
+    assert_int_equal(pw_union_attention_dev(4, p, &a, &g, d.perm, &d.meta, PW_KERNEL_UNION8, NULL), PW_ERROR_UNSUPPORTED);
+    printf("removed impl 4: %s\n", pw_last_error());
+    a.precision = PW_PRECISION_FP8X2;
     assert_pw_ok(pw_union_attention_dev(2, p, &a, &g, d.perm, &d.meta, PW_KERNEL_UNION8, NULL));
     CUDA_OK(cudaDeviceSynchronize());
     float *o_ref = malloc((size_t)p->num_tokens * 16 * 128 * 4);
