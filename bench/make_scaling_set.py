@@ -11,6 +11,8 @@ one KV head, page 128, Top-16, "hot" selections:
     scale_n04096_ctx256k  4,096 queries ending a 256K-token context (2,048 pages: the last
                           direct-indexed page count of the W128 regroup)
     scale_n04096_ctx1m    4,096 queries ending a 1M-token context (8,192 pages: hash path)
+    scale_n01024_pre8k    1,024 queries after an 8K-token prefix (a short chunk whose pages
+                          many queries share: where the V^T pre-pass's rule is decided)
 
 Usage: make_scaling_set.py [OUTDIR] [--only NAME,...] [--seed N]   (default .data/scaling)
 
@@ -43,6 +45,7 @@ SHAPES = {
     "scale_n04096_ctx64k": (4096, 64 * 1024 - 4096),
     "scale_n04096_ctx256k": (4096, 256 * 1024 - 4096),
     "scale_n04096_ctx1m": (4096, 1024 * 1024 - 4096),
+    "scale_n01024_pre8k": (1024, 8 * 1024),
 }
 
 

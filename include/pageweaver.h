@@ -474,9 +474,10 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      from the plan's shapes and args.precision, see pw_plan_info), skipped when the
  *      caller gives the permutation;
  *   2. pw_union_prepare (groups of 8 slots, union page lists, member masks);
- *   3. with PW_KERNEL_UNION4 (the default): the V^T pre-pass, one CTA per (KV head,
- *      request, page) that a union holds, writing that page's V transposed into the
- *      workspace (the attention kernel then needs no transpose: bench/NOTES.md v8);
+ *   3. with PW_KERNEL_UNION4 (the default) on large enough inputs (PW_PLAN_VT_PREPASS
+ *      has the rule): the V^T pre-pass, one CTA per (KV head, request, page) that a union
+ *      holds, writing that page's V transposed into the workspace (the attention kernel
+ *      then needs no transpose: bench/NOTES.md v8);
  *   4. the attention kernel: pw_union_attention's with the chosen kernel, Union4 reading
  *      the pre-pass's tiles (the per-query kernel skips 1-3).
  * Nothing else: no allocation, no host synchronisation, no host read of device memory, so
@@ -494,7 +495,18 @@ enum {
     /* The caller passes the permutation to every pw_sparse_prefill ("T_fixed", semantics §5:
      * e.g. a grouping computed ahead of time); the regroup step is skipped and the regroup
      * mode is ignored. Not allowed with PW_KERNEL_PER_QUERY (which uses no permutation). */
-    PW_PLAN_CALLER_PERM = 1u << 0
+    PW_PLAN_CALLER_PERM = 1u << 0,
+    /* PW_KERNEL_UNION4 only: always (VT_PREPASS) or never (NO_VT_PREPASS) run the V^T
+     * pre-pass and the lean attention kernel, instead of the plan's rule: the pre-pass when
+     * N x Hkv >= 4096 and N x K >= 64 x R x max_pages_per_request (enough queries, and
+     * each page of the page table selected 64 times on average), else the attention kernel
+     * that transposes V itself (H200: the pre-pass path 3-20% faster on the large inputs,
+     * 10-14% slower on 1,024-query chunks and when pages are rarely shared, e.g. 4,096
+     * queries over a 1M-token context; bench/NOTES.md v8). Outputs are bitwise the same
+     * either way; the pre-pass needs its workspace parts (pw_plan_workspace_size). Both
+     * bits together are an argument error. */
+    PW_PLAN_VT_PREPASS = 1u << 1,
+    PW_PLAN_NO_VT_PREPASS = 1u << 2
 };
 
 typedef struct pw_plan_config {
@@ -511,7 +523,8 @@ typedef struct pw_plan_config {
     pw_kernel_t kernel;        /* UNION4 (default: the fastest measured on every input so
                                   far, README benchmark), UNION8 (the paper's 2-CTA
                                   cluster kernel) or PER_QUERY; outputs are bitwise equal */
-    uint32_t flags;            /* PW_PLAN_CALLER_PERM or 0 */
+    uint32_t flags;            /* PW_PLAN_CALLER_PERM, PW_PLAN_VT_PREPASS or
+                                  PW_PLAN_NO_VT_PREPASS (or-ed), or 0 */
 } pw_plan_config_t;
 
 #define PW_PLAN_CONFIG_INIT {sizeof(pw_plan_config_t), PW_REGROUP_AUTO, 128, PW_KERNEL_UNION4, 0u}
@@ -532,10 +545,10 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
 /* Device workspace bytes one pw_sparse_prefill needs: the permutation [Hkv, N] int32
  * (none with PW_PLAN_CALLER_PERM), the union metadata of pw_union_meta_t for
  * pw_max_groups() groups of 8 x K pages ([Hkv] + [Hkv, groups] x (32 + 8K*4 + 8K) bytes),
- * pw_regroup_workspace_size(), and with PW_KERNEL_UNION4 (the default) the V^T pre-pass's
- * parts: one byte and one 16 KiB tile per (KV head, request, page of the page table row),
- * Hkv x R x max_pages_per_request x 16,385 bytes (8 MiB for a 64K-token context and one
- * KV head; 128 MiB per KV head and request at a 1M-token context). Each part starts
+ * pw_regroup_workspace_size(), and when a PW_KERNEL_UNION4 plan runs the V^T pre-pass
+ * (PW_PLAN_VT_PREPASS, or the rule there) its parts: one byte and one 16 KiB tile per (KV
+ * head, request, page of the page table row), Hkv x R x max_pages_per_request x 16,385
+ * bytes (8 MiB for a 64K-token context and one KV head). Each part starts
  * 256-byte aligned inside the one buffer, and the total includes 255 bytes so that the
  * buffer itself may have any alignment. 0 for PW_KERNEL_PER_QUERY. About 1.3 MiB + 8 MiB
  * for N = 15,272, Hkv = 1, a 64K context.

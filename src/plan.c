@@ -17,9 +17,10 @@
  *   union_pages   [Hkv, max_groups, 8K] int32
  *   member_masks  [Hkv, max_groups, 8K] uint8
  *   regroup       pw_regroup_workspace_size() bytes (absent with PW_PLAN_CALLER_PERM)
- *   vt_touched    [Hkv, R, max_pages] uint8  (PW_KERNEL_UNION4 only: pages of any union)
- *   vt_tiles      [Hkv, R, max_pages] x 16 KiB V^T tiles (PW_KERNEL_UNION4 only)
- * A Union4 call enqueues one more kernel, the V^T pre-pass (src/cuda/vt_prepare.cu), between
+ *   vt_touched    [Hkv, R, max_pages] uint8  (Union4 with the V^T pre-pass only: pages of any union)
+ *   vt_tiles      [Hkv, R, max_pages] x 16 KiB V^T tiles (the same)
+ * Whether a Union4 plan runs the pre-pass: PW_PLAN_VT_PREPASS / NO_VT_PREPASS, else the rule
+ * in pw_plan_create (pageweaver.h). Such a call enqueues one more kernel, the V^T pre-pass (src/cuda/vt_prepare.cu), between
  * union preparation (which sets vt_touched) and attention (which reads vt_tiles). The
  * pre-pass clears every vt_touched byte it finds set, so the bytes stay zero between calls
  * (a first call on a workspace holding garbage there only transposes pages nobody reads). */
@@ -39,6 +40,8 @@ enum {
     PART_VT_TILES, NUM_PARTS
 };
 #define PW_PLAN_VT_TILE_BYTES 16384 /* one page of V^T for one KV head: P x D FP8 */
+#define PW_PLAN_VT_MIN_ROWS 4096.0   /* the pre-pass rule (pageweaver.h, PW_PLAN_VT_PREPASS) */
+#define PW_PLAN_VT_MIN_PER_SLOT 64.0
 
 struct pw_plan {
     pw_problem_t problem;
@@ -51,6 +54,7 @@ struct pw_plan {
     pw_grouping_t grouping; /* group boundaries for union preparation and attention */
     int64_t max_groups;     /* per KV head: pw_max_groups(problem, grouping) */
     int32_t union_capacity; /* 8 * K */
+    int vt_prepass;         /* Union4: the V^T pre-pass + lean kernel (else impl 6 transposes V) */
     size_t part_offset[NUM_PARTS]; /* from the aligned base */
     size_t part_bytes[NUM_PARTS];
     size_t workspace_bytes; /* total the caller provides, including alignment slack */
@@ -81,8 +85,14 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "config.struct_size is %u, expected %zu (initialise with PW_PLAN_CONFIG_INIT)",
                        c->struct_size, sizeof(pw_plan_config_t));
-    if (c->flags & ~(uint32_t)PW_PLAN_CALLER_PERM)
+    if (c->flags & ~(uint32_t)(PW_PLAN_CALLER_PERM | PW_PLAN_VT_PREPASS | PW_PLAN_NO_VT_PREPASS))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.flags 0x%x has unknown bits", c->flags);
+    if ((c->flags & PW_PLAN_VT_PREPASS) && (c->flags & PW_PLAN_NO_VT_PREPASS))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "config.flags has both PW_PLAN_VT_PREPASS and PW_PLAN_NO_VT_PREPASS");
+    if ((c->flags & (PW_PLAN_VT_PREPASS | PW_PLAN_NO_VT_PREPASS)) && c->kernel != PW_KERNEL_UNION4)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "config.flags: PW_PLAN_VT_PREPASS / PW_PLAN_NO_VT_PREPASS need PW_KERNEL_UNION4");
     if (c->kernel != PW_KERNEL_UNION8 && c->kernel != PW_KERNEL_UNION4 && c->kernel != PW_KERNEL_PER_QUERY)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.kernel is %d (not a pw_kernel_t)", (int)c->kernel);
     if (c->regroup != PW_REGROUP_IDENTITY && c->regroup != PW_REGROUP_GREEDY &&
@@ -131,7 +141,7 @@ static pw_status_t layout(pw_plan_t *plan)
     const size_t rows = mul_add(hkv, mg, &ok);
     plan->part_bytes[PART_UNION_PAGES] = mul_add((int64_t)rows, cap * 4, &ok);
     plan->part_bytes[PART_MASKS] = mul_add((int64_t)rows, cap, &ok);
-    if (plan->config.kernel == PW_KERNEL_UNION4) {
+    if (plan->vt_prepass) {
         const size_t pages = mul_add(hkv * (int64_t)p->num_requests, p->max_pages_per_request, &ok);
         plan->part_bytes[PART_VT_TOUCHED] = pages;
         plan->part_bytes[PART_VT_TILES] = mul_add((int64_t)pages, PW_PLAN_VT_TILE_BYTES, &ok);
@@ -194,6 +204,17 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
     if (caller_perm) plan->grouping.window = config->window;
     plan->max_groups = pw_max_groups(problem, &plan->grouping);
     plan->union_capacity = PW_PLAN_GROUP_SIZE * problem->topk;
+    /* Union4: the V^T pre-pass pays when there are enough queries and each page is shared by
+     * many (H200, bench/NOTES.md v8: 3-20% faster at 4,096+ queries with >= 128 selections per
+     * page slot; 10-14% slower at 1,024 queries and at 8 selections per page slot). */
+    if (config->kernel == PW_KERNEL_UNION4) {
+        const double rows = (double)problem->num_tokens * problem->num_kv_heads;
+        const double per_slot = (double)problem->num_tokens * problem->topk /
+                                ((double)problem->num_requests * (double)problem->max_pages_per_request);
+        plan->vt_prepass = (config->flags & PW_PLAN_VT_PREPASS) ||
+                           (!(config->flags & PW_PLAN_NO_VT_PREPASS) && rows >= PW_PLAN_VT_MIN_ROWS &&
+                            per_slot >= PW_PLAN_VT_MIN_PER_SLOT);
+    }
     const pw_status_t st = layout(plan);
     if (st != PW_SUCCESS) {
         free(plan);
@@ -299,7 +320,7 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
                           plan->part_bytes[PART_REGROUP], stream));
         perm = own_perm;
     }
-    if (plan->config.kernel != PW_KERNEL_UNION4) {
+    if (!plan->vt_prepass) {
         PW_TRY(pw_union_prepare(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, stream));
         return pw_union_attention(p, args, &plan->grouping, perm, &meta, plan->config.kernel, stream);
     }

@@ -57,10 +57,12 @@ static void test_workspace_size_formula(void **state)
         expect += align256((size_t)hkv * mg * 128 * 4);
         expect += align256((size_t)hkv * mg * 128);
         /* pw_regroup_workspace_size is 0 today (documented); the plan adds it as it is. */
-        /* The default kernel (Union4): the V^T pre-pass's touched bytes and 16 KiB tiles,
-         * [Hkv, R, max_pages] each. */
+        /* The default kernel (Union4) with the V^T pre-pass (the rule of pageweaver.h:
+         * N x Hkv >= 4096 and N x K >= 64 x R x max_pages): its touched bytes and 16 KiB
+         * tiles, [Hkv, R, max_pages] each. */
+        const int prepass = (int64_t)n * hkv >= 4096 && (int64_t)n * 16 >= (int64_t)64 * r * 512;
         const size_t pages = (size_t)hkv * (size_t)r * 512;
-        expect += align256(pages) + align256(pages * 16384);
+        if (prepass) expect += align256(pages) + align256(pages * 16384);
         expect += 255;
         assert_int_equal(bytes, expect);
 
@@ -153,6 +155,34 @@ static void test_create_errors(void **state)
     cfg.flags = PW_PLAN_CALLER_PERM;
     cfg.kernel = PW_KERNEL_PER_QUERY;
     assert_int_equal(pw_plan_create(&p, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
+    /* The V^T pre-pass flags: not both, Union4 only; forcing it adds its workspace parts
+     * (100 queries: the rule alone would not run it), refusing it drops them. */
+    cfg = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
+    cfg.flags = PW_PLAN_VT_PREPASS | PW_PLAN_NO_VT_PREPASS;
+    assert_int_equal(pw_plan_create(&p, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
+    cfg.flags = PW_PLAN_VT_PREPASS;
+    cfg.kernel = PW_KERNEL_UNION8;
+    assert_int_equal(pw_plan_create(&p, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
+    cfg.kernel = PW_KERNEL_UNION4;
+    size_t with = 0, without = 0;
+    assert_pw_ok(pw_plan_create(&p, &cfg, &plan));
+    assert_pw_ok(pw_plan_workspace_size(plan, &with));
+    pw_plan_destroy(plan);
+    cfg.flags = 0;
+    assert_pw_ok(pw_plan_create(&p, &cfg, &plan));
+    assert_pw_ok(pw_plan_workspace_size(plan, &without));
+    pw_plan_destroy(plan);
+    assert_int_equal(with - without, align256(512) + align256((size_t)512 * 16384));
+    const pw_problem_t big = fast_problem(40000, 1, 1); /* the rule runs the pre-pass */
+    cfg.flags = PW_PLAN_NO_VT_PREPASS;
+    assert_pw_ok(pw_plan_create(&big, &cfg, &plan));
+    assert_pw_ok(pw_plan_workspace_size(plan, &without));
+    pw_plan_destroy(plan);
+    cfg.flags = 0;
+    assert_pw_ok(pw_plan_create(&big, &cfg, &plan));
+    assert_pw_ok(pw_plan_workspace_size(plan, &with));
+    pw_plan_destroy(plan);
+    assert_int_equal(with - without, align256(512) + align256((size_t)512 * 16384));
 
     /* Shapes off the fast path: unsupported, with the shape named. */
     pw_problem_t q = p;

@@ -30,9 +30,9 @@
  *   token t = 16a + 8b + 2q + e  <->  position 16a + 4q + 2b + e   (a<8, b<2, q<4, e<2).
  *
  * Implementations (template IMPL, pw_union_attention_dev in attention_dev.h; the public
- * pw_union_attention runs impl 6 for Union8 and impl 9, the lean kernel of
- * attention_lean.cuh, for Union4 and per-query; the full call's Union4 runs impl 10: the
- * fastest measured, bench/NOTES.md v6 and v8). All give the same bytes: each row still sees
+ * pw_union_attention runs impl 6 for Union8 and Union4 and impl 9, the lean kernel of
+ * attention_lean.cuh, for per-query; the full call's Union4 runs impl 10 on large inputs
+ * (the plan's rule): the fastest measured, bench/NOTES.md v6 and v8). All give the same bytes: each row still sees
  * its own pages in ascending order with the same arithmetic. Impls 1, 3 (A: a decoupled
  * cluster; A + B), 4 (C: a warp-specialised Union8 CTA), 5 (B + pipelined QK) and 7
  * (impl 6 with a batched transpose) measured slower or no faster and left the tree (git
@@ -861,20 +861,22 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
 
 } // namespace
 
-/* The library's implementations (bench/NOTES.md): Union8 runs impl 6 (B with the V
- * transpose done by the warps without a member, v6); Union4 and per-query run impl 9, the
- * lean kernel (three CTAs per SM, v8). The full call's Union4 runs impl 10 (lean on the
- * V^T pre-pass's tiles: pw_union_attention_vt). */
-constexpr int kDefaultImplUnion8 = pw::kImplIdleVtDev;
-constexpr int kDefaultImpl = pw::kImplLeanDev;
+/* The library's implementations (bench/NOTES.md): Union8 and Union4 run impl 6 (B with the
+ * V transpose done by the warps without a member, v6); per-query runs impl 9, the lean
+ * kernel (three CTAs per SM, v8: 10-20% faster there, but 4-17% slower than impl 6 on
+ * Union4 chunks of <= 4,096 queries and only 3-5% faster on large ones). The full call's
+ * Union4 runs impl 10 (lean on the V^T pre-pass's tiles: pw_union_attention_vt) where its
+ * plan's rule says so. */
+constexpr int kDefaultImplUnion = pw::kImplIdleVtDev;
+constexpr int kDefaultImplPerQuery = pw::kImplLeanDev;
 
 extern "C" pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_args_t *args,
                                           const pw_grouping_t *grouping, const int32_t *perm,
                                           const pw_union_meta_t *meta, pw_kernel_t kernel,
                                           pw_stream_t stream)
 {
-    return union_attention(kernel == PW_KERNEL_UNION8 ? kDefaultImplUnion8 : kDefaultImpl, problem, args, grouping,
-                           perm, meta, kernel, stream);
+    return union_attention(kernel == PW_KERNEL_PER_QUERY ? kDefaultImplPerQuery : kDefaultImplUnion, problem, args,
+                           grouping, perm, meta, kernel, stream);
 }
 
 extern "C" pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const pw_attention_args_t *args,

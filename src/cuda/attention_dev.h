@@ -15,20 +15,20 @@ extern "C" {
  * impl 2: B, "P from registers" (the library default in v5): the PV wgmma takes P from
  *         registers (no P buffer, one CTA barrier before the softmax, the stage released
  *         before the softmax).
- * impl 6: B + "idle-warp V transpose" (every kernel; pw_union_attention's Union8 since v6):
+ * impl 6: B + "idle-warp V transpose" (every kernel; pw_union_attention's Union8 and Union4):
  *         the warps whose slot did not select the page transpose V while the member warps
  *         run the softmax; the barrier before PV moves after the softmax.
  * impl 8: impl 6 before the cache-poison fix (V past the members' last visible token not
  *         zeroed: NaN codes in invisible cache slots reach the output). For A/B timing and
  *         as test_cache_poison's witness only.
  * impl 9: "lean" (Union4 and per-query only; Union8 gives PW_ERROR_UNSUPPORTED;
- *         pw_union_attention's Union4 and per-query since v8): impl 6's arithmetic and rows
+ *         pw_union_attention's per-query since v8): impl 6's arithmetic and rows
  *         in a kernel that fits three CTAs per SM (one K and one V tile refilled by the last
  *         warp done with it, PV in two N = 64 halves, <= 168 registers):
  *         src/cuda/attention_lean.cuh, bench/NOTES.md v8.
  * impl 10: impl 9 on V^T tiles written by the pre-pass (vt_prepare.cu): no transposes and
  *         no CTA barrier in the page loop but on pages past a member's last visible token
- *         (the full call's Union4 kernel, bench/NOTES.md v8). Here the call allocates its
+ *         (the full call's Union4 kernel on large inputs, bench/NOTES.md v8). Here the call allocates its
  *         own tiles (cudaMallocAsync on the stream) and the pre-pass transposes every page a
  *         query of each request may see; Union4 and per-query only.
  * impls 1, 3, 4, 5, 7 were removed (measured slower or no faster; bench/NOTES.md v5, v6):

@@ -641,14 +641,16 @@ static void test_captures(void **state)
 
 /* ---- cache bytes no query may see (docs/semantics.md: they never reach an output) ------ */
 
-/* The full call: pw_sparse_prefill of a default plan (guarded W128 regroup) with `kernel`;
- * output and LSE into o / l (host). */
-static void full_call_run(const pw_capture_t *c, device_problem_t *d, pw_kernel_t kernel, pw_bf16_t *o, float *l)
+/* The full call: pw_sparse_prefill of a default plan (guarded W128 regroup) with `kernel` and
+ * plan `flags` (e.g. PW_PLAN_VT_PREPASS); output and LSE into o / l (host). */
+static void full_call_run(const pw_capture_t *c, device_problem_t *d, pw_kernel_t kernel, uint32_t flags, pw_bf16_t *o,
+                          float *l)
 {
     const pw_problem_t *p = &c->problem;
     const int64_t n = p->num_tokens, hq = (int64_t)p->num_kv_heads * 16;
     pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
     cfg.kernel = kernel;
+    cfg.flags = flags;
     pw_plan_t *plan = NULL;
     assert_pw_ok(pw_plan_create(p, &cfg, &plan));
     size_t bytes = 0;
@@ -738,6 +740,7 @@ static void test_cache_poison(void **state)
             }
         }
         for (int k = 0; k < 3; k++) arms[num_arms++] = (arm_t){-1, 0, 1, (pw_kernel_t)k};
+        arms[num_arms++] = (arm_t){-1, 0, 2, PW_KERNEL_UNION4}; // full call on the V^T pre-pass
         for (int pr = 0; pr < 2; pr++) {
             g_precision = precisions[pr];
             for (int a = 0; a < num_arms; a++) {
@@ -752,7 +755,7 @@ static void test_cache_poison(void **state)
                     setup_arm(arm->grouping, c, &rng, perm, &g, &d); // metadata kept for the poisoned runs
                     run_kernel_impl(c, &d, arm->kernel, arm->impl, &g, o_clean, l_clean);
                 } else {
-                    full_call_run(c, &d, arm->kernel, o_clean, l_clean);
+                    full_call_run(c, &d, arm->kernel, arm->full == 2 ? PW_PLAN_VT_PREPASS : 0u, o_clean, l_clean);
                 }
                 assert_int_equal(count_nan_bf16(o_clean, elems), 0);
                 for (int code = 0; code < 3; code++) {
@@ -762,11 +765,11 @@ static void test_cache_poison(void **state)
                     CUDA_OK(cudaMemcpy(d.k, c->k_cache, cache_bytes, cudaMemcpyHostToDevice));
                     CUDA_OK(cudaMemcpy(d.v, c->v_cache, cache_bytes, cudaMemcpyHostToDevice));
                     if (!arm->full) run_kernel_impl(c, &d, arm->kernel, arm->impl, &g, o, l);
-                    else full_call_run(c, &d, arm->kernel, o, l);
+                    else full_call_run(c, &d, arm->kernel, arm->full == 2 ? PW_PLAN_VT_PREPASS : 0u, o, l);
                     const int same = memcmp(o, o_clean, elems * 2) == 0 && memcmp(l, l_clean, n * hq * 4) == 0;
                     if (!same || code == 0)
                         printf("  %s %s%s impl %d, mode %d, W %d, %s: %s (NaN output elements %lld)\n",
-                               precisions[pr] == PW_PRECISION_FP8 ? "FP8" : "FP8X2", arm->full ? "full call " : "",
+                               precisions[pr] == PW_PRECISION_FP8 ? "FP8" : "FP8X2", arm->full == 2 ? "full call (V^T pre-pass) " : arm->full ? "full call " : "",
                                kernel_name(arm->kernel), arm->impl, arm->full ? -1 : (int)g.mode,
                                arm->full ? -1 : g.window, code_names[code],
                                same ? "bitwise equal to clean caches" : "DIFFERENT", (long long)count_nan_bf16(o, elems));

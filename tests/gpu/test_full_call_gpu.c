@@ -457,6 +457,8 @@ static void test_full_call_matches_direct(void **state)
         {"caller perm (random) union8", PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION8, PW_PLAN_CALLER_PERM},
         {"caller perm (random, W 0) union8", PW_REGROUP_GUARDED, 0, PW_KERNEL_UNION8, PW_PLAN_CALLER_PERM},
         {"guarded W128 union4", PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION4, 0},
+        {"guarded W128 union4 + V^T pre-pass", PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS},
+        {"identity union4 + V^T pre-pass", PW_REGROUP_IDENTITY, 128, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS},
         {"per-query", PW_REGROUP_GUARDED, 128, PW_KERNEL_PER_QUERY, 0},
         {"default (auto W128) union4", PW_REGROUP_AUTO, 128, PW_KERNEL_UNION4, 0},
         {"auto W64 union8", PW_REGROUP_AUTO, 64, PW_KERNEL_UNION8, 0},
@@ -468,7 +470,7 @@ static void test_full_call_matches_direct(void **state)
         pw_plan_t *plan = make_plan(p, a->mode, a->window, a->kernel, a->flags, &d);
         pw_grouping_t g = PW_GROUPING_INIT;
         g.mode = a->mode;
-        g.window = a->mode == PW_REGROUP_IDENTITY && !a->flags ? 0 : a->window;
+        g.window = a->mode == PW_REGROUP_IDENTITY && !(a->flags & PW_PLAN_CALLER_PERM) ? 0 : a->window;
         if (a->mode == PW_REGROUP_AUTO) { /* what the time guard chose; windows of W either way */
             pw_plan_info_t info = PW_PLAN_INFO_INIT;
             assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8, &info));
@@ -554,10 +556,10 @@ static void test_full_call_matches_direct(void **state)
 
 /* One call captured in a graph; new Top-K ids, page table, request lengths and scales in
  * the same buffers; replay == fresh direct run on the new inputs. */
-static void graph_replay_case(pw_kernel_t kernel)
+static void graph_replay_case(pw_kernel_t kernel, uint32_t flags)
 {
     pw_rng_t rng;
-    pw_rng_init(&rng, g_seed ^ 0x9a9a9a9aull ^ (uint64_t)kernel);
+    pw_rng_init(&rng, g_seed ^ 0x9a9a9a9aull ^ (uint64_t)kernel ^ ((uint64_t)flags << 8));
     pw_capture_t *c = make_problem(&rng);
     const pw_problem_t *p = &c->problem;
     device_problem_t d;
@@ -565,7 +567,7 @@ static void graph_replay_case(pw_kernel_t kernel)
     upload(c, &d, 1);
     cudaStream_t s;
     CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    pw_plan_t *plan = make_plan(p, PW_REGROUP_GUARDED, 128, kernel, 0, &d);
+    pw_plan_t *plan = make_plan(p, PW_REGROUP_GUARDED, 128, kernel, flags, &d);
     const pw_attention_args_t args = device_args(p, &d);
     /* One call outside capture first: one-time host set-up (function attributes, driver
      * entry points) happens there, as in a serving engine's warm-up. */
@@ -609,7 +611,7 @@ static void graph_replay_case(pw_kernel_t kernel)
         const int changed = round == 0 || memcmp(replay.o, before.o, out_elems(p) * 2) != 0;
         printf("  graph replay %s round %d (cu_seqlens %d,%d,%d,%d,%d; scales %g %g): == direct run: %s, "
                "output changed: %s, bad pages %u\n",
-               kernel == PW_KERNEL_UNION4 ? "union4" : "union8", round, c->cu_seqlens_q[0], c->cu_seqlens_q[1], c->cu_seqlens_q[2], c->cu_seqlens_q[3],
+               kernel == PW_KERNEL_UNION4 ? (flags & PW_PLAN_VT_PREPASS ? "union4+vt" : "union4") : "union8", round, c->cu_seqlens_q[0], c->cu_seqlens_q[1], c->cu_seqlens_q[2], c->cu_seqlens_q[3],
                c->cu_seqlens_q[4], c->k_scale, c->v_scale, same ? "bitwise" : "DIFFERENT", changed ? "yes" : "NO",
                replay.bad);
         assert_true(same);
@@ -629,13 +631,17 @@ static void graph_replay_case(pw_kernel_t kernel)
     pw_capture_free(c);
 }
 
-/* The default kernel of PW_PLAN_CONFIG_INIT (Union4) and Union8. */
+/* The default kernel of PW_PLAN_CONFIG_INIT (Union4) and Union8, and Union4 on the V^T
+ * pre-pass. */
 static void test_graph_replay_new_inputs(void **state)
 {
     (void)state;
     const pw_plan_config_t defaults = PW_PLAN_CONFIG_INIT;
-    graph_replay_case(defaults.kernel);
-    graph_replay_case(defaults.kernel == PW_KERNEL_UNION8 ? PW_KERNEL_UNION4 : PW_KERNEL_UNION8);
+    graph_replay_case(defaults.kernel, 0);
+    graph_replay_case(defaults.kernel == PW_KERNEL_UNION8 ? PW_KERNEL_UNION4 : PW_KERNEL_UNION8, 0);
+    // The V^T pre-pass path (the rule picks it only for large inputs): its touched bytes must
+    // follow the new Top-K ids of every replay.
+    graph_replay_case(PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS);
 }
 
 /* Argument errors are reported before anything is enqueued. */
