@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""flashinfer_peer.py — FlashInfer's SM90 MSA sparse prefill on PageWeaver's captures (the strongest peer).
+"""flashinfer_peer.py — FlashInfer's SM90 sparse prefill on PageWeaver's captures (strongest peer).
 
     python3 bench/flashinfer_peer.py --root /tmp/fi/root CAPTURE... [--json OUT] [--replays 50]
                                      [--rows 256] [--seed S]
@@ -85,6 +85,7 @@ import statistics
 import sys
 import time
 import traceback
+import types
 
 import numpy as np
 
@@ -326,79 +327,92 @@ def stats(ms):
     return t
 
 
-def run_capture(prob, args, fi, torch, log=print):
-    """Converts, checks and times one routed problem. Returns the JSON object's fields."""
-    dev = torch.device("cuda")
-    P, G, D, hkv = prob.P, prob.G, prob.D, prob.hkv
-    prob.ensure_qkv(log)
-    rows, dropped = canonical_topk(prob)
-    pt, replaced = fi_page_table(prob)
-    kv_np = fi_kv_cache(prob.k_bits, prob.v_bits, P)
-    lay = Layout(prob)
-    tokens, pages = lay.visible(prob)
-    useful_flop = float(tokens.sum()) * G * D * 4
-    nt = ngrp = visits = None
-    if hasattr(fi, "_pick_nt"):  # the module's own tile choice, as run() makes it
-        nt = int(fi._pick_nt(hkv * G, hkv, prob.n // prob.r, prob.r, prob.max_pages))
-        ngrp = grid_size(prob.n, prob.r, nt)
-        visits = union_visits(rows, prob.cu, nt, ngrp)
-    scale = prob.scale * prob.k_scale
-    v_scale = prob.v_scale
+class Call:
+    """One problem in FlashInfer's layout on a device (host conversion untimed): kv, the
+    request arrays and page table shared, COPIES copies of Q, q2k_indices and out.
+    call(i) runs FlashInfer on copy i; scaled(i) also multiplies its output by v_scale."""
 
-    # Device inputs (setup, untimed).
-    q = host_tensor(prob.q_bits.view(np.int16), torch).to(dev)
-    q = q.view(torch.bfloat16)                                       # [N, Hq, D]
-    kv = torch.from_numpy(kv_np).to(dev).view(torch.float8_e4m3fn)  # [pages, Hkv, P, 2D]
-    i32 = lambda a: host_tensor(a.astype(np.int32), torch).to(dev)  # noqa: E731
-    cu, kv_lens, prefix, table = i32(prob.cu), i32(prob.kv_lens), i32(prob.prefix), i32(pt)
-    qs = [q] + [q.clone() for _ in range(COPIES - 1)]
-    ids = [i32(rows) for _ in range(COPIES)]
-    outs = [torch.empty_like(q) for _ in range(COPIES)]
+    def __init__(self, prob, fi, torch, dev):
+        self.fi = fi
+        self.rows, self.dropped = canonical_topk(prob)
+        table, self.replaced = fi_page_table(prob)
+        self.scale = prob.scale * prob.k_scale  # k_scale folded into the softmax scale
+        self.v_scale = prob.v_scale
+        q = host_tensor(prob.q_bits.view(np.int16), torch).to(dev)
+        self.q = q.view(torch.bfloat16)                                          # [N, Hq, D]
+        kv = fi_kv_cache(prob.k_bits, prob.v_bits, prob.P)
+        self.kv = torch.from_numpy(kv).to(dev).view(torch.float8_e4m3fn)  # [pages, Hkv, P, 2D]
+        i32 = lambda a: host_tensor(a.astype(np.int32), torch).to(dev)  # noqa: E731
+        self.cu, self.kv_lens, self.prefix = i32(prob.cu), i32(prob.kv_lens), i32(prob.prefix)
+        self.table = i32(table)                                               # [R, max_pages]
+        self.qs = [self.q] + [self.q.clone() for _ in range(COPIES - 1)]
+        self.ids = [i32(self.rows) for _ in range(COPIES)]                    # [Hkv, N, 16]
+        self.outs = [torch.empty_like(self.q) for _ in range(COPIES)]         # [N, Hq, D]
 
-    def call(i):
-        fi.run(qs[i], kv, ids[i], cu, table, kv_lens, prefix, outs[i], softmax_scale=scale)
+    def call(self, i):
+        self.fi.run(self.qs[i], self.kv, self.ids[i], self.cu, self.table, self.kv_lens,
+                    self.prefix, self.outs[i], softmax_scale=self.scale)
 
-    def call_scaled(i):
-        call(i)
-        outs[i].mul_(v_scale)
+    def scaled(self, i):
+        self.call(i)
+        self.outs[i].mul_(self.v_scale)
 
-    t0 = time.time()
-    call(0)
-    torch.cuda.synchronize()
-    first_s = time.time() - t0
-    log(f"  first call (compile + run) {first_s:.1f} s")
-    eager = outs[0].clone()
 
-    # Accuracy of the eager output.
-    nan_total = int(torch.isnan(eager).sum())
-    o = eager.view(prob.n, hkv, G, D).permute(1, 0, 2, 3)            # [Hkv, N, G, D]
-    empty = torch.from_numpy(pages == 0).to(dev)                      # [Hkv, N]
+def check_accuracy(prob, out, pages, args, torch):
+    """The NRMS of out [N, Hq, D] (BF16, before v_scale) against the FP64 reference on
+    args.rows random rows (args.seed), NaN counts, empty rows (pages [Hkv, N]: valid pages
+    per row). Returns the JSON fields."""
+    G, D, hkv, dev = prob.G, prob.D, prob.hkv, out.device
+    o = out.view(prob.n, hkv, G, D).permute(1, 0, 2, 3)               # [Hkv, N, G, D]
+    empty = torch.from_numpy(pages == 0).to(dev)                       # [Hkv, N]
     nan_row = torch.isnan(o).any(-1).any(-1)
     zero_row = (o == 0).all(-1).all(-1)
     empty_rows = {"rows": int(empty.sum()) * G, "zero": int((empty & zero_row).sum()) * G,
                   "nan": int((empty & nan_row).sum()) * G,
                   "other": int((empty & ~zero_row & ~nan_row).sum()) * G}
-    del o
     rng = np.random.default_rng(args.seed)
     sample = np.sort(rng.choice(prob.n, size=min(args.rows, prob.n), replace=False))
     lut = torch.from_numpy(e4m3_table().astype(np.float64)).to(dev)
     k_deq = lut[host_tensor(prob.k_bits, torch).to(dev).long()] * prob.k_scale
     v_deq = lut[host_tensor(prob.v_bits, torch).to(dev).long()] * prob.v_scale
+    q = host_tensor(prob.q_bits.view(np.int16), torch).to(dev).view(torch.bfloat16)
     ref = exact_reference(prob, sample, q, k_deq, v_deq, torch)
-    got = eager[torch.from_numpy(sample).to(dev)].double() * v_scale
-    nan_sample = int(torch.isnan(got).sum())
+    got = out[torch.from_numpy(sample).to(dev)].double() * prob.v_scale
     den = float((ref ** 2).sum())
     nrms = math.sqrt(float(((got - ref) ** 2).sum()) / den) if den > 0 else float("nan")
-    del k_deq, v_deq, ref, got
+    return {"nrms": nrms, "nrms_rows": int(len(sample)), "nrms_seed": args.seed,
+            "nan_in_sample": int(torch.isnan(got).sum()),
+            "nan_total": int(torch.isnan(out).sum()), "empty_rows": empty_rows}
 
-    # Timing.
-    runners, mode = capture_graphs([lambda i=i: call(i) for i in range(COPIES)], torch, log)
+
+def run_capture(prob, args, fi, torch, log=print):
+    """Converts, checks and times one routed problem. Returns the JSON object's fields."""
+    G, D, hkv = prob.G, prob.D, prob.hkv
+    prob.ensure_qkv(log)
+    c = Call(prob, fi, torch, torch.device("cuda"))
+    tokens, pages = Layout(prob).visible(prob)
+    useful_flop = float(tokens.sum()) * G * D * 4
+    nt = ngrp = visits = None
+    if hasattr(fi, "_pick_nt"):  # the module's own tile choice, as run() makes it
+        nt = int(fi._pick_nt(hkv * G, hkv, prob.n // prob.r, prob.r, prob.max_pages))
+        ngrp = grid_size(prob.n, prob.r, nt)
+        visits = union_visits(c.rows, prob.cu, nt, ngrp)
+
+    t0 = time.time()
+    c.call(0)
+    torch.cuda.synchronize()
+    first_s = time.time() - t0
+    log(f"  first call (compile + run) {first_s:.1f} s")
+    eager = c.outs[0].clone()
+    accuracy = check_accuracy(prob, eager, pages, args, torch)
+
+    runners, mode = capture_graphs([lambda i=i: c.call(i) for i in range(COPIES)], torch, log)
     ms = time_replays(runners, args.warmup, args.replays, torch)
-    replay_matches = bool(torch.equal(outs[0], eager))
+    replay_matches = bool(torch.equal(c.outs[0], eager))
     ms_scaled = mode_scaled = None
-    if v_scale != 1.0:
+    if c.v_scale != 1.0:
         runners_s, mode_scaled = capture_graphs(
-            [lambda i=i: call_scaled(i) for i in range(COPIES)], torch, log)
+            [lambda i=i: c.scaled(i) for i in range(COPIES)], torch, log)
         ms_scaled = time_replays(runners_s, args.warmup, args.replays, torch)
         del runners_s
     del runners
@@ -407,8 +421,8 @@ def run_capture(prob, args, fi, torch, log=print):
     t = stats(ms)
     executed_flop = None if visits is None else float(visits) * MMA_M * PAGE * D * 4 * 2
     return {
-        "qkv": prob.qkv_source, "softmax_scale_folded": scale, "v_scale": v_scale,
-        "topk_ids_dropped": dropped, "page_table_entries_replaced": replaced,
+        "qkv": prob.qkv_source, "softmax_scale_folded": c.scale, "v_scale": c.v_scale,
+        "topk_ids_dropped": c.dropped, "page_table_entries_replaced": c.replaced,
         "topk_padded_from": prob.k if prob.k < TOPK else None,
         "nt": nt, "ctas": None if ngrp is None else ngrp * hkv, "union_visits": visits,
         "first_call_s": first_s,
@@ -421,8 +435,7 @@ def run_capture(prob, args, fi, torch, log=print):
         "executed_gflop": None if executed_flop is None else executed_flop / 1e9,
         "executed_tflops": None if executed_flop is None
         else executed_flop / (t["median"] * 1e-3) / 1e12,
-        "nrms": nrms, "nrms_rows": int(len(sample)), "nrms_seed": args.seed,
-        "nan_in_sample": nan_sample, "nan_total": nan_total, "empty_rows": empty_rows,
+        **accuracy,
     }
 
 
@@ -447,7 +460,8 @@ def bench(paths, args, fi, torch):
             hard, soft = routing(prob)
             if soft and args.force_route:
                 res["forced_route"] = soft
-                print(f"  outside FlashInfer's routing, run anyway (--force-route): {'; '.join(soft)}")
+                print(f"  outside FlashInfer's routing, run anyway (--force-route): "
+                      f"{'; '.join(soft)}")
                 soft = []
             if hard or soft:
                 res.update(status="skipped", skip_reasons=hard + soft)
@@ -498,6 +512,32 @@ def fi_semantics_np(prob, rows, kv, table, q, k_scale, v_scale):
             p = np.exp(s - s.max(axis=1, keepdims=True))
             o[n, h * G:(h + 1) * G] = (p / p.sum(axis=1, keepdims=True)) @ ent[:, D:] * v_scale
     return o
+
+
+def standin_run(q, kv, q2k_indices, cu_seqlens_q, page_table, seqused_k, prefix_lens, out,
+                softmax_scale=None):
+    """FlashInfer's run() as its source describes it, in FP64 torch on the CPU (the
+    self-test drives Call and check_accuracy through it): query n of request r, at position
+    prefix_lens[r] + n - cu_seqlens_q[r], sees the tokens t of its listed pages with t <= that
+    position and t < seqused_k[r], read through page_table from kv [pages, Hkv, P, 2D];
+    logits times softmax_scale; out in BF16, without v_scale; 0 for a row with no token."""
+    import torch
+    _, hkv, P, d2 = kv.shape
+    D, G = d2 // 2, q.shape[1] // hkv
+    kvf = kv.to(torch.float64)
+    cu, pre, seq = cu_seqlens_q.tolist(), prefix_lens.tolist(), seqused_k.tolist()
+    out.zero_()
+    for r in range(len(cu) - 1):
+        for n in range(cu[r], cu[r + 1]):
+            pos = pre[r] + n - cu[r]
+            for h in range(hkv):
+                toks = [t for p in q2k_indices[h, n].tolist() if p >= 0
+                        for t in range(p * P, p * P + P) if t <= pos and t < seq[r]]
+                if not toks:
+                    continue
+                ent = kvf[page_table[r, [t // P for t in toks]].long(), h, [t % P for t in toks]]
+                s = q[n, h * G:(h + 1) * G].to(torch.float64) @ ent[:, :D].T * softmax_scale
+                out[n, h * G:(h + 1) * G] = (torch.softmax(s, -1) @ ent[:, D:]).to(out.dtype)
 
 
 def union_visits_loop(rows, cu, nt, ngrp):
@@ -590,7 +630,8 @@ def self_test(args):
         assert err < 1e-12, f"trial {trial}: exact_reference differs from the naive loop by {err}"
         for nt in (1, 2, 4):
             ngrp = grid_size(prob.n, prob.r, nt)
-            assert union_visits(rows, prob.cu, nt, ngrp) == union_visits_loop(rows, prob.cu, nt, ngrp)
+            assert union_visits(rows, prob.cu, nt, ngrp) == \
+                union_visits_loop(rows, prob.cu, nt, ngrp), f"trial {trial}: union visits, nt {nt}"
         cases["dropped"] += dropped
         cases["replaced"] += replaced
         cases["empty"] += int((rows[..., 0] < 0).sum())
@@ -631,7 +672,25 @@ def self_test(args):
     assert len(hard) == 4, hard
     print("  routing: the shape limits give their skip reasons")
 
-    # 4. FlashInfer itself on a small problem (GPU only).
+    # 4. Call (FlashInfer's inputs on a device, the call with its argument order and scales)
+    #    and check_accuracy, through a stand-in run() with the kernel's semantics (CPU).
+    t, meta = random_problem(rng, hkv=2, P=128, G=8, D=32, K=16, max_q=40, n_requests=4,
+                             qkv_seed=seed)
+    prob = Problem(t, meta, "stand-in")
+    prob.v_scale = 1 / 32  # differs from k_scale: a swapped scale shows
+    c = Call(prob, types.SimpleNamespace(run=standin_run), torch, torch.device("cpu"))
+    c.call(1)
+    _, pages = Layout(prob).visible(prob)
+    acc = check_accuracy(prob, c.outs[1], pages, argparse.Namespace(rows=prob.n, seed=seed),
+                         torch)
+    assert acc["nan_total"] == 0 and acc["empty_rows"]["other"] == 0, acc
+    assert acc["empty_rows"]["rows"] > 0 and acc["nrms"] < 5e-3, acc
+    c.scaled(2)
+    assert torch.equal(c.outs[2], c.outs[1] * c.v_scale), "scaled(i) is not call(i) * v_scale"
+    print(f"  Call + check_accuracy through a stand-in run(): NRMS {acc['nrms']:.2e} (BF16 "
+          f"output) over {prob.n} rows, {acc['empty_rows']['rows']} empty rows all 0")
+
+    # 5. FlashInfer itself on a small problem (GPU only).
     if args.root is None or not torch.cuda.is_available():
         print("  no --root or no CUDA device: FlashInfer end-to-end check skipped")
         return
