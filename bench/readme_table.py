@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """readme_table.py — the README's benchmark tables from a `pageweaver bench --json` file.
 
-    python3 bench/readme_table.py bench.json > table.md
+    python3 bench/readme_table.py bench.json [--peer flashinfer.json] > table.md
 
 Prints two Markdown tables: the arms of the first capture (the headline shape, A-hot when
 the sweep starts with it) and one row per capture (union visits, T0, T_online W128,
 T0/T_online, C_online, Union4, per-query, NRMS of the GPU output against the exact FP64
 reference). Times in ms, medians of the graph replays; definitions in docs/bench.md.
+
+With --peer (the JSON of bench/flashinfer_peer.py, run in the same device session), a third
+table puts the default call next to FlashInfer's SM90 sparse prefill per capture, both
+times (its run() alone, and with the output multiplied by v_scale, which it leaves to the
+caller) and both NRMS against the exact reference.
 
 When the file has the PW_PRECISION_FP8X2 arms (key union4_w128_fp8x2), the first table
 gets a Union4 FP8X2 row and the second a Union4 FP8X2 time column and its NRMS against
@@ -115,11 +120,36 @@ def per_capture(caps, x2=False):
     return "\n".join(out)
 
 
+def peer_table(caps, peer):
+    """Default call vs FlashInfer per capture (matched by file name)."""
+    by_name = {os.path.basename(p["capture"]): p for p in peer.get("captures", []) if p.get("status") == "ok"}
+    out = ["| capture | default call (FP8X2), ms | NRMS | FlashInfer run(), ms | + out *= v_scale, ms | NRMS "
+           "| FlashInfer / default call |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    for cap in caps:
+        name = os.path.basename(cap["path"])
+        p = by_name.get(name)
+        arm = cap["gpu"]["arms"].get("default")
+        if not p or not arm or not arm.get("ran"):
+            continue
+        nrms = cap.get("reference_check", {}).get("nrms_gpu_fp8x2_vs_exact")
+        t, tv = p["time_ms"]["median"], p["time_with_v_scale_ms"]["median"]
+        out.append(f"| {name.replace('.safetensors', '')} | {arm['median_ms']:.3f} | {pct(nrms)} | {t:.3f} | {tv:.3f} | "
+                   f"{pct(p['nrms'])} | {t / arm['median_ms']:.3f} / {tv / arm['median_ms']:.3f} |")
+    return "\n".join(out)
+
+
 def main():
-    if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
+    args = sys.argv[1:]
+    peer = None
+    if len(args) == 3 and args[1] == "--peer":
+        with open(args[2]) as f:
+            peer = json.load(f)
+        args = args[:1]
+    if len(args) != 1 or args[0] in ("-h", "--help"):
         print(__doc__.strip())
-        return 0 if len(sys.argv) == 2 else 2
-    with open(sys.argv[1]) as f:
+        return 0 if args and args[0] in ("-h", "--help") else 2
+    with open(args[0]) as f:
         data = json.load(f)
     caps = [c for c in data["captures"] if c.get("gpu", {}).get("ran")]
     if not caps:
@@ -132,6 +162,9 @@ def main():
     print(headline(caps[0], x2))
     print()
     print(per_capture(caps, x2))
+    if peer is not None:
+        print()
+        print(peer_table(caps, peer))
     return 0
 
 

@@ -40,6 +40,19 @@ def main():
     missing = [l for l in lines if l.startswith("|") and l not in readme]
     assert not missing, "README.md lacks these table lines of docs/bench-h200.json:\n" + "\n".join(missing)
 
+    # The FlashInfer table (--peer docs/flashinfer-h200.json): one row per capture both files
+    # have, every line in README.md.
+    if os.path.exists("docs/flashinfer-h200.json"):
+        r = run("docs/bench-h200.json", "--peer", "docs/flashinfer-h200.json")
+        assert r.returncode == 0, r.stderr
+        peer_lines = [l for l in r.stdout.splitlines() if l.startswith("| ")]
+        start = [i for i, l in enumerate(peer_lines) if l.startswith("| capture | default call")]
+        assert len(start) == 1, peer_lines
+        peer_rows = peer_lines[start[0] + 2:]
+        assert len(peer_rows) == len(timed), (len(peer_rows), len(timed))
+        missing = [l for l in peer_lines if l not in readme]
+        assert not missing, "README.md lacks these peer-table lines:\n" + "\n".join(missing)
+
     with tempfile.TemporaryDirectory() as d:
         fake = copy.deepcopy(data)
         for cap in fake["captures"]:
