@@ -302,8 +302,8 @@ typedef enum pw_ref_mode {
  *     QK and PV each run twice on the FP8 tensor cores into the same FP32 accumulator.
  *     About 8 significant bits per operand instead of 4: NRMS 0.09% on the same inputs
  *     before the output is rounded to BF16, 0.21-0.23% in BF16 (BF16 rounding alone costs
- *     ~0.17%), at the cost measured in the README's benchmark table (1.2-1.3x the FP8
- *     time). K and V stay the caller's FP8 caches (exact inputs). Outputs stay bitwise
+ *     ~0.17%), at the cost measured in the README's benchmark table (1.36-1.38x the
+ *     FP8 time on the default Union4 path, 1.23-1.26x on Union8). K and V stay the caller's FP8 caches (exact inputs). Outputs stay bitwise
  *     independent of the grouping.
  * PW_ATTENTION_ARGS_INIT sets PW_PRECISION_FP8X2, the accurate mode (the accuracy users
  * compare against: FlashInfer's SM90 sparse prefill and SGLang's Triton kernel measure
@@ -475,9 +475,12 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      caller gives the permutation;
  *   2. pw_union_prepare (groups of 8 slots, union page lists, member masks);
  *   3. with PW_KERNEL_UNION4 (the default) on large enough inputs (PW_PLAN_VT_PREPASS
- *      has the rule): the V^T pre-pass, one CTA per (KV head, request, page) that a union
- *      holds, writing that page's V transposed into the workspace (the attention kernel
- *      then needs no transpose: bench/NOTES.md v8);
+ *      has the rule): the V^T pre-pass, one CTA per (KV head, request, page-table slot);
+ *      those of pages in a union write that page's V transposed into the workspace (the
+ *      attention kernel then needs no transpose: bench/NOTES.md v8), the others exit at
+ *      once. Union preparation marks the pages in a byte array of the workspace that the
+ *      pre-pass clears as it reads it; bytes left non-zero by other use of the workspace
+ *      between calls only make it transpose pages no kernel reads (time, not results);
  *   4. the attention kernel: pw_union_attention's with the chosen kernel, Union4 reading
  *      the pre-pass's tiles (the per-query kernel skips 1-3).
  * Nothing else: no allocation, no host synchronisation, no host read of device memory, so
@@ -498,13 +501,17 @@ enum {
     PW_PLAN_CALLER_PERM = 1u << 0,
     /* PW_KERNEL_UNION4 only: always (VT_PREPASS) or never (NO_VT_PREPASS) run the V^T
      * pre-pass and the lean attention kernel, instead of the plan's rule: the pre-pass when
-     * N x Hkv >= 4096 and N x K >= 64 x R x max_pages_per_request (enough queries, and
-     * each page of the page table selected 64 times on average), else the attention kernel
-     * that transposes V itself (H200: the pre-pass path 3-20% faster on the large inputs,
-     * 10-14% slower on 1,024-query chunks and when pages are rarely shared, e.g. 4,096
-     * queries over a 1M-token context; bench/NOTES.md v8). Outputs are bitwise the same
-     * either way; the pre-pass needs its workspace parts (pw_plan_workspace_size). Both
-     * bits together are an argument error. */
+     * N >= 4096, R <= 65535 and N x K >= 64 x R x max_pages_per_request (enough queries,
+     * and each slot of the page table selected 64 times on average), else the attention
+     * kernel that transposes V itself (H200: the pre-pass path 3-20% faster on the large
+     * inputs, 10-16% slower on 1,024-query chunks and when pages are rarely shared, e.g.
+     * 4,096 queries over a 1M-token context; bench/NOTES.md v8). The rule counts the page
+     * table's columns (max_pages_per_request), not the contexts' real lengths (device
+     * data): a table sized for the model's longest context makes the rule choose the other
+     * kernel for chunks whose pages are in fact shared; VT_PREPASS then forces the
+     * pre-pass, at a workspace cost that also scales with the table (below). Outputs are
+     * bitwise the same either way. Both bits together are an argument error;
+     * VT_PREPASS with R > 65535 is PW_ERROR_UNSUPPORTED (the pre-pass's grid). */
     PW_PLAN_VT_PREPASS = 1u << 1,
     PW_PLAN_NO_VT_PREPASS = 1u << 2
 };

@@ -4,7 +4,7 @@
  * Plain C host code: it only carves the caller's workspace and calls the device entry
  * points (src/cuda/regroup.cu, union_prepare.cu, attention.cu), which enqueue and return.
  * A call enqueues three kernels: the regroup (or the identity permutation), union
- * preparation, attention; PW_REGROUP_AUTO picks regroup or identity per call from the time
+ * preparation, attention (four with the V^T pre-pass, below); PW_REGROUP_AUTO picks regroup or identity per call from the time
  * guard (src/time_guard.c).
  * Nothing here allocates device memory, synchronises or reads device memory, so a call is
  * capturable in a CUDA graph. Without CUDA in the build the device step returns
@@ -40,8 +40,10 @@ enum {
     PART_VT_TILES, NUM_PARTS
 };
 #define PW_PLAN_VT_TILE_BYTES 16384 /* one page of V^T for one KV head: P x D FP8 */
-#define PW_PLAN_VT_MIN_ROWS 4096.0   /* the pre-pass rule (pageweaver.h, PW_PLAN_VT_PREPASS) */
+#define PW_PLAN_VT_MIN_QUERIES 4096 /* the pre-pass rule (pageweaver.h, PW_PLAN_VT_PREPASS) */
 #define PW_PLAN_VT_MIN_PER_SLOT 64.0
+#define PW_PLAN_VT_MAX_REQUESTS 65535 /* the pre-pass's grid: (max_pages, R, Hkv) */
+#define PW_PLAN_MAX_UNION_PAGE_ID (1 << 29) /* union_prepare.cu: page * 8 + slot in 32 bits */
 
 struct pw_plan {
     pw_problem_t problem;
@@ -90,11 +92,11 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
     if ((c->flags & PW_PLAN_VT_PREPASS) && (c->flags & PW_PLAN_NO_VT_PREPASS))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "config.flags has both PW_PLAN_VT_PREPASS and PW_PLAN_NO_VT_PREPASS");
+    if (c->kernel != PW_KERNEL_UNION8 && c->kernel != PW_KERNEL_UNION4 && c->kernel != PW_KERNEL_PER_QUERY)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.kernel is %d (not a pw_kernel_t)", (int)c->kernel);
     if ((c->flags & (PW_PLAN_VT_PREPASS | PW_PLAN_NO_VT_PREPASS)) && c->kernel != PW_KERNEL_UNION4)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "config.flags: PW_PLAN_VT_PREPASS / PW_PLAN_NO_VT_PREPASS need PW_KERNEL_UNION4");
-    if (c->kernel != PW_KERNEL_UNION8 && c->kernel != PW_KERNEL_UNION4 && c->kernel != PW_KERNEL_PER_QUERY)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.kernel is %d (not a pw_kernel_t)", (int)c->kernel);
     if (c->regroup != PW_REGROUP_IDENTITY && c->regroup != PW_REGROUP_GREEDY &&
         c->regroup != PW_REGROUP_GUARDED && c->regroup != PW_REGROUP_AUTO)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.regroup is %d (not a pw_regroup_mode_t)",
@@ -114,6 +116,15 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
                        p->q_heads_per_kv, p->head_dim, p->page_size, p->topk);
     if (p->num_kv_heads > 65535)
         return pw_fail(PW_ERROR_UNSUPPORTED, "num_kv_heads %d > 65535", p->num_kv_heads);
+    /* Limits of the device steps, checked here so that a plan that is accepted never fails
+     * half-way through a call (after regroup and union preparation were enqueued). */
+    if (c->kernel != PW_KERNEL_PER_QUERY && p->max_pages_per_request > PW_PLAN_MAX_UNION_PAGE_ID)
+        return pw_fail(PW_ERROR_UNSUPPORTED, "max_pages_per_request %d > 2^29 (union preparation's page keys)",
+                       p->max_pages_per_request);
+    if ((c->flags & PW_PLAN_VT_PREPASS) && p->num_requests > PW_PLAN_VT_MAX_REQUESTS)
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "PW_PLAN_VT_PREPASS with num_requests %d > %d (the V^T pre-pass's grid)", p->num_requests,
+                       PW_PLAN_VT_MAX_REQUESTS);
     return PW_SUCCESS;
 }
 
@@ -204,16 +215,25 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
     if (caller_perm) plan->grouping.window = config->window;
     plan->max_groups = pw_max_groups(problem, &plan->grouping);
     plan->union_capacity = PW_PLAN_GROUP_SIZE * problem->topk;
+    /* The attention kernels' 1-D grids (attention.cu), checked here for the same reason. */
+    const int64_t ctas = config->kernel == PW_KERNEL_PER_QUERY
+                             ? (int64_t)problem->num_tokens * problem->num_kv_heads
+                             : 2 * plan->max_groups * (int64_t)problem->num_kv_heads;
+    if (ctas > 0x7fffffff) {
+        free(plan);
+        return pw_fail(PW_ERROR_UNSUPPORTED, "the attention kernel would need %lld CTAs (> 2^31 - 1)",
+                       (long long)ctas);
+    }
     /* Union4: the V^T pre-pass pays when there are enough queries and each page is shared by
      * many (H200, bench/NOTES.md v8: 3-20% faster at 4,096+ queries with >= 128 selections per
-     * page slot; 10-14% slower at 1,024 queries and at 8 selections per page slot). */
+     * page slot; 10-16% slower at 1,024 queries and at 8 selections per page slot). All the
+     * measured points have one KV head, so the rule counts queries, not rows. */
     if (config->kernel == PW_KERNEL_UNION4) {
-        const double rows = (double)problem->num_tokens * problem->num_kv_heads;
         const double per_slot = (double)problem->num_tokens * problem->topk /
                                 ((double)problem->num_requests * (double)problem->max_pages_per_request);
         plan->vt_prepass = (config->flags & PW_PLAN_VT_PREPASS) ||
-                           (!(config->flags & PW_PLAN_NO_VT_PREPASS) && rows >= PW_PLAN_VT_MIN_ROWS &&
-                            per_slot >= PW_PLAN_VT_MIN_PER_SLOT);
+                           (!(config->flags & PW_PLAN_NO_VT_PREPASS) && problem->num_tokens >= PW_PLAN_VT_MIN_QUERIES &&
+                            per_slot >= PW_PLAN_VT_MIN_PER_SLOT && problem->num_requests <= PW_PLAN_VT_MAX_REQUESTS);
     }
     const pw_status_t st = layout(plan);
     if (st != PW_SUCCESS) {

@@ -60,7 +60,7 @@ static void test_workspace_size_formula(void **state)
         /* The default kernel (Union4) with the V^T pre-pass (the rule of pageweaver.h:
          * N x Hkv >= 4096 and N x K >= 64 x R x max_pages): its touched bytes and 16 KiB
          * tiles, [Hkv, R, max_pages] each. */
-        const int prepass = (int64_t)n * hkv >= 4096 && (int64_t)n * 16 >= (int64_t)64 * r * 512;
+        const int prepass = n >= 4096 && (int64_t)n * 16 >= (int64_t)64 * r * 512;
         const size_t pages = (size_t)hkv * (size_t)r * 512;
         if (prepass) expect += align256(pages) + align256(pages * 16384);
         expect += 255;
@@ -183,6 +183,30 @@ static void test_create_errors(void **state)
     assert_pw_ok(pw_plan_workspace_size(plan, &with));
     pw_plan_destroy(plan);
     assert_int_equal(with - without, align256(512) + align256((size_t)512 * 16384));
+    /* Device limits are plan-creation errors, not failures half-way through a call: the
+     * pre-pass grid (R <= 65535; the rule falls back to the other kernel), union
+     * preparation's page keys (max_pages <= 2^29). */
+    pw_problem_t many = fast_problem(300000, 70000, 1); /* 68.6 selections per page slot */
+    many.max_pages_per_request = 1;
+    many.num_cache_pages = 70000;
+    cfg.flags = PW_PLAN_VT_PREPASS;
+    assert_int_equal(pw_plan_create(&many, &cfg, &plan), PW_ERROR_UNSUPPORTED);
+    assert_non_null(strstr(pw_last_error(), "num_requests"));
+    cfg.flags = 0;
+    assert_pw_ok(pw_plan_create(&many, &cfg, &plan));
+    assert_pw_ok(pw_plan_workspace_size(plan, &with));
+    pw_plan_destroy(plan);
+    cfg.flags = PW_PLAN_NO_VT_PREPASS;
+    assert_pw_ok(pw_plan_create(&many, &cfg, &plan));
+    assert_pw_ok(pw_plan_workspace_size(plan, &without));
+    pw_plan_destroy(plan);
+    assert_int_equal(with, without); /* the rule did not pick the pre-pass */
+    pw_problem_t wide = fast_problem(100, 1, 1);
+    wide.max_pages_per_request = (1 << 29) + 1;
+    wide.num_cache_pages = wide.max_pages_per_request;
+    cfg.flags = 0;
+    assert_int_equal(pw_plan_create(&wide, &cfg, &plan), PW_ERROR_UNSUPPORTED);
+    assert_non_null(strstr(pw_last_error(), "2^29"));
 
     /* Shapes off the fast path: unsupported, with the shape named. */
     pw_problem_t q = p;

@@ -67,7 +67,7 @@
  *           both in one run (dev; NaN in an invisible V slot poisons whole rows there).
  *   impl 9, 10  the lean kernel (attention_lean.cuh; its own comment has its design and
  *           invariants), Union4 and per-query only.
- *   Union4 and per-query have no cluster: they run impls 0, 2, 6 and 8 as given.
+ *   Union4 and per-query have no cluster: they run impls 0, 2, 6, 8, 9 and 10 as given.
  *
  * Cache bytes no query may see (docs/semantics.md): every impl but 8 zeroes, in V^T, the
  * tokens of a page past the last token any of the CTA's member slots may see

@@ -1,8 +1,9 @@
 /* GPU tests of the sparse attention kernels (Union8, Union4, per-query) against the CPU
  * references (docs/semantics.md §4): FP8-emulating reference (tight), exact FP64 reference (NRMS), and
  * bitwise identity across groupings, kernels and kernel implementations, for both
- * arithmetics of pw_precision_t (FP8X2 on impls 2 and 6, the library's) (impl 0..7 of
- * src/cuda/attention_dev.h: every impl must give impl 0's bytes). Skips (exit 77) without
+ * arithmetics of pw_precision_t (FP8X2 on impls 2, 6, 9 and 10) (impls 0, 2, 6, 9 and 10
+ * of src/cuda/attention_dev.h; 1, 3, 4, 5 and 7 were removed: every impl must give impl 0's
+ * bytes). Skips (exit 77) without
  * an sm_90 GPU.
  *
  * Usage: test_attention_gpu [--seed N] [--captures DIR...]  (default dirs: captures,
