@@ -169,10 +169,10 @@ static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int k
     }
     int32_t physical = -1;
     if (logical >= 0) {
-        physical = p.page_table[(int64_t)request * p.page_table_stride + logical];
-        // A V^T tile exists for logical pages < vt_pages only (the lean kernel on the pre-pass;
-        // a larger id needs kv_len > max_pages_per_request * P, broken device data).
-        if (p.vt_tiles && (int64_t)logical >= p.vt_pages) physical = -1;
+        // Page-table rows (and the pre-pass's V^T tiles) hold max_pages_per_request (vt_pages)
+        // pages: a larger id needs kv_len > max_pages_per_request * P, broken device data; it
+        // is a bad page, and the table is not read past the row.
+        physical = (int64_t)logical < p.vt_pages ? p.page_table[(int64_t)request * p.page_table_stride + logical] : -1;
         if (physical < 0 || (int64_t)physical >= p.num_cache_pages) {
             // Invalid physical page: never read, contributes nothing, counted once per
             // (query, KV head, page) by the CTA that owns the query.

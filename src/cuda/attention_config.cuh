@@ -108,7 +108,8 @@ struct AttentionParams {
     // Lean kernel with the V^T pre-pass (vt_prepare.cu): V^T tiles [Hkv, R, vt_pages] of
     // kTileBytes each, in the kernel's shared-memory byte order; NULL for every other kernel.
     const uint8_t *vt_tiles;
-    int64_t vt_pages;                // max_pages_per_request: pages of a request's tile row
+    int64_t vt_pages;                // max_pages_per_request (every kernel): pages of a page-table
+                                     // row and of a request's tile row; larger ids are bad pages
 };
 
 } // namespace pw
