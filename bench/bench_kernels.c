@@ -118,14 +118,14 @@ static double visible_pairs(const pw_capture_t *c)
  * alone), so they are timed only. --impls picks slots by their key character. */
 typedef struct slot {
     char key;
-    int impl, x2, compare, union8_only, no_union8;
+    int impl, x2, compare, no_union8;
     const char *name;
 } slot_t;
 /* FP8X2 slots with compare = 1 are checked against slot 'x' (impl 6 in FP8X2) instead. */
 static const slot_t slots[] = {
-    {'0', 0, 0, 1, 0, 0, "v4"},      {'2', 2, 0, 1, 0, 0, "B"},       {'6', 6, 0, 1, 0, 0, "B+idleVt"},
-    {'8', 8, 0, 1, 0, 0, "pre-fix"}, {'x', 6, 1, 0, 0, 0, "X2"},      {'9', 9, 0, 1, 0, 1, "lean"},
-    {'y', 9, 1, 1, 0, 1, "leanX2"},  {'a', 10, 0, 1, 0, 1, "preVt"},  {'b', 10, 1, 1, 0, 1, "preVtX2"},
+    {'0', 0, 0, 1, 0, "v4"},      {'2', 2, 0, 1, 0, "B"},       {'6', 6, 0, 1, 0, "B+idleVt"},
+    {'8', 8, 0, 1, 0, "pre-fix"}, {'x', 6, 1, 0, 0, "X2"},      {'9', 9, 0, 1, 1, "lean"},
+    {'y', 9, 1, 1, 1, "leanX2"},  {'a', 10, 0, 1, 1, "preVt"},  {'b', 10, 1, 1, 1, "preVtX2"},
 };
 /* 'a' / 'b': lean + V^T pre-pass, the dev entry allocating its own tiles (attention_dev.h). */
 #define X2_REFERENCE_SLOT 4 /* 'x' */
@@ -248,8 +248,7 @@ int main(int argc, char **argv)
             int same_of[NUM_SLOTS];
             for (int k = 0; k < NUM_SLOTS; k++) same_of[k] = 1;
             for (int impl = 0; impl < NUM_SLOTS; impl++) {
-                if ((slots[impl].union8_only && arms[a].k != PW_KERNEL_UNION8) ||
-                    (slots[impl].no_union8 && arms[a].k == PW_KERNEL_UNION8) || !want_impl[impl])
+                if ((slots[impl].no_union8 && arms[a].k == PW_KERNEL_UNION8) || !want_impl[impl])
                     continue;
                 /* Untimed check run with LSE on: O and LSE bytes against impl 0's. */
                 {

@@ -169,10 +169,10 @@ static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int k
     }
     int32_t physical = -1;
     if (logical >= 0) {
-        // Page-table rows (and the pre-pass's V^T tiles) hold max_pages_per_request (vt_pages)
-        // pages: a larger id needs kv_len > max_pages_per_request * P, broken device data; it
-        // is a bad page, and the table is not read past the row.
-        physical = (int64_t)logical < p.vt_pages ? p.page_table[(int64_t)request * p.page_table_stride + logical] : -1;
+        // Page-table rows (and the pre-pass's V^T tiles) hold max_pages_per_request pages: a
+        // larger id needs kv_len > max_pages_per_request * P, broken device data; it is a bad
+        // page, and the table is not read past the row.
+        physical = (int64_t)logical < p.max_pages ? p.page_table[(int64_t)request * p.page_table_stride + logical] : -1;
         if (physical < 0 || (int64_t)physical >= p.num_cache_pages) {
             // Invalid physical page: never read, contributes nothing, counted once per
             // (query, KV head, page) by the CTA that owns the query.
@@ -817,7 +817,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     params.softmax_scale = problem->softmax_scale > 0.0f ? problem->softmax_scale : (float)(1.0 / sqrt((double)problem->head_dim));
     params.bad_page_count = args->bad_page_count;
     params.vt_tiles = vt_tiles;
-    params.vt_pages = problem->max_pages_per_request;
+    params.max_pages = problem->max_pages_per_request;
     uint8_t *own_tiles = nullptr; // dev impl 10 without the full call's tiles: its own, for this call
     if ((impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2) && !vt_tiles) {
         if (kernel == PW_KERNEL_UNION8)

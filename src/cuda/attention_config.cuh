@@ -105,12 +105,21 @@ struct AttentionParams {
     int64_t num_cache_pages;
     float softmax_scale;
     uint32_t *bad_page_count;        // device counter or NULL
-    // Lean kernel with the V^T pre-pass (vt_prepare.cu): V^T tiles [Hkv, R, vt_pages] of
-    // kTileBytes each, in the kernel's shared-memory byte order; NULL for every other kernel.
+    int64_t max_pages;               // max_pages_per_request: pages of a page-table row (larger
+                                     // ids are bad pages) and of a request's V^T tile row
+    // Lean kernel with the V^T pre-pass (vt_prepare.cu): V^T tiles [Hkv, R, max_pages] of
+    // kTileBytes each (vt_tile_slot), in the kernel's shared-memory byte order; NULL for
+    // every other kernel.
     const uint8_t *vt_tiles;
-    int64_t vt_pages;                // max_pages_per_request (every kernel): pages of a page-table
-                                     // row and of a request's tile row; larger ids are bad pages
 };
+
+/* The V^T pre-pass's tile of (KV head h, request r, logical page l): written by
+ * vt_prepare.cu, read by the lean kernel; also the index of its `touched` byte. */
+static __host__ __device__ __forceinline__ int64_t vt_tile_slot(int64_t h, int64_t r, int64_t l, int64_t num_requests,
+                                                                 int64_t max_pages)
+{
+    return (h * num_requests + r) * max_pages + l;
+}
 
 } // namespace pw
 

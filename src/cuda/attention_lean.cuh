@@ -122,10 +122,10 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm)
                                     work.limits, work.union_size); // ends with __syncthreads
     const int num_pages = sm.num_pages;
     const uint64_t keep_kv = createpolicy_evict_last();
-    // PREVT: the pre-pass's V^T tile of page i of the list ([Hkv, R, vt_pages] tiles).
+    // PREVT: the pre-pass's V^T tile of page i of the list.
     auto vt_tile = [&](int i) {
-        return p.vt_tiles + (((int64_t)kv_head * p.num_requests + work.request) * p.vt_pages + sm.page_logical[i]) *
-                                (int64_t)kTileBytes;
+        return p.vt_tiles +
+               vt_tile_slot(kv_head, work.request, sm.page_logical[i], p.num_requests, p.max_pages) * kTileBytes;
     };
     auto issue_k = [&](int next) {
         mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);

@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(128) vt_prepare_kernel(const VtParams p)
     __shared__ __align__(1024) uint8_t vt[pw::kTileBytes];
     const int64_t page = blockIdx.x;
     const int32_t r = (int32_t)blockIdx.y, h = (int32_t)blockIdx.z;
-    const int64_t slot = ((int64_t)h * p.num_requests + r) * p.max_pages + page;
+    const int64_t slot = pw::vt_tile_slot(h, r, page, p.num_requests, p.max_pages);
     if (p.touched) {
         if (p.touched[slot] == 0) return; // CTA-uniform
     } else {
@@ -103,10 +103,9 @@ extern "C" pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_atten
     p.num_requests = problem->num_requests;
     p.num_kv_heads = problem->num_kv_heads;
     p.num_tokens = problem->num_tokens;
-    if (p.max_pages > 0x7fffffff || problem->num_requests > 65535 || problem->num_kv_heads > 65535)
-        return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "V^T pre-pass: grid (max_pages %lld, R %d, Hkv %d) exceeds (2^31-1, 65535, 65535)",
-                       (long long)p.max_pages, problem->num_requests, problem->num_kv_heads);
+    if (problem->num_requests > 65535 || problem->num_kv_heads > 65535) // max_pages (int32) fits grid.x
+        return pw_fail(PW_ERROR_UNSUPPORTED, "V^T pre-pass: grid (R %d, Hkv %d) exceeds (65535, 65535)",
+                       problem->num_requests, problem->num_kv_heads);
     const dim3 grid((unsigned)p.max_pages, (unsigned)problem->num_requests, (unsigned)problem->num_kv_heads);
     vt_prepare_kernel<<<grid, 128, 0, (cudaStream_t)stream>>>(p);
     const cudaError_t e = cudaGetLastError();
