@@ -644,6 +644,89 @@ static void test_graph_replay_new_inputs(void **state)
     graph_replay_case(PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS);
 }
 
+/* Device data past the contract (kv_lens > max_pages_per_request * P, Top-K ids past the
+ * page-table row): the last request's rows select only pages >= max_pages_per_request that
+ * its (too large) prefix and KV length make visible. Its page-table row ends the allocation,
+ * so a read past the row is caught by compute-sanitizer memcheck (the `fullcall` stage).
+ * Every kernel must leave those rows empty (O = 0, LSE = -inf) and every other row bitwise
+ * as in the run on valid data. */
+static void test_kv_len_past_page_table(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x7ab1e5ull);
+    pw_capture_t *c = make_problem(&rng);
+    const pw_problem_t *p = &c->problem;
+    device_problem_t d;
+    device_alloc(p, &d);
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    const int32_t last = p->num_requests - 1, q0 = c->cu_seqlens_q[last], q1 = c->cu_seqlens_q[last + 1];
+    assert_true(q1 > q0);
+    const int32_t bad_prefix = (MAX_PAGES + 20) * 128, bad_kv = bad_prefix + (q1 - q0) + 3;
+    int32_t *bad_rows = malloc((size_t)(q1 - q0) * 16 * 4);
+    assert_non_null(bad_rows);
+    for (int32_t i = 0; i < (q1 - q0) * 16; i++) bad_rows[i] = MAX_PAGES + (i % 16) + (i / 16) % 3;
+    static const struct {
+        pw_kernel_t kernel;
+        uint32_t flags;
+        pw_regroup_mode_t mode;
+        const char *name;
+    } arms[] = {
+        {PW_KERNEL_UNION4, 0, PW_REGROUP_GUARDED, "union4 W128"},
+        {PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, PW_REGROUP_GUARDED, "union4+vt W128"},
+        {PW_KERNEL_UNION4, 0, PW_REGROUP_IDENTITY, "union4 identity"},
+        {PW_KERNEL_UNION8, 0, PW_REGROUP_GUARDED, "union8 W128"},
+        {PW_KERNEL_PER_QUERY, 0, PW_REGROUP_IDENTITY, "per-query"},
+    };
+    result_t valid, broken;
+    result_alloc(p, &valid);
+    result_alloc(p, &broken);
+    const int64_t hq = (int64_t)p->num_kv_heads * 16;
+    for (size_t a = 0; a < sizeof arms / sizeof arms[0]; a++) {
+        pw_plan_t *plan = make_plan(p, arms[a].mode, 128, arms[a].kernel, arms[a].flags, &d);
+        const pw_attention_args_t args = device_args(p, &d);
+        upload(c, &d, 1);
+        poison(p, &d, s);
+        assert_pw_ok(pw_sparse_prefill(plan, &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
+        fetch(p, &d, s, &valid);
+        put(d.prefix + last, &bad_prefix, 4);
+        put(d.kv + last, &bad_kv, 4);
+        for (int h = 0; h < p->num_kv_heads; h++)
+            put(d.topk + ((int64_t)h * p->num_tokens + q0) * 16, bad_rows, (size_t)(q1 - q0) * 16 * 4);
+        poison(p, &d, s);
+        assert_pw_ok(pw_sparse_prefill(plan, &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
+        fetch(p, &d, s, &broken);
+        int64_t other_diff = 0, not_empty = 0;
+        for (int64_t i = 0; i < p->num_tokens; i++)
+            for (int64_t h = 0; h < hq; h++) {
+                const int64_t row = i * hq + h;
+                if (i >= q0 && i < q1) {
+                    const float l = broken.lse[row];
+                    int nonzero = 0;
+                    for (int e = 0; e < 128; e++) nonzero |= broken.o[row * 128 + e] != 0;
+                    not_empty += nonzero || !(isinf(l) && l < 0);
+                } else {
+                    other_diff += memcmp(broken.o + row * 128, valid.o + row * 128, 256) != 0 ||
+                                  memcmp(broken.lse + row, valid.lse + row, 4) != 0;
+                }
+            }
+        printf("  kv_lens past the page table, %s: rows of the broken request not empty %lld, other rows "
+               "different %lld, bad pages %u (valid run %u)\n",
+               arms[a].name, (long long)not_empty, (long long)other_diff, broken.bad, valid.bad);
+        assert_int_equal(not_empty, 0);
+        assert_int_equal(other_diff, 0);
+        assert_true(broken.bad >= valid.bad);
+        pw_plan_destroy(plan);
+    }
+    free(bad_rows);
+    result_free(&valid);
+    result_free(&broken);
+    CUDA_OK(cudaStreamDestroy(s));
+    device_free(&d);
+    pw_capture_free(c);
+}
+
 /* Argument errors are reported before anything is enqueued. */
 static void test_errors(void **state)
 {
@@ -688,6 +771,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_call_matches_direct),
         cmocka_unit_test(test_graph_replay_new_inputs),
+        cmocka_unit_test(test_kv_len_past_page_table),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
