@@ -475,12 +475,12 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      caller gives the permutation;
  *   2. pw_union_prepare (groups of 8 slots, union page lists, member masks);
  *   3. with PW_KERNEL_UNION4 (the default) on large enough inputs (PW_PLAN_VT_PREPASS
- *      has the rule): the V^T pre-pass, one CTA per (KV head, request, page-table slot);
- *      those of pages in a union write that page's V transposed into the workspace (the
- *      attention kernel then needs no transpose: bench/NOTES.md v8), the others exit at
- *      once. Union preparation marks the pages in a byte array of the workspace that the
- *      pre-pass clears as it reads it; bytes left non-zero by other use of the workspace
- *      between calls only make it transpose pages no kernel reads (time, not results);
+ *      has the rule): the V^T pre-pass. Union preparation clears a byte array of the
+ *      workspace (a memset) and marks the union pages in it; the scan (one thread per
+ *      page-table entry) gives each marked page one of the KV head's tiles; the transpose
+ *      writes each tile's page of V transposed (the attention kernel then needs no
+ *      transpose: bench/NOTES.md v8, v8.1). Nothing carries over between calls: the
+ *      workspace may hold anything before each call;
  *   4. the attention kernel: pw_union_attention's with the chosen kernel, Union4 reading
  *      the pre-pass's tiles (the per-query kernel skips 1-3).
  * Nothing else: no allocation, no host synchronisation, no host read of device memory, so
@@ -500,18 +500,21 @@ enum {
      * mode is ignored. Not allowed with PW_KERNEL_PER_QUERY (which uses no permutation). */
     PW_PLAN_CALLER_PERM = 1u << 0,
     /* PW_KERNEL_UNION4 only: always (VT_PREPASS) or never (NO_VT_PREPASS) run the V^T
-     * pre-pass and the lean attention kernel, instead of the plan's rule: the pre-pass when
-     * N >= 4096, R <= 65535 and N x K >= 64 x R x max_pages_per_request (enough queries,
-     * and each slot of the page table selected 64 times on average), else the attention
-     * kernel that transposes V itself (H200: the pre-pass path 3-20% faster on the large
-     * inputs, 10-16% slower on 1,024-query chunks and when pages are rarely shared, e.g.
-     * 4,096 queries over a 1M-token context; bench/NOTES.md v8). The rule counts the page
-     * table's columns (max_pages_per_request), not the contexts' real lengths (device
-     * data): a table sized for the model's longest context makes the rule choose the other
-     * kernel for chunks whose pages are in fact shared; VT_PREPASS then forces the
-     * pre-pass, at a workspace cost that also scales with the table (below). Outputs are
-     * bitwise the same either way. Both bits together are an argument error;
-     * VT_PREPASS with R > 65535 is PW_ERROR_UNSUPPORTED (the pre-pass's grid). */
+     * pre-pass and the lean attention kernel, instead of the plan's rule. The rule has a
+     * host half and a device half. Host: the pre-pass when N >= 4096 (1,024-query chunks
+     * measured 10-16% slower with it). Device, per call and KV head: the KV head runs on
+     * the pre-pass's tiles when its unions touch at most C = min(R x max_pages_per_request,
+     * N x K / 64, vt_max_pages) pages (each page selected 64 times on average: pages
+     * read by only a few CTAs made the pre-pass 16% slower, e.g. 4,096 queries over a
+     * 1M-token context; bench/NOTES.md v8), else on the attention kernel that transposes
+     * V itself, launched after the first (its CTAs of the other heads exit at once; this
+     * launch exists only when R x max_pages_per_request > C). So a page table sized for
+     * the model's longest context costs 5 bytes per entry, not a tile per entry, and the
+     * choice follows the pages a call really touches. With VT_PREPASS, C = min(R x
+     * max_pages, vt_max_pages). Outputs are bitwise the same either way (H200: the
+     * pre-pass path 3-20% faster on large inputs). Both bits together are an argument
+     * error; VT_PREPASS with Hkv x R x max_pages >= 2^39 is PW_ERROR_UNSUPPORTED (the
+     * scan's grid). */
     PW_PLAN_VT_PREPASS = 1u << 1,
     PW_PLAN_NO_VT_PREPASS = 1u << 2
 };
@@ -532,9 +535,15 @@ typedef struct pw_plan_config {
                                   cluster kernel) or PER_QUERY; outputs are bitwise equal */
     uint32_t flags;            /* PW_PLAN_CALLER_PERM, PW_PLAN_VT_PREPASS or
                                   PW_PLAN_NO_VT_PREPASS (or-ed), or 0 */
+    int32_t vt_max_pages;      /* Union4 with the V^T pre-pass: most pages of V^T per KV head
+                                  the workspace holds (16 KiB each); 0 = 2048 (32 MiB per
+                                  KV head, 256K tokens of touched context); a KV head whose
+                                  call touches more runs on the kernel that transposes V
+                                  (same outputs). Added after the first release: a config
+                                  whose struct_size ends before it is read with 0. */
 } pw_plan_config_t;
 
-#define PW_PLAN_CONFIG_INIT {sizeof(pw_plan_config_t), PW_REGROUP_AUTO, 128, PW_KERNEL_UNION4, 0u}
+#define PW_PLAN_CONFIG_INIT {sizeof(pw_plan_config_t), PW_REGROUP_AUTO, 128, PW_KERNEL_UNION4, 0u, 0}
 
 /* Creates a plan (host only; touches no device).
  *   problem: copied. Fast path only: G = 16, D = 128, P = 128, K = 16.
@@ -553,9 +562,11 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
  * (none with PW_PLAN_CALLER_PERM), the union metadata of pw_union_meta_t for
  * pw_max_groups() groups of 8 x K pages ([Hkv] + [Hkv, groups] x (32 + 8K*4 + 8K) bytes),
  * pw_regroup_workspace_size(), and when a PW_KERNEL_UNION4 plan runs the V^T pre-pass
- * (PW_PLAN_VT_PREPASS, or the rule there) its parts: one byte and one 16 KiB tile per (KV
- * head, request, page of the page table row), Hkv x R x max_pages_per_request x 16,385
- * bytes (8 MiB for a 64K-token context and one KV head). Each part starts
+ * (PW_PLAN_VT_PREPASS, or the rule there) its parts: 5 bytes per (KV head, request, page of
+ * the page table row) and C tiles of 16 KiB + 8 bytes per KV head (C: PW_PLAN_VT_PREPASS),
+ * Hkv x (5 x R x max_pages_per_request + 16,392 x C + 4) bytes (8 MiB for a table of one
+ * 64K-token context and one KV head; at most 32 MiB of tiles per KV head by default,
+ * config.vt_max_pages). Each part starts
  * 256-byte aligned inside the one buffer, and the total includes 255 bytes so that the
  * buffer itself may have any alignment. 0 for PW_KERNEL_PER_QUERY. About 1.3 MiB + 8 MiB
  * for N = 15,272, Hkv = 1, a 64K context.

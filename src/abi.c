@@ -48,6 +48,7 @@ int64_t pw_abi_query(const char *name)
         PW_ABI_OFFSET(pw_plan_config_t, window),
         PW_ABI_OFFSET(pw_plan_config_t, kernel),
         PW_ABI_OFFSET(pw_plan_config_t, flags),
+        PW_ABI_OFFSET(pw_plan_config_t, vt_max_pages),
         PW_ABI_SIZE(pw_attention_args_t),
         PW_ABI_OFFSET(pw_attention_args_t, struct_size),
         PW_ABI_OFFSET(pw_attention_args_t, q),
@@ -73,6 +74,7 @@ int64_t pw_abi_query(const char *name)
         {"init pw_plan_config_t.window", config.window},
         {"init pw_plan_config_t.kernel", (int64_t)config.kernel},
         {"init pw_plan_config_t.flags", (int64_t)config.flags},
+        {"init pw_plan_config_t.vt_max_pages", config.vt_max_pages},
         {"init pw_attention_args_t.precision", (int64_t)args.precision},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)

@@ -18,12 +18,19 @@
  *   member_masks  [Hkv, max_groups, 8K] uint8
  *   regroup       pw_regroup_workspace_size() bytes (absent with PW_PLAN_CALLER_PERM)
  *   vt_touched    [Hkv, R, max_pages] uint8  (Union4 with the V^T pre-pass only: pages of any union)
- *   vt_tiles      [Hkv, R, max_pages] x 16 KiB V^T tiles (the same)
+ *   vt_slots      [Hkv, R, max_pages] int32  (the same: each touched page's tile)
+ *   vt_list       [Hkv, C] int64             (the page of each tile)
+ *   vt_count      [Hkv] uint32               (pages touched per KV head)
+ *   vt_tiles      [Hkv, C] x 16 KiB V^T tiles, C = vt_capacity
  * Whether a Union4 plan runs the pre-pass: PW_PLAN_VT_PREPASS / NO_VT_PREPASS, else the rule
- * in pw_plan_create (pageweaver.h). Such a call enqueues one more kernel, the V^T pre-pass (src/cuda/vt_prepare.cu), between
- * union preparation (which sets vt_touched) and attention (which reads vt_tiles). The
- * pre-pass clears every vt_touched byte it finds set, so the bytes stay zero between calls
- * (a first call on a workspace holding garbage there only transposes pages nobody reads). */
+ * in pw_plan_create (pageweaver.h). Such a call enqueues two more kernels, the V^T pre-pass's
+ * scan and transpose (src/cuda/vt_prepare.cu), between union preparation (which sets
+ * vt_touched and zeroes vt_count) and attention (which reads vt_slots and vt_tiles), and, when
+ * the table has more entries than C (R x max_pages > C), a fallback attention launch for the
+ * KV heads whose pages did not fit. Union preparation clears vt_touched (a memset) before
+ * marking, and every other part is written before it is read in each call, so the
+ * workspace may hold anything between calls. */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,12 +44,14 @@
 
 enum {
     PART_PERM, PART_NUM_GROUPS, PART_GROUPS, PART_UNION_PAGES, PART_MASKS, PART_REGROUP, PART_VT_TOUCHED,
-    PART_VT_TILES, NUM_PARTS
+    PART_VT_SLOTS, PART_VT_LIST, PART_VT_COUNT, PART_VT_TILES, NUM_PARTS
 };
+#define PW_PLAN_CONFIG_V1_SIZE offsetof(pw_plan_config_t, vt_max_pages) /* before vt_max_pages */
 #define PW_PLAN_VT_TILE_BYTES 16384 /* one page of V^T for one KV head: P x D FP8 */
 #define PW_PLAN_VT_MIN_QUERIES 4096 /* the pre-pass rule (pageweaver.h, PW_PLAN_VT_PREPASS) */
-#define PW_PLAN_VT_MIN_PER_SLOT 64.0
-#define PW_PLAN_VT_MAX_REQUESTS 65535 /* the pre-pass's grid: (max_pages, R, Hkv) */
+#define PW_PLAN_VT_MIN_PER_PAGE 64   /* the rule: selections per touched page (N x K / 64 tiles) */
+#define PW_PLAN_VT_DEFAULT_PAGES 2048 /* tiles per KV head when config.vt_max_pages is 0 */
+#define PW_PLAN_VT_MAX_SCAN_CTAS 0x7fffffffLL /* the scan's 1-D grid of 256 threads */
 #define PW_PLAN_MAX_UNION_PAGE_ID (1 << 29) /* union_prepare.cu: page * 8 + slot in 32 bits */
 
 struct pw_plan {
@@ -57,6 +66,7 @@ struct pw_plan {
     int64_t max_groups;     /* per KV head: pw_max_groups(problem, grouping) */
     int32_t union_capacity; /* 8 * K */
     int vt_prepass;         /* Union4: the V^T pre-pass + lean kernel (else impl 6 transposes V) */
+    int64_t vt_capacity;    /* V^T tiles per KV head (C); a head touching more falls back */
     size_t part_offset[NUM_PARTS]; /* from the aligned base */
     size_t part_bytes[NUM_PARTS];
     size_t workspace_bytes; /* total the caller provides, including alignment slack */
@@ -85,8 +95,9 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
 {
     if (c->struct_size < sizeof(pw_plan_config_t))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "config.struct_size is %u, expected %zu (initialise with PW_PLAN_CONFIG_INIT)",
-                       c->struct_size, sizeof(pw_plan_config_t));
+                       "config.struct_size is %u, expected %zu (initialise with PW_PLAN_CONFIG_INIT; "
+                       "%zu, the size before vt_max_pages, is read through pw_plan_create)",
+                       c->struct_size, sizeof(pw_plan_config_t), PW_PLAN_CONFIG_V1_SIZE);
     if (c->flags & ~(uint32_t)(PW_PLAN_CALLER_PERM | PW_PLAN_VT_PREPASS | PW_PLAN_NO_VT_PREPASS))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.flags 0x%x has unknown bits", c->flags);
     if ((c->flags & PW_PLAN_VT_PREPASS) && (c->flags & PW_PLAN_NO_VT_PREPASS))
@@ -121,10 +132,15 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
     if (c->kernel != PW_KERNEL_PER_QUERY && p->max_pages_per_request > PW_PLAN_MAX_UNION_PAGE_ID)
         return pw_fail(PW_ERROR_UNSUPPORTED, "max_pages_per_request %d > 2^29 (union preparation's page keys)",
                        p->max_pages_per_request);
-    if ((c->flags & PW_PLAN_VT_PREPASS) && p->num_requests > PW_PLAN_VT_MAX_REQUESTS)
+    if (c->vt_max_pages < 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.vt_max_pages is %d (< 0; 0 for the default %d)",
+                       c->vt_max_pages, PW_PLAN_VT_DEFAULT_PAGES);
+    if ((c->flags & PW_PLAN_VT_PREPASS) &&
+        (int64_t)p->num_kv_heads * p->num_requests * p->max_pages_per_request / 256 >= PW_PLAN_VT_MAX_SCAN_CTAS)
         return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "PW_PLAN_VT_PREPASS with num_requests %d > %d (the V^T pre-pass's grid)", p->num_requests,
-                       PW_PLAN_VT_MAX_REQUESTS);
+                       "PW_PLAN_VT_PREPASS with Hkv x R x max_pages = %lld page-table entries (the V^T "
+                       "pre-pass's scan grid)",
+                       (long long)p->num_kv_heads * p->num_requests * p->max_pages_per_request);
     return PW_SUCCESS;
 }
 
@@ -153,9 +169,12 @@ static pw_status_t layout(pw_plan_t *plan)
     plan->part_bytes[PART_UNION_PAGES] = mul_add((int64_t)rows, cap * 4, &ok);
     plan->part_bytes[PART_MASKS] = mul_add((int64_t)rows, cap, &ok);
     if (plan->vt_prepass) {
-        const size_t pages = mul_add(hkv * (int64_t)p->num_requests, p->max_pages_per_request, &ok);
-        plan->part_bytes[PART_VT_TOUCHED] = pages;
-        plan->part_bytes[PART_VT_TILES] = mul_add((int64_t)pages, PW_PLAN_VT_TILE_BYTES, &ok);
+        const size_t entries = mul_add(hkv * (int64_t)p->num_requests, p->max_pages_per_request, &ok);
+        plan->part_bytes[PART_VT_TOUCHED] = entries;
+        plan->part_bytes[PART_VT_SLOTS] = mul_add((int64_t)entries, 4, &ok);
+        plan->part_bytes[PART_VT_LIST] = mul_add(hkv * 8, plan->vt_capacity, &ok);
+        plan->part_bytes[PART_VT_COUNT] = (size_t)hkv * 4;
+        plan->part_bytes[PART_VT_TILES] = mul_add(hkv * (int64_t)PW_PLAN_VT_TILE_BYTES, plan->vt_capacity, &ok);
     }
     size_t at = 0;
     for (int i = 0; i < NUM_PARTS && ok; i++) {
@@ -180,7 +199,18 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
     PW_TRY(pw_problem_check(problem, NULL));
     PW_TRY(pw_check_cache_shape(problem)); /* a plan is made for attention */
     const pw_plan_config_t defaults = PW_PLAN_CONFIG_INIT;
-    if (!config) config = &defaults;
+    pw_plan_config_t given = defaults;
+    if (config) {
+        /* A config of the size before vt_max_pages (callers built against the earlier
+         * header) is read with vt_max_pages = 0, the default. */
+        if (config->struct_size == PW_PLAN_CONFIG_V1_SIZE) {
+            memcpy(&given, config, PW_PLAN_CONFIG_V1_SIZE);
+            given.struct_size = sizeof(pw_plan_config_t);
+        } else {
+            given = *config;
+        }
+    }
+    config = &given;
     PW_TRY(check_config(problem, config));
 
     pw_plan_t *plan = calloc(1, sizeof *plan);
@@ -228,12 +258,23 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
      * many (H200, bench/NOTES.md v8: 3-20% faster at 4,096+ queries with >= 128 selections per
      * page slot; 10-16% slower at 1,024 queries and at 8 selections per page slot). All the
      * measured points have one KV head, so the rule counts queries, not rows. */
-    if (config->kernel == PW_KERNEL_UNION4) {
-        const double per_slot = (double)problem->num_tokens * problem->topk /
-                                ((double)problem->num_requests * (double)problem->max_pages_per_request);
-        plan->vt_prepass = (config->flags & PW_PLAN_VT_PREPASS) ||
-                           (!(config->flags & PW_PLAN_NO_VT_PREPASS) && problem->num_tokens >= PW_PLAN_VT_MIN_QUERIES &&
-                            per_slot >= PW_PLAN_VT_MIN_PER_SLOT && problem->num_requests <= PW_PLAN_VT_MAX_REQUESTS);
+    if (config->kernel == PW_KERNEL_UNION4 && problem->num_tokens > 0) {
+        const int64_t entries = (int64_t)problem->num_requests * problem->max_pages_per_request;
+        const int64_t max_tiles = config->vt_max_pages > 0 ? config->vt_max_pages : PW_PLAN_VT_DEFAULT_PAGES;
+        int64_t cap = entries < max_tiles ? entries : max_tiles;
+        const int scan_fits = entries * problem->num_kv_heads / 256 < PW_PLAN_VT_MAX_SCAN_CTAS;
+        if (config->flags & PW_PLAN_VT_PREPASS) {
+            plan->vt_prepass = 1;
+        } else if (!(config->flags & PW_PLAN_NO_VT_PREPASS) && problem->num_tokens >= PW_PLAN_VT_MIN_QUERIES &&
+                   scan_fits) {
+            /* The rule's second half is on the device: a KV head runs on the tiles only when
+             * its unions touch at most N x K / 64 pages (each page selected 64 times on
+             * average), so C never exceeds that. */
+            const int64_t pays = (int64_t)problem->num_tokens * problem->topk / PW_PLAN_VT_MIN_PER_PAGE;
+            if (cap > pays) cap = pays;
+            plan->vt_prepass = 1;
+        }
+        plan->vt_capacity = cap;
     }
     const pw_status_t st = layout(plan);
     if (st != PW_SUCCESS) {
@@ -344,12 +385,19 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
         PW_TRY(pw_union_prepare(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, stream));
         return pw_union_attention(p, args, &plan->grouping, perm, &meta, plan->config.kernel, stream);
     }
-    /* Union4: union preparation marks the union pages, the pre-pass writes their V^T tiles,
-     * the lean kernel reads them (bench/NOTES.md v8). */
-    PW_TRY(pw_union_prepare_touched(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta,
-                                    parts[PART_VT_TOUCHED], stream));
-    PW_TRY(pw_vt_prepare(p, args, parts[PART_VT_TOUCHED], parts[PART_VT_TILES], stream));
-    return pw_union_attention_vt(p, args, &plan->grouping, perm, &meta, parts[PART_VT_TILES], stream);
+    /* Union4: union preparation marks the union pages, the pre-pass gives them tiles and
+     * writes their V^T, the lean kernel reads them (bench/NOTES.md v8, v8.1). */
+    pw_vt_buffers_t vt;
+    vt.touched = parts[PART_VT_TOUCHED];
+    vt.slots = (int32_t *)(void *)parts[PART_VT_SLOTS];
+    vt.list = (int64_t *)(void *)parts[PART_VT_LIST];
+    vt.count = (uint32_t *)(void *)parts[PART_VT_COUNT];
+    vt.tiles = parts[PART_VT_TILES];
+    vt.capacity = plan->vt_capacity;
+    PW_TRY(pw_union_prepare_touched(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, vt.touched,
+                                    vt.count, stream));
+    PW_TRY(pw_vt_prepare(p, args, &vt, stream));
+    return pw_union_attention_vt(p, args, &plan->grouping, perm, &meta, &vt, stream);
 #endif
 }
 

@@ -61,25 +61,47 @@ pw_status_t pw_check_union_prepare_args(const pw_problem_t *problem, const int32
                                         const pw_requests_t *requests, const pw_grouping_t *grouping,
                                         const int32_t *perm, const pw_union_meta_t *meta);
 
-/* CUDA build: pw_union_prepare that also sets touched[(h * R + r) * max_pages + l] = 1 for
- * every page l of request r in a union of KV head h (touched NULL: pw_union_prepare). */
+/* The V^T pre-pass's device buffers (parts of a plan's workspace; bench/NOTES.md v8.1).
+ *   touched [Hkv, R, max_pages] uint8: union preparation clears it (a memset) and sets the
+ *           byte of every union page (NULL: every page a query of its request may see);
+ *   slots   [Hkv, R, max_pages] int32: the tile of each touched page this call (-1: past
+ *           capacity), written by the scan, read by the attention kernel;
+ *   list    [Hkv, capacity] int64: the page (r * max_pages + l) of each tile;
+ *   count   [Hkv] uint32: pages each KV head touched; zeroed by union preparation (or by
+ *           the caller) before the scan; a head with count > capacity has no tiles and runs
+ *           on the kernel that transposes V itself (the fallback launch);
+ *   tiles   [Hkv, capacity] x 16 KiB: V^T tiles in the lean kernel's shared-memory order. */
+typedef struct pw_vt_buffers {
+    uint8_t *touched;
+    int32_t *slots;
+    int64_t *list;
+    uint32_t *count;
+    uint8_t *tiles;
+    int64_t capacity;
+} pw_vt_buffers_t;
+
+/* CUDA build: pw_union_prepare that also clears touched [Hkv, R, max_pages] (a memset
+ * before the kernel), sets touched[(h * R + r) * max_pages + l] = 1 for every page l of
+ * request r in a union of KV head h and zeroes vt_count [Hkv] (both NULL:
+ * pw_union_prepare). */
 pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, const int32_t *topk_ids,
                                      const pw_requests_t *requests, const pw_grouping_t *grouping,
                                      const int32_t *perm, const pw_union_meta_t *meta, uint8_t *touched,
-                                     pw_stream_t stream);
+                                     uint32_t *vt_count, pw_stream_t stream);
 
-/* CUDA build (src/cuda/vt_prepare.cu): the V^T pre-pass of the Union4 full call. tiles
- * [Hkv, R, max_pages] x 16 KiB receive V^T of every page whose touched byte is set (the
- * byte is cleared; touched NULL: every page a query of its request may see). Arguments as
- * checked for pw_union_attention. */
-pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_attention_args_t *args, uint8_t *touched,
-                          uint8_t *tiles, pw_stream_t stream);
+/* CUDA build (src/cuda/vt_prepare.cu): the V^T pre-pass of the Union4 full call, two
+ * launches: the scan gives each touched page a tile (vt->count must be zero before it),
+ * then each tile receives its page's V^T. Arguments as checked for pw_union_attention. */
+pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_attention_args_t *args,
+                          const pw_vt_buffers_t *vt, pw_stream_t stream);
 
 /* CUDA build: pw_union_attention with PW_KERNEL_UNION4 on the pre-pass's V^T tiles (the
- * lean kernel, attention_lean.cuh, PREVT): the full call's attention step. */
+ * lean kernel, attention_lean.cuh, PREVT): the full call's attention step. When
+ * R x max_pages > vt->capacity a second launch, the kernel that transposes V itself, runs
+ * the KV heads whose pages did not fit (its CTAs of the other heads exit at once). */
 pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const pw_attention_args_t *args,
                                   const pw_grouping_t *grouping, const int32_t *perm,
-                                  const pw_union_meta_t *meta, const uint8_t *vt_tiles, pw_stream_t stream);
+                                  const pw_union_meta_t *meta, const pw_vt_buffers_t *vt, pw_stream_t stream);
 
 #ifdef __cplusplus
 }

@@ -57,12 +57,18 @@ static void test_workspace_size_formula(void **state)
         expect += align256((size_t)hkv * mg * 128 * 4);
         expect += align256((size_t)hkv * mg * 128);
         /* pw_regroup_workspace_size is 0 today (documented); the plan adds it as it is. */
-        /* The default kernel (Union4) with the V^T pre-pass (the rule of pageweaver.h:
-         * N x Hkv >= 4096 and N x K >= 64 x R x max_pages): its touched bytes and 16 KiB
-         * tiles, [Hkv, R, max_pages] each. */
-        const int prepass = n >= 4096 && (int64_t)n * 16 >= (int64_t)64 * r * 512;
-        const size_t pages = (size_t)hkv * (size_t)r * 512;
-        if (prepass) expect += align256(pages) + align256(pages * 16384);
+        /* The default kernel (Union4) with the V^T pre-pass (the host half of the rule of
+         * pageweaver.h: N >= 4096): touched bytes and int32 tile slots [Hkv, R, max_pages],
+         * the tile list (int64), the counts and the 16 KiB tiles, C = min(R x max_pages,
+         * N x K / 64, 2048) per KV head. */
+        if (n >= 4096) {
+            const size_t entries = (size_t)hkv * (size_t)r * 512;
+            size_t cap = (size_t)r * 512;
+            if (cap > (size_t)n * 16 / 64) cap = (size_t)n * 16 / 64;
+            if (cap > 2048) cap = 2048;
+            expect += align256(entries) + align256(entries * 4) + align256((size_t)hkv * cap * 8) +
+                      align256((size_t)hkv * 4) + align256((size_t)hkv * cap * 16384);
+        }
         expect += 255;
         assert_int_equal(bytes, expect);
 
@@ -172,7 +178,9 @@ static void test_create_errors(void **state)
     assert_pw_ok(pw_plan_create(&p, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &without));
     pw_plan_destroy(plan);
-    assert_int_equal(with - without, align256(512) + align256((size_t)512 * 16384));
+    const size_t parts_512 = align256(512) + align256(512 * 4) + align256(512 * 8) + align256(4) +
+                             align256((size_t)512 * 16384); /* one KV head, 512 entries and tiles */
+    assert_int_equal(with - without, parts_512);
     const pw_problem_t big = fast_problem(40000, 1, 1); /* the rule runs the pre-pass */
     cfg.flags = PW_PLAN_NO_VT_PREPASS;
     assert_pw_ok(pw_plan_create(&big, &cfg, &plan));
@@ -182,16 +190,50 @@ static void test_create_errors(void **state)
     assert_pw_ok(pw_plan_create(&big, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &with));
     pw_plan_destroy(plan);
-    assert_int_equal(with - without, align256(512) + align256((size_t)512 * 16384));
+    assert_int_equal(with - without, parts_512);
+    /* A page table sized for a 1M-token context (an engine's): 5 bytes per entry, and tiles
+     * for C = min(R x max_pages, N x K / 64, vt_max_pages) pages, not one per entry. */
+    pw_problem_t engine = fast_problem(16384, 2, 1);
+    engine.max_pages_per_request = 8192;
+    engine.num_cache_pages = 20000;
+    const size_t e_fixed = align256(16384) + align256(16384 * 4) + align256(4);
+    const int32_t caps[3] = {0, 100, 9000};       /* vt_max_pages */
+    const size_t expect_cap[3] = {2048, 100, 4096}; /* 0: 2048; 9000: N x K / 64 = 4096 */
+    for (int i = 0; i < 3; i++) {
+        cfg.flags = PW_PLAN_NO_VT_PREPASS;
+        cfg.vt_max_pages = caps[i];
+        assert_pw_ok(pw_plan_create(&engine, &cfg, &plan));
+        assert_pw_ok(pw_plan_workspace_size(plan, &without));
+        pw_plan_destroy(plan);
+        cfg.flags = 0;
+        assert_pw_ok(pw_plan_create(&engine, &cfg, &plan));
+        assert_pw_ok(pw_plan_workspace_size(plan, &with));
+        pw_plan_destroy(plan);
+        assert_int_equal(with - without, e_fixed + align256(expect_cap[i] * 8) + align256(expect_cap[i] * 16384));
+    }
+    cfg.vt_max_pages = -1;
+    assert_int_equal(pw_plan_create(&engine, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(pw_last_error(), "vt_max_pages"));
+    /* A config of the size before vt_max_pages is read with the default; smaller is an error. */
+    cfg = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
+    cfg.vt_max_pages = -1; /* not read */
+    cfg.struct_size = (uint32_t)offsetof(pw_plan_config_t, vt_max_pages);
+    assert_pw_ok(pw_plan_create(&engine, &cfg, &plan));
+    assert_pw_ok(pw_plan_workspace_size(plan, &with));
+    pw_plan_destroy(plan);
+    assert_int_equal(with - without, e_fixed + align256(2048 * 8) + align256((size_t)2048 * 16384));
+    cfg.struct_size -= 4;
+    assert_int_equal(pw_plan_create(&engine, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
+    cfg = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
     /* Device limits are plan-creation errors, not failures half-way through a call: the
-     * pre-pass grid (R <= 65535; the rule falls back to the other kernel), union
-     * preparation's page keys (max_pages <= 2^29). */
-    pw_problem_t many = fast_problem(300000, 70000, 1); /* 68.6 selections per page slot */
-    many.max_pages_per_request = 1;
+     * pre-pass scan's grid (Hkv x R x max_pages / 256 < 2^31 - 1; the rule falls back to the
+     * other kernel), union preparation's page keys (max_pages <= 2^29). */
+    pw_problem_t many = fast_problem(300000, 65536, 1);
+    many.max_pages_per_request = 1 << 23; /* 2^39 entries */
     many.num_cache_pages = 70000;
     cfg.flags = PW_PLAN_VT_PREPASS;
     assert_int_equal(pw_plan_create(&many, &cfg, &plan), PW_ERROR_UNSUPPORTED);
-    assert_non_null(strstr(pw_last_error(), "num_requests"));
+    assert_non_null(strstr(pw_last_error(), "scan"));
     cfg.flags = 0;
     assert_pw_ok(pw_plan_create(&many, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &with));

@@ -99,7 +99,7 @@ class Requests(ctypes.Structure):
 class PlanConfig(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("regroup", ctypes.c_int),
                 ("window", ctypes.c_int32), ("kernel", ctypes.c_int),
-                ("flags", ctypes.c_uint32)]
+                ("flags", ctypes.c_uint32), ("vt_max_pages", ctypes.c_int32)]
 
 
 class AttentionArgs(ctypes.Structure):

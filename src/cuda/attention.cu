@@ -140,7 +140,8 @@ namespace pw {
 template <int VARIANT, class Plan>
 static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int kv_head,
                                        int64_t group, int half, int request, int32_t query_row,
-                                       const int64_t (&limits)[kSlotsPerCta], int union_size)
+                                       const int64_t (&limits)[kSlotsPerCta], int union_size,
+                                       int32_t *page_vt = nullptr)
 {
     const int64_t query_limit = limits[0]; // per-query: the query's last visible token
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -180,6 +181,9 @@ static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int k
             logical = -1;
         }
     }
+    // The pre-pass's tile of the page (page_vt: the lean kernel on the pre-pass only).
+    int32_t vt = 0;
+    if (page_vt && logical >= 0) vt = p.vt_slots[vt_entry(kv_head, request, logical, p.num_requests, p.max_pages)];
     // Order-preserving compaction of the kept entries.
     const bool keep = logical >= 0;
     const uint32_t ballot = __ballot_sync(0xffffffffu, keep);
@@ -193,6 +197,7 @@ static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int k
         sm.page_physical[at] = physical;
         sm.page_members[at] = (uint8_t)members;
         sm.page_vlim[at] = page_v_limit(members, limits, logical);
+        if (page_vt) page_vt[at] = vt;
     }
     if (tid == 0) {
         int total = 0;
@@ -204,13 +209,14 @@ static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int k
     __syncthreads();
     if (VARIANT == kPerQuery) {
         const int n = sm.num_pages;
-        int32_t my_page = -1, my_phys = -1;
+        int32_t my_page = -1, my_phys = -1, my_vt = 0;
         uint8_t my_vlim = 0;
         int rank = 0;
         if (tid < n) {
             my_page = sm.page_logical[tid];
             my_phys = sm.page_physical[tid];
             my_vlim = sm.page_vlim[tid];
+            if (page_vt) my_vt = page_vt[tid];
             for (int k = 0; k < n; k++) rank += sm.page_logical[k] < my_page;
         }
         __syncthreads();
@@ -219,6 +225,7 @@ static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int k
             sm.page_physical[rank] = my_phys;
             sm.page_members[rank] = 1;
             sm.page_vlim[rank] = my_vlim;
+            if (page_vt) page_vt[rank] = my_vt;
         }
         __syncthreads();
     }
@@ -294,6 +301,7 @@ static __device__ __forceinline__ bool cta_work(const AttentionParams &p, uint32
     for (int k = 0; k < kSlotsPerCta; k++) w.query_rows[k] = -1;
     if (VARIANT == kPerQuery) {
         w.kv_head = blockIdx.x / p.num_tokens;
+        if (vt_skips_head(p, w.kv_head)) return false;
         w.query_rows[0] = blockIdx.x % p.num_tokens;
         int lo = 0, hi = p.num_requests - 1; // request r with cu[r] <= n < cu[r+1]
         while (lo < hi) {
@@ -306,6 +314,7 @@ static __device__ __forceinline__ bool cta_work(const AttentionParams &p, uint32
         const int64_t item = blockIdx.x / 2;
         w.half = VARIANT == kUnion8 ? (int)rank : (int)(blockIdx.x % 2);
         w.kv_head = (int)(item / p.max_groups);
+        if (vt_skips_head(p, w.kv_head)) return false; // both CTAs of a cluster agree
         w.group = item % p.max_groups;
         if (w.group >= p.num_groups[w.kv_head]) return false;
         const pw_group_desc_t g = p.groups[(int64_t)w.kv_head * p.max_groups + w.group];
@@ -747,7 +756,8 @@ pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned gr
 
 pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
                             const pw_grouping_t *grouping, const int32_t *perm, const pw_union_meta_t *meta,
-                            pw_kernel_t kernel, pw_stream_t stream, const uint8_t *vt_tiles = nullptr)
+                            pw_kernel_t kernel, pw_stream_t stream, const pw_vt_buffers_t *vt = nullptr,
+                            bool vt_fallback = false)
 {
     PW_TRY(pw_check_gpu_attention_args(problem, args, kernel)); // src/attention_args.c
     if (impl == 1 || impl == 3 || impl == 4 || impl == 5 || impl == 7)
@@ -816,22 +826,45 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     // 0 selects 1/sqrt(D) computed in double and rounded once, as the reference does.
     params.softmax_scale = problem->softmax_scale > 0.0f ? problem->softmax_scale : (float)(1.0 / sqrt((double)problem->head_dim));
     params.bad_page_count = args->bad_page_count;
-    params.vt_tiles = vt_tiles;
     params.max_pages = problem->max_pages_per_request;
-    uint8_t *own_tiles = nullptr; // dev impl 10 without the full call's tiles: its own, for this call
-    if ((impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2) && !vt_tiles) {
+    if (vt) { // the full call's pre-pass: its tiles (impl 10), or the fallback launch's head test
+        params.vt_tiles = vt_fallback ? nullptr : vt->tiles;
+        params.vt_slots = vt_fallback ? nullptr : vt->slots;
+        params.vt_count = vt->count;
+        params.vt_capacity = vt->capacity;
+        params.vt_fallback = vt_fallback;
+    }
+    uint8_t *own = nullptr; // dev impl 10 without the full call's buffers: its own, for this call
+    if ((impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2) && !vt) {
         if (kernel == PW_KERNEL_UNION8)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 10 (lean + V^T pre-pass) runs Union4 and per-query only");
-        const size_t bytes = (size_t)problem->num_kv_heads * problem->num_requests *
-                             (size_t)problem->max_pages_per_request * pw::kTileBytes;
-        cudaError_t e = cudaMallocAsync((void **)&own_tiles, bytes, (cudaStream_t)stream);
+        // Every page a query may see gets a tile: capacity R x max_pages per KV head.
+        const size_t hkv = (size_t)problem->num_kv_heads, cap = (size_t)problem->num_requests * problem->max_pages_per_request;
+        const size_t count_bytes = 256, slot_bytes = (hkv * cap * 4 + 255) / 256 * 256, list_bytes = hkv * cap * 8;
+        const size_t bytes = count_bytes + slot_bytes + list_bytes + hkv * cap * pw::kTileBytes;
+        cudaError_t e = cudaMallocAsync((void **)&own, bytes, (cudaStream_t)stream);
         if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "dev impl 10: cudaMallocAsync(%zu): %s", bytes, cudaGetErrorString(e));
-        const pw_status_t st = pw_vt_prepare(problem, args, NULL, own_tiles, stream);
+        pw_vt_buffers_t b;
+        b.touched = NULL;
+        b.count = reinterpret_cast<uint32_t *>(own);
+        b.slots = reinterpret_cast<int32_t *>(own + count_bytes);
+        b.list = reinterpret_cast<int64_t *>(own + count_bytes + slot_bytes);
+        b.tiles = own + count_bytes + slot_bytes + list_bytes;
+        b.capacity = (int64_t)cap;
+        pw_status_t st = hkv * 4 <= count_bytes ? PW_SUCCESS : pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 10: Hkv > 64");
+        if (st == PW_SUCCESS) {
+            e = cudaMemsetAsync(b.count, 0, hkv * 4, (cudaStream_t)stream);
+            st = e == cudaSuccess ? pw_vt_prepare(problem, args, &b, stream)
+                                  : pw_fail(PW_ERROR_CUDA, "dev impl 10: cudaMemsetAsync: %s", cudaGetErrorString(e));
+        }
         if (st != PW_SUCCESS) {
-            cudaFreeAsync(own_tiles, (cudaStream_t)stream);
+            cudaFreeAsync(own, (cudaStream_t)stream);
             return st;
         }
-        params.vt_tiles = own_tiles;
+        params.vt_tiles = b.tiles;
+        params.vt_slots = b.slots;
+        params.vt_count = b.count;
+        params.vt_capacity = b.capacity;
     }
     pw_status_t status;
     if (kernel == PW_KERNEL_PER_QUERY) {
@@ -851,8 +884,8 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         else if (kernel == PW_KERNEL_UNION8) status = launch_impl<pw::kUnion8>(impl, params, (unsigned)grid, stream);
         else status = launch_impl<pw::kUnion4>(impl, params, (unsigned)grid, stream);
     }
-    if (own_tiles) {
-        const cudaError_t e = cudaFreeAsync(own_tiles, (cudaStream_t)stream);
+    if (own) {
+        const cudaError_t e = cudaFreeAsync(own, (cudaStream_t)stream);
         if (e != cudaSuccess && status == PW_SUCCESS)
             status = pw_fail(PW_ERROR_CUDA, "dev impl 10: cudaFreeAsync: %s", cudaGetErrorString(e));
     }
@@ -881,13 +914,18 @@ extern "C" pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_
 
 extern "C" pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const pw_attention_args_t *args,
                                              const pw_grouping_t *grouping, const int32_t *perm,
-                                             const pw_union_meta_t *meta, const uint8_t *vt_tiles,
+                                             const pw_union_meta_t *meta, const pw_vt_buffers_t *vt,
                                              pw_stream_t stream)
 {
-    if (!vt_tiles && problem && problem->num_tokens > 0)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_union_attention_vt: vt_tiles is NULL");
-    return union_attention(pw::kImplLeanPreVtDev, problem, args, grouping, perm, meta, PW_KERNEL_UNION4, stream,
-                           vt_tiles);
+    if ((!vt || !vt->tiles || !vt->slots || !vt->count || vt->capacity < 1) && problem && problem->num_tokens > 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_union_attention_vt: V^T buffers missing");
+    PW_TRY(union_attention(pw::kImplLeanPreVtDev, problem, args, grouping, perm, meta, PW_KERNEL_UNION4, stream, vt));
+    // KV heads whose pages did not fit the tiles (possible only when the page table has more
+    // entries than the capacity) run on the library's Union4 kernel.
+    if (problem->num_tokens > 0 && (int64_t)problem->num_requests * problem->max_pages_per_request > vt->capacity)
+        return union_attention(kDefaultImplUnion, problem, args, grouping, perm, meta, PW_KERNEL_UNION4, stream, vt,
+                               true);
+    return PW_SUCCESS;
 }
 
 extern "C" pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem,

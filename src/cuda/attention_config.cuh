@@ -107,18 +107,33 @@ struct AttentionParams {
     uint32_t *bad_page_count;        // device counter or NULL
     int64_t max_pages;               // max_pages_per_request: pages of a page-table row (larger
                                      // ids are bad pages) and of a request's V^T tile row
-    // Lean kernel with the V^T pre-pass (vt_prepare.cu): V^T tiles [Hkv, R, max_pages] of
-    // kTileBytes each (vt_tile_slot), in the kernel's shared-memory byte order; NULL for
-    // every other kernel.
+    // Lean kernel with the V^T pre-pass (vt_prepare.cu): V^T tiles [Hkv, vt_capacity] of
+    // kTileBytes each, in the kernel's shared-memory byte order; vt_slots [Hkv, R, max_pages]
+    // (vt_entry) holds the tile of each page the pre-pass wrote this call; vt_count [Hkv] the
+    // pages each KV head touched. A KV head with vt_count > vt_capacity has no tiles: its
+    // CTAs of the pre-pass kernel exit and the kernel that transposes V itself runs them,
+    // launched after it with vt_fallback = true (whose CTAs of the other heads exit).
+    // All NULL / 0 for every other launch.
     const uint8_t *vt_tiles;
+    const int32_t *vt_slots;
+    const uint32_t *vt_count;
+    int64_t vt_capacity;
+    bool vt_fallback;
 };
 
-/* The V^T pre-pass's tile of (KV head h, request r, logical page l): written by
- * vt_prepare.cu, read by the lean kernel; also the index of its `touched` byte. */
-static __host__ __device__ __forceinline__ int64_t vt_tile_slot(int64_t h, int64_t r, int64_t l, int64_t num_requests,
-                                                                 int64_t max_pages)
+/* Index of (KV head h, request r, logical page l) in the pre-pass's per-page arrays
+ * ([Hkv, R, max_pages]: union preparation's `touched` bytes and the tile index vt_slots). */
+static __host__ __device__ __forceinline__ int64_t vt_entry(int64_t h, int64_t r, int64_t l, int64_t num_requests,
+                                                            int64_t max_pages)
 {
     return (h * num_requests + r) * max_pages + l;
+}
+
+/* Whether this launch skips KV head h: the pre-pass kernel skips heads whose pages did not
+ * fit the tiles, the fallback launch every other head (no pre-pass: never). */
+static __device__ __forceinline__ bool vt_skips_head(const AttentionParams &p, int h)
+{
+    return p.vt_count != nullptr && ((int64_t)p.vt_count[h] > p.vt_capacity) != p.vt_fallback;
 }
 
 } // namespace pw

@@ -65,6 +65,7 @@ struct __align__(1024) SmemPlanLean {
     int32_t page_physical[kMaxUnion];
     uint8_t page_members[kMaxUnion];    // bit w: slot w selected the page
     uint8_t page_vlim[kMaxUnion];       // last token of the page a member slot may see
+    int32_t page_vt[kMaxUnion];         // PREVT: the pre-pass's tile of each page (vt_slots)
     float row_factor[kRows];
     int32_t warp_count[kThreads / 32];
     int32_t num_pages;
@@ -119,13 +120,12 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm)
         fence_mbarrier_init_release_cluster();
     }
     build_page_list<VARIANT>(sm, p, kv_head, work.group, work.half, work.request, work.query_rows[0],
-                                    work.limits, work.union_size); // ends with __syncthreads
+                                    work.limits, work.union_size, PREVT ? sm.page_vt : nullptr); // ends with __syncthreads
     const int num_pages = sm.num_pages;
     const uint64_t keep_kv = createpolicy_evict_last();
     // PREVT: the pre-pass's V^T tile of page i of the list.
     auto vt_tile = [&](int i) {
-        return p.vt_tiles +
-               vt_tile_slot(kv_head, work.request, sm.page_logical[i], p.num_requests, p.max_pages) * kTileBytes;
+        return p.vt_tiles + ((int64_t)kv_head * p.vt_capacity + sm.page_vt[i]) * kTileBytes;
     };
     auto issue_k = [&](int next) {
         mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);

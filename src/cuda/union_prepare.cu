@@ -44,6 +44,7 @@ struct UnionParams {
     int32_t capacity;
     int32_t num_tokens, num_requests, topk, page_size, window, group_size;
     uint8_t *touched;           /* [Hkv, R, max_pages] or NULL: 1 for every page of a union */
+    uint32_t *vt_count;         /* [Hkv] or NULL: zeroed for the V^T pre-pass's scan */
     int64_t max_pages;
 };
 
@@ -93,6 +94,7 @@ __global__ void __launch_bounds__(kThreads) union_prepare_kernel(const UnionPara
     int32_t before = incl - local;
     for (int w = 0; w < warp; w++) before += s_warp_sum[w];
     if (blockIdx.x == 0 && tid == kThreads - 1) p.num_groups[head] = before + local;
+    if (p.vt_count && blockIdx.x == 0 && tid == 0) p.vt_count[head] = 0u; /* read by the next launch only */
     const int32_t last_group = first_group + kGroupsPerCta;
     for (int32_t r = r_begin; r < r_end && before < last_group; r++) {
         const int32_t count = groups_of(p, r);
@@ -224,14 +226,14 @@ extern "C" pw_status_t pw_union_prepare(const pw_problem_t *problem, const int32
                                         const pw_grouping_t *grouping, const int32_t *perm,
                                         const pw_union_meta_t *meta, pw_stream_t stream)
 {
-    return pw_union_prepare_touched(problem, topk_ids, requests, grouping, perm, meta, NULL, stream);
+    return pw_union_prepare_touched(problem, topk_ids, requests, grouping, perm, meta, NULL, NULL, stream);
 }
 
 extern "C" pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, const int32_t *topk_ids,
                                                 const pw_requests_t *requests,
                                                 const pw_grouping_t *grouping, const int32_t *perm,
                                                 const pw_union_meta_t *meta, uint8_t *touched,
-                                                pw_stream_t stream)
+                                                uint32_t *vt_count, pw_stream_t stream)
 {
     PW_TRY(pw_check_union_prepare_args(problem, topk_ids, requests, grouping, perm, meta));
     /* No GPU: PW_ERROR_NO_DEVICE as every device entry point, not a launch error. */
@@ -255,6 +257,7 @@ extern "C" pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, con
     params.window = grouping->window;
     params.group_size = grouping->group_size;
     params.touched = touched;
+    params.vt_count = vt_count;
     params.max_pages = problem->max_pages_per_request;
 
     /* The bound covers every group; CTA 0 of each KV head also writes num_groups (so a
@@ -269,6 +272,14 @@ extern "C" pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, con
                          ((uintptr_t)meta->union_pages % 16u) == 0 &&
                          ((uintptr_t)meta->member_masks % 4u) == 0;
     cudaStream_t st = (cudaStream_t)stream;
+    if (touched) { /* the marks start at zero in every call, whatever the workspace held */
+        const size_t bytes = (size_t)problem->num_kv_heads * (size_t)problem->num_requests *
+                             (size_t)problem->max_pages_per_request;
+        const cudaError_t e = cudaMemsetAsync(touched, 0, bytes, st);
+        if (e != cudaSuccess)
+            return pw_fail(PW_ERROR_CUDA, "pw_union_prepare: clearing the V^T pre-pass's marks: %s",
+                           cudaGetErrorString(e));
+    }
     if (vec_in && vec_out)
         union_prepare_kernel<true, true><<<grid, kThreads, 0, st>>>(params);
     else if (vec_in)

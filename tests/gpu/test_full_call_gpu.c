@@ -727,6 +727,103 @@ static void test_kv_len_past_page_table(void **state)
     pw_capture_free(c);
 }
 
+/* Pages the unions of KV head h touch (distinct (request, page)), from the reference
+ * metadata of the plan's grouping: what the V^T pre-pass's scan counts. */
+static int64_t touched_pages(const pw_capture_t *c, const int32_t *perm, int h)
+{
+    const pw_problem_t *p = &c->problem;
+    pw_grouping_t g = PW_GROUPING_INIT;
+    host_meta_t hm;
+    host_meta_alloc(p, &g, &hm);
+    const pw_requests_t rq = pw_capture_requests(c);
+    assert_pw_ok(pw_ref_union_prepare(p, c->topk_ids, &rq, &g, perm, &hm.m));
+    uint8_t *seen = calloc((size_t)p->num_requests * p->max_pages_per_request, 1);
+    assert_non_null(seen);
+    int64_t count = 0;
+    for (int32_t k = 0; k < hm.m.num_groups[h]; k++) {
+        const pw_group_desc_t *d = hm.m.groups + (int64_t)h * hm.m.max_groups + k;
+        const int32_t *pages = hm.m.union_pages + ((int64_t)h * hm.m.max_groups + k) * hm.m.union_capacity;
+        for (int32_t i = 0; i < d->union_size; i++) {
+            if (pages[i] < 0 || pages[i] >= p->max_pages_per_request) continue;
+            uint8_t *b = seen + (int64_t)d->request * p->max_pages_per_request + pages[i];
+            count += *b == 0;
+            *b = 1;
+        }
+    }
+    free(seen);
+    host_meta_free(&hm);
+    return count;
+}
+
+/* The V^T pre-pass's capacity (pw_plan_config_t.vt_max_pages): KV heads whose unions touch
+ * more pages than it run on the fallback kernel, the others on the tiles; every capacity
+ * gives the outputs of the plan without the pre-pass, bitwise, call after call (the counts
+ * are zeroed and the marks cleared in each call). Capacities: below both heads' counts,
+ * between them (one head on each kernel), the default. */
+static void test_vt_capacity(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0xca9ac17eull);
+    pw_capture_t *c = make_problem(&rng);
+    const pw_problem_t *p = &c->problem;
+    device_problem_t d;
+    device_alloc(p, &d);
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    int32_t *perm = malloc((size_t)p->num_kv_heads * p->num_tokens * 4);
+    assert_non_null(perm);
+    result_t plain, tiles;
+    result_alloc(p, &plain);
+    result_alloc(p, &tiles);
+    const pw_attention_args_t args = device_args(p, &d);
+    for (int round = 0; round < 2; round++) {
+        if (round > 0) fill_inputs(c, &rng);
+        const pw_requests_t rq = pw_capture_requests(c);
+        pw_grouping_t g = PW_GROUPING_INIT;
+        assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm));
+        const int64_t t0 = touched_pages(c, perm, 0), t1 = touched_pages(c, perm, 1);
+        const int32_t caps[3] = {(int32_t)(t0 < t1 ? t0 : t1) / 2, (int32_t)(t0 < t1 ? t0 : t1), 0};
+        upload(c, &d, 1);
+        pw_plan_t *plan = make_plan(p, PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION4, PW_PLAN_NO_VT_PREPASS, &d);
+        poison(p, &d, s);
+        assert_pw_ok(pw_sparse_prefill(plan, &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
+        fetch(p, &d, s, &plain);
+        pw_plan_destroy(plan);
+        for (int i = 0; i < 3; i++) {
+            pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
+            cfg.regroup = PW_REGROUP_GUARDED;
+            cfg.flags = PW_PLAN_VT_PREPASS;
+            cfg.vt_max_pages = caps[i];
+            assert_pw_ok(pw_plan_create(p, &cfg, &plan));
+            size_t bytes = 0;
+            assert_pw_ok(pw_plan_workspace_size(plan, &bytes));
+            void *ws = NULL;
+            CUDA_OK(cudaMalloc(&ws, bytes));
+            /* Garbage in the workspace first: marks, counts and slots must not leak into results. */
+            CUDA_OK(cudaMemsetAsync(ws, 0x5a, bytes, s));
+            for (int call = 0; call < 2; call++) {
+                poison(p, &d, s);
+                assert_pw_ok(pw_sparse_prefill(plan, &args, NULL, ws, bytes, (pw_stream_t)s));
+                fetch(p, &d, s, &tiles);
+                const int same = same_result(p, &tiles, &plain);
+                printf("  V^T capacity %d (touched pages: head 0 %lld, head 1 %lld), round %d call %d: == no pre-pass: "
+                       "%s, bad pages %u\n",
+                       caps[i], (long long)t0, (long long)t1, round, call, same ? "bitwise" : "DIFFERENT", tiles.bad);
+                assert_true(same);
+            }
+            CUDA_OK(cudaFree(ws));
+            pw_plan_destroy(plan);
+        }
+    }
+    free(perm);
+    result_free(&plain);
+    result_free(&tiles);
+    CUDA_OK(cudaStreamDestroy(s));
+    device_free(&d);
+    pw_capture_free(c);
+}
+
 /* Argument errors are reported before anything is enqueued. */
 static void test_errors(void **state)
 {
@@ -772,6 +869,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_full_call_matches_direct),
         cmocka_unit_test(test_graph_replay_new_inputs),
         cmocka_unit_test(test_kv_len_past_page_table),
+        cmocka_unit_test(test_vt_capacity),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

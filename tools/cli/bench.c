@@ -72,6 +72,11 @@ static void print_help(FILE *out)
             "  --seed N          random order and check rows (default 1)\n"
             "  --interleaved-replays N  replays per arm of the interleaved default-kernel\n"
             "                    arms (default 200)\n"
+            "  --table-pages N   widen every page table to N columns, padded with page 0 (an\n"
+            "                    engine's table sized for its longest context; the padding is\n"
+            "                    never visible), before anything runs\n"
+            "  --vt-prepass M    auto (default: the plan's rule), on or off: the V^T pre-pass of\n"
+            "                    every Union4 arm (PW_PLAN_VT_PREPASS / PW_PLAN_NO_VT_PREPASS)\n"
             "  --cpu-only        skip the GPU part even when a GPU is present\n"
             "  --no-rates        do not measure L2 bandwidth / FP8 GEMM rate (no floors)\n"
             "  -q, --quiet       no progress lines on stderr\n"
@@ -537,6 +542,10 @@ static void print_protocol(const bench_options_t *o)
            "(K/V cache, page table and request arrays shared); median (min, p90) per arm.\n",
            o->warmup, o->replays, o->copies);
     if (o->replays < 50) printf("note: %d replays is fewer than the protocol's 50\n", o->replays);
+    if (o->table_pages > 0) printf("page tables widened to %d columns (--table-pages)\n", o->table_pages);
+    if (o->vt_flags)
+        printf("V^T pre-pass forced %s on every Union4 arm (--vt-prepass)\n",
+               o->vt_flags == PW_PLAN_VT_PREPASS ? "on" : "off");
 }
 
 static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates, int gpu)
@@ -868,15 +877,32 @@ static int write_json(FILE *out, const char *path, const bench_options_t *o, con
     return rc;
 }
 
+/* --table-pages: the page table [R, max_pages] becomes [R, pages], each row padded with
+ * physical page 0 (as engines pad theirs); nothing else changes, so the results must not. */
+static int widen_page_table(pw_capture_t *c, int pages)
+{
+    pw_problem_t *p = &c->problem;
+    if (pages <= p->max_pages_per_request) return 0;
+    const size_t old_cols = (size_t)p->max_pages_per_request, r = (size_t)p->num_requests;
+    int32_t *t = calloc(r * (size_t)pages, sizeof *t);
+    if (!t) return 1;
+    for (size_t i = 0; i < r; i++) memcpy(t + i * (size_t)pages, c->page_table + i * old_cols, old_cols * sizeof *t);
+    free(c->page_table);
+    c->page_table = t;
+    p->max_pages_per_request = pages;
+    return 0;
+}
+
 /* ---------------------------------------------------------------------------------- */
 int pw_cli_bench(int argc, char **argv)
 {
-    bench_options_t o = {100, 10, 3, 256, 1, 0, 1, 0, 200};
+    bench_options_t o = {100, 10, 3, 256, 1, 0, 1, 0, 200, 0, 0u};
     const char *json_path = NULL;
     const char *files[MAX_FILES];
     int nfiles = 0;
     long replays = o.replays, warmup = o.warmup, copies = o.copies, check_rows = o.check_rows, seed = 1;
     long interleaved = o.interleaved_replays;
+    long table_pages = 0;
     const struct {
         const char *name;
         long lo, hi;
@@ -885,6 +911,7 @@ int pw_cli_bench(int argc, char **argv)
         {"--replays", 1, 100000, &replays},        {"--warmup", 0, 100000, &warmup},
         {"--copies", 1, 8, &copies},               {"--check-rows", 0, 1L << 30, &check_rows},
         {"--seed", 0, 1L << 62, &seed},            {"--interleaved-replays", 1, 100000, &interleaved},
+        {"--table-pages", 0, 1L << 29, &table_pages},
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -909,6 +936,15 @@ int pw_cli_bench(int argc, char **argv)
                         numeric[n].lo, numeric[n].hi, v ? v : "");
                 return PW_CLI_USAGE;
             }
+        } else if (strcmp(a, "--vt-prepass") == 0 || strncmp(a, "--vt-prepass=", 13) == 0) {
+            const char *v = a[12] == '=' ? a + 13 : (i + 1 < argc ? argv[++i] : "");
+            if (strcmp(v, "auto") == 0) o.vt_flags = 0u;
+            else if (strcmp(v, "on") == 0) o.vt_flags = PW_PLAN_VT_PREPASS;
+            else if (strcmp(v, "off") == 0) o.vt_flags = PW_PLAN_NO_VT_PREPASS;
+            else {
+                fprintf(stderr, "pageweaver bench: --vt-prepass needs auto, on or off, got '%s'\n", v);
+                return PW_CLI_USAGE;
+            }
         } else if (strcmp(a, "--cpu-only") == 0) {
             o.cpu_only = 1;
         } else if (strcmp(a, "--no-rates") == 0) {
@@ -931,6 +967,7 @@ int pw_cli_bench(int argc, char **argv)
     o.check_rows = (int)check_rows;
     o.seed = (uint64_t)seed;
     o.interleaved_replays = (int)interleaved;
+    o.table_pages = (int)table_pages;
     if (nfiles == 0) {
         fprintf(stderr, "pageweaver bench: no capture given (try --help)\n");
         return PW_CLI_USAGE;
@@ -998,6 +1035,12 @@ int pw_cli_bench(int argc, char **argv)
             fputs("pageweaver bench: ", stderr);
             pw_cli_fputs_escaped(pw_last_error(), stderr);
             fputc('\n', stderr);
+            failed = 1;
+            continue;
+        }
+        bc->vt_flags = o.vt_flags;
+        if (widen_page_table(bc->capture, o.table_pages) != 0) {
+            fprintf(stderr, "pageweaver bench: %s: no memory to widen the page table\n", files[f]);
             failed = 1;
             continue;
         }

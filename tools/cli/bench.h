@@ -18,6 +18,8 @@ typedef struct bench_options {
     int rates;      /* measure L2 bandwidth and the FP8 GEMM rate (floors) */
     int quiet;      /* no progress lines */
     int interleaved_replays; /* replays per arm of the interleaved default-kernel arms */
+    int table_pages; /* > max_pages: widen each page table to this many columns (0: as read) */
+    uint32_t vt_flags; /* PW_PLAN_VT_PREPASS / PW_PLAN_NO_VT_PREPASS on every Union4 arm, or 0 */
 } bench_options_t;
 
 /* Permutations computed on the CPU (pw_ref_regroup) for every capture. */
@@ -89,6 +91,7 @@ typedef struct bench_rates {
 typedef struct bench_capture {
     const char *path;
     pw_capture_t *capture;
+    uint32_t vt_flags;             /* bench_options_t.vt_flags */
     int fast_path;                 /* G=16 D=128 P=128 K=16 */
     double visible_pairs;          /* sum over KV heads and rows of |A_i| */
     int64_t bad_pages;             /* (query, KV head, page) pairs of S_i whose physical page
