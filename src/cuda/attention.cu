@@ -840,7 +840,8 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 10 (lean + V^T pre-pass) runs Union4 and per-query only");
         // Every page a query may see gets a tile: capacity R x max_pages per KV head.
         const size_t hkv = (size_t)problem->num_kv_heads, cap = (size_t)problem->num_requests * problem->max_pages_per_request;
-        const size_t count_bytes = 256, slot_bytes = (hkv * cap * 4 + 255) / 256 * 256, list_bytes = hkv * cap * 8;
+        const size_t count_bytes = 256, slot_bytes = (hkv * cap * 4 + 255) / 256 * 256,
+                     list_bytes = (hkv * cap * 8 + 255) / 256 * 256; // tiles 256-byte aligned (bulk copies: 16)
         const size_t bytes = count_bytes + slot_bytes + list_bytes + hkv * cap * pw::kTileBytes;
         cudaError_t e = cudaMallocAsync((void **)&own, bytes, (cudaStream_t)stream);
         if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "dev impl 10: cudaMallocAsync(%zu): %s", bytes, cudaGetErrorString(e));
