@@ -476,13 +476,15 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *   2. pw_union_prepare (groups of 8 slots, union page lists, member masks);
  *   3. with PW_KERNEL_UNION4 (the default) on large enough inputs (PW_PLAN_VT_PREPASS
  *      has the rule): the V^T pre-pass. Union preparation clears a byte array of the
- *      workspace (a memset) and marks the union pages in it; the scan (one thread per
- *      page-table entry) gives each marked page one of the KV head's tiles; the transpose
- *      writes each tile's page of V transposed (the attention kernel then needs no
- *      transpose: bench/NOTES.md v8, v8.1). Nothing carries over between calls: the
- *      workspace may hold anything before each call;
+ *      workspace (a memset before its kernel) and marks the union pages in it; the scan
+ *      (one thread per page-table entry and KV head) gives each marked page one of the KV
+ *      head's tiles; the transpose writes each tile's page of V transposed (the attention
+ *      kernel then needs no transpose: bench/NOTES.md v8, v8.1). Nothing carries over
+ *      between calls: the workspace may hold anything before each call;
  *   4. the attention kernel: pw_union_attention's with the chosen kernel, Union4 reading
- *      the pre-pass's tiles (the per-query kernel skips 1-3).
+ *      the pre-pass's tiles, and, with the pre-pass when R x max_pages_per_request exceeds
+ *      the tile capacity, a second Union4 launch (the kernel that transposes V) for the KV
+ *      heads whose pages did not fit (the per-query kernel skips 1-3).
  * Nothing else: no allocation, no host synchronisation, no host read of device memory, so
  * one call can be captured in a CUDA graph and replayed after the caller has changed the
  * CONTENTS of the device buffers (Top-K ids, page table, request lengths, Q, scales); the
@@ -502,19 +504,26 @@ enum {
     /* PW_KERNEL_UNION4 only: always (VT_PREPASS) or never (NO_VT_PREPASS) run the V^T
      * pre-pass and the lean attention kernel, instead of the plan's rule. The rule has a
      * host half and a device half. Host: the pre-pass when N >= 4096 (1,024-query chunks
-     * measured 10-16% slower with it). Device, per call and KV head: the KV head runs on
-     * the pre-pass's tiles when its unions touch at most C = min(R x max_pages_per_request,
-     * N x K / 64, vt_max_pages) pages (each page selected 64 times on average: pages
-     * read by only a few CTAs made the pre-pass 16% slower, e.g. 4,096 queries over a
-     * 1M-token context; bench/NOTES.md v8), else on the attention kernel that transposes
-     * V itself, launched after the first (its CTAs of the other heads exit at once; this
-     * launch exists only when R x max_pages_per_request > C). So a page table sized for
-     * the model's longest context costs 5 bytes per entry, not a tile per entry, and the
-     * choice follows the pages a call really touches. With VT_PREPASS, C = min(R x
-     * max_pages, vt_max_pages). Outputs are bitwise the same either way (H200: the
-     * pre-pass path 3-20% faster on large inputs). Both bits together are an argument
-     * error; VT_PREPASS with Hkv x R x max_pages >= 2^39 is PW_ERROR_UNSUPPORTED (the
-     * scan's grid). */
+     * measured 10-16% slower with it) and R x max_pages_per_request <= 4 x N x K (each
+     * call clears and scans one byte per page-table entry and KV head; an engine's
+     * 8,192-column table qualifies from 2,048 queries per request on), the scan's grid
+     * fits (Hkv x ceil(R x max_pages / 256) <= 2^31 - 1), and, when the table has more
+     * entries than C below (so a KV head may fall back), N >= 8192 (the fallback's extra
+     * launches cost ~10 us: +2.4-3.0% at 4,096 queries over 256K / 1M tokens). Device, per
+     * call and KV head: the
+     * KV head runs on the pre-pass's tiles when its unions touch at most C = min(R x
+     * max_pages_per_request, N x K / 64, the tile limit) pages (each page selected 64
+     * times on average: pages read by only a few CTAs made the pre-pass 16% slower, e.g.
+     * 4,096 queries over a 1M-token context; bench/NOTES.md v8), else on the attention
+     * kernel that transposes V itself, launched after the first (its CTAs of the other
+     * heads exit at once; this launch exists only when R x max_pages_per_request > C). So
+     * a page table sized for the model's longest context costs 5 bytes per entry, not a
+     * tile per entry, and the choice follows the pages a call really touches. With
+     * VT_PREPASS, C = min(R x max_pages, the tile limit). The tile limit is
+     * config.vt_max_pages, or by default min(2048, 65536 / Hkv) (32 MiB per KV head, 1 GiB
+     * in all). Outputs are bitwise the same either way (H200: the pre-pass path 3-20%
+     * faster on large inputs). Both bits together are an argument error; VT_PREPASS
+     * where the scan's grid does not fit is PW_ERROR_UNSUPPORTED. */
     PW_PLAN_VT_PREPASS = 1u << 1,
     PW_PLAN_NO_VT_PREPASS = 1u << 2
 };
@@ -536,11 +545,13 @@ typedef struct pw_plan_config {
     uint32_t flags;            /* PW_PLAN_CALLER_PERM, PW_PLAN_VT_PREPASS or
                                   PW_PLAN_NO_VT_PREPASS (or-ed), or 0 */
     int32_t vt_max_pages;      /* Union4 with the V^T pre-pass: most pages of V^T per KV head
-                                  the workspace holds (16 KiB each); 0 = 2048 (32 MiB per
-                                  KV head, 256K tokens of touched context); a KV head whose
-                                  call touches more runs on the kernel that transposes V
-                                  (same outputs). Added after the first release: a config
-                                  whose struct_size ends before it is read with 0. */
+                                  the workspace holds (16 KiB each); 0 = min(2048, 65536 /
+                                  Hkv) (32 MiB per KV head, 256K tokens of touched
+                                  context; 1 GiB in all); a KV head whose call touches
+                                  more runs on the kernel that transposes V (same
+                                  outputs). Added after the first release: a config whose
+                                  struct_size is that of the earlier struct (20 bytes) is
+                                  read with 0; a larger one is read up to this field. */
 } pw_plan_config_t;
 
 #define PW_PLAN_CONFIG_INIT {sizeof(pw_plan_config_t), PW_REGROUP_AUTO, 128, PW_KERNEL_UNION4, 0u, 0}
@@ -550,10 +561,12 @@ typedef struct pw_plan_config {
  *   config:  NULL for the defaults (PW_PLAN_CONFIG_INIT).
  *   out:     receives the plan (free with pw_plan_destroy); NULL on failure.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL problem/out, bad shapes, struct_size, mode,
- *         kernel or flags, CALLER_PERM with PER_QUERY, a window < 0, N > 0 with
- *         max_pages_per_request or num_cache_pages < 1),
+ *         kernel or flags, CALLER_PERM with PER_QUERY, a window < 0, vt_max_pages < 0,
+ *         N > 0 with max_pages_per_request or num_cache_pages < 1),
  *         PW_ERROR_UNSUPPORTED (a shape off the fast path, window not 64/128 for the
- *         in-call regroup, Hkv > 65535, workspace over SIZE_MAX),
+ *         in-call regroup, Hkv > 65535, max_pages_per_request > 2^29 for the union
+ *         kernels, an attention grid over 2^31 - 1 CTAs, PW_PLAN_VT_PREPASS where the
+ *         scan's grid does not fit, workspace over SIZE_MAX),
  *         PW_ERROR_OUT_OF_MEMORY. */
 pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *config,
                            pw_plan_t **out);
@@ -564,9 +577,9 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
  * pw_regroup_workspace_size(), and when a PW_KERNEL_UNION4 plan runs the V^T pre-pass
  * (PW_PLAN_VT_PREPASS, or the rule there) its parts: 5 bytes per (KV head, request, page of
  * the page table row) and C tiles of 16 KiB + 8 bytes per KV head (C: PW_PLAN_VT_PREPASS),
- * Hkv x (5 x R x max_pages_per_request + 16,392 x C + 4) bytes (8 MiB for a table of one
- * 64K-token context and one KV head; at most 32 MiB of tiles per KV head by default,
- * config.vt_max_pages). Each part starts
+ * Hkv x (5 x R x max_pages_per_request + 16,392 x C + 4) bytes before each part's 256-byte
+ * rounding (8 MiB for a table of one 64K-token context and one KV head; at most 32 MiB of
+ * tiles per KV head and 1 GiB in all by default, config.vt_max_pages). Each part starts
  * 256-byte aligned inside the one buffer, and the total includes 255 bytes so that the
  * buffer itself may have any alignment. 0 for PW_KERNEL_PER_QUERY. About 1.3 MiB + 8 MiB
  * for N = 15,272, Hkv = 1, a 64K context.

@@ -4,8 +4,10 @@
  * Plain C host code: it only carves the caller's workspace and calls the device entry
  * points (src/cuda/regroup.cu, union_prepare.cu, attention.cu), which enqueue and return.
  * A call enqueues three kernels: the regroup (or the identity permutation), union
- * preparation, attention (four with the V^T pre-pass, below); PW_REGROUP_AUTO picks regroup or identity per call from the time
- * guard (src/time_guard.c).
+ * preparation, attention; with the V^T pre-pass (below) a memset before union preparation,
+ * the scan and the transpose before attention, and a fallback attention launch when the
+ * table has more entries than the tile capacity. PW_REGROUP_AUTO picks regroup or identity
+ * per call from the time guard (src/time_guard.c).
  * Nothing here allocates device memory, synchronises or reads device memory, so a call is
  * capturable in a CUDA graph. Without CUDA in the build the device step returns
  * PW_ERROR_UNSUPPORTED; creation and the size query still work (they are host arithmetic).
@@ -50,7 +52,10 @@ enum {
 #define PW_PLAN_VT_TILE_BYTES 16384 /* one page of V^T for one KV head: P x D FP8 */
 #define PW_PLAN_VT_MIN_QUERIES 4096 /* the pre-pass rule (pageweaver.h, PW_PLAN_VT_PREPASS) */
 #define PW_PLAN_VT_MIN_PER_PAGE 64   /* the rule: selections per touched page (N x K / 64 tiles) */
-#define PW_PLAN_VT_DEFAULT_PAGES 2048 /* tiles per KV head when config.vt_max_pages is 0 */
+#define PW_PLAN_VT_DEFAULT_PAGES 2048 /* tiles per KV head when config.vt_max_pages is 0 ... */
+#define PW_PLAN_VT_DEFAULT_TOTAL 65536 /* ... and at most this many in all (1 GiB) */
+#define PW_PLAN_VT_MAX_ENTRIES_PER_SELECTION 4 /* the rule: page-table entries per selection */
+#define PW_PLAN_VT_MIN_QUERIES_WIDE 8192 /* the rule, when a KV head may fall back */
 #define PW_PLAN_VT_MAX_SCAN_CTAS 0x7fffffffLL /* the scan's 1-D grid of 256 threads */
 #define PW_PLAN_MAX_UNION_PAGE_ID (1 << 29) /* union_prepare.cu: page * 8 + slot in 32 bits */
 
@@ -89,6 +94,14 @@ static size_t align_up(size_t x, int *ok)
         return 0;
     }
     return (x + PW_PLAN_ALIGN - 1) & ~(PW_PLAN_ALIGN - 1);
+}
+
+/* Whether the V^T pre-pass's scan grid (Hkv x R x max_pages entries, 256 per CTA, 1-D)
+ * fits; no product can overflow (each factor < 2^31, divided before the last product). */
+static int vt_scan_fits(const pw_problem_t *p)
+{
+    const int64_t per_head_ctas = ((int64_t)p->num_requests * p->max_pages_per_request + 255) / 256;
+    return per_head_ctas <= PW_PLAN_VT_MAX_SCAN_CTAS / p->num_kv_heads;
 }
 
 static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c)
@@ -135,8 +148,7 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
     if (c->vt_max_pages < 0)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.vt_max_pages is %d (< 0; 0 for the default %d)",
                        c->vt_max_pages, PW_PLAN_VT_DEFAULT_PAGES);
-    if ((c->flags & PW_PLAN_VT_PREPASS) &&
-        (int64_t)p->num_kv_heads * p->num_requests * p->max_pages_per_request / 256 >= PW_PLAN_VT_MAX_SCAN_CTAS)
+    if ((c->flags & PW_PLAN_VT_PREPASS) && !vt_scan_fits(p))
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "PW_PLAN_VT_PREPASS with Hkv x R x max_pages = %lld page-table entries (the V^T "
                        "pre-pass's scan grid)",
@@ -202,10 +214,16 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
     pw_plan_config_t given = defaults;
     if (config) {
         /* A config of the size before vt_max_pages (callers built against the earlier
-         * header) is read with vt_max_pages = 0, the default. */
+         * header) is read with vt_max_pages = 0, the default; a smaller one is refused
+         * before anything past its size is read. */
         if (config->struct_size == PW_PLAN_CONFIG_V1_SIZE) {
             memcpy(&given, config, PW_PLAN_CONFIG_V1_SIZE);
             given.struct_size = sizeof(pw_plan_config_t);
+        } else if (config->struct_size < sizeof(pw_plan_config_t)) {
+            return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                           "config.struct_size is %u, expected %zu (initialise with PW_PLAN_CONFIG_INIT; "
+                           "%zu, the size before vt_max_pages, is also read)",
+                           config->struct_size, sizeof(pw_plan_config_t), (size_t)PW_PLAN_CONFIG_V1_SIZE);
         } else {
             given = *config;
         }
@@ -260,19 +278,31 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
      * measured points have one KV head, so the rule counts queries, not rows. */
     if (config->kernel == PW_KERNEL_UNION4 && problem->num_tokens > 0) {
         const int64_t entries = (int64_t)problem->num_requests * problem->max_pages_per_request;
-        const int64_t max_tiles = config->vt_max_pages > 0 ? config->vt_max_pages : PW_PLAN_VT_DEFAULT_PAGES;
+        const int64_t selections = (int64_t)problem->num_tokens * problem->topk;
+        /* Default: 2048 tiles per KV head, and 1 GiB of tiles in all for many KV heads. */
+        int64_t max_tiles = PW_PLAN_VT_DEFAULT_PAGES;
+        if (max_tiles > PW_PLAN_VT_DEFAULT_TOTAL / problem->num_kv_heads)
+            max_tiles = PW_PLAN_VT_DEFAULT_TOTAL / problem->num_kv_heads > 0
+                            ? PW_PLAN_VT_DEFAULT_TOTAL / problem->num_kv_heads
+                            : 1;
+        if (config->vt_max_pages > 0) max_tiles = config->vt_max_pages;
         int64_t cap = entries < max_tiles ? entries : max_tiles;
-        const int scan_fits = entries * problem->num_kv_heads / 256 < PW_PLAN_VT_MAX_SCAN_CTAS;
         if (config->flags & PW_PLAN_VT_PREPASS) {
             plan->vt_prepass = 1;
         } else if (!(config->flags & PW_PLAN_NO_VT_PREPASS) && problem->num_tokens >= PW_PLAN_VT_MIN_QUERIES &&
-                   scan_fits) {
-            /* The rule's second half is on the device: a KV head runs on the tiles only when
-             * its unions touch at most N x K / 64 pages (each page selected 64 times on
-             * average), so C never exceeds that. */
-            const int64_t pays = (int64_t)problem->num_tokens * problem->topk / PW_PLAN_VT_MIN_PER_PAGE;
+                   entries <= PW_PLAN_VT_MAX_ENTRIES_PER_SELECTION * selections && vt_scan_fits(problem)) {
+            /* Host half: enough queries, and a table whose per-call memset and scan (one
+             * byte and one thread per entry) stay small against the call (at most 4 entries
+             * per selection: an engine's 8,192-column table for 4,096 queries of one
+             * request, 32 requests at 16,384 queries). Device half: a KV head runs on the
+             * tiles only when its unions touch at most N x K / 64 pages (each page selected
+             * 64 times on average), so C never exceeds that. */
+            const int64_t pays = selections / PW_PLAN_VT_MIN_PER_PAGE;
             if (cap > pays) cap = pays;
-            plan->vt_prepass = 1;
+            /* Where a KV head may fall back (more entries than tiles), the fallback's extra
+             * launches cost ~10 us (H200: 4,096 queries over 256K / 1M tokens, +2.4-3.0%);
+             * only chunks of 8,192+ queries take that risk (bench/NOTES.md v8.1). */
+            plan->vt_prepass = entries <= cap || problem->num_tokens >= PW_PLAN_VT_MIN_QUERIES_WIDE;
         }
         plan->vt_capacity = cap;
     }

@@ -58,14 +58,16 @@ static void test_workspace_size_formula(void **state)
         expect += align256((size_t)hkv * mg * 128);
         /* pw_regroup_workspace_size is 0 today (documented); the plan adds it as it is. */
         /* The default kernel (Union4) with the V^T pre-pass (the host half of the rule of
-         * pageweaver.h: N >= 4096): touched bytes and int32 tile slots [Hkv, R, max_pages],
+         * pageweaver.h: N >= 4096, R x max_pages <= 4 x N x K, always here): touched bytes
+         * and int32 tile slots [Hkv, R, max_pages],
          * the tile list (int64), the counts and the 16 KiB tiles, C = min(R x max_pages,
          * N x K / 64, 2048) per KV head. */
-        if (n >= 4096) {
+        size_t cap = (size_t)r * 512;
+        if (cap > (size_t)n * 16 / 64) cap = (size_t)n * 16 / 64;
+        if (cap > 2048) cap = 2048;
+        /* ... and, where a KV head may fall back (R x max_pages > C), N >= 8192. */
+        if (n >= 4096 && ((size_t)r * 512 <= cap || n >= 8192)) {
             const size_t entries = (size_t)hkv * (size_t)r * 512;
-            size_t cap = (size_t)r * 512;
-            if (cap > (size_t)n * 16 / 64) cap = (size_t)n * 16 / 64;
-            if (cap > 2048) cap = 2048;
             expect += align256(entries) + align256(entries * 4) + align256((size_t)hkv * cap * 8) +
                       align256((size_t)hkv * 4) + align256((size_t)hkv * cap * 16384);
         }
@@ -214,8 +216,67 @@ static void test_create_errors(void **state)
     cfg.vt_max_pages = -1;
     assert_int_equal(pw_plan_create(&engine, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(pw_last_error(), "vt_max_pages"));
+    cfg.vt_max_pages = 0;
+    /* Many KV heads: the default tile limit keeps 1 GiB of tiles in all (65536 / 64 = 1024
+     * per KV head). */
+    pw_problem_t heads = engine;
+    heads.num_kv_heads = 64;
+    heads.num_requests = 1;
+    cfg.flags = PW_PLAN_NO_VT_PREPASS;
+    assert_pw_ok(pw_plan_create(&heads, &cfg, &plan));
+    assert_pw_ok(pw_plan_workspace_size(plan, &without));
+    pw_plan_destroy(plan);
+    cfg.flags = 0;
+    assert_pw_ok(pw_plan_create(&heads, &cfg, &plan));
+    assert_pw_ok(pw_plan_workspace_size(plan, &with));
+    pw_plan_destroy(plan);
+    assert_int_equal(with - without, align256(64 * 8192) + align256(64 * 8192 * 4) + align256(64 * 4) +
+                                         align256(64 * 1024 * 8) + align256((size_t)64 * 1024 * 16384));
+    /* A table with more than 4 entries per selection: the rule leaves the pre-pass out (its
+     * per-call clear and scan cover every entry); forcing it still works. */
+    pw_problem_t widest = fast_problem(8192, 1, 1);
+    widest.max_pages_per_request = 4 * 8192 * 16 + 1;
+    widest.num_cache_pages = 1000;
+    cfg.flags = PW_PLAN_NO_VT_PREPASS;
+    assert_pw_ok(pw_plan_create(&widest, &cfg, &plan));
+    assert_pw_ok(pw_plan_workspace_size(plan, &without));
+    pw_plan_destroy(plan);
+    cfg.flags = 0;
+    assert_pw_ok(pw_plan_create(&widest, &cfg, &plan));
+    assert_pw_ok(pw_plan_workspace_size(plan, &with));
+    pw_plan_destroy(plan);
+    assert_int_equal(with, without);
+    widest.max_pages_per_request -= 1; /* exactly 4 per selection: the rule takes it */
+    assert_pw_ok(pw_plan_create(&widest, &cfg, &plan));
+    assert_pw_ok(pw_plan_workspace_size(plan, &with));
+    pw_plan_destroy(plan);
+    assert_true(with > without);
+    /* Fewer than 8,192 queries on a table with more entries than tiles (a KV head may fall
+     * back): the rule leaves it out; with as many entries as tiles it takes it. */
+    pw_problem_t mid = fast_problem(4096, 1, 1); /* C = min(entries, 4096 x 16 / 64 = 1024, 2048) */
+    mid.max_pages_per_request = 1025;
+    mid.num_cache_pages = 1025;
+    cfg.flags = PW_PLAN_NO_VT_PREPASS;
+    assert_pw_ok(pw_plan_create(&mid, &cfg, &plan));
+    assert_pw_ok(pw_plan_workspace_size(plan, &without));
+    pw_plan_destroy(plan);
+    cfg.flags = 0;
+    assert_pw_ok(pw_plan_create(&mid, &cfg, &plan));
+    assert_pw_ok(pw_plan_workspace_size(plan, &with));
+    pw_plan_destroy(plan);
+    assert_int_equal(with, without);
+    mid.max_pages_per_request = 1024;
+    assert_pw_ok(pw_plan_create(&mid, &cfg, &plan));
+    assert_pw_ok(pw_plan_workspace_size(plan, &with));
+    pw_plan_destroy(plan);
+    assert_true(with > without);
     /* A config of the size before vt_max_pages is read with the default; smaller is an error. */
     cfg = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
+    cfg.flags = PW_PLAN_NO_VT_PREPASS;
+    assert_pw_ok(pw_plan_create(&engine, &cfg, &plan));
+    assert_pw_ok(pw_plan_workspace_size(plan, &without));
+    pw_plan_destroy(plan);
+    cfg.flags = 0;
     cfg.vt_max_pages = -1; /* not read */
     cfg.struct_size = (uint32_t)offsetof(pw_plan_config_t, vt_max_pages);
     assert_pw_ok(pw_plan_create(&engine, &cfg, &plan));
@@ -224,6 +285,13 @@ static void test_create_errors(void **state)
     assert_int_equal(with - without, e_fixed + align256(2048 * 8) + align256((size_t)2048 * 16384));
     cfg.struct_size -= 4;
     assert_int_equal(pw_plan_create(&engine, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
+    /* A 16-byte object: refused without reading past it (the size is checked first). */
+    uint32_t *small = calloc(4, sizeof *small);
+    assert_non_null(small);
+    small[0] = 16;
+    assert_int_equal(pw_plan_create(&engine, (const pw_plan_config_t *)(void *)small, &plan),
+                     PW_ERROR_INVALID_ARGUMENT);
+    free(small);
     cfg = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
     /* Device limits are plan-creation errors, not failures half-way through a call: the
      * pre-pass scan's grid (Hkv x R x max_pages / 256 < 2^31 - 1; the rule falls back to the

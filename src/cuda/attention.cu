@@ -152,7 +152,8 @@ static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int k
         if (tid < kTopK) {
             const int32_t *row = p.topk_ids + ((int64_t)kv_head * p.num_tokens + query_row) * kTopK;
             const int32_t id = row[tid];
-            const bool valid = id >= 0 && (int64_t)id <= query_limit / kPageSize;
+            // query_limit < 0 (no visible token: broken device lengths) keeps nothing.
+            const bool valid = id >= 0 && query_limit >= 0 && (int64_t)id <= query_limit / kPageSize;
             bool first = valid;
             for (int k = 0; k < tid; k++) first = first && row[k] != id;
             if (first) {

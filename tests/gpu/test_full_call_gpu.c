@@ -824,6 +824,91 @@ static void test_vt_capacity(void **state)
     pw_capture_free(c);
 }
 
+/* A captured graph whose replays cross the V^T pre-pass's capacity: with a capacity of 20
+ * tiles per KV head, random selections (50+ touched pages per head) run every head on the
+ * fallback kernel, selections folded onto pages 0..3 of each request (at most 16 touched
+ * pages per head) on the tiles; replays alternate between them and must give the outputs of
+ * the plan without the pre-pass, bitwise, each time. */
+static void test_vt_graph_crosses_capacity(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x67a9cull);
+    pw_capture_t *c = make_problem(&rng);
+    const pw_problem_t *p = &c->problem;
+    const size_t ids = (size_t)p->num_kv_heads * p->num_tokens * 16;
+    int32_t *spread = malloc(ids * 4), *folded = malloc(ids * 4);
+    assert_non_null(spread);
+    assert_non_null(folded);
+    memcpy(spread, c->topk_ids, ids * 4);
+    for (size_t i = 0; i < ids; i++) folded[i] = spread[i] >= 0 ? spread[i] % 4 : spread[i];
+    device_problem_t d;
+    device_alloc(p, &d);
+    upload(c, &d, 1);
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    const pw_attention_args_t args = device_args(p, &d);
+    pw_plan_t *plain_plan = make_plan(p, PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION4, PW_PLAN_NO_VT_PREPASS, &d);
+    pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
+    cfg.regroup = PW_REGROUP_GUARDED;
+    cfg.flags = PW_PLAN_VT_PREPASS;
+    cfg.vt_max_pages = 20;
+    pw_plan_t *plan = NULL;
+    assert_pw_ok(pw_plan_create(p, &cfg, &plan));
+    size_t bytes = 0;
+    assert_pw_ok(pw_plan_workspace_size(plan, &bytes));
+    void *ws = NULL;
+    CUDA_OK(cudaMalloc(&ws, bytes));
+    assert_pw_ok(pw_sparse_prefill(plan, &args, NULL, ws, bytes, (pw_stream_t)s)); /* warm-up */
+    CUDA_OK(cudaStreamSynchronize(s));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    const pw_status_t st = pw_sparse_prefill(plan, &args, NULL, ws, bytes, (pw_stream_t)s);
+    CUDA_OK(cudaStreamEndCapture(s, &graph));
+    assert_pw_ok(st);
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    result_t plain, replay;
+    result_alloc(p, &plain);
+    result_alloc(p, &replay);
+    int32_t *perm = malloc((size_t)p->num_kv_heads * p->num_tokens * 4);
+    assert_non_null(perm);
+    for (int round = 0; round < 4; round++) {
+        memcpy(c->topk_ids, round % 2 ? folded : spread, ids * 4);
+        put(d.topk, c->topk_ids, ids * 4);
+        const pw_requests_t rq = pw_capture_requests(c);
+        pw_grouping_t g = PW_GROUPING_INIT;
+        assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm));
+        const int64_t t0 = touched_pages(c, perm, 0), t1 = touched_pages(c, perm, 1);
+        poison(p, &d, s);
+        assert_pw_ok(pw_sparse_prefill(plain_plan, &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
+        fetch(p, &d, s, &plain);
+        poison(p, &d, s);
+        CUDA_OK(cudaGraphLaunch(exec, s));
+        fetch(p, &d, s, &replay);
+        const int same = same_result(p, &replay, &plain);
+        printf("  V^T capacity 20, graph replay %d: touched pages %lld / %lld (%s): == no pre-pass: %s\n", round,
+               (long long)t0, (long long)t1, t0 > 20 && t1 > 20 ? "both heads fall back" : t0 <= 20 && t1 <= 20 ? "both on tiles" : "mixed",
+               same ? "bitwise" : "DIFFERENT");
+        assert_true(same);
+        if (round % 2) assert_true(t0 <= 20 && t1 <= 20);
+        else assert_true(t0 > 20 && t1 > 20);
+    }
+    free(perm);
+    free(spread);
+    free(folded);
+    result_free(&plain);
+    result_free(&replay);
+    CUDA_OK(cudaGraphExecDestroy(exec));
+    CUDA_OK(cudaGraphDestroy(graph));
+    CUDA_OK(cudaFree(ws));
+    pw_plan_destroy(plan);
+    pw_plan_destroy(plain_plan);
+    CUDA_OK(cudaStreamDestroy(s));
+    device_free(&d);
+    pw_capture_free(c);
+}
+
 /* Argument errors are reported before anything is enqueued. */
 static void test_errors(void **state)
 {
@@ -870,6 +955,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_graph_replay_new_inputs),
         cmocka_unit_test(test_kv_len_past_page_table),
         cmocka_unit_test(test_vt_capacity),
+        cmocka_unit_test(test_vt_graph_crosses_capacity),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
