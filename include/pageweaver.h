@@ -630,6 +630,12 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  *     max_pages_per_request exceeds the direct-indexed bound, 2048 pages at W128 / 4096
  *     at W64, else 1)   (C_online: regroup + union preparation in the call),
  *   regroup iff saving_us > cost_us + margin_us.
+ * The host cannot see the real context lengths: a page table wider than the direct bound
+ * (an engine's table sized for its longest context) makes the guard assume the hash path,
+ * although the regroup kernel picks the direct path per window when that window's pages
+ * fit (H200: A-hot on an 8,192-column table, C_online 12-15 us measured vs 35 us assumed).
+ * Large chunks still regroup; chunks near the threshold (~4,096 queries) then keep
+ * identity order, forgoing a few us.
  * The constants are H200 measurements of the default attention kernel, refitted by one
  * command from `pageweaver bench --json` output: python3 bench/fit_time_guard.py
  * BENCH.json --write src/time_guard_constants.h (docs/bench.md). */
