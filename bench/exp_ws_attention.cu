@@ -1,0 +1,511 @@
+/* exp_ws_attention.cu — issue 12's cheap experiments R1-R3 for the warp-specialised 8-query
+ * kernel, on synthetic pages (no library data, no correctness check: timing and the
+ * compiler's register report only). Not part of the library; bench/NOTES.md has the
+ * predictions and the results.
+ *
+ *   exp_ws_attention [--groups N] [--union U] [--density D] [--reps R]
+ *
+ * One persistent CTA per SM, three warpgroups: a producer (one thread issues the bulk
+ * copies of each union page's K and V^T tiles, 2 x 16 KiB, into a ring of kRing stages) and
+ * two consumers, each owning one 4-query half of an 8-query group (64 rows = one M64 wgmma
+ * tile), walking the group's union pages in order. Two rings of kRing stages, K and V^T,
+ * each streamed by its own producer thread (so that the K stream never waits for a V
+ * release): full barriers (the producer's expect_tx, 16 KiB) and empty barriers (256
+ * arrivals per page: 128 from each half, every thread of a consumer that used the page;
+ * for a half that skips it (MODE 2, SKIP), one count-128 arrival by the producer when it
+ * issues the copy; in MODE 0 / 1 every consumer waits for and releases every page, so no
+ * thread arrives for a later use of a stage before the earlier one completed: each phase
+ * of an empty barrier is one page). A consumer releases K(k) as soon as QK(k) is done,
+ * before it waits for K(k + 1); dependencies then only point to earlier pages, so the two
+ * consumers and two producers cannot wait on each other in a cycle.
+ *
+ * Variants (template MODE, SKIP, X2):
+ *   MODE 0  R1, stream only: consumers wait and release, no arithmetic.
+ *   MODE 1  consume, no overlap: per member page QK (wgmma, wait), softmax, PV.
+ *   MODE 2  consume with overlap (issue 12 item 2): the next member page's QK is issued
+ *           before this page's softmax (into the second score accumulator), when that
+ *           page's stage cannot depend on this page's release (it is < kRing pages ahead).
+ *           The consumer walks its own page list (the host's, [groups][2][kMaxUnion] union
+ *           indices) and the producer arrives for the pages it skips; PV in four N = 32
+ *           quarters (16-register fresh accumulators) to fit 240 registers.
+ *   SKIP    1: a consumer computes only the pages its half selected; 0: every union page
+ *           (the lock-step of the old Union8 cluster kernel), for R2's comparison.
+ *   X2      PW_PRECISION_FP8X2: QK and PV twice (Q and P as two FP8 terms).
+ * The arithmetic is the library's (attention_common.cuh: softmax_page, p_words,
+ * p_words_lo, the wgmma wrappers), on random FP8 tiles; outputs go to a buffer only to keep
+ * them live. R3 is ptxas's report for the MODE 2 consumers (setmaxnreg 240), read from
+ * `-Xptxas -v` of this file. */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention_common.cuh"
+
+namespace {
+
+using namespace pw;
+
+constexpr int kRing = 4;                      // stages of K + V^T (32 KiB each)
+constexpr int kConsumers = 2;                 // one per 4-query half of the 8-query group
+constexpr int kWsThreads = 128 * (1 + kConsumers);
+constexpr uint32_t kEmptyArrivals = 128 * kConsumers;
+
+struct __align__(1024) SmemWs {
+    uint8_t k[kRing][kTileBytes];
+    uint8_t vt[kRing][kTileBytes];
+    uint8_t q[kConsumers][kRows * kHeadDim];
+    uint8_t q_lo[kConsumers][kRows * kHeadDim];
+    uint64_t k_full[kRing], v_full[kRing];   // copy landed (the producer's expect_tx)
+    uint64_t k_empty[kRing], v_empty[kRing]; // 256 arrivals: each half's 128 threads, or the
+                                             // producer's count-128 arrival for a skipping half
+};
+constexpr size_t kSmemWs = sizeof(SmemWs) + 1024;
+static_assert(kSmemWs <= 227 * 1024, "shared-memory plan");
+
+struct ExpParams {
+    const uint8_t *k_tiles;   // [pool][16 KiB], any bytes (finite E4M3 codes)
+    const uint8_t *vt_tiles;  // [pool][16 KiB]
+    const int32_t *pages;     // [groups][kMaxUnion] page of the pool
+    const uint8_t *masks;     // [groups][kMaxUnion] bits 0-3: half 0's slots, 4-7: half 1's
+    const int32_t *union_size; // [groups]
+    const uint8_t *own;       // [groups][2][kMaxUnion] union indices each half computes (MODE 2)
+    const int32_t *own_count; // [groups][2]
+    int num_groups;
+    float *out;               // [gridDim.x][2][128 threads] one float per thread
+};
+
+// mbarrier.arrive with a count (PTX ISA 9.7.13.15.13, sm_90): `count` arrivals at once.
+__device__ __forceinline__ void mbarrier_arrive_count(uint64_t *bar, uint32_t count)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ uint32_t half_members(const ExpParams &p, int g, int i, int half)
+{
+    return (p.masks[(int64_t)g * kMaxUnion + i] >> (4 * half)) & 0xFu;
+}
+
+// wgmma m64n32k32, f32 += e4m3 x e4m3, A from registers (the m64n64k32 RS form's fragments),
+// B: 32 rows of N (K-major) from shared memory; d[4i..4i+3] as the wider forms, i < 4.
+__device__ __forceinline__ void wgmma_m64n32k32_rs(float (&d)[16], uint32_t a0, uint32_t a1, uint32_t a2,
+                                                   uint32_t a3, uint64_t desc_b, int scale_d)
+{
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "setp.ne.b32 p, %21, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16, %17, %18, %19}, %20, p, 1, 1;\n"
+                 "}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+                   "+f"(d[15])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "r"(scale_d));
+}
+
+__device__ __forceinline__ void fence_operand16(float (&d)[16])
+{
+#pragma unroll
+    for (int i = 0; i < 16; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// softmax_pv with PV in four N = 32 quarters (16-register fresh accumulators).
+template <bool X2>
+__device__ __forceinline__ void softmax_pv_quarters(float (&acc)[64], float (&o)[64], uint64_t desc_vt, uint32_t q,
+                                                    float f0, float f1, float &m0, float &m1, float &l0, float &l1)
+{
+    float alpha0, alpha1;
+    softmax_page<4>(acc, kPageSize - 1, q, f0, f1, m0, m1, l0, l1, alpha0, alpha1);
+    uint32_t pa[16];
+    uint32_t pl[X2 ? 16 : 1];
+#pragma unroll
+    for (int a = 0; a < 8; a++) {
+        p_words(acc, a, pa[2 * a], pa[2 * a + 1]);
+        if constexpr (X2) p_words_lo(acc, a, pa[2 * a], pa[2 * a + 1], pl[2 * a], pl[2 * a + 1]);
+    }
+#pragma unroll
+    for (int h = 0; h < 4; h++) {
+        float pv[16];
+        const uint64_t desc_b = desc_vt + (uint64_t)(h * 32 * kPageSize >> 4);
+        fence_operand16(pv);
+        wgmma_fence();
+#pragma unroll
+        for (int kb = 0; kb < kPageSize / 32; kb++)
+            wgmma_m64n32k32_rs(pv, pa[4 * kb], pa[4 * kb + 1], pa[4 * kb + 2], pa[4 * kb + 3], desc_b + 2 * kb,
+                               kb > 0);
+        if constexpr (X2) {
+#pragma unroll
+            for (int kb = 0; kb < kPageSize / 32; kb++)
+                wgmma_m64n32k32_rs(pv, pl[4 * kb], pl[4 * kb + 1], pl[4 * kb + 2], pl[4 * kb + 3], desc_b + 2 * kb,
+                                   1);
+        }
+        wgmma_commit_group();
+        wgmma_wait_group<0>();
+        fence_operand16(pv);
+#pragma unroll
+        for (int k = 0; k < 16; k++) o[16 * h + k] = fmaf(o[16 * h + k], (k % 4) < 2 ? alpha0 : alpha1, pv[k]);
+    }
+}
+
+// One consumer's work on one page's scores: softmax, P, PV (two N = 64 halves into fresh
+// accumulators), O update. Scores in acc (64 registers), dead afterwards.
+template <bool X2>
+__device__ __forceinline__ void softmax_pv(float (&acc)[64], float (&o)[64], uint64_t desc_vt, uint32_t q,
+                                           float f0, float f1, float &m0, float &m1, float &l0, float &l1)
+{
+    float alpha0, alpha1;
+    softmax_page<4>(acc, kPageSize - 1, q, f0, f1, m0, m1, l0, l1, alpha0, alpha1);
+    uint32_t pa[16];
+    uint32_t pl[X2 ? 16 : 1];
+#pragma unroll
+    for (int a = 0; a < 8; a++) {
+        p_words(acc, a, pa[2 * a], pa[2 * a + 1]);
+        if constexpr (X2) p_words_lo(acc, a, pa[2 * a], pa[2 * a + 1], pl[2 * a], pl[2 * a + 1]);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        float pv[32];
+        const uint64_t desc_b = desc_vt + (uint64_t)(h * 64 * kPageSize >> 4);
+        wgmma_fence_operand(pv);
+        wgmma_fence();
+#pragma unroll
+        for (int kb = 0; kb < kPageSize / 32; kb++)
+            wgmma_m64n64k32_f32_e4m3_rs(pv, pa[4 * kb], pa[4 * kb + 1], pa[4 * kb + 2], pa[4 * kb + 3],
+                                        desc_b + 2 * kb, kb > 0);
+        if constexpr (X2) {
+#pragma unroll
+            for (int kb = 0; kb < kPageSize / 32; kb++)
+                wgmma_m64n64k32_f32_e4m3_rs(pv, pl[4 * kb], pl[4 * kb + 1], pl[4 * kb + 2], pl[4 * kb + 3],
+                                            desc_b + 2 * kb, 1);
+        }
+        wgmma_commit_group();
+        wgmma_wait_group<0>();
+        wgmma_fence_operand(pv);
+#pragma unroll
+        for (int k = 0; k < 32; k++) o[32 * h + k] = fmaf(o[32 * h + k], (k % 4) < 2 ? alpha0 : alpha1, pv[k]);
+    }
+}
+
+template <bool X2>
+__device__ __forceinline__ void issue_qk(float (&acc)[64], uint64_t desc_q, uint64_t desc_q_lo, uint64_t desc_k)
+{
+    wgmma_fence_operand(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int kb = 0; kb < kHeadDim / 32; kb++)
+        wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, kb > 0);
+    if constexpr (X2) {
+#pragma unroll
+        for (int kb = 0; kb < kHeadDim / 32; kb++)
+            wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q_lo + 2 * kb, desc_k + 2 * kb, 1);
+    }
+    wgmma_commit_group();
+}
+
+template <int MODE, bool SKIP, bool X2>
+__global__ void __launch_bounds__(kWsThreads, 1) ws_kernel(const ExpParams p)
+{
+    extern __shared__ uint8_t smem_raw[];
+    SmemWs &sm = *reinterpret_cast<SmemWs *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                             ~static_cast<uintptr_t>(1023));
+    const int tid = threadIdx.x, wg = tid / 128, t = tid % 128;
+    if (tid == 0) {
+        for (int s = 0; s < kRing; s++) {
+            mbarrier_init(&sm.k_full[s], 1);
+            mbarrier_init(&sm.v_full[s], 1);
+            mbarrier_init(&sm.k_empty[s], kEmptyArrivals);
+            mbarrier_init(&sm.v_empty[s], kEmptyArrivals);
+        }
+        fence_mbarrier_init_release_cluster();
+    }
+    // Synthetic Q (both terms): finite E4M3 codes, the same for every group.
+    for (int i = tid; i < kConsumers * kRows * kHeadDim / 4; i += kWsThreads) {
+        reinterpret_cast<uint32_t *>(sm.q)[i] = 0x38303438u ^ (uint32_t)(i * 0x01010101u & 0x07070707u);
+        reinterpret_cast<uint32_t *>(sm.q_lo)[i] = 0x20182028u ^ (uint32_t)(i * 0x01000101u & 0x07070707u);
+    }
+    fence_proxy_async_shared_cta();
+    __syncthreads();
+
+    if (wg == 0) { // ---- producers: warp 0 streams K, warp 1 streams V^T (one thread each)
+        setmaxnreg_dec<24>();
+        if (t != 0 && t != 32) return;
+        const bool is_k = t == 0;
+        uint64_t *const full = is_k ? sm.k_full : sm.v_full;
+        uint64_t *const empty = is_k ? sm.k_empty : sm.v_empty;
+        const uint8_t *const src = is_k ? p.k_tiles : p.vt_tiles;
+        const uint64_t keep = createpolicy_evict_last();
+        uint32_t use = 0; // pages issued so far (ring position)
+        for (int g = blockIdx.x; g < p.num_groups; g += gridDim.x) {
+            const int n = p.union_size[g];
+            for (int i = 0; i < n; i++, use++) {
+                const int s = (int)(use % kRing);
+                if (use >= kRing) mbarrier_wait_parity(&empty[s], ((use / kRing) - 1) & 1u);
+                const int32_t page = p.pages[(int64_t)g * kMaxUnion + i];
+                mbarrier_arrive_expect_tx(&full[s], kTileBytes);
+                bulk_load(is_k ? sm.k[s] : sm.vt[s], src + (int64_t)page * kTileBytes, kTileBytes, &full[s], keep);
+                if (SKIP && MODE == 2) { // the halves that skip the page: their 128 arrivals
+                    const uint32_t m = p.masks[(int64_t)g * kMaxUnion + i];
+                    const uint32_t skipping = ((m & 0x0fu) == 0u) + ((m & 0xf0u) == 0u);
+                    if (skipping) mbarrier_arrive_count(&empty[s], 128u * skipping);
+                }
+            }
+        }
+        return;
+    }
+
+    // ---- consumers: warpgroup 1 owns half 0, warpgroup 2 half 1
+    setmaxnreg_inc<240>();
+    const int half = wg - 1, lane = t % 32;
+    const uint32_t q = lane % 4;
+    const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q[half]);
+    const uint64_t desc_q_lo = wgmma_desc_k_major_sw128(sm.q_lo[half]);
+    const float f0 = 0.01f, f1 = 0.01f;
+    float sink = 0.0f;
+    uint32_t use = 0; // this consumer's position in the ring (the same sequence as the producers')
+    auto wait_k = [&](uint32_t u) { mbarrier_wait_parity(&sm.k_full[u % kRing], (u / kRing) & 1u); };
+    auto wait_v = [&](uint32_t u) { mbarrier_wait_parity(&sm.v_full[u % kRing], (u / kRing) & 1u); };
+    auto release_k = [&](uint32_t u) { mbarrier_arrive(&sm.k_empty[u % kRing]); };
+    auto release_v = [&](uint32_t u) { mbarrier_arrive(&sm.v_empty[u % kRing]); };
+    for (int g = blockIdx.x; g < p.num_groups; g += gridDim.x) {
+        const int n = p.union_size[g];
+        float o[64];
+#pragma unroll
+        for (int k = 0; k < 64; k++) o[k] = 0.0f;
+        float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+        if constexpr (MODE == 0) {
+            for (int i = 0; i < n; i++) {
+                wait_k(use + i);
+                wait_v(use + i);
+                release_k(use + i);
+                release_v(use + i);
+            }
+        } else if constexpr (MODE == 1) {
+            float acc[64];
+            for (int i = 0; i < n; i++) {
+                const uint32_t u = use + i, s = u % kRing;
+                wait_k(u);
+                wait_v(u);
+                if (!SKIP || half_members(p, g, i, half) != 0u) {
+                    issue_qk<X2>(acc, desc_q, desc_q_lo, wgmma_desc_k_major_sw128(sm.k[s]));
+                    wgmma_wait_group<0>();
+                    wgmma_fence_operand(acc);
+                    softmax_pv<X2>(acc, o, wgmma_desc_k_major_sw128(sm.vt[s]), q, f0, f1, m0, m1, l0, l1);
+                }
+                release_k(u);
+                release_v(u);
+            }
+        } else {
+            // A static schedule, as ptxas wants it for overlapped wgmmas: page k's QK is in
+            // flight when step k starts; step k waits for it, releases K(k), issues QK(k + 1)
+            // (waiting only for K(k + 1): K is released one page ahead of V, so the wait never
+            // needs this consumer's own V release), then softmax(k) under QK(k + 1), PV(k),
+            // V(k) released. Two score accumulators in turn (the loop unrolled by two); the
+            // last page's step is peeled (no next QK). Control values are warp-uniform redux
+            // results, so ptxas sees no divergent branch around the wgmmas.
+            float acc_a[64], acc_b[64];
+            const int cnt = (int)__reduce_min_sync(0xffffffffu, (uint32_t)(SKIP ? p.own_count[2 * g + half] : n));
+            const uint8_t *own = p.own + ((int64_t)g * 2 + half) * kMaxUnion;
+            auto ring = [&](int k) -> uint32_t {
+                return __reduce_min_sync(0xffffffffu, use + (SKIP ? (uint32_t)own[k] : (uint32_t)k));
+            };
+            auto step = [&](int k, float (&cur)[64], float (&nxt)[64], bool last) {
+                const uint32_t u = ring(k);
+                wgmma_wait_group<0>(); // QK(k)
+                wgmma_fence_operand(cur);
+                release_k(u);
+                if (!last) {
+                    const uint32_t un = ring(k + 1);
+                    wait_k(un);
+                    issue_qk<X2>(nxt, desc_q, desc_q_lo, wgmma_desc_k_major_sw128(sm.k[un % kRing]));
+                }
+                wait_v(u);
+                softmax_pv_quarters<X2>(cur, o, wgmma_desc_k_major_sw128(sm.vt[u % kRing]), q, f0, f1, m0, m1, l0,
+                                        l1);
+                release_v(u);
+            };
+            if (cnt > 0) {
+                const uint32_t u0 = ring(0);
+                wait_k(u0);
+                issue_qk<X2>(acc_a, desc_q, desc_q_lo, wgmma_desc_k_major_sw128(sm.k[u0 % kRing]));
+                int k = 0;
+                for (; k + 2 < cnt; k += 2) { // two full steps, each with a next page
+                    step(k, acc_a, acc_b, false);
+                    step(k + 1, acc_b, acc_a, false);
+                }
+                if (k + 1 < cnt) { // two pages left: k (acc_a in flight) and k + 1
+                    step(k, acc_a, acc_b, false);
+                    step(k + 1, acc_b, acc_a, true);
+                } else { // one page left: k (acc_a in flight)
+                    step(k, acc_a, acc_b, true);
+                }
+            }
+            wgmma_wait_group<0>();
+        }
+        use += (uint32_t)n;
+        float s = l0 + l1 + m0 * 1e-30f;
+#pragma unroll
+        for (int k = 0; k < 64; k++) s += o[k];
+        sink += s;
+    }
+    p.out[((int64_t)blockIdx.x * kConsumers + half) * 128 + t] = sink;
+}
+
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        cudaError_t e_ = (x);                                                                      \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));   \
+            return 1;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+template <int MODE, bool SKIP, bool X2>
+int run_variant(const char *name, const ExpParams &p, int ctas, int reps, double page_steps, double half_steps)
+{
+    void (*k)(ExpParams) = ws_kernel<MODE, SKIP, X2>;
+    CK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmemWs));
+    k<<<ctas, kWsThreads, kSmemWs>>>(p); // warm-up
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    float best = 1e30f, total = 0.0f;
+    for (int r = 0; r < reps; r++) {
+        CK(cudaEventRecord(a));
+        k<<<ctas, kWsThreads, kSmemWs>>>(p);
+        CK(cudaEventRecord(b));
+        CK(cudaEventSynchronize(b));
+        CK(cudaGetLastError());
+        float ms = 0.0f;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        best = ms < best ? ms : best;
+        total += ms;
+    }
+    const double flop_per_half_step = 4.0 * 64 * 128 * 128 * (X2 ? 2 : 1); // QK + PV, 64 rows
+    const double steps = MODE == 0 ? 0.0 : SKIP ? half_steps : 2.0 * page_steps;
+    printf("%-34s min %8.1f us  mean %8.1f us  %6.0f executed TFLOP/s\n", name, best * 1e3, total / reps * 1e3,
+           steps * flop_per_half_step / (best * 1e-3) / 1e12);
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    int groups = 1909, union_pages = 48, reps = 20, pool = 504;
+    double density = 0.705; // A-hot W128: C_4 / (2 x union visits) = 127,847 / 181,566
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--groups")) groups = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--union")) union_pages = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--density")) density = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+        else {
+            fprintf(stderr, "usage: exp_ws_attention [--groups N] [--union U] [--density D] [--reps R]\n");
+            return 2;
+        }
+    }
+    if (union_pages < 1 || union_pages > kMaxUnion || groups < 1) {
+        fprintf(stderr, "--union must be 1..%d, --groups >= 1\n", kMaxUnion);
+        return 2;
+    }
+    int dev = 0, sms = 0;
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess || prop.major != 9) {
+        printf("SKIP: needs an sm_90 GPU\n");
+        return 77;
+    }
+    sms = prop.multiProcessorCount;
+    // Synthetic inputs (fixed seed): tiles of finite E4M3 codes, random pages of a pool,
+    // member bits with the given per-half density (each computed page has >= 1 member).
+    const size_t tiles = (size_t)pool * kTileBytes;
+    uint8_t *h_tiles = (uint8_t *)malloc(tiles);
+    int32_t *h_pages = (int32_t *)calloc((size_t)groups * kMaxUnion, 4);
+    uint8_t *h_masks = (uint8_t *)calloc((size_t)groups * kMaxUnion, 1);
+    int32_t *h_sizes = (int32_t *)malloc((size_t)groups * 4);
+    uint8_t *h_own = (uint8_t *)calloc((size_t)groups * 2 * kMaxUnion, 1);
+    int32_t *h_own_count = (int32_t *)calloc((size_t)groups * 2, 4);
+    if (!h_tiles || !h_pages || !h_masks || !h_sizes || !h_own || !h_own_count) return 1;
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    auto rnd = [&]() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        return x;
+    };
+    for (size_t i = 0; i < tiles; i++) h_tiles[i] = (uint8_t)(rnd() & 0x37u) | (uint8_t)((rnd() & 1u) << 7);
+    double page_steps = 0.0, half_steps = 0.0;
+    for (int g = 0; g < groups; g++) {
+        h_sizes[g] = union_pages;
+        for (int i = 0; i < union_pages; i++) {
+            h_pages[(size_t)g * kMaxUnion + i] = (int32_t)(rnd() % (uint64_t)pool);
+            uint8_t m = 0;
+            for (int h = 0; h < 2; h++)
+                if ((double)(rnd() % 1000000) / 1e6 < density) m |= (uint8_t)((1u << (rnd() % 4)) << (4 * h));
+            if (!m) m = (uint8_t)(1u << (rnd() % 8)); // a union page has a member somewhere
+            h_masks[(size_t)g * kMaxUnion + i] = m;
+            for (int h = 0; h < 2; h++)
+                if ((m >> (4 * h)) & 0xfu) h_own[((size_t)g * 2 + h) * kMaxUnion + h_own_count[2 * g + h]++] = (uint8_t)i;
+            half_steps += ((m & 0x0f) != 0) + ((m & 0xf0) != 0);
+            page_steps += 1.0;
+        }
+    }
+    ExpParams p;
+    uint8_t *d_k = nullptr, *d_vt = nullptr, *d_masks = nullptr;
+    int32_t *d_pages = nullptr, *d_sizes = nullptr, *d_own_count = nullptr;
+    uint8_t *d_own = nullptr;
+    float *d_out = nullptr;
+    CK(cudaMalloc(&d_k, tiles));
+    CK(cudaMalloc(&d_vt, tiles));
+    CK(cudaMalloc(&d_pages, (size_t)groups * kMaxUnion * 4));
+    CK(cudaMalloc(&d_masks, (size_t)groups * kMaxUnion));
+    CK(cudaMalloc(&d_sizes, (size_t)groups * 4));
+    CK(cudaMalloc(&d_own, (size_t)groups * 2 * kMaxUnion));
+    CK(cudaMalloc(&d_own_count, (size_t)groups * 2 * 4));
+    CK(cudaMemcpy(d_own, h_own, (size_t)groups * 2 * kMaxUnion, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_own_count, h_own_count, (size_t)groups * 2 * 4, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&d_out, (size_t)sms * kConsumers * 128 * 4));
+    CK(cudaMemcpy(d_k, h_tiles, tiles, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_vt, h_tiles, tiles, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_pages, h_pages, (size_t)groups * kMaxUnion * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_masks, h_masks, (size_t)groups * kMaxUnion, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_sizes, h_sizes, (size_t)groups * 4, cudaMemcpyHostToDevice));
+    p.k_tiles = d_k;
+    p.vt_tiles = d_vt;
+    p.pages = d_pages;
+    p.masks = d_masks;
+    p.union_size = d_sizes;
+    p.own = d_own;
+    p.own_count = d_own_count;
+    p.num_groups = groups;
+    p.out = d_out;
+    printf("exp_ws_attention: %s, %d SMs; %d groups x %d union pages (pool %d), per-half member density %.3f: "
+           "%.0f union page visits, %.0f half steps (C_4)\n",
+           prop.name, sms, groups, union_pages, pool, density, page_steps, half_steps);
+    int rc = 0;
+    rc |= run_variant<0, true, false>("R1 stream only", p, sms, reps, page_steps, half_steps);
+    rc |= run_variant<1, true, false>("FP8   no overlap, own pages", p, sms, reps, page_steps, half_steps);
+    rc |= run_variant<1, false, false>("FP8   no overlap, every page", p, sms, reps, page_steps, half_steps);
+    rc |= run_variant<2, true, false>("FP8   overlap, own pages", p, sms, reps, page_steps, half_steps);
+    rc |= run_variant<2, false, false>("FP8   overlap, every page", p, sms, reps, page_steps, half_steps);
+    rc |= run_variant<1, true, true>("FP8X2 no overlap, own pages", p, sms, reps, page_steps, half_steps);
+    rc |= run_variant<2, true, true>("FP8X2 overlap, own pages", p, sms, reps, page_steps, half_steps);
+    rc |= run_variant<2, false, true>("FP8X2 overlap, every page", p, sms, reps, page_steps, half_steps);
+    cudaFree(d_k);
+    cudaFree(d_vt);
+    cudaFree(d_pages);
+    cudaFree(d_masks);
+    cudaFree(d_sizes);
+    cudaFree(d_own);
+    cudaFree(d_own_count);
+    free(h_own);
+    free(h_own_count);
+    cudaFree(d_out);
+    free(h_tiles);
+    free(h_pages);
+    free(h_masks);
+    free(h_sizes);
+    return rc;
+}
