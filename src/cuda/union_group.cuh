@@ -114,6 +114,10 @@ static __device__ __forceinline__ void union_group_emit(uint32_t (&key)[4], int 
         rank += __popc(ballot & lanes_lt);
         size += __popc(ballot);
     }
+    /* A warp that emits several groups with one scratch (the fused regroup kernel): the
+     * previous group's reads of s_pages (other lanes' entries, on the unvectorised path) are
+     * done before this lane clears its entries. */
+    __syncwarp();
     reinterpret_cast<int4 *>(s_pages)[lane] = make_int4(-1, -1, -1, -1);
     s_masks[lane] = 0u;
     __syncwarp();
