@@ -71,6 +71,7 @@ struct ExpParams {
     const int32_t *union_size; // [groups]
     const uint8_t *own;       // [groups][2][kMaxUnion] union indices each half computes (MODE 2)
     const int32_t *own_count; // [groups][2]
+    const uint16_t *q;        // [groups][2][64 rows][128] BF16 (QLOAD)
     int num_groups;
     float *out;               // [gridDim.x][2][128 threads] one float per thread
 };
@@ -202,7 +203,44 @@ __device__ __forceinline__ void issue_qk(float (&acc)[64], uint64_t desc_q, uint
     wgmma_commit_group();
 }
 
-template <int MODE, bool SKIP, bool X2>
+// QLOAD: each consumer loads its half's 64 x 128 BF16 Q of the group and writes it as FP8
+// (and the second term) into its swizzled Q tile before the group's first QK: the per-group
+// prologue the persistent kernel pays (here not overlapped with the previous group's tail;
+// a constant scale stands in for the per-row amax reduction).
+template <bool X2>
+__device__ __forceinline__ void load_q_half(const uint16_t *src, uint8_t *q, uint8_t *q_lo, int t, int half)
+{
+    for (int c = t; c < kRows * kHeadDim / 16; c += 128) { // one 16-element chunk per step
+        const int row = c / 8, chunk = c % 8;
+        const uint4 a = __ldg(reinterpret_cast<const uint4 *>(src + row * kHeadDim + chunk * 16));
+        const uint4 b = __ldg(reinterpret_cast<const uint4 *>(src + row * kHeadDim + chunk * 16 + 8));
+        const uint32_t w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+        uint32_t hi[4], lo[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const float x0 = __uint_as_float(w[2 * k] << 16) * 8.0f, x1 = __uint_as_float(w[2 * k] & 0xffff0000u) * 8.0f;
+            const float x2 = __uint_as_float(w[2 * k + 1] << 16) * 8.0f,
+                        x3 = __uint_as_float(w[2 * k + 1] & 0xffff0000u) * 8.0f;
+            const uint16_t h01 = cvt_e4m3x2_rn_satfinite(x0, x1), h23 = cvt_e4m3x2_rn_satfinite(x2, x3);
+            hi[k] = (uint32_t)h01 | ((uint32_t)h23 << 16);
+            if constexpr (X2) {
+                float r0, r1, r2, r3;
+                e4m3x2_to_float2(h01, r0, r1);
+                e4m3x2_to_float2(h23, r2, r3);
+                lo[k] = (uint32_t)cvt_e4m3x2_rn_satfinite((x0 - r0) * 16.0f, (x1 - r1) * 16.0f) |
+                        ((uint32_t)cvt_e4m3x2_rn_satfinite((x2 - r2) * 16.0f, (x3 - r3) * 16.0f) << 16);
+            }
+        }
+        st_shared_v4_u32(smem_u32(q) + sw128((uint32_t)row, (uint32_t)chunk), make_uint4(hi[0], hi[1], hi[2], hi[3]));
+        if constexpr (X2)
+            st_shared_v4_u32(smem_u32(q_lo) + sw128((uint32_t)row, (uint32_t)chunk),
+                             make_uint4(lo[0], lo[1], lo[2], lo[3]));
+    }
+    fence_proxy_async_shared_cta();   // generic stores -> the wgmma's reads
+    bar_sync_named(1 + half, 128);    // this consumer warpgroup only
+}
+
+template <int MODE, bool SKIP, bool X2, bool QLOAD = false>
 __global__ void __launch_bounds__(kWsThreads, 1) ws_kernel(const ExpParams p)
 {
     extern __shared__ uint8_t smem_raw[];
@@ -303,6 +341,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) ws_kernel(const ExpParams p)
             // last page's step is peeled (no next QK). Control values are warp-uniform redux
             // results, so ptxas sees no divergent branch around the wgmmas.
             float acc_a[64], acc_b[64];
+            if constexpr (QLOAD)
+                load_q_half<X2>(p.q + ((int64_t)g * 2 + half) * kRows * kHeadDim, sm.q[half], sm.q_lo[half], t, half);
             const int cnt = (int)__reduce_min_sync(0xffffffffu, (uint32_t)(SKIP ? p.own_count[2 * g + half] : n));
             const uint8_t *own = p.own + ((int64_t)g * 2 + half) * kMaxUnion;
             auto ring = [&](int k) -> uint32_t {
@@ -359,10 +399,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) ws_kernel(const ExpParams p)
         }                                                                                          \
     } while (0)
 
-template <int MODE, bool SKIP, bool X2>
+template <int MODE, bool SKIP, bool X2, bool QLOAD = false>
 int run_variant(const char *name, const ExpParams &p, int ctas, int reps, double page_steps, double half_steps)
 {
-    void (*k)(ExpParams) = ws_kernel<MODE, SKIP, X2>;
+    void (*k)(ExpParams) = ws_kernel<MODE, SKIP, X2, QLOAD>;
     CK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmemWs));
     k<<<ctas, kWsThreads, kSmemWs>>>(p); // warm-up
     CK(cudaGetLastError());
@@ -455,6 +495,7 @@ int main(int argc, char **argv)
     ExpParams p;
     uint8_t *d_k = nullptr, *d_vt = nullptr, *d_masks = nullptr;
     int32_t *d_pages = nullptr, *d_sizes = nullptr, *d_own_count = nullptr;
+    uint16_t *d_q = nullptr;
     uint8_t *d_own = nullptr;
     float *d_out = nullptr;
     CK(cudaMalloc(&d_k, tiles));
@@ -463,6 +504,15 @@ int main(int argc, char **argv)
     CK(cudaMalloc(&d_masks, (size_t)groups * kMaxUnion));
     CK(cudaMalloc(&d_sizes, (size_t)groups * 4));
     CK(cudaMalloc(&d_own, (size_t)groups * 2 * kMaxUnion));
+    {   // Q of every group: BF16 values in [-1, 1)
+        const size_t elems = (size_t)groups * 2 * kRows * kHeadDim;
+        uint16_t *h_q = (uint16_t *)malloc(elems * 2);
+        if (!h_q) return 1;
+        for (size_t i = 0; i < elems; i++) h_q[i] = (uint16_t)(0x3c00u + (rnd() & 0x7fu)) | (uint16_t)((rnd() & 1u) << 15);
+        CK(cudaMalloc(&d_q, elems * 2));
+        CK(cudaMemcpy(d_q, h_q, elems * 2, cudaMemcpyHostToDevice));
+        free(h_q);
+    }
     CK(cudaMalloc(&d_own_count, (size_t)groups * 2 * 4));
     CK(cudaMemcpy(d_own, h_own, (size_t)groups * 2 * kMaxUnion, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d_own_count, h_own_count, (size_t)groups * 2 * 4, cudaMemcpyHostToDevice));
@@ -479,6 +529,7 @@ int main(int argc, char **argv)
     p.union_size = d_sizes;
     p.own = d_own;
     p.own_count = d_own_count;
+    p.q = d_q;
     p.num_groups = groups;
     p.out = d_out;
     printf("exp_ws_attention: %s, %d SMs; %d groups x %d union pages (pool %d), per-half member density %.3f: "
@@ -493,6 +544,8 @@ int main(int argc, char **argv)
     rc |= run_variant<1, true, true>("FP8X2 no overlap, own pages", p, sms, reps, page_steps, half_steps);
     rc |= run_variant<2, true, true>("FP8X2 overlap, own pages", p, sms, reps, page_steps, half_steps);
     rc |= run_variant<2, false, true>("FP8X2 overlap, every page", p, sms, reps, page_steps, half_steps);
+    rc |= run_variant<2, true, false, true>("FP8   overlap, own pages, Q/group", p, sms, reps, page_steps, half_steps);
+    rc |= run_variant<2, true, true, true>("FP8X2 overlap, own pages, Q/group", p, sms, reps, page_steps, half_steps);
     cudaFree(d_k);
     cudaFree(d_vt);
     cudaFree(d_pages);
@@ -500,6 +553,7 @@ int main(int argc, char **argv)
     cudaFree(d_sizes);
     cudaFree(d_own);
     cudaFree(d_own_count);
+    cudaFree(d_q);
     free(h_own);
     free(h_own_count);
     cudaFree(d_out);
