@@ -31,8 +31,8 @@
  *   SKIP    1: a consumer computes only the pages its half selected; 0: every union page
  *           (the lock-step of the old Union8 cluster kernel), for R2's comparison.
  *   X2      PW_PRECISION_FP8X2: QK and PV twice (Q and P as two FP8 terms).
- * The arithmetic is the library's (attention_common.cuh: softmax_page, p_words,
- * p_words_lo, the wgmma wrappers), on random FP8 tiles; outputs go to a buffer only to keep
+ * The arithmetic is the library's (attention_common.cuh: softmax_page, p_fragments, pv_part,
+ * pv_add_to_o, the wgmma wrappers), on random FP8 tiles; outputs go to a buffer only to keep
  * them live. R3 is ptxas's report for the MODE 2 consumers (setmaxnreg 240), read from
  * `-Xptxas -v` of this file. */
 #include <cuda_runtime.h>
@@ -87,70 +87,10 @@ __device__ __forceinline__ uint32_t half_members(const ExpParams &p, int g, int 
     return (p.masks[(int64_t)g * kMaxUnion + i] >> (4 * half)) & 0xFu;
 }
 
-// wgmma m64n32k32, f32 += e4m3 x e4m3, A from registers (the m64n64k32 RS form's fragments),
-// B: 32 rows of N (K-major) from shared memory; d[4i..4i+3] as the wider forms, i < 4.
-__device__ __forceinline__ void wgmma_m64n32k32_rs(float (&d)[16], uint32_t a0, uint32_t a1, uint32_t a2,
-                                                   uint32_t a3, uint64_t desc_b, int scale_d)
-{
-    asm volatile("{\n"
-                 ".reg .pred p;\n"
-                 "setp.ne.b32 p, %21, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16, %17, %18, %19}, %20, p, 1, 1;\n"
-                 "}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
-                   "+f"(d[15])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "r"(scale_d));
-}
-
-__device__ __forceinline__ void fence_operand16(float (&d)[16])
-{
-#pragma unroll
-    for (int i = 0; i < 16; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-// softmax_pv with PV in four N = 32 quarters (16-register fresh accumulators).
-template <bool X2>
-__device__ __forceinline__ void softmax_pv_quarters(float (&acc)[64], float (&o)[64], uint64_t desc_vt, uint32_t q,
-                                                    float f0, float f1, float &m0, float &m1, float &l0, float &l1)
-{
-    float alpha0, alpha1;
-    softmax_page<4>(acc, kPageSize - 1, q, f0, f1, m0, m1, l0, l1, alpha0, alpha1);
-    uint32_t pa[16];
-    uint32_t pl[X2 ? 16 : 1];
-#pragma unroll
-    for (int a = 0; a < 8; a++) {
-        p_words(acc, a, pa[2 * a], pa[2 * a + 1]);
-        if constexpr (X2) p_words_lo(acc, a, pa[2 * a], pa[2 * a + 1], pl[2 * a], pl[2 * a + 1]);
-    }
-#pragma unroll
-    for (int h = 0; h < 4; h++) {
-        float pv[16];
-        const uint64_t desc_b = desc_vt + (uint64_t)(h * 32 * kPageSize >> 4);
-        fence_operand16(pv);
-        wgmma_fence();
-#pragma unroll
-        for (int kb = 0; kb < kPageSize / 32; kb++)
-            wgmma_m64n32k32_rs(pv, pa[4 * kb], pa[4 * kb + 1], pa[4 * kb + 2], pa[4 * kb + 3], desc_b + 2 * kb,
-                               kb > 0);
-        if constexpr (X2) {
-#pragma unroll
-            for (int kb = 0; kb < kPageSize / 32; kb++)
-                wgmma_m64n32k32_rs(pv, pl[4 * kb], pl[4 * kb + 1], pl[4 * kb + 2], pl[4 * kb + 3], desc_b + 2 * kb,
-                                   1);
-        }
-        wgmma_commit_group();
-        wgmma_wait_group<0>();
-        fence_operand16(pv);
-#pragma unroll
-        for (int k = 0; k < 16; k++) o[16 * h + k] = fmaf(o[16 * h + k], (k % 4) < 2 ? alpha0 : alpha1, pv[k]);
-    }
-}
-
-// One consumer's work on one page's scores: softmax, P, PV (two N = 64 halves into fresh
+// One consumer's work on one page's scores: softmax, P, PV in kN-wide parts of the head
+// dimension (kN = 64: two halves, as the lean kernel; 32: four quarters, 16-register fresh
 // accumulators), O update. Scores in acc (64 registers), dead afterwards.
-template <bool X2>
+template <bool X2, int kN>
 __device__ __forceinline__ void softmax_pv(float (&acc)[64], float (&o)[64], uint64_t desc_vt, uint32_t q,
                                            float f0, float f1, float &m0, float &m1, float &l0, float &l1)
 {
@@ -158,32 +98,12 @@ __device__ __forceinline__ void softmax_pv(float (&acc)[64], float (&o)[64], uin
     softmax_page<4>(acc, kPageSize - 1, q, f0, f1, m0, m1, l0, l1, alpha0, alpha1);
     uint32_t pa[16];
     uint32_t pl[X2 ? 16 : 1];
+    p_fragments<X2>(acc, pa, pl);
 #pragma unroll
-    for (int a = 0; a < 8; a++) {
-        p_words(acc, a, pa[2 * a], pa[2 * a + 1]);
-        if constexpr (X2) p_words_lo(acc, a, pa[2 * a], pa[2 * a + 1], pl[2 * a], pl[2 * a + 1]);
-    }
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        float pv[32];
-        const uint64_t desc_b = desc_vt + (uint64_t)(h * 64 * kPageSize >> 4);
-        wgmma_fence_operand(pv);
-        wgmma_fence();
-#pragma unroll
-        for (int kb = 0; kb < kPageSize / 32; kb++)
-            wgmma_m64n64k32_f32_e4m3_rs(pv, pa[4 * kb], pa[4 * kb + 1], pa[4 * kb + 2], pa[4 * kb + 3],
-                                        desc_b + 2 * kb, kb > 0);
-        if constexpr (X2) {
-#pragma unroll
-            for (int kb = 0; kb < kPageSize / 32; kb++)
-                wgmma_m64n64k32_f32_e4m3_rs(pv, pl[4 * kb], pl[4 * kb + 1], pl[4 * kb + 2], pl[4 * kb + 3],
-                                            desc_b + 2 * kb, 1);
-        }
-        wgmma_commit_group();
-        wgmma_wait_group<0>();
-        wgmma_fence_operand(pv);
-#pragma unroll
-        for (int k = 0; k < 32; k++) o[32 * h + k] = fmaf(o[32 * h + k], (k % 4) < 2 ? alpha0 : alpha1, pv[k]);
+    for (int part = 0; part < kHeadDim / kN; part++) {
+        float pv[kN / 2];
+        pv_part<X2, kN>(pv, pa, pl, desc_vt + (uint64_t)(part * kN * kPageSize >> 4));
+        pv_add_to_o<kN>(o, pv, part, alpha0, alpha1);
     }
 }
 
@@ -327,7 +247,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) ws_kernel(const ExpParams p)
                     issue_qk<X2>(acc, desc_q, desc_q_lo, wgmma_desc_k_major_sw128(sm.k[s]));
                     wgmma_wait_group<0>();
                     wgmma_fence_operand(acc);
-                    softmax_pv<X2>(acc, o, wgmma_desc_k_major_sw128(sm.vt[s]), q, f0, f1, m0, m1, l0, l1);
+                    softmax_pv<X2, 64>(acc, o, wgmma_desc_k_major_sw128(sm.vt[s]), q, f0, f1, m0, m1, l0, l1);
                 }
                 release_k(u);
                 release_v(u);
@@ -359,7 +279,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) ws_kernel(const ExpParams p)
                     issue_qk<X2>(nxt, desc_q, desc_q_lo, wgmma_desc_k_major_sw128(sm.k[un % kRing]));
                 }
                 wait_v(u);
-                softmax_pv_quarters<X2>(cur, o, wgmma_desc_k_major_sw128(sm.vt[u % kRing]), q, f0, f1, m0, m1, l0,
+                softmax_pv<X2, 32>(cur, o, wgmma_desc_k_major_sw128(sm.vt[u % kRing]), q, f0, f1, m0, m1, l0,
                                         l1);
                 release_v(u);
             };

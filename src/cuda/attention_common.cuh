@@ -348,6 +348,58 @@ static __device__ __forceinline__ void p_words_lo(const float (&acc)[64], int a,
          ((uint32_t)p_pair_lo(acc[8 * a + 6], acc[8 * a + 7], (uint16_t)(w1 >> 16)) << 16);
 }
 
+/* The page's P as the PV wgmma's A fragments (p_words: pa) and, with FP8X2, its second term
+ * (p_words_lo: pl), from the softmax's 256 p in acc. */
+template <bool X2>
+static __device__ __forceinline__ void p_fragments(const float (&acc)[64], uint32_t (&pa)[16],
+                                                   uint32_t (&pl)[X2 ? 16 : 1])
+{
+#pragma unroll
+    for (int a = 0; a < 8; a++) {
+        p_words(acc, a, pa[2 * a], pa[2 * a + 1]);
+        if constexpr (X2) p_words_lo(acc, a, pa[2 * a], pa[2 * a + 1], pl[2 * a], pl[2 * a + 1]);
+    }
+}
+
+/* One kN-wide part of PV (kN = 64: a half of the head dimension, 32: a quarter), into the
+ * freshly zeroed accumulator pv (kN / 2 registers): P (pa, and pl with FP8X2) times the
+ * V^T rows that desc_b addresses; waited for. The reduction axis and its order are those of
+ * one N = 128 product, so o = o * alpha + pv (pv_add_to_o) gives the same sums. */
+template <bool X2, int kN>
+static __device__ __forceinline__ void pv_part(float (&pv)[kN / 2], const uint32_t (&pa)[16],
+                                               const uint32_t (&pl)[X2 ? 16 : 1], uint64_t desc_b)
+{
+    static_assert(kN == 64 || kN == 32, "PV parts: N = 64 or 32");
+    auto mma = [&](uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc, int scale_d) {
+        if constexpr (kN == 64) wgmma_m64n64k32_f32_e4m3_rs(pv, a0, a1, a2, a3, desc, scale_d);
+        else wgmma_m64n32k32_f32_e4m3_rs(pv, a0, a1, a2, a3, desc, scale_d);
+    };
+    wgmma_fence_operand(pv);
+    wgmma_fence();
+#pragma unroll
+    for (int kb = 0; kb < kPageSize / 32; kb++)
+        mma(pa[4 * kb], pa[4 * kb + 1], pa[4 * kb + 2], pa[4 * kb + 3], desc_b + 2 * kb, kb > 0);
+    if constexpr (X2) {
+#pragma unroll
+        for (int kb = 0; kb < kPageSize / 32; kb++)
+            mma(pl[4 * kb], pl[4 * kb + 1], pl[4 * kb + 2], pl[4 * kb + 3], desc_b + 2 * kb, 1);
+    }
+    wgmma_commit_group();
+    wgmma_wait_group<0>();
+    wgmma_fence_operand(pv);
+}
+
+/* O columns of part `part` (kN wide) += the part's PV: o = o * alpha + pv, alpha0 for the
+ * row r0 elements, alpha1 for r0 + 8. */
+template <int kN>
+static __device__ __forceinline__ void pv_add_to_o(float (&o)[64], const float (&pv)[kN / 2], int part,
+                                                   float alpha0, float alpha1)
+{
+#pragma unroll
+    for (int k = 0; k < kN / 2; k++)
+        o[kN / 2 * part + k] = fmaf(o[kN / 2 * part + k], (k % 4) < 2 ? alpha0 : alpha1, pv[k]);
+}
+
 /* Epilogue of one warp's query: o = O * v_scale / (256 l), BF16, straight to the original row
  * my_row (>= 0), and LSE = m + ln l when asked for. */
 static __device__ __forceinline__ void store_rows(const AttentionParams &p, const float (&o)[64], int32_t my_row,

@@ -226,11 +226,7 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm)
         // conversion).
         uint32_t pa[16];
         uint32_t pl[X2 ? 16 : 1];
-#pragma unroll
-        for (int a = 0; a < 8; a++) {
-            p_words(acc, a, pa[2 * a], pa[2 * a + 1]);
-            if constexpr (X2) p_words_lo(acc, a, pa[2 * a], pa[2 * a + 1], pl[2 * a], pl[2 * a + 1]);
-        }
+        p_fragments<X2>(acc, pa, pl);
         if (PREVT && !member) {
 #pragma unroll
             for (int k = 0; k < 16; k++) pa[k] = 0u;
@@ -268,27 +264,8 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             float pv[32];
-            const uint64_t desc_b = desc_vt + (uint64_t)(h * 64 * kPageSize >> 4);
-            wgmma_fence_operand(pv);
-            wgmma_fence();
-#pragma unroll
-            for (int kb = 0; kb < kPageSize / 32; kb++)
-                wgmma_m64n64k32_f32_e4m3_rs(pv, pa[4 * kb], pa[4 * kb + 1], pa[4 * kb + 2], pa[4 * kb + 3],
-                                            desc_b + 2 * kb, kb > 0);
-            if constexpr (X2) {
-#pragma unroll
-                for (int kb = 0; kb < kPageSize / 32; kb++)
-                    wgmma_m64n64k32_f32_e4m3_rs(pv, pl[4 * kb], pl[4 * kb + 1], pl[4 * kb + 2], pl[4 * kb + 3],
-                                                desc_b + 2 * kb, 1);
-            }
-            wgmma_commit_group();
-            wgmma_wait_group<0>();
-            wgmma_fence_operand(pv);
-            if (member) {
-#pragma unroll
-                for (int k = 0; k < 32; k++)
-                    o[32 * h + k] = fmaf(o[32 * h + k], (k % 4) < 2 ? alpha0 : alpha1, pv[k]);
-            }
+            pv_part<X2, 64>(pv, pa, pl, desc_vt + (uint64_t)(h * 64 * kPageSize >> 4));
+            if (member) pv_add_to_o<64>(o, pv, h, alpha0, alpha1);
         }
         wgmma_fence_operand(pa);
         if constexpr (X2) wgmma_fence_operand(pl);

@@ -301,11 +301,12 @@ template <int N> static __device__ __forceinline__ void wgmma_wait_group()
     asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
-/* Keeps the compiler from moving accumulator reads/writes across an async wgmma. */
-static __device__ __forceinline__ void wgmma_fence_operand(float (&d)[64])
+/* Keeps the compiler from moving accumulator reads/writes across an async wgmma (any
+ * accumulator size: 64, 32 or 16 registers for N = 128, 64, 32). */
+template <int N> static __device__ __forceinline__ void wgmma_fence_operand(float (&d)[N])
 {
 #pragma unroll
-    for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 /* Shared-memory matrix descriptor (PTX ISA 9.7.15.5.1.2) of a K-major tile whose rows are
@@ -339,10 +340,10 @@ static __device__ __forceinline__ void wgmma_m64n128k32_f32_e4m3_ss(float (&d)[6
 
 /* Keeps the compiler from reusing the registers of a register-sourced wgmma A operand
  * before the wgmma that reads them has been waited for. */
-static __device__ __forceinline__ void wgmma_fence_operand(uint32_t (&a)[16])
+template <int N> static __device__ __forceinline__ void wgmma_fence_operand(uint32_t (&a)[N])
 {
 #pragma unroll
-    for (int i = 0; i < 16; i++) asm volatile("" : "+r"(a[i])::"memory");
+    for (int i = 0; i < N; i++) asm volatile("" : "+r"(a[i])::"memory");
 }
 
 /* wgmma.mma_async m64n128k32, f32 += e4m3 x e4m3, A from registers ("RS"), B from shared
@@ -365,12 +366,7 @@ static __device__ __forceinline__ void wgmma_m64n128k32_f32_e4m3_rs(float (&d)[6
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "r"(scale_d));
 }
 
-/* The 32-accumulator forms (N = 64: a half of the head dimension). */
-static __device__ __forceinline__ void wgmma_fence_operand(float (&d)[32])
-{
-#pragma unroll
-    for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
-}
+/* The narrower forms (N = 64 and 32: a half or a quarter of the head dimension). */
 
 /* wgmma.mma_async m64n64k32, f32 += e4m3 x e4m3, A from registers (as the m64n128k32 RS form),
  * B (64 rows of N, K-major) from shared memory. d[4i+0..1]: row 16*warp + lane/4, cols
@@ -387,6 +383,25 @@ static __device__ __forceinline__ void wgmma_m64n64k32_f32_e4m3_rs(float (&d)[32
         "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32, %33, %34, %35}, %36, p, 1, 1;\n"
         "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "r"(scale_d));
+}
+
+/* wgmma.mma_async m64n32k32, f32 += e4m3 x e4m3, A from registers (the fragments of the
+ * m64n64k32 RS form), B (32 rows of N, K-major) from shared memory; d[4i..4i+3] as there,
+ * i < 4. */
+static __device__ __forceinline__ void wgmma_m64n32k32_f32_e4m3_rs(float (&d)[16], uint32_t a0, uint32_t a1,
+                                                                   uint32_t a2, uint32_t a3, uint64_t desc_b,
+                                                                   int scale_d)
+{
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16, %17, %18, %19}, %20, p, 1, 1;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "r"(scale_d));
 }
 
