@@ -104,13 +104,9 @@ static int vt_scan_fits(const pw_problem_t *p)
     return per_head_ctas <= PW_PLAN_VT_MAX_SCAN_CTAS / p->num_kv_heads;
 }
 
+/* c: a full-size config (pw_plan_create checks struct_size and widens an earlier one). */
 static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c)
 {
-    if (c->struct_size < sizeof(pw_plan_config_t))
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "config.struct_size is %u, expected %zu (initialise with PW_PLAN_CONFIG_INIT; "
-                       "%zu, the size before vt_max_pages, is read through pw_plan_create)",
-                       c->struct_size, sizeof(pw_plan_config_t), PW_PLAN_CONFIG_V1_SIZE);
     if (c->flags & ~(uint32_t)(PW_PLAN_CALLER_PERM | PW_PLAN_VT_PREPASS | PW_PLAN_NO_VT_PREPASS))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.flags 0x%x has unknown bits", c->flags);
     if ((c->flags & PW_PLAN_VT_PREPASS) && (c->flags & PW_PLAN_NO_VT_PREPASS))
