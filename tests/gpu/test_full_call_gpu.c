@@ -644,6 +644,31 @@ static void test_graph_replay_new_inputs(void **state)
     graph_replay_case(PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS);
 }
 
+/* One full call into r: outputs poisoned, pw_sparse_prefill on the workspace ws (bytes),
+ * results fetched. */
+static void full_call(const pw_problem_t *p, device_problem_t *d, const pw_plan_t *plan,
+                      const pw_attention_args_t *args, void *ws, size_t bytes, cudaStream_t s, result_t *r)
+{
+    poison(p, d, s);
+    assert_pw_ok(pw_sparse_prefill(plan, args, NULL, ws, bytes, (pw_stream_t)s));
+    fetch(p, d, s, r);
+}
+
+/* A guarded-W128 Union4 plan forced onto the V^T pre-pass with at most vt_max_pages tiles
+ * per KV head, and its own workspace (cudaMalloc'ed, *bytes long). */
+static pw_plan_t *make_vt_plan(const pw_problem_t *p, int32_t vt_max_pages, void **ws, size_t *bytes)
+{
+    pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
+    cfg.regroup = PW_REGROUP_GUARDED;
+    cfg.flags = PW_PLAN_VT_PREPASS;
+    cfg.vt_max_pages = vt_max_pages;
+    pw_plan_t *plan = NULL;
+    assert_pw_ok(pw_plan_create(p, &cfg, &plan));
+    assert_pw_ok(pw_plan_workspace_size(plan, bytes));
+    CUDA_OK(cudaMalloc(ws, *bytes));
+    return plan;
+}
+
 /* Device data past the contract (kv_lens > max_pages_per_request * P, Top-K ids past the
  * page-table row): the last request's rows select only pages >= max_pages_per_request that
  * its (too large) prefix and KV length make visible. Its page-table row ends the allocation,
@@ -687,16 +712,12 @@ static void test_kv_len_past_page_table(void **state)
         pw_plan_t *plan = make_plan(p, arms[a].mode, 128, arms[a].kernel, arms[a].flags, &d);
         const pw_attention_args_t args = device_args(p, &d);
         upload(c, &d, 1);
-        poison(p, &d, s);
-        assert_pw_ok(pw_sparse_prefill(plan, &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
-        fetch(p, &d, s, &valid);
+        full_call(p, &d, plan, &args, d.workspace, d.workspace_bytes, s, &valid);
         put(d.prefix + last, &bad_prefix, 4);
         put(d.kv + last, &bad_kv, 4);
         for (int h = 0; h < p->num_kv_heads; h++)
             put(d.topk + ((int64_t)h * p->num_tokens + q0) * 16, bad_rows, (size_t)(q1 - q0) * 16 * 4);
-        poison(p, &d, s);
-        assert_pw_ok(pw_sparse_prefill(plan, &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
-        fetch(p, &d, s, &broken);
+        full_call(p, &d, plan, &args, d.workspace, d.workspace_bytes, s, &broken);
         int64_t other_diff = 0, not_empty = 0;
         for (int64_t i = 0; i < p->num_tokens; i++)
             for (int64_t h = 0; h < hq; h++) {
@@ -786,26 +807,16 @@ static void test_vt_capacity(void **state)
         const int32_t caps[3] = {(int32_t)(t0 < t1 ? t0 : t1) / 2, (int32_t)(t0 < t1 ? t0 : t1), 0};
         upload(c, &d, 1);
         pw_plan_t *plan = make_plan(p, PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION4, PW_PLAN_NO_VT_PREPASS, &d);
-        poison(p, &d, s);
-        assert_pw_ok(pw_sparse_prefill(plan, &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
-        fetch(p, &d, s, &plain);
+        full_call(p, &d, plan, &args, d.workspace, d.workspace_bytes, s, &plain);
         pw_plan_destroy(plan);
         for (int i = 0; i < 3; i++) {
-            pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
-            cfg.regroup = PW_REGROUP_GUARDED;
-            cfg.flags = PW_PLAN_VT_PREPASS;
-            cfg.vt_max_pages = caps[i];
-            assert_pw_ok(pw_plan_create(p, &cfg, &plan));
             size_t bytes = 0;
-            assert_pw_ok(pw_plan_workspace_size(plan, &bytes));
             void *ws = NULL;
-            CUDA_OK(cudaMalloc(&ws, bytes));
+            plan = make_vt_plan(p, caps[i], &ws, &bytes);
             /* Garbage in the workspace first: marks, counts and slots must not leak into results. */
             CUDA_OK(cudaMemsetAsync(ws, 0x5a, bytes, s));
             for (int call = 0; call < 2; call++) {
-                poison(p, &d, s);
-                assert_pw_ok(pw_sparse_prefill(plan, &args, NULL, ws, bytes, (pw_stream_t)s));
-                fetch(p, &d, s, &tiles);
+                full_call(p, &d, plan, &args, ws, bytes, s, &tiles);
                 const int same = same_result(p, &tiles, &plain);
                 printf("  V^T capacity %d (touched pages: head 0 %lld, head 1 %lld), round %d call %d: == no pre-pass: "
                        "%s, bad pages %u\n",
@@ -849,16 +860,9 @@ static void test_vt_graph_crosses_capacity(void **state)
     CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     const pw_attention_args_t args = device_args(p, &d);
     pw_plan_t *plain_plan = make_plan(p, PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION4, PW_PLAN_NO_VT_PREPASS, &d);
-    pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
-    cfg.regroup = PW_REGROUP_GUARDED;
-    cfg.flags = PW_PLAN_VT_PREPASS;
-    cfg.vt_max_pages = 20;
-    pw_plan_t *plan = NULL;
-    assert_pw_ok(pw_plan_create(p, &cfg, &plan));
     size_t bytes = 0;
-    assert_pw_ok(pw_plan_workspace_size(plan, &bytes));
     void *ws = NULL;
-    CUDA_OK(cudaMalloc(&ws, bytes));
+    pw_plan_t *plan = make_vt_plan(p, 20, &ws, &bytes);
     assert_pw_ok(pw_sparse_prefill(plan, &args, NULL, ws, bytes, (pw_stream_t)s)); /* warm-up */
     CUDA_OK(cudaStreamSynchronize(s));
     cudaGraph_t graph;
@@ -880,9 +884,7 @@ static void test_vt_graph_crosses_capacity(void **state)
         pw_grouping_t g = PW_GROUPING_INIT;
         assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm));
         const int64_t t0 = touched_pages(c, perm, 0), t1 = touched_pages(c, perm, 1);
-        poison(p, &d, s);
-        assert_pw_ok(pw_sparse_prefill(plain_plan, &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
-        fetch(p, &d, s, &plain);
+        full_call(p, &d, plain_plan, &args, d.workspace, d.workspace_bytes, s, &plain);
         poison(p, &d, s);
         CUDA_OK(cudaGraphLaunch(exec, s));
         fetch(p, &d, s, &replay);
