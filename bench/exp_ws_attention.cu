@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "attention_common.cuh"
 
@@ -46,22 +47,24 @@ namespace {
 
 using namespace pw;
 
-constexpr int kRing = 4;                      // stages of K + V^T (32 KiB each)
+constexpr int kRing = 4;                      // default stages of each of the K and V^T rings
 constexpr int kConsumers = 2;                 // one per 4-query half of the 8-query group
 constexpr int kWsThreads = 128 * (1 + kConsumers);
 constexpr uint32_t kEmptyArrivals = 128 * kConsumers;
 
+template <int KR, int VR> // stages of the K ring and of the V^T ring (16 KiB each)
 struct __align__(1024) SmemWs {
-    uint8_t k[kRing][kTileBytes];
-    uint8_t vt[kRing][kTileBytes];
+    uint8_t k[KR][kTileBytes];
+    uint8_t vt[VR][kTileBytes];
     uint8_t q[kConsumers][kRows * kHeadDim];
     uint8_t q_lo[kConsumers][kRows * kHeadDim];
-    uint64_t k_full[kRing], v_full[kRing];   // copy landed (the producer's expect_tx)
-    uint64_t k_empty[kRing], v_empty[kRing]; // 256 arrivals: each half's 128 threads, or the
+    uint64_t k_full[KR], v_full[VR];   // copy landed (the producer's expect_tx)
+    uint64_t k_empty[KR], v_empty[VR]; // 256 arrivals: each half's 128 threads, or the
                                              // producer's count-128 arrival for a skipping half
+    uint32_t k_issued[KR], v_issued[VR]; // 1 + the last use issued into the stage
 };
-constexpr size_t kSmemWs = sizeof(SmemWs) + 1024;
-static_assert(kSmemWs <= 227 * 1024, "shared-memory plan");
+template <int KR, int VR> constexpr size_t kSmemWs = sizeof(SmemWs<KR, VR>) + 1024;
+static_assert(kSmemWs<6, 6> <= 227 * 1024, "shared-memory plan");
 
 struct ExpParams {
     const uint8_t *k_tiles;   // [pool][16 KiB], any bytes (finite E4M3 codes)
@@ -71,6 +74,7 @@ struct ExpParams {
     const int32_t *union_size; // [groups]
     const uint8_t *own;       // [groups][2][kMaxUnion] union indices each half computes (MODE 2)
     const int32_t *own_count; // [groups][2]
+    const uint8_t *computes;  // [groups][kMaxUnion] bit h: half h computes the page (member or filler)
     const uint16_t *q;        // [groups][2][64 rows][128] BF16 (QLOAD)
     int num_groups;
     float *out;               // [gridDim.x][2][128 threads] one float per thread
@@ -160,19 +164,23 @@ __device__ __forceinline__ void load_q_half(const uint16_t *src, uint8_t *q, uin
     bar_sync_named(1 + half, 128);    // this consumer warpgroup only
 }
 
-template <int MODE, bool SKIP, bool X2, bool QLOAD = false>
+template <int MODE, bool SKIP, bool X2, bool QLOAD, int KR, int VR>
 __global__ void __launch_bounds__(kWsThreads, 1) ws_kernel(const ExpParams p)
 {
     extern __shared__ uint8_t smem_raw[];
-    SmemWs &sm = *reinterpret_cast<SmemWs *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+    SmemWs<KR, VR> &sm = *reinterpret_cast<SmemWs<KR, VR> *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                              ~static_cast<uintptr_t>(1023));
     const int tid = threadIdx.x, wg = tid / 128, t = tid % 128;
     if (tid == 0) {
-        for (int s = 0; s < kRing; s++) {
+        for (int s = 0; s < KR; s++) {
             mbarrier_init(&sm.k_full[s], 1);
-            mbarrier_init(&sm.v_full[s], 1);
             mbarrier_init(&sm.k_empty[s], kEmptyArrivals);
+            sm.k_issued[s] = 0u;
+        }
+        for (int s = 0; s < VR; s++) {
+            mbarrier_init(&sm.v_full[s], 1);
             mbarrier_init(&sm.v_empty[s], kEmptyArrivals);
+            sm.v_issued[s] = 0u;
         }
         fence_mbarrier_init_release_cluster();
     }
@@ -196,14 +204,16 @@ __global__ void __launch_bounds__(kWsThreads, 1) ws_kernel(const ExpParams p)
         for (int g = blockIdx.x; g < p.num_groups; g += gridDim.x) {
             const int n = p.union_size[g];
             for (int i = 0; i < n; i++, use++) {
-                const int s = (int)(use % kRing);
-                if (use >= kRing) mbarrier_wait_parity(&empty[s], ((use / kRing) - 1) & 1u);
+                const uint32_t ring = is_k ? (uint32_t)KR : (uint32_t)VR;
+                const int s = (int)(use % ring);
+                if (use >= ring) mbarrier_wait_parity(&empty[s], ((use / ring) - 1) & 1u);
                 const int32_t page = p.pages[(int64_t)g * kMaxUnion + i];
                 mbarrier_arrive_expect_tx(&full[s], kTileBytes);
                 bulk_load(is_k ? sm.k[s] : sm.vt[s], src + (int64_t)page * kTileBytes, kTileBytes, &full[s], keep);
+                *(volatile uint32_t *)&(is_k ? sm.k_issued : sm.v_issued)[s] = use + 1u;
                 if (SKIP && MODE == 2) { // the halves that skip the page: their 128 arrivals
-                    const uint32_t m = p.masks[(int64_t)g * kMaxUnion + i];
-                    const uint32_t skipping = ((m & 0x0fu) == 0u) + ((m & 0xf0u) == 0u);
+                    const uint32_t c = p.computes[(int64_t)g * kMaxUnion + i];
+                    const uint32_t skipping = ((c & 1u) == 0u) + ((c & 2u) == 0u);
                     if (skipping) mbarrier_arrive_count(&empty[s], 128u * skipping);
                 }
             }
@@ -220,10 +230,26 @@ __global__ void __launch_bounds__(kWsThreads, 1) ws_kernel(const ExpParams p)
     const float f0 = 0.01f, f1 = 0.01f;
     float sink = 0.0f;
     uint32_t use = 0; // this consumer's position in the ring (the same sequence as the producers')
-    auto wait_k = [&](uint32_t u) { mbarrier_wait_parity(&sm.k_full[u % kRing], (u / kRing) & 1u); };
-    auto wait_v = [&](uint32_t u) { mbarrier_wait_parity(&sm.v_full[u % kRing], (u / kRing) & 1u); };
-    auto release_k = [&](uint32_t u) { mbarrier_arrive(&sm.k_empty[u % kRing]); };
-    auto release_v = [&](uint32_t u) { mbarrier_arrive(&sm.v_empty[u % kRing]); };
+    // A consumer that skips pages (MODE 2 with SKIP) does not wait for their fills, so it can
+    // reach a stage a whole ring ahead of the producer (a parity wait would then pass on the
+    // phase of use u - 2 kRing) or behind it; so it first waits until the producer has issued
+    // use u into the stage (k_issued / v_issued, monotonic), then for the phase. Issued means
+    // the stage's previous use was released, hence filled: the full barrier is in u's phase.
+    // (The first H200 runs of this file hung without it, as v7 did.)
+    auto wait_k = [&](uint32_t u) {
+        if (SKIP && MODE == 2)
+            while (*(volatile const uint32_t *)&sm.k_issued[u % KR] < u + 1u) {
+            }
+        mbarrier_wait_parity(&sm.k_full[u % KR], (u / KR) & 1u);
+    };
+    auto wait_v = [&](uint32_t u) {
+        if (SKIP && MODE == 2)
+            while (*(volatile const uint32_t *)&sm.v_issued[u % VR] < u + 1u) {
+            }
+        mbarrier_wait_parity(&sm.v_full[u % VR], (u / VR) & 1u);
+    };
+    auto release_k = [&](uint32_t u) { mbarrier_arrive(&sm.k_empty[u % KR]); };
+    auto release_v = [&](uint32_t u) { mbarrier_arrive(&sm.v_empty[u % VR]); };
     for (int g = blockIdx.x; g < p.num_groups; g += gridDim.x) {
         const int n = p.union_size[g];
         float o[64];
@@ -240,14 +266,14 @@ __global__ void __launch_bounds__(kWsThreads, 1) ws_kernel(const ExpParams p)
         } else if constexpr (MODE == 1) {
             float acc[64];
             for (int i = 0; i < n; i++) {
-                const uint32_t u = use + i, s = u % kRing;
+                const uint32_t u = use + i;
                 wait_k(u);
                 wait_v(u);
                 if (!SKIP || half_members(p, g, i, half) != 0u) {
-                    issue_qk<X2>(acc, desc_q, desc_q_lo, wgmma_desc_k_major_sw128(sm.k[s]));
+                    issue_qk<X2>(acc, desc_q, desc_q_lo, wgmma_desc_k_major_sw128(sm.k[u % KR]));
                     wgmma_wait_group<0>();
                     wgmma_fence_operand(acc);
-                    softmax_pv<X2, 64>(acc, o, wgmma_desc_k_major_sw128(sm.vt[s]), q, f0, f1, m0, m1, l0, l1);
+                    softmax_pv<X2, 64>(acc, o, wgmma_desc_k_major_sw128(sm.vt[u % VR]), q, f0, f1, m0, m1, l0, l1);
                 }
                 release_k(u);
                 release_v(u);
@@ -276,17 +302,17 @@ __global__ void __launch_bounds__(kWsThreads, 1) ws_kernel(const ExpParams p)
                 if (!last) {
                     const uint32_t un = ring(k + 1);
                     wait_k(un);
-                    issue_qk<X2>(nxt, desc_q, desc_q_lo, wgmma_desc_k_major_sw128(sm.k[un % kRing]));
+                    issue_qk<X2>(nxt, desc_q, desc_q_lo, wgmma_desc_k_major_sw128(sm.k[un % KR]));
                 }
                 wait_v(u);
-                softmax_pv<X2, 32>(cur, o, wgmma_desc_k_major_sw128(sm.vt[u % kRing]), q, f0, f1, m0, m1, l0,
+                softmax_pv<X2, 32>(cur, o, wgmma_desc_k_major_sw128(sm.vt[u % VR]), q, f0, f1, m0, m1, l0,
                                         l1);
                 release_v(u);
             };
             if (cnt > 0) {
                 const uint32_t u0 = ring(0);
                 wait_k(u0);
-                issue_qk<X2>(acc_a, desc_q, desc_q_lo, wgmma_desc_k_major_sw128(sm.k[u0 % kRing]));
+                issue_qk<X2>(acc_a, desc_q, desc_q_lo, wgmma_desc_k_major_sw128(sm.k[u0 % KR]));
                 int k = 0;
                 for (; k + 2 < cnt; k += 2) { // two full steps, each with a next page
                     step(k, acc_a, acc_b, false);
@@ -319,13 +345,22 @@ __global__ void __launch_bounds__(kWsThreads, 1) ws_kernel(const ExpParams p)
         }                                                                                          \
     } while (0)
 
-template <int MODE, bool SKIP, bool X2, bool QLOAD = false>
+template <int MODE, bool SKIP, bool X2, bool QLOAD = false, int KR = kRing, int VR = kRing>
 int run_variant(const char *name, const ExpParams &p, int ctas, int reps, double page_steps, double half_steps)
 {
-    void (*k)(ExpParams) = ws_kernel<MODE, SKIP, X2, QLOAD>;
-    CK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmemWs));
-    k<<<ctas, kWsThreads, kSmemWs>>>(p); // warm-up
+    void (*k)(ExpParams) = ws_kernel<MODE, SKIP, X2, QLOAD, KR, VR>;
+    const size_t smem = kSmemWs<KR, VR>;
+    CK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    k<<<ctas, kWsThreads, smem>>>(p); // warm-up, with a 5 s watchdog (a hang is a result)
     CK(cudaGetLastError());
+    for (int waited_ms = 0; cudaStreamQuery(0) == cudaErrorNotReady; waited_ms++) {
+        if (waited_ms > 5000) {
+            printf("%-34s HUNG (no completion after 5 s)\n", name);
+            fflush(stdout);
+            _exit(3); // a hung kernel cannot be recovered in this process
+        }
+        usleep(1000);
+    }
     CK(cudaDeviceSynchronize());
     cudaEvent_t a, b;
     CK(cudaEventCreate(&a));
@@ -333,7 +368,7 @@ int run_variant(const char *name, const ExpParams &p, int ctas, int reps, double
     float best = 1e30f, total = 0.0f;
     for (int r = 0; r < reps; r++) {
         CK(cudaEventRecord(a));
-        k<<<ctas, kWsThreads, kSmemWs>>>(p);
+        k<<<ctas, kWsThreads, smem>>>(p);
         CK(cudaEventRecord(b));
         CK(cudaEventSynchronize(b));
         CK(cudaGetLastError());
@@ -355,15 +390,16 @@ int run_variant(const char *name, const ExpParams &p, int ctas, int reps, double
 
 int main(int argc, char **argv)
 {
-    int groups = 1909, union_pages = 48, reps = 20, pool = 504;
+    int groups = 1909, union_pages = 48, reps = 20, pool = 504, only = -1;
     double density = 0.705; // A-hot W128: C_4 / (2 x union visits) = 127,847 / 181,566
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--groups")) groups = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--union")) union_pages = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--density")) density = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--variant")) only = atoi(argv[i + 1]);
         else {
-            fprintf(stderr, "usage: exp_ws_attention [--groups N] [--union U] [--density D] [--reps R]\n");
+            fprintf(stderr, "usage: exp_ws_attention [--groups N] [--union U] [--density D] [--reps R] [--variant I]\n");
             return 2;
         }
     }
@@ -378,6 +414,7 @@ int main(int argc, char **argv)
         return 77;
     }
     sms = prop.multiProcessorCount;
+    setvbuf(stdout, nullptr, _IOLBF, 0); // each result line reaches a pipe before a timeout
     // Synthetic inputs (fixed seed): tiles of finite E4M3 codes, random pages of a pool,
     // member bits with the given per-half density (each computed page has >= 1 member).
     const size_t tiles = (size_t)pool * kTileBytes;
@@ -387,7 +424,8 @@ int main(int argc, char **argv)
     int32_t *h_sizes = (int32_t *)malloc((size_t)groups * 4);
     uint8_t *h_own = (uint8_t *)calloc((size_t)groups * 2 * kMaxUnion, 1);
     int32_t *h_own_count = (int32_t *)calloc((size_t)groups * 2, 4);
-    if (!h_tiles || !h_pages || !h_masks || !h_sizes || !h_own || !h_own_count) return 1;
+    uint8_t *h_computes = (uint8_t *)calloc((size_t)groups * kMaxUnion, 1);
+    if (!h_tiles || !h_pages || !h_masks || !h_sizes || !h_own || !h_own_count || !h_computes) return 1;
     uint64_t x = 0x9e3779b97f4a7c15ull;
     auto rnd = [&]() {
         x ^= x << 13;
@@ -396,7 +434,7 @@ int main(int argc, char **argv)
         return x;
     };
     for (size_t i = 0; i < tiles; i++) h_tiles[i] = (uint8_t)(rnd() & 0x37u) | (uint8_t)((rnd() & 1u) << 7);
-    double page_steps = 0.0, half_steps = 0.0;
+    double page_steps = 0.0, half_steps = 0.0, fillers = 0.0;
     for (int g = 0; g < groups; g++) {
         h_sizes[g] = union_pages;
         for (int i = 0; i < union_pages; i++) {
@@ -406,9 +444,24 @@ int main(int argc, char **argv)
                 if ((double)(rnd() % 1000000) / 1e6 < density) m |= (uint8_t)((1u << (rnd() % 4)) << (4 * h));
             if (!m) m = (uint8_t)(1u << (rnd() % 8)); // a union page has a member somewhere
             h_masks[(size_t)g * kMaxUnion + i] = m;
-            for (int h = 0; h < 2; h++)
-                if ((m >> (4 * h)) & 0xfu) h_own[((size_t)g * 2 + h) * kMaxUnion + h_own_count[2 * g + h]++] = (uint8_t)i;
-            half_steps += ((m & 0x0f) != 0) + ((m & 0xf0) != 0);
+            for (int h = 0; h < 2; h++) {
+                // A half computes its member pages, plus a filler page (no member: its rows
+                // stay masked) wherever its previous own page of the group is more than
+                // 2 kRing pages back. The consumer holds V(k) while it waits for the next own
+                // page's K; a K fill more than KR + VR uses ahead can need the other consumer to
+                // pass a V stage that waits for that very release: a cycle. Fillers keep every
+                // gap within 2 kRing <= KR + VR of every variant below.
+                int32_t &cnt = h_own_count[2 * g + h];
+                uint8_t *own = h_own + ((size_t)g * 2 + h) * kMaxUnion;
+                const bool member = ((m >> (4 * h)) & 0xfu) != 0u;
+                const bool filler = !member && cnt > 0 && i - own[cnt - 1] >= 2 * kRing;
+                if (member || filler) {
+                    own[cnt++] = (uint8_t)i;
+                    h_computes[(size_t)g * kMaxUnion + i] |= (uint8_t)(1u << h);
+                    half_steps += 1.0;
+                    fillers += filler;
+                }
+            }
             page_steps += 1.0;
         }
     }
@@ -416,7 +469,7 @@ int main(int argc, char **argv)
     uint8_t *d_k = nullptr, *d_vt = nullptr, *d_masks = nullptr;
     int32_t *d_pages = nullptr, *d_sizes = nullptr, *d_own_count = nullptr;
     uint16_t *d_q = nullptr;
-    uint8_t *d_own = nullptr;
+    uint8_t *d_own = nullptr, *d_computes = nullptr;
     float *d_out = nullptr;
     CK(cudaMalloc(&d_k, tiles));
     CK(cudaMalloc(&d_vt, tiles));
@@ -434,6 +487,8 @@ int main(int argc, char **argv)
         free(h_q);
     }
     CK(cudaMalloc(&d_own_count, (size_t)groups * 2 * 4));
+    CK(cudaMalloc(&d_computes, (size_t)groups * kMaxUnion));
+    CK(cudaMemcpy(d_computes, h_computes, (size_t)groups * kMaxUnion, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d_own, h_own, (size_t)groups * 2 * kMaxUnion, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d_own_count, h_own_count, (size_t)groups * 2 * 4, cudaMemcpyHostToDevice));
     CK(cudaMalloc(&d_out, (size_t)sms * kConsumers * 128 * 4));
@@ -449,23 +504,34 @@ int main(int argc, char **argv)
     p.union_size = d_sizes;
     p.own = d_own;
     p.own_count = d_own_count;
+    p.computes = d_computes;
     p.q = d_q;
     p.num_groups = groups;
     p.out = d_out;
     printf("exp_ws_attention: %s, %d SMs; %d groups x %d union pages (pool %d), per-half member density %.3f: "
-           "%.0f union page visits, %.0f half steps (C_4)\n",
-           prop.name, sms, groups, union_pages, pool, density, page_steps, half_steps);
+           "%.0f union page visits, %.0f half steps (C_4, of them %.0f fillers)\n",
+           prop.name, sms, groups, union_pages, pool, density, page_steps, half_steps, fillers);
     int rc = 0;
-    rc |= run_variant<0, true, false>("R1 stream only", p, sms, reps, page_steps, half_steps);
-    rc |= run_variant<1, true, false>("FP8   no overlap, own pages", p, sms, reps, page_steps, half_steps);
-    rc |= run_variant<1, false, false>("FP8   no overlap, every page", p, sms, reps, page_steps, half_steps);
-    rc |= run_variant<2, true, false>("FP8   overlap, own pages", p, sms, reps, page_steps, half_steps);
-    rc |= run_variant<2, false, false>("FP8   overlap, every page", p, sms, reps, page_steps, half_steps);
-    rc |= run_variant<1, true, true>("FP8X2 no overlap, own pages", p, sms, reps, page_steps, half_steps);
-    rc |= run_variant<2, true, true>("FP8X2 overlap, own pages", p, sms, reps, page_steps, half_steps);
-    rc |= run_variant<2, false, true>("FP8X2 overlap, every page", p, sms, reps, page_steps, half_steps);
-    rc |= run_variant<2, true, false, true>("FP8   overlap, own pages, Q/group", p, sms, reps, page_steps, half_steps);
-    rc |= run_variant<2, true, true, true>("FP8X2 overlap, own pages, Q/group", p, sms, reps, page_steps, half_steps);
+    if (only < 0 || only == 0) rc |= run_variant<0, true, false>("R1 stream only", p, sms, reps, page_steps, half_steps);
+    if (only < 0 || only == 1) rc |= run_variant<1, true, false>("FP8   no overlap, own pages", p, sms, reps, page_steps, half_steps);
+    if (only < 0 || only == 2) rc |= run_variant<1, false, false>("FP8   no overlap, every page", p, sms, reps, page_steps, half_steps);
+    if (only < 0 || only == 3) rc |= run_variant<2, true, false>("FP8   overlap, own pages", p, sms, reps, page_steps, half_steps);
+    if (only < 0 || only == 4) rc |= run_variant<2, false, false>("FP8   overlap, every page", p, sms, reps, page_steps, half_steps);
+    if (only < 0 || only == 5) rc |= run_variant<1, true, true>("FP8X2 no overlap, own pages", p, sms, reps, page_steps, half_steps);
+    if (only < 0 || only == 6) rc |= run_variant<2, true, true>("FP8X2 overlap, own pages", p, sms, reps, page_steps, half_steps);
+    if (only < 0 || only == 7) rc |= run_variant<2, false, true>("FP8X2 overlap, every page", p, sms, reps, page_steps, half_steps);
+    if (only < 0 || only == 8) rc |= run_variant<2, true, false, true>("FP8   overlap, own pages, Q/group", p, sms, reps, page_steps, half_steps);
+    if (only < 0 || only == 9) rc |= run_variant<2, true, true, true>("FP8X2 overlap, own pages, Q/group", p, sms, reps, page_steps, half_steps);
+    // Deeper rings (K stages, V^T stages): does decoupling the two consumers restore the
+    // executed rate of the every-page walk in the own-pages walk?
+    if (only < 0 || only == 10) rc |= run_variant<1, true, false, false, 6, 6>("FP8   no overlap, own, ring 6+6", p, sms, reps, page_steps, half_steps);
+    if (only < 0 || only == 11) rc |= run_variant<2, true, false, false, 6, 6>("FP8   overlap, own, ring 6+6", p, sms, reps, page_steps, half_steps);
+    if (only < 0 || only == 12) rc |= run_variant<2, true, false, false, 8, 4>("FP8   overlap, own, ring 8+4", p, sms, reps, page_steps, half_steps);
+    if (only < 0 || only == 13) rc |= run_variant<2, false, false, false, 6, 6>("FP8   overlap, every, ring 6+6", p, sms, reps, page_steps, half_steps);
+    if (only < 0 || only == 14) rc |= run_variant<1, true, true, false, 6, 6>("FP8X2 no overlap, own, ring 6+6", p, sms, reps, page_steps, half_steps);
+    if (only < 0 || only == 15) rc |= run_variant<2, true, true, false, 6, 6>("FP8X2 overlap, own, ring 6+6", p, sms, reps, page_steps, half_steps);
+    if (only < 0 || only == 16) rc |= run_variant<2, true, true, false, 8, 4>("FP8X2 overlap, own, ring 8+4", p, sms, reps, page_steps, half_steps);
+    if (only < 0 || only == 17) rc |= run_variant<2, false, true, false, 6, 6>("FP8X2 overlap, every, ring 6+6", p, sms, reps, page_steps, half_steps);
     cudaFree(d_k);
     cudaFree(d_vt);
     cudaFree(d_pages);
@@ -473,6 +539,8 @@ int main(int argc, char **argv)
     cudaFree(d_sizes);
     cudaFree(d_own);
     cudaFree(d_own_count);
+    cudaFree(d_computes);
+    free(h_computes);
     cudaFree(d_q);
     free(h_own);
     free(h_own_count);
