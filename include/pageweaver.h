@@ -525,7 +525,15 @@ enum {
      * faster on large inputs). Both bits together are an argument error; VT_PREPASS
      * where the scan's grid does not fit is PW_ERROR_UNSUPPORTED. */
     PW_PLAN_VT_PREPASS = 1u << 1,
-    PW_PLAN_NO_VT_PREPASS = 1u << 2
+    PW_PLAN_NO_VT_PREPASS = 1u << 2,
+    /* PW_KERNEL_UNION4 regroups to minimise the two 4-query halves' unions (C_4, the pages
+     * Union4 walks: Algorithm 1 with g = 4 inside each window; the union metadata still
+     * groups 8 slots, whose halves are those 4-query groups). This flag makes it minimise
+     * 8-query unions instead, as Union8 does and as the library did before 2026-12-01 (for
+     * A/B benchmarks; `pageweaver bench` times both). Outputs are bitwise the same either
+     * way; only the speed differs. Ignored by the other kernels and with
+     * PW_PLAN_CALLER_PERM. */
+    PW_PLAN_REGROUP_GROUPS_OF_8 = 1u << 3
 };
 
 typedef struct pw_plan_config {
@@ -543,7 +551,8 @@ typedef struct pw_plan_config {
                                   far, README benchmark), UNION8 (the paper's 2-CTA
                                   cluster kernel) or PER_QUERY; outputs are bitwise equal */
     uint32_t flags;            /* PW_PLAN_CALLER_PERM, PW_PLAN_VT_PREPASS or
-                                  PW_PLAN_NO_VT_PREPASS (or-ed), or 0 */
+                                  PW_PLAN_NO_VT_PREPASS, PW_PLAN_REGROUP_GROUPS_OF_8
+                                  (or-ed), or 0 */
     int32_t vt_max_pages;      /* Union4 with the V^T pre-pass: most pages of V^T per KV head
                                   the workspace holds (16 KiB each); 0 = min(2048, 65536 /
                                   Hkv) (32 MiB per KV head, 256K tokens of touched

@@ -42,7 +42,8 @@
 #include "time_guard.h"
 
 #define PW_PLAN_ALIGN ((size_t)256)
-#define PW_PLAN_GROUP_SIZE 8 /* Union8 groups; Union4 splits each into two halves */
+#define PW_PLAN_GROUP_SIZE 8 /* union metadata groups (Union8's); Union4 walks each half */
+#define PW_PLAN_UNION4_REGROUP_SIZE 4 /* Union4's regroup objective: 4-query unions (C_4) */
 
 enum {
     PART_PERM, PART_NUM_GROUPS, PART_GROUPS, PART_UNION_PAGES, PART_MASKS, PART_REGROUP, PART_VT_TOUCHED,
@@ -107,7 +108,8 @@ static int vt_scan_fits(const pw_problem_t *p)
 /* c: a full-size config (pw_plan_create checks struct_size and widens an earlier one). */
 static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c)
 {
-    if (c->flags & ~(uint32_t)(PW_PLAN_CALLER_PERM | PW_PLAN_VT_PREPASS | PW_PLAN_NO_VT_PREPASS))
+    if (c->flags & ~(uint32_t)(PW_PLAN_CALLER_PERM | PW_PLAN_VT_PREPASS | PW_PLAN_NO_VT_PREPASS |
+                               PW_PLAN_REGROUP_GROUPS_OF_8))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.flags 0x%x has unknown bits", c->flags);
     if ((c->flags & PW_PLAN_VT_PREPASS) && (c->flags & PW_PLAN_NO_VT_PREPASS))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
@@ -237,8 +239,15 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
     plan->regroup = init;
     plan->regroup.mode = config->regroup == PW_REGROUP_AUTO ? PW_REGROUP_GUARDED : config->regroup;
     plan->regroup.window = config->regroup == PW_REGROUP_IDENTITY ? 0 : config->window;
-    plan->regroup.group_size = PW_PLAN_GROUP_SIZE;
+    /* Union4 executes C_4 = |U_G0| + |U_G1| (each 4-query half walks its own union), so its
+     * regroup minimises 4-query unions (Algorithm 1 with g = 4: 1.3-2.5% smaller C_4 than
+     * g = 8 on A/C-hot, A-low and the captures; bench/NOTES.md); union preparation still
+     * groups 8 slots, whose halves are then exactly the greedy 4-query groups. */
+    plan->regroup.group_size = config->kernel == PW_KERNEL_UNION4 && !(config->flags & PW_PLAN_REGROUP_GROUPS_OF_8)
+                                   ? PW_PLAN_UNION4_REGROUP_SIZE
+                                   : PW_PLAN_GROUP_SIZE;
     plan->grouping = plan->regroup;
+    plan->grouping.group_size = PW_PLAN_GROUP_SIZE;
     /* AUTO: the time guard per precision. Calls that keep identity order still group in
      * windows of W (runs of 8 from each request start, the same groups as window 0 since
      * W is a multiple of 8), so the workspace and pw_plan_workspace_views do not depend on

@@ -160,6 +160,22 @@ static void test_create_errors(void **state)
     cfg = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
     cfg.flags = 0x10;
     assert_int_equal(pw_plan_create(&p, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
+    /* The 8-query regroup objective: accepted with every kernel, same workspace. */
+    for (int k = 0; k < 3; k++) {
+        const pw_kernel_t kernels[3] = {PW_KERNEL_UNION4, PW_KERNEL_UNION8, PW_KERNEL_PER_QUERY};
+        size_t a = 0, b = 0;
+        cfg = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
+        cfg.kernel = kernels[k];
+        assert_pw_ok(pw_plan_create(&p, &cfg, &plan));
+        assert_pw_ok(pw_plan_workspace_size(plan, &a));
+        pw_plan_destroy(plan);
+        cfg.flags = PW_PLAN_REGROUP_GROUPS_OF_8;
+        assert_pw_ok(pw_plan_create(&p, &cfg, &plan));
+        assert_pw_ok(pw_plan_workspace_size(plan, &b));
+        pw_plan_destroy(plan);
+        assert_int_equal(a, b);
+    }
+    cfg = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
     cfg.flags = PW_PLAN_CALLER_PERM;
     cfg.kernel = PW_KERNEL_PER_QUERY;
     assert_int_equal(pw_plan_create(&p, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);

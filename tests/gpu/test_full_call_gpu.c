@@ -457,6 +457,9 @@ static void test_full_call_matches_direct(void **state)
         {"caller perm (random) union8", PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION8, PW_PLAN_CALLER_PERM},
         {"caller perm (random, W 0) union8", PW_REGROUP_GUARDED, 0, PW_KERNEL_UNION8, PW_PLAN_CALLER_PERM},
         {"guarded W128 union4", PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION4, 0},
+        {"guarded W128 union4, 8-query objective", PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION4,
+         PW_PLAN_REGROUP_GROUPS_OF_8},
+        {"greedy W64 union4 + V^T pre-pass", PW_REGROUP_GREEDY, 64, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS},
         {"guarded W128 union4 + V^T pre-pass", PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS},
         {"identity union4 + V^T pre-pass", PW_REGROUP_IDENTITY, 128, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS},
         {"per-query", PW_REGROUP_GUARDED, 128, PW_KERNEL_PER_QUERY, 0},
@@ -479,9 +482,13 @@ static void test_full_call_matches_direct(void **state)
             g.mode = info.regroup;
             assert_int_equal(info.window, a->window);
         }
+        /* Union4 regroups for 4-query unions (pageweaver.h, PW_PLAN_REGROUP_GROUPS_OF_8);
+         * union preparation groups 8 slots either way (g). */
+        pw_grouping_t g_regroup = g;
+        if (a->kernel == PW_KERNEL_UNION4 && !(a->flags & PW_PLAN_REGROUP_GROUPS_OF_8)) g_regroup.group_size = 4;
         if (a->flags & PW_PLAN_CALLER_PERM) random_perm_within_requests(c, &rng, perm);
         else if (g.mode == PW_REGROUP_IDENTITY) identity_perm(p, perm);
-        else assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm));
+        else assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g_regroup, perm));
         const int32_t *perm_dev = NULL;
         if (a->flags & PW_PLAN_CALLER_PERM) { /* the caller's perm lives in its own buffer */
             put(d.perm, perm, (size_t)p->num_kv_heads * p->num_tokens * 4);

@@ -372,11 +372,13 @@ static void check_case(const host_case_t *hc, int misalign, int thorough)
     pw_rng_init(&rng, g_seed ^ (uint64_t)p->num_tokens ^ ((uint64_t)p->num_requests << 32));
     struct { pw_regroup_mode_t mode; int32_t window, g; } runs[] = {
         {PW_REGROUP_GREEDY, 128, 8}, {PW_REGROUP_GUARDED, 128, 8}, {PW_REGROUP_GREEDY, 64, 8},
-        {PW_REGROUP_GUARDED, 64, 8}, {PW_REGROUP_IDENTITY, 128, 8}, {PW_REGROUP_GREEDY, 128, 3},
+        {PW_REGROUP_GUARDED, 64, 8}, {PW_REGROUP_IDENTITY, 128, 8},
+        {PW_REGROUP_GUARDED, 128, 4}, /* Union4's objective in the default plan */
+        {PW_REGROUP_GREEDY, 128, 3},
         {PW_REGROUP_GUARDED, 64, 4}, {PW_REGROUP_GREEDY, 64, 5},     {PW_REGROUP_GUARDED, 128, 2},
         {PW_REGROUP_GREEDY, 128, 1},
     };
-    const int num_runs = thorough ? (int)(sizeof runs / sizeof runs[0]) : 5;
+    const int num_runs = thorough ? (int)(sizeof runs / sizeof runs[0]) : 6;
     for (int i = 0; i < num_runs; i++) {
         pw_grouping_t g = PW_GROUPING_INIT;
         g.mode = runs[i].mode;

@@ -108,6 +108,7 @@ const char *bench_arm_name(int arm)
         "union4 identity (T_identity)",
         "union4 caller perm W128 (T_fixed)",
         "default plan (T_default)",
+        "default plan, 8-query regroup objective",
     };
     return arm >= 0 && arm < NUM_ARMS ? names[arm] : "?";
 }
@@ -118,7 +119,7 @@ const char *bench_arm_key(int arm)
         "t0", "t_fixed_w128", "t_online_w64", "t_online_w128", "t_online_greedy_w64", "t_online_greedy_w128",
         "union4_w128", "per_query", "fixed_identity", "fixed_random", "fixed_w512", "fixed_w2048",
         "reordered_w128", "reordered_w128_call_only", "union8_w128_fp8x2", "union4_w128_fp8x2",
-        "union4_identity", "union4_fixed_w128", "default",
+        "union4_identity", "union4_fixed_w128", "default", "default_g8",
     };
     return arm >= 0 && arm < NUM_ARMS ? keys[arm] : "?";
 }
@@ -126,14 +127,16 @@ const char *bench_arm_key(int arm)
 const char *bench_perm_name(int perm)
 {
     static const char *names[NUM_PERMS] = {"identity", "guarded W64", "guarded W128", "greedy W64",
-                                           "greedy W128", "greedy W512", "greedy W2048", "random"};
+                                           "greedy W128", "greedy W512", "greedy W2048", "random",
+                                           "guarded W128 g4"};
     return perm >= 0 && perm < NUM_PERMS ? names[perm] : "?";
 }
 
 const char *bench_perm_key(int perm)
 {
     static const char *keys[NUM_PERMS] = {"identity", "guarded_w64", "guarded_w128", "greedy_w64",
-                                          "greedy_w128", "greedy_w512", "greedy_w2048", "random"};
+                                          "greedy_w128", "greedy_w512", "greedy_w2048", "random",
+                                          "guarded_w128_g4"};
     return perm >= 0 && perm < NUM_PERMS ? keys[perm] : "?";
 }
 
@@ -368,10 +371,10 @@ static int cpu_part(bench_capture_t *bc, const bench_options_t *o)
     const pw_problem_t *p = &c->problem;
     const pw_requests_t rq = pw_capture_requests(c);
     const size_t perm_bytes = (size_t)p->num_kv_heads * (size_t)p->num_tokens * 4;
-    static const int32_t windows[NUM_PERMS] = {0, 64, 128, 64, 128, 512, 2048, 0};
+    static const int32_t windows[NUM_PERMS] = {0, 64, 128, 64, 128, 512, 2048, 0, 128};
     static const pw_regroup_mode_t modes[NUM_PERMS] = {
-        PW_REGROUP_IDENTITY, PW_REGROUP_GUARDED, PW_REGROUP_GUARDED, PW_REGROUP_GREEDY,
-        PW_REGROUP_GREEDY,   PW_REGROUP_GREEDY,  PW_REGROUP_GREEDY,  PW_REGROUP_IDENTITY};
+        PW_REGROUP_IDENTITY, PW_REGROUP_GUARDED, PW_REGROUP_GUARDED, PW_REGROUP_GREEDY, PW_REGROUP_GREEDY,
+        PW_REGROUP_GREEDY,   PW_REGROUP_GREEDY,  PW_REGROUP_IDENTITY, PW_REGROUP_GUARDED};
     count_pairs(c, &bc->visible_pairs, &bc->bad_pages);
     for (int i = 0; i < NUM_PERMS; i++) {
         bc->perms[i] = malloc(perm_bytes ? perm_bytes : 4);
@@ -384,6 +387,7 @@ static int cpu_part(bench_capture_t *bc, const bench_options_t *o)
             pw_grouping_t g = PW_GROUPING_INIT;
             g.mode = modes[i];
             g.window = windows[i];
+            if (i == PERM_W128_GUARDED_G4) g.group_size = 4; /* Union4's objective (pageweaver.h) */
             if (pw_ref_regroup(p, c->topk_ids, &rq, &g, bc->perms[i]) != PW_SUCCESS) {
                 fprintf(stderr, "pageweaver bench: %s: regroup %s: %s\n", bc->path, bench_perm_name(i), pw_last_error());
                 return 1;
@@ -416,7 +420,13 @@ static const pw_union_stats_t *arm_stats(const bench_capture_t *bc, int arm)
     case ARM_FIXED_IDENTITY: return &bc->stats[PERM_IDENTITY];
     case ARM_DEFAULT:
         return bc->default_known && bc->default_info.regroup == PW_REGROUP_IDENTITY ? &bc->stats[PERM_IDENTITY]
+                                                                                   : &bc->stats[PERM_W128_GUARDED_G4];
+    case ARM_DEFAULT_G8:
+        return bc->default_known && bc->default_info.regroup == PW_REGROUP_IDENTITY ? &bc->stats[PERM_IDENTITY]
                                                                                    : &bc->stats[PERM_W128_GUARDED];
+    case ARM_UNION4:
+    case ARM_UNION4_X2:
+    case ARM_UNION4_FIXED_W128: return &bc->stats[PERM_W128_GUARDED_G4];
     case ARM_ONLINE_W64: return &bc->stats[PERM_W64_GUARDED];
     case ARM_ONLINE_W64_GREEDY: return &bc->stats[PERM_W64_GREEDY];
     case ARM_ONLINE_W128_GREEDY: return &bc->stats[PERM_W128_GREEDY];
@@ -448,7 +458,7 @@ static arm_figures_t arm_figures(const bench_capture_t *bc, int arm, const bench
         f.visits = st->selections;
         f.c4 = st->selections;
     } else if (arm == ARM_UNION4 || arm == ARM_UNION4_X2 || arm == ARM_UNION4_IDENTITY ||
-               arm == ARM_UNION4_FIXED_W128 || arm == ARM_DEFAULT) {
+               arm == ARM_UNION4_FIXED_W128 || arm == ARM_DEFAULT || arm == ARM_DEFAULT_G8) {
         f.l2_bytes = (double)st->c4 * PAGE_BYTES;
         f.exec_flop = (double)st->c4 * STEP_FLOP;
     } else {
@@ -669,6 +679,11 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
         printf("default kernel: S_exec = T_identity - T_fixed = %.2f us (time guard: %.1f)   C_online = T_online - "
                "T_fixed = %.2f us (time guard: %.1f)  [goals: <= 6 us on A-hot, <= 8 us at a 1M-token context]\n",
                df.s_exec_us, bc->default_info.saving_us, df.c_online_us, bc->default_info.cost_us);
+        if (bc->arms[ARM_DEFAULT_G8].ran)
+            printf("Union4 regroup objective (interleaved): 4-query unions (default) %.4f ms, C_4 %lld vs 8-query "
+                   "unions (PW_PLAN_REGROUP_GROUPS_OF_8) %.4f ms, C_4 %lld: ratio 8-query / 4-query %.4f\n",
+                   df.t_default, (long long)bc->stats[PERM_W128_GUARDED_G4].c4, med(bc, ARM_DEFAULT_G8),
+                   (long long)bc->stats[PERM_W128_GUARDED].c4, med(bc, ARM_DEFAULT_G8) / df.t_default);
     }
     printf("floors: attention kernel only (regroup and union preparation not included); L2->SM bytes = page "
            "walks x 32 KiB (Union8: union visits, multicast; Union4: C_4; per-query: sum |S_i|); executed "
@@ -818,6 +833,10 @@ static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates
             add_num(fj, "t_identity_over_t_default", df.ratio);
             add_num(fj, "s_exec_us", df.s_exec_us);
             add_num(fj, "c_online_us", df.c_online_us);
+            if (bc->arms[ARM_DEFAULT_G8].ran) {
+                add_num(fj, "t_default_g8_ms", med(bc, ARM_DEFAULT_G8));
+                add_num(fj, "g8_over_g4", med(bc, ARM_DEFAULT_G8) / df.t_default);
+            }
             add_num(fj, "t_default_minus_t_identity_us", df.excess_us);
             add_num(fj, "allowance_us", df.allowance_us);
             cJSON_AddBoolToObject(fj, "never_slower", df.never_slower);

@@ -32,6 +32,7 @@ enum {
     PERM_W512_GREEDY,
     PERM_W2048_GREEDY,
     PERM_RANDOM,
+    PERM_W128_GUARDED_G4, /* guarded W128 with 4-query groups: Union4's regroup objective (C_4) */
     NUM_PERMS
 };
 
@@ -58,6 +59,8 @@ enum {
     ARM_UNION4_IDENTITY,   /* full call, identity order, Union4 (T_identity) */
     ARM_UNION4_FIXED_W128, /* caller's guarded W128 perm, Union4 (T_fixed of the default kernel) */
     ARM_DEFAULT,           /* PW_PLAN_CONFIG_INIT as it is: AUTO, W128, Union4 (T_default) */
+    ARM_DEFAULT_G8,        /* the default plan with PW_PLAN_REGROUP_GROUPS_OF_8 (the objective
+                              before 2026-12-01's 4-query regroup; A/B) */
     NUM_ARMS
 };
 
@@ -150,7 +153,8 @@ static inline int bench_arm_is_x2(int arm)
 {
     if (arm == ARM_ONLINE_W128_X2 || arm == ARM_UNION4_X2) return 1;
     return bench_default_precision() == PW_PRECISION_FP8X2 &&
-           (arm == ARM_UNION4_IDENTITY || arm == ARM_UNION4_FIXED_W128 || arm == ARM_DEFAULT);
+           (arm == ARM_UNION4_IDENTITY || arm == ARM_UNION4_FIXED_W128 || arm == ARM_DEFAULT ||
+            arm == ARM_DEFAULT_G8);
 }
 const char *bench_arm_key(int arm);
 const char *bench_perm_name(int perm);

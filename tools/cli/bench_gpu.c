@@ -377,11 +377,12 @@ typedef struct arm_spec {
     int caller_perm; /* -1 or a PERM_* index */
     int reorder;     /* 0, 1 (moves + call), 2 (call on reordered tensors only) */
     pw_precision_t precision;
+    uint32_t flags;  /* extra pw_plan_config_t flags */
 } arm_spec_t;
 
 static arm_spec_t arm_spec(int arm)
 {
-    arm_spec_t s = {PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION8, -1, 0, PW_PRECISION_FP8};
+    arm_spec_t s = {PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION8, -1, 0, PW_PRECISION_FP8, 0u};
     switch (arm) {
     case ARM_T0: s.mode = PW_REGROUP_IDENTITY; break;
     case ARM_FIXED_W128: s.caller_perm = PERM_W128_GUARDED; break;
@@ -400,12 +401,18 @@ static arm_spec_t arm_spec(int arm)
     case ARM_ONLINE_W128_X2: s.precision = PW_PRECISION_FP8X2; break;
     case ARM_UNION4_X2: s.kernel = PW_KERNEL_UNION4; s.precision = PW_PRECISION_FP8X2; break;
     case ARM_UNION4_IDENTITY: s.mode = PW_REGROUP_IDENTITY; s.kernel = PW_KERNEL_UNION4; break;
-    case ARM_UNION4_FIXED_W128: s.caller_perm = PERM_W128_GUARDED; s.kernel = PW_KERNEL_UNION4; break;
+    /* Union4's caller perm: the 4-query objective its in-call regroup uses (C_online compares the two) */
+    case ARM_UNION4_FIXED_W128: s.caller_perm = PERM_W128_GUARDED_G4; s.kernel = PW_KERNEL_UNION4; break;
     case ARM_DEFAULT: s.mode = PW_REGROUP_AUTO; s.kernel = PW_KERNEL_UNION4; break; /* PW_PLAN_CONFIG_INIT */
+    case ARM_DEFAULT_G8:
+        s.mode = PW_REGROUP_AUTO;
+        s.kernel = PW_KERNEL_UNION4;
+        s.flags = PW_PLAN_REGROUP_GROUPS_OF_8;
+        break;
     default: break;
     }
     /* The default kernel's group runs the library's default arithmetic (bench.h). */
-    if (arm == ARM_UNION4_IDENTITY || arm == ARM_UNION4_FIXED_W128 || arm == ARM_DEFAULT)
+    if (arm == ARM_UNION4_IDENTITY || arm == ARM_UNION4_FIXED_W128 || arm == ARM_DEFAULT || arm == ARM_DEFAULT_G8)
         s.precision = bench_default_precision();
     return s;
 }
@@ -514,6 +521,7 @@ static pw_plan_config_t arm_config(const bench_capture_t *bc, const arm_spec_t *
         cfg.window = bc->perm_window[spec->caller_perm];
     }
     if (cfg.kernel == PW_KERNEL_UNION4) cfg.flags |= bc->vt_flags; /* --vt-prepass */
+    cfg.flags |= spec->flags;
     return cfg;
 }
 
@@ -752,8 +760,9 @@ static int time_interleaved(arm_run_t *runs, int count, int copies, int warmup, 
 static int run_interleaved(bench_capture_t *bc, const bench_options_t *o, device_set_t *d, cudaStream_t s,
                            pw_bf16_t *t0_out, pw_bf16_t *scratch)
 {
-    enum { COUNT = 4 };
-    const int arms[COUNT] = {ARM_UNION4_IDENTITY, ARM_DEFAULT, bench_default_online_arm(), ARM_UNION4_FIXED_W128};
+    enum { COUNT = 5 };
+    const int arms[COUNT] = {ARM_UNION4_IDENTITY, ARM_DEFAULT, bench_default_online_arm(), ARM_UNION4_FIXED_W128,
+                             ARM_DEFAULT_G8};
     const pw_problem_t *p = &bc->capture->problem;
     arm_run_t runs[COUNT];
     memset(runs, 0, sizeof runs);
@@ -838,13 +847,14 @@ int bench_gpu_capture(bench_capture_t *bc, const bench_options_t *o)
     /* Every arm alone, in order, except the default kernel's four (the Union4 arm in the
      * default arithmetic, bench_default_online_arm, and the last three), which run together
      * by interleaved replays at that arm's turn. */
-    const int group[4] = {ARM_UNION4_IDENTITY, ARM_DEFAULT, bench_default_online_arm(), ARM_UNION4_FIXED_W128};
+    const int group[5] = {ARM_UNION4_IDENTITY, ARM_DEFAULT, bench_default_online_arm(), ARM_UNION4_FIXED_W128,
+                          ARM_DEFAULT_G8};
     int failures = 0;
     for (int arm = 0; arm < ARM_UNION4_IDENTITY; arm++) {
         const int interleaved = arm == bench_default_online_arm();
         failures += interleaved ? run_interleaved(bc, o, &d, s, t0_out, scratch)
                                 : run_arm(bc, arm, o, &d, s, t0_out, scratch) != 0;
-        for (int g = 0; g < (interleaved ? 4 : 1) && !o->quiet; g++) {
+        for (int g = 0; g < (interleaved ? 5 : 1) && !o->quiet; g++) {
             const int shown = interleaved ? group[g] : arm;
             const bench_arm_result_t *ar = &bc->arms[shown];
             if (ar->ran)
