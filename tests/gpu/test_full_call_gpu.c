@@ -597,6 +597,8 @@ static void graph_replay_case(pw_kernel_t kernel, uint32_t flags)
     int32_t *perm = malloc((size_t)p->num_kv_heads * p->num_tokens * 4);
     assert_non_null(perm);
     pw_grouping_t g = PW_GROUPING_INIT;
+    pw_grouping_t g_regroup = g; /* Union4 regroups for 4-query unions (PW_PLAN_REGROUP_GROUPS_OF_8) */
+    if (kernel == PW_KERNEL_UNION4 && !(flags & PW_PLAN_REGROUP_GROUPS_OF_8)) g_regroup.group_size = 4;
     for (int round = 0; round < 3; round++) {
         if (round > 0) {
             fill_inputs(c, &rng);
@@ -611,7 +613,7 @@ static void graph_replay_case(pw_kernel_t kernel, uint32_t flags)
         CUDA_OK(cudaGraphLaunch(exec, s));
         fetch(p, &d, s, &replay);
         const pw_requests_t rq = pw_capture_requests(c);
-        assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm));
+        assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g_regroup, perm));
         check_workspace_views(c, plan, &d, perm);
         direct_run(c, &d, kernel, &g, perm, s, &direct);
         const int same = same_result(p, &replay, &direct);
