@@ -3,12 +3,12 @@
  * compiler's register report only). Not part of the library; bench/NOTES.md has the
  * predictions and the results.
  *
- *   exp_ws_attention [--groups N] [--union U] [--density D] [--reps R]
+ *   exp_ws_attention [--groups N] [--union U] [--density D] [--reps R] [--variant I]
  *
  * One persistent CTA per SM, three warpgroups: a producer (one thread issues the bulk
- * copies of each union page's K and V^T tiles, 2 x 16 KiB, into a ring of kRing stages) and
+ * copies of each union page's K and V^T tiles, 2 x 16 KiB, into rings of KR / VR stages) and
  * two consumers, each owning one 4-query half of an 8-query group (64 rows = one M64 wgmma
- * tile), walking the group's union pages in order. Two rings of kRing stages, K and V^T,
+ * tile), walking the group's union pages in order. Two rings, K and V^T,
  * each streamed by its own producer thread (so that the K stream never waits for a V
  * release): full barriers (the producer's expect_tx, 16 KiB) and empty barriers (256
  * arrivals per page: 128 from each half, every thread of a consumer that used the page;
@@ -16,15 +16,19 @@
  * issues the copy; in MODE 0 / 1 every consumer waits for and releases every page, so no
  * thread arrives for a later use of a stage before the earlier one completed: each phase
  * of an empty barrier is one page). A consumer releases K(k) as soon as QK(k) is done,
- * before it waits for K(k + 1); dependencies then only point to earlier pages, so the two
- * consumers and two producers cannot wait on each other in a cycle.
+ * before it waits for K(k + 1). In MODE 0 / 1 every wait then points to an earlier page and
+ * no cycle is possible. In MODE 2 with SKIP one is: a consumer holds V(k) while it waits
+ * for its next own page's K; if that page is more than KR + VR uses ahead, its fill can
+ * need the other consumer to pass a V stage that waits for this very release. The host
+ * therefore gives a half a filler page (no member) wherever its gap would exceed that
+ * (kFillerGap), and a skipping consumer waits for the stage's "issued" counter before its
+ * parity wait (see wait_k). The first H200 runs hung on both.
  *
  * Variants (template MODE, SKIP, X2):
  *   MODE 0  R1, stream only: consumers wait and release, no arithmetic.
  *   MODE 1  consume, no overlap: per member page QK (wgmma, wait), softmax, PV.
  *   MODE 2  consume with overlap (issue 12 item 2): the next member page's QK is issued
- *           before this page's softmax (into the second score accumulator), when that
- *           page's stage cannot depend on this page's release (it is < kRing pages ahead).
+ *           before this page's softmax (into the second score accumulator).
  *           The consumer walks its own page list (the host's, [groups][2][kMaxUnion] union
  *           indices) and the producer arrives for the pages it skips; PV in four N = 32
  *           quarters (16-register fresh accumulators) to fit 240 registers.
@@ -48,6 +52,7 @@ namespace {
 using namespace pw;
 
 constexpr int kRing = 4;                      // default stages of each of the K and V^T rings
+constexpr int kFillerGap = 2 * kRing;         // a half's own pages at most this far apart
 constexpr int kConsumers = 2;                 // one per 4-query half of the 8-query group
 constexpr int kWsThreads = 128 * (1 + kConsumers);
 constexpr uint32_t kEmptyArrivals = 128 * kConsumers;
@@ -281,8 +286,9 @@ __global__ void __launch_bounds__(kWsThreads, 1) ws_kernel(const ExpParams p)
         } else {
             // A static schedule, as ptxas wants it for overlapped wgmmas: page k's QK is in
             // flight when step k starts; step k waits for it, releases K(k), issues QK(k + 1)
-            // (waiting only for K(k + 1): K is released one page ahead of V, so the wait never
-            // needs this consumer's own V release), then softmax(k) under QK(k + 1), PV(k),
+            // (waiting for K(k + 1) while V(k) is held: safe while the next own page is at
+            // most KR + VR uses ahead, which the host's filler pages ensure), then softmax(k)
+            // under QK(k + 1), PV(k),
             // V(k) released. Two score accumulators in turn (the loop unrolled by two); the
             // last page's step is peeled (no next QK). Control values are warp-uniform redux
             // results, so ptxas sees no divergent branch around the wgmmas.
@@ -348,6 +354,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) ws_kernel(const ExpParams p)
 template <int MODE, bool SKIP, bool X2, bool QLOAD = false, int KR = kRing, int VR = kRing>
 int run_variant(const char *name, const ExpParams &p, int ctas, int reps, double page_steps, double half_steps)
 {
+    static_assert(kFillerGap <= KR + VR, "the host's filler pages assume gaps <= KR + VR (else a hang)");
     void (*k)(ExpParams) = ws_kernel<MODE, SKIP, X2, QLOAD, KR, VR>;
     const size_t smem = kSmemWs<KR, VR>;
     CK(cudaFuncSetAttribute((const void *)k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
@@ -447,14 +454,14 @@ int main(int argc, char **argv)
             for (int h = 0; h < 2; h++) {
                 // A half computes its member pages, plus a filler page (no member: its rows
                 // stay masked) wherever its previous own page of the group is more than
-                // 2 kRing pages back. The consumer holds V(k) while it waits for the next own
-                // page's K; a K fill more than KR + VR uses ahead can need the other consumer to
-                // pass a V stage that waits for that very release: a cycle. Fillers keep every
-                // gap within 2 kRing <= KR + VR of every variant below.
+                // kFillerGap pages back. The consumer holds V(k) while it waits for the next
+                // own page's K; a K fill more than KR + VR uses ahead can need the other
+                // consumer to pass a V stage that waits for that very release: a cycle.
+                // Fillers keep every gap within kFillerGap <= KR + VR (run_variant asserts).
                 int32_t &cnt = h_own_count[2 * g + h];
                 uint8_t *own = h_own + ((size_t)g * 2 + h) * kMaxUnion;
                 const bool member = ((m >> (4 * h)) & 0xfu) != 0u;
-                const bool filler = !member && cnt > 0 && i - own[cnt - 1] >= 2 * kRing;
+                const bool filler = !member && cnt > 0 && i - own[cnt - 1] >= kFillerGap;
                 if (member || filler) {
                     own[cnt++] = (uint8_t)i;
                     h_computes[(size_t)g * kMaxUnion + i] |= (uint8_t)(1u << h);

@@ -617,7 +617,9 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
  * arithmetic only, nothing is read): *perm receives the device permutation [Hkv, N] the
  * last call used (NULL with PW_PLAN_CALLER_PERM: it is the caller's; NULL for
  * PER_QUERY), *meta the device union metadata (all NULL for PER_QUERY), and *grouping the
- * group boundaries (window, group size 8). Any output pointer may be NULL. After the call
+ * union metadata's group boundaries (window, group size 8; the regroup that made *perm
+ * may have used another group size: pw_plan_info's regroup_group_size, 4 for Union4).
+ * Any output pointer may be NULL. After the call
  * has completed, these can be copied back for statistics (pw_union_stats) or checks.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL plan, workspace NULL when the plan needs one),
  *         PW_ERROR_INSUFFICIENT_WORKSPACE (workspace_bytes below pw_plan_workspace_size). */
@@ -659,9 +661,18 @@ typedef struct pw_plan_info {
     double saving_us;          /* time guard: predicted attention time saved by regrouping */
     double cost_us;            /* time guard: predicted in-call regroup cost */
     double margin_us;          /* regroup iff saving_us > cost_us + margin_us (AUTO) */
+    int32_t regroup_group_size; /* g of the call's regroup (Algorithm 1's group size): 4 for
+                                  PW_KERNEL_UNION4 (its objective is C_4), 8 for Union8 or
+                                  with PW_PLAN_REGROUP_GROUPS_OF_8; 0 when `regroup` is
+                                  IDENTITY. pw_ref_regroup with `regroup`, `window` and this
+                                  g reproduces the call's permutation; union preparation
+                                  groups 8 slots either way (pw_plan_workspace_views).
+                                  Since 2026-12-01 (fourth session): a caller whose
+                                  struct_size is that of the struct before this field gets
+                                  the other fields, not this one. */
 } pw_plan_info_t;
 
-#define PW_PLAN_INFO_INIT {sizeof(pw_plan_info_t), PW_REGROUP_IDENTITY, PW_REGROUP_IDENTITY, 0, PW_KERNEL_UNION4, 0.0, 0.0, 0.0}
+#define PW_PLAN_INFO_INIT {sizeof(pw_plan_info_t), PW_REGROUP_IDENTITY, PW_REGROUP_IDENTITY, 0, PW_KERNEL_UNION4, 0.0, 0.0, 0.0, 0}
 
 /* Fills info for calls with args.precision == precision. The time-guard figures are
  * filled for every plan that could regroup in the call (whatever its mode), 0 otherwise.

@@ -63,8 +63,9 @@ enum {
 struct pw_plan {
     pw_problem_t problem;
     pw_plan_config_t config;
-    pw_grouping_t regroup;  /* what pw_regroup runs (mode, window, g = 8); with AUTO the
-                               mode is GUARDED and each call may run IDENTITY instead */
+    pw_grouping_t regroup;  /* what pw_regroup runs (mode, window, g = 4 for Union4 or 8);
+                               with AUTO the mode is GUARDED and each call may run
+                               IDENTITY instead; union preparation uses `grouping` (g = 8) */
     int regroup_pays[2];    /* AUTO: the time guard's choice per pw_precision_t (1 =
                                regroup); decided once at creation (host shapes only) */
     double saving_us[2], cost_us[2]; /* the time guard's figures per precision */
@@ -240,9 +241,10 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
     plan->regroup.mode = config->regroup == PW_REGROUP_AUTO ? PW_REGROUP_GUARDED : config->regroup;
     plan->regroup.window = config->regroup == PW_REGROUP_IDENTITY ? 0 : config->window;
     /* Union4 executes C_4 = |U_G0| + |U_G1| (each 4-query half walks its own union), so its
-     * regroup minimises 4-query unions (Algorithm 1 with g = 4: 1.3-2.5% smaller C_4 than
-     * g = 8 on A/C-hot, A-low and the captures; bench/NOTES.md); union preparation still
-     * groups 8 slots, whose halves are then exactly the greedy 4-query groups. */
+     * regroup minimises 4-query unions (Algorithm 1 with g = 4: C_4 0.8-3.2% smaller than
+     * with g = 8 on every shipped capture and workload, A-hot 2.3%; bench/NOTES.md); union
+     * preparation still groups 8 slots, whose halves are then exactly the greedy 4-query
+     * groups. */
     plan->regroup.group_size = config->kernel == PW_KERNEL_UNION4 && !(config->flags & PW_PLAN_REGROUP_GROUPS_OF_8)
                                    ? PW_PLAN_UNION4_REGROUP_SIZE
                                    : PW_PLAN_GROUP_SIZE;
@@ -407,9 +409,11 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     if (!caller_perm) {
         /* The regroup (or, where the time guard says it does not pay, the identity
          * permutation), then union preparation: two launches. The fused regroup + union
-         * preparation kernel (pw_regroup_union_prepare_dev_variant 0) is not used until
-         * compute-sanitizer synccheck passes on it (H200, 2026-12-01: divergent
-         * __syncthreads; bench/NOTES.md, regroup v3.2). */
+         * preparation kernel (pw_regroup_union_prepare_dev_variant 0; sanitizer-clean on
+         * the H200 since 2026-12-01) is not used: it takes one group size for the greedy
+         * pass and the emitted groups, while Union4 regroups with g = 4 and prepares 8-slot
+         * groups; it does not mark the V^T pre-pass's pages; and it measured no faster at
+         * one KV head (bench/NOTES.md, regroup v3.2). */
         pw_grouping_t g = plan->regroup;
         if (!plan->regroup_pays[pw_args_precision(args) == PW_PRECISION_FP8X2]) g.mode = PW_REGROUP_IDENTITY;
         PW_TRY(pw_regroup(p, args->topk_ids, &args->requests, &g, own_perm, parts[PART_REGROUP],
@@ -439,16 +443,21 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
 pw_status_t pw_plan_info(const pw_plan_t *plan, pw_precision_t precision, pw_plan_info_t *info)
 {
     if (!plan || !info) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "plan and info must not be NULL");
-    if (info->struct_size < sizeof(pw_plan_info_t))
+    /* The struct before regroup_group_size (a caller built against the earlier header)
+     * gets every field it has. */
+    const size_t v1_size = offsetof(pw_plan_info_t, regroup_group_size);
+    if (info->struct_size < v1_size)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "info.struct_size is %u, expected %zu (initialise with PW_PLAN_INFO_INIT)",
                        info->struct_size, sizeof(pw_plan_info_t));
+    const int full = info->struct_size >= sizeof(pw_plan_info_t);
     if (precision != PW_PRECISION_FP8 && precision != PW_PRECISION_FP8X2)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "precision is %d (not a pw_precision_t)", (int)precision);
     const int x2 = precision == PW_PRECISION_FP8X2;
-    info->struct_size = sizeof(pw_plan_info_t);
+    info->struct_size = full ? (uint32_t)sizeof(pw_plan_info_t) : (uint32_t)v1_size;
     info->configured = plan->config.regroup;
     info->regroup = plan->regroup_pays[x2] ? plan->regroup.mode : PW_REGROUP_IDENTITY;
+    if (full) info->regroup_group_size = info->regroup == PW_REGROUP_IDENTITY ? 0 : plan->regroup.group_size;
     info->window = plan->grouping.window;
     info->kernel = plan->config.kernel;
     info->saving_us = plan->saving_us[x2];

@@ -4,6 +4,7 @@
  * table they were fitted to, and the plan's use of the decision.
  *
  * Usage: test_time_guard [--seed N] */
+#include <stddef.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -233,12 +234,40 @@ static void test_plan_info(void **state)
     assert_close(info.saving_us, s);
     assert_close(info.cost_us, c);
     assert_close(info.margin_us, pw_time_guard_model()->margin_us);
+    assert_int_equal(info.regroup_group_size, 4); /* Union4 regroups for 4-query unions */
+    /* A caller built against the header before regroup_group_size: its fields, not that one. */
+    pw_plan_info_t old = PW_PLAN_INFO_INIT;
+    old.struct_size = (uint32_t)offsetof(pw_plan_info_t, regroup_group_size);
+    old.regroup_group_size = -7;
+    assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8, &old));
+    assert_int_equal(old.regroup, PW_REGROUP_GUARDED);
+    assert_int_equal(old.struct_size, offsetof(pw_plan_info_t, regroup_group_size));
+    assert_int_equal(old.regroup_group_size, -7);
+    old.struct_size = (uint32_t)offsetof(pw_plan_info_t, regroup_group_size) - 1;
+    assert_int_equal(pw_plan_info(plan, PW_PRECISION_FP8, &old), PW_ERROR_INVALID_ARGUMENT);
     pw_plan_destroy(plan);
+    /* Union8, or the 8-query objective: g = 8 */
+    {
+        pw_plan_config_t c8 = PW_PLAN_CONFIG_INIT;
+        c8.kernel = PW_KERNEL_UNION8;
+        assert_pw_ok(pw_plan_create(&p, &c8, &plan));
+        assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8, &info));
+        assert_int_equal(info.regroup, PW_REGROUP_GUARDED);
+        assert_int_equal(info.regroup_group_size, 8);
+        pw_plan_destroy(plan);
+        c8 = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
+        c8.flags = PW_PLAN_REGROUP_GROUPS_OF_8;
+        assert_pw_ok(pw_plan_create(&p, &c8, &plan));
+        assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8, &info));
+        assert_int_equal(info.regroup_group_size, 8);
+        pw_plan_destroy(plan);
+    }
 
     p = problem_of(1024, 1, 1, 512);
     assert_pw_ok(pw_plan_create(&p, NULL, &plan));
     assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8, &info));
     assert_int_equal(info.regroup, PW_REGROUP_IDENTITY);
+    assert_int_equal(info.regroup_group_size, 0); /* no regroup in the call */
     assert_true(info.saving_us < info.cost_us + info.margin_us);
     pw_plan_destroy(plan);
 
