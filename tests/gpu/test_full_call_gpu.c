@@ -474,18 +474,18 @@ static void test_full_call_matches_direct(void **state)
         pw_grouping_t g = PW_GROUPING_INIT;
         g.mode = a->mode;
         g.window = a->mode == PW_REGROUP_IDENTITY && !(a->flags & PW_PLAN_CALLER_PERM) ? 0 : a->window;
+        pw_plan_info_t info = PW_PLAN_INFO_INIT;
+        assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8, &info));
         if (a->mode == PW_REGROUP_AUTO) { /* what the time guard chose; windows of W either way */
-            pw_plan_info_t info = PW_PLAN_INFO_INIT;
-            assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8, &info));
             printf("  %-34s time guard: %s (saving %.1f us, cost %.1f us)\n", a->name,
                    info.regroup == PW_REGROUP_IDENTITY ? "identity" : "guarded", info.saving_us, info.cost_us);
             g.mode = info.regroup;
             assert_int_equal(info.window, a->window);
         }
-        /* Union4 regroups for 4-query unions (pageweaver.h, PW_PLAN_REGROUP_GROUPS_OF_8);
-         * union preparation groups 8 slots either way (g). */
+        /* The regroup's group size is the plan's (4 for Union4: pw_plan_info); union
+         * preparation groups 8 slots either way (g). */
         pw_grouping_t g_regroup = g;
-        if (a->kernel == PW_KERNEL_UNION4 && !(a->flags & PW_PLAN_REGROUP_GROUPS_OF_8)) g_regroup.group_size = 4;
+        if (info.regroup_group_size > 0) g_regroup.group_size = info.regroup_group_size;
         if (a->flags & PW_PLAN_CALLER_PERM) random_perm_within_requests(c, &rng, perm);
         else if (g.mode == PW_REGROUP_IDENTITY) identity_perm(p, perm);
         else assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g_regroup, perm));
@@ -597,8 +597,10 @@ static void graph_replay_case(pw_kernel_t kernel, uint32_t flags)
     int32_t *perm = malloc((size_t)p->num_kv_heads * p->num_tokens * 4);
     assert_non_null(perm);
     pw_grouping_t g = PW_GROUPING_INIT;
-    pw_grouping_t g_regroup = g; /* Union4 regroups for 4-query unions (PW_PLAN_REGROUP_GROUPS_OF_8) */
-    if (kernel == PW_KERNEL_UNION4 && !(flags & PW_PLAN_REGROUP_GROUPS_OF_8)) g_regroup.group_size = 4;
+    pw_plan_info_t info = PW_PLAN_INFO_INIT; /* the regroup's group size: 4 for Union4 */
+    assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8, &info));
+    pw_grouping_t g_regroup = g;
+    g_regroup.group_size = info.regroup_group_size;
     for (int round = 0; round < 3; round++) {
         if (round > 0) {
             fill_inputs(c, &rng);

@@ -457,8 +457,7 @@ static arm_figures_t arm_figures(const bench_capture_t *bc, int arm, const bench
         f.exec_flop = (double)st->selections * STEP_FLOP;
         f.visits = st->selections;
         f.c4 = st->selections;
-    } else if (arm == ARM_UNION4 || arm == ARM_UNION4_X2 || arm == ARM_UNION4_IDENTITY ||
-               arm == ARM_UNION4_FIXED_W128 || arm == ARM_DEFAULT || arm == ARM_DEFAULT_G8) {
+    } else if (arm == ARM_UNION4 || arm == ARM_UNION4_X2 || bench_arm_in_default_arithmetic(arm)) { /* Union4 */
         f.l2_bytes = (double)st->c4 * PAGE_BYTES;
         f.exec_flop = (double)st->c4 * STEP_FLOP;
     } else {

@@ -148,13 +148,17 @@ static inline int bench_default_online_arm(void)
 {
     return bench_default_precision() == PW_PRECISION_FP8X2 ? ARM_UNION4_X2 : ARM_UNION4;
 }
+/* 1 for the arms from ARM_UNION4_IDENTITY on (the default kernel's interleaved group,
+ * besides bench_default_online_arm): they run the library's default arithmetic. */
+static inline int bench_arm_in_default_arithmetic(int arm)
+{
+    return arm >= ARM_UNION4_IDENTITY && arm < NUM_ARMS;
+}
 /* 1 when the arm runs PW_PRECISION_FP8X2 (QK and PV twice on the tensor cores). */
 static inline int bench_arm_is_x2(int arm)
 {
     if (arm == ARM_ONLINE_W128_X2 || arm == ARM_UNION4_X2) return 1;
-    return bench_default_precision() == PW_PRECISION_FP8X2 &&
-           (arm == ARM_UNION4_IDENTITY || arm == ARM_UNION4_FIXED_W128 || arm == ARM_DEFAULT ||
-            arm == ARM_DEFAULT_G8);
+    return bench_default_precision() == PW_PRECISION_FP8X2 && bench_arm_in_default_arithmetic(arm);
 }
 const char *bench_arm_key(int arm);
 const char *bench_perm_name(int perm);

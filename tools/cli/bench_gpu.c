@@ -412,8 +412,7 @@ static arm_spec_t arm_spec(int arm)
     default: break;
     }
     /* The default kernel's group runs the library's default arithmetic (bench.h). */
-    if (arm == ARM_UNION4_IDENTITY || arm == ARM_UNION4_FIXED_W128 || arm == ARM_DEFAULT || arm == ARM_DEFAULT_G8)
-        s.precision = bench_default_precision();
+    if (bench_arm_in_default_arithmetic(arm)) s.precision = bench_default_precision();
     return s;
 }
 
@@ -756,13 +755,21 @@ static int time_interleaved(arm_run_t *runs, int count, int copies, int warmup, 
     return rc;
 }
 
-/* The default kernel's arms, timed by interleaved replays (docs/bench.md). */
+/* The default kernel's arms, timed together by interleaved replays (docs/bench.md). */
+enum { DEFAULT_GROUP = 5 };
+static void default_group(int arms[DEFAULT_GROUP])
+{
+    const int group[DEFAULT_GROUP] = {ARM_UNION4_IDENTITY, ARM_DEFAULT, bench_default_online_arm(),
+                                      ARM_UNION4_FIXED_W128, ARM_DEFAULT_G8};
+    memcpy(arms, group, sizeof group);
+}
+
 static int run_interleaved(bench_capture_t *bc, const bench_options_t *o, device_set_t *d, cudaStream_t s,
                            pw_bf16_t *t0_out, pw_bf16_t *scratch)
 {
-    enum { COUNT = 5 };
-    const int arms[COUNT] = {ARM_UNION4_IDENTITY, ARM_DEFAULT, bench_default_online_arm(), ARM_UNION4_FIXED_W128,
-                             ARM_DEFAULT_G8};
+    enum { COUNT = DEFAULT_GROUP };
+    int arms[COUNT];
+    default_group(arms);
     const pw_problem_t *p = &bc->capture->problem;
     arm_run_t runs[COUNT];
     memset(runs, 0, sizeof runs);
@@ -847,14 +854,14 @@ int bench_gpu_capture(bench_capture_t *bc, const bench_options_t *o)
     /* Every arm alone, in order, except the default kernel's four (the Union4 arm in the
      * default arithmetic, bench_default_online_arm, and the last three), which run together
      * by interleaved replays at that arm's turn. */
-    const int group[5] = {ARM_UNION4_IDENTITY, ARM_DEFAULT, bench_default_online_arm(), ARM_UNION4_FIXED_W128,
-                          ARM_DEFAULT_G8};
+    int group[DEFAULT_GROUP];
+    default_group(group);
     int failures = 0;
     for (int arm = 0; arm < ARM_UNION4_IDENTITY; arm++) {
         const int interleaved = arm == bench_default_online_arm();
         failures += interleaved ? run_interleaved(bc, o, &d, s, t0_out, scratch)
                                 : run_arm(bc, arm, o, &d, s, t0_out, scratch) != 0;
-        for (int g = 0; g < (interleaved ? 5 : 1) && !o->quiet; g++) {
+        for (int g = 0; g < (interleaved ? DEFAULT_GROUP : 1) && !o->quiet; g++) {
             const int shown = interleaved ? group[g] : arm;
             const bench_arm_result_t *ar = &bc->arms[shown];
             if (ar->ran)
