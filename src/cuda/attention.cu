@@ -141,7 +141,7 @@ template <int VARIANT, class Plan>
 static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int kv_head,
                                        int64_t group, int half, int request, int32_t query_row,
                                        const int64_t (&limits)[kSlotsPerCta], int union_size,
-                                       int32_t *page_vt = nullptr)
+                                       int32_t *page_vt = nullptr, uint32_t slot_mask = 0xFu)
 {
     const int64_t query_limit = limits[0]; // per-query: the query's last visible token
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -165,7 +165,7 @@ static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int k
         if (tid < union_size) {
             const int64_t base = ((int64_t)kv_head * p.max_groups + group) * p.union_capacity;
             logical = p.union_pages[base + tid];
-            members = (p.member_masks[base + tid] >> (4 * half)) & 0xFu;
+            members = (p.member_masks[base + tid] >> (4 * half)) & slot_mask; // dev impl 12: 2 of the 4 slots
             if (VARIANT == kUnion4 && members == 0) logical = -1; // Union4 skips its half's non-pages
         }
     }
@@ -291,8 +291,10 @@ struct CtaWork {
 };
 
 template <int VARIANT>
-static __device__ __forceinline__ bool cta_work(const AttentionParams &p, uint32_t rank, CtaWork &w)
+static __device__ __forceinline__ bool cta_work(const AttentionParams &p, uint32_t rank, CtaWork &w,
+                                                int64_t block = -1)
 {
+    if (block < 0) block = blockIdx.x; // dev impl 12 passes blockIdx.x / 2 (two CTAs per half)
     int num_members = 0;
     w.half = 0;
     w.request = 0;
@@ -301,9 +303,9 @@ static __device__ __forceinline__ bool cta_work(const AttentionParams &p, uint32
 #pragma unroll
     for (int k = 0; k < kSlotsPerCta; k++) w.query_rows[k] = -1;
     if (VARIANT == kPerQuery) {
-        w.kv_head = blockIdx.x / p.num_tokens;
+        w.kv_head = (int)(block / p.num_tokens);
         if (vt_skips_head(p, w.kv_head)) return false;
-        w.query_rows[0] = blockIdx.x % p.num_tokens;
+        w.query_rows[0] = (int32_t)(block % p.num_tokens);
         int lo = 0, hi = p.num_requests - 1; // request r with cu[r] <= n < cu[r+1]
         while (lo < hi) {
             const int mid = (lo + hi + 1) / 2;
@@ -312,8 +314,8 @@ static __device__ __forceinline__ bool cta_work(const AttentionParams &p, uint32
         w.request = lo;
         num_members = 1;
     } else {
-        const int64_t item = blockIdx.x / 2;
-        w.half = VARIANT == kUnion8 ? (int)rank : (int)(blockIdx.x % 2);
+        const int64_t item = block / 2;
+        w.half = VARIANT == kUnion8 ? (int)rank : (int)(block % 2);
         w.kv_head = (int)(item / p.max_groups);
         if (vt_skips_head(p, w.kv_head)) return false; // both CTAs of a cluster agree
         w.group = item % p.max_groups;
@@ -583,6 +585,7 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
 } // namespace pw
 
 #include "attention_lean.cuh" // dev impl 9 (v8 "lean")
+#include "attention_stacked.cuh" // dev impl 11 (v9 "stacked FP8X2")
 
 /* ------------------------------------------------------------------------------------ */
 /* Host side                                                                            */
@@ -727,6 +730,36 @@ pw_status_t launch_lean(const pw::AttentionParams &params, unsigned grid, pw_str
     return PW_SUCCESS;
 }
 
+/* Dev impl 11 ("stacked FP8X2", attention_stacked.cuh): Union4 on the pre-pass, three CTAs per SM. */
+template <int VARIANT>
+pw_status_t launch_stacked(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
+{
+    static std::atomic<uint64_t> configured{0}; // devices this kernel's attributes are set on
+    void (*kernel)(pw::AttentionParams) = pw::stacked_attention_kernel<VARIANT>;
+    PW_TRY(configure_kernel((const void *)kernel, pw::kSmemBytesLean, true, configured, "attention kernel (stacked)"));
+    kernel<<<grid, pw::kThreads, pw::kSmemBytesLean, stream>>>(params);
+    const cudaError_t last = cudaGetLastError();
+    if (last != cudaSuccess)
+        return pw_fail(PW_ERROR_CUDA, "attention kernel launch (stacked): %s", cudaGetErrorString(last));
+    return PW_SUCCESS;
+}
+
+/* Dev impl 12 (attention_stacked.cuh): one 2-slot tile per CTA, four CTAs per SM; `grid`
+ * counts two CTAs per (group, KV head), this kernel runs four. */
+template <int VARIANT>
+pw_status_t launch_stack1(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
+{
+    static std::atomic<uint64_t> configured{0};
+    void (*kernel)(pw::AttentionParams) = pw::stack1_attention_kernel<VARIANT>;
+    PW_TRY(configure_kernel((const void *)kernel, pw::kSmemBytesStack1, true, configured, "attention kernel (stack1)"));
+    if (grid > 0x7fffffffu / 2) return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12: grid too large");
+    kernel<<<2 * grid, pw::kThreads, pw::kSmemBytesStack1, stream>>>(params);
+    const cudaError_t last = cudaGetLastError();
+    if (last != cudaSuccess)
+        return pw_fail(PW_ERROR_CUDA, "attention kernel launch (stack1): %s", cudaGetErrorString(last));
+    return PW_SUCCESS;
+}
+
 /* One implementation of one variant: impl (bits of pw::ImplBits: 0, 2, 6, 8 and their
  * FP8X2 forms) or one of the lean kernel's dispatch values (kImplLean...). `grid` counts
  * two CTAs per (group, KV head). */
@@ -745,6 +778,14 @@ pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned gr
         else if (impl == pw::kImplLeanPreVt) return launch_lean<VARIANT, false, true>(params, grid, stream);
         else if (impl == pw::kImplLeanPreVtX2) return launch_lean<VARIANT, true, true>(params, grid, stream);
         else return launch_lean<VARIANT, false>(params, grid, stream);
+    }
+    if (impl == pw::kImplStackedPreVtX2 || impl == pw::kImplStack1PreVtX2) {
+        if constexpr (VARIANT != pw::kUnion4)
+            return pw_fail(PW_ERROR_UNSUPPORTED, "dev impls 11 and 12 (stacked FP8X2) run Union4 only");
+        else if (impl == pw::kImplStack1PreVtX2)
+            return launch_stack1<VARIANT>(params, grid, stream);
+        else
+            return launch_stacked<VARIANT>(params, grid, stream);
     }
     if (impl == pw::kImplIdleVtDev) return launch<VARIANT, pw::kImplPRegs | pw::kImplIdleVt>(params, grid, stream);
     if (impl == pw::kImplNoVMaskDev)
@@ -771,11 +812,15 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         if (impl == pw::kImplIdleVtDev) impl = pw::kImplPRegs | pw::kImplIdleVt | pw::kImplX2;
         else if (impl == pw::kImplLeanDev) impl = pw::kImplLeanX2;
         else if (impl == pw::kImplLeanPreVtDev) impl = pw::kImplLeanPreVtX2;
+        else if (impl == pw::kImplStackedDev) impl = pw::kImplStackedPreVtX2;
+        else if (impl == pw::kImplStack1Dev) impl = pw::kImplStack1PreVtX2;
         else if (impl == pw::kImplPRegs)
             impl = pw::kImplPRegs | pw::kImplX2;
         else
             return pw_fail(PW_ERROR_UNSUPPORTED,
                            "PW_PRECISION_FP8X2 has no path in dev impl %d (impls 2, 6, 9 and 10 have)", impl);
+    } else if (impl == pw::kImplStackedDev || impl == pw::kImplStack1Dev) {
+        return pw_fail(PW_ERROR_UNSUPPORTED, "dev impls 11 and 12 (stacked) are PW_PRECISION_FP8X2 only");
     } else if (impl == pw::kImplLeanDev) {
         impl = pw::kImplLean;
     } else if (impl == pw::kImplLeanPreVtDev) {
@@ -836,7 +881,10 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         params.vt_fallback = vt_fallback;
     }
     uint8_t *own = nullptr; // dev impl 10 without the full call's buffers: its own, for this call
-    if ((impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2) && !vt) {
+    const bool stacked = impl == pw::kImplStackedPreVtX2 || impl == pw::kImplStack1PreVtX2;
+    if (stacked && kernel != PW_KERNEL_UNION4)
+        return pw_fail(PW_ERROR_UNSUPPORTED, "dev impls 11 and 12 (stacked FP8X2) run Union4 only");
+    if ((impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2 || stacked) && !vt) {
         if (kernel == PW_KERNEL_UNION8)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 10 (lean + V^T pre-pass) runs Union4 and per-query only");
         // Every page a query may see gets a tile: capacity R x max_pages per KV head.

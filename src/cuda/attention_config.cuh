@@ -51,7 +51,11 @@ constexpr int kImplLeanPreVtDev = 10; // dev impl 10 = lean on the V^T pre-pass 
 // Internal dispatch values of impls 9 and 10 per precision (dev numbers 9 and 10 would collide
 // with the bit sets kImplPRegs | kImplX2 = 10 and friends).
 constexpr int kImplLean = 2009, kImplLeanX2 = 3009, kImplLeanPreVt = 2010, kImplLeanPreVtX2 = 3010;
-constexpr int kNumImpls = 11;
+constexpr int kImplStackedDev = 11;      // dev impl 11 = stacked FP8X2 on the pre-pass (attention_stacked.cuh)
+constexpr int kImplStackedPreVtX2 = 3011; // its dispatch value (FP8X2 only)
+constexpr int kImplStack1Dev = 12;       // dev impl 12 = impl 11 with one 2-slot tile per CTA
+constexpr int kImplStack1PreVtX2 = 3012;  // its dispatch value (FP8X2 only)
+constexpr int kNumImpls = 13;
 
 /* Shared memory of one CTA. Tiles are 1024-byte aligned (128-byte swizzle atoms); the
  * multicast copies land at the same offsets in both CTAs of a cluster. */
