@@ -3,7 +3,8 @@
  * `pageweaver bench`; this harness isolates pw_union_attention.
  *
  *   bench_kernels [--reps N] [--impls LIST] CAPTURE...   (LIST: slot keys, see `slots` below:
- *       0, 2, 6, 8, 9, a (= 10) the dev impls, x / y / b FP8X2 on impls 6 / 9 / 10)
+ *       0, 2, 6, 8, 9, a (= 10) the dev impls, x / y / b FP8X2 on impls 6 / 9 / 10, t impl 12
+ *       (stacked FP8X2, Union4 only: NRMS against slot x, which must be in LIST))
  *       (default capture: .data/workloads/sel_A_hot.safetensors; LIST e.g. 0,3, default all)
  *
  * Per capture: metadata for identity and guarded-W128 groupings from the CPU reference
@@ -60,7 +61,7 @@ typedef struct meta_set {
     pw_union_meta_t dev;
     int32_t *perm_dev;
     pw_union_stats_t stats;
-    int64_t tile_steps; /* dev impl 11: (CTA page, 2-slot tile) pairs with a member */
+    int64_t tile_steps; /* dev impl 12: (CTA page, 2-slot tile) pairs with a member */
 } meta_set_t;
 
 static void make_meta(const pw_capture_t *c, const pw_grouping_t *g, meta_set_t *out)
@@ -134,9 +135,9 @@ static const slot_t slots[] = {
     {'0', 0, 0, 1, 0, "v4"},      {'2', 2, 0, 1, 0, "B"},       {'6', 6, 0, 1, 0, "B+idleVt"},
     {'8', 8, 0, 1, 0, "pre-fix"}, {'x', 6, 1, 0, 0, "X2"},      {'9', 9, 0, 1, 1, "lean"},
     {'y', 9, 1, 1, 1, "leanX2"},  {'a', 10, 0, 1, 1, "preVt"},  {'b', 10, 1, 1, 1, "preVtX2"},
-    {'s', 11, 1, 2, 1, "stackX2"}, {'t', 12, 1, 2, 1, "stack1X2"},
+    {'t', 12, 1, 2, 1, "stack1X2"},
 };
-/* compare = 2: an arithmetic of its own (dev impl 11 sums FP8X2's two terms outside the
+/* compare = 2: an arithmetic of its own (dev impl 12 sums FP8X2's two terms outside the
  * tensor cores): NRMS of O and the largest LSE difference against slot 'x', not bytes. */
 /* 'a' / 'b': lean + V^T pre-pass, the dev entry allocating its own tiles (attention_dev.h). */
 #define X2_REFERENCE_SLOT 4 /* 'x' */
@@ -252,7 +253,7 @@ int main(int argc, char **argv)
             {PW_KERNEL_UNION4, &mw, &gw, "union4", "W128", (double)mw.stats.c4},
             {PW_KERNEL_PER_QUERY, &mi, &gi, "per-query", "-", (double)mi.stats.selections},
         };
-        printf("%s: C_4 identity %lld, W128 %lld; 2-slot tile steps (dev impl 11) identity %lld (%.3f x 2 C_4), "
+        printf("%s: C_4 identity %lld, W128 %lld; 2-slot tile steps (dev impl 12) identity %lld (%.3f x 2 C_4), "
                "W128 %lld (%.3f x 2 C_4)\n",
                files[f], (long long)mi.stats.c4, (long long)mw.stats.c4, (long long)mi.tile_steps,
                mi.tile_steps / (2.0 * mi.stats.c4), (long long)mw.tile_steps, mw.tile_steps / (2.0 * mw.stats.c4));

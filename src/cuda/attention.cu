@@ -67,6 +67,11 @@
  *           both in one run (dev; NaN in an invisible V slot poisons whole rows there).
  *   impl 9, 10  the lean kernel (attention_lean.cuh; its own comment has its design and
  *           invariants), Union4 and per-query only.
+ *   impl 12 "stacked FP8X2" (attention_stacked.cuh): Union4, FP8X2 only, on the pre-pass;
+ *           the two terms in the rows of 2-slot tiles, one tile per CTA, tiles without a
+ *           member skipped. Its own rounding of the FP8X2 arithmetic (not impl 6's bytes);
+ *           faster on sparse-overlap workloads, slower on the captures (bench/NOTES.md v9).
+ *           Impl 11 (both tiles in one CTA) left the tree.
  *   Union4 and per-query have no cluster: they run impls 0, 2, 6, 8, 9 and 10 as given.
  *
  * Cache bytes no query may see (docs/semantics.md): every impl but 8 zeroes, in V^T, the
@@ -585,7 +590,7 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
 } // namespace pw
 
 #include "attention_lean.cuh" // dev impl 9 (v8 "lean")
-#include "attention_stacked.cuh" // dev impl 11 (v9 "stacked FP8X2")
+#include "attention_stacked.cuh" // dev impl 12 (v9 "stacked FP8X2")
 
 /* ------------------------------------------------------------------------------------ */
 /* Host side                                                                            */
@@ -730,20 +735,6 @@ pw_status_t launch_lean(const pw::AttentionParams &params, unsigned grid, pw_str
     return PW_SUCCESS;
 }
 
-/* Dev impl 11 ("stacked FP8X2", attention_stacked.cuh): Union4 on the pre-pass, three CTAs per SM. */
-template <int VARIANT>
-pw_status_t launch_stacked(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
-{
-    static std::atomic<uint64_t> configured{0}; // devices this kernel's attributes are set on
-    void (*kernel)(pw::AttentionParams) = pw::stacked_attention_kernel<VARIANT>;
-    PW_TRY(configure_kernel((const void *)kernel, pw::kSmemBytesLean, true, configured, "attention kernel (stacked)"));
-    kernel<<<grid, pw::kThreads, pw::kSmemBytesLean, stream>>>(params);
-    const cudaError_t last = cudaGetLastError();
-    if (last != cudaSuccess)
-        return pw_fail(PW_ERROR_CUDA, "attention kernel launch (stacked): %s", cudaGetErrorString(last));
-    return PW_SUCCESS;
-}
-
 /* Dev impl 12 (attention_stacked.cuh): one 2-slot tile per CTA, four CTAs per SM; `grid`
  * counts two CTAs per (group, KV head), this kernel runs four. */
 template <int VARIANT>
@@ -779,13 +770,11 @@ pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned gr
         else if (impl == pw::kImplLeanPreVtX2) return launch_lean<VARIANT, true, true>(params, grid, stream);
         else return launch_lean<VARIANT, false>(params, grid, stream);
     }
-    if (impl == pw::kImplStackedPreVtX2 || impl == pw::kImplStack1PreVtX2) {
+    if (impl == pw::kImplStack1PreVtX2) {
         if constexpr (VARIANT != pw::kUnion4)
-            return pw_fail(PW_ERROR_UNSUPPORTED, "dev impls 11 and 12 (stacked FP8X2) run Union4 only");
-        else if (impl == pw::kImplStack1PreVtX2)
-            return launch_stack1<VARIANT>(params, grid, stream);
+            return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12 (stacked FP8X2) runs Union4 only");
         else
-            return launch_stacked<VARIANT>(params, grid, stream);
+            return launch_stack1<VARIANT>(params, grid, stream);
     }
     if (impl == pw::kImplIdleVtDev) return launch<VARIANT, pw::kImplPRegs | pw::kImplIdleVt>(params, grid, stream);
     if (impl == pw::kImplNoVMaskDev)
@@ -802,25 +791,24 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
                             bool vt_fallback = false)
 {
     PW_TRY(pw_check_gpu_attention_args(problem, args, kernel)); // src/attention_args.c
-    if (impl == 1 || impl == 3 || impl == 4 || impl == 5 || impl == 7)
+    if (impl == 1 || impl == 3 || impl == 4 || impl == 5 || impl == 7 || impl == 11)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "dev impl %d was removed: measured slower or no faster than the impl it varied "
-                       "(bench/NOTES.md: 1 and 3 v5 A, 4 v5 C, 5 and 7 v6)",
+                       "(bench/NOTES.md: 1 and 3 v5 A, 4 v5 C, 5 and 7 v6, 11 v9)",
                        impl);
     if (pw_args_precision(args) == PW_PRECISION_FP8X2) {
         // Two-term FP8 exists on B (impl 2) and on impl 6 (the library's), for every variant.
         if (impl == pw::kImplIdleVtDev) impl = pw::kImplPRegs | pw::kImplIdleVt | pw::kImplX2;
         else if (impl == pw::kImplLeanDev) impl = pw::kImplLeanX2;
         else if (impl == pw::kImplLeanPreVtDev) impl = pw::kImplLeanPreVtX2;
-        else if (impl == pw::kImplStackedDev) impl = pw::kImplStackedPreVtX2;
         else if (impl == pw::kImplStack1Dev) impl = pw::kImplStack1PreVtX2;
         else if (impl == pw::kImplPRegs)
             impl = pw::kImplPRegs | pw::kImplX2;
         else
             return pw_fail(PW_ERROR_UNSUPPORTED,
                            "PW_PRECISION_FP8X2 has no path in dev impl %d (impls 2, 6, 9 and 10 have)", impl);
-    } else if (impl == pw::kImplStackedDev || impl == pw::kImplStack1Dev) {
-        return pw_fail(PW_ERROR_UNSUPPORTED, "dev impls 11 and 12 (stacked) are PW_PRECISION_FP8X2 only");
+    } else if (impl == pw::kImplStack1Dev) {
+        return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12 (stacked) is PW_PRECISION_FP8X2 only");
     } else if (impl == pw::kImplLeanDev) {
         impl = pw::kImplLean;
     } else if (impl == pw::kImplLeanPreVtDev) {
@@ -881,9 +869,9 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         params.vt_fallback = vt_fallback;
     }
     uint8_t *own = nullptr; // dev impl 10 without the full call's buffers: its own, for this call
-    const bool stacked = impl == pw::kImplStackedPreVtX2 || impl == pw::kImplStack1PreVtX2;
+    const bool stacked = impl == pw::kImplStack1PreVtX2;
     if (stacked && kernel != PW_KERNEL_UNION4)
-        return pw_fail(PW_ERROR_UNSUPPORTED, "dev impls 11 and 12 (stacked FP8X2) run Union4 only");
+        return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12 (stacked FP8X2) runs Union4 only");
     if ((impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2 || stacked) && !vt) {
         if (kernel == PW_KERNEL_UNION8)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 10 (lean + V^T pre-pass) runs Union4 and per-query only");

@@ -53,9 +53,10 @@ static __device__ __forceinline__ uint8_t page_v_limit(uint32_t members, const i
  * its warpgroup (0..127). query_rows[w]: original row of slot w, or -1 for an empty slot
  * (its Q rows are zero). q_lo_addr: 0, or (PW_PRECISION_FP8X2) the tile that receives Q's
  * second term e4m3(q / q_scale - q8) (the difference is exact in FP32).
- * kStacked (dev impl 11, attention_stacked.cuh): two tiles of 64 rows, q_addr for slots 0-1
- * and q_lo_addr for slots 2-3; (slot s, head h) goes to warp w = 2 (s % 2) + h / 8 of its
- * tile, row 16 w + h % 8 for q8 and 16 w + 8 + h % 8 for its second term. Same codes. */
+ * kStacked (dev impl 12, attention_stacked.cuh): tiles of 64 rows, q_addr for slots 0-1
+ * and q_lo_addr for slots 2-3 (0: not written); (slot s, head h) goes to warp
+ * w = 2 (s % 2) + h / 8 of its tile, row 16 w + h % 8 for q8 and 16 w + 8 + h % 8 for its
+ * second term. Same codes as the other layouts. */
 template <bool kStacked = false>
 static __device__ void quantize_q_rows(uint32_t q_addr, uint32_t q_lo_addr, float *row_factor, int tid,
                                        const AttentionParams &p, int kv_head,
@@ -121,7 +122,7 @@ static __device__ void quantize_q_rows(uint32_t q_addr, uint32_t q_lo_addr, floa
             const int slot = row / kHeadsPerKv, head = row % kHeadsPerKv;
             const uint32_t tile = slot >= 2 ? q_lo_addr : q_addr;
             const uint32_t hi_row = 16u * (2u * (slot % 2) + head / 8) + head % 8;
-            if (tile) { // dev impl 12: one tile (q_lo_addr = 0), slots 0-1 only
+            if (tile) { // dev impl 12 passes one tile (q_lo_addr = 0): slots 0-1 only
                 st_shared_v2_u32(tile + sw128(hi_row, sub / 2) + (sub % 2) * 8, packed[0], packed[1]);
                 st_shared_v2_u32(tile + sw128(hi_row + 8, sub / 2) + (sub % 2) * 8, packed_lo[0], packed_lo[1]);
             }

@@ -51,9 +51,10 @@ constexpr int kImplLeanPreVtDev = 10; // dev impl 10 = lean on the V^T pre-pass 
 // Internal dispatch values of impls 9 and 10 per precision (dev numbers 9 and 10 would collide
 // with the bit sets kImplPRegs | kImplX2 = 10 and friends).
 constexpr int kImplLean = 2009, kImplLeanX2 = 3009, kImplLeanPreVt = 2010, kImplLeanPreVtX2 = 3010;
-constexpr int kImplStackedDev = 11;      // dev impl 11 = stacked FP8X2 on the pre-pass (attention_stacked.cuh)
-constexpr int kImplStackedPreVtX2 = 3011; // its dispatch value (FP8X2 only)
-constexpr int kImplStack1Dev = 12;       // dev impl 12 = impl 11 with one 2-slot tile per CTA
+// Dev impl 11 (stacked FP8X2, two 2-slot tiles per Union4 CTA) was never the fastest (slower
+// than impl 12 on the hot workloads, than impl 10 on the captures: bench/NOTES.md v9) and
+// left the tree: PW_ERROR_UNSUPPORTED.
+constexpr int kImplStack1Dev = 12;       // dev impl 12 = stacked FP8X2, one 2-slot tile per CTA (attention_stacked.cuh)
 constexpr int kImplStack1PreVtX2 = 3012;  // its dispatch value (FP8X2 only)
 constexpr int kNumImpls = 13;
 

@@ -31,12 +31,18 @@ extern "C" {
  *         (the full call's Union4 kernel on large inputs, bench/NOTES.md v8). Here the call allocates its
  *         own tiles (cudaMallocAsync on the stream) and the pre-pass transposes every page a
  *         query of each request may see; Union4 and per-query only.
- * impls 1, 3, 4, 5, 7 were removed (measured slower or no faster; bench/NOTES.md v5, v6):
- *         PW_ERROR_UNSUPPORTED.
- * O and LSE are bitwise identical for every impl. args->precision = PW_PRECISION_FP8X2 runs
- * on impls 2, 6, 9 and 10 only; other impls give PW_ERROR_UNSUPPORTED. Other arguments and
- * errors as pw_union_attention; PW_ERROR_INVALID_ARGUMENT for an impl outside 0..10. Every
- * impl but 8 is NaN-safe (cache bytes no query may see never reach an output). */
+ * impl 12: "stacked FP8X2" (Union4 and PW_PRECISION_FP8X2 only, own tiles as impl 10): the
+ *         two terms of Q and P in rows r and r + 8 of one 2-slot tile, one tile per CTA,
+ *         tiles without a member skipped (src/cuda/attention_stacked.cuh, bench/NOTES.md v9).
+ *         Its own rounding of the FP8X2 arithmetic: NOT bitwise equal to the other FP8X2
+ *         impls (bitwise independent of the grouping, NRMS vs exact as theirs).
+ * impls 1, 3, 4, 5, 7, 11 were removed (measured slower or no faster; bench/NOTES.md v5, v6,
+ *         v9): PW_ERROR_UNSUPPORTED.
+ * O and LSE are bitwise identical for every impl but 12. args->precision = PW_PRECISION_FP8X2
+ * runs on impls 2, 6, 9, 10 and 12 only; other impls give PW_ERROR_UNSUPPORTED, as does
+ * impl 12 in FP8. Other arguments and errors as pw_union_attention; PW_ERROR_INVALID_ARGUMENT
+ * for an impl outside 0..12. Every impl but 8 is NaN-safe (cache bytes no query may see
+ * never reach an output). */
 pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
                                    const pw_grouping_t *grouping, const int32_t *perm,
                                    const pw_union_meta_t *meta, pw_kernel_t kernel, pw_stream_t stream);

@@ -67,8 +67,6 @@ struct __align__(1024) SmemPlanLean {
     uint8_t page_vlim[kMaxUnion];       // last token of the page a member slot may see
     int32_t page_vt[kMaxUnion];         // PREVT: the pre-pass's tile of each page (vt_slots)
     float row_factor[kRows];
-    int64_t slot_limit[kSlotsPerCta];   // dev impl 11 (stacked): each slot's last visible token
-    int32_t slot_row[kSlotsPerCta];     // dev impl 11: each slot's original row (-1: empty)
     int32_t warp_count[kThreads / 32];
     int32_t num_pages;
 };

@@ -1,32 +1,37 @@
-/* attention_stacked.cuh — dev impl 11, "stacked FP8X2" (bench/NOTES.md v9): Union4 on the
- * V^T pre-pass in PW_PRECISION_FP8X2 with each term pair stacked in the rows of one tile.
- * Included by attention.cu (it uses that file's cta_work and build_page_list and the lean
- * kernel's shared-memory plan and release protocol).
+/* attention_stacked.cuh — dev impl 12, "stacked FP8X2" (bench/NOTES.md v9): Union4 on the
+ * V^T pre-pass in PW_PRECISION_FP8X2, with each term pair stacked in the rows of one tile and
+ * one 2-slot tile per CTA. Included by attention.cu (it uses that file's cta_work and
+ * build_page_list and the lean kernel's release protocol, attention_lean.cuh).
  *
  * Why: the lean kernel (impl 10) runs FP8X2 as two products per page: Q's two terms
  * (64 rows = 4 queries x 16 heads) times K into one accumulator, then P's two terms times
  * V^T into one accumulator: 4 x 64 x 128 x 128 x 2 FLOP per CTA page, whichever of the
- * 4 queries selected the page (on A-hot W128 ~1.9 of 4 do). Here the CTA's 4 slots form two
- * tiles of 2 slots, and a tile holds both terms of its 32 (slot, head) rows: row r holds
- * q8 and row r + 8 its second term, which the same thread owns in the wgmma accumulator
- * layout. So one M64 product per tile gives both terms' scores in the thread's two rows;
- * their FP32 sum is the score. P's terms go the same way into the A fragments (row r: p8,
- * row r + 8: its second term), and the PV product's two rows are summed into O. A tile
- * none of whose 2 slots selected the page is skipped: per page 1 or 2 tile products
- * instead of always 2 (the same tensor work as impl 10 when both tiles are active).
+ * 4 queries selected the page (on A-hot W128 ~1.9 of 4 do). Here the 4 slots of a Union4
+ * half form two tiles of 2 slots, each in its own CTA, and a tile holds both terms of its
+ * 32 (slot, head) rows: row r holds q8 and row r + 8 its second term, which the same thread
+ * owns in the wgmma accumulator layout. So one M64 product gives both terms' scores in the
+ * thread's two rows; their FP32 sum is the score. P's terms go the same way into the A
+ * fragments (row r: p8, row r + 8: its second term), and the PV product's two rows are
+ * summed into O. A CTA walks only the pages its 2 slots selected: per half page 1 or 2 tile
+ * products instead of always 2 (the same tensor work as impl 10 when both tiles have a
+ * member), but each page a tile selected is loaded by that tile's CTA (L2 -> SM bytes:
+ * tile steps x 32 KiB instead of C_4 x 32 KiB).
  *
  * Arithmetic: the same Q and P codes as impl 10 (quantize_q_rows<true>, p_pair_lo), the same
  * page order, masks and softmax per row; what differs is where the two terms are added:
  * here the FP32 sum of two tensor-core accumulations, there one accumulation. So the bytes
- * differ from the other FP8X2 kernels (not from the arithmetic's error: NRMS vs exact is the
- * measure), and each row is still computed alone: bitwise independent of the grouping.
+ * differ from the other FP8X2 kernels (NRMS vs exact is the measure: test_attention_gpu),
+ * and each row is still computed alone: bitwise independent of the grouping.
  *
- * Registers: O is 32 per tile (one row per thread after the fold), so 64 as in impl 10; a
- * tile's scores are 64 until folded to 32. The tiles of a page run one after the other (QK,
- * softmax, PV), so the peak is impl 10's.
+ * Resources: O is 32 registers (one row per thread after the fold); QK runs in two N = 64
+ * halves of the page's keys, each waited and folded (32 live accumulators instead of 64), so
+ * the kernel fits 128 registers (115) and four CTAs per SM; no raw V tile (the pre-pass's
+ * V^T only) and one Q tile: ~43 KiB of shared memory.
  * Synchronisation: as impl 10 (attention_lean.cuh L1-L5): every warp arrives on k_done once
- * per page, after the QK wait of the page's last active tile; on v_done once, after its
- * last PV wait. A Union4 page always has a member, so at least one tile is active. */
+ * per page, after its QK waits; on v_done once, after its PV waits.
+ * Dev impl 11 (both tiles in one CTA, three CTAs per SM) was never the fastest (slower than
+ * this kernel on the hot workloads, than impl 10 on the captures) and left the tree
+ * (bench/NOTES.md v9). */
 #ifndef PW_ATTENTION_STACKED_CUH
 #define PW_ATTENTION_STACKED_CUH
 
@@ -90,175 +95,6 @@ static __device__ __forceinline__ void stacked_p_fragments(const float (&s)[32],
     }
 }
 
-template <int VARIANT>
-__global__ void __launch_bounds__(kThreads, kLeanCtasPerSm)
-    stacked_attention_kernel(const __grid_constant__ AttentionParams p)
-{
-    static_assert(VARIANT == kUnion4, "stacked: Union4 only");
-    extern __shared__ uint8_t smem_raw[];
-    SmemPlanLean &sm = *reinterpret_cast<SmemPlanLean *>(
-        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-
-    CtaWork work;
-    if (!cta_work<VARIANT>(p, 0, work)) return; // CTA-uniform
-    const int kv_head = work.kv_head;
-
-    if (tid == 0) {
-        mbarrier_init(&sm.k_full, 1);
-        mbarrier_init(&sm.v_full, 1);
-        sm.k_done = 0u;
-        sm.v_done = 0u;
-        fence_mbarrier_init_release_cluster();
-    }
-    if (tid < kSlotsPerCta) { // published by build_page_list's barriers; kept out of registers
-#pragma unroll
-        for (int k = 0; k < kSlotsPerCta; k++) {
-            if (k == tid) {
-                sm.slot_limit[k] = work.limits[k];
-                sm.slot_row[k] = work.query_rows[k];
-            }
-        }
-    }
-    build_page_list<VARIANT>(sm, p, kv_head, work.group, work.half, work.request, work.query_rows[0],
-                             work.limits, work.union_size, sm.page_vt); // ends with __syncthreads
-    const int num_pages = sm.num_pages;
-    const uint64_t keep_kv = createpolicy_evict_last();
-    auto issue_k = [&](int next) {
-        mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);
-        tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[next], keep_kv);
-    };
-    auto issue_v = [&](int next) {
-        mbarrier_arrive_expect_tx(&sm.v_full, kTileBytes);
-        bulk_load(sm.vt, p.vt_tiles + ((int64_t)kv_head * p.vt_capacity + sm.page_vt[next]) * kTileBytes, kTileBytes,
-                  &sm.v_full, keep_kv);
-    };
-    if (tid == 0 && num_pages > 0) {
-        prefetch_tensormap(&p.k_map);
-        issue_k(0);
-        issue_v(0);
-    }
-
-    const float k_scale = *p.k_scale, v_scale = *p.v_scale;
-    const float log2e = 1.4426950408889634f;
-    quantize_q_rows<true>(smem_u32(sm.q), smem_u32(sm.q_lo), sm.row_factor, tid, p, kv_head, work.query_rows,
-                          k_scale * p.softmax_scale * log2e);
-    fence_proxy_async_shared_cta();
-    __syncthreads();
-
-    // Tile t: slots 2t, 2t + 1; this warp's rows belong to slot 2t + warp / 2, heads
-    // 8 (warp % 2) + lane / 4.
-    const uint32_t q = lane % 4;
-    const int head = 8 * (warp % 2) + lane / 4;
-    const float f_of[2] = {sm.row_factor[(warp / 2) * kHeadsPerKv + head],
-                           sm.row_factor[(2 + warp / 2) * kHeadsPerKv + head]};
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    float o[2][32];
-#pragma unroll
-    for (int t = 0; t < 2; t++)
-#pragma unroll
-        for (int k = 0; k < 32; k++) o[t][k] = 0.0f;
-    const uint64_t desc_k = wgmma_desc_k_major_sw128(sm.k);
-    const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt);
-    const uint32_t vt_addr = smem_u32(sm.vt);
-
-#pragma unroll 1
-    for (int i = 0; i < num_pages; i++) {
-        const uint32_t parity = (uint32_t)i & 1u;
-        const uint32_t members = sm.page_members[i]; // != 0 (Union4 walks member pages only)
-        const uint32_t tiles = ((members & 3u) ? 1u : 0u) | ((members & 0xCu) ? 2u : 0u); // CTA-uniform
-        const int vlim = sm.page_vlim[i];
-        mbarrier_wait_parity(&sm.k_full, parity);
-        // Tile by tile: QK, fold, softmax, PV (a tile's P fragments held across the other
-        // tile's QK spilled at 168 registers).
-#pragma unroll
-        for (int t = 0; t < 2; t++) {
-            if (!((tiles >> t) & 1u)) continue;
-            const bool member = (members >> (2 * t + warp / 2)) & 1u; // warp-uniform
-            const uint64_t desc_q = wgmma_desc_k_major_sw128(t == 0 ? sm.q : sm.q_lo);
-            float acc[64];
-            wgmma_fence_operand(acc);
-            wgmma_fence();
-#pragma unroll
-            for (int kb = 0; kb < kHeadDim / 32; kb++)
-                wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, kb > 0);
-            wgmma_commit_group();
-            wgmma_wait_group<0>();
-            wgmma_fence_operand(acc);
-            if (t == 1 || !(tiles & 2u)) lean_release(&sm.k_done, i + 1, num_pages, issue_k); // L1
-            float s[32]; // row r (q8 x K) + row r + 8 (second term x K)
-#pragma unroll
-            for (int b = 0; b < 16; b++) {
-                s[2 * b] = acc[4 * b] + acc[4 * b + 2];
-                s[2 * b + 1] = acc[4 * b + 1] + acc[4 * b + 3];
-            }
-            float alpha = 1.0f;
-            uint32_t pa[16];
-            if (member) {
-                softmax_row32(s, sm.slot_limit[2 * t + warp / 2] - (int64_t)sm.page_logical[i] * kPageSize, q, f_of[t], m[t], l[t], alpha);
-                stacked_p_fragments(s, pa);
-            } else {
-#pragma unroll
-                for (int k = 0; k < 16; k++) pa[k] = 0u;
-            }
-            if (t == 0 || !(tiles & 1u)) { // the page's first active tile: V^T
-                mbarrier_wait_parity(&sm.v_full, parity);
-                if (vlim < kPageSize - 1) { // CTA-uniform: a page past a member's last visible token
-                    zero_vt_after(vt_addr, vlim);
-                    fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
-                    __syncthreads();
-                }
-            }
-            const uint32_t none[1] = {0u};
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                float pv[32];
-                pv_part<false, 64>(pv, pa, none, desc_vt + (uint64_t)(h * 64 * kPageSize >> 4));
-                if (member) {
-#pragma unroll
-                    for (int b = 0; b < 8; b++) {
-                        const int c = 16 * h + 2 * b;
-                        o[t][c] = fmaf(o[t][c], alpha, pv[4 * b] + pv[4 * b + 2]);
-                        o[t][c + 1] = fmaf(o[t][c + 1], alpha, pv[4 * b + 1] + pv[4 * b + 3]);
-                    }
-                }
-            }
-            wgmma_fence_operand(pa);
-        }
-        lean_release(&sm.v_done, i + 1, num_pages, issue_v); // L2
-    }
-#pragma unroll
-    for (int t = 0; t < 2; t++) {
-        const int32_t row = sm.slot_row[2 * t + warp / 2];
-        if (row < 0) continue;
-        const float inv = l[t] > 0.0f ? v_scale / l[t] : 0.0f; // l = 256 * sum p
-        uint16_t *out = p.o + (int64_t)row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head) * kHeadDim;
-#pragma unroll
-        for (int b = 0; b < 16; b++)
-            *reinterpret_cast<__nv_bfloat162 *>(out + 8 * b + 2 * q) =
-                __floats2bfloat162_rn(o[t][2 * b] * inv, o[t][2 * b + 1] * inv);
-        if (p.lse && q == 0) {
-            const float ln2 = 0.6931471805599453f;
-            p.lse[(int64_t)row * (p.num_kv_heads * kHeadsPerKv) + (int64_t)kv_head * kHeadsPerKv + head] =
-                l[t] > 0.0f ? (m[t] + log2f(l[t]) - 8.0f) * ln2 : -INFINITY;
-        }
-    }
-}
-
-} // namespace pw
-
-#endif
-
-#ifndef PW_ATTENTION_STACK1_PART
-#define PW_ATTENTION_STACK1_PART
-namespace pw {
-
-/* Dev impl 12, "stacked FP8X2, one tile per CTA" (bench/NOTES.md v9): impl 11's arithmetic
- * with each 2-slot tile in its own CTA (four CTAs per 8-slot group), walking only the pages
- * its 2 slots selected. Half the registers and shared memory of impl 11's CTA (no second
- * tile, no raw V tile: the pre-pass's V^T only), so four CTAs per SM; each page a tile
- * selected is loaded by that tile's CTA (L2 -> SM bytes: tile steps x 32 KiB instead of
- * C_4 x 32 KiB). Same bytes as impl 11 (each row computed alone, same instructions). */
 constexpr int kStack1CtasPerSm = 4;
 
 struct __align__(1024) SmemPlanStack1 {
@@ -425,4 +261,5 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
 }
 
 } // namespace pw
+
 #endif

@@ -199,10 +199,11 @@ static uint32_t run_kernel(const pw_capture_t *c, device_problem_t *d, pw_kernel
     return run_kernel_impl(c, d, kernel, 0, grouping, o_out, lse_out);
 }
 
-#define NUM_IMPLS 11
+#define NUM_IMPLS 13
 static const char *const impl_names[NUM_IMPLS] = {"v4", "(removed A)", "B", "(removed A+B)", "(removed C)",
                                                   "(removed)", "B+idleVt", "(removed idleVt2)", "pre-fix", "lean",
-                                                  "lean+preVt"};
+                                                  "lean+preVt", "(removed stacked)", "stacked X2"};
+#define STACKED_IMPL 12 /* FP8X2 only, Union4 only, its own bytes (attention_dev.h) */
 
 /* The impls a kernel has: Union8 0, 2 and 6; Union4 and per-query 0, 2, 6, 9 and 10 (9,
  * "lean", and 10, lean on the V^T pre-pass, have no Union8). Impls 1, 3, 4, 5 and 7 were
@@ -211,6 +212,7 @@ static const char *const impl_names[NUM_IMPLS] = {"v4", "(removed A)", "B", "(re
 static int kernel_has_impl(pw_kernel_t kernel, int impl)
 {
     if (impl == 1 || impl == 3 || impl == 4 || impl == 5 || impl == 7 || impl == 8) return 0;
+    if (impl == 11 || impl == STACKED_IMPL) return 0; // 12: check_fp8x2 and test_cache_poison only
     if (impl == 9 || impl == 10) return kernel != PW_KERNEL_UNION8;
     return 1;
 }
@@ -385,6 +387,32 @@ static void check_fp8x2(const pw_capture_t *c, device_problem_t *d, pw_rng_t *rn
                    same_i ? "identical" : "DIFFERENT");
             assert_true(same_i);
         }
+    }
+    // Dev impl 12 (stacked FP8X2, Union4): its own rounding of the arithmetic, so checked
+    // against the references (the same bounds) and against itself across groupings.
+    for (int arm = 0; arm < 3; arm++) {
+        pw_grouping_t g;
+        setup_arm(arm == 0 ? 4 : arm == 1 ? 1 : 3, c, rng, perm, &g, d); // guarded W128, identity, random
+        const uint32_t bad = run_kernel_impl(c, d, PW_KERNEL_UNION4, STACKED_IMPL, &g, arm == 0 ? o0 : o,
+                                             arm == 0 ? l0 : l);
+        assert_int_equal(bad, bad_ref);
+        if (arm == 0) {
+            const compare_t ce = compare_rows(c, o0, l0, emu, 0, emu_lse, NULL);
+            const compare_t cx = compare_rows(c, o0, l0, ex, 1, ex_lse, NULL);
+            printf("  FP8X2 union4 W128 dev impl %d (%s): vs FP8X2 emulate NRMS %.3e max %.3e lse %.2e | vs exact "
+                   "NRMS %.5f (bound %.3f)\n", STACKED_IMPL, impl_names[STACKED_IMPL], ce.nrms, ce.max_abs,
+                   ce.lse_max_abs, cx.nrms, EXACT_X2_NRMS_BOUND);
+            assert_int_equal(ce.nan, 0);
+            assert_int_equal(ce.empty_bad, 0);
+            assert_true(ce.nrms <= EMU_X2_NRMS_BOUND);
+            assert_true(ce.lse_max_abs <= EMU_X2_LSE_BOUND);
+            assert_true(cx.nrms <= EXACT_X2_NRMS_BOUND);
+            continue;
+        }
+        const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+        printf("  FP8X2 dev impl %d, mode %d, W %d: bitwise %s to its W128 run\n", STACKED_IMPL, (int)g.mode, g.window,
+               same ? "identical" : "DIFFERENT");
+        assert_true(same);
     }
     g_precision = PW_PRECISION_FP8;
     free(emu); free(emu_lse); free(l0); free(l); free(o0); free(o); free(perm);
@@ -740,13 +768,17 @@ static void test_cache_poison(void **state)
                 arms[num_arms++] = (arm_t){5, impl, 0, PW_KERNEL_PER_QUERY};
             }
         }
+        arms[num_arms++] = (arm_t){0, STACKED_IMPL, 0, PW_KERNEL_UNION4}; // FP8X2 only (below)
+        arms[num_arms++] = (arm_t){3, STACKED_IMPL, 0, PW_KERNEL_UNION4};
         for (int k = 0; k < 3; k++) arms[num_arms++] = (arm_t){-1, 0, 1, (pw_kernel_t)k};
         arms[num_arms++] = (arm_t){-1, 0, 2, PW_KERNEL_UNION4}; // full call on the V^T pre-pass
         for (int pr = 0; pr < 2; pr++) {
             g_precision = precisions[pr];
             for (int a = 0; a < num_arms; a++) {
                 const arm_t *arm = &arms[a];
-                if (pr == 1 && arm->impl != 0 && !impl_has_x2(arm->impl)) continue; // FP8X2 impls only
+                const int stacked = arm->impl == STACKED_IMPL;
+                if (pr == 0 && stacked) continue; // FP8X2 only
+                if (pr == 1 && arm->impl != 0 && !impl_has_x2(arm->impl) && !stacked) continue; // FP8X2 impls only
                 memcpy(c->k_cache, k_clean, cache_bytes);
                 memcpy(c->v_cache, v_clean, cache_bytes);
                 CUDA_OK(cudaMemcpy(d.k, c->k_cache, cache_bytes, cudaMemcpyHostToDevice));
