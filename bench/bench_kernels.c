@@ -293,12 +293,16 @@ int main(int argc, char **argv)
                             num += ((double)cf - rf) * ((double)cf - rf);
                             den += (double)rf * rf;
                         }
-                        for (size_t e = 0; e < lse_bytes / 4; e++)
-                            if (isfinite(lr[e]) && fabs((double)lc[e] - lr[e]) > dl) dl = fabs((double)lc[e] - lr[e]);
+                        for (size_t e = 0; e < lse_bytes / 4; e++) {
+                            if (lr[e] == lc[e]) continue; /* also both -inf (empty rows) */
+                            const double diff = fabs((double)lc[e] - lr[e]);
+                            dl = isnan(diff) || diff > dl ? (isnan(diff) ? INFINITY : diff) : dl;
+                        }
                         const double nrms = den > 0.0 ? sqrt(num / den) : 0.0;
                         printf("    %s %s %s %s: O NRMS vs impl 6 FP8X2 %.3e, max |LSE diff| %.3e\n", files[f], arms[a].kn,
                                arms[a].gn, slots[impl].name, nrms, dl);
-                        same_of[impl] = nrms < 5e-3; /* the two FP8X2 forms differ by rounding only */
+                        /* the two FP8X2 forms differ by rounding only (LSE bound: test_attention_gpu's) */
+                        same_of[impl] = nrms < 5e-3 && dl <= 1e-2;
                         if (!same_of[impl]) mismatches++;
                     } else if (impl > 0 && slots[impl].compare == 1 && (!slots[impl].x2 || want_impl[X2_REFERENCE_SLOT])) {
                         long long fo = -1, fl = -1;

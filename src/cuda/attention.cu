@@ -297,9 +297,11 @@ struct CtaWork {
 
 template <int VARIANT>
 static __device__ __forceinline__ bool cta_work(const AttentionParams &p, uint32_t rank, CtaWork &w,
-                                                int64_t block = -1)
+                                                int64_t block_arg = -1)
 {
-    if (block < 0) block = blockIdx.x; // dev impl 12 passes blockIdx.x / 2 (two CTAs per half)
+    // dev impl 12 passes blockIdx.x / 2 (two CTAs per half); 32-bit unsigned as blockIdx.x, so
+    // that the other kernels' index arithmetic (and code) stays what it was.
+    const uint32_t block = block_arg < 0 ? blockIdx.x : (uint32_t)block_arg;
     int num_members = 0;
     w.half = 0;
     w.request = 0;
@@ -308,9 +310,9 @@ static __device__ __forceinline__ bool cta_work(const AttentionParams &p, uint32
 #pragma unroll
     for (int k = 0; k < kSlotsPerCta; k++) w.query_rows[k] = -1;
     if (VARIANT == kPerQuery) {
-        w.kv_head = (int)(block / p.num_tokens);
+        w.kv_head = block / p.num_tokens;
         if (vt_skips_head(p, w.kv_head)) return false;
-        w.query_rows[0] = (int32_t)(block % p.num_tokens);
+        w.query_rows[0] = block % p.num_tokens;
         int lo = 0, hi = p.num_requests - 1; // request r with cu[r] <= n < cu[r+1]
         while (lo < hi) {
             const int mid = (lo + hi + 1) / 2;
@@ -806,7 +808,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
             impl = pw::kImplPRegs | pw::kImplX2;
         else
             return pw_fail(PW_ERROR_UNSUPPORTED,
-                           "PW_PRECISION_FP8X2 has no path in dev impl %d (impls 2, 6, 9 and 10 have)", impl);
+                           "PW_PRECISION_FP8X2 has no path in dev impl %d (impls 2, 6, 9, 10 and 12 have)", impl);
     } else if (impl == pw::kImplStack1Dev) {
         return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12 (stacked) is PW_PRECISION_FP8X2 only");
     } else if (impl == pw::kImplLeanDev) {
