@@ -341,14 +341,27 @@ typedef struct pw_attention_args {
                                     GPU kernels' arithmetic and the one PW_REF_FP8_EMULATE
                                     mirrors (PW_REF_EXACT computes exactly either way, but
                                     the value must be valid) */
+    const float *sink_logits;    /* optional (NULL: none) [Hq] float32, 4-byte aligned:
+                                    attention sinks (semantics §1), one logit per Q head in
+                                    the units of the scaled scores (softmax_scale * q . k,
+                                    natural log). Each row's softmax denominator gains
+                                    exp(sink_logits[h]) and its numerator nothing; LSE
+                                    includes it; a row with no visible token gets o = 0
+                                    and LSE = sink_logits[h]. -inf: no sink for that head;
+                                    NaN gives NaN in that head's o and LSE. Device memory
+                                    for the GPU entry points (read when the kernel runs, so
+                                    a captured graph replays with new values), host memory
+                                    for pw_ref_attention. A struct_size without this field
+                                    reads as NULL. Added 2026-12-01. */
 } pw_attention_args_t;
 
 #define PW_ATTENTION_ARGS_INIT                                                              \
     {sizeof(pw_attention_args_t), NULL, 0, NULL, NULL, 0, NULL, NULL, NULL,                 \
-     {NULL, NULL, NULL, NULL, 0}, NULL, 0, PW_DTYPE_FLOAT32, NULL, NULL, PW_PRECISION_FP8X2}
+     {NULL, NULL, NULL, NULL, 0}, NULL, 0, PW_DTYPE_FLOAT32, NULL, NULL, PW_PRECISION_FP8X2, \
+     NULL}
 
 /* Sparse attention of semantics §1 on the CPU, FP64 accumulation. Empty rows: O = 0,
- * LSE = -inf. A physical page outside the cache contributes nothing and is counted.
+ * LSE = -inf (with args.sink_logits: LSE = the head's sink logit). A physical page outside the cache contributes nothing and is counted.
  * N = 0: success, nothing read (the tensors may be NULL). PW_REF_FP8_EMULATE is
  * deterministic under the default floating-point rounding mode (round to nearest).
  * Errors: PW_ERROR_INVALID_ARGUMENT (also: N > 0 with max_pages_per_request or

@@ -66,6 +66,7 @@ int64_t pw_abi_query(const char *name)
         PW_ABI_OFFSET(pw_attention_args_t, lse),
         PW_ABI_OFFSET(pw_attention_args_t, bad_page_count),
         PW_ABI_OFFSET(pw_attention_args_t, precision),
+        PW_ABI_OFFSET(pw_attention_args_t, sink_logits),
         {"init pw_problem_t.q_heads_per_kv", problem.q_heads_per_kv},
         {"init pw_problem_t.head_dim", problem.head_dim},
         {"init pw_problem_t.page_size", problem.page_size},

@@ -16,6 +16,14 @@ pw_precision_t pw_args_precision(const pw_attention_args_t *args)
                : PW_PRECISION_FP8;
 }
 
+const float *pw_args_sinks(const pw_attention_args_t *args)
+{
+    /* A struct of the size before the sink field existed has no sinks. */
+    return args->struct_size >= offsetof(pw_attention_args_t, sink_logits) + sizeof(args->sink_logits)
+               ? args->sink_logits
+               : NULL;
+}
+
 pw_status_t pw_check_args_struct(const pw_attention_args_t *args)
 {
     if (!args) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args is NULL");
@@ -55,6 +63,8 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
     if (kernel == PW_KERNEL_PER_QUERY && !args->topk_ids)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.topk_ids is NULL (the per-query kernel reads it)");
     if (!o_dtype_ok) return pw_fail(PW_ERROR_UNSUPPORTED, "args.o_dtype must be PW_DTYPE_BFLOAT16 on the GPU");
+    if (((uintptr_t)pw_args_sinks(args) & 3u) != 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.sink_logits must be 4-byte aligned (float32)");
     const int64_t hq_d = (int64_t)problem->num_kv_heads * problem->q_heads_per_kv * problem->head_dim;
     const int64_t hkv_d = (int64_t)problem->num_kv_heads * problem->head_dim;
     if (args->q_stride < hq_d || args->q_stride % 8 != 0 || ((uintptr_t)args->q & 15u) != 0)

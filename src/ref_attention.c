@@ -10,7 +10,8 @@
  *
  *  PW_REF_EXACT: the specification in FP64. q = bf16 value, k = k_scale * e4m3 value,
  *    v = v_scale * e4m3 value; x_t = s * (q . k_t); o = sum_t softmax(x)_t v_t;
- *    LSE = max x + log(sum exp(x - max)), rounded to float.
+ *    LSE = max x + log(sum exp(x - max)), rounded to float. A sink logit sk (args->
+ *    sink_logits) adds exp(sk - max) to the sum (the max then includes sk) and nothing to o.
  *
  *  PW_REF_FP8_EMULATE: the arithmetic the GPU kernel performs, step by step; this is the
  *    function the kernel's output is checked against TIGHTLY (the EXACT mode is the loose,
@@ -29,6 +30,9 @@
  *                freshly zeroed PV accumulator; O is never carried in it across pages)
  *        O     = O * alpha + acc.
  *    - End: o = O * v_scale / (256 * l), LSE = m + logf(l) (natural log), in float.
+ *      With a sink logit sk (args->sink_logits, not -inf): ms = fmaxf(m, sk),
+ *      a = expf(m - ms), b = expf(sk - ms), l' = l * a + b, o = O * v_scale * a / (256 * l'),
+ *      LSE = ms + logf(l').
  *    - args->precision == PW_PRECISION_FP8X2 (pw_precision_t): Q and P each get a second
  *      E4M3 term that carries the first one's rounding error, and both terms enter the
  *      same exact sums: q8 + q8lo with q8lo = e4m3_rne_satfinite(q / q_scale - q8) (float;
@@ -40,7 +44,7 @@
  *
  * Both modes: s = problem->softmax_scale as a float; 0 selects 1/sqrt(D) computed in double
  * and rounded once to float (the GPU host code must pass the same float). A row with no
- * visible token gets o = 0 exactly and LSE = -inf. Outputs are written only for rows
+ * visible token gets o = 0 exactly and LSE = -inf, or the head's sink logit. Outputs are written only for rows
  * [0, N) x heads [0, Hq) x d [0, D); padding of strided views stays untouched. o_dtype
  * FLOAT64 / FLOAT32 / BFLOAT16 (RNE; the EXACT mode's value goes through float first).
  * Only host memory is touched.
@@ -325,8 +329,9 @@ static void pv_accumulate(double *restrict acc, const double *restrict w,
 }
 
 /* EXACT mode: FP64 softmax over the gathered tokens, for every head of the row. */
+/* sinks: the row's G sink logits (args.sink_logits + h * G), or NULL. */
 static void attend_exact(ref_scratch_t *s, int64_t tokens, int64_t group, int64_t dim,
-                         double scale)
+                         double scale, const float *sinks)
 {
     dot_scores(s->x, s->q, s->k, tokens, group, s->group_pad, dim);
     for (int64_t g = 0; g < group; g++) {
@@ -335,7 +340,10 @@ static void attend_exact(ref_scratch_t *s, int64_t tokens, int64_t group, int64_
             s->x[t * group + g] *= scale;
             if (s->x[t * group + g] > max_x) max_x = s->x[t * group + g];
         }
-        s->sum[g] = 0.0;
+        /* A sink joins the denominator only: exp(sink - max) (semantics §1). */
+        const double sink = sinks ? (double)sinks[g] : -INFINITY;
+        if (sink > max_x) max_x = sink;
+        s->sum[g] = sink == -INFINITY ? 0.0 : exp(sink - max_x);
         for (int64_t t = 0; t < tokens; t++) {
             s->x[t * group + g] = exp(s->x[t * group + g] - max_x); /* now a weight */
             s->sum[g] += s->x[t * group + g];
@@ -353,7 +361,8 @@ static void attend_exact(ref_scratch_t *s, int64_t tokens, int64_t group, int64_
 /* Returns 0, or -1 when a score is not finite in float (scales so large that q_scale *
  * k_scale * s * (q8 . k8) overflows FP32: the arithmetic has no answer then). */
 static int attend_emulate(ref_scratch_t *s, int32_t num_pages, int64_t group, int64_t dim,
-                          float k_scale, float v_scale, float scale, pw_precision_t precision)
+                          float k_scale, float v_scale, float scale, pw_precision_t precision,
+                          const float *sinks)
 {
     /* Exact (see the file comment). */
     dot_scores(s->x, s->q, s->k, s->page_first[num_pages], group, s->group_pad, dim);
@@ -408,12 +417,30 @@ static int attend_emulate(ref_scratch_t *s, int32_t num_pages, int64_t group, in
         for (int64_t j = 0; j < group * dim; j++) s->o_f[j] = s->o_f[j] + (float)s->acc[j];
     }
     for (int64_t g = 0; g < group; g++) {
-        const float denominator = 256.0f * l[g];
+        const float sink = sinks ? sinks[g] : -INFINITY;
+        if (sink == -INFINITY) {
+            const float denominator = 256.0f * l[g];
+            for (int64_t d = 0; d < dim; d++) {
+                const float scaled = s->o_f[g * dim + d] * v_scale;
+                s->out[g * dim + d] = (double)(scaled / denominator);
+            }
+            s->lse[g] = m[g] + logf(l[g]);
+            continue;
+        }
+        /* Sink (semantics §1, §4.5 step 4): the state and the sink on a common maximum,
+         * ms = max(m, sink), a = exp(m - ms), b = exp(sink - ms), l' = l a + b,
+         * o = O v_scale a / (256 l'), LSE = ms + ln l'. */
+        const float ms = fmaxf(m[g], sink);
+        const float a = expf(m[g] - ms), b = expf(sink - ms);
+        float lt = l[g] * a;
+        lt = lt + b;
+        const float denominator = 256.0f * lt;
         for (int64_t d = 0; d < dim; d++) {
-            const float scaled = s->o_f[g * dim + d] * v_scale;
+            float scaled = s->o_f[g * dim + d] * v_scale;
+            scaled = scaled * a;
             s->out[g * dim + d] = (double)(scaled / denominator);
         }
-        s->lse[g] = m[g] + logf(l[g]);
+        s->lse[g] = ms + logf(lt);
     }
     return 0;
 }
@@ -446,6 +473,7 @@ pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_arg
                                                        : (float)(1.0 / sqrt((double)dim));
     if (n_tokens == 0) return PW_SUCCESS;
     const float k_scale = *args->k_scale, v_scale = *args->v_scale;
+    const float *sinks = pw_args_sinks(args); /* [Hq] or NULL */
 
     /* Most tokens one row can see: |S| <= K pages, and never more than its KV length. */
     int64_t max_kv = 0;
@@ -477,15 +505,16 @@ pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_arg
             const int64_t tokens =
                 gather_row(problem, args, &s, num_pages, r, h, last_token, k_value, v_value);
 
-            if (tokens == 0) { /* empty row: exactly 0, LSE -inf */
+            const float *row_sinks = sinks ? sinks + h * group : NULL;
+            if (tokens == 0) { /* empty row: exactly 0, LSE -inf (or the sink logit) */
                 for (int64_t i = 0; i < group * dim; i++) s.out[i] = 0.0;
-                for (int64_t g = 0; g < group; g++) s.lse[g] = -INFINITY;
+                for (int64_t g = 0; g < group; g++) s.lse[g] = row_sinks ? row_sinks[g] : -INFINITY;
             } else {
                 load_q_row(args, &s, mode, n, h, group, dim);
                 if (mode == PW_REF_EXACT)
-                    attend_exact(&s, tokens, group, dim, (double)scale);
+                    attend_exact(&s, tokens, group, dim, (double)scale, row_sinks);
                 else if (attend_emulate(&s, num_pages, group, dim, k_scale, v_scale, scale,
-                                        pw_args_precision(args)) != 0) {
+                                        pw_args_precision(args), row_sinks) != 0) {
                     scratch_free(&s);
                     return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                                    "a score of row %lld, KV head %lld overflows FP32 in the FP8 "

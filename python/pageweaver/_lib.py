@@ -110,7 +110,8 @@ class AttentionArgs(ctypes.Structure):
                 ("topk_ids", ctypes.c_void_p), ("requests", Requests),
                 ("o", ctypes.c_void_p), ("o_stride", ctypes.c_int64),
                 ("o_dtype", ctypes.c_int), ("lse", ctypes.c_void_p),
-                ("bad_page_count", ctypes.c_void_p), ("precision", ctypes.c_int)]
+                ("bad_page_count", ctypes.c_void_p), ("precision", ctypes.c_int),
+                ("sink_logits", ctypes.c_void_p)]
 
 
 _MIRRORS = {"pw_problem_t": Problem, "pw_requests_t": Requests,

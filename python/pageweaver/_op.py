@@ -111,7 +111,7 @@ def _check_scale(name, t, device):
 
 
 def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
-               prefix_lens, k_scale, v_scale, out, lse, bad_page_count):
+               prefix_lens, k_scale, v_scale, out, lse, bad_page_count, sinks=None):
     """Shape / dtype / device / stride checks that need no data (fake tensors pass through
     here too). Returns (N, R, Hkv, G, D, K, max_pages, num_cache_pages, kv_stride)."""
     if not isinstance(q, torch.Tensor):
@@ -191,6 +191,13 @@ def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
             bad_page_count.dtype not in (torch.int32, torch.uint32) or
             bad_page_count.numel() != 1 or bad_page_count.device != dev):
         raise TypeError(f"bad_page_count: expected a one-element int32 / uint32 tensor on {dev}")
+    if sinks is not None:
+        if not isinstance(sinks, torch.Tensor) or sinks.dtype != torch.float32:
+            raise TypeError(f"sinks: expected a float32 tensor [Hq] = [{hq}] (one logit per Q "
+                            f"head), got {getattr(sinks, 'dtype', type(sinks).__name__)}")
+        if sinks.shape != (hq,) or not sinks.is_contiguous() or sinks.device != dev:
+            raise ValueError(f"sinks: shape {list(sinks.shape)} on {sinks.device}, expected a "
+                             f"contiguous [Hq] = [{hq}] tensor on {dev}")
     return n, r, hkv, hq // hkv, d, k, max_pages, slots // PAGE_SIZE, kv_stride
 
 
@@ -255,7 +262,7 @@ def _current_stream(index):
 
 # ---- the op ---------------------------------------------------------------------------
 def _fill_args(args, q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
-               prefix_lens, out, lse, bad_page_count, n, hq, d, kv_stride):
+               prefix_lens, out, lse, bad_page_count, n, hq, d, kv_stride, sinks=None):
     args.q = q.data_ptr()
     args.q_stride = q.stride(0) if n > 1 else hq * d
     args.k_cache = k_cache.data_ptr()
@@ -273,6 +280,7 @@ def _fill_args(args, q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv
     args.o_dtype = _O_DTYPES[out.dtype]
     args.lse = lse.data_ptr() if lse is not None else None
     args.bad_page_count = bad_page_count.data_ptr() if bad_page_count is not None else None
+    args.sink_logits = sinks.data_ptr() if sinks is not None else None
 
 
 def _sparse_prefill_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -283,14 +291,15 @@ def _sparse_prefill_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
                        v_scale_value: float, softmax_scale: float, precision: int,
                        regroup: int, kernel: int, out: torch.Tensor,
                        lse: Optional[torch.Tensor],
-                       bad_page_count: Optional[torch.Tensor]) -> None:
+                       bad_page_count: Optional[torch.Tensor],
+                       sinks: Optional[torch.Tensor] = None) -> None:
     """The op behind pageweaver.sparse_prefill (see there). k_scale / v_scale: a device
     tensor, or None and the float in k_scale_value / v_scale_value. precision: a
     pw_precision_t, or -1 for the exact reference (CPU only). regroup / kernel:
-    pw_regroup_mode_t / pw_kernel_t."""
+    pw_regroup_mode_t / pw_kernel_t. sinks: [Hq] float32 sink logits or None."""
     n, r, hkv, g, d, k, max_pages, num_pages, kv_stride = check_args(
         q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens, prefix_lens,
-        k_scale, v_scale, out, lse, bad_page_count)
+        k_scale, v_scale, out, lse, bad_page_count, sinks)
     hq = hkv * g
     problem = _lib.new_problem()
     problem.num_tokens, problem.num_requests, problem.num_kv_heads = n, r, hkv
@@ -299,7 +308,7 @@ def _sparse_prefill_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
     problem.num_cache_pages, problem.softmax_scale = num_pages, softmax_scale
     args = _lib.new_args()
     _fill_args(args, q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
-               prefix_lens, out, lse, bad_page_count, n, hq, d, kv_stride)
+               prefix_lens, out, lse, bad_page_count, n, hq, d, kv_stride, sinks)
     if q.device.type == "cpu":
         _run_reference(problem, args, k_scale, v_scale, k_scale_value, v_scale_value,
                        precision)
@@ -384,15 +393,15 @@ def _run_cuda(problem, args, device, k_scale, v_scale, k_value, v_value, precisi
 @sparse_prefill_out.register_fake
 def _(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens, prefix_lens,
       k_scale, v_scale, k_scale_value, v_scale_value, softmax_scale, precision, regroup,
-      kernel, out, lse, bad_page_count):
+      kernel, out, lse, bad_page_count, sinks=None):
     check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
-               prefix_lens, k_scale, v_scale, out, lse, bad_page_count)
+               prefix_lens, k_scale, v_scale, out, lse, bad_page_count, sinks)
 
 
 def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                    prefix_lens, *, k_scale=1.0, v_scale=1.0, softmax_scale=None, out=None,
                    return_lse=False, precision=None, regroup=None, kernel=None,
-                   bad_page_count=None):
+                   bad_page_count=None, sinks=None):
     """Sparse prefill attention over per-query Top-K KV pages, with online query regrouping.
 
     For every query row n (request r, causal position c = prefix_lens[r] + n -
@@ -400,7 +409,8 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
     p in its Top-K row with 0 <= p <= min(c, kv_lens[r] - 1) // 128, t < kv_lens[r] and
     t <= c (duplicates count once; any other id, -1 padding included, is ignored); each of
     the G = Hq / Hkv Q heads of KV head h gets softmax(q . k * softmax_scale) v over them.
-    A row without a visible token gets o = 0 and LSE = -inf. Logical page p of request r
+    A row without a visible token gets o = 0 and LSE = -inf (with sinks: LSE = the
+    head's sink). Logical page p of request r
     is physical page page_table[r, p] of the caches (slot = physical page * 128 + offset).
 
     Tensors (one device; "cuda" needs an sm_90 GPU, "cpu" runs the FP64 reference):
@@ -437,6 +447,11 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
       bad_page_count  optional one-element int32 / uint32 tensor on q's device, incremented
                    once per (row, KV head, selected visible page) whose physical page lies
                    outside the cache (that page contributes nothing). Never reset here.
+      sinks        optional [Hq] float32 tensor on q's device, contiguous: attention sinks,
+                   one logit per Q head on the scale of softmax_scale * q . k (natural
+                   log). Each row's softmax denominator gains exp(sinks[h]) and its
+                   numerator nothing; the LSE includes it; -inf = no sink for that head.
+                   Read by the kernel at run time (graph replays see new values).
     Returns out, or (out, lse) with return_lse.
 
     Runs on q's device and the current CUDA stream, asynchronously: no synchronisation, no
@@ -475,14 +490,14 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
         # version counters of the written buffers are bumped as the dispatcher would.
         _sparse_prefill_out(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q,
                             kv_lens, prefix_lens, ks, vs, kv, vv, scale, prec, mode, kern,
-                            out, lse, bad_page_count)
+                            out, lse, bad_page_count, sinks)
         _bump(out)
         if bad_page_count is not None:
             _bump(bad_page_count)
     else:  # tracing (torch.compile, fake / meta tensors, dispatch modes): the custom op
         sparse_prefill_out(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                            prefix_lens, ks, vs, kv, vv, scale, prec, mode, kern, out, lse,
-                           bad_page_count)
+                           bad_page_count, sinks)
     return (out, lse) if return_lse else out
 
 

@@ -70,8 +70,10 @@ def op_args(p):
             p["cu_seqlens_q"], p["kv_lens"], p["prefix_lens"])
 
 
-def reference(p, softmax_scale=None):
-    """(o [N, Hq, D] float64, lse [N, Hq] float64, bad page count) by the rules above."""
+def reference(p, softmax_scale=None, sinks=None):
+    """(o [N, Hq, D] float64, lse [N, Hq] float64, bad page count) by the rules above.
+    sinks: optional [Hq] logits: exp(sinks[h]) joins each row's denominator (a row with no
+    visible token: o = 0, LSE = sinks[h])."""
     q, kc, vc = p["q"], p["k_cache"], p["v_cache"]
     n_rows, hq, d = q.shape
     hkv = kc.shape[1]
@@ -85,6 +87,9 @@ def reference(p, softmax_scale=None):
                           p["prefix_lens"].tolist(), p["page_table"].tolist())
     o = torch.zeros((n_rows, hq, d), dtype=torch.float64)
     lse = torch.full((n_rows, hq), -math.inf, dtype=torch.float64)
+    sk = sinks.to(torch.float64) if sinks is not None else torch.full((hq,), -math.inf, dtype=torch.float64)
+    if sinks is not None:
+        lse[:] = sk  # rows with no visible token keep it
     bad = 0
     for r in range(len(pre)):
         for n in range(cu[r], cu[r + 1]):
@@ -105,9 +110,10 @@ def reference(p, softmax_scale=None):
                 kk, vv = kf[idx, h], vf[idx, h]
                 qh = q[n, h * g:(h + 1) * g].to(torch.float64)
                 x = qh @ kk.T * scale
-                m = x.max(dim=1, keepdim=True).values
+                sink = sk[h * g:(h + 1) * g].unsqueeze(1)
+                m = torch.maximum(x.max(dim=1, keepdim=True).values, sink)
                 e = torch.exp(x - m)
-                s = e.sum(dim=1, keepdim=True)
+                s = e.sum(dim=1, keepdim=True) + torch.exp(sink - m)
                 o[n, h * g:(h + 1) * g] = (e @ vv) / s
                 lse[n, h * g:(h + 1) * g] = (m + torch.log(s)).squeeze(1)
     return o, lse, bad

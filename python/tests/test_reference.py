@@ -36,6 +36,39 @@ def test_exact_matches_independent_fp64(seed, shape):
         assert torch.all(o[empty] == 0), f"{msg}: empty rows must be exactly 0"
 
 
+def test_sinks_match_independent_fp64(seed):
+    """Attention sinks through the op (CPU): exp(sink) joins the denominator only; -inf is
+    no sink; rows with no visible token get o = 0 and LSE = the sink; bad sink tensors are
+    refused by name."""
+    gen = torch.Generator().manual_seed(seed)
+    for trial in range(3):
+        p = random_problem(gen, hkv=2, g=4, d=64, k=8)
+        hq = p["q"].shape[1]
+        sinks = torch.randn(hq, generator=gen, dtype=torch.float64).float() * 2 + 1
+        sinks[0] = -math.inf
+        sinks[-1] = 40.0  # dominates every row
+        want_o, want_lse, _ = reference(p, sinks=sinks)
+        o, lse = call(p, precision="exact", out=torch.empty(p["q"].shape, dtype=torch.float64),
+                      return_lse=True, sinks=sinks)
+        msg = f"seed {seed} trial {trial}"
+        torch.testing.assert_close(o, want_o, rtol=1e-9, atol=1e-12, msg=msg)
+        finite = torch.isfinite(want_lse)
+        assert torch.equal(torch.isfinite(lse), finite), msg
+        torch.testing.assert_close(lse[finite].double(), want_lse[finite], rtol=2e-6, atol=2e-6, msg=msg)
+        # The emulated arithmetics with sinks stay within their precision of the exact result.
+        o2 = call(p, precision="fp8x2", out=torch.empty(p["q"].shape, dtype=torch.float64), sinks=sinks)
+        assert nrms(o2, want_o) < 0.01, msg
+        # All -inf: the result without sinks, bit for bit.
+        none = torch.full((hq,), -math.inf)
+        a = call(p, precision="fp8x2", sinks=none, return_lse=True)
+        b = call(p, precision="fp8x2", return_lse=True)
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]), msg
+    with pytest.raises(TypeError, match="sinks"):
+        call(p, sinks=sinks.double())
+    with pytest.raises(ValueError, match="sinks"):
+        call(p, sinks=sinks[:-1])
+
+
 @pytest.mark.parametrize("precision,bound", [("fp8", 0.08), ("fp8x2", 0.01), (None, 0.08)])
 def test_fp8_emulation_within_precision_bound(seed, precision, bound):
     gen = torch.Generator().manual_seed(seed)

@@ -849,6 +849,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     params.lse = args->lse;
     params.k_scale = args->k_scale;
     params.v_scale = args->v_scale;
+    params.sink_logits = pw_args_sinks(args);
     params.topk_ids = args->topk_ids;
     params.cu_seqlens_q = rq->cu_seqlens_q;
     params.prefix_lens = rq->prefix_lens;

@@ -415,15 +415,49 @@ static __device__ __forceinline__ void pv_add_to_o(float (&o)[64], const float (
         o[kN / 2 * part + k] = fmaf(o[kN / 2 * part + k], (k % 4) < 2 ? alpha0 : alpha1, pv[k]);
 }
 
+/* The end of one row (docs/semantics.md §1 and §4.5 step 4): from the running max m (log2
+ * units) and l = 256 * sum p, the factor that takes O to o and the row's LSE (natural log),
+ * with the head's sink logit `sink` (natural log; -inf: none). Without a sink the same
+ * instructions as before sinks existed: factor = v_scale / l, LSE = (m + log2 l - 8) ln 2. */
+static __device__ __forceinline__ void finish_row(float m, float l, float v_scale, float sink, float &factor,
+                                                  float &lse)
+{
+    const float ln2 = 0.6931471805599453f;
+    if (!(l > 0.0f)) { // no visible token: o = 0, LSE = the sink (-inf without one)
+        factor = 0.0f;
+        lse = sink;
+        return;
+    }
+    if (sink == -INFINITY) {
+        factor = v_scale / l;
+        lse = (m + log2f(l) - 8.0f) * ln2;
+        return;
+    }
+    // State and sink on a common maximum ms (log2 units): l' = l a + 256 b.
+    const float s2 = sink * 1.4426950408889634f;
+    const float ms = fmaxf(m, s2);
+    const float a = ex2_approx(m - ms), b = ex2_approx(s2 - ms);
+    const float lt = fmaf(l, a, 256.0f * b);
+    factor = v_scale * a / lt;
+    lse = (ms + log2f(lt) - 8.0f) * ln2;
+}
+
+/* The sink logit of Q head `head` (of all Hq), or -inf without sinks. */
+static __device__ __forceinline__ float sink_of(const AttentionParams &p, int64_t head)
+{
+    return p.sink_logits ? p.sink_logits[head] : -INFINITY;
+}
+
 /* Epilogue of one warp's query: o = O * v_scale / (256 l), BF16, straight to the original row
- * my_row (>= 0), and LSE = m + ln l when asked for. */
+ * my_row (>= 0), and LSE = m + ln l when asked for (finish_row: with the heads' sinks). */
 static __device__ __forceinline__ void store_rows(const AttentionParams &p, const float (&o)[64], int32_t my_row,
                                                   int kv_head, int lane, float m0, float m1, float l0,
                                                   float l1, float v_scale)
 {
     const int q = lane % 4, head0 = lane / 4, head1 = head0 + 8;
-    const float inv0 = l0 > 0.0f ? v_scale / l0 : 0.0f; // l = 256 * sum p
-    const float inv1 = l1 > 0.0f ? v_scale / l1 : 0.0f;
+    float inv0, inv1, lse0, lse1;
+    finish_row(m0, l0, v_scale, sink_of(p, (int64_t)kv_head * kHeadsPerKv + head0), inv0, lse0);
+    finish_row(m1, l1, v_scale, sink_of(p, (int64_t)kv_head * kHeadsPerKv + head1), inv1, lse1);
     uint16_t *out0 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head0) * kHeadDim;
     uint16_t *out1 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head1) * kHeadDim;
 #pragma unroll
@@ -435,10 +469,9 @@ static __device__ __forceinline__ void store_rows(const AttentionParams &p, cons
         *reinterpret_cast<__nv_bfloat162 *>(out1 + col) = v1;
     }
     if (p.lse && q == 0) {
-        const float ln2 = 0.6931471805599453f;
         float *lse = p.lse + (int64_t)my_row * (p.num_kv_heads * kHeadsPerKv) + (int64_t)kv_head * kHeadsPerKv;
-        lse[head0] = l0 > 0.0f ? (m0 + log2f(l0) - 8.0f) * ln2 : -INFINITY;
-        lse[head1] = l1 > 0.0f ? (m1 + log2f(l1) - 8.0f) * ln2 : -INFINITY;
+        lse[head0] = lse0;
+        lse[head1] = lse1;
     }
 }
 

@@ -248,16 +248,13 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     }
     const int32_t row = sm.slot_row[my_slot];
     if (row < 0) return;
-    const float inv = l > 0.0f ? *p.v_scale / l : 0.0f;
+    float inv, lse;
+    finish_row(m, l, *p.v_scale, sink_of(p, (int64_t)kv_head * kHeadsPerKv + head), inv, lse);
     uint16_t *out = p.o + (int64_t)row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head) * kHeadDim;
 #pragma unroll
     for (int b = 0; b < 16; b++)
         *reinterpret_cast<__nv_bfloat162 *>(out + 8 * b + 2 * q) = __floats2bfloat162_rn(o[2 * b] * inv, o[2 * b + 1] * inv);
-    if (p.lse && q == 0) {
-        const float ln2 = 0.6931471805599453f;
-        p.lse[(int64_t)row * (p.num_kv_heads * kHeadsPerKv) + (int64_t)kv_head * kHeadsPerKv + head] =
-            l > 0.0f ? (m + log2f(l) - 8.0f) * ln2 : -INFINITY;
-    }
+    if (p.lse && q == 0) p.lse[(int64_t)row * (p.num_kv_heads * kHeadsPerKv) + (int64_t)kv_head * kHeadsPerKv + head] = lse;
 }
 
 } // namespace pw

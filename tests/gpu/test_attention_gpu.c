@@ -68,6 +68,9 @@ static uint64_t g_seed;
 /* Arithmetic of the GPU runs and of the emulating reference in this file (set by the
  * FP8X2 sections, PW_PRECISION_FP8 otherwise). */
 static pw_precision_t g_precision = PW_PRECISION_FP8;
+/* Attention sinks of the GPU runs (device, [Hq]) and of the references (host): test_sinks only. */
+static float *g_sinks_dev = NULL;
+static const float *g_sinks_host = NULL;
 
 typedef struct device_problem {
     int32_t *topk, *cu, *prefix, *kv, *page_table, *perm;
@@ -175,6 +178,7 @@ static pw_attention_args_t device_args(const pw_capture_t *c, device_problem_t *
     a.lse = d->lse;
     a.bad_page_count = d->bad;
     a.precision = g_precision;
+    a.sink_logits = g_sinks_dev;
     return a;
 }
 
@@ -283,7 +287,9 @@ static pw_capture_t *random_problem(pw_rng_t *rng, int hkv, int num_requests, in
 /* The reference call's arguments for c's host tensors (precision: g_precision). */
 static pw_attention_args_t host_args(const pw_capture_t *c, pw_dtype_t dt, void *o, float *lse, uint32_t *bad)
 {
-    return pw_test_capture_args(c, dt, o, lse, bad, g_precision);
+    pw_attention_args_t a = pw_test_capture_args(c, dt, o, lse, bad, g_precision);
+    a.sink_logits = g_sinks_host;
+    return a;
 }
 
 static void reference(const pw_capture_t *c, pw_ref_mode_t mode, pw_dtype_t dt, void *o, float *lse,
@@ -836,6 +842,124 @@ static void test_cache_poison(void **state)
     g_precision = PW_PRECISION_FP8;
 }
 
+/* Attention sinks (args.sink_logits, docs/semantics.md §1): random problems with a sink per
+ * Q head (-inf, near the scores, above most, far above), both precisions. Union8 W128 against
+ * the emulating reference (the bounds without sinks) and the exact one; every other grouping
+ * and kernel, and the full call, bitwise equal to it; rows with no visible token give o = 0
+ * and LSE = the sink exactly; sinks all -inf give the bytes of no sinks; dev impl 12
+ * (FP8X2) within the bounds. */
+static void test_sinks(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x51afull);
+    const int quick = getenv("PW_TEST_QUICK") != NULL;
+    const pw_precision_t precisions[2] = {PW_PRECISION_FP8, PW_PRECISION_FP8X2};
+    for (int trial = 0; trial < (quick ? 1 : 2); trial++) {
+        const int hkv = 1 + trial;
+        pw_capture_t *c = random_problem(&rng, hkv, trial == 0 ? 1 : 5, quick ? 24 : trial == 0 ? 200 : 80,
+                                         quick ? 600 : 2000);
+        const pw_problem_t *p = &c->problem;
+        const int64_t n = p->num_tokens, hq = (int64_t)hkv * 16, elems = n * hq * 128;
+        float *sinks = malloc(hq * 4), *none = malloc(hq * 4);
+        for (int64_t h = 0; h < hq; h++) {
+            const uint64_t kind = pw_rng_next(&rng) % 4;
+            sinks[h] = kind == 0 ? -INFINITY : kind == 1 ? (float)pw_rng_normal(&rng)
+                     : kind == 2 ? (float)(4.0 + 2.0 * pw_rng_normal(&rng)) : 60.0f;
+            none[h] = -INFINITY;
+        }
+        float *sinks_dev = dev_copy(sinks, hq * 4), *none_dev = dev_copy(none, hq * 4);
+        device_problem_t d;
+        upload(c, &d);
+        float *emu = malloc(elems * 4), *emu_lse = malloc(n * hq * 4), *plain_lse = malloc(n * hq * 4);
+        double *ex = malloc(elems * 8);
+        float *ex_lse = malloc(n * hq * 4), *l0 = malloc(n * hq * 4), *l = malloc(n * hq * 4);
+        pw_bf16_t *o0 = malloc(elems * 2), *o = malloc(elems * 2);
+        int32_t *perm = malloc(n * hkv * 4);
+        uint32_t bad_ref = 0;
+        for (int pr = 0; pr < 2; pr++) {
+            g_precision = precisions[pr];
+            g_sinks_host = NULL;
+            reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, plain_lse, &bad_ref); // empty rows: -inf
+            g_sinks_host = sinks;
+            reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad_ref);
+            reference(c, PW_REF_EXACT, PW_DTYPE_FLOAT64, ex, ex_lse, &bad_ref);
+            g_sinks_dev = sinks_dev;
+            const int x2 = pr == 1;
+            for (int arm = 0; arm < 6; arm++) {
+                pw_grouping_t g;
+                const pw_kernel_t kernel = setup_arm(arm, c, &rng, perm, &g, &d);
+                run_kernel(c, &d, kernel, &g, arm == 0 ? o0 : o, arm == 0 ? l0 : l);
+                if (arm > 0) {
+                    const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+                    if (!same) printf("  sinks %s arm %d (%s): DIFFERENT from arm 0\n", x2 ? "FP8X2" : "FP8", arm,
+                                      kernel_name(kernel));
+                    assert_true(same);
+                    continue;
+                }
+                const compare_t ce = compare_rows(c, o0, l0, emu, 0, emu_lse, NULL);
+                const compare_t cx = compare_rows(c, o0, l0, ex, 1, ex_lse, NULL);
+                int64_t empty = 0, empty_bad = 0;
+                for (int64_t i = 0; i < n * hq; i++) {
+                    if (!(isinf(plain_lse[i]) && plain_lse[i] < 0)) continue;
+                    empty++;
+                    if (l0[i] != sinks[i % hq] && !(isnan(l0[i]) && isnan(sinks[i % hq]))) empty_bad++;
+                    for (int64_t k = 0; k < 128; k++) empty_bad += o0[i * 128 + k] != 0;
+                }
+                printf("sinks trial %d %s: N=%lld Hkv=%d R=%d: union8 W128 vs emulate NRMS %.3e lse %.2e | vs exact "
+                       "NRMS %.5f | %lld rows x heads without a visible token (o = 0, LSE = sink: %s); other "
+                       "groupings and kernels bitwise equal\n",
+                       trial, x2 ? "FP8X2" : "FP8", (long long)n, hkv, p->num_requests, ce.nrms, ce.lse_max_abs,
+                       cx.nrms, (long long)empty, empty_bad ? "NO" : "yes");
+                assert_int_equal(ce.nan, 0);
+                assert_int_equal(empty_bad, 0);
+                assert_true(ce.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
+                assert_true(ce.lse_max_abs <= (x2 ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND));
+                // FP8 against the exact result: a sink is a fixed reference point, so FP8's score
+                // rounding no longer cancels in the softmax (test_ref_attention: up to ~40% on
+                // single-token rows); only gross errors are caught here, the emulation is the
+                // tight check.
+                assert_true(cx.nrms <= (x2 ? EXACT_X2_NRMS_BOUND : 0.25));
+            }
+            // The full call (Union4 on the V^T pre-pass), same bytes.
+            full_call_run(c, &d, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o, l);
+            const int same_full = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+            printf("  sinks %s: full call (Union4, V^T pre-pass) bitwise %s\n", x2 ? "FP8X2" : "FP8",
+                   same_full ? "equal" : "DIFFERENT");
+            assert_true(same_full);
+            if (x2) { // dev impl 12: its own rounding, the same bounds
+                pw_grouping_t g;
+                setup_arm(4, c, &rng, perm, &g, &d);
+                run_kernel_impl(c, &d, PW_KERNEL_UNION4, STACKED_IMPL, &g, o, l);
+                const compare_t cs = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
+                printf("  sinks FP8X2 dev impl %d: vs emulate NRMS %.3e lse %.2e\n", STACKED_IMPL, cs.nrms, cs.lse_max_abs);
+                assert_int_equal(cs.nan, 0);
+                assert_true(cs.nrms <= EMU_X2_NRMS_BOUND);
+                assert_true(cs.lse_max_abs <= EMU_X2_LSE_BOUND);
+            }
+            // Sinks all -inf: the bytes of no sinks (arm 0).
+            pw_grouping_t g;
+            const pw_kernel_t kernel = setup_arm(0, c, &rng, perm, &g, &d);
+            g_sinks_dev = none_dev;
+            run_kernel(c, &d, kernel, &g, o0, l0);
+            g_sinks_dev = NULL;
+            run_kernel(c, &d, kernel, &g, o, l);
+            const int same_none = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+            printf("  sinks %s: all -inf == no sinks bitwise: %s\n", x2 ? "FP8X2" : "FP8", same_none ? "yes" : "NO");
+            assert_true(same_none);
+        }
+        g_sinks_dev = NULL;
+        g_sinks_host = NULL;
+        g_precision = PW_PRECISION_FP8;
+        release(&d);
+        cudaFree(sinks_dev);
+        cudaFree(none_dev);
+        free(sinks); free(none); free(emu); free(emu_lse); free(plain_lse); free(ex); free(ex_lse);
+        free(l0); free(l); free(o0); free(o); free(perm);
+        pw_capture_free(c);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_seed = pw_test_seed(argc, argv);
@@ -864,6 +988,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_precision_arguments),
         cmocka_unit_test(test_cache_poison),
         cmocka_unit_test(test_random_problems),
+        cmocka_unit_test(test_sinks),
         cmocka_unit_test(test_captures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -85,8 +85,9 @@ def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, to
 
     q [total_q, Hq, 128] bfloat16 (the unquantised Q: PageWeaver quantises it per row
     itself; SGLang's native kernel takes a pre-quantised FP8 Q instead). k_cache, v_cache
-    [slots, Hkv, 128] float8_e4m3fn. sink: must be None (attention sinks are not supported
-    yet: NotImplementedError). req_to_token, slot_ids: SGLang's token mapping (see
+    [slots, Hkv, 128] float8_e4m3fn. sink: must be None (SGLang's sink is a per-head key
+    whose logit depends on q; PageWeaver takes per-head sink logits,
+    pageweaver.sparse_prefill(sinks=...); the key form raises NotImplementedError). req_to_token, slot_ids: SGLang's token mapping (see
     page_table_from_req_to_token), or page_table= a table made by it earlier in the
     forward pass (then they are not read). topk_idx [Hkv, total_q, topk] int32,
     cu_seqlens [B+1], seq_lens [B] (KV lengths), prefix_lens [B] (int32 or int64).
@@ -98,8 +99,9 @@ def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, to
     """
     if sink is not None:
         raise NotImplementedError(
-            "minimax_sparse_prefill: attention sinks are not supported yet (pass sink=None; "
-            "SGLang's Triton kernel handles sink calls)")
+            "minimax_sparse_prefill: SGLang's per-head sink keys are not supported yet (pass "
+            "sink=None; PageWeaver takes per-head sink logits: pageweaver.sparse_prefill("
+            "sinks=...); SGLang's Triton kernel handles sink-key calls)")
     if block_size_k != PAGE_SIZE:
         raise ValueError(f"block_size_k is {block_size_k}: PageWeaver's pages are "
                          f"{PAGE_SIZE} tokens")
