@@ -112,6 +112,42 @@ def test_kernels_and_groupings_agree_and_match_the_reference(seed, precision):
     assert int(bad_gpu) == int(bad_cpu), f"seed {seed}"
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_sinks_on_the_gpu(seed, precision):
+    """Attention sinks (sinks=, [Hq] float32 on the GPU): every kernel and grouping the same
+    bits, the emulating CPU reference within its bound (LSE too), and a captured graph
+    replays with new sink values written into the same tensor."""
+    cpu, p = gpu_problem(seed)
+    hq = p["q"].shape[1]
+    gen = torch.Generator().manual_seed(seed + 7)
+    sinks_cpu = torch.randn(hq, generator=gen) * 2 + 1
+    sinks_cpu[0] = -float("inf")
+    sinks_cpu[-1] = 40.0
+    sinks = sinks_cpu.cuda()
+    outs = [call(p, precision=precision, kernel=kernel, regroup=regroup, sinks=sinks, return_lse=True)
+            for kernel in KERNELS for regroup in ("identity", "guarded")]
+    for o, lse in outs[1:]:
+        assert torch.equal(bits(o), bits(outs[0][0])) and torch.equal(lse, outs[0][1]), f"seed {seed}"
+    want, want_lse = call(cpu, precision=precision, sinks=sinks_cpu, return_lse=True)
+    err = nrms(outs[0][0].cpu(), want)
+    assert err < EMU_BOUND, f"seed {seed}: NRMS vs the emulating reference {err:.3e}"
+    finite = torch.isfinite(want_lse)
+    assert torch.equal(torch.isfinite(outs[0][1].cpu()), finite), f"seed {seed}"
+    assert float((outs[0][1].cpu()[finite] - want_lse[finite]).abs().max()) < 2e-2, f"seed {seed}"
+    # Graph replay with new sink values.
+    out = torch.empty_like(outs[0][0])
+    pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], out=out,
+                              precision=precision, sinks=sinks)  # warm-up: the plan
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], out=out,
+                                  precision=precision, sinks=sinks)
+    sinks.fill_(-float("inf"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(bits(out), bits(call(p, precision=precision))), f"seed {seed}: -inf sinks == no sinks"
+
+
 def test_cuda_graph_replay_with_new_inputs_in_place(seed):
     cpu_a, a = gpu_problem(seed, bad_pages=False)
     gen = torch.Generator().manual_seed(seed + 1)
