@@ -36,13 +36,13 @@ extern "C" {
 /* Version                                                                              */
 /* ------------------------------------------------------------------------------------ */
 #define PW_VERSION_MAJOR 0
-#define PW_VERSION_MINOR 1
+#define PW_VERSION_MINOR 2
 #define PW_VERSION_PATCH 0
 #define PW_VERSION_NUMBER (PW_VERSION_MAJOR * 10000 + PW_VERSION_MINOR * 100 + PW_VERSION_PATCH)
 
 /* Runtime version of the linked library, as PW_VERSION_NUMBER. */
 int pw_version_number(void);
-/* Runtime version string, e.g. "0.1.0". Static storage. */
+/* Runtime version string, e.g. "0.2.0". Static storage. */
 const char *pw_version_string(void);
 
 /* ------------------------------------------------------------------------------------ */
@@ -334,7 +334,8 @@ typedef struct pw_attention_args {
     pw_dtype_t o_dtype;          /* FLOAT32 / BFLOAT16 / FLOAT64 (reference); the GPU needs
                                     BFLOAT16: set it (PW_ATTENTION_ARGS_INIT gives FLOAT32) */
     float *lse;                  /* [N, Hq] natural-log LSE of the scaled scores, -inf for
-                                    empty rows; NULL to skip */
+                                    empty rows (with sink_logits: the head's sink); NULL to
+                                    skip */
     uint32_t *bad_page_count;    /* optional (NULL): incremented once per (query, KV head,
                                     page) whose physical id is outside [0, num_cache_pages) */
     pw_precision_t precision;    /* PW_PRECISION_FP8X2 (default) or PW_PRECISION_FP8: the
@@ -348,11 +349,17 @@ typedef struct pw_attention_args {
                                     exp(sink_logits[h]) and its numerator nothing; LSE
                                     includes it; a row with no visible token gets o = 0
                                     and LSE = sink_logits[h]. -inf: no sink for that head;
-                                    NaN gives NaN in that head's o and LSE. Device memory
-                                    for the GPU entry points (read when the kernel runs, so
-                                    a captured graph replays with new values), host memory
-                                    for pw_ref_attention. A struct_size without this field
-                                    reads as NULL. Added 2026-12-01. */
+                                    +inf (or a value past FLT_MAX / log2(e)): o = 0 and
+                                    LSE = the sink on every row; NaN: LSE NaN, and o NaN on
+                                    rows with a visible token. Device memory for the GPU
+                                    entry points (read when the kernel runs, so a captured
+                                    graph replays with new values), host memory for
+                                    pw_ref_attention. A struct_size without this field
+                                    reads as NULL. Added in 0.2.0: a library older than
+                                    that ignores it silently (it accepts larger structs),
+                                    so a caller that may load an older libpageweaver checks
+                                    pw_abi_query("offsetof pw_attention_args_t.sink_logits")
+                                    >= 0 (or pw_version_string()) before relying on it. */
 } pw_attention_args_t;
 
 #define PW_ATTENTION_ARGS_INIT                                                              \

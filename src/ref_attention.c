@@ -52,12 +52,17 @@
  * Speed: the G Q heads of a KV head are processed together, so each gathered K/V token is
  * read once per row and the innermost loops run over heads or head dims (vectorisable);
  * every head still sums in exactly the order written above. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pageweaver.h"
 #include "pw_internal.h"
+
+/* Sinks past this (FLT_MAX / log2(e) ~ 2.36e38, +inf included) give o = 0 and LSE = the sink
+ * (docs/semantics.md §1): the limit, and what the kernels' log2-unit arithmetic returns. */
+#define SINK_HUGE 2.3e38f
 
 /* Heads handled together by dot_scores: the Q row block is padded to a multiple of it. */
 enum { HEAD_BLOCK = 8 };
@@ -340,8 +345,15 @@ static void attend_exact(ref_scratch_t *s, int64_t tokens, int64_t group, int64_
             s->x[t * group + g] *= scale;
             if (s->x[t * group + g] > max_x) max_x = s->x[t * group + g];
         }
-        /* A sink joins the denominator only: exp(sink - max) (semantics §1). */
+        /* A sink joins the denominator only: exp(sink - max) (semantics §1); past SINK_HUGE
+         * (+inf included) the limit o = 0, LSE = sink. */
         const double sink = sinks ? (double)sinks[g] : -INFINITY;
+        if (sink > (double)SINK_HUGE) {
+            s->lse[g] = (float)sink;
+            for (int64_t t = 0; t < tokens; t++) s->x[t * group + g] = 0.0; /* no weight */
+            s->sum[g] = 1.0;
+            continue;
+        }
         if (sink > max_x) max_x = sink;
         s->sum[g] = sink == -INFINITY ? 0.0 : exp(sink - max_x);
         for (int64_t t = 0; t < tokens; t++) {
@@ -429,9 +441,18 @@ static int attend_emulate(ref_scratch_t *s, int32_t num_pages, int64_t group, in
         }
         /* Sink (semantics §1, §4.5 step 4): the state and the sink on a common maximum,
          * ms = max(m, sink), a = exp(m - ms), b = exp(sink - ms), l' = l a + b,
-         * o = O v_scale a / (256 l'), LSE = ms + ln l'. */
+         * o = O v_scale a / (256 l'), LSE = ms + ln l'; a and b below FLT_MIN are 0 (the
+         * kernels' ex2.approx flushes subnormal results); a sink past FLT_MAX / log2(e),
+         * +inf included: o = 0, LSE = the sink (the kernels work in log2 units). */
+        if (sink > SINK_HUGE) {
+            for (int64_t d = 0; d < dim; d++) s->out[g * dim + d] = 0.0;
+            s->lse[g] = sink;
+            continue;
+        }
         const float ms = fmaxf(m[g], sink);
-        const float a = expf(m[g] - ms), b = expf(sink - ms);
+        float a = expf(m[g] - ms), b = expf(sink - ms);
+        if (a < FLT_MIN) a = 0.0f;
+        if (b < FLT_MIN) b = 0.0f;
         float lt = l[g] * a;
         lt = lt + b;
         const float denominator = 256.0f * lt;

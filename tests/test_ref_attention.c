@@ -759,6 +759,27 @@ static void test_sinks(void **state)
         free(o); free(o_naive); free(lse); free(lse_naive); free(sinks);
         tcase_free(&tc);
     }
+    /* Sinks at the top of the float range (the limit: o = 0, LSE = the sink on every row, in
+     * every mode; +inf included, and 3e38, past FLT_MAX / log2(e)). */
+    {
+        tcase_t tc;
+        tcase_random(&tc, &rng);
+        const int64_t n = tc.pb.num_tokens, hq = hq_of(&tc), d = tc.pb.head_dim, count = n * hq * d;
+        float *sinks = xcalloc((size_t)hq, sizeof *sinks);
+        for (int64_t h = 0; h < hq; h++) sinks[h] = h % 2 ? INFINITY : 3e38f;
+        double *o = xcalloc((size_t)count, sizeof *o);
+        float *lse = xcalloc((size_t)(n * hq), sizeof *lse);
+        for (int m = 0; m < 3; m++) {
+            pw_attention_args_t a = tcase_args(&tc, o, hq * d, PW_DTYPE_FLOAT64, lse, NULL);
+            a.precision = m == 2 ? PW_PRECISION_FP8X2 : PW_PRECISION_FP8;
+            a.sink_logits = sinks;
+            assert_pw_ok(pw_ref_attention(&tc.pb, &a, m == 0 ? PW_REF_EXACT : PW_REF_FP8_EMULATE));
+            for (int64_t i = 0; i < count; i++) assert_true(o[i] == 0.0);
+            for (int64_t i = 0; i < n * hq; i++) assert_true(lse[i] == sinks[i % hq]);
+        }
+        free(o); free(lse); free(sinks);
+        tcase_free(&tc);
+    }
     printf("sinks: %lld rows (%lld with no visible token), max abs error vs naive %.3g, "
            "emulation vs exact: FP8 %.4f, FP8X2 %.5f (worst case)\n",
            (long long)rows, (long long)empty_rows, worst, worst_emu[0], worst_emu[1]);

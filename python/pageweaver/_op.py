@@ -196,8 +196,9 @@ def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
             raise TypeError(f"sinks: expected a float32 tensor [Hq] = [{hq}] (one logit per Q "
                             f"head), got {getattr(sinks, 'dtype', type(sinks).__name__)}")
         if sinks.shape != (hq,) or not sinks.is_contiguous() or sinks.device != dev:
-            raise ValueError(f"sinks: shape {list(sinks.shape)} on {sinks.device}, expected a "
-                             f"contiguous [Hq] = [{hq}] tensor on {dev}")
+            raise ValueError(f"sinks: shape {list(sinks.shape)}, strides {list(sinks.stride())} "
+                             f"on {sinks.device}; expected a contiguous (stride 1) [Hq] = [{hq}] "
+                             f"tensor on {dev}")
     return n, r, hkv, hq // hkv, d, k, max_pages, slots // PAGE_SIZE, kv_stride
 
 
@@ -434,7 +435,7 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
       out          None (allocated) or [N, Hq, D] bfloat16 (CPU also float32 / float64),
                    rows may be strided; written in place.
       return_lse   also return the LSE [N, Hq] float32 (natural log of the row's softmax
-                   denominator, scaled scores; -inf for empty rows).
+                   denominator, scaled scores; -inf for empty rows, or the head's sink).
       precision    None (the library's default: "fp8x2"), "fp8" (FP8 Q and P, the fast
                    mode, ~3.5% error), "fp8x2" (two-term FP8 Q and P, ~0.2% error), or on
                    the CPU "exact" (FP64 attention over the dequantised inputs instead of
@@ -450,8 +451,10 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
       sinks        optional [Hq] float32 tensor on q's device, contiguous: attention sinks,
                    one logit per Q head on the scale of softmax_scale * q . k (natural
                    log). Each row's softmax denominator gains exp(sinks[h]) and its
-                   numerator nothing; the LSE includes it; -inf = no sink for that head.
-                   Read by the kernel at run time (graph replays see new values).
+                   numerator nothing; the LSE includes it; -inf = no sink for that head,
+                   +inf: o = 0 and LSE = +inf, NaN: NaN LSE (and o on rows with a visible
+                   token). Read by the kernel at run time (graph replays see new values);
+                   no gradient flows (the op has no backward).
     Returns out, or (out, lse) with return_lse.
 
     Runs on q's device and the current CUDA stream, asynchronously: no synchronisation, no

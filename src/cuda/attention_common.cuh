@@ -433,7 +433,13 @@ static __device__ __forceinline__ void finish_row(float m, float l, float v_scal
         lse = (m + log2f(l) - 8.0f) * ln2;
         return;
     }
-    // State and sink on a common maximum ms (log2 units): l' = l a + 256 b.
+    if (sink > 2.3e38f) { // +inf, or sink * log2(e) would overflow: the limit o = 0, LSE = sink
+        factor = 0.0f;
+        lse = sink;
+        return;
+    }
+    // State and sink on a common maximum ms (log2 units): l' = l a + 256 b. ex2.approx
+    // flushes results below FLT_MIN to 0 (the reference does the same).
     const float s2 = sink * 1.4426950408889634f;
     const float ms = fmaxf(m, s2);
     const float a = ex2_approx(m - ms), b = ex2_approx(s2 - ms);
