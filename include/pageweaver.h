@@ -316,6 +316,22 @@ typedef enum pw_precision {
 } pw_precision_t;
 
 /* Tensors of one attention call. Host pointers for the reference, device for the GPU. */
+/* Per-token dequantisation scales (optional, semantics §4.5 "Per-token scales"): the scale
+ * of cache slot `slot` of KV head h is k[h * stride_h + slot * stride_t] (V: v[...]),
+ * slot = physical page * P + offset, as vLLM passes them. Real K of that slot =
+ * k_scale * k[...] * e4m3 value (V likewise): they multiply the per-tensor scales (pass
+ * k_scale = 1 for per-token scales alone). k and v are independent (NULL: none). Only
+ * slots a query may see are read. Strides in elements, >= 0. The FP8 arithmetic with them
+ * (P times vs / the page's largest vs before quantisation): semantics §4.5. Added in
+ * 0.2.0; the GPU kernels do not read them yet (PW_ERROR_UNSUPPORTED): the CPU reference
+ * does. */
+typedef struct pw_token_scales {
+    const float *k;   /* NULL: none */
+    const float *v;   /* NULL: none */
+    int64_t stride_h; /* elements between KV heads */
+    int64_t stride_t; /* elements between cache slots */
+} pw_token_scales_t;
+
 typedef struct pw_attention_args {
     uint32_t struct_size;        /* sizeof(pw_attention_args_t), set by PW_ATTENTION_ARGS_INIT */
     const pw_bf16_t *q;          /* [N, Hq, D] bf16: (n,h,d) at n*q_stride + h*D + d */
@@ -360,12 +376,14 @@ typedef struct pw_attention_args {
                                     so a caller that may load an older libpageweaver checks
                                     pw_abi_query("offsetof pw_attention_args_t.sink_logits")
                                     >= 0 (or pw_version_string()) before relying on it. */
+    pw_token_scales_t token_scales; /* optional per-token K / V scales (all NULL: none);
+                                    same struct_size rule as sink_logits. Added in 0.2.0. */
 } pw_attention_args_t;
 
 #define PW_ATTENTION_ARGS_INIT                                                              \
     {sizeof(pw_attention_args_t), NULL, 0, NULL, NULL, 0, NULL, NULL, NULL,                 \
      {NULL, NULL, NULL, NULL, 0}, NULL, 0, PW_DTYPE_FLOAT32, NULL, NULL, PW_PRECISION_FP8X2, \
-     NULL}
+     NULL, {NULL, NULL, 0, 0}}
 
 /* Sparse attention of semantics §1 on the CPU, FP64 accumulation. Empty rows: O = 0,
  * LSE = -inf (with args.sink_logits: LSE = the head's sink logit). A physical page outside the cache contributes nothing and is counted.

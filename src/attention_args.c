@@ -24,6 +24,14 @@ const float *pw_args_sinks(const pw_attention_args_t *args)
                : NULL;
 }
 
+pw_token_scales_t pw_args_token_scales(const pw_attention_args_t *args)
+{
+    const pw_token_scales_t none = {NULL, NULL, 0, 0};
+    return args->struct_size >= offsetof(pw_attention_args_t, token_scales) + sizeof(args->token_scales)
+               ? args->token_scales
+               : none;
+}
+
 pw_status_t pw_check_args_struct(const pw_attention_args_t *args)
 {
     if (!args) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args is NULL");
@@ -35,6 +43,11 @@ pw_status_t pw_check_args_struct(const pw_attention_args_t *args)
     if (precision != PW_PRECISION_FP8 && precision != PW_PRECISION_FP8X2)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "args.precision is %d (PW_PRECISION_FP8 or PW_PRECISION_FP8X2)", (int)precision);
+    const pw_token_scales_t ts = pw_args_token_scales(args);
+    if ((ts.k || ts.v) && (ts.stride_h < 0 || ts.stride_t < 0))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args.token_scales: strides must be >= 0 (stride_h %lld, stride_t %lld elements)",
+                       (long long)ts.stride_h, (long long)ts.stride_t);
     return PW_SUCCESS;
 }
 
@@ -63,6 +76,11 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
     if (kernel == PW_KERNEL_PER_QUERY && !args->topk_ids)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.topk_ids is NULL (the per-query kernel reads it)");
     if (!o_dtype_ok) return pw_fail(PW_ERROR_UNSUPPORTED, "args.o_dtype must be PW_DTYPE_BFLOAT16 on the GPU");
+    const pw_token_scales_t ts = pw_args_token_scales(args);
+    if (ts.k || ts.v)
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "args.token_scales: per-token K / V scales are not read by the GPU kernels yet "
+                       "(the CPU reference pw_ref_attention takes them); pass NULL and per-tensor scales");
     if (((uintptr_t)pw_args_sinks(args) & 3u) != 0)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.sink_logits must be 4-byte aligned (float32)");
     const int64_t hq_d = (int64_t)problem->num_kv_heads * problem->q_heads_per_kv * problem->head_dim;

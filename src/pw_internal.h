@@ -41,6 +41,9 @@ pw_status_t pw_check_cache_shape(const pw_problem_t *problem);
 /* args->precision, or PW_PRECISION_FP8 for a struct without the field. */
 pw_precision_t pw_args_precision(const pw_attention_args_t *args);
 
+/* args->token_scales, or all NULL for a struct without the field. */
+pw_token_scales_t pw_args_token_scales(const pw_attention_args_t *args);
+
 /* args->sink_logits, or NULL for a struct without the field. */
 const float *pw_args_sinks(const pw_attention_args_t *args);
 

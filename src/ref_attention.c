@@ -33,6 +33,10 @@
  *      With a sink logit sk (args->sink_logits, not -inf): ms = fmaxf(m, sk),
  *      a = expf(m - ms), b = expf(sk - ms), l' = l * a + b, o = O * v_scale * a / (256 * l'),
  *      LSE = ms + logf(l').
+ *    - Per-token scales (args->token_scales, semantics §4.5): x_t gets * ks_t last; per page,
+ *      vmax = the largest vs_t of the row's visible tokens (1 if none > 0), the weight is
+ *      e4m3(256 * (p_t * (vs_t / vmax))) (l sums p_t), and O += vmax * acc. EXACT folds
+ *      ks_t / vs_t into the dequantised K / V.
  *    - args->precision == PW_PRECISION_FP8X2 (pw_precision_t): Q and P each get a second
  *      E4M3 term that carries the first one's rounding error, and both terms enter the
  *      same exact sums: q8 + q8lo with q8lo = e4m3_rne_satfinite(q / q_scale - q8) (float;
@@ -73,6 +77,7 @@ typedef struct ref_scratch {
     int64_t *page_first; /* [K + 1] first gathered token of each kept page; [|S|] = T_row */
     double *k;           /* [T, D] gathered K (EXACT: k_scale * e4m3; EMULATE: e4m3 value) */
     double *v;           /* [T, D] gathered V, same convention with v_scale */
+    float *ks, *vs;      /* [T] per-token K / V scales of the gathered tokens (1 without) */
     int64_t group_pad;   /* G rounded up to a multiple of HEAD_BLOCK */
     double *q;           /* [D, group_pad] the row's Q heads, transposed, zero padded
                             (EMULATE: q8 values) */
@@ -94,6 +99,8 @@ static void scratch_free(ref_scratch_t *s)
     free(s->page_first);
     free(s->k);
     free(s->v);
+    free(s->ks);
+    free(s->vs);
     free(s->q);
     free(s->x);
     free(s->p8);
@@ -122,6 +129,8 @@ static pw_status_t scratch_alloc(ref_scratch_t *s, int64_t topk, int64_t max_tok
     s->page_first = malloc(((size_t)topk + 1) * sizeof *s->page_first);
     s->k = malloc(t * d * sizeof *s->k);
     s->v = malloc(t * d * sizeof *s->v);
+    s->ks = malloc(t * sizeof *s->ks);
+    s->vs = malloc(t * sizeof *s->vs);
     s->q = calloc(d * (size_t)s->group_pad, sizeof *s->q); /* padding stays 0 */
     s->x = malloc(t * g * sizeof *s->x);
     s->p8 = malloc(t * g * sizeof *s->p8);
@@ -133,7 +142,7 @@ static pw_status_t scratch_alloc(ref_scratch_t *s, int64_t topk, int64_t max_tok
     s->m = malloc(g * sizeof *s->m);
     s->l = malloc(g * sizeof *s->l);
     s->lse = malloc(g * sizeof *s->lse);
-    if (!s->pages || !s->page_first || !s->k || !s->v || !s->q || !s->x || !s->p8 || !s->acc ||
+    if (!s->pages || !s->page_first || !s->k || !s->v || !s->ks || !s->vs || !s->q || !s->x || !s->p8 || !s->acc ||
         !s->o_f || !s->out || !s->sum || !s->q_scale || !s->m || !s->l || !s->lse) {
         scratch_free(s);
         return pw_fail(PW_ERROR_OUT_OF_MEMORY, "reference scratch of %.0f bytes: out of memory",
@@ -203,11 +212,14 @@ static int32_t row_pages(const int32_t *ids, int32_t k, int64_t last_valid_page,
 }
 
 /* Visible tokens of the row's pages, gathered page by page in ascending order into s->k and
- * s->v; fills s->page_first and returns the token count. Pages whose physical id is outside
- * the cache are counted and gathered as empty. */
+ * s->v (and their per-token scales into s->ks / s->vs: 1 without; EXACT folds them into the
+ * values, in double: exact, 24 x 4 x 24 significant bits); fills s->page_first and returns
+ * the token count. Pages whose physical id is outside the cache are counted and gathered
+ * as empty. */
 static int64_t gather_row(const pw_problem_t *problem, const pw_attention_args_t *a,
-                          ref_scratch_t *s, int32_t num_pages, int64_t request, int64_t kv_head,
-                          int64_t last_token, const double *k_value, const double *v_value)
+                          const pw_token_scales_t *ts, int exact, ref_scratch_t *s, int32_t num_pages,
+                          int64_t request, int64_t kv_head, int64_t last_token, const double *k_value,
+                          const double *v_value)
 {
     const pw_requests_t *rq = &a->requests;
     const int64_t page = problem->page_size, dim = problem->head_dim;
@@ -227,9 +239,14 @@ static int64_t gather_row(const pw_problem_t *problem, const pw_attention_args_t
             const int64_t slot = physical * page + (t - begin);
             const pw_fp8_e4m3_t *k8 = a->k_cache + slot * a->kv_stride + kv_head * dim;
             const pw_fp8_e4m3_t *v8 = a->v_cache + slot * a->kv_stride + kv_head * dim;
+            const int64_t at = kv_head * ts->stride_h + slot * ts->stride_t;
+            const float ks = ts->k ? ts->k[at] : 1.0f, vs = ts->v ? ts->v[at] : 1.0f;
+            s->ks[tokens] = ks;
+            s->vs[tokens] = vs;
+            const double kf = exact ? (double)ks : 1.0, vf = exact ? (double)vs : 1.0;
             for (int64_t d = 0; d < dim; d++) {
-                s->k[tokens * dim + d] = k_value[k8[d]];
-                s->v[tokens * dim + d] = v_value[v8[d]];
+                s->k[tokens * dim + d] = k_value[k8[d]] * kf;
+                s->v[tokens * dim + d] = v_value[v8[d]] * vf;
             }
         }
     }
@@ -385,6 +402,7 @@ static int attend_emulate(ref_scratch_t *s, int32_t num_pages, int64_t group, in
             x = x * s->q_scale[g];
             x = x * k_scale;
             x = x * scale;
+            x = x * s->ks[t]; /* per-token K scale (1 without): exact when 1 */
             s->x[t * group + g] = x;
             finite = finite && isfinite(x);
         }
@@ -399,6 +417,13 @@ static int attend_emulate(ref_scratch_t *s, int32_t num_pages, int64_t group, in
     for (int32_t i = 0; i < num_pages; i++) {
         const int64_t first = s->page_first[i], end = s->page_first[i + 1];
         if (first == end) continue; /* no visible token: the page contributes nothing */
+        /* Per-token V scales: P of token t is multiplied by vs_t / vmax before it is
+         * quantised, vmax = the largest scale of the page's visible tokens (keeps 256 p vs_t
+         * in the E4M3 range whatever the scales' magnitude), and the page's PV sum by vmax
+         * after (1 and exact without per-token scales). */
+        float vmax = 0.0f;
+        for (int64_t t = first; t < end; t++) vmax = s->vs[t] > vmax ? s->vs[t] : vmax;
+        if (!(vmax > 0.0f)) vmax = 1.0f; /* all zero (or NaN: propagates through vs_t) */
         for (int64_t g = 0; g < group; g++) {
             float m_new = m[g];
             for (int64_t t = first; t < end; t++)
@@ -408,7 +433,8 @@ static int attend_emulate(ref_scratch_t *s, int32_t num_pages, int64_t group, in
             for (int64_t t = first; t < end; t++) {
                 const float p = expf((float)s->x[t * group + g] - m_new);
                 page_sum = page_sum + p;
-                const float p256 = 256.0f * p;
+                const float pv = p * (s->vs[t] / vmax); /* per-token V scale (1 without): exact then */
+                const float p256 = 256.0f * pv;
                 const double p8 = s->e4m3_value[pw_fp8_e4m3_from_float(p256)];
                 double weight = p8;
                 if (precision == PW_PRECISION_FP8X2) {
@@ -426,7 +452,7 @@ static int attend_emulate(ref_scratch_t *s, int32_t num_pages, int64_t group, in
         /* The page's PV in a freshly zeroed accumulator: exact in double. */
         for (int64_t j = 0; j < group * dim; j++) s->acc[j] = 0.0;
         pv_accumulate(s->acc, s->p8, s->v, first, end, group, dim);
-        for (int64_t j = 0; j < group * dim; j++) s->o_f[j] = s->o_f[j] + (float)s->acc[j];
+        for (int64_t j = 0; j < group * dim; j++) s->o_f[j] = s->o_f[j] + (float)s->acc[j] * vmax;
     }
     for (int64_t g = 0; g < group; g++) {
         const float sink = sinks ? sinks[g] : -INFINITY;
@@ -495,6 +521,7 @@ pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_arg
     if (n_tokens == 0) return PW_SUCCESS;
     const float k_scale = *args->k_scale, v_scale = *args->v_scale;
     const float *sinks = pw_args_sinks(args); /* [Hq] or NULL */
+    const pw_token_scales_t token_scales = pw_args_token_scales(args);
 
     /* Most tokens one row can see: |S| <= K pages, and never more than its KV length. */
     int64_t max_kv = 0;
@@ -523,8 +550,8 @@ pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_arg
             const int64_t last_token = causal < kv_len - 1 ? causal : kv_len - 1;
             const int32_t *ids = args->topk_ids + (h * n_tokens + n) * topk;
             const int32_t num_pages = row_pages(ids, topk, last_token / page, s.pages);
-            const int64_t tokens =
-                gather_row(problem, args, &s, num_pages, r, h, last_token, k_value, v_value);
+            const int64_t tokens = gather_row(problem, args, &token_scales, mode == PW_REF_EXACT, &s, num_pages,
+                                              r, h, last_token, k_value, v_value);
 
             const float *row_sinks = sinks ? sinks + h * group : NULL;
             if (tokens == 0) { /* empty row: exactly 0, LSE -inf (or the sink logit) */

@@ -291,6 +291,19 @@ static void test_no_device_everywhere(void **state)
     /* A bad argument is still reported as such first. */
     assert_int_equal(pw_regroup(&p, NULL, &a.requests, &regroup, perm, NULL, 0, NULL),
                      PW_ERROR_INVALID_ARGUMENT);
+    /* Per-token scales: the GPU kernels do not read them yet, and say so before anything
+     * runs (the plan's call and the kernels alike); negative strides are invalid. */
+    static float token_scale[4 * 128];
+    a.token_scales.k = token_scale;
+    a.token_scales.stride_t = 1;
+    assert_error_naming(pw_sparse_prefill(plan, &a, NULL, workspace, bytes, NULL), PW_ERROR_UNSUPPORTED,
+                        "token_scales");
+    assert_error_naming(pw_union_attention(&p, &a, &grouping, perm, &meta, PW_KERNEL_UNION4, NULL),
+                        PW_ERROR_UNSUPPORTED, "token_scales");
+    a.token_scales.stride_t = -1;
+    assert_error_naming(pw_union_attention(&p, &a, &grouping, perm, &meta, PW_KERNEL_UNION4, NULL),
+                        PW_ERROR_INVALID_ARGUMENT, "token_scales");
+    a.token_scales.k = NULL;
 #endif
     pw_plan_destroy(plan);
 }

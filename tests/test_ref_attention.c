@@ -183,17 +183,26 @@ static int64_t naive_slot(const tcase_t *tc, int64_t r, int64_t t)
 /* Naive dense attention from docs/semantics.md §1: for every token t < L of the request, t is in A_i iff
  * t <= c and floor(t/P) equals some id p of the row with 0 <= p <= min(c, L-1)/P; a page
  * whose physical id is outside the cache contributes nothing. o: [N, Hq, D], lse: [N, Hq]. */
-static void naive_attention_sinks(const tcase_t *tc, const float *sinks, double *o, double *lse);
+static void naive_attention_full(const tcase_t *tc, const float *sinks, const pw_token_scales_t *ts, double *o,
+                                 double *lse);
 
 static void naive_attention(const tcase_t *tc, double *o, double *lse)
 {
-    naive_attention_sinks(tc, NULL, o, lse);
+    naive_attention_full(tc, NULL, NULL, o, lse);
+}
+
+static void naive_attention_sinks(const tcase_t *tc, const float *sinks, double *o, double *lse)
+{
+    naive_attention_full(tc, sinks, NULL, o, lse);
 }
 
 /* The same with attention sinks (docs/semantics.md §1): exp(sinks[head]) joins the
  * denominator, written as its own formula: o = sum_t w_t v_t / (sum_t w_t + exp(sink)),
  * LSE = ln(sum_t exp(x_t) + exp(sink)), with w_t = exp(x_t - mx) over mx = max(x, sink). */
-static void naive_attention_sinks(const tcase_t *tc, const float *sinks, double *o, double *lse)
+/* ts: per-token scales (NULL: none): real K of slot s, head h = k_scale * ts->k[h * stride_h
+ * + s * stride_t] * e4m3 (V likewise), docs/semantics.md §4.5. */
+static void naive_attention_full(const tcase_t *tc, const float *sinks, const pw_token_scales_t *ts, double *o,
+                                 double *lse)
 {
     const pw_problem_t *pb = &tc->pb;
     const int64_t n_tokens = pb->num_tokens, g = pb->q_heads_per_kv, d_n = pb->head_dim;
@@ -226,10 +235,11 @@ static void naive_attention_sinks(const tcase_t *tc, const float *sinks, double 
                     if (!visible[t]) continue;
                     const int64_t slot = naive_slot(tc, r, t);
                     const pw_fp8_e4m3_t *k8 = tc->k_cache + slot * tc->kv_stride + h * d_n;
+                    const double kt = ts && ts->k ? (double)ts->k[h * ts->stride_h + slot * ts->stride_t] : 1.0;
                     double dot = 0.0;
                     for (int64_t d = 0; d < d_n; d++)
                         dot += (double)pw_bf16_to_float(q[d]) *
-                               ((double)tc->k_scale * pw_fp8_e4m3_to_float(k8[d]));
+                               ((double)tc->k_scale * kt * pw_fp8_e4m3_to_float(k8[d]));
                     x[t] = scale * dot;
                     if (x[t] > mx) mx = x[t];
                 }
@@ -242,10 +252,11 @@ static void naive_attention_sinks(const tcase_t *tc, const float *sinks, double 
                     if (!visible[t]) continue;
                     const int64_t slot = naive_slot(tc, r, t);
                     const pw_fp8_e4m3_t *v8 = tc->v_cache + slot * tc->kv_stride + h * d_n;
+                    const double vt = ts && ts->v ? (double)ts->v[h * ts->stride_h + slot * ts->stride_t] : 1.0;
                     const double w = exp(x[t] - mx);
                     sum += w;
                     for (int64_t d = 0; d < d_n; d++)
-                        out[d] += w * ((double)tc->v_scale * pw_fp8_e4m3_to_float(v8[d]));
+                        out[d] += w * ((double)tc->v_scale * vt * pw_fp8_e4m3_to_float(v8[d]));
                 }
                 const double sink_w = sink == -INFINITY ? 0.0 : exp(sink - mx);
                 if (sum > 0.0)
@@ -792,6 +803,111 @@ static void test_sinks(void **state)
     assert_true(worst_emu[1] < 0.02);
 }
 
+/* Per-token K / V scales (args.token_scales, docs/semantics.md §4.5): the EXACT reference
+ * against the naive formula (scales in [1/8, 8], head-major and slot-major layouts, K only,
+ * V only); all scales 1 give the bytes of no per-token scales in every mode; the emulation
+ * stays within its precision of the exact result; a per-token K scale 2^j on every slot
+ * equals k_scale * 2^j in the emulation, bit for bit (the multiplications are exact). */
+static void test_token_scales(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x70c);
+    printf("token scales: seed %llu\n", (unsigned long long)g_seed);
+    double worst = 0.0, worst_emu[2] = {0.0, 0.0};
+    for (int iter = 0; iter < 80; iter++) {
+        tcase_t tc;
+        tcase_random(&tc, &rng);
+        const int64_t n = tc.pb.num_tokens, hq = hq_of(&tc), d = tc.pb.head_dim, count = n * hq * d;
+        const int64_t hkv = tc.pb.num_kv_heads, slots = tc.pb.num_cache_pages * tc.pb.page_size;
+        const int layout = iter % 4; /* 0: [Hkv, slots], 1: [slots, Hkv], 2: K only, 3: V only */
+        float *ks = xcalloc((size_t)(hkv * slots), sizeof *ks), *vs = xcalloc((size_t)(hkv * slots), sizeof *vs);
+        for (int64_t i = 0; i < hkv * slots; i++) {
+            ks[i] = (float)exp2(pw_rng_normal(&rng));
+            vs[i] = (float)exp2(pw_rng_normal(&rng));
+        }
+        pw_token_scales_t ts = {layout == 3 ? NULL : ks, layout == 2 ? NULL : vs, layout == 1 ? 1 : slots,
+                                layout == 1 ? hkv : 1};
+        double *o = xcalloc((size_t)count, sizeof *o), *o_naive = xcalloc((size_t)count, sizeof *o_naive);
+        float *lse = xcalloc((size_t)(n * hq), sizeof *lse);
+        double *lse_naive = xcalloc((size_t)(n * hq), sizeof *lse_naive);
+        pw_attention_args_t a = tcase_args(&tc, o, hq * d, PW_DTYPE_FLOAT64, lse, NULL);
+        a.token_scales = ts;
+        assert_pw_ok(pw_ref_attention(&tc.pb, &a, PW_REF_EXACT));
+        naive_attention_full(&tc, NULL, &ts, o_naive, lse_naive);
+        for (int64_t i = 0; i < count; i++) {
+            const double err = fabs(o[i] - o_naive[i]);
+            if (!(err < 1e-11 * (1.0 + fabs(o_naive[i]))))
+                fail_msg("iter %d element %lld: ref %.17g naive %.17g (seed %llu)", iter, (long long)i, o[i],
+                         o_naive[i], (unsigned long long)g_seed);
+            if (err > worst) worst = err;
+        }
+        for (int64_t i = 0; i < n * hq; i++)
+            if (!(isinf(lse_naive[i]) ? lse[i] == (float)lse_naive[i]
+                                      : fabs((double)lse[i] - lse_naive[i]) <= 1e-6 * (1.0 + fabs(lse_naive[i]))))
+                fail_msg("iter %d lse %lld: ref %.9g naive %.9g (seed %llu)", iter, (long long)i, (double)lse[i],
+                         lse_naive[i], (unsigned long long)g_seed);
+        double *oe = xcalloc((size_t)count, sizeof *oe), *o1 = xcalloc((size_t)count, sizeof *o1);
+        float *le = xcalloc((size_t)(n * hq), sizeof *le), *l1 = xcalloc((size_t)(n * hq), sizeof *l1);
+        float *ones = xcalloc((size_t)(hkv * slots), sizeof *ones);
+        for (int64_t i = 0; i < hkv * slots; i++) ones[i] = 1.0f;
+        for (int m = 0; m < 3; m++) {
+            const pw_ref_mode_t mode = m == 0 ? PW_REF_EXACT : PW_REF_FP8_EMULATE;
+            const pw_precision_t prec = m == 2 ? PW_PRECISION_FP8X2 : PW_PRECISION_FP8;
+            if (m > 0) { /* the emulation with these scales against the exact result */
+                pw_attention_args_t e = tcase_args(&tc, oe, hq * d, PW_DTYPE_FLOAT64, le, NULL);
+                e.precision = prec;
+                e.token_scales = ts;
+                assert_pw_ok(pw_ref_attention(&tc.pb, &e, mode));
+                const double err = rel_frobenius(oe, o, count);
+                if (err > worst_emu[m - 1]) worst_emu[m - 1] = err;
+            }
+            /* Scales all 1: the bytes of no per-token scales. */
+            pw_attention_args_t e = tcase_args(&tc, oe, hq * d, PW_DTYPE_FLOAT64, le, NULL);
+            e.precision = prec;
+            e.token_scales = (pw_token_scales_t){ones, ones, slots, 1};
+            assert_pw_ok(pw_ref_attention(&tc.pb, &e, mode));
+            pw_attention_args_t z = tcase_args(&tc, o1, hq * d, PW_DTYPE_FLOAT64, l1, NULL);
+            z.precision = prec;
+            assert_pw_ok(pw_ref_attention(&tc.pb, &z, mode));
+            assert_memory_equal(oe, o1, (size_t)count * sizeof *oe);
+            assert_memory_equal(le, l1, (size_t)(n * hq) * sizeof *le);
+            /* K scale 2 on every slot == k_scale * 2 (EMULATE: x * ks is exact, as the
+             * per-tensor chain x * k_scale * s with a power-of-two factor). */
+            if (m > 0) {
+                for (int64_t i = 0; i < hkv * slots; i++) ones[i] = 2.0f;
+                e.token_scales = (pw_token_scales_t){ones, NULL, slots, 1};
+                assert_pw_ok(pw_ref_attention(&tc.pb, &e, mode));
+                tcase_t t2 = tc;
+                t2.k_scale = tc.k_scale * 2.0f;
+                z = tcase_args(&t2, o1, hq * d, PW_DTYPE_FLOAT64, l1, NULL);
+                z.precision = prec;
+                assert_pw_ok(pw_ref_attention(&t2.pb, &z, mode));
+                assert_memory_equal(oe, o1, (size_t)count * sizeof *oe);
+                assert_memory_equal(le, l1, (size_t)(n * hq) * sizeof *le);
+                for (int64_t i = 0; i < hkv * slots; i++) ones[i] = 1.0f;
+            }
+        }
+        free(ones); free(oe); free(o1); free(le); free(l1);
+        free(o); free(o_naive); free(lse); free(lse_naive); free(ks); free(vs);
+        tcase_free(&tc);
+    }
+    printf("token scales: max abs error vs naive %.3g; emulation vs exact (worst case) FP8 %.4f, FP8X2 %.5f\n", worst,
+           worst_emu[0], worst_emu[1]);
+    assert_true(worst_emu[1] < 0.02);
+    /* Negative strides are refused, naming the field. */
+    tcase_t tc;
+    tcase_random(&tc, &rng);
+    double *o = xcalloc((size_t)(tc.pb.num_tokens * hq_of(&tc) * tc.pb.head_dim), sizeof *o);
+    float one = 1.0f;
+    pw_attention_args_t a = tcase_args(&tc, o, hq_of(&tc) * tc.pb.head_dim, PW_DTYPE_FLOAT64, NULL, NULL);
+    a.token_scales = (pw_token_scales_t){&one, NULL, 0, -1};
+    assert_int_equal(pw_ref_attention(&tc.pb, &a, PW_REF_EXACT), PW_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(pw_last_error(), "token_scales"));
+    free(o);
+    tcase_free(&tc);
+}
+
 /* The struct_size convention: args of the size before `precision` existed are accepted and
  * read as PW_PRECISION_FP8 (same bytes as FP8); N = 0 needs no tensors. */
 static void test_args_compatibility(void **state)
@@ -1191,6 +1307,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fp8_emulate_accuracy),
         cmocka_unit_test(test_fp8x2_emulate_accuracy),
         cmocka_unit_test(test_sinks),
+        cmocka_unit_test(test_token_scales),
         cmocka_unit_test(test_args_compatibility),
         cmocka_unit_test(test_fp8_emulate_exact_cases),
         cmocka_unit_test(test_invalid_arguments),

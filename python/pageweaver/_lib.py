@@ -102,6 +102,11 @@ class PlanConfig(ctypes.Structure):
                 ("flags", ctypes.c_uint32), ("vt_max_pages", ctypes.c_int32)]
 
 
+class TokenScales(ctypes.Structure):
+    _fields_ = [("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+                ("stride_h", ctypes.c_int64), ("stride_t", ctypes.c_int64)]
+
+
 class AttentionArgs(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("q", ctypes.c_void_p),
                 ("q_stride", ctypes.c_int64), ("k_cache", ctypes.c_void_p),
@@ -111,10 +116,10 @@ class AttentionArgs(ctypes.Structure):
                 ("o", ctypes.c_void_p), ("o_stride", ctypes.c_int64),
                 ("o_dtype", ctypes.c_int), ("lse", ctypes.c_void_p),
                 ("bad_page_count", ctypes.c_void_p), ("precision", ctypes.c_int),
-                ("sink_logits", ctypes.c_void_p)]
+                ("sink_logits", ctypes.c_void_p), ("token_scales", TokenScales)]
 
 
-_MIRRORS = {"pw_problem_t": Problem, "pw_requests_t": Requests,
+_MIRRORS = {"pw_problem_t": Problem, "pw_requests_t": Requests, "pw_token_scales_t": TokenScales,
             "pw_plan_config_t": PlanConfig, "pw_attention_args_t": AttentionArgs}
 
 
