@@ -320,8 +320,10 @@ typedef enum pw_precision {
  * of cache slot `slot` of KV head h is k[h * stride_h + slot * stride_t] (V: v[...]),
  * slot = physical page * P + offset, as vLLM passes them. Real K of that slot =
  * k_scale * k[...] * e4m3 value (V likewise): they multiply the per-tensor scales (pass
- * k_scale = 1 for per-token scales alone). k and v are independent (NULL: none). Only
- * slots a query may see are read. Strides in elements, >= 0. The FP8 arithmetic with them
+ * k_scale = 1 for per-token scales alone). k and v are independent (NULL: none). The
+ * arrays must hold every slot of the pages the call selects (h * stride_h + slot *
+ * stride_t for those); values of slots a row cannot see never affect it; values a row sees
+ * must be finite (else NaN). Strides in elements, >= 0. The FP8 arithmetic with them
  * (P times vs / the page's largest vs before quantisation): semantics §4.5. Added in
  * 0.2.0; the GPU kernels do not read them yet (PW_ERROR_UNSUPPORTED): the CPU reference
  * does. */

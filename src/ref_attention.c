@@ -34,8 +34,9 @@
  *      a = expf(m - ms), b = expf(sk - ms), l' = l * a + b, o = O * v_scale * a / (256 * l'),
  *      LSE = ms + logf(l').
  *    - Per-token scales (args->token_scales, semantics §4.5): x_t gets * ks_t last; per page,
- *      vmax = the largest vs_t of the row's visible tokens (1 if none > 0), the weight is
- *      e4m3(256 * (p_t * (vs_t / vmax))) (l sums p_t), and O += vmax * acc. EXACT folds
+ *      vmax = the smallest power of two >= the largest |vs_t| of the row's visible tokens
+ *      on the page (1 if they are all 0), the weight is e4m3(256 * (p_t * (vs_t / vmax)))
+ *      (l sums p_t; vs_t / vmax is exact), and O = O + (acc * vmax) (exact). EXACT folds
  *      ks_t / vs_t into the dequantised K / V.
  *    - args->precision == PW_PRECISION_FP8X2 (pw_precision_t): Q and P each get a second
  *      E4M3 term that carries the first one's rounding error, and both terms enter the
@@ -418,12 +419,18 @@ static int attend_emulate(ref_scratch_t *s, int32_t num_pages, int64_t group, in
         const int64_t first = s->page_first[i], end = s->page_first[i + 1];
         if (first == end) continue; /* no visible token: the page contributes nothing */
         /* Per-token V scales: P of token t is multiplied by vs_t / vmax before it is
-         * quantised, vmax = the largest scale of the page's visible tokens (keeps 256 p vs_t
-         * in the E4M3 range whatever the scales' magnitude), and the page's PV sum by vmax
+         * quantised, vmax = the smallest power of two >= the largest |vs| of the row's
+         * visible tokens on the page (keeps 256 p vs_t / vmax within +-256; a power of two
+         * makes the division and the product below exact), and the page's PV sum by vmax
          * after (1 and exact without per-token scales). */
-        float vmax = 0.0f;
-        for (int64_t t = first; t < end; t++) vmax = s->vs[t] > vmax ? s->vs[t] : vmax;
-        if (!(vmax > 0.0f)) vmax = 1.0f; /* all zero (or NaN: propagates through vs_t) */
+        float vabs = 0.0f;
+        for (int64_t t = first; t < end; t++) vabs = fabsf(s->vs[t]) > vabs ? fabsf(s->vs[t]) : vabs;
+        float vmax = 1.0f; /* all zero (or NaN: propagates through vs_t) */
+        if (vabs > 0.0f && isfinite(vabs)) {
+            int e = 0;
+            const float f = frexpf(vabs, &e); /* vabs = f 2^e, f in [0.5, 1) */
+            vmax = f == 0.5f ? vabs : ldexpf(1.0f, e);
+        }
         for (int64_t g = 0; g < group; g++) {
             float m_new = m[g];
             for (int64_t t = first; t < end; t++)
@@ -452,7 +459,10 @@ static int attend_emulate(ref_scratch_t *s, int32_t num_pages, int64_t group, in
         /* The page's PV in a freshly zeroed accumulator: exact in double. */
         for (int64_t j = 0; j < group * dim; j++) s->acc[j] = 0.0;
         pv_accumulate(s->acc, s->p8, s->v, first, end, group, dim);
-        for (int64_t j = 0; j < group * dim; j++) s->o_f[j] = s->o_f[j] + (float)s->acc[j] * vmax;
+        for (int64_t j = 0; j < group * dim; j++) {
+            const float add = (float)s->acc[j] * vmax; /* exact: a power of two (1 without scales) */
+            s->o_f[j] = s->o_f[j] + add;
+        }
     }
     for (int64_t g = 0; g < group; g++) {
         const float sink = sinks ? sinks[g] : -INFINITY;
@@ -565,8 +575,9 @@ pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_arg
                                         pw_args_precision(args), row_sinks) != 0) {
                     scratch_free(&s);
                     return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                                   "a score of row %lld, KV head %lld overflows FP32 in the FP8 "
-                                   "arithmetic (k_scale %g, softmax scale %g): scales too large",
+                                   "a score of row %lld, KV head %lld is not finite in the FP8 "
+                                   "arithmetic (k_scale %g, softmax scale %g): scales too large, or a "
+                                   "non-finite per-token K scale (args.token_scales.k)",
                                    (long long)n, (long long)h, (double)k_scale, (double)scale);
                 }
             }

@@ -908,6 +908,103 @@ static void test_token_scales(void **state)
     tcase_free(&tc);
 }
 
+/* The per-token arithmetic of docs/semantics.md §4.5 written out step by step for one row
+ * (FP8, one head, P = 4, D = 8, two pages; causal position 6, so slot 7 of page 1 is
+ * invisible and holds NaN scales and a huge V scale that must not matter), against
+ * PW_REF_FP8_EMULATE bit for bit. Pins what a GPU kernel will be checked against: vmax per
+ * page (not per row), rounded up to a power of two, from |vs|; ks applied last; l of the
+ * unscaled p; O += vmax * acc as two roundings. */
+static void test_token_scales_pinned(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x919);
+    for (int iter = 0; iter < 50; iter++) {
+        tcase_t tc;
+        tcase_single_row(&tc, &rng, 4, 8, 1, 2, 6, 8); /* tokens 0..6 visible of 8 */
+        tc.ids[0] = 1;
+        tc.ids[1] = 0;
+        const int64_t slots = tc.pb.num_cache_pages * 4;
+        float *ks = xcalloc((size_t)slots, sizeof *ks), *vs = xcalloc((size_t)slots, sizeof *vs);
+        for (int64_t i = 0; i < slots; i++) {
+            ks[i] = (float)exp2(2.0 * pw_rng_normal(&rng));
+            vs[i] = (float)(exp2(2.0 * pw_rng_normal(&rng)) * (pw_rng_next(&rng) % 4 == 0 ? -1.0 : 1.0));
+        }
+        /* The invisible slot: token 7 = logical page 1, offset 3 -> physical slot. */
+        const int64_t hidden = (int64_t)tc.page_table[1] * 4 + 3;
+        ks[hidden] = NAN;
+        vs[hidden] = iter % 2 ? NAN : 1e30f;
+        double o_ref[8];
+        float lse_ref;
+        pw_attention_args_t a = tcase_args(&tc, o_ref, 8, PW_DTYPE_FLOAT64, &lse_ref, NULL);
+        a.token_scales = (pw_token_scales_t){ks, vs, 0, 1};
+        assert_pw_ok(pw_ref_attention(&tc.pb, &a, PW_REF_FP8_EMULATE));
+
+        /* The documented steps. */
+        const float scale = (float)(1.0 / sqrt(8.0));
+        float q[8], amax = 0.0f;
+        for (int d = 0; d < 8; d++) {
+            q[d] = pw_bf16_to_float(tc.q[d]);
+            amax = fabsf(q[d]) > amax ? fabsf(q[d]) : amax;
+        }
+        const float q_scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+        double q8[8];
+        for (int d = 0; d < 8; d++) q8[d] = pw_fp8_e4m3_to_float(pw_fp8_e4m3_from_float(q[d] / q_scale));
+        float m = -INFINITY, l = 0.0f, o[8] = {0};
+        for (int page = 0; page < 2; page++) { /* ascending logical ids */
+            const int64_t phys = tc.page_table[page];
+            const int ntok = page == 0 ? 4 : 3;
+            float x[4], mx = m;
+            for (int j = 0; j < ntok; j++) {
+                const int64_t slot = phys * 4 + j;
+                double dot = 0.0;
+                for (int d = 0; d < 8; d++) dot += q8[d] * pw_fp8_e4m3_to_float(tc.k_cache[slot * 8 + d]);
+                float xv = (float)dot;
+                xv = xv * q_scale;
+                xv = xv * tc.k_scale;
+                xv = xv * scale;
+                xv = xv * ks[slot];
+                x[j] = xv;
+                mx = xv > mx ? xv : mx;
+            }
+            float vabs = 0.0f;
+            for (int j = 0; j < ntok; j++) vabs = fmaxf(vabs, fabsf(vs[phys * 4 + j]));
+            float vmax = 1.0f;
+            while (vmax < vabs) vmax *= 2.0f;
+            while (vmax / 2.0f >= vabs && vabs > 0.0f) vmax /= 2.0f;
+            const float alpha = m == -INFINITY ? 1.0f : expf(m - mx);
+            float page_sum = 0.0f;
+            double acc[8] = {0};
+            for (int j = 0; j < ntok; j++) {
+                const float p = expf(x[j] - mx);
+                page_sum = page_sum + p;
+                const float pv = p * (vs[phys * 4 + j] / vmax);
+                const double p8 = pw_fp8_e4m3_to_float(pw_fp8_e4m3_from_float(256.0f * pv));
+                for (int d = 0; d < 8; d++) acc[d] += p8 * pw_fp8_e4m3_to_float(tc.v_cache[(phys * 4 + j) * 8 + d]);
+            }
+            l = l * alpha;
+            l = l + page_sum;
+            m = mx;
+            for (int d = 0; d < 8; d++) {
+                o[d] = o[d] * alpha;
+                const float add = (float)acc[d] * vmax;
+                o[d] = o[d] + add;
+            }
+        }
+        for (int d = 0; d < 8; d++) {
+            const float scaled = o[d] * tc.v_scale;
+            const float want = scaled / (256.0f * l);
+            if (!((float)o_ref[d] == want))
+                fail_msg("iter %d d %d: reference %.9g, the documented steps %.9g (seed %llu)", iter, d, o_ref[d],
+                         (double)want, (unsigned long long)g_seed);
+        }
+        assert_true(lse_ref == m + logf(l));
+        free(ks);
+        free(vs);
+        tcase_free(&tc);
+    }
+}
+
 /* The struct_size convention: args of the size before `precision` existed are accepted and
  * read as PW_PRECISION_FP8 (same bytes as FP8); N = 0 needs no tensors. */
 static void test_args_compatibility(void **state)
@@ -1308,6 +1405,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fp8x2_emulate_accuracy),
         cmocka_unit_test(test_sinks),
         cmocka_unit_test(test_token_scales),
+        cmocka_unit_test(test_token_scales_pinned),
         cmocka_unit_test(test_args_compatibility),
         cmocka_unit_test(test_fp8_emulate_exact_cases),
         cmocka_unit_test(test_invalid_arguments),
