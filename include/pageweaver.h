@@ -380,12 +380,19 @@ typedef struct pw_attention_args {
                                     >= 0 (or pw_version_string()) before relying on it. */
     pw_token_scales_t token_scales; /* optional per-token K / V scales (all NULL: none);
                                     same struct_size rule as sink_logits. Added in 0.2.0. */
+    const pw_bf16_t *sink_keys;  /* optional (NULL: none) [Hq, D] bf16, row h contiguous:
+                                    attention sinks as a key per Q head (SGLang's form):
+                                    row n's sink logit for head h is softmax_scale *
+                                    (q[n, h] . sink_keys[h]), then as sink_logits
+                                    (semantics §1, §4.5). Not together with sink_logits.
+                                    The CPU reference only so far: the GPU entry points
+                                    return PW_ERROR_UNSUPPORTED. Added in 0.2.0. */
 } pw_attention_args_t;
 
 #define PW_ATTENTION_ARGS_INIT                                                              \
     {sizeof(pw_attention_args_t), NULL, 0, NULL, NULL, 0, NULL, NULL, NULL,                 \
      {NULL, NULL, NULL, NULL, 0}, NULL, 0, PW_DTYPE_FLOAT32, NULL, NULL, PW_PRECISION_FP8X2, \
-     NULL, {NULL, NULL, 0, 0}}
+     NULL, {NULL, NULL, 0, 0}, NULL}
 
 /* Sparse attention of semantics §1 on the CPU, FP64 accumulation. Empty rows: O = 0,
  * LSE = -inf (with args.sink_logits: LSE = the head's sink logit). A physical page outside the cache contributes nothing and is counted.

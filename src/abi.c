@@ -68,6 +68,7 @@ int64_t pw_abi_query(const char *name)
         PW_ABI_OFFSET(pw_attention_args_t, precision),
         PW_ABI_OFFSET(pw_attention_args_t, sink_logits),
         PW_ABI_OFFSET(pw_attention_args_t, token_scales),
+        PW_ABI_OFFSET(pw_attention_args_t, sink_keys),
         PW_ABI_SIZE(pw_token_scales_t),
         PW_ABI_OFFSET(pw_token_scales_t, k),
         PW_ABI_OFFSET(pw_token_scales_t, v),

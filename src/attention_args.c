@@ -32,6 +32,13 @@ pw_token_scales_t pw_args_token_scales(const pw_attention_args_t *args)
                : none;
 }
 
+const pw_bf16_t *pw_args_sink_keys(const pw_attention_args_t *args)
+{
+    return args->struct_size >= offsetof(pw_attention_args_t, sink_keys) + sizeof(args->sink_keys)
+               ? args->sink_keys
+               : NULL;
+}
+
 pw_status_t pw_check_args_struct(const pw_attention_args_t *args)
 {
     if (!args) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args is NULL");
@@ -43,6 +50,9 @@ pw_status_t pw_check_args_struct(const pw_attention_args_t *args)
     if (precision != PW_PRECISION_FP8 && precision != PW_PRECISION_FP8X2)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "args.precision is %d (PW_PRECISION_FP8 or PW_PRECISION_FP8X2)", (int)precision);
+    if (pw_args_sinks(args) && pw_args_sink_keys(args))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args.sink_logits and args.sink_keys are both set: give a sink as a logit or as a key, not both");
     const pw_token_scales_t ts = pw_args_token_scales(args);
     if ((ts.k || ts.v) && (ts.stride_h < 0 || ts.stride_t < 0))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
@@ -76,6 +86,10 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
     if (kernel == PW_KERNEL_PER_QUERY && !args->topk_ids)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.topk_ids is NULL (the per-query kernel reads it)");
     if (!o_dtype_ok) return pw_fail(PW_ERROR_UNSUPPORTED, "args.o_dtype must be PW_DTYPE_BFLOAT16 on the GPU");
+    if (pw_args_sink_keys(args))
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "args.sink_keys: sinks given as keys are not computed by the GPU kernels yet (the CPU "
+                       "reference pw_ref_attention takes them); pass args.sink_logits (one logit per Q head)");
     const pw_token_scales_t ts = pw_args_token_scales(args);
     if (ts.k || ts.v)
         return pw_fail(PW_ERROR_UNSUPPORTED,

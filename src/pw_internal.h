@@ -44,6 +44,9 @@ pw_precision_t pw_args_precision(const pw_attention_args_t *args);
 /* args->token_scales, or all NULL for a struct without the field. */
 pw_token_scales_t pw_args_token_scales(const pw_attention_args_t *args);
 
+/* args->sink_keys, or NULL for a struct without the field. */
+const pw_bf16_t *pw_args_sink_keys(const pw_attention_args_t *args);
+
 /* args->sink_logits, or NULL for a struct without the field. */
 const float *pw_args_sinks(const pw_attention_args_t *args);
 

@@ -33,6 +33,9 @@
  *      With a sink logit sk (args->sink_logits, not -inf): ms = fmaxf(m, sk),
  *      a = expf(m - ms), b = expf(sk - ms), l' = l * a + b, o = O * v_scale * a / (256 * l'),
  *      LSE = ms + logf(l').
+ *    - Sinks given as keys (args->sink_keys): the row's logit for head g is
+ *      (q . key) * s, the dot of the BF16 values in float, d ascending (each product exact),
+ *      then as sink_logits. EXACT: the dot in double, times s, rounded to float once.
  *    - Per-token scales (args->token_scales, semantics §4.5): x_t gets * ks_t last; per page,
  *      vmax = the smallest power of two >= the largest |vs_t| of the row's visible tokens
  *      on the page (1 if they are all 0), the weight is e4m3(256 * (p_t * (vs_t / vmax)))
@@ -91,6 +94,7 @@ typedef struct ref_scratch {
     float *q_scale;      /* [G] EMULATE: per-head Q scale */
     float *m, *l;        /* [G] EMULATE: running max and running sum */
     float *lse;          /* [G] LSE of the row's heads */
+    float *key_sinks;    /* [G] the row's sink logits from args->sink_keys */
     double e4m3_value[256]; /* value of each E4M3 code */
 } ref_scratch_t;
 
@@ -113,6 +117,7 @@ static void scratch_free(ref_scratch_t *s)
     free(s->m);
     free(s->l);
     free(s->lse);
+    free(s->key_sinks);
 }
 
 static pw_status_t scratch_alloc(ref_scratch_t *s, int64_t topk, int64_t max_tokens,
@@ -143,8 +148,9 @@ static pw_status_t scratch_alloc(ref_scratch_t *s, int64_t topk, int64_t max_tok
     s->m = malloc(g * sizeof *s->m);
     s->l = malloc(g * sizeof *s->l);
     s->lse = malloc(g * sizeof *s->lse);
+    s->key_sinks = malloc(g * sizeof *s->key_sinks);
     if (!s->pages || !s->page_first || !s->k || !s->v || !s->ks || !s->vs || !s->q || !s->x || !s->p8 || !s->acc ||
-        !s->o_f || !s->out || !s->sum || !s->q_scale || !s->m || !s->l || !s->lse) {
+        !s->o_f || !s->out || !s->sum || !s->q_scale || !s->m || !s->l || !s->lse || !s->key_sinks) {
         scratch_free(s);
         return pw_fail(PW_ERROR_OUT_OF_MEMORY, "reference scratch of %.0f bytes: out of memory",
                        bytes);
@@ -532,6 +538,7 @@ pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_arg
     const float k_scale = *args->k_scale, v_scale = *args->v_scale;
     const float *sinks = pw_args_sinks(args); /* [Hq] or NULL */
     const pw_token_scales_t token_scales = pw_args_token_scales(args);
+    const pw_bf16_t *sink_keys = pw_args_sink_keys(args); /* [Hq, D] or NULL */
 
     /* Most tokens one row can see: |S| <= K pages, and never more than its KV length. */
     int64_t max_kv = 0;
@@ -564,6 +571,26 @@ pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_arg
                                               r, h, last_token, k_value, v_value);
 
             const float *row_sinks = sinks ? sinks + h * group : NULL;
+            if (sink_keys) { /* the row's logits from the keys (semantics §1, §4.5) */
+                for (int64_t g = 0; g < group; g++) {
+                    const pw_bf16_t *q = args->q + n * args->q_stride + (h * group + g) * dim;
+                    const pw_bf16_t *key = sink_keys + (h * group + g) * dim;
+                    if (mode == PW_REF_EXACT) {
+                        double dot = 0.0;
+                        for (int64_t d = 0; d < dim; d++)
+                            dot += (double)pw_bf16_to_float(q[d]) * (double)pw_bf16_to_float(key[d]);
+                        s.key_sinks[g] = (float)((double)scale * dot); /* rounded to float once */
+                    } else {
+                        float dot = 0.0f; /* FP32, d ascending; each product is exact in float */
+                        for (int64_t d = 0; d < dim; d++) {
+                            const float prod = pw_bf16_to_float(q[d]) * pw_bf16_to_float(key[d]);
+                            dot = dot + prod;
+                        }
+                        s.key_sinks[g] = dot * scale;
+                    }
+                }
+                row_sinks = s.key_sinks;
+            }
             if (tokens == 0) { /* empty row: exactly 0, LSE -inf (or the sink logit) */
                 for (int64_t i = 0; i < group * dim; i++) s.out[i] = 0.0;
                 for (int64_t g = 0; g < group; g++) s.lse[g] = row_sinks ? row_sinks[g] : -INFINITY;

@@ -304,6 +304,11 @@ static void test_no_device_everywhere(void **state)
     assert_error_naming(pw_union_attention(&p, &a, &grouping, perm, &meta, PW_KERNEL_UNION4, NULL),
                         PW_ERROR_INVALID_ARGUMENT, "token_scales");
     a.token_scales.k = NULL;
+    /* Sinks as keys: the CPU reference only so far. */
+    a.sink_keys = q;
+    assert_error_naming(pw_union_attention(&p, &a, &grouping, perm, &meta, PW_KERNEL_UNION4, NULL),
+                        PW_ERROR_UNSUPPORTED, "sink_keys");
+    a.sink_keys = NULL;
 #endif
     pw_plan_destroy(plan);
 }

@@ -1005,6 +1005,99 @@ static void test_token_scales_pinned(void **state)
     }
 }
 
+/* Sinks given as keys (args.sink_keys, docs/semantics.md §1): the row's logit is
+ * softmax_scale * (q . key_h). EXACT against the naive formula with that logit (in double,
+ * rounded to float once, as documented); FP8 / FP8X2 emulation on one-row problems against
+ * sink_logits holding the documented FP32 logit (d ascending), bit for bit; both fields set
+ * is an error. */
+static void test_sink_keys(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x5e4);
+    for (int iter = 0; iter < 60; iter++) {
+        tcase_t tc;
+        tcase_random(&tc, &rng);
+        const int64_t n = tc.pb.num_tokens, hq = hq_of(&tc), d = tc.pb.head_dim, count = n * hq * d;
+        const double scale = tc.pb.softmax_scale != 0.0f ? tc.pb.softmax_scale : (float)(1.0 / sqrt((double)d));
+        pw_bf16_t *keys = xcalloc((size_t)(hq * d), sizeof *keys);
+        for (int64_t i = 0; i < hq * d; i++) keys[i] = pw_bf16_from_float((float)(2.0 * pw_rng_normal(&rng)));
+        /* Per-row logits for the naive formula: one [Hq] vector per row. */
+        double *o = xcalloc((size_t)count, sizeof *o), *o_naive = xcalloc((size_t)count, sizeof *o_naive);
+        float *lse = xcalloc((size_t)(n * hq), sizeof *lse);
+        double *lse_naive = xcalloc((size_t)(n * hq), sizeof *lse_naive);
+        pw_attention_args_t a = tcase_args(&tc, o, hq * d, PW_DTYPE_FLOAT64, lse, NULL);
+        a.sink_keys = keys;
+        assert_pw_ok(pw_ref_attention(&tc.pb, &a, PW_REF_EXACT));
+        naive_attention(&tc, o_naive, lse_naive); /* without sinks: rescaled per row below */
+        for (int64_t row = 0; row < n; row++)
+            for (int64_t h = 0; h < hq; h++) {
+                const pw_bf16_t *q = tc.q + row * tc.q_stride + h * d;
+                double dot = 0.0;
+                for (int64_t k = 0; k < d; k++) dot += (double)pw_bf16_to_float(q[k]) * pw_bf16_to_float(keys[h * d + k]);
+                const double sk = (double)(float)(scale * dot);
+                const double lp = lse_naive[row * hq + h];
+                /* With a sink: o = o_plain / (1 + exp(sk - LSE_plain)), LSE = ln(e^LSE_plain + e^sk). */
+                const double f = isinf(lp) ? 0.0 : 1.0 / (1.0 + exp(sk - lp));
+                const double want_lse = isinf(lp) ? sk : fmax(lp, sk) + log(exp(lp - fmax(lp, sk)) + exp(sk - fmax(lp, sk)));
+                for (int64_t k = 0; k < d; k++) {
+                    const double want = o_naive[(row * hq + h) * d + k] * f, got = o[(row * hq + h) * d + k];
+                    if (!(fabs(got - want) <= 1e-9 * (1.0 + fabs(want))))
+                        fail_msg("iter %d row %lld head %lld: o %.17g, want %.17g (seed %llu)", iter, (long long)row,
+                                 (long long)h, got, want, (unsigned long long)g_seed);
+                }
+                if (!(fabs((double)lse[row * hq + h] - want_lse) <= 1e-6 * (1.0 + fabs(want_lse))))
+                    fail_msg("iter %d row %lld head %lld: LSE %.9g, want %.9g (seed %llu)", iter, (long long)row,
+                             (long long)h, (double)lse[row * hq + h], want_lse, (unsigned long long)g_seed);
+            }
+        /* Both given: an error naming both fields. */
+        float one_sink[1024];
+        for (int64_t h = 0; h < hq && h < 1024; h++) one_sink[h] = 0.0f;
+        a.sink_logits = one_sink;
+        assert_int_equal(pw_ref_attention(&tc.pb, &a, PW_REF_EXACT), PW_ERROR_INVALID_ARGUMENT);
+        assert_non_null(strstr(pw_last_error(), "sink_keys"));
+        free(o); free(o_naive); free(lse); free(lse_naive); free(keys);
+        tcase_free(&tc);
+    }
+    /* The emulation: one row, keys == the documented FP32 logits as sink_logits. */
+    for (int iter = 0; iter < 40; iter++) {
+        tcase_t tc;
+        const int32_t prefix = (int32_t)pw_rng_range(&rng, 0, 200);
+        tcase_single_row(&tc, &rng, 16, 64, 4, 4, prefix, prefix + 1);
+        for (int k = 0; k < 4; k++) tc.ids[k] = (int32_t)pw_rng_range(&rng, -1, tc.prefix[0] / 16);
+        const int64_t hq = hq_of(&tc), d = tc.pb.head_dim;
+        const float scale = (float)(1.0 / sqrt((double)d));
+        pw_bf16_t *keys = xcalloc((size_t)(hq * d), sizeof *keys);
+        float *logits = xcalloc((size_t)hq, sizeof *logits);
+        for (int64_t i = 0; i < hq * d; i++) keys[i] = pw_bf16_from_float((float)(2.0 * pw_rng_normal(&rng)));
+        for (int64_t h = 0; h < hq; h++) {
+            float dot = 0.0f;
+            for (int64_t k = 0; k < d; k++) {
+                const float prod = pw_bf16_to_float(tc.q[h * d + k]) * pw_bf16_to_float(keys[h * d + k]);
+                dot = dot + prod;
+            }
+            logits[h] = dot * scale;
+        }
+        for (int pr = 0; pr < 2; pr++) {
+            double o1[4 * 64], o2[4 * 64];
+            float l1[4], l2[4];
+            pw_attention_args_t a = tcase_args(&tc, o1, hq * d, PW_DTYPE_FLOAT64, l1, NULL);
+            a.precision = pr ? PW_PRECISION_FP8X2 : PW_PRECISION_FP8;
+            a.sink_keys = keys;
+            assert_pw_ok(pw_ref_attention(&tc.pb, &a, PW_REF_FP8_EMULATE));
+            a.sink_keys = NULL;
+            a.sink_logits = logits;
+            a.o = o2;
+            a.lse = l2;
+            assert_pw_ok(pw_ref_attention(&tc.pb, &a, PW_REF_FP8_EMULATE));
+            assert_memory_equal(o1, o2, sizeof o1);
+            assert_memory_equal(l1, l2, sizeof l1);
+        }
+        free(keys); free(logits);
+        tcase_free(&tc);
+    }
+}
+
 /* The struct_size convention: args of the size before `precision` existed are accepted and
  * read as PW_PRECISION_FP8 (same bytes as FP8); N = 0 needs no tensors. */
 static void test_args_compatibility(void **state)
@@ -1406,6 +1499,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sinks),
         cmocka_unit_test(test_token_scales),
         cmocka_unit_test(test_token_scales_pinned),
+        cmocka_unit_test(test_sink_keys),
         cmocka_unit_test(test_args_compatibility),
         cmocka_unit_test(test_fp8_emulate_exact_cases),
         cmocka_unit_test(test_invalid_arguments),

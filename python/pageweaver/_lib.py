@@ -116,7 +116,8 @@ class AttentionArgs(ctypes.Structure):
                 ("o", ctypes.c_void_p), ("o_stride", ctypes.c_int64),
                 ("o_dtype", ctypes.c_int), ("lse", ctypes.c_void_p),
                 ("bad_page_count", ctypes.c_void_p), ("precision", ctypes.c_int),
-                ("sink_logits", ctypes.c_void_p), ("token_scales", TokenScales)]
+                ("sink_logits", ctypes.c_void_p), ("token_scales", TokenScales),
+                ("sink_keys", ctypes.c_void_p)]
 
 
 _MIRRORS = {"pw_problem_t": Problem, "pw_requests_t": Requests, "pw_token_scales_t": TokenScales,

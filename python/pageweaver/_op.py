@@ -111,7 +111,8 @@ def _check_scale(name, t, device):
 
 
 def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
-               prefix_lens, k_scale, v_scale, out, lse, bad_page_count, sinks=None):
+               prefix_lens, k_scale, v_scale, out, lse, bad_page_count, sinks=None,
+               sink_keys=None):
     """Shape / dtype / device / stride checks that need no data (fake tensors pass through
     here too). Returns (N, R, Hkv, G, D, K, max_pages, num_cache_pages, kv_stride)."""
     if not isinstance(q, torch.Tensor):
@@ -199,6 +200,16 @@ def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
             raise ValueError(f"sinks: shape {list(sinks.shape)}, strides {list(sinks.stride())} "
                              f"on {sinks.device}; expected a contiguous (stride 1) [Hq] = [{hq}] "
                              f"tensor on {dev}")
+    if sink_keys is not None:
+        if sinks is not None:
+            raise ValueError("sinks and sink_keys: give a sink as a logit or as a key, not both")
+        if not isinstance(sink_keys, torch.Tensor) or sink_keys.dtype != _BF16:
+            raise TypeError(f"sink_keys: expected a bfloat16 tensor [Hq, D] = [{hq}, {d}], got "
+                            f"{getattr(sink_keys, 'dtype', type(sink_keys).__name__)}")
+        if sink_keys.shape != (hq, d) or not sink_keys.is_contiguous() or sink_keys.device != dev:
+            raise ValueError(f"sink_keys: shape {list(sink_keys.shape)}, strides "
+                             f"{list(sink_keys.stride())} on {sink_keys.device}; expected a "
+                             f"contiguous [Hq, D] = [{hq}, {d}] tensor on {dev}")
     return n, r, hkv, hq // hkv, d, k, max_pages, slots // PAGE_SIZE, kv_stride
 
 
@@ -263,7 +274,8 @@ def _current_stream(index):
 
 # ---- the op ---------------------------------------------------------------------------
 def _fill_args(args, q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
-               prefix_lens, out, lse, bad_page_count, n, hq, d, kv_stride, sinks=None):
+               prefix_lens, out, lse, bad_page_count, n, hq, d, kv_stride, sinks=None,
+               sink_keys=None):
     args.q = q.data_ptr()
     args.q_stride = q.stride(0) if n > 1 else hq * d
     args.k_cache = k_cache.data_ptr()
@@ -282,6 +294,7 @@ def _fill_args(args, q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv
     args.lse = lse.data_ptr() if lse is not None else None
     args.bad_page_count = bad_page_count.data_ptr() if bad_page_count is not None else None
     args.sink_logits = sinks.data_ptr() if sinks is not None else None
+    args.sink_keys = sink_keys.data_ptr() if sink_keys is not None else None
 
 
 def _sparse_prefill_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -293,14 +306,16 @@ def _sparse_prefill_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
                        regroup: int, kernel: int, out: torch.Tensor,
                        lse: Optional[torch.Tensor],
                        bad_page_count: Optional[torch.Tensor],
-                       sinks: Optional[torch.Tensor] = None) -> None:
+                       sinks: Optional[torch.Tensor] = None,
+                       sink_keys: Optional[torch.Tensor] = None) -> None:
     """The op behind pageweaver.sparse_prefill (see there). k_scale / v_scale: a device
     tensor, or None and the float in k_scale_value / v_scale_value. precision: a
     pw_precision_t, or -1 for the exact reference (CPU only). regroup / kernel:
-    pw_regroup_mode_t / pw_kernel_t. sinks: [Hq] float32 sink logits or None."""
+    pw_regroup_mode_t / pw_kernel_t. sinks: [Hq] float32 sink logits or None; sink_keys:
+    [Hq, D] bfloat16 sink keys or None."""
     n, r, hkv, g, d, k, max_pages, num_pages, kv_stride = check_args(
         q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens, prefix_lens,
-        k_scale, v_scale, out, lse, bad_page_count, sinks)
+        k_scale, v_scale, out, lse, bad_page_count, sinks, sink_keys)
     hq = hkv * g
     problem = _lib.new_problem()
     problem.num_tokens, problem.num_requests, problem.num_kv_heads = n, r, hkv
@@ -309,7 +324,7 @@ def _sparse_prefill_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
     problem.num_cache_pages, problem.softmax_scale = num_pages, softmax_scale
     args = _lib.new_args()
     _fill_args(args, q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
-               prefix_lens, out, lse, bad_page_count, n, hq, d, kv_stride, sinks)
+               prefix_lens, out, lse, bad_page_count, n, hq, d, kv_stride, sinks, sink_keys)
     if q.device.type == "cpu":
         _run_reference(problem, args, k_scale, v_scale, k_scale_value, v_scale_value,
                        precision)
@@ -394,15 +409,15 @@ def _run_cuda(problem, args, device, k_scale, v_scale, k_value, v_value, precisi
 @sparse_prefill_out.register_fake
 def _(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens, prefix_lens,
       k_scale, v_scale, k_scale_value, v_scale_value, softmax_scale, precision, regroup,
-      kernel, out, lse, bad_page_count, sinks=None):
+      kernel, out, lse, bad_page_count, sinks=None, sink_keys=None):
     check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
-               prefix_lens, k_scale, v_scale, out, lse, bad_page_count, sinks)
+               prefix_lens, k_scale, v_scale, out, lse, bad_page_count, sinks, sink_keys)
 
 
 def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                    prefix_lens, *, k_scale=1.0, v_scale=1.0, softmax_scale=None, out=None,
                    return_lse=False, precision=None, regroup=None, kernel=None,
-                   bad_page_count=None, sinks=None):
+                   bad_page_count=None, sinks=None, sink_keys=None):
     """Sparse prefill attention over per-query Top-K KV pages, with online query regrouping.
 
     For every query row n (request r, causal position c = prefix_lens[r] + n -
@@ -455,6 +470,10 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    +inf: o = 0 and LSE = +inf, NaN: NaN LSE (and o on rows with a visible
                    token). Read by the kernel at run time (graph replays see new values);
                    no gradient flows (the op has no backward).
+      sink_keys    optional [Hq, D] bfloat16 tensor on q's device, contiguous: sinks as one
+                   key per Q head (SGLang's form): row n's sink logit for head h is
+                   softmax_scale * (q[n, h] . sink_keys[h]); not together with sinks. CPU
+                   only so far: on the GPU pageweaver.UnsupportedError.
     Returns out, or (out, lse) with return_lse.
 
     Runs on q's device and the current CUDA stream, asynchronously: no synchronisation, no
@@ -493,14 +512,14 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
         # version counters of the written buffers are bumped as the dispatcher would.
         _sparse_prefill_out(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q,
                             kv_lens, prefix_lens, ks, vs, kv, vv, scale, prec, mode, kern,
-                            out, lse, bad_page_count, sinks)
+                            out, lse, bad_page_count, sinks, sink_keys)
         _bump(out)
         if bad_page_count is not None:
             _bump(bad_page_count)
     else:  # tracing (torch.compile, fake / meta tensors, dispatch modes): the custom op
         sparse_prefill_out(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                            prefix_lens, ks, vs, kv, vv, scale, prec, mode, kern, out, lse,
-                           bad_page_count, sinks)
+                           bad_page_count, sinks, sink_keys)
     return (out, lse) if return_lse else out
 
 

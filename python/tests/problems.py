@@ -70,10 +70,11 @@ def op_args(p):
             p["cu_seqlens_q"], p["kv_lens"], p["prefix_lens"])
 
 
-def reference(p, softmax_scale=None, sinks=None):
+def reference(p, softmax_scale=None, sinks=None, sink_keys=None):
     """(o [N, Hq, D] float64, lse [N, Hq] float64, bad page count) by the rules above.
     sinks: optional [Hq] logits: exp(sinks[h]) joins each row's denominator (a row with no
-    visible token: o = 0, LSE = sinks[h])."""
+    visible token: o = 0, LSE = sinks[h]). sink_keys: optional [Hq, D]: the row's logit is
+    scale * (q[n, h] . key[h]) in float64, rounded to float32 once."""
     q, kc, vc = p["q"], p["k_cache"], p["v_cache"]
     n_rows, hq, d = q.shape
     hkv = kc.shape[1]
@@ -87,9 +88,14 @@ def reference(p, softmax_scale=None, sinks=None):
                           p["prefix_lens"].tolist(), p["page_table"].tolist())
     o = torch.zeros((n_rows, hq, d), dtype=torch.float64)
     lse = torch.full((n_rows, hq), -math.inf, dtype=torch.float64)
-    sk = sinks.to(torch.float64) if sinks is not None else torch.full((hq,), -math.inf, dtype=torch.float64)
-    if sinks is not None:
-        lse[:] = sk  # rows with no visible token keep it
+    if sink_keys is not None:
+        skr = (q.to(torch.float64) * sink_keys.to(torch.float64)).sum(-1) * scale  # [N, Hq]
+        skr = skr.to(torch.float32).to(torch.float64)
+    else:
+        sk = sinks.to(torch.float64) if sinks is not None else torch.full((hq,), -math.inf, dtype=torch.float64)
+        skr = sk.expand(n_rows, hq)
+    if sinks is not None or sink_keys is not None:
+        lse[:] = skr  # rows with no visible token keep it
     bad = 0
     for r in range(len(pre)):
         for n in range(cu[r], cu[r + 1]):
@@ -110,7 +116,7 @@ def reference(p, softmax_scale=None, sinks=None):
                 kk, vv = kf[idx, h], vf[idx, h]
                 qh = q[n, h * g:(h + 1) * g].to(torch.float64)
                 x = qh @ kk.T * scale
-                sink = sk[h * g:(h + 1) * g].unsqueeze(1)
+                sink = skr[n, h * g:(h + 1) * g].unsqueeze(1)
                 m = torch.maximum(x.max(dim=1, keepdim=True).values, sink)
                 e = torch.exp(x - m)
                 s = e.sum(dim=1, keepdim=True) + torch.exp(sink - m)

@@ -69,6 +69,30 @@ def test_sinks_match_independent_fp64(seed):
         call(p, sinks=sinks[:-1])
 
 
+def test_sink_keys_match_independent_fp64(seed):
+    """Sinks given as keys (sink_keys=, [Hq, D] bfloat16; CPU): the row's logit is
+    softmax_scale * (q . key); not together with sinks."""
+    gen = torch.Generator().manual_seed(seed)
+    for trial in range(3):
+        p = random_problem(gen, hkv=2, g=4, d=64, k=8)
+        hq, d = p["q"].shape[1:]
+        keys = (torch.randn((hq, d), generator=gen) * 2).to(torch.bfloat16)
+        want_o, want_lse, _ = reference(p, sink_keys=keys)
+        o, lse = call(p, precision="exact", out=torch.empty(p["q"].shape, dtype=torch.float64),
+                      return_lse=True, sink_keys=keys)
+        msg = f"seed {seed} trial {trial}"
+        torch.testing.assert_close(o, want_o, rtol=1e-9, atol=1e-12, msg=msg)
+        torch.testing.assert_close(lse.double(), want_lse, rtol=2e-6, atol=2e-6, msg=msg)
+        o2 = call(p, precision="fp8x2", out=torch.empty(p["q"].shape, dtype=torch.float64), sink_keys=keys)
+        assert nrms(o2, want_o) < 0.01, msg
+    with pytest.raises(ValueError, match="not both"):
+        call(p, sinks=torch.zeros(hq), sink_keys=keys)
+    with pytest.raises(TypeError, match="sink_keys"):
+        call(p, sink_keys=keys.float())
+    with pytest.raises(ValueError, match="sink_keys"):
+        call(p, sink_keys=keys[:, :-1])
+
+
 @pytest.mark.parametrize("precision,bound", [("fp8", 0.08), ("fp8x2", 0.01), (None, 0.08)])
 def test_fp8_emulation_within_precision_bound(seed, precision, bound):
     gen = torch.Generator().manual_seed(seed)

@@ -99,9 +99,10 @@ def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, to
     """
     if sink is not None:
         raise NotImplementedError(
-            "minimax_sparse_prefill: SGLang's per-head sink keys are not supported yet (pass "
-            "sink=None; PageWeaver takes per-head sink logits: pageweaver.sparse_prefill("
-            "sinks=...); SGLang's Triton kernel handles sink-key calls)")
+            "minimax_sparse_prefill: SGLang's per-head sink keys are not supported on the GPU yet "
+            "(pass sink=None; PageWeaver's GPU kernels take per-head sink logits, "
+            "pageweaver.sparse_prefill(sinks=...); keys run on the CPU reference only, "
+            "sparse_prefill(sink_keys=...); SGLang's Triton kernel handles sink-key calls)")
     if block_size_k != PAGE_SIZE:
         raise ValueError(f"block_size_k is {block_size_k}: PageWeaver's pages are "
                          f"{PAGE_SIZE} tokens")
