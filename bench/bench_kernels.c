@@ -282,14 +282,11 @@ int main(int argc, char **argv)
                     CK(cudaMemcpy(impl == 0 ? l_ref : x2_ref ? l_ref_x2 : l_cur, lse_dev, lse_bytes,
                                   cudaMemcpyDeviceToHost));
                     if (slots[impl].compare == 2 && want_impl[X2_REFERENCE_SLOT]) {
-                        const uint16_t *ref = (const uint16_t *)o_ref_x2, *cur = (const uint16_t *)o_cur;
+                        const pw_bf16_t *ref = (const pw_bf16_t *)o_ref_x2, *cur = (const pw_bf16_t *)o_cur;
                         const float *lr = (const float *)l_ref_x2, *lc = (const float *)l_cur;
                         double num = 0.0, den = 0.0, dl = 0.0;
                         for (size_t e = 0; e < q_bytes / 2; e++) {
-                            const uint32_t rb = (uint32_t)ref[e] << 16, cb = (uint32_t)cur[e] << 16;
-                            float rf, cf;
-                            memcpy(&rf, &rb, 4);
-                            memcpy(&cf, &cb, 4);
+                            const float rf = pw_bf16_to_float(ref[e]), cf = pw_bf16_to_float(cur[e]);
                             num += ((double)cf - rf) * ((double)cf - rf);
                             den += (double)rf * rf;
                         }

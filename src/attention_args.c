@@ -8,35 +8,32 @@
 #include "pageweaver.h"
 #include "pw_internal.h"
 
+/* Whether args' struct_size covers `field` (the struct_size convention of pageweaver.h:
+ * a caller built against an older header passes a smaller struct). */
+#define ARGS_HAVE(args, field) \
+    ((args)->struct_size >= offsetof(pw_attention_args_t, field) + sizeof((args)->field))
+
 pw_precision_t pw_args_precision(const pw_attention_args_t *args)
 {
     /* A struct of the size before the precision field existed reads as docs/semantics.md §4's FP8. */
-    return args->struct_size >= offsetof(pw_attention_args_t, precision) + sizeof(args->precision)
-               ? args->precision
-               : PW_PRECISION_FP8;
+    return ARGS_HAVE(args, precision) ? args->precision : PW_PRECISION_FP8;
 }
 
+/* Fields added after it: a struct without them has none of them. */
 const float *pw_args_sinks(const pw_attention_args_t *args)
 {
-    /* A struct of the size before the sink field existed has no sinks. */
-    return args->struct_size >= offsetof(pw_attention_args_t, sink_logits) + sizeof(args->sink_logits)
-               ? args->sink_logits
-               : NULL;
+    return ARGS_HAVE(args, sink_logits) ? args->sink_logits : NULL;
 }
 
 pw_token_scales_t pw_args_token_scales(const pw_attention_args_t *args)
 {
     const pw_token_scales_t none = {NULL, NULL, 0, 0};
-    return args->struct_size >= offsetof(pw_attention_args_t, token_scales) + sizeof(args->token_scales)
-               ? args->token_scales
-               : none;
+    return ARGS_HAVE(args, token_scales) ? args->token_scales : none;
 }
 
 const pw_bf16_t *pw_args_sink_keys(const pw_attention_args_t *args)
 {
-    return args->struct_size >= offsetof(pw_attention_args_t, sink_keys) + sizeof(args->sink_keys)
-               ? args->sink_keys
-               : NULL;
+    return ARGS_HAVE(args, sink_keys) ? args->sink_keys : NULL;
 }
 
 pw_status_t pw_check_args_struct(const pw_attention_args_t *args)

@@ -191,10 +191,6 @@ static void naive_attention(const tcase_t *tc, double *o, double *lse)
     naive_attention_full(tc, NULL, NULL, o, lse);
 }
 
-static void naive_attention_sinks(const tcase_t *tc, const float *sinks, double *o, double *lse)
-{
-    naive_attention_full(tc, sinks, NULL, o, lse);
-}
 
 /* The same with attention sinks (docs/semantics.md §1): exp(sinks[head]) joins the
  * denominator, written as its own formula: o = sum_t w_t v_t / (sum_t w_t + exp(sink)),
@@ -689,7 +685,7 @@ static void test_sinks(void **state)
         pw_attention_args_t a = tcase_args(&tc, o, hq * d, PW_DTYPE_FLOAT64, lse, NULL);
         a.sink_logits = sinks;
         assert_pw_ok(pw_ref_attention(&tc.pb, &a, PW_REF_EXACT));
-        naive_attention_sinks(&tc, sinks, o_naive, lse_naive);
+        naive_attention_full(&tc, sinks, NULL, o_naive, lse_naive);
         for (int64_t i = 0; i < count; i++) {
             const double err = fabs(o[i] - o_naive[i]);
             if (!(err < 1e-12))

@@ -127,6 +127,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "attention_common.cuh"
 #include "attention_config.cuh"
@@ -723,18 +724,30 @@ pw_status_t launch(const pw::AttentionParams &params, unsigned grid, pw_stream_t
     return PW_SUCCESS;
 }
 
+/* One launch of a cluster-free kernel with `smem` bytes of dynamic shared memory (maximum
+ * carve-out), its attributes set once per device (`configured`: the caller's, one per
+ * kernel). `what`: the kernel's name in messages, e.g. "lean". */
+pw_status_t launch_one_cta_kind(void (*kernel)(pw::AttentionParams), size_t smem, std::atomic<uint64_t> &configured,
+                                const char *what, const pw::AttentionParams &params, unsigned grid,
+                                pw_stream_t stream)
+{
+    char name[64];
+    snprintf(name, sizeof name, "attention kernel (%s)", what);
+    PW_TRY(configure_kernel((const void *)kernel, smem, true, configured, name));
+    kernel<<<grid, pw::kThreads, smem, stream>>>(params);
+    const cudaError_t last = cudaGetLastError();
+    if (last != cudaSuccess)
+        return pw_fail(PW_ERROR_CUDA, "attention kernel launch (%s): %s", what, cudaGetErrorString(last));
+    return PW_SUCCESS;
+}
+
 /* Dev impl 9 ("lean", attention_lean.cuh): Union4 and per-query, three CTAs per SM. */
 template <int VARIANT, bool X2, bool PREVT = false>
 pw_status_t launch_lean(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
     static std::atomic<uint64_t> configured{0}; // devices this kernel's attributes are set on
-    void (*kernel)(pw::AttentionParams) = pw::lean_attention_kernel<VARIANT, X2, PREVT>;
-    PW_TRY(configure_kernel((const void *)kernel, pw::kSmemBytesLean, true, configured, "attention kernel (lean)"));
-    kernel<<<grid, pw::kThreads, pw::kSmemBytesLean, stream>>>(params);
-    const cudaError_t last = cudaGetLastError();
-    if (last != cudaSuccess)
-        return pw_fail(PW_ERROR_CUDA, "attention kernel launch (lean): %s", cudaGetErrorString(last));
-    return PW_SUCCESS;
+    return launch_one_cta_kind(pw::lean_attention_kernel<VARIANT, X2, PREVT>, pw::kSmemBytesLean, configured, "lean",
+                               params, grid, stream);
 }
 
 /* Dev impl 12 (attention_stacked.cuh): one 2-slot tile per CTA, four CTAs per SM; `grid`
@@ -743,14 +756,9 @@ template <int VARIANT>
 pw_status_t launch_stack1(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
     static std::atomic<uint64_t> configured{0};
-    void (*kernel)(pw::AttentionParams) = pw::stack1_attention_kernel<VARIANT>;
-    PW_TRY(configure_kernel((const void *)kernel, pw::kSmemBytesStack1, true, configured, "attention kernel (stack1)"));
     if (grid > 0x7fffffffu / 2) return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12: grid too large");
-    kernel<<<2 * grid, pw::kThreads, pw::kSmemBytesStack1, stream>>>(params);
-    const cudaError_t last = cudaGetLastError();
-    if (last != cudaSuccess)
-        return pw_fail(PW_ERROR_CUDA, "attention kernel launch (stack1): %s", cudaGetErrorString(last));
-    return PW_SUCCESS;
+    return launch_one_cta_kind(pw::stack1_attention_kernel<VARIANT>, pw::kSmemBytesStack1, configured, "stack1",
+                               params, 2 * grid, stream);
 }
 
 /* One implementation of one variant: impl (bits of pw::ImplBits: 0, 2, 6, 8 and their

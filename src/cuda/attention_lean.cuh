@@ -74,6 +74,27 @@ constexpr size_t kSmemBytesLean = sizeof(SmemPlanLean) + 1024;
 // 228 KiB per SM, 1 KiB of it reserved per CTA.
 static_assert(kLeanCtasPerSm * (kSmemBytesLean + 1024) <= 228 * 1024, "lean: three CTAs per SM no longer fit");
 
+/* Thread 0: the page ring's full barriers and done counters (L1-L3), published by the page
+ * list's CTA barrier. Any plan with k_full / v_full / k_done / v_done (the stacked kernel's
+ * too). */
+template <class Plan>
+static __device__ __forceinline__ void lean_init_ring(Plan &sm)
+{
+    if (threadIdx.x == 0) {
+        mbarrier_init(&sm.k_full, 1);
+        mbarrier_init(&sm.v_full, 1);
+        sm.k_done = 0u;
+        sm.v_done = 0u;
+        fence_mbarrier_init_release_cluster();
+    }
+}
+
+/* The V^T pre-pass's tile `tile` of KV head `kv_head` (vt_prepare.cu). */
+static __device__ __forceinline__ const uint8_t *prevt_tile(const AttentionParams &p, int kv_head, int32_t tile)
+{
+    return p.vt_tiles + ((int64_t)kv_head * p.vt_capacity + tile) * kTileBytes;
+}
+
 /* One warp (lane 0 after __syncwarp) says it is done with a tile; the arrival that completes
  * the page's four runs issue() (arm `full` and copy the next page's tile: L1, L2). */
 template <class Issue>
@@ -112,21 +133,13 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm)
     if (!cta_work<VARIANT>(p, 0, work)) return; // CTA-uniform
     const int kv_head = work.kv_head;
 
-    if (tid == 0) {
-        mbarrier_init(&sm.k_full, 1);
-        mbarrier_init(&sm.v_full, 1);
-        sm.k_done = 0u;
-        sm.v_done = 0u;
-        fence_mbarrier_init_release_cluster();
-    }
+    lean_init_ring(sm);
     build_page_list<VARIANT>(sm, p, kv_head, work.group, work.half, work.request, work.query_rows[0],
                                     work.limits, work.union_size, PREVT ? sm.page_vt : nullptr); // ends with __syncthreads
     const int num_pages = sm.num_pages;
     const uint64_t keep_kv = createpolicy_evict_last();
     // PREVT: the pre-pass's V^T tile of page i of the list.
-    auto vt_tile = [&](int i) {
-        return p.vt_tiles + ((int64_t)kv_head * p.vt_capacity + sm.page_vt[i]) * kTileBytes;
-    };
+    auto vt_tile = [&](int i) { return prevt_tile(p, kv_head, sm.page_vt[i]); };
     auto issue_k = [&](int next) {
         mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);
         tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[next], keep_kv);

@@ -135,13 +135,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     if ((tile ? work.query_rows[2] : work.query_rows[0]) < 0) return;       // an empty tile
     const int kv_head = work.kv_head;
 
-    if (tid == 0) {
-        mbarrier_init(&sm.k_full, 1);
-        mbarrier_init(&sm.v_full, 1);
-        sm.k_done = 0u;
-        sm.v_done = 0u;
-        fence_mbarrier_init_release_cluster();
-    }
+    lean_init_ring(sm);
     int32_t rows[kSlotsPerCta] = {-1, -1, -1, -1};
 #pragma unroll
     for (int k = 0; k < 2; k++) {
@@ -161,8 +155,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     };
     auto issue_v = [&](int next) {
         mbarrier_arrive_expect_tx(&sm.v_full, kTileBytes);
-        bulk_load(sm.vt, p.vt_tiles + ((int64_t)kv_head * p.vt_capacity + sm.page_vt[next]) * kTileBytes, kTileBytes,
-                  &sm.v_full, keep_kv);
+        bulk_load(sm.vt, prevt_tile(p, kv_head, sm.page_vt[next]), kTileBytes, &sm.v_full, keep_kv);
     };
     if (tid == 0 && num_pages > 0) {
         prefetch_tensormap(&p.k_map);
