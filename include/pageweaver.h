@@ -385,8 +385,9 @@ typedef struct pw_attention_args {
                                     row n's sink logit for head h is softmax_scale *
                                     (q[n, h] . sink_keys[h]), then as sink_logits
                                     (semantics §1, §4.5). Not together with sink_logits.
-                                    The CPU reference only so far: the GPU entry points
-                                    return PW_ERROR_UNSUPPORTED. Added in 0.2.0. */
+                                    16-byte aligned on the GPU. Each row's logit is computed
+                                    in the kernels' epilogue (no extra launch). Added in
+                                    0.2.0. */
 } pw_attention_args_t;
 
 #define PW_ATTENTION_ARGS_INIT                                                              \

@@ -83,10 +83,9 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
     if (kernel == PW_KERNEL_PER_QUERY && !args->topk_ids)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.topk_ids is NULL (the per-query kernel reads it)");
     if (!o_dtype_ok) return pw_fail(PW_ERROR_UNSUPPORTED, "args.o_dtype must be PW_DTYPE_BFLOAT16 on the GPU");
-    if (pw_args_sink_keys(args))
-        return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "args.sink_keys: sinks given as keys are not computed by the GPU kernels yet (the CPU "
-                       "reference pw_ref_attention takes them); pass args.sink_logits (one logit per Q head)");
+    if (((uintptr_t)pw_args_sink_keys(args) & 15u) != 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args.sink_keys must be 16-byte aligned on the GPU ([Hq, D] bf16, rows read as 16-byte vectors)");
     const pw_token_scales_t ts = pw_args_token_scales(args);
     if (ts.k || ts.v)
         return pw_fail(PW_ERROR_UNSUPPORTED,

@@ -304,10 +304,12 @@ static void test_no_device_everywhere(void **state)
     assert_error_naming(pw_union_attention(&p, &a, &grouping, perm, &meta, PW_KERNEL_UNION4, NULL),
                         PW_ERROR_INVALID_ARGUMENT, "token_scales");
     a.token_scales.k = NULL;
-    /* Sinks as keys: the CPU reference only so far. */
-    a.sink_keys = q;
+    /* Sinks as keys: the kernels read 16-byte vectors of them. */
+    a.sink_keys = q + 1;
     assert_error_naming(pw_union_attention(&p, &a, &grouping, perm, &meta, PW_KERNEL_UNION4, NULL),
-                        PW_ERROR_UNSUPPORTED, "sink_keys");
+                        PW_ERROR_INVALID_ARGUMENT, "sink_keys");
+    assert_error_naming(pw_sparse_prefill(plan, &a, NULL, workspace, bytes, NULL), PW_ERROR_INVALID_ARGUMENT,
+                        "sink_keys");
     a.sink_keys = NULL;
 #endif
     pw_plan_destroy(plan);

@@ -472,8 +472,10 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    no gradient flows (the op has no backward).
       sink_keys    optional [Hq, D] bfloat16 tensor on q's device, contiguous: sinks as one
                    key per Q head (SGLang's form): row n's sink logit for head h is
-                   softmax_scale * (q[n, h] . sink_keys[h]); not together with sinks. CPU
-                   only so far: on the GPU pageweaver.UnsupportedError.
+                   softmax_scale * (q[n, h] . sink_keys[h]) (FP32, computed by the kernel
+                   in its epilogue from the unquantised Q); not together with sinks. On
+                   the GPU its data pointer must be 16-byte aligned (torch's allocations
+                   are; a slice starting at an odd head is not: ValueError).
     Returns out, or (out, lse) with return_lse.
 
     Runs on q's device and the current CUDA stream, asynchronously: no synchronisation, no

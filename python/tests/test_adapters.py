@@ -106,10 +106,24 @@ def test_sglang_bad_pages_are_counted_and_contribute_nothing(seed):
     assert torch.equal(bits(o), bits(want)) and int(bad) == int(want_bad), f"seed {seed}"
 
 
+def test_sglang_sink_keys(seed):
+    """SGLang's sink (per-Q-head keys [Hq, D]) goes to sparse_prefill(sink_keys=...): the same
+    bits; a float32 sink is rounded to bfloat16 first."""
+    gen = torch.Generator().manual_seed(seed)
+    c, table = sglang_case(gen, b=2, hkv=2, g=2, d=32, k=4)
+    sink = torch.randn(4, 32, generator=gen) * 100  # logits of std ~100, on the scores' scale here
+    o = sglang.minimax_sparse_prefill(c["q"], c["k_cache"], c["v_cache"], sink,
+                                      c["req_to_token"], c["slot_ids"], c["topk_idx"],
+                                      c["cu_seqlens"], c["seq_lens"], c["prefix_lens"])
+    want = direct(c, table, softmax_scale=32 ** -0.5, sink_keys=sink.to(torch.bfloat16))
+    assert torch.equal(bits(o), bits(want)), f"seed {seed}"
+    assert not torch.equal(bits(o), bits(direct(c, table, softmax_scale=32 ** -0.5))), f"seed {seed}"
+
+
 def test_sglang_refuses_what_it_cannot_do():
     c, _ = sglang_case(torch.Generator().manual_seed(3), b=1, hkv=1, g=2, d=32, k=4)
-    with pytest.raises(NotImplementedError, match="sink"):
-        sglang.minimax_sparse_prefill(c["q"], c["k_cache"], c["v_cache"], torch.zeros(2, 32),
+    with pytest.raises(TypeError, match="sink"):
+        sglang.minimax_sparse_prefill(c["q"], c["k_cache"], c["v_cache"], [[0.0] * 32] * 2,
                                       c["req_to_token"], c["slot_ids"], c["topk_idx"],
                                       c["cu_seqlens"], c["seq_lens"], c["prefix_lens"])
     with pytest.raises(TypeError, match="bfloat16"):

@@ -148,6 +148,48 @@ def test_sinks_on_the_gpu(seed, precision):
     assert torch.equal(bits(out), bits(call(p, precision=precision))), f"seed {seed}: -inf sinks == no sinks"
 
 
+@pytest.mark.parametrize("precision", ["fp8", "fp8x2"])
+def test_sink_keys_on_the_gpu(seed, precision):
+    """Sinks given as keys (sink_keys=, [Hq, D] bfloat16 on the GPU; the kernels compute each
+    row's logit): every kernel and grouping the same bits, the emulating CPU reference
+    within its bound (LSE too), a misaligned keys tensor refused, and a captured graph
+    replays with new key values."""
+    cpu, p = gpu_problem(seed)
+    hq, d = p["q"].shape[1], p["q"].shape[2]
+    gen = torch.Generator().manual_seed(seed + 11)
+    keys_cpu = (torch.randn(hq, d, generator=gen) * torch.tensor([0.5, 2.0, 8.0]).repeat(hq)[:hq, None]
+                ).to(torch.bfloat16)
+    keys = keys_cpu.cuda()
+    outs = [call(p, precision=precision, kernel=kernel, regroup=regroup, sink_keys=keys, return_lse=True)
+            for kernel in KERNELS for regroup in ("identity", "guarded")]
+    for o, lse in outs[1:]:
+        assert torch.equal(bits(o), bits(outs[0][0])) and torch.equal(lse, outs[0][1]), f"seed {seed}"
+    want, want_lse = call(cpu, precision=precision, sink_keys=keys_cpu, return_lse=True)
+    err = nrms(outs[0][0].cpu(), want)
+    assert err < EMU_BOUND, f"seed {seed}: NRMS vs the emulating reference {err:.3e}"
+    assert bool(torch.isfinite(want_lse).all()) and bool(torch.isfinite(outs[0][1]).all()), f"seed {seed}"
+    assert float((outs[0][1].cpu() - want_lse).abs().max()) < 2e-2, f"seed {seed}"
+    # A slice starting at an odd element is not 16-byte aligned: the library refuses it.
+    flat = torch.empty(hq * d + 1, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(ValueError, match="sink_keys"):
+        call(p, precision=precision, sink_keys=flat[1:].view(hq, d))
+    # Graph replay with new key values: zero keys give every row the logit 0, i.e. the
+    # constant sink 0.0.
+    out = torch.empty_like(outs[0][0])
+    pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], out=out,
+                              precision=precision, sink_keys=keys)  # warm-up: the plan
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], out=out,
+                                  precision=precision, sink_keys=keys)
+    keys.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    zero_sinks = torch.zeros(hq, dtype=torch.float32, device="cuda")
+    assert torch.equal(bits(out), bits(call(p, precision=precision, sinks=zero_sinks))), \
+        f"seed {seed}: zero keys == sinks of 0.0"
+
+
 def test_cuda_graph_replay_with_new_inputs_in_place(seed):
     cpu_a, a = gpu_problem(seed, bad_pages=False)
     gen = torch.Generator().manual_seed(seed + 1)

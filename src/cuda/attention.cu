@@ -858,6 +858,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     params.k_scale = args->k_scale;
     params.v_scale = args->v_scale;
     params.sink_logits = pw_args_sinks(args);
+    params.sink_keys = reinterpret_cast<const uint16_t *>(pw_args_sink_keys(args));
     params.topk_ids = args->topk_ids;
     params.cu_seqlens_q = rq->cu_seqlens_q;
     params.prefix_lens = rq->prefix_lens;

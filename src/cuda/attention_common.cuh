@@ -448,10 +448,37 @@ static __device__ __forceinline__ void finish_row(float m, float l, float v_scal
     lse = (ms + log2f(lt) - 8.0f) * ln2;
 }
 
-/* The sink logit of Q head `head` (of all Hq), or -inf without sinks. */
-static __device__ __forceinline__ float sink_of(const AttentionParams &p, int64_t head)
+/* Sink given as a key (args.sink_keys, semantics §1 / §4.5): row `row`'s logit for Q head
+ * `head`, softmax_scale * (q . key) with the unquantised BF16 Q. Each product of two BF16
+ * values is exact in FP32; the sum runs in FP32 over d ascending (explicit round-to-nearest
+ * adds, so that no contraction or reassociation changes the bits), then one multiply by the
+ * softmax scale: the FP8-emulating reference's order. Both rows are 16-byte aligned (q by
+ * the argument checks, the keys by the GPU entry points' check). */
+static __device__ __noinline__ float sink_key_logit(const AttentionParams &p, int64_t head, int32_t row)
 {
-    return p.sink_logits ? p.sink_logits[head] : -INFINITY;
+    const uint4 *q = reinterpret_cast<const uint4 *>(p.q + (int64_t)row * p.q_stride + head * kHeadDim);
+    const uint4 *key = reinterpret_cast<const uint4 *>(p.sink_keys + head * kHeadDim);
+    float dot = 0.0f;
+#pragma unroll 4
+    for (int c = 0; c < kHeadDim / 8; c++) {
+        const uint4 qa = __ldg(q + c), ka = __ldg(key + c);
+        const uint32_t qw[4] = {qa.x, qa.y, qa.z, qa.w}, kw[4] = {ka.x, ka.y, ka.z, ka.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) { // element 2j (low half) before 2j + 1 (high half)
+            dot = __fadd_rn(dot, __fmul_rn(__uint_as_float(qw[j] << 16), __uint_as_float(kw[j] << 16)));
+            dot = __fadd_rn(dot, __fmul_rn(__uint_as_float(qw[j] & 0xffff0000u), __uint_as_float(kw[j] & 0xffff0000u)));
+        }
+    }
+    return __fmul_rn(dot, p.softmax_scale);
+}
+
+/* The sink logit of Q head `head` (of all Hq) on original row `row`: the head's logit, the
+ * row's logit from the head's sink key, or -inf without sinks. */
+static __device__ __forceinline__ float sink_of(const AttentionParams &p, int64_t head, int32_t row)
+{
+    if (p.sink_logits) return p.sink_logits[head];
+    if (p.sink_keys) return sink_key_logit(p, head, row);
+    return -INFINITY;
 }
 
 /* Epilogue of one warp's query: o = O * v_scale / (256 l), BF16, straight to the original row
@@ -462,8 +489,8 @@ static __device__ __forceinline__ void store_rows(const AttentionParams &p, cons
 {
     const int q = lane % 4, head0 = lane / 4, head1 = head0 + 8;
     float inv0, inv1, lse0, lse1;
-    finish_row(m0, l0, v_scale, sink_of(p, (int64_t)kv_head * kHeadsPerKv + head0), inv0, lse0);
-    finish_row(m1, l1, v_scale, sink_of(p, (int64_t)kv_head * kHeadsPerKv + head1), inv1, lse1);
+    finish_row(m0, l0, v_scale, sink_of(p, (int64_t)kv_head * kHeadsPerKv + head0, my_row), inv0, lse0);
+    finish_row(m1, l1, v_scale, sink_of(p, (int64_t)kv_head * kHeadsPerKv + head1, my_row), inv1, lse1);
     uint16_t *out0 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head0) * kHeadDim;
     uint16_t *out1 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head1) * kHeadDim;
 #pragma unroll

@@ -92,6 +92,7 @@ struct AttentionParams {
     const float *k_scale;            // device scalar
     const float *v_scale;            // device scalar
     const float *sink_logits;        // [Hq] attention sinks (natural log) or NULL
+    const uint16_t *sink_keys;       // [Hq, D] bf16 sink keys or NULL (not with sink_logits)
     const int32_t *topk_ids;         // [Hkv, N, K] (per-query variant)
     const int32_t *cu_seqlens_q;     // [R+1]
     const int32_t *prefix_lens;      // [R]

@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     const int32_t row = sm.slot_row[my_slot];
     if (row < 0) return;
     float inv, lse;
-    finish_row(m, l, *p.v_scale, sink_of(p, (int64_t)kv_head * kHeadsPerKv + head), inv, lse);
+    finish_row(m, l, *p.v_scale, sink_of(p, (int64_t)kv_head * kHeadsPerKv + head, row), inv, lse);
     uint16_t *out = p.o + (int64_t)row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head) * kHeadDim;
 #pragma unroll
     for (int b = 0; b < 16; b++)

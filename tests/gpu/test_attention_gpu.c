@@ -71,6 +71,9 @@ static pw_precision_t g_precision = PW_PRECISION_FP8;
 /* Attention sinks of the GPU runs (device, [Hq]) and of the references (host): test_sinks only. */
 static float *g_sinks_dev = NULL;
 static const float *g_sinks_host = NULL;
+/* Sinks as keys ([Hq, D] bf16), device and host: test_sink_keys only. */
+static pw_bf16_t *g_sink_keys_dev = NULL;
+static const pw_bf16_t *g_sink_keys_host = NULL;
 
 typedef struct device_problem {
     int32_t *topk, *cu, *prefix, *kv, *page_table, *perm;
@@ -179,6 +182,7 @@ static pw_attention_args_t device_args(const pw_capture_t *c, device_problem_t *
     a.bad_page_count = d->bad;
     a.precision = g_precision;
     a.sink_logits = g_sinks_dev;
+    a.sink_keys = g_sink_keys_dev;
     return a;
 }
 
@@ -289,6 +293,7 @@ static pw_attention_args_t host_args(const pw_capture_t *c, pw_dtype_t dt, void 
 {
     pw_attention_args_t a = pw_test_capture_args(c, dt, o, lse, bad, g_precision);
     a.sink_logits = g_sinks_host;
+    a.sink_keys = g_sink_keys_host;
     return a;
 }
 
@@ -960,6 +965,114 @@ static void test_sinks(void **state)
     }
 }
 
+/* Sinks given as keys (args.sink_keys [Hq, D] bf16, docs/semantics.md §1, §4.5): each
+ * row's logit softmax_scale * (q . key) is computed in the kernels' epilogue. Random problems
+ * with keys of three magnitudes (logits with std ~0.5, ~2 and ~8 against scores of std ~1),
+ * both precisions: Union8 W128 against the emulating reference (the bounds without sinks)
+ * and the exact one; on rows with no visible token LSE equals the emulating reference's
+ * logit bit for bit (FP32, d ascending) and o = 0; every other grouping and kernel and the
+ * full call bitwise equal; dev impl 12 (FP8X2) within the bounds. */
+static void test_sink_keys(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x5eedcafeull);
+    const int quick = getenv("PW_TEST_QUICK") != NULL;
+    const pw_precision_t precisions[2] = {PW_PRECISION_FP8, PW_PRECISION_FP8X2};
+    for (int trial = 0; trial < (quick ? 1 : 2); trial++) {
+        const int hkv = 1 + trial;
+        pw_capture_t *c = random_problem(&rng, hkv, trial == 0 ? 1 : 5, quick ? 24 : trial == 0 ? 200 : 80,
+                                         quick ? 600 : 2000);
+        const pw_problem_t *p = &c->problem;
+        const int64_t n = p->num_tokens, hq = (int64_t)hkv * 16, elems = n * hq * 128;
+        pw_bf16_t *keys = malloc(hq * 128 * 2);
+        for (int64_t h = 0; h < hq; h++) {
+            const double mag = h % 3 == 0 ? 0.5 : h % 3 == 1 ? 2.0 : 8.0; /* q ~ N(0,1): logit std ~ mag */
+            for (int64_t k = 0; k < 128; k++) keys[h * 128 + k] = pw_bf16_from_float((float)(mag * pw_rng_normal(&rng)));
+        }
+        pw_bf16_t *keys_dev = dev_copy(keys, hq * 128 * 2);
+        device_problem_t d;
+        upload(c, &d);
+        float *emu = malloc(elems * 4), *emu_lse = malloc(n * hq * 4), *plain_lse = malloc(n * hq * 4);
+        double *ex = malloc(elems * 8);
+        float *ex_lse = malloc(n * hq * 4), *l0 = malloc(n * hq * 4), *l = malloc(n * hq * 4);
+        pw_bf16_t *o0 = malloc(elems * 2), *o = malloc(elems * 2);
+        int32_t *perm = malloc(n * hkv * 4);
+        uint32_t bad_ref = 0;
+        for (int pr = 0; pr < 2; pr++) {
+            g_precision = precisions[pr];
+            const int x2 = pr == 1;
+            g_sink_keys_host = NULL;
+            reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, plain_lse, &bad_ref); // empty rows: -inf
+            g_sink_keys_host = keys;
+            reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad_ref);
+            reference(c, PW_REF_EXACT, PW_DTYPE_FLOAT64, ex, ex_lse, &bad_ref);
+            g_sink_keys_dev = keys_dev;
+            for (int arm = 0; arm < 6; arm++) {
+                pw_grouping_t g;
+                const pw_kernel_t kernel = setup_arm(arm, c, &rng, perm, &g, &d);
+                run_kernel(c, &d, kernel, &g, arm == 0 ? o0 : o, arm == 0 ? l0 : l);
+                if (arm > 0) {
+                    const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+                    if (!same) printf("  sink keys %s arm %d (%s): DIFFERENT from arm 0\n", x2 ? "FP8X2" : "FP8", arm,
+                                      kernel_name(kernel));
+                    assert_true(same);
+                    continue;
+                }
+                const compare_t ce = compare_rows(c, o0, l0, emu, 0, emu_lse, NULL);
+                const compare_t cx = compare_rows(c, o0, l0, ex, 1, ex_lse, NULL);
+                int64_t empty = 0, empty_bad = 0;
+                for (int64_t i = 0; i < n * hq; i++) {
+                    if (!(isinf(plain_lse[i]) && plain_lse[i] < 0)) continue;
+                    empty++;
+                    if (memcmp(&l0[i], &emu_lse[i], 4) != 0) {
+                        if (empty_bad < 4)
+                            printf("  row %lld head %lld: LSE %.9g, the reference's logit %.9g\n", (long long)(i / hq),
+                                   (long long)(i % hq), (double)l0[i], (double)emu_lse[i]);
+                        empty_bad++;
+                    }
+                    for (int64_t k = 0; k < 128; k++) empty_bad += o0[i * 128 + k] != 0;
+                }
+                printf("sink keys trial %d %s: N=%lld Hkv=%d R=%d: union8 W128 vs emulate NRMS %.3e lse %.2e | vs "
+                       "exact NRMS %.5f | %lld rows x heads without a visible token (o = 0, LSE = the reference's "
+                       "FP32 logit bitwise: %s); other groupings and kernels bitwise equal\n",
+                       trial, x2 ? "FP8X2" : "FP8", (long long)n, hkv, p->num_requests, ce.nrms, ce.lse_max_abs,
+                       cx.nrms, (long long)empty, empty_bad ? "NO" : "yes");
+                assert_true(empty > 0);
+                assert_int_equal(ce.nan, 0);
+                assert_int_equal(empty_bad, 0);
+                assert_true(ce.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
+                assert_true(ce.lse_max_abs <= (x2 ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND));
+                assert_true(cx.nrms <= (x2 ? EXACT_X2_NRMS_BOUND : 0.25)); // as test_sinks
+            }
+            full_call_run(c, &d, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o, l);
+            const int same_full = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+            printf("  sink keys %s: full call (Union4, V^T pre-pass) bitwise %s\n", x2 ? "FP8X2" : "FP8",
+                   same_full ? "equal" : "DIFFERENT");
+            assert_true(same_full);
+            if (x2) {
+                pw_grouping_t g;
+                setup_arm(4, c, &rng, perm, &g, &d);
+                run_kernel_impl(c, &d, PW_KERNEL_UNION4, STACKED_IMPL, &g, o, l);
+                const compare_t cs = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
+                printf("  sink keys FP8X2 dev impl %d: vs emulate NRMS %.3e lse %.2e\n", STACKED_IMPL, cs.nrms,
+                       cs.lse_max_abs);
+                assert_int_equal(cs.nan, 0);
+                assert_true(cs.nrms <= EMU_X2_NRMS_BOUND);
+                assert_true(cs.lse_max_abs <= EMU_X2_LSE_BOUND);
+            }
+            g_sink_keys_dev = NULL;
+        }
+        g_sink_keys_host = NULL;
+        g_precision = PW_PRECISION_FP8;
+        release(&d);
+        cudaFree(keys_dev);
+        free(keys); free(emu); free(emu_lse); free(plain_lse); free(ex); free(ex_lse);
+        free(l0); free(l); free(o0); free(o); free(perm);
+        pw_capture_free(c);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_seed = pw_test_seed(argc, argv);
@@ -989,6 +1102,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cache_poison),
         cmocka_unit_test(test_random_problems),
         cmocka_unit_test(test_sinks),
+        cmocka_unit_test(test_sink_keys),
         cmocka_unit_test(test_captures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

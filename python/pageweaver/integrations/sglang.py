@@ -85,9 +85,10 @@ def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, to
 
     q [total_q, Hq, 128] bfloat16 (the unquantised Q: PageWeaver quantises it per row
     itself; SGLang's native kernel takes a pre-quantised FP8 Q instead). k_cache, v_cache
-    [slots, Hkv, 128] float8_e4m3fn. sink: must be None (SGLang's sink is a per-head key
-    whose logit depends on q; PageWeaver takes per-head sink logits,
-    pageweaver.sparse_prefill(sinks=...); the key form raises NotImplementedError). req_to_token, slot_ids: SGLang's token mapping (see
+    [slots, Hkv, 128] float8_e4m3fn. sink: None, or SGLang's per-Q-head sink keys [Hq, 128]
+    (row n's sink logit for head h is softmax_scale * (q[n, h] . sink[h]), passed as
+    pageweaver.sparse_prefill(sink_keys=...); a dtype other than bfloat16 is rounded to
+    bfloat16 first, a copy). req_to_token, slot_ids: SGLang's token mapping (see
     page_table_from_req_to_token), or page_table= a table made by it earlier in the
     forward pass (then they are not read). topk_idx [Hkv, total_q, topk] int32,
     cu_seqlens [B+1], seq_lens [B] (KV lengths), prefix_lens [B] (int32 or int64).
@@ -98,11 +99,9 @@ def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, to
     pageweaver.sparse_prefill. No synchronisation; capturable in a CUDA graph.
     """
     if sink is not None:
-        raise NotImplementedError(
-            "minimax_sparse_prefill: SGLang's per-head sink keys are not supported on the GPU yet "
-            "(pass sink=None; PageWeaver's GPU kernels take per-head sink logits, "
-            "pageweaver.sparse_prefill(sinks=...); keys run on the CPU reference only, "
-            "sparse_prefill(sink_keys=...); SGLang's Triton kernel handles sink-key calls)")
+        if not isinstance(sink, torch.Tensor):
+            raise TypeError("sink: expected None or a [Hq, 128] tensor of sink keys")
+        sink = sink.to(torch.bfloat16).contiguous()  # no copy when already bf16 and contiguous
     if block_size_k != PAGE_SIZE:
         raise ValueError(f"block_size_k is {block_size_k}: PageWeaver's pages are "
                          f"{PAGE_SIZE} tokens")
@@ -120,4 +119,4 @@ def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, to
                           _i32("cu_seqlens", cu_seqlens), lens, _i32("prefix_lens", prefix_lens),
                           k_scale=_scale("k_scale", k_scale), v_scale=_scale("v_scale", v_scale),
                           softmax_scale=scale, out=out, precision=precision, regroup=regroup,
-                          kernel=kernel, bad_page_count=bad_page_count)
+                          kernel=kernel, bad_page_count=bad_page_count, sink_keys=sink)
