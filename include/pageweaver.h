@@ -324,9 +324,11 @@ typedef enum pw_precision {
  * arrays must hold every slot of the pages the call selects (h * stride_h + slot *
  * stride_t for those); values of slots a row cannot see never affect it; values a row sees
  * must be finite (else NaN). Strides in elements, >= 0. The FP8 arithmetic with them
- * (P times vs / the page's largest vs before quantisation): semantics §4.5. Added in
- * 0.2.0; the GPU kernels do not read them yet (PW_ERROR_UNSUPPORTED): the CPU reference
- * does. */
+ * (P times vs / the page's largest vs before quantisation): semantics §4.5. k and v
+ * 4-byte aligned. GPU: the Union4 (default) and per-query kernels read them (each warp
+ * copies a selected page's 2 x 128 scales into shared memory; two CTAs per SM instead of
+ * three, see bench/NOTES.md); PW_KERNEL_UNION8 returns PW_ERROR_UNSUPPORTED. Added in
+ * 0.2.0. */
 typedef struct pw_token_scales {
     const float *k;   /* NULL: none */
     const float *v;   /* NULL: none */

@@ -291,19 +291,25 @@ static void test_no_device_everywhere(void **state)
     /* A bad argument is still reported as such first. */
     assert_int_equal(pw_regroup(&p, NULL, &a.requests, &regroup, perm, NULL, 0, NULL),
                      PW_ERROR_INVALID_ARGUMENT);
-    /* Per-token scales: the GPU kernels do not read them yet, and say so before anything
-     * runs (the plan's call and the kernels alike); negative strides are invalid. */
-    static float token_scale[4 * 128];
+    /* Per-token scales: Union8 does not read them, and says so before anything runs;
+     * negative strides, misaligned pointers and indices past 2^62 are invalid. */
+    static _Alignas(16) float token_scale[4 * 128];
     a.token_scales.k = token_scale;
     a.token_scales.stride_t = 1;
-    assert_error_naming(pw_sparse_prefill(plan, &a, NULL, workspace, bytes, NULL), PW_ERROR_UNSUPPORTED,
-                        "token_scales");
-    assert_error_naming(pw_union_attention(&p, &a, &grouping, perm, &meta, PW_KERNEL_UNION4, NULL),
+    assert_error_naming(pw_union_attention(&p, &a, &grouping, perm, &meta, PW_KERNEL_UNION8, NULL),
                         PW_ERROR_UNSUPPORTED, "token_scales");
     a.token_scales.stride_t = -1;
     assert_error_naming(pw_union_attention(&p, &a, &grouping, perm, &meta, PW_KERNEL_UNION4, NULL),
                         PW_ERROR_INVALID_ARGUMENT, "token_scales");
+    a.token_scales.stride_t = (int64_t)1 << 60; /* 512 slots: the last at ~2^69 */
+    assert_error_naming(pw_union_attention(&p, &a, &grouping, perm, &meta, PW_KERNEL_UNION4, NULL),
+                        PW_ERROR_INVALID_ARGUMENT, "token_scales");
+    a.token_scales.stride_t = 1;
     a.token_scales.k = NULL;
+    a.token_scales.v = (const float *)((const char *)token_scale + 2);
+    assert_error_naming(pw_sparse_prefill(plan, &a, NULL, workspace, bytes, NULL), PW_ERROR_INVALID_ARGUMENT,
+                        "token_scales");
+    a.token_scales.v = NULL;
     /* Sinks as keys: the kernels read 16-byte vectors of them. */
     a.sink_keys = q + 1;
     assert_error_naming(pw_union_attention(&p, &a, &grouping, perm, &meta, PW_KERNEL_UNION4, NULL),

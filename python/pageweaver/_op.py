@@ -112,7 +112,7 @@ def _check_scale(name, t, device):
 
 def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                prefix_lens, k_scale, v_scale, out, lse, bad_page_count, sinks=None,
-               sink_keys=None):
+               sink_keys=None, k_token_scales=None, v_token_scales=None):
     """Shape / dtype / device / stride checks that need no data (fake tensors pass through
     here too). Returns (N, R, Hkv, G, D, K, max_pages, num_cache_pages, kv_stride)."""
     if not isinstance(q, torch.Tensor):
@@ -210,6 +210,23 @@ def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
             raise ValueError(f"sink_keys: shape {list(sink_keys.shape)}, strides "
                              f"{list(sink_keys.stride())} on {sink_keys.device}; expected a "
                              f"contiguous [Hq, D] = [{hq}, {d}] tensor on {dev}")
+    strides = None
+    for name, t in (("k_token_scales", k_token_scales), ("v_token_scales", v_token_scales)):
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor) or t.dtype != torch.float32:
+            raise TypeError(f"{name}: expected a float32 tensor [Hkv, slots] = [{hkv}, {slots}] "
+                            f"(one scale per KV head and cache slot), got "
+                            f"{getattr(t, 'dtype', type(t).__name__)}")
+        if t.dim() != 2 or t.shape[0] != hkv or t.shape[1] < slots or t.device != dev or \
+                min(t.stride()) < 0:
+            raise ValueError(f"{name}: shape {list(t.shape)}, strides {list(t.stride())} on "
+                             f"{t.device}; expected [Hkv, >= slots] = [{hkv}, {slots}] with "
+                             f"strides >= 0 on {dev}")
+        if strides is not None and t.stride() != strides:
+            raise ValueError(f"k_token_scales and v_token_scales: strides {list(strides)} and "
+                             f"{list(t.stride())} differ (one stride pair addresses both)")
+        strides = t.stride()
     return n, r, hkv, hq // hkv, d, k, max_pages, slots // PAGE_SIZE, kv_stride
 
 
@@ -275,7 +292,7 @@ def _current_stream(index):
 # ---- the op ---------------------------------------------------------------------------
 def _fill_args(args, q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                prefix_lens, out, lse, bad_page_count, n, hq, d, kv_stride, sinks=None,
-               sink_keys=None):
+               sink_keys=None, k_token_scales=None, v_token_scales=None):
     args.q = q.data_ptr()
     args.q_stride = q.stride(0) if n > 1 else hq * d
     args.k_cache = k_cache.data_ptr()
@@ -295,6 +312,11 @@ def _fill_args(args, q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv
     args.bad_page_count = bad_page_count.data_ptr() if bad_page_count is not None else None
     args.sink_logits = sinks.data_ptr() if sinks is not None else None
     args.sink_keys = sink_keys.data_ptr() if sink_keys is not None else None
+    ts = k_token_scales if k_token_scales is not None else v_token_scales
+    if ts is not None:
+        args.token_scales.k = k_token_scales.data_ptr() if k_token_scales is not None else None
+        args.token_scales.v = v_token_scales.data_ptr() if v_token_scales is not None else None
+        args.token_scales.stride_h, args.token_scales.stride_t = ts.stride()
 
 
 def _sparse_prefill_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -307,15 +329,19 @@ def _sparse_prefill_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
                        lse: Optional[torch.Tensor],
                        bad_page_count: Optional[torch.Tensor],
                        sinks: Optional[torch.Tensor] = None,
-                       sink_keys: Optional[torch.Tensor] = None) -> None:
+                       sink_keys: Optional[torch.Tensor] = None,
+                       k_token_scales: Optional[torch.Tensor] = None,
+                       v_token_scales: Optional[torch.Tensor] = None) -> None:
     """The op behind pageweaver.sparse_prefill (see there). k_scale / v_scale: a device
     tensor, or None and the float in k_scale_value / v_scale_value. precision: a
     pw_precision_t, or -1 for the exact reference (CPU only). regroup / kernel:
     pw_regroup_mode_t / pw_kernel_t. sinks: [Hq] float32 sink logits or None; sink_keys:
-    [Hq, D] bfloat16 sink keys or None."""
+    [Hq, D] bfloat16 sink keys or None; k_token_scales / v_token_scales: [Hkv, slots]
+    float32 per-token scales or None."""
     n, r, hkv, g, d, k, max_pages, num_pages, kv_stride = check_args(
         q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens, prefix_lens,
-        k_scale, v_scale, out, lse, bad_page_count, sinks, sink_keys)
+        k_scale, v_scale, out, lse, bad_page_count, sinks, sink_keys, k_token_scales,
+        v_token_scales)
     hq = hkv * g
     problem = _lib.new_problem()
     problem.num_tokens, problem.num_requests, problem.num_kv_heads = n, r, hkv
@@ -324,7 +350,8 @@ def _sparse_prefill_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
     problem.num_cache_pages, problem.softmax_scale = num_pages, softmax_scale
     args = _lib.new_args()
     _fill_args(args, q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
-               prefix_lens, out, lse, bad_page_count, n, hq, d, kv_stride, sinks, sink_keys)
+               prefix_lens, out, lse, bad_page_count, n, hq, d, kv_stride, sinks, sink_keys,
+               k_token_scales, v_token_scales)
     if q.device.type == "cpu":
         _run_reference(problem, args, k_scale, v_scale, k_scale_value, v_scale_value,
                        precision)
@@ -409,15 +436,18 @@ def _run_cuda(problem, args, device, k_scale, v_scale, k_value, v_value, precisi
 @sparse_prefill_out.register_fake
 def _(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens, prefix_lens,
       k_scale, v_scale, k_scale_value, v_scale_value, softmax_scale, precision, regroup,
-      kernel, out, lse, bad_page_count, sinks=None, sink_keys=None):
+      kernel, out, lse, bad_page_count, sinks=None, sink_keys=None, k_token_scales=None,
+      v_token_scales=None):
     check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
-               prefix_lens, k_scale, v_scale, out, lse, bad_page_count, sinks, sink_keys)
+               prefix_lens, k_scale, v_scale, out, lse, bad_page_count, sinks, sink_keys,
+               k_token_scales, v_token_scales)
 
 
 def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                    prefix_lens, *, k_scale=1.0, v_scale=1.0, softmax_scale=None, out=None,
                    return_lse=False, precision=None, regroup=None, kernel=None,
-                   bad_page_count=None, sinks=None, sink_keys=None):
+                   bad_page_count=None, sinks=None, sink_keys=None, k_token_scales=None,
+                   v_token_scales=None):
     """Sparse prefill attention over per-query Top-K KV pages, with online query regrouping.
 
     For every query row n (request r, causal position c = prefix_lens[r] + n -
@@ -476,6 +506,14 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    in its epilogue from the unquantised Q); not together with sinks. On
                    the GPU its data pointer must be 16-byte aligned (torch's allocations
                    are; a slice starting at an odd head is not: ValueError).
+      k_token_scales, v_token_scales  optional float32 tensors [Hkv, slots] (more columns
+                   allowed) on q's device, any strides >= 0, the same for both: per-(KV
+                   head, cache slot) K / V scales as vLLM keeps them; real K of slot s =
+                   k_scale * k_token_scales[h, s] * e4m3 value (V likewise). Slots no row
+                   may see are never used (NaN allowed there). The FP8 arithmetic with them
+                   (P times vs / the page's largest |vs| before quantisation) is
+                   docs/semantics.md §4.5. GPU: the Union4 (default) and per-query kernels;
+                   kernel="union8" raises UnsupportedError.
     Returns out, or (out, lse) with return_lse.
 
     Runs on q's device and the current CUDA stream, asynchronously: no synchronisation, no
@@ -514,14 +552,15 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
         # version counters of the written buffers are bumped as the dispatcher would.
         _sparse_prefill_out(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q,
                             kv_lens, prefix_lens, ks, vs, kv, vv, scale, prec, mode, kern,
-                            out, lse, bad_page_count, sinks, sink_keys)
+                            out, lse, bad_page_count, sinks, sink_keys, k_token_scales,
+                            v_token_scales)
         _bump(out)
         if bad_page_count is not None:
             _bump(bad_page_count)
     else:  # tracing (torch.compile, fake / meta tensors, dispatch modes): the custom op
         sparse_prefill_out(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                            prefix_lens, ks, vs, kv, vv, scale, prec, mode, kern, out, lse,
-                           bad_page_count, sinks, sink_keys)
+                           bad_page_count, sinks, sink_keys, k_token_scales, v_token_scales)
     return (out, lse) if return_lse else out
 
 

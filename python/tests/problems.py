@@ -70,11 +70,14 @@ def op_args(p):
             p["cu_seqlens_q"], p["kv_lens"], p["prefix_lens"])
 
 
-def reference(p, softmax_scale=None, sinks=None, sink_keys=None):
+def reference(p, softmax_scale=None, sinks=None, sink_keys=None, k_token_scales=None,
+              v_token_scales=None):
     """(o [N, Hq, D] float64, lse [N, Hq] float64, bad page count) by the rules above.
     sinks: optional [Hq] logits: exp(sinks[h]) joins each row's denominator (a row with no
     visible token: o = 0, LSE = sinks[h]). sink_keys: optional [Hq, D]: the row's logit is
-    scale * (q[n, h] . key[h]) in float64, rounded to float32 once."""
+    scale * (q[n, h] . key[h]) in float64, rounded to float32 once. k_token_scales /
+    v_token_scales: optional [Hkv, slots]: real K of (slot s, head h) = k_scale *
+    k_token_scales[h, s] * e4m3 (V likewise)."""
     q, kc, vc = p["q"], p["k_cache"], p["v_cache"]
     n_rows, hq, d = q.shape
     hkv = kc.shape[1]
@@ -84,6 +87,11 @@ def reference(p, softmax_scale=None, sinks=None, sink_keys=None):
     scale = float(torch.tensor(scale, dtype=torch.float32))  # the API's scale is a float32
     kf = kc.to(torch.float32).to(torch.float64) * float(p["k_scale"])
     vf = vc.to(torch.float32).to(torch.float64) * float(p["v_scale"])
+    slots_all = kc.shape[0]
+    if k_token_scales is not None:
+        kf = kf * k_token_scales[:, :slots_all].T.to(torch.float64).unsqueeze(-1)
+    if v_token_scales is not None:
+        vf = vf * v_token_scales[:, :slots_all].T.to(torch.float64).unsqueeze(-1)
     cu, kv, pre, table = (p["cu_seqlens_q"].tolist(), p["kv_lens"].tolist(),
                           p["prefix_lens"].tolist(), p["page_table"].tolist())
     o = torch.zeros((n_rows, hq, d), dtype=torch.float64)

@@ -190,6 +190,44 @@ def test_sink_keys_on_the_gpu(seed, precision):
         f"seed {seed}: zero keys == sinks of 0.0"
 
 
+@pytest.mark.parametrize("precision", ["fp8", "fp8x2"])
+def test_token_scales_on_the_gpu(seed, precision):
+    """Per-token K / V scales (k_token_scales= / v_token_scales=, [Hkv, slots] float32 on
+    the GPU): Union4 and per-query, every grouping, the same bits; the emulating CPU
+    reference within its bound; Union8 refuses; scales of 1 give the bits of no scales;
+    a captured graph replays with new scale values."""
+    cpu, p = gpu_problem(seed)
+    slots, hkv = p["k_cache"].shape[:2]
+    gen = torch.Generator().manual_seed(seed + 13)
+    ks_cpu = torch.exp2(torch.rand((hkv, slots), generator=gen) * 2 - 1)
+    vs_cpu = torch.exp2(torch.rand((hkv, slots), generator=gen) * 6 - 3)
+    ks, vs = ks_cpu.cuda(), vs_cpu.cuda()
+    kw = dict(precision=precision, k_token_scales=ks, v_token_scales=vs)
+    outs = [call(p, kernel=kernel, regroup=regroup, return_lse=True, **kw)
+            for kernel in ("union4", "per_query") for regroup in ("identity", "guarded")]
+    for o, lse in outs[1:]:
+        assert torch.equal(bits(o), bits(outs[0][0])) and torch.equal(lse, outs[0][1]), f"seed {seed}"
+    want = call(cpu, precision=precision, k_token_scales=ks_cpu, v_token_scales=vs_cpu)
+    err = nrms(outs[0][0].cpu(), want)
+    assert err < EMU_BOUND, f"seed {seed}: NRMS vs the emulating reference {err:.3e}"
+    with pytest.raises(NotImplementedError, match="token_scales"):
+        call(p, kernel="union8", **kw)
+    ones = torch.ones_like(ks)
+    assert torch.equal(bits(call(p, precision=precision, k_token_scales=ones, v_token_scales=ones)),
+                       bits(call(p, precision=precision))), f"seed {seed}: unit scales == none"
+    # Graph replay with new values in the same tensors.
+    out = torch.empty_like(outs[0][0])
+    pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], out=out, **kw)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], out=out, **kw)
+    ks.fill_(1.0)
+    vs.fill_(1.0)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(bits(out), bits(call(p, precision=precision))), f"seed {seed}: replay with unit scales"
+
+
 def test_cuda_graph_replay_with_new_inputs_in_place(seed):
     cpu_a, a = gpu_problem(seed, bad_pages=False)
     gen = torch.Generator().manual_seed(seed + 1)

@@ -93,6 +93,45 @@ def test_sink_keys_match_independent_fp64(seed):
         call(p, sink_keys=keys[:, :-1])
 
 
+def test_token_scales_match_independent_fp64(seed):
+    """Per-token K / V scales (k_token_scales= / v_token_scales=, [Hkv, slots] float32, any
+    strides; CPU): exact against an independent float64 computation, FP8X2 within its
+    bound; NaN in slots no row sees changes nothing; bad shapes are refused."""
+    gen = torch.Generator().manual_seed(seed)
+    for trial in range(3):
+        p = random_problem(gen, hkv=2, g=4, d=64, k=8, bad_pages=False)
+        slots, hkv = p["k_cache"].shape[:2]
+        ks = torch.exp2(torch.rand((hkv, slots), generator=gen) * 2 - 1)
+        vs = torch.exp2(torch.rand((hkv, slots), generator=gen) * 6 - 3)
+        if trial == 1:  # vLLM-like [slots, Hkv] storage, read through a transposed view
+            ks, vs = ks.T.contiguous().T, vs.T.contiguous().T
+        want_o, want_lse, _ = reference(p, k_token_scales=ks, v_token_scales=vs)
+        msg = f"seed {seed} trial {trial}"
+        o, lse = call(p, precision="exact", out=torch.empty(p["q"].shape, dtype=torch.float64),
+                      return_lse=True, k_token_scales=ks, v_token_scales=vs)
+        torch.testing.assert_close(o, want_o, rtol=1e-9, atol=1e-12, msg=msg)
+        torch.testing.assert_close(lse.double(), want_lse, rtol=2e-6, atol=2e-6, msg=msg)
+        o2 = call(p, precision="fp8x2", out=torch.empty(p["q"].shape, dtype=torch.float64),
+                  k_token_scales=ks, v_token_scales=vs)
+        assert nrms(o2, want_o) < 0.01, msg
+        assert nrms(o2, reference(p)[0]) > 0.05, msg  # the scales do change the answer
+    # NaN in the slots of a page no request maps: the same bits.
+    used = set(int(x) for x in p["page_table"].flatten())
+    free = [pg for pg in range(slots // 128) if pg not in used]
+    if free:
+        ks2 = ks.clone()
+        ks2[:, free[0] * 128:(free[0] + 1) * 128] = float("nan")
+        a = call(p, precision="fp8x2", k_token_scales=ks2, v_token_scales=vs)
+        b = call(p, precision="fp8x2", k_token_scales=ks, v_token_scales=vs)
+        assert torch.equal(a, b)
+    with pytest.raises(TypeError, match="k_token_scales"):
+        call(p, k_token_scales=ks.double())
+    with pytest.raises(ValueError, match="v_token_scales"):
+        call(p, v_token_scales=vs[:1])
+    with pytest.raises(ValueError, match="differ"):
+        call(p, k_token_scales=ks.contiguous(), v_token_scales=vs.T.contiguous().T)
+
+
 @pytest.mark.parametrize("precision,bound", [("fp8", 0.08), ("fp8x2", 0.01), (None, 0.08)])
 def test_fp8_emulation_within_precision_bound(seed, precision, bound):
     gen = torch.Generator().manual_seed(seed)

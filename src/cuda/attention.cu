@@ -741,11 +741,16 @@ pw_status_t launch_one_cta_kind(void (*kernel)(pw::AttentionParams), size_t smem
     return PW_SUCCESS;
 }
 
-/* Dev impl 9 ("lean", attention_lean.cuh): Union4 and per-query, three CTAs per SM. */
+/* Dev impl 9 ("lean", attention_lean.cuh): Union4 and per-query, three CTAs per SM; its TS
+ * form when the call has per-token scales. */
 template <int VARIANT, bool X2, bool PREVT = false>
 pw_status_t launch_lean(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
     static std::atomic<uint64_t> configured{0}; // devices this kernel's attributes are set on
+    static std::atomic<uint64_t> configured_ts{0};
+    if (params.ts_k || params.ts_v)
+        return launch_one_cta_kind(pw::lean_attention_kernel<VARIANT, X2, PREVT, true>, pw::kSmemBytesLeanTs,
+                                   configured_ts, "lean, per-token scales", params, grid, stream);
     return launch_one_cta_kind(pw::lean_attention_kernel<VARIANT, X2, PREVT>, pw::kSmemBytesLean, configured, "lean",
                                params, grid, stream);
 }
@@ -801,6 +806,18 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
                             bool vt_fallback = false)
 {
     PW_TRY(pw_check_gpu_attention_args(problem, args, kernel)); // src/attention_args.c
+    const pw_token_scales_t token_scales = pw_args_token_scales(args);
+    if (token_scales.k || token_scales.v) {
+        // Per-token scales run on the lean kernels' TS form (impls 9 and 10): the library's
+        // Union4 kernel (impl 6) hands such calls to impl 9, which gives the same bytes as
+        // impl 6 would (every kernel of one arithmetic does).
+        if (impl == pw::kImplIdleVtDev) impl = pw::kImplLeanDev;
+        else if (impl != pw::kImplLeanDev && impl != pw::kImplLeanPreVtDev)
+            return pw_fail(PW_ERROR_UNSUPPORTED,
+                           "args.token_scales: dev impl %d does not read per-token scales (the library's "
+                           "kernels and dev impls 9 and 10 do)",
+                           impl);
+    }
     if (impl == 1 || impl == 3 || impl == 4 || impl == 5 || impl == 7 || impl == 11)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "dev impl %d was removed: measured slower or no faster than the impl it varied "
@@ -859,6 +876,10 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     params.v_scale = args->v_scale;
     params.sink_logits = pw_args_sinks(args);
     params.sink_keys = reinterpret_cast<const uint16_t *>(pw_args_sink_keys(args));
+    params.ts_k = token_scales.k;
+    params.ts_v = token_scales.v;
+    params.ts_stride_h = token_scales.stride_h;
+    params.ts_stride_t = token_scales.stride_t;
     params.topk_ids = args->topk_ids;
     params.cu_seqlens_q = rq->cu_seqlens_q;
     params.prefix_lens = rq->prefix_lens;

@@ -415,6 +415,140 @@ static __device__ __forceinline__ void pv_add_to_o(float (&o)[64], const float (
         o[kN / 2 * part + k] = fmaf(o[kN / 2 * part + k], (k % 4) < 2 ? alpha0 : alpha1, pv[k]);
 }
 
+/* ---- Per-token scales (args.token_scales, docs/semantics.md §4.5; the lean kernels' TS form) ----
+ * Rows r0 and r0 + 8 of a thread are two heads of one query, so they see the same tokens:
+ * one vmax per warp and page. */
+
+/* One warp copies the K and V scales of page `physical` (KV head kv_head) into its buffer,
+ * buf[0] K and buf[1] V, all 128 slots (semantics §4.5: any slot of a selected page may be
+ * read; the ones a row cannot see are never used); cp.async, committed; a side without
+ * scales is written as 1. The reader waits (cp_async_wait_all) and __syncwarp()s first. */
+static __device__ __forceinline__ void ts_load_page(float (&buf)[2][kPageSize], const AttentionParams &p,
+                                                    int kv_head, int32_t physical, int lane)
+{
+    const int64_t head = (int64_t)kv_head * p.ts_stride_h, slot0 = (int64_t)physical * kPageSize;
+#pragma unroll
+    for (int j = 0; j < kPageSize / 32; j++) {
+        const int t = lane + 32 * j;
+        const int64_t at = head + (slot0 + t) * p.ts_stride_t;
+        if (p.ts_k) cp_async_4(&buf[0][t], p.ts_k + at);
+        else buf[0][t] = 1.0f;
+        if (p.ts_v) cp_async_4(&buf[1][t], p.ts_v + at);
+        else buf[1][t] = 1.0f;
+    }
+    cp_async_commit();
+}
+
+/* softmax_page with per-token K scales ks (the warp's shared-memory copy of the page's):
+ * the score factor of column t is f * ks_t (rounded once), so x_t = acc * (f * ks_t) and
+ * 256 p = 2^(acc * (f ks_t) - m + 8) in one FFMA, as softmax_page does with f: with every
+ * ks_t = 1 the same instructions' results, bit for bit (rounding is monotonic, so the row
+ * max of the rounded products is softmax_page's rounded max times f). Columns past lim
+ * (masked, their scale may be NaN) give p = 0. Same outputs and updates as softmax_page. */
+static __device__ __forceinline__ void softmax_page_ts(float (&acc)[64], int64_t lim, uint32_t q, float f0,
+                                                       float f1, const float *ks, float &m0, float &m1, float &l0,
+                                                       float &l1, float &alpha0, float &alpha1)
+{
+    float t0[4], t1[4]; // row maxima, four partial chains per row
+#pragma unroll
+    for (int j = 0; j < 4; j++) t0[j] = t1[j] = -INFINITY;
+#pragma unroll
+    for (int b = 0; b < 16; b++) {
+        const float2 s = *reinterpret_cast<const float2 *>(ks + 8 * b + 2 * q);
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int k = 4 * b + e, col = 8 * b + 2 * (int)q + (e % 2);
+            const float x = col <= lim ? acc[k] * ((e < 2 ? f0 : f1) * (e % 2 ? s.y : s.x)) : -INFINITY;
+            if (e < 2) t0[b % 4] = fmaxf(t0[b % 4], x);
+            else t1[b % 4] = fmaxf(t1[b % 4], x);
+        }
+    }
+    float mx0 = fmaxf(fmaxf(t0[0], t0[1]), fmaxf(t0[2], t0[3]));
+    float mx1 = fmaxf(fmaxf(t1[0], t1[1]), fmaxf(t1[2], t1[3]));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    alpha0 = ex2_approx(m0 - mn0); // m = -inf on the first page: alpha = 0
+    alpha1 = ex2_approx(m1 - mn1);
+    m0 = mn0;
+    m1 = mn1;
+    const float c0 = 8.0f - mn0, c1 = 8.0f - mn1;
+    float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+    for (int b = 0; b < 16; b++) {
+        const float2 s = *reinterpret_cast<const float2 *>(ks + 8 * b + 2 * q);
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int k = 4 * b + e, col = 8 * b + 2 * (int)q + (e % 2);
+            const bool first_row = e < 2;
+            const float fk = (first_row ? f0 : f1) * (e % 2 ? s.y : s.x);
+            const float pk = col <= lim ? ex2_approx(fmaf(acc[k], fk, first_row ? c0 : c1)) : 0.0f;
+            acc[k] = pk; // 256 * p
+            if (first_row) s0 += pk; else s1 += pk;
+        }
+    }
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+    l0 = fmaf(l0, alpha0, s0); // l is kept as 256 * sum p
+    l1 = fmaf(l1, alpha1, s1);
+}
+
+/* The smallest power of two >= a (a finite, > 0); past FLT_MAX's exponent: +inf. */
+static __device__ __forceinline__ float pow2_at_least(float a)
+{
+    const uint32_t u = __float_as_uint(a);
+    if (u >= 0x00800000u) return (u & 0x007fffffu) ? __uint_as_float((u & 0x7f800000u) + 0x00800000u) : a;
+    return __uint_as_float((u & (u - 1u)) ? 1u << (32 - __clz(u)) : u); // subnormal: the integer's next power
+}
+
+/* P with per-token V scales, after softmax_page (acc = 256 p; l already summed the unscaled
+ * p): vmax = the smallest power of two >= the largest |vs| of the row's visible tokens on
+ * the page (1 if none is finite and > 0); acc = 256 p * (vs_t / vmax), 0 past lim (a masked
+ * slot's scale may be NaN). vs_t / vmax is exact, computed as vs_t * (1 / vmax) unless vmax
+ * is subnormal. Returns vmax, by which the page's PV sum is multiplied (pv_add_to_o_ts). */
+static __device__ __forceinline__ float ts_scale_p(float (&acc)[64], int64_t lim, uint32_t q, const float *vs)
+{
+    // The largest |vs| over the visible tokens: lane l reads tokens l, l + 32, ... (4 loads,
+    // not the 32 values of its columns, which would stay live into the loop below), then
+    // the warp's maximum. fmaxf drops NaN, as the reference's comparison does.
+    const int lane = threadIdx.x % 32;
+    float vabs = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kPageSize / 32; j++)
+        if (lane + 32 * j <= lim) vabs = fmaxf(vabs, fabsf(vs[lane + 32 * j]));
+#pragma unroll
+    for (int d = 16; d >= 1; d /= 2) vabs = fmaxf(vabs, __shfl_xor_sync(0xffffffffu, vabs, d));
+    const float vmax = (vabs > 0.0f && vabs <= 3.402823466e38f) ? pow2_at_least(vabs) : 1.0f;
+    const bool tiny = vmax < 1.17549435e-38f; // 1 / vmax would overflow: divide
+    const float inv = tiny ? 0.0f : __frcp_rn(vmax);
+#pragma unroll
+    for (int b = 0; b < 16; b++) {
+        const float2 s = *reinterpret_cast<const float2 *>(vs + 8 * b + 2 * q);
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int k = 4 * b + e, col = 8 * b + 2 * (int)q + (e % 2);
+            const float v = e % 2 ? s.y : s.x;
+            const float r = tiny ? __fdiv_rn(v, vmax) : __fmul_rn(v, inv);
+            acc[k] = col <= lim ? __fmul_rn(acc[k], r) : 0.0f;
+        }
+    }
+    return vmax;
+}
+
+/* pv_add_to_o with per-token V scales: o = o * alpha + (pv * vmax), the product exact. */
+template <int kN>
+static __device__ __forceinline__ void pv_add_to_o_ts(float (&o)[64], const float (&pv)[kN / 2], int part,
+                                                      float alpha0, float alpha1, float vmax)
+{
+#pragma unroll
+    for (int k = 0; k < kN / 2; k++)
+        o[kN / 2 * part + k] = fmaf(o[kN / 2 * part + k], (k % 4) < 2 ? alpha0 : alpha1, __fmul_rn(pv[k], vmax));
+}
+
 /* The end of one row (docs/semantics.md §1 and §4.5 step 4): from the running max m (log2
  * units) and l = 256 * sum p, the factor that takes O to o and the row's LSE (natural log),
  * with the head's sink logit `sink` (natural log; -inf: none). Without a sink the same

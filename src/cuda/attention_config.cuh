@@ -93,6 +93,12 @@ struct AttentionParams {
     const float *v_scale;            // device scalar
     const float *sink_logits;        // [Hq] attention sinks (natural log) or NULL
     const uint16_t *sink_keys;       // [Hq, D] bf16 sink keys or NULL (not with sink_logits)
+    // Per-token scales (args.token_scales; lean kernels only, TS): the scale of KV head h,
+    // cache slot s at [h * ts_stride_h + s * ts_stride_t]; a NULL side is all 1.
+    const float *ts_k;
+    const float *ts_v;
+    int64_t ts_stride_h;
+    int64_t ts_stride_t;
     const int32_t *topk_ids;         // [Hkv, N, K] (per-query variant)
     const int32_t *cu_seqlens_q;     // [R+1]
     const int32_t *prefix_lens;      // [R]

@@ -74,6 +74,16 @@ constexpr size_t kSmemBytesLean = sizeof(SmemPlanLean) + 1024;
 // 228 KiB per SM, 1 KiB of it reserved per CTA.
 static_assert(kLeanCtasPerSm * (kSmemBytesLean + 1024) <= 228 * 1024, "lean: three CTAs per SM no longer fit");
 
+/* TS (per-token scales): each warp's copy of the current page's K and V scales. Two CTAs
+ * per SM: at 168 registers (three) ptxas spilled ~230 bytes per thread; unbounded it takes
+ * ~230 registers. */
+struct __align__(1024) SmemPlanLeanTs : SmemPlanLean {
+    float scales[kThreads / 32][2][kPageSize];
+};
+constexpr int kLeanTsCtasPerSm = 2;
+constexpr size_t kSmemBytesLeanTs = sizeof(SmemPlanLeanTs) + 1024;
+static_assert(kLeanTsCtasPerSm * (kSmemBytesLeanTs + 1024) <= 228 * 1024, "lean TS: two CTAs per SM no longer fit");
+
 /* Thread 0: the page ring's full barriers and done counters (L1-L3), published by the page
  * list's CTA barrier. Any plan with k_full / v_full / k_done / v_done (the stacked kernel's
  * too). */
@@ -118,15 +128,23 @@ static __device__ __forceinline__ void lean_release(uint32_t *done, int next, in
  * no transposes and no CTA barrier except on a page that crosses a member's last visible
  * token (vlim < 127), where every thread zeroes the positions past vlim (zero_vt_after)
  * before one barrier: the same V^T bytes, hence the same outputs, as impl 9. V^T of page
- * i + 1 is loaded once every warp waited for page i's PV. */
-template <int VARIANT, bool X2, bool PREVT = false>
-__global__ void __launch_bounds__(kThreads, kLeanCtasPerSm)
+ * i + 1 is loaded once every warp waited for page i's PV.
+ *
+ * TS (per-token scales, docs/semantics.md §4.5): each warp copies the K and V scales of its
+ * next member page into its own shared-memory buffer (cp.async, issued right after its
+ * softmax has read the current page's, so the copy flies during PV and the next QK), runs
+ * the softmax with the score factor f * ks_t (softmax_page_ts), scales P by vs / vmax after
+ * it and the page's PV sum by vmax. With every scale 1 the bytes of the kernel without. Warp-private: no barrier beyond __syncwarp. Two CTAs per SM (kLeanTsCtasPerSm). */
+template <int VARIANT, bool X2, bool PREVT = false, bool TS = false>
+__global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPerSm)
     lean_attention_kernel(const __grid_constant__ AttentionParams p)
 {
     static_assert(VARIANT != kUnion8, "lean: Union4 and per-query only");
     extern __shared__ uint8_t smem_raw[];
     SmemPlanLean &sm = *reinterpret_cast<SmemPlanLean *>(
         (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+    // TS: this warp's scale buffer (the plan's extension; not touched otherwise).
+    float(&ts_buf)[2][kPageSize] = reinterpret_cast<SmemPlanLeanTs &>(sm).scales[threadIdx.x / 32];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
     CtaWork work;
@@ -190,6 +208,11 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm)
     const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt);
     const uint32_t vt_addr = smem_u32(sm.vt), v_addr = smem_u32(sm.v);
 
+    if constexpr (TS) {
+        if (num_pages > 0 && ((sm.page_members[0] >> warp) & 1u))
+            ts_load_page(ts_buf, p, kv_head, sm.page_physical[0], lane);
+    }
+
     float acc[64]; // the page's scores, then 256 p
 #pragma unroll 1
     for (int i = 0; i < num_pages; i++) {
@@ -229,9 +252,24 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm)
         lean_release(&sm.k_done, i + 1, num_pages, issue_k);
 
         float alpha0 = 1.0f, alpha1 = 1.0f;
-        if (member)
+        [[maybe_unused]] float vmax = 1.0f;
+        if constexpr (TS) {
+            if (member) {
+                const int64_t lim = my_limit - (int64_t)sm.page_logical[i] * kPageSize;
+                cp_async_wait_all();
+                __syncwarp();
+                softmax_page_ts(acc, lim, q, f0, f1, ts_buf[0], m0, m1, l0, l1, alpha0, alpha1);
+                vmax = ts_scale_p(acc, lim, q, ts_buf[1]);
+            }
+            // The next member page's scales, once every lane has read this page's.
+            if (i + 1 < num_pages && ((sm.page_members[i + 1] >> warp) & 1u)) {
+                __syncwarp();
+                ts_load_page(ts_buf, p, kv_head, sm.page_physical[i + 1], lane);
+            }
+        } else if (member) {
             softmax_page<kLeanMaxWidth>(acc, my_limit - (int64_t)sm.page_logical[i] * kPageSize, q, f0, f1, m0,
                                         m1, l0, l1, alpha0, alpha1);
+        }
         // P as the PV wgmma's A fragments, converted by every warp: a non-member warp
         // converts its raw scores and zeroes the words after its transpose share, so that
         // during the transpose it holds 16 (FP8X2: 32) registers of P instead of the 64 of
@@ -278,7 +316,11 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm)
         for (int h = 0; h < 2; h++) {
             float pv[32];
             pv_part<X2, 64>(pv, pa, pl, desc_vt + (uint64_t)(h * 64 * kPageSize >> 4));
-            if (member) pv_add_to_o<64>(o, pv, h, alpha0, alpha1);
+            if constexpr (TS) {
+                if (member) pv_add_to_o_ts<64>(o, pv, h, alpha0, alpha1, vmax);
+            } else {
+                if (member) pv_add_to_o<64>(o, pv, h, alpha0, alpha1);
+            }
         }
         wgmma_fence_operand(pa);
         if constexpr (X2) wgmma_fence_operand(pl);

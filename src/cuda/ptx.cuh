@@ -206,6 +206,24 @@ static __device__ __forceinline__ void bulk_load(void *dst, const void *src, uin
                  : "memory");
 }
 
+/* cp.async (PTX ISA 9.7.9.25.3, the non-bulk form): 4 bytes global -> shared, tracked per
+ * thread by commit / wait groups (cp_async_commit, cp_async_wait_all). Both addresses
+ * 4-byte aligned. */
+static __device__ __forceinline__ void cp_async_4(void *dst, const void *src)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_u32(dst)), "l"(src) : "memory");
+}
+static __device__ __forceinline__ void cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+/* Every cp.async this thread committed has landed (visible to this thread; other threads
+ * after a barrier, e.g. __syncwarp). */
+static __device__ __forceinline__ void cp_async_wait_all()
+{
+    asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
 /* The same tile written to the same shared-memory offset of every CTA in cta_mask, each
  * CTA's barrier at `bar`'s offset receiving the complete_tx of its copy. */
 static __device__ __forceinline__ void tma_load_4d_multicast(void *dst, const CUtensorMap *map,

@@ -71,6 +71,9 @@ static pw_precision_t g_precision = PW_PRECISION_FP8;
 /* Attention sinks of the GPU runs (device, [Hq]) and of the references (host): test_sinks only. */
 static float *g_sinks_dev = NULL;
 static const float *g_sinks_host = NULL;
+/* Per-token scales, device and host (test_token_scales only; all NULL otherwise). */
+static pw_token_scales_t g_ts_dev = {NULL, NULL, 0, 0};
+static pw_token_scales_t g_ts_host = {NULL, NULL, 0, 0};
 /* Sinks as keys ([Hq, D] bf16), device and host: test_sink_keys only. */
 static pw_bf16_t *g_sink_keys_dev = NULL;
 static const pw_bf16_t *g_sink_keys_host = NULL;
@@ -183,6 +186,7 @@ static pw_attention_args_t device_args(const pw_capture_t *c, device_problem_t *
     a.precision = g_precision;
     a.sink_logits = g_sinks_dev;
     a.sink_keys = g_sink_keys_dev;
+    a.token_scales = g_ts_dev;
     return a;
 }
 
@@ -294,6 +298,7 @@ static pw_attention_args_t host_args(const pw_capture_t *c, pw_dtype_t dt, void 
     pw_attention_args_t a = pw_test_capture_args(c, dt, o, lse, bad, g_precision);
     a.sink_logits = g_sinks_host;
     a.sink_keys = g_sink_keys_host;
+    a.token_scales = g_ts_host;
     return a;
 }
 
@@ -1073,6 +1078,129 @@ static void test_sink_keys(void **state)
     }
 }
 
+/* Per-token scales (args.token_scales, docs/semantics.md §4.5), both precisions, two layouts
+ * ([Hkv, slots] and vLLM-like [slots, Hkv]): K scales 2^U(-1,1), V scales 2^U(-3,3) with some
+ * negative and some 0, NaN in every slot no row may see. Union4 W128 against the emulating
+ * reference (the bounds without scales) and the exact one; Union4 on every other grouping,
+ * per-query and the full call (V^T pre-pass on and off) bitwise equal to it; Union8 refuses;
+ * scales all 1 (NaN where invisible) give the bytes of no scales. */
+static void test_token_scales(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x7c5ull);
+    const int quick = getenv("PW_TEST_QUICK") != NULL;
+    const pw_precision_t precisions[2] = {PW_PRECISION_FP8, PW_PRECISION_FP8X2};
+    for (int trial = 0; trial < (quick ? 1 : 2); trial++) {
+        const int hkv = 1 + trial;
+        pw_capture_t *c = random_problem(&rng, hkv, trial == 0 ? 1 : 5, quick ? 24 : trial == 0 ? 200 : 80,
+                                         quick ? 600 : 2000);
+        const pw_problem_t *p = &c->problem;
+        const int64_t n = p->num_tokens, hq = (int64_t)hkv * 16, elems = n * hq * 128;
+        const int64_t slots = p->num_cache_pages * p->page_size, count = slots * hkv;
+        uint8_t *visible = malloc(count);
+        pw_test_visible_slots(c, visible); /* [slot * hkv + h] */
+        float *ks = malloc(count * 4), *vs = malloc(count * 4), *ones = malloc(count * 4);
+        pw_token_scales_t layout = {NULL, NULL, trial == 0 ? slots : 1, trial == 0 ? 1 : hkv};
+        int64_t invisible = 0;
+        for (int64_t slot = 0; slot < slots; slot++)
+            for (int64_t h = 0; h < hkv; h++) {
+                const int64_t at = h * layout.stride_h + slot * layout.stride_t;
+                const uint64_t kind = pw_rng_next(&rng) % 10;
+                ks[at] = (float)exp2(2.0 * pw_rng_uniform(&rng) - 1.0);
+                vs[at] = kind == 0 ? 0.0f : (float)((kind == 1 ? -1.0 : 1.0) * exp2(6.0 * pw_rng_uniform(&rng) - 3.0));
+                ones[at] = 1.0f;
+                if (!visible[slot * hkv + h]) {
+                    ks[at] = vs[at] = ones[at] = NAN;
+                    invisible++;
+                }
+            }
+        float *ks_dev = dev_copy(ks, count * 4), *vs_dev = dev_copy(vs, count * 4), *ones_dev = dev_copy(ones, count * 4);
+        device_problem_t d;
+        upload(c, &d);
+        float *emu = malloc(elems * 4), *emu_lse = malloc(n * hq * 4);
+        double *ex = malloc(elems * 8);
+        float *ex_lse = malloc(n * hq * 4), *l0 = malloc(n * hq * 4), *l = malloc(n * hq * 4);
+        pw_bf16_t *o0 = malloc(elems * 2), *o = malloc(elems * 2);
+        int32_t *perm = malloc(n * hkv * 4);
+        uint32_t bad_ref = 0;
+        for (int pr = 0; pr < 2; pr++) {
+            g_precision = precisions[pr];
+            const int x2 = pr == 1;
+            g_ts_host = layout;
+            g_ts_host.k = ks;
+            g_ts_host.v = vs;
+            reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad_ref);
+            reference(c, PW_REF_EXACT, PW_DTYPE_FLOAT64, ex, ex_lse, &bad_ref);
+            g_ts_host.k = g_ts_host.v = NULL;
+            g_ts_dev = layout;
+            g_ts_dev.k = ks_dev;
+            g_ts_dev.v = vs_dev;
+            // Arm 4 (Union4, guarded W128) first, then the other groupings on Union4, per-query.
+            const int arms[6] = {4, 0, 1, 2, 3, 5};
+            for (int a = 0; a < 6; a++) {
+                pw_grouping_t g;
+                pw_kernel_t kernel = setup_arm(arms[a], c, &rng, perm, &g, &d);
+                if (kernel == PW_KERNEL_UNION8) kernel = PW_KERNEL_UNION4;
+                run_kernel(c, &d, kernel, &g, a == 0 ? o0 : o, a == 0 ? l0 : l);
+                if (a > 0) {
+                    const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+                    if (!same) printf("  token scales %s arm %d (%s): DIFFERENT from Union4 W128\n", x2 ? "FP8X2" : "FP8",
+                                      arms[a], kernel_name(kernel));
+                    assert_true(same);
+                    continue;
+                }
+                const compare_t ce = compare_rows(c, o0, l0, emu, 0, emu_lse, NULL);
+                const compare_t cx = compare_rows(c, o0, l0, ex, 1, ex_lse, NULL);
+                printf("token scales trial %d %s (%s layout): N=%lld Hkv=%d R=%d, %lld of %lld slot scales NaN "
+                       "(invisible): union4 W128 vs emulate NRMS %.3e lse %.2e | vs exact NRMS %.5f | other "
+                       "groupings, per-query bitwise equal\n",
+                       trial, x2 ? "FP8X2" : "FP8", trial == 0 ? "[Hkv, slots]" : "[slots, Hkv]", (long long)n, hkv,
+                       p->num_requests, (long long)invisible, (long long)count, ce.nrms, ce.lse_max_abs, cx.nrms);
+                assert_int_equal(ce.nan, 0);
+                assert_int_equal(ce.empty_bad, 0);
+                assert_true(ce.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
+                assert_true(ce.lse_max_abs <= (x2 ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND));
+                assert_true(cx.nrms <= (x2 ? EXACT_X2_NRMS_BOUND : 0.25));
+            }
+            const uint32_t flags[2] = {PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS};
+            for (int f = 0; f < 2; f++) {
+                full_call_run(c, &d, PW_KERNEL_UNION4, flags[f], o, l);
+                const int same_full = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+                printf("  token scales %s: full call (Union4, V^T pre-pass %s) bitwise %s\n", x2 ? "FP8X2" : "FP8",
+                       f == 0 ? "on" : "off", same_full ? "equal" : "DIFFERENT");
+                assert_true(same_full);
+            }
+            // Union8 refuses, naming the field.
+            {
+                pw_grouping_t g;
+                setup_arm(0, c, &rng, perm, &g, &d);
+                const pw_attention_args_t a = device_args(c, &d);
+                assert_int_equal(pw_union_attention(p, &a, &g, d.perm, &d.meta, PW_KERNEL_UNION8, NULL),
+                                 PW_ERROR_UNSUPPORTED);
+                assert_non_null(strstr(pw_last_error(), "token_scales"));
+            }
+            // Scales all 1 (NaN where no row looks): the bytes of no scales.
+            pw_grouping_t g;
+            setup_arm(4, c, &rng, perm, &g, &d);
+            g_ts_dev.k = g_ts_dev.v = ones_dev;
+            run_kernel(c, &d, PW_KERNEL_UNION4, &g, o0, l0);
+            g_ts_dev.k = g_ts_dev.v = NULL;
+            run_kernel(c, &d, PW_KERNEL_UNION4, &g, o, l);
+            const int same_ones = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+            printf("  token scales %s: all 1 == no scales bitwise: %s\n", x2 ? "FP8X2" : "FP8", same_ones ? "yes" : "NO");
+            assert_true(same_ones);
+        }
+        g_ts_dev.k = g_ts_dev.v = NULL;
+        g_precision = PW_PRECISION_FP8;
+        release(&d);
+        cudaFree(ks_dev); cudaFree(vs_dev); cudaFree(ones_dev);
+        free(visible); free(ks); free(vs); free(ones); free(emu); free(emu_lse); free(ex); free(ex_lse);
+        free(l0); free(l); free(o0); free(o); free(perm);
+        pw_capture_free(c);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_seed = pw_test_seed(argc, argv);
@@ -1103,6 +1231,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_random_problems),
         cmocka_unit_test(test_sinks),
         cmocka_unit_test(test_sink_keys),
+        cmocka_unit_test(test_token_scales),
         cmocka_unit_test(test_captures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
