@@ -336,6 +336,24 @@ typedef struct pw_token_scales {
     int64_t stride_t; /* elements between cache slots */
 } pw_token_scales_t;
 
+/* Cache addressing by strides (optional; all 0: the token-major layout of k_cache below).
+ * With page_stride != 0, element d of token t of physical page `page`, KV head h, is
+ * k_cache[page * page_stride + h * head_stride + t * token_stride + d] (V: v_cache[same]),
+ * t in [0, P): any layout whose pages, heads and tokens are strided, e.g. vLLM's
+ * [num_blocks, Hkv, P, 2*D] cache with K and V interleaved in each token's row:
+ * k_cache = base, v_cache = base + D, page_stride = Hkv*P*2*D, head_stride = P*2*D,
+ * token_stride = 2*D. Strides in elements (bytes), > 0 (head_stride may be 0 with
+ * Hkv = 1); the GPU needs each a multiple of 16 and below 2^40 (its tensor maps), and
+ * k_cache / v_cache 16-byte aligned; the largest element addressed must be below 2^62.
+ * kv_stride is not read then. Slots (per-token scales, semantics §1) stay physical page *
+ * P + offset. Added in 0.2.0 (a 0.1.0 library ignores it: check pw_abi_query("offsetof
+ * pw_attention_args_t.cache_layout") >= 0). */
+typedef struct pw_cache_layout {
+    int64_t page_stride;  /* elements between physical pages; 0: token-major (kv_stride) */
+    int64_t head_stride;  /* elements between KV heads */
+    int64_t token_stride; /* elements between the tokens of a page */
+} pw_cache_layout_t;
+
 typedef struct pw_attention_args {
     uint32_t struct_size;        /* sizeof(pw_attention_args_t), set by PW_ATTENTION_ARGS_INIT */
     const pw_bf16_t *q;          /* [N, Hq, D] bf16: (n,h,d) at n*q_stride + h*D + d */
@@ -390,12 +408,14 @@ typedef struct pw_attention_args {
                                     16-byte aligned on the GPU. Each row's logit is computed
                                     in the kernels' epilogue (no extra launch). Added in
                                     0.2.0. */
+    pw_cache_layout_t cache_layout; /* optional strided cache addressing (all 0: the
+                                    token-major layout above); see pw_cache_layout_t */
 } pw_attention_args_t;
 
 #define PW_ATTENTION_ARGS_INIT                                                              \
     {sizeof(pw_attention_args_t), NULL, 0, NULL, NULL, 0, NULL, NULL, NULL,                 \
      {NULL, NULL, NULL, NULL, 0}, NULL, 0, PW_DTYPE_FLOAT32, NULL, NULL, PW_PRECISION_FP8X2, \
-     NULL, {NULL, NULL, 0, 0}, NULL}
+     NULL, {NULL, NULL, 0, 0}, NULL, {0, 0, 0}}
 
 /* Sparse attention of semantics §1 on the CPU, FP64 accumulation. Empty rows: O = 0,
  * LSE = -inf (with args.sink_logits: LSE = the head's sink logit). A physical page outside the cache contributes nothing and is counted.

@@ -36,6 +36,69 @@ const pw_bf16_t *pw_args_sink_keys(const pw_attention_args_t *args)
     return ARGS_HAVE(args, sink_keys) ? args->sink_keys : NULL;
 }
 
+static pw_cache_layout_t args_cache_layout(const pw_attention_args_t *args)
+{
+    const pw_cache_layout_t none = {0, 0, 0};
+    return ARGS_HAVE(args, cache_layout) ? args->cache_layout : none;
+}
+
+pw_cache_strides_t pw_args_cache_strides(const pw_problem_t *problem, const pw_attention_args_t *args)
+{
+    const pw_cache_layout_t l = args_cache_layout(args);
+    pw_cache_strides_t s;
+    if (l.page_stride != 0) {
+        s.page = l.page_stride;
+        s.head = l.head_stride != 0 ? l.head_stride : problem->head_dim; /* Hkv = 1: unused */
+        s.token = l.token_stride;
+    } else {
+        s.page = (int64_t)problem->page_size * args->kv_stride;
+        s.head = problem->head_dim;
+        s.token = args->kv_stride;
+    }
+    return s;
+}
+
+pw_status_t pw_check_cache_layout(const pw_problem_t *problem, const pw_attention_args_t *args, int gpu)
+{
+    const pw_cache_layout_t l = args_cache_layout(args);
+    const int64_t hkv_d = (int64_t)problem->num_kv_heads * problem->head_dim;
+    if (l.page_stride == 0) {
+        if (l.head_stride != 0 || l.token_stride != 0)
+            return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                           "args.cache_layout: page_stride is 0 (the token-major layout) but head_stride %lld / "
+                           "token_stride %lld are set",
+                           (long long)l.head_stride, (long long)l.token_stride);
+        if (args->kv_stride < hkv_d || (gpu && args->kv_stride % 16 != 0))
+            return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.kv_stride %lld must be >= Hkv*D = %lld%s",
+                           (long long)args->kv_stride, (long long)hkv_d, gpu ? " and a multiple of 16" : "");
+    } else {
+        if (l.page_stride < 0 || l.token_stride <= 0 || l.head_stride < 0 ||
+            (l.head_stride == 0 && problem->num_kv_heads > 1))
+            return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                           "args.cache_layout: strides must be > 0 (page %lld, head %lld, token %lld; head_stride "
+                           "may be 0 only with one KV head)",
+                           (long long)l.page_stride, (long long)l.head_stride, (long long)l.token_stride);
+        const pw_cache_strides_t s = pw_args_cache_strides(problem, args);
+        const double last = ((double)problem->num_cache_pages - 1.0) * (double)s.page +
+                            ((double)problem->num_kv_heads - 1.0) * (double)s.head +
+                            ((double)problem->page_size - 1.0) * (double)s.token + (double)problem->head_dim;
+        if (last >= 4611686018427387904.0)
+            return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                           "args.cache_layout: %lld pages at these strides address elements past 2^62",
+                           (long long)problem->num_cache_pages);
+        const int64_t limit = (int64_t)1 << 40;
+        if (gpu && (s.page % 16 != 0 || s.head % 16 != 0 || s.token % 16 != 0 || s.page >= limit ||
+                    s.head >= limit || s.token >= limit))
+            return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                           "args.cache_layout: the GPU needs strides that are multiples of 16 elements and below "
+                           "2^40 (page %lld, head %lld, token %lld)",
+                           (long long)s.page, (long long)s.head, (long long)s.token);
+    }
+    if (gpu && (((uintptr_t)args->k_cache & 15u) != 0 || ((uintptr_t)args->v_cache & 15u) != 0))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.k_cache / args.v_cache must be 16-byte aligned on the GPU");
+    return PW_SUCCESS;
+}
+
 pw_status_t pw_check_args_struct(const pw_attention_args_t *args)
 {
     if (!args) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args is NULL");
@@ -104,7 +167,6 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
     if (((uintptr_t)pw_args_sinks(args) & 3u) != 0)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.sink_logits must be 4-byte aligned (float32)");
     const int64_t hq_d = (int64_t)problem->num_kv_heads * problem->q_heads_per_kv * problem->head_dim;
-    const int64_t hkv_d = (int64_t)problem->num_kv_heads * problem->head_dim;
     if (args->q_stride < hq_d || args->q_stride % 8 != 0 || ((uintptr_t)args->q & 15u) != 0)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "args.q: stride %lld must be >= Hq*D = %lld and a multiple of 8 elements, "
@@ -114,13 +176,8 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "args.o: stride %lld must be >= Hq*D = %lld and even, pointer 4-byte aligned",
                        (long long)args->o_stride, (long long)hq_d);
-    if (args->kv_stride < hkv_d || args->kv_stride % 16 != 0 || ((uintptr_t)args->k_cache & 15u) != 0 ||
-        ((uintptr_t)args->v_cache & 15u) != 0)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "args.kv_stride %lld must be >= Hkv*D = %lld and a multiple of 16; caches "
-                       "16-byte aligned",
-                       (long long)args->kv_stride, (long long)hkv_d);
     PW_TRY(pw_check_cache_shape(problem));
+    PW_TRY(pw_check_cache_layout(problem, args, 1));
     if (rq->page_table_stride < problem->max_pages_per_request)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "args.requests.page_table_stride %lld < max_pages_per_request %d",

@@ -44,6 +44,20 @@ pw_precision_t pw_args_precision(const pw_attention_args_t *args);
 /* args->token_scales, or all NULL for a struct without the field. */
 pw_token_scales_t pw_args_token_scales(const pw_attention_args_t *args);
 
+/* The caches' strides in elements: token t of physical page `page`, KV head h, element d at
+ * page * page + h * head + t * token + d (args.cache_layout, or the token-major layout:
+ * P * kv_stride, D, kv_stride). */
+typedef struct pw_cache_strides {
+    int64_t page, head, token;
+} pw_cache_strides_t;
+pw_cache_strides_t pw_args_cache_strides(const pw_problem_t *problem, const pw_attention_args_t *args);
+
+/* The caches' addressing (problem checked): token-major kv_stride >= Hkv*D, or a strided
+ * layout with positive strides (head_stride 0 allowed with Hkv = 1) and every element
+ * addressed below 2^62; `gpu`: also the tensor maps' rules (strides multiples of 16 below
+ * 2^40, caches 16-byte aligned). PW_ERROR_INVALID_ARGUMENT naming the field. */
+pw_status_t pw_check_cache_layout(const pw_problem_t *problem, const pw_attention_args_t *args, int gpu);
+
 /* args->sink_keys, or NULL for a struct without the field. */
 const pw_bf16_t *pw_args_sink_keys(const pw_attention_args_t *args);
 

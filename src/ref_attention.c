@@ -183,16 +183,13 @@ static pw_status_t check_args(const pw_problem_t *problem, const pw_attention_ar
                        (double)*a->k_scale, (double)*a->v_scale);
     const int64_t hq_d =
         (int64_t)problem->num_kv_heads * problem->q_heads_per_kv * problem->head_dim;
-    const int64_t hkv_d = (int64_t)problem->num_kv_heads * problem->head_dim;
     if (a->q_stride < hq_d)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.q_stride is %lld, < Hq*D = %lld",
                        (long long)a->q_stride, (long long)hq_d);
     if (a->o_stride < hq_d)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.o_stride is %lld, < Hq*D = %lld",
                        (long long)a->o_stride, (long long)hq_d);
-    if (a->kv_stride < hkv_d)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.kv_stride is %lld, < Hkv*D = %lld",
-                       (long long)a->kv_stride, (long long)hkv_d);
+    PW_TRY(pw_check_cache_layout(problem, a, 0));
     if (a->o_dtype != PW_DTYPE_FLOAT32 && a->o_dtype != PW_DTYPE_BFLOAT16 &&
         a->o_dtype != PW_DTYPE_FLOAT64)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
@@ -230,6 +227,7 @@ static int64_t gather_row(const pw_problem_t *problem, const pw_attention_args_t
 {
     const pw_requests_t *rq = &a->requests;
     const int64_t page = problem->page_size, dim = problem->head_dim;
+    const pw_cache_strides_t cs = pw_args_cache_strides(problem, a);
     int64_t tokens = 0;
     for (int32_t i = 0; i < num_pages; i++) {
         s->page_first[i] = tokens;
@@ -244,8 +242,9 @@ static int64_t gather_row(const pw_problem_t *problem, const pw_attention_args_t
         if (end > last_token + 1) end = last_token + 1;
         for (int64_t t = begin; t < end; t++, tokens++) {
             const int64_t slot = physical * page + (t - begin);
-            const pw_fp8_e4m3_t *k8 = a->k_cache + slot * a->kv_stride + kv_head * dim;
-            const pw_fp8_e4m3_t *v8 = a->v_cache + slot * a->kv_stride + kv_head * dim;
+            const int64_t at_cache = physical * cs.page + kv_head * cs.head + (t - begin) * cs.token;
+            const pw_fp8_e4m3_t *k8 = a->k_cache + at_cache;
+            const pw_fp8_e4m3_t *v8 = a->v_cache + at_cache;
             const int64_t at = kv_head * ts->stride_h + slot * ts->stride_t;
             const float ks = ts->k ? ts->k[at] : 1.0f, vs = ts->v ? ts->v[at] : 1.0f;
             s->ks[tokens] = ks;

@@ -310,6 +310,14 @@ static void test_no_device_everywhere(void **state)
     assert_error_naming(pw_sparse_prefill(plan, &a, NULL, workspace, bytes, NULL), PW_ERROR_INVALID_ARGUMENT,
                         "token_scales");
     a.token_scales.v = NULL;
+    /* Strided caches: the tensor maps need strides that are multiples of 16. */
+    a.cache_layout.page_stride = 128 * 128 + 8;
+    a.cache_layout.token_stride = 128;
+    assert_error_naming(pw_union_attention(&p, &a, &grouping, perm, &meta, PW_KERNEL_UNION4, NULL),
+                        PW_ERROR_INVALID_ARGUMENT, "cache_layout");
+    assert_error_naming(pw_sparse_prefill(plan, &a, NULL, workspace, bytes, NULL), PW_ERROR_INVALID_ARGUMENT,
+                        "cache_layout");
+    a.cache_layout.page_stride = a.cache_layout.token_stride = 0;
     /* Sinks as keys: the kernels read 16-byte vectors of them. */
     a.sink_keys = q + 1;
     assert_error_naming(pw_union_attention(&p, &a, &grouping, perm, &meta, PW_KERNEL_UNION4, NULL),

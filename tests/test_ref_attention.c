@@ -1006,6 +1006,78 @@ static void test_token_scales_pinned(void **state)
  * rounded to float once, as documented); FP8 / FP8X2 emulation on one-row problems against
  * sink_logits holding the documented FP32 logit (d ascending), bit for bit; both fields set
  * is an error. */
+/* Strided cache addressing (args.cache_layout): the caches re-laid out [page][head][token]
+ * (vLLM-like, K and V interleaved in one row of 2 x D + padding, V at offset D) give the
+ * same bytes as the token-major caches, in both modes; bad layouts are refused naming the
+ * field. */
+static void test_cache_layout(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x1a7);
+    for (int iter = 0; iter < 60; iter++) {
+        tcase_t tc;
+        tcase_random(&tc, &rng);
+        const int64_t n = tc.pb.num_tokens, hq = hq_of(&tc), d = tc.pb.head_dim, count = n * hq * d;
+        const int64_t hkv = tc.pb.num_kv_heads, page = tc.pb.page_size, pages = tc.pb.num_cache_pages;
+        const int64_t row = 2 * d + pw_rng_range(&rng, 0, 3); /* one token's K | V (+ padding) */
+        const int64_t head_stride = page * row, page_stride = hkv * head_stride + pw_rng_range(&rng, 0, 5);
+        const int64_t bytes = pages * page_stride;
+        pw_fp8_e4m3_t *kv = xcalloc((size_t)bytes, 1);
+        for (int64_t i = 0; i < bytes; i++) kv[i] = (pw_fp8_e4m3_t)0x7f; /* NaN where nothing is copied */
+        for (int64_t pg = 0; pg < pages; pg++)
+            for (int64_t h = 0; h < hkv; h++)
+                for (int64_t t = 0; t < page; t++)
+                    for (int64_t k = 0; k < d; k++) {
+                        const int64_t slot = pg * page + t, at = pg * page_stride + h * head_stride + t * row + k;
+                        kv[at] = tc.k_cache[slot * tc.kv_stride + h * d + k];
+                        kv[at + d] = tc.v_cache[slot * tc.kv_stride + h * d + k];
+                    }
+        const pw_ref_mode_t modes[2] = {PW_REF_EXACT, PW_REF_FP8_EMULATE};
+        for (int m = 0; m < 2; m++) {
+            double *o0 = xcalloc((size_t)count, sizeof *o0), *o1 = xcalloc((size_t)count, sizeof *o1);
+            float *l0 = xcalloc((size_t)(n * hq), sizeof *l0), *l1 = xcalloc((size_t)(n * hq), sizeof *l1);
+            pw_attention_args_t a = tcase_args(&tc, o0, hq * d, PW_DTYPE_FLOAT64, l0, NULL);
+            assert_pw_ok(pw_ref_attention(&tc.pb, &a, modes[m]));
+            a = tcase_args(&tc, o1, hq * d, PW_DTYPE_FLOAT64, l1, NULL);
+            a.k_cache = kv;
+            a.v_cache = kv + d;
+            a.kv_stride = 0; /* not read with a layout */
+            a.cache_layout.page_stride = page_stride;
+            a.cache_layout.head_stride = hkv > 1 || iter % 2 ? head_stride : 0;
+            a.cache_layout.token_stride = row;
+            assert_pw_ok(pw_ref_attention(&tc.pb, &a, modes[m]));
+            if (memcmp(o0, o1, (size_t)count * sizeof *o0) != 0 || memcmp(l0, l1, (size_t)(n * hq) * sizeof *l0) != 0)
+                fail_msg("iter %d mode %d: the strided layout differs from token-major (seed %llu)", iter, m,
+                         (unsigned long long)g_seed);
+            free(o0); free(o1); free(l0); free(l1);
+        }
+        /* Bad layouts, each naming the field. */
+        double *o = xcalloc((size_t)count, sizeof *o);
+        pw_attention_args_t a = tcase_args(&tc, o, hq * d, PW_DTYPE_FLOAT64, NULL, NULL);
+        a.cache_layout.token_stride = row; /* without page_stride */
+        assert_int_equal(pw_ref_attention(&tc.pb, &a, PW_REF_EXACT), PW_ERROR_INVALID_ARGUMENT);
+        assert_non_null(strstr(pw_last_error(), "cache_layout"));
+        a.cache_layout.page_stride = page_stride;
+        a.cache_layout.head_stride = head_stride;
+        a.cache_layout.token_stride = 0;
+        assert_int_equal(pw_ref_attention(&tc.pb, &a, PW_REF_EXACT), PW_ERROR_INVALID_ARGUMENT);
+        assert_non_null(strstr(pw_last_error(), "cache_layout"));
+        a.cache_layout.token_stride = (int64_t)1 << 61;
+        assert_int_equal(pw_ref_attention(&tc.pb, &a, PW_REF_EXACT), PW_ERROR_INVALID_ARGUMENT);
+        assert_non_null(strstr(pw_last_error(), "2^62"));
+        if (hkv > 1) {
+            a.cache_layout.token_stride = row;
+            a.cache_layout.head_stride = 0;
+            assert_int_equal(pw_ref_attention(&tc.pb, &a, PW_REF_EXACT), PW_ERROR_INVALID_ARGUMENT);
+            assert_non_null(strstr(pw_last_error(), "cache_layout"));
+        }
+        free(o);
+        free(kv);
+        tcase_free(&tc);
+    }
+}
+
 static void test_sink_keys(void **state)
 {
     (void)state;
@@ -1496,6 +1568,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_token_scales),
         cmocka_unit_test(test_token_scales_pinned),
         cmocka_unit_test(test_sink_keys),
+        cmocka_unit_test(test_cache_layout),
         cmocka_unit_test(test_args_compatibility),
         cmocka_unit_test(test_fp8_emulate_exact_cases),
         cmocka_unit_test(test_invalid_arguments),

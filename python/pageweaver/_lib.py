@@ -107,6 +107,11 @@ class TokenScales(ctypes.Structure):
                 ("stride_h", ctypes.c_int64), ("stride_t", ctypes.c_int64)]
 
 
+class CacheLayout(ctypes.Structure):
+    _fields_ = [("page_stride", ctypes.c_int64), ("head_stride", ctypes.c_int64),
+                ("token_stride", ctypes.c_int64)]
+
+
 class AttentionArgs(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("q", ctypes.c_void_p),
                 ("q_stride", ctypes.c_int64), ("k_cache", ctypes.c_void_p),
@@ -117,10 +122,11 @@ class AttentionArgs(ctypes.Structure):
                 ("o_dtype", ctypes.c_int), ("lse", ctypes.c_void_p),
                 ("bad_page_count", ctypes.c_void_p), ("precision", ctypes.c_int),
                 ("sink_logits", ctypes.c_void_p), ("token_scales", TokenScales),
-                ("sink_keys", ctypes.c_void_p)]
+                ("sink_keys", ctypes.c_void_p), ("cache_layout", CacheLayout)]
 
 
 _MIRRORS = {"pw_problem_t": Problem, "pw_requests_t": Requests, "pw_token_scales_t": TokenScales,
+            "pw_cache_layout_t": CacheLayout,
             "pw_plan_config_t": PlanConfig, "pw_attention_args_t": AttentionArgs}
 
 

@@ -91,12 +91,18 @@ def _check_cache(name, c, dev, d):
                         f"bit patterns: pass .view(torch.float8_e4m3fn))")
     if c.device != dev:
         raise ValueError(f"{name} is on {c.device}, q on {dev} (all tensors on one device)")
+    if c.dim() == 4:  # [pages, Hkv, 128, D], any strides >= 0 with d contiguous
+        if c.shape[2] != PAGE_SIZE or c.stride(3) != 1 or min(c.stride()) < 0:
+            raise ValueError(f"{name}: shape {list(c.shape)}, strides {list(c.stride())}: a "
+                             f"4-D cache is [pages, Hkv, {PAGE_SIZE}, D] with D contiguous")
+        return
     if c.dim() != 3:
         raise ValueError(f"{name}: shape {list(c.shape)}, expected [slots, Hkv, D] (slot = "
-                         f"physical page * {PAGE_SIZE} + offset)")
+                         f"physical page * {PAGE_SIZE} + offset) or [pages, Hkv, {PAGE_SIZE}, D]")
     if c.stride(2) != 1 or (c.shape[1] > 1 and c.stride(1) != d):
         raise ValueError(f"{name}: strides {list(c.stride())}: each slot's [Hkv, D] block must "
-                         f"be contiguous (strides [kv_stride, D, 1])")
+                         f"be contiguous (strides [kv_stride, D, 1]; other layouts: pass "
+                         f"[pages, Hkv, {PAGE_SIZE}, D] views)")
 
 
 def _check_scale(name, t, device):
@@ -132,13 +138,22 @@ def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
     if k_cache.shape != v_cache.shape:
         raise ValueError(f"v_cache: shape {list(v_cache.shape)} differs from k_cache "
                          f"{list(k_cache.shape)}")
-    slots, hkv, dk = k_cache.shape
+    if k_cache.dim() == 4:  # strided pages: args.cache_layout
+        pages, hkv, _, dk = k_cache.shape
+        if k_cache.stride() != v_cache.stride():
+            raise ValueError(f"v_cache: strides {list(v_cache.stride())} differ from k_cache's "
+                             f"{list(k_cache.stride())} (one layout for both)")
+        slots = pages * PAGE_SIZE
+    else:
+        slots, hkv, dk = k_cache.shape
     if dk != d:
         raise ValueError(f"k_cache: head dim {dk}, q has {d}")
     if hkv < 1 or hq % hkv:
         raise ValueError(f"q has {hq} heads, not a multiple of the caches' {hkv} KV heads")
     kv_stride = k_cache.stride(0) if slots > 1 else hkv * d
-    if slots > 1 and v_cache.stride(0) != kv_stride:
+    if k_cache.dim() == 4:
+        kv_stride = 0  # not read: _fill_args sets args.cache_layout
+    elif slots > 1 and v_cache.stride(0) != kv_stride:
         raise ValueError(f"v_cache: slot stride {v_cache.stride(0)} differs from k_cache's "
                          f"{kv_stride} (one kv_stride for both)")
     if slots // PAGE_SIZE < 1:
@@ -298,6 +313,13 @@ def _fill_args(args, q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv
     args.k_cache = k_cache.data_ptr()
     args.v_cache = v_cache.data_ptr()
     args.kv_stride = kv_stride
+    if k_cache.dim() == 4:  # [pages, Hkv, 128, D] views: strides of pages, heads, tokens
+        pages, hkv = k_cache.shape[:2]
+        s0, s1, s2, _ = k_cache.stride()
+        lay = args.cache_layout
+        lay.page_stride = s0 if pages > 1 else max(s0, 16)  # one page: any valid stride
+        lay.head_stride = s1 if hkv > 1 else 0
+        lay.token_stride = s2
     args.topk_ids = topk_idx.data_ptr()
     rq = args.requests
     rq.cu_seqlens_q = cu_seqlens_q.data_ptr()
@@ -464,7 +486,11 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    view into a fused QKV buffer), each row's [Hq, D] contiguous.
       k_cache, v_cache [slots, Hkv, D] float8_e4m3fn, slot = page * 128 + offset; one slot
                    stride for both (>= Hkv*D; on the GPU a multiple of 16, 16-byte
-                   aligned). Pages past slots // 128 count as outside the cache.
+                   aligned). Pages past slots // 128 count as outside the cache. Or both
+                   [pages, Hkv, 128, D] with any strides (the same for both, D contiguous;
+                   on the GPU multiples of 16 below 2^40): e.g. vLLM's interleaved
+                   [num_blocks, Hkv, 128, 2*D] cache as kv[..., :D] and kv[..., D:], read in
+                   place (args.cache_layout); slots are then page * 128 + offset too.
       topk_idx     [Hkv, N, K] int32 contiguous: logical page ids (any int32 value).
       page_table   [R, max_pages] int32, rows may be strided: physical page per logical
                    page; kv_lens[r] <= max_pages * 128.

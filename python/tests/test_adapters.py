@@ -159,17 +159,35 @@ def test_vllm_interleaved_cache(seed, hkv, g, d, extra):
     assert torch.equal(bits(out), bits(want)), f"seed {seed}"
 
 
+def test_vllm_per_token_scales_and_padded_rows(seed):
+    """Per-token scales [Hkv, slots] pass through as k_token_scales / v_token_scales (the
+    same bits as the token-major call with them); rows padded inside a wider cache row
+    are read through the strides."""
+    gen = torch.Generator().manual_seed(seed)
+    q, kv_cache, topk, bt, cu, seq, prefix, k_tm, v_tm = vllm_case(gen, hkv=2, g=2, d=32)
+    out = torch.empty(q.shape, dtype=torch.bfloat16)
+    kt = torch.exp2(torch.rand(2, 40 * P, generator=gen) * 2 - 1)
+    vt = torch.exp2(torch.rand(2, 40 * P, generator=gen) * 6 - 3)
+    vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 30, 2, 0.1, out, kt, vt)
+    want = pageweaver.sparse_prefill(q, k_tm, v_tm, topk, bt, cu, seq, prefix, softmax_scale=0.1,
+                                     k_token_scales=kt, v_token_scales=vt)
+    assert torch.equal(bits(out), bits(want)), f"seed {seed}"
+    wide = torch.cat([kv_cache, kv_cache], dim=-1)[..., :64]  # rows of 64 inside rows of 128
+    vllm.minimax_m3_sparse_attn(q, wide, topk, bt, cu, seq, prefix, 30, 2, 0.1, out)
+    want = pageweaver.sparse_prefill(q, k_tm, v_tm, topk, bt, cu, seq, prefix, softmax_scale=0.1)
+    assert torch.equal(bits(out), bits(want)), f"seed {seed}"
+
+
 def test_vllm_refuses_what_it_cannot_do():
     gen = torch.Generator().manual_seed(5)
     q, kv_cache, topk, bt, cu, seq, prefix, _, _ = vllm_case(gen, hkv=1, g=2, d=32)
     out = torch.empty(q.shape, dtype=torch.bfloat16)
-    per_token = torch.ones(1, 40 * P)
-    with pytest.raises(NotImplementedError, match="per-token"):
+    with pytest.raises(ValueError, match="k_scale"):
         vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 30, 1, 0.1, out,
-                                    per_token, per_token)
-    wide = torch.cat([kv_cache, kv_cache], dim=-1)[..., :64]  # rows of 64 inside rows of 128
-    with pytest.raises(NotImplementedError, match="layout"):
-        vllm.minimax_m3_sparse_attn(q, wide, topk, bt, cu, seq, prefix, 30, 1, 0.1, out)
+                                    torch.ones(2, 40 * P))
+    with pytest.raises(ValueError, match="kv_cache"):
+        vllm.minimax_m3_sparse_attn(q, kv_cache.transpose(2, 3).contiguous().transpose(2, 3),
+                                    topk, bt, cu, seq, prefix, 30, 1, 0.1, out)
     with pytest.raises(TypeError, match="FP8"):
         vllm.minimax_m3_sparse_attn(q, kv_cache.to(torch.bfloat16), topk, bt, cu, seq, prefix,
                                     30, 1, 0.1, out)

@@ -327,6 +327,16 @@ def test_vllm_adapter(seed, hkv):
                                      softmax_scale=0.09)
     torch.cuda.synchronize()
     assert torch.equal(bits(out), bits(want)), f"seed {seed}"
+    # Per-token scales [Hkv, slots] (vLLM's indexing, slot = block * 128 + offset).
+    kt = torch.exp2(torch.rand(hkv, nb * 128, generator=gen) * 2 - 1).cuda()
+    vt = torch.exp2(torch.rand(hkv, nb * 128, generator=gen) * 6 - 3).cuda()
+    vllm.minimax_m3_sparse_attn(p["q"], kv_cache, p["topk_idx"], table, p["cu_seqlens_q"],
+                                p["kv_lens"], p["prefix_lens"], 150, hkv, 0.09, out, kt, vt)
+    want = pageweaver.sparse_prefill(p["q"], k_tm, v_tm, p["topk_idx"], table, p["cu_seqlens_q"],
+                                     p["kv_lens"], p["prefix_lens"], softmax_scale=0.09,
+                                     k_token_scales=kt, v_token_scales=vt)
+    torch.cuda.synchronize()
+    assert torch.equal(bits(out), bits(want)), f"seed {seed}: per-token scales"
 
 
 def test_sglang_adapter_eager_and_graph(seed):

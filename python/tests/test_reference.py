@@ -132,6 +132,32 @@ def test_token_scales_match_independent_fp64(seed):
         call(p, k_token_scales=ks.contiguous(), v_token_scales=vs.T.contiguous().T)
 
 
+def test_strided_cache_layout_matches_token_major(seed):
+    """Caches as [pages, Hkv, 128, D] views with any strides (here vLLM's interleaved
+    [pages, Hkv, 128, 2*D] storage, K | V in one row): the same bits as the token-major
+    tensors, in every precision; mismatched views are refused."""
+    gen = torch.Generator().manual_seed(seed)
+    p = random_problem(gen, hkv=2, g=4, d=64, k=8)
+    slots, hkv, d = p["k_cache"].shape
+    pages = slots // 128
+    kv = torch.full((pages, hkv, 128, 2 * d), 0x7F, dtype=torch.uint8)  # NaN codes elsewhere
+    kv[..., :d] = p["k_cache"].view(torch.uint8).view(pages, 128, hkv, d).permute(0, 2, 1, 3)
+    kv[..., d:] = p["v_cache"].view(torch.uint8).view(pages, 128, hkv, d).permute(0, 2, 1, 3)
+    kv = kv.view(torch.float8_e4m3fn)
+    a = op_args(p)
+    for prec in ("exact", "fp8x2", "fp8"):
+        out = lambda: torch.empty(p["q"].shape, dtype=torch.float64)  # noqa: E731
+        want = pageweaver.sparse_prefill(*a, k_scale=p["k_scale"], v_scale=p["v_scale"],
+                                         precision=prec, out=out())
+        got = pageweaver.sparse_prefill(a[0], kv[..., :d], kv[..., d:], *a[3:], k_scale=p["k_scale"],
+                                        v_scale=p["v_scale"], precision=prec, out=out())
+        assert torch.equal(got, want), f"seed {seed} {prec}"
+    with pytest.raises(ValueError, match="one layout"):
+        pageweaver.sparse_prefill(a[0], kv[..., :d], kv[..., d:].contiguous(), *a[3:])
+    with pytest.raises(ValueError, match="k_cache"):
+        pageweaver.sparse_prefill(a[0], kv[:, :, :64, :d], kv[:, :, :64, d:], *a[3:])
+
+
 @pytest.mark.parametrize("precision,bound", [("fp8", 0.08), ("fp8x2", 0.01), (None, 0.08)])
 def test_fp8_emulation_within_precision_bound(seed, precision, bound):
     gen = torch.Generator().manual_seed(seed)

@@ -627,14 +627,15 @@ pw_status_t get_encode_tiled(EncodeTiledFn *fn)
 /* A cache [pages][P][Hkv][D] e4m3 as a 4-D tensor map (innermost first) with one page of
  * one KV head (128 tokens x 128 bytes) per box, 128B-swizzled for the wgmma descriptors. */
 pw_status_t make_cache_map(CUtensorMap *map, const void *cache, const char *name, int64_t pages,
-                           int kv_heads, int64_t kv_stride)
+                           int kv_heads, const pw_cache_strides_t &cs)
 {
     EncodeTiledFn encode = nullptr;
     PW_TRY(get_encode_tiled(&encode));
+    // Dimensions (d, KV head, token, page) whatever the layout (args.cache_layout): the
+    // kernels' coordinates and the box ([128 tokens][128 d] of one head and page) stay.
     const cuuint64_t dims[4] = {(cuuint64_t)pw::kHeadDim, (cuuint64_t)kv_heads, (cuuint64_t)pw::kPageSize,
                                 (cuuint64_t)pages};
-    const cuuint64_t strides[3] = {(cuuint64_t)pw::kHeadDim, (cuuint64_t)kv_stride,
-                                   (cuuint64_t)kv_stride * pw::kPageSize};
+    const cuuint64_t strides[3] = {(cuuint64_t)cs.head, (cuuint64_t)cs.token, (cuuint64_t)cs.page};
     const cuuint32_t box[4] = {(cuuint32_t)pw::kHeadDim, 1, (cuuint32_t)pw::kPageSize, 1};
     const cuuint32_t elem[4] = {1, 1, 1, 1};
     const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void *>(cache), dims,
@@ -643,9 +644,9 @@ pw_status_t make_cache_map(CUtensorMap *map, const void *cache, const char *name
                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "args.%s: cuTensorMapEncodeTiled failed (CUresult %d): pointer must be "
-                       "16-byte aligned, kv_stride a multiple of 16",
-                       name, (int)r);
+                       "args.%s: cuTensorMapEncodeTiled failed (CUresult %d) for strides (page %lld, head "
+                       "%lld, token %lld elements): pointer must be 16-byte aligned, strides multiples of 16",
+                       name, (int)r, (long long)cs.page, (long long)cs.head, (long long)cs.token);
     return PW_SUCCESS;
 }
 
@@ -863,10 +864,11 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
 
     pw::AttentionParams params;
     memset(&params, 0, sizeof params);
+    const pw_cache_strides_t cache_strides = pw_args_cache_strides(problem, args);
     PW_TRY(make_cache_map(&params.k_map, args->k_cache, "k_cache", problem->num_cache_pages,
-                          problem->num_kv_heads, args->kv_stride));
+                          problem->num_kv_heads, cache_strides));
     PW_TRY(make_cache_map(&params.v_map, args->v_cache, "v_cache", problem->num_cache_pages,
-                          problem->num_kv_heads, args->kv_stride));
+                          problem->num_kv_heads, cache_strides));
     params.q = args->q;
     params.q_stride = args->q_stride;
     params.o = static_cast<uint16_t *>(args->o);

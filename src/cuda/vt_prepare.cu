@@ -38,8 +38,8 @@
 namespace {
 
 struct VtParams {
-    const uint8_t *v_cache;     // [pages][P][Hkv][D] e4m3, token row stride kv_stride bytes
-    int64_t kv_stride;
+    const uint8_t *v_cache;     // e4m3, (page, h, t, d) at page * page_stride + h * head_stride + t * token_stride + d
+    int64_t page_stride, head_stride, token_stride; // pw_args_cache_strides (16-byte multiples)
     const int32_t *page_table;  // [R, page_table_stride]
     int64_t page_table_stride;
     const int32_t *prefix_lens, *kv_lens, *cu_seqlens_q; // [R], [R], [R+1]
@@ -97,11 +97,11 @@ __global__ void __launch_bounds__(128) vt_transpose_kernel(const VtParams p)
         const int32_t physical = p.page_table[r * p.page_table_stride + l];
         if (physical < 0 || (int64_t)physical >= p.num_cache_pages) continue; // CTA-uniform
         // Page rows [token][d] of KV head h into the TMA layout (128B-swizzled), 8 x 16 B per thread.
-        const uint8_t *src = p.v_cache + (int64_t)physical * pw::kPageSize * p.kv_stride + (int64_t)h * pw::kHeadDim;
+        const uint8_t *src = p.v_cache + (int64_t)physical * p.page_stride + (int64_t)h * p.head_stride;
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             const int idx = tid + 128 * k, t = idx / 8, c = idx % 8;
-            const uint4 x = __ldg(reinterpret_cast<const uint4 *>(src + (int64_t)t * p.kv_stride + 16 * c));
+            const uint4 x = __ldg(reinterpret_cast<const uint4 *>(src + (int64_t)t * p.token_stride + 16 * c));
             pw::st_shared_v4_u32(pw::smem_u32(v) + pw::sw128((uint32_t)t, (uint32_t)c), x);
         }
         __syncthreads(); // v written; also: every thread's reads of the previous tile's vt are done
@@ -128,7 +128,10 @@ extern "C" pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_atten
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "V^T pre-pass: buffers missing or capacity < 1");
     VtParams p;
     p.v_cache = static_cast<const uint8_t *>(args->v_cache);
-    p.kv_stride = args->kv_stride;
+    const pw_cache_strides_t cs = pw_args_cache_strides(problem, args);
+    p.page_stride = cs.page;
+    p.head_stride = cs.head;
+    p.token_stride = cs.token;
     p.page_table = args->requests.page_table;
     p.page_table_stride = args->requests.page_table_stride;
     p.prefix_lens = args->requests.prefix_lens;

@@ -74,6 +74,10 @@ static const float *g_sinks_host = NULL;
 /* Per-token scales, device and host (test_token_scales only; all NULL otherwise). */
 static pw_token_scales_t g_ts_dev = {NULL, NULL, 0, 0};
 static pw_token_scales_t g_ts_host = {NULL, NULL, 0, 0};
+/* Strided caches (test_cache_layout only): when g_layout_kv is set, the GPU runs read K and
+ * V from it (V at + D) with g_layout instead of d->k / d->v. */
+static uint8_t *g_layout_kv = NULL;
+static pw_cache_layout_t g_layout = {0, 0, 0};
 /* Sinks as keys ([Hq, D] bf16), device and host: test_sink_keys only. */
 static pw_bf16_t *g_sink_keys_dev = NULL;
 static const pw_bf16_t *g_sink_keys_host = NULL;
@@ -187,6 +191,12 @@ static pw_attention_args_t device_args(const pw_capture_t *c, device_problem_t *
     a.sink_logits = g_sinks_dev;
     a.sink_keys = g_sink_keys_dev;
     a.token_scales = g_ts_dev;
+    if (g_layout_kv) {
+        a.k_cache = g_layout_kv;
+        a.v_cache = g_layout_kv + p->head_dim;
+        a.kv_stride = 0;
+        a.cache_layout = g_layout;
+    }
     return a;
 }
 
@@ -1078,6 +1088,80 @@ static void test_sink_keys(void **state)
     }
 }
 
+/* Strided caches (args.cache_layout): K and V re-laid out as vLLM keeps them, [page][KV
+ * head][token][K | V] (one row of 2 x 128 bytes per token, padding after each page), read in
+ * place through the strides. Union8 W128, Union4, per-query and the full call (V^T
+ * pre-pass on and off) give the bytes of the token-major caches, both precisions; the
+ * bytes no one may read are NaN codes. */
+static void test_cache_layout(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x1a7ull);
+    const int quick = getenv("PW_TEST_QUICK") != NULL;
+    const pw_precision_t precisions[2] = {PW_PRECISION_FP8, PW_PRECISION_FP8X2};
+    for (int trial = 0; trial < (quick ? 1 : 2); trial++) {
+        const int hkv = 1 + trial;
+        pw_capture_t *c = random_problem(&rng, hkv, trial == 0 ? 1 : 5, quick ? 24 : trial == 0 ? 200 : 80,
+                                         quick ? 600 : 2000);
+        const pw_problem_t *p = &c->problem;
+        const int64_t n = p->num_tokens, hq = (int64_t)hkv * 16, elems = n * hq * 128;
+        const int64_t pages = p->num_cache_pages, row = 256, head_stride = 128 * row;
+        const int64_t page_stride = hkv * head_stride + 4096; /* padding between pages */
+        const size_t bytes = (size_t)(pages * page_stride);
+        uint8_t *kv = malloc(bytes);
+        memset(kv, 0x7f, bytes); /* E4M3 NaN wherever nothing is copied */
+        for (int64_t pg = 0; pg < pages; pg++)
+            for (int64_t h = 0; h < hkv; h++)
+                for (int64_t t = 0; t < 128; t++) {
+                    const int64_t slot = pg * 128 + t, at = pg * page_stride + h * head_stride + t * row;
+                    memcpy(kv + at, c->k_cache + (slot * hkv + h) * 128, 128);
+                    memcpy(kv + at + 128, c->v_cache + (slot * hkv + h) * 128, 128);
+                }
+        uint8_t *kv_dev = dev_copy(kv, bytes);
+        device_problem_t d;
+        upload(c, &d);
+        float *l0 = malloc(n * hq * 4), *l = malloc(n * hq * 4);
+        pw_bf16_t *o0 = malloc(elems * 2), *o = malloc(elems * 2);
+        int32_t *perm = malloc(n * hkv * 4);
+        for (int pr = 0; pr < 2; pr++) {
+            g_precision = precisions[pr];
+            const int arms[3] = {0, 4, 5};
+            for (int a = 0; a < 3; a++) {
+                pw_grouping_t g;
+                const pw_kernel_t kernel = setup_arm(arms[a], c, &rng, perm, &g, &d);
+                g_layout_kv = NULL;
+                run_kernel(c, &d, kernel, &g, o0, l0);
+                g_layout_kv = kv_dev;
+                g_layout.page_stride = page_stride;
+                g_layout.head_stride = head_stride;
+                g_layout.token_stride = row;
+                run_kernel(c, &d, kernel, &g, o, l);
+                g_layout_kv = NULL;
+                const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+                printf("cache layout trial %d %s %s: [page][head][token][K|V] == token-major bitwise: %s\n", trial,
+                       g_precision == PW_PRECISION_FP8X2 ? "FP8X2" : "FP8", kernel_name(kernel), same ? "yes" : "NO");
+                assert_true(same);
+            }
+            const uint32_t flags[2] = {PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS};
+            for (int f = 0; f < 2; f++) {
+                g_layout_kv = kv_dev;
+                full_call_run(c, &d, PW_KERNEL_UNION4, flags[f], o, l);
+                g_layout_kv = NULL;
+                const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+                printf("cache layout trial %d: full call (V^T pre-pass %s) == token-major bitwise: %s\n", trial,
+                       f == 0 ? "on" : "off", same ? "yes" : "NO");
+                assert_true(same);
+            }
+        }
+        g_precision = PW_PRECISION_FP8;
+        release(&d);
+        cudaFree(kv_dev);
+        free(kv); free(l0); free(l); free(o0); free(o); free(perm);
+        pw_capture_free(c);
+    }
+}
+
 /* Per-token scales (args.token_scales, docs/semantics.md §4.5), both precisions, two layouts
  * ([Hkv, slots] and vLLM-like [slots, Hkv]): K scales 2^U(-1,1), V scales 2^U(-3,3) with some
  * negative and some 0, NaN in every slot no row may see. Union4 W128 against the emulating
@@ -1232,6 +1316,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sinks),
         cmocka_unit_test(test_sink_keys),
         cmocka_unit_test(test_token_scales),
+        cmocka_unit_test(test_cache_layout),
         cmocka_unit_test(test_captures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

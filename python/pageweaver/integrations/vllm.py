@@ -6,14 +6,10 @@ token offset t holds K in [..., :D] and V in [..., D:] ("interleaved", head-majo
 block), with blocks of 128 tokens = PageWeaver's pages and block_table [B, max_blocks]
 as the page table.
 
-How PageWeaver addresses it with its token-major API ([slots, Hkv, D], one slot stride):
-for one KV head h, the rows of block b form a run of 128 rows of 2*D bytes, so the cache
-read as "virtual pages" of 128 slots with slot stride 2*D (K at offset 0, V at offset D)
-holds block b of head h in virtual page b * (stride(0) / U) + h * (stride(1) / U),
-U = 128 * 2 * D elements. Each KV head is one pw_sparse_prefill call (Hkv = 1) over that
-view, with the page table block_table * (stride(0) / U) + h * (stride(1) / U) made on the
-device. No copy of the cache; one call per KV head (a tensor-parallel rank of MiniMax-M3
-usually holds one KV head, so usually one call).
+PageWeaver reads it in place: kv_cache[..., :D] and kv_cache[..., D:] are passed as
+[pages, Hkv, 128, D] views, whose strides (page, head, token) become the library's
+args.cache_layout (one call for every KV head, no copy). Per-token scales [Hkv, slots]
+(slot = block * 128 + offset, vLLM's indexing) go to k_token_scales / v_token_scales.
 """
 import torch
 
@@ -30,20 +26,22 @@ def _i32(name, t):
     return t.to(torch.int32).contiguous()
 
 
-def _scale(name, s):
+def _scale(name, s, hkv):
+    """(per-tensor scale for sparse_prefill, per-token [Hkv, slots] float32 tensor or None)."""
     if s is None:
-        return 1.0
+        return 1.0, None
     if isinstance(s, torch.Tensor):
-        if s.numel() != 1:
-            raise NotImplementedError(
-                f"{name}: shape {list(s.shape)}: per-token / per-head KV scales "
-                f"[num_kv_heads, max_kv_tokens] are not supported yet (per-tensor only)")
-        return s.reshape(1) if s.dtype == torch.float32 else s.float().reshape(1)
-    return float(s)
+        if s.numel() == 1:
+            return (s.reshape(1) if s.dtype == torch.float32 else s.float().reshape(1)), None
+        if s.dim() != 2 or s.shape[0] != hkv:
+            raise ValueError(f"{name}: shape {list(s.shape)}: expected one element or "
+                             f"per-token scales [num_kv_heads, slots] = [{hkv}, ...]")
+        return 1.0, s if s.dtype == torch.float32 else s.float()
+    return float(s), None
 
 
-def _virtual_caches(kv_cache):
-    """(k, v, page stride of a block, page stride of a KV head) of the virtual-page view."""
+def _views(kv_cache):
+    """K and V of the interleaved cache as [num_blocks, Hkv, 128, D] views (no copy)."""
     if kv_cache.dim() != 4:
         raise ValueError(f"kv_cache: shape {list(kv_cache.shape)}, expected "
                          f"[num_blocks, Hkv, {PAGE_SIZE}, 2*D]")
@@ -51,28 +49,12 @@ def _virtual_caches(kv_cache):
         raise TypeError(f"kv_cache: dtype {kv_cache.dtype}: PageWeaver reads FP8 E4M3 "
                         f"caches (torch.float8_e4m3fn) only")
     nb, hkv, p, two_d = kv_cache.shape
-    if p != PAGE_SIZE or two_d % 2:
-        raise ValueError(f"kv_cache: shape {list(kv_cache.shape)}: blocks of {PAGE_SIZE} "
-                         f"tokens and an even last dim (K | V) expected")
+    if p != PAGE_SIZE or two_d % 2 or kv_cache.stride(3) != 1:
+        raise ValueError(f"kv_cache: shape {list(kv_cache.shape)}, strides "
+                         f"{list(kv_cache.stride())}: blocks of {PAGE_SIZE} tokens, an even "
+                         f"last dim (K | V) and contiguous rows expected")
     d = two_d // 2
-    unit = PAGE_SIZE * two_d
-    s0, s1, s2, s3 = kv_cache.stride()
-    if s3 != 1 or s2 != two_d or (hkv > 1 and s1 % unit) or (nb > 1 and s0 % unit):
-        raise NotImplementedError(
-            f"kv_cache: strides {[s0, s1, s2, s3]}: the [num_blocks, Hkv, 128, 2*D] layout "
-            f"is addressed as pages of 128 rows of 2*D elements, which needs each "
-            f"(block, head) to be one contiguous [128, 2*D] run at a multiple of "
-            f"{unit} elements")
-    block_pages = s0 // unit if nb > 1 else 0
-    head_pages = s1 // unit if hkv > 1 else 0
-    pages = (nb - 1) * block_pages + (hkv - 1) * head_pages + 1
-    if pages > 2**31 - 1:
-        raise NotImplementedError(f"kv_cache: {pages} virtual pages exceed int32 page ids")
-    size, stride = (pages * PAGE_SIZE, 1, d), (two_d, two_d, 1)
-    off = kv_cache.storage_offset()
-    k = torch.as_strided(kv_cache, size, stride, off)
-    v = torch.as_strided(kv_cache, size, stride, off + d)
-    return k, v, block_pages, head_pages
+    return kv_cache[..., :d], kv_cache[..., d:]
 
 
 def minimax_m3_sparse_attn(q, kv_cache, topk_idx, block_table, cu_seqlens_q, seq_lens,
@@ -87,32 +69,27 @@ def minimax_m3_sparse_attn(q, kv_cache, topk_idx, block_table, cu_seqlens_q, seq
     [B+1], seq_lens [B] (KV lengths), prefix_lens [B] (int32 or int64). max_query_len:
     unused (kept for the signature). num_kv_heads: must equal kv_cache.shape[1].
     sm_scale: softmax scale. output [total_q, Hq, D] bfloat16, written. k_scale / v_scale:
-    None (1.0) or one-element tensors (per-token [Hkv, tokens] scales: NotImplementedError).
-    Keywords as for pageweaver.sparse_prefill. No synchronisation; capturable."""
+    None (1.0), floats, one-element tensors (per-tensor), or per-token scales [Hkv, slots]
+    (slot = block * 128 + offset; float32, or converted to it; passed as
+    k_token_scales / v_token_scales: Union4 and per-query kernels only). Keywords as for
+    pageweaver.sparse_prefill. One library call for every KV head; no synchronisation;
+    capturable."""
     if kv_cache.dim() == 4 and kv_cache.shape[1] != num_kv_heads:
         raise ValueError(f"num_kv_heads is {num_kv_heads}, kv_cache holds "
                          f"{kv_cache.shape[1]}")
-    k, v, block_pages, head_pages = _virtual_caches(kv_cache)
+    k, v = _views(kv_cache)
     hkv = kv_cache.shape[1]
-    if q.dim() != 3 or q.shape[1] % hkv:
-        raise ValueError(f"q: shape {list(q.shape)}, expected [total_q, Hq, D] with Hq a "
-                         f"multiple of {hkv}")
-    g = q.shape[1] // hkv
     if not isinstance(block_table, torch.Tensor) or block_table.dim() != 2:
         raise ValueError("block_table: expected an int tensor [B, max_blocks]")
     topk = _i32("topk_idx", topk_idx)
-    if topk.dim() != 3 or topk.shape[0] != hkv:
-        raise ValueError(f"topk_idx: shape {list(topk.shape)}, expected [{hkv}, total_q, topk]")
     cu, lens, pre = (_i32("cu_seqlens_q", cu_seqlens_q), _i32("seq_lens", seq_lens),
                      _i32("prefix_lens", prefix_lens))
-    ks, vs = _scale("k_scale", k_scale), _scale("v_scale", v_scale)
-    blocks = block_table.to(torch.int32)
-    if block_pages != 1:
-        blocks = blocks * block_pages
-    for h in range(hkv):
-        table = blocks + h * head_pages if h else blocks
-        sparse_prefill(q[:, h * g:(h + 1) * g], k, v, topk[h:h + 1], table, cu, lens, pre,
-                       k_scale=ks, v_scale=vs, softmax_scale=sm_scale,
-                       out=output[:, h * g:(h + 1) * g], precision=precision,
-                       regroup=regroup, kernel=kernel, bad_page_count=bad_page_count)
+    ks, k_tok = _scale("k_scale", k_scale, hkv)
+    vs, v_tok = _scale("v_scale", v_scale, hkv)
+    if k_tok is not None and v_tok is not None and k_tok.stride() != v_tok.stride():
+        k_tok, v_tok = k_tok.contiguous(), v_tok.contiguous()  # one stride pair for both
+    sparse_prefill(q, k, v, topk, block_table.to(torch.int32), cu, lens, pre, k_scale=ks,
+                   v_scale=vs, softmax_scale=sm_scale, out=output, precision=precision,
+                   regroup=regroup, kernel=kernel, bad_page_count=bad_page_count,
+                   k_token_scales=k_tok, v_token_scales=v_tok)
     return None
