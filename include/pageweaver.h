@@ -323,7 +323,8 @@ typedef enum pw_precision {
  * k_scale = 1 for per-token scales alone). k and v are independent (NULL: none). The
  * arrays must hold every slot of the pages the call selects (h * stride_h + slot *
  * stride_t for those); values of slots a row cannot see never affect it; values a row sees
- * must be finite (else NaN). Strides in elements, >= 0. The FP8 arithmetic with them
+ * must be finite (else that row's output is unspecified: NaN or saturated; semantics
+ * §4.5). Strides in elements, >= 0. The FP8 arithmetic with them
  * (P times vs / the page's largest vs before quantisation): semantics §4.5. k and v
  * 4-byte aligned. GPU: the Union4 (default) and per-query kernels read them (each warp
  * copies a selected page's 2 x 128 scales into shared memory; two CTAs per SM instead of

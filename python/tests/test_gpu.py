@@ -164,6 +164,14 @@ def test_sink_keys_on_the_gpu(seed, precision):
             for kernel in KERNELS for regroup in ("identity", "guarded")]
     for o, lse in outs[1:]:
         assert torch.equal(bits(o), bits(outs[0][0])) and torch.equal(lse, outs[0][1]), f"seed {seed}"
+    # Q as a view with padded rows (q_stride > Hq * D): the same bits.
+    n = p["q"].shape[0]
+    padded = torch.zeros((n, hq + 3, d), dtype=torch.bfloat16, device="cuda")
+    padded[:, :hq] = p["q"]
+    o_pad, lse_pad = pageweaver.sparse_prefill(padded[:, :hq], *op_args(p)[1:], k_scale=p["k_scale"],
+                                               v_scale=p["v_scale"], precision=precision,
+                                               sink_keys=keys, return_lse=True)
+    assert torch.equal(bits(o_pad), bits(outs[0][0])) and torch.equal(lse_pad, outs[0][1]), f"seed {seed}"
     want, want_lse = call(cpu, precision=precision, sink_keys=keys_cpu, return_lse=True)
     err = nrms(outs[0][0].cpu(), want)
     assert err < EMU_BOUND, f"seed {seed}: NRMS vs the emulating reference {err:.3e}"
@@ -201,15 +209,22 @@ def test_token_scales_on_the_gpu(seed, precision):
     gen = torch.Generator().manual_seed(seed + 13)
     ks_cpu = torch.exp2(torch.rand((hkv, slots), generator=gen) * 2 - 1)
     vs_cpu = torch.exp2(torch.rand((hkv, slots), generator=gen) * 6 - 3)
+    sign = torch.rand((hkv, slots), generator=gen)
+    vs_cpu[sign < 0.1] = 0.0  # some zero and some negative V scales
+    vs_cpu[sign > 0.9] *= -1
     ks, vs = ks_cpu.cuda(), vs_cpu.cuda()
     kw = dict(precision=precision, k_token_scales=ks, v_token_scales=vs)
     outs = [call(p, kernel=kernel, regroup=regroup, return_lse=True, **kw)
             for kernel in ("union4", "per_query") for regroup in ("identity", "guarded")]
     for o, lse in outs[1:]:
         assert torch.equal(bits(o), bits(outs[0][0])) and torch.equal(lse, outs[0][1]), f"seed {seed}"
-    want = call(cpu, precision=precision, k_token_scales=ks_cpu, v_token_scales=vs_cpu)
+    want, want_lse = call(cpu, precision=precision, k_token_scales=ks_cpu, v_token_scales=vs_cpu,
+                          return_lse=True)
     err = nrms(outs[0][0].cpu(), want)
     assert err < EMU_BOUND, f"seed {seed}: NRMS vs the emulating reference {err:.3e}"
+    finite = torch.isfinite(want_lse)
+    assert torch.equal(torch.isfinite(outs[0][1].cpu()), finite), f"seed {seed}"
+    assert float((outs[0][1].cpu()[finite] - want_lse[finite]).abs().max()) < 2e-2, f"seed {seed}"
     with pytest.raises(NotImplementedError, match="token_scales"):
         call(p, kernel="union8", **kw)
     ones = torch.ones_like(ks)

@@ -443,12 +443,15 @@ static __device__ __forceinline__ void ts_load_page(float (&buf)[2][kPageSize], 
  * the score factor of column t is f * ks_t (rounded once), so x_t = acc * (f * ks_t) and
  * 256 p = 2^(acc * (f ks_t) - m + 8) in one FFMA, as softmax_page does with f: with every
  * ks_t = 1 the same instructions' results, bit for bit (rounding is monotonic, so the row
- * max of the rounded products is softmax_page's rounded max times f). Columns past lim
- * (masked, their scale may be NaN) give p = 0. Same outputs and updates as softmax_page. */
+ * max of the rounded products is softmax_page's rounded max times f). A non-positive f
+ * (k_scale <= 0, never in practice) takes softmax_page's plain form: x rounded first, then
+ * 2^(x - m + 8), so that there too scales of 1 give its bits. Columns past lim (masked,
+ * their scale may be NaN) give p = 0. Same outputs and updates as softmax_page. */
 static __device__ __forceinline__ void softmax_page_ts(float (&acc)[64], int64_t lim, uint32_t q, float f0,
                                                        float f1, const float *ks, float &m0, float &m1, float &l0,
                                                        float &l1, float &alpha0, float &alpha1)
 {
+    const bool plain = !(f0 > 0.0f && f1 > 0.0f); // softmax_page's non-positive-factor form
     float t0[4], t1[4]; // row maxima, four partial chains per row
 #pragma unroll
     for (int j = 0; j < 4; j++) t0[j] = t1[j] = -INFINITY;
@@ -484,7 +487,9 @@ static __device__ __forceinline__ void softmax_page_ts(float (&acc)[64], int64_t
             const int k = 4 * b + e, col = 8 * b + 2 * (int)q + (e % 2);
             const bool first_row = e < 2;
             const float fk = (first_row ? f0 : f1) * (e % 2 ? s.y : s.x);
-            const float pk = col <= lim ? ex2_approx(fmaf(acc[k], fk, first_row ? c0 : c1)) : 0.0f;
+            const float cr = first_row ? c0 : c1;
+            const float arg = plain ? __fadd_rn(__fmul_rn(acc[k], fk), cr) : fmaf(acc[k], fk, cr);
+            const float pk = col <= lim ? ex2_approx(arg) : 0.0f;
             acc[k] = pk; // 256 * p
             if (first_row) s0 += pk; else s1 += pk;
         }

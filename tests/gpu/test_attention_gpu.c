@@ -1000,6 +1000,10 @@ static void test_sink_keys(void **state)
                                          quick ? 600 : 2000);
         const pw_problem_t *p = &c->problem;
         const int64_t n = p->num_tokens, hq = (int64_t)hkv * 16, elems = n * hq * 128;
+        /* Row 0 selects nothing on every KV head: at least one empty row whatever the seed
+         * (random_problem makes them only by chance). */
+        for (int64_t h = 0; h < hkv; h++)
+            for (int32_t k = 0; k < p->topk; k++) c->topk_ids[h * n * p->topk + k] = -1;
         pw_bf16_t *keys = malloc(hq * 128 * 2);
         for (int64_t h = 0; h < hq; h++) {
             const double mag = h % 3 == 0 ? 0.5 : h % 3 == 1 ? 2.0 : 8.0; /* q ~ N(0,1): logit std ~ mag */
@@ -1163,8 +1167,9 @@ static void test_cache_layout(void **state)
 }
 
 /* Per-token scales (args.token_scales, docs/semantics.md §4.5), both precisions, two layouts
- * ([Hkv, slots] and vLLM-like [slots, Hkv]): K scales 2^U(-1,1), V scales 2^U(-3,3) with some
- * negative and some 0, NaN in every slot no row may see. Union4 W128 against the emulating
+ * ([Hkv, slots] and vLLM-like [slots, Hkv], two KV heads): K scales 2^U(-1,1), V scales
+ * 2^U(-3,3) with some negative and some 0, pages whose V scales are all 0 or all subnormal,
+ * NaN in every slot no row may see. Union4 W128 against the emulating
  * reference (the bounds without scales) and the exact one; Union4 on every other grouping,
  * per-query and the full call (V^T pre-pass on and off) bitwise equal to it; Union8 refuses;
  * scales all 1 (NaN where invisible) give the bytes of no scales. */
@@ -1176,7 +1181,7 @@ static void test_token_scales(void **state)
     const int quick = getenv("PW_TEST_QUICK") != NULL;
     const pw_precision_t precisions[2] = {PW_PRECISION_FP8, PW_PRECISION_FP8X2};
     for (int trial = 0; trial < (quick ? 1 : 2); trial++) {
-        const int hkv = 1 + trial;
+        const int hkv = 2; /* stride_h used in both layouts */
         pw_capture_t *c = random_problem(&rng, hkv, trial == 0 ? 1 : 5, quick ? 24 : trial == 0 ? 200 : 80,
                                          quick ? 600 : 2000);
         const pw_problem_t *p = &c->problem;
@@ -1193,6 +1198,10 @@ static void test_token_scales(void **state)
                 const uint64_t kind = pw_rng_next(&rng) % 10;
                 ks[at] = (float)exp2(2.0 * pw_rng_uniform(&rng) - 1.0);
                 vs[at] = kind == 0 ? 0.0f : (float)((kind == 1 ? -1.0 : 1.0) * exp2(6.0 * pw_rng_uniform(&rng) - 3.0));
+                /* Whole pages of V scales at the edges of vmax's rule: every 7th page all 0
+                 * (vmax = 1), every 11th subnormal (vmax subnormal: the division path). */
+                if ((slot / 128) % 7 == 3) vs[at] = 0.0f;
+                if ((slot / 128) % 11 == 5) vs[at] = (float)ldexp(1.0 + pw_rng_uniform(&rng), -140);
                 ones[at] = 1.0f;
                 if (!visible[slot * hkv + h]) {
                     ks[at] = vs[at] = ones[at] = NAN;
