@@ -92,9 +92,11 @@ def _check_cache(name, c, dev, d):
     if c.device != dev:
         raise ValueError(f"{name} is on {c.device}, q on {dev} (all tensors on one device)")
     if c.dim() == 4:  # [pages, Hkv, 128, D], any strides >= 0 with d contiguous
-        if c.shape[2] != PAGE_SIZE or c.stride(3) != 1 or min(c.stride()) < 0:
+        if c.shape[2] != PAGE_SIZE or c.stride(3) != 1 or any(
+                st <= 0 and n > 1 for st, n in zip(c.stride()[:3], c.shape[:3])):
             raise ValueError(f"{name}: shape {list(c.shape)}, strides {list(c.stride())}: a "
-                             f"4-D cache is [pages, Hkv, {PAGE_SIZE}, D] with D contiguous")
+                             f"4-D cache is [pages, Hkv, {PAGE_SIZE}, D] with D contiguous and "
+                             f"positive page / head / token strides (no broadcast views)")
         return
     if c.dim() != 3:
         raise ValueError(f"{name}: shape {list(c.shape)}, expected [slots, Hkv, D] (slot = "
