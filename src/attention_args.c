@@ -99,6 +99,21 @@ pw_status_t pw_check_cache_layout(const pw_problem_t *problem, const pw_attentio
     return PW_SUCCESS;
 }
 
+pw_status_t pw_check_token_scales(const pw_problem_t *problem, const pw_attention_args_t *args)
+{
+    const pw_token_scales_t ts = pw_args_token_scales(args);
+    if (!ts.k && !ts.v) return PW_SUCCESS;
+    /* The largest float index, (Hkv - 1) stride_h + (slots - 1) stride_t, below 2^60 (its
+     * byte offset below 2^62). */
+    const double last = (double)(problem->num_kv_heads - 1) * (double)ts.stride_h +
+                        ((double)problem->num_cache_pages * problem->page_size - 1.0) * (double)ts.stride_t;
+    if (last >= 1152921504606846976.0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args.token_scales: strides (stride_h %lld, stride_t %lld) address elements past 2^60",
+                       (long long)ts.stride_h, (long long)ts.stride_t);
+    return PW_SUCCESS;
+}
+
 pw_status_t pw_check_args_struct(const pw_attention_args_t *args)
 {
     if (!args) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args is NULL");
@@ -156,14 +171,7 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
                        "(PW_KERNEL_UNION4, the default, and PW_KERNEL_PER_QUERY do)");
     if ((((uintptr_t)ts.k | (uintptr_t)ts.v) & 3u) != 0)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.token_scales: k and v must be 4-byte aligned (float32)");
-    if (ts.k || ts.v) { /* the largest element index, (Hkv - 1) stride_h + (slots - 1) stride_t, in 2^62 */
-        const double last = (double)(problem->num_kv_heads - 1) * (double)ts.stride_h +
-                            ((double)problem->num_cache_pages * problem->page_size - 1.0) * (double)ts.stride_t;
-        if (last >= 4611686018427387904.0)
-            return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                           "args.token_scales: strides (stride_h %lld, stride_t %lld) address elements past 2^62",
-                           (long long)ts.stride_h, (long long)ts.stride_t);
-    }
+    PW_TRY(pw_check_token_scales(problem, args));
     if (((uintptr_t)pw_args_sinks(args) & 3u) != 0)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.sink_logits must be 4-byte aligned (float32)");
     const int64_t hq_d = (int64_t)problem->num_kv_heads * problem->q_heads_per_kv * problem->head_dim;

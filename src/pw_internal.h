@@ -58,6 +58,10 @@ pw_cache_strides_t pw_args_cache_strides(const pw_problem_t *problem, const pw_a
  * 2^40, caches 16-byte aligned). PW_ERROR_INVALID_ARGUMENT naming the field. */
 pw_status_t pw_check_cache_layout(const pw_problem_t *problem, const pw_attention_args_t *args, int gpu);
 
+/* Per-token scales' index range (problem checked): every (KV head, slot) index below 2^60
+ * elements. PW_ERROR_INVALID_ARGUMENT naming the field. */
+pw_status_t pw_check_token_scales(const pw_problem_t *problem, const pw_attention_args_t *args);
+
 /* args->sink_keys, or NULL for a struct without the field. */
 const pw_bf16_t *pw_args_sink_keys(const pw_attention_args_t *args);
 

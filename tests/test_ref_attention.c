@@ -900,6 +900,11 @@ static void test_token_scales(void **state)
     a.token_scales = (pw_token_scales_t){&one, NULL, 0, -1};
     assert_int_equal(pw_ref_attention(&tc.pb, &a, PW_REF_EXACT), PW_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(pw_last_error(), "token_scales"));
+    /* Indices past 2^60 floats (byte offsets past 2^62) are refused: a stride that would
+     * wrap around must not read another head's scales. */
+    a.token_scales = (pw_token_scales_t){&one, NULL, 0, (int64_t)1 << 60};
+    assert_int_equal(pw_ref_attention(&tc.pb, &a, PW_REF_EXACT), PW_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(pw_last_error(), "2^60"));
     free(o);
     tcase_free(&tc);
 }

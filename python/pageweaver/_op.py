@@ -111,8 +111,8 @@ def _check_scale(name, t, device):
     if t.dtype != torch.float32:
         raise TypeError(f"{name}: dtype {t.dtype}, expected torch.float32")
     if t.numel() != 1:
-        raise ValueError(f"{name}: {t.numel()} elements, expected one (0-dim or [1]; "
-                         f"per-token scales are not supported yet)")
+        raise ValueError(f"{name}: {t.numel()} elements, expected one (0-dim or [1]); "
+                         f"per-(KV head, slot) scales go to k_token_scales= / v_token_scales=")
     if t.device != device:
         raise ValueError(f"{name} is on {t.device}, q on {device} (a device scale is read by "
                          f"the kernel)")
@@ -232,9 +232,9 @@ def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
         if t is None:
             continue
         if not isinstance(t, torch.Tensor) or t.dtype != torch.float32:
-            raise TypeError(f"{name}: expected a float32 tensor [Hkv, slots] = [{hkv}, {slots}] "
-                            f"(one scale per KV head and cache slot), got "
-                            f"{getattr(t, 'dtype', type(t).__name__)}")
+            got = f"dtype {t.dtype}" if isinstance(t, torch.Tensor) else type(t).__name__
+            raise TypeError(f"{name}: expected a float32 torch.Tensor [Hkv, slots] = "
+                            f"[{hkv}, {slots}] (one scale per KV head and cache slot), got {got}")
         if t.dim() != 2 or t.shape[0] != hkv or t.shape[1] < slots or t.device != dev or \
                 min(t.stride()) < 0:
             raise ValueError(f"{name}: shape {list(t.shape)}, strides {list(t.stride())} on "
@@ -489,8 +489,9 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
       k_cache, v_cache [slots, Hkv, D] float8_e4m3fn, slot = page * 128 + offset; one slot
                    stride for both (>= Hkv*D; on the GPU a multiple of 16, 16-byte
                    aligned). Pages past slots // 128 count as outside the cache. Or both
-                   [pages, Hkv, 128, D] with any strides (the same for both, D contiguous;
-                   on the GPU multiples of 16 below 2^40): e.g. vLLM's interleaved
+                   [pages, Hkv, 128, D] with positive page / head / token strides (the
+                   same for both, D contiguous; on the GPU multiples of 16 below 2^40):
+                   e.g. vLLM's interleaved
                    [num_blocks, Hkv, 128, 2*D] cache as kv[..., :D] and kv[..., D:], read in
                    place (args.cache_layout); slots are then page * 128 + offset too.
       topk_idx     [Hkv, N, K] int32 contiguous: logical page ids (any int32 value).
@@ -501,9 +502,10 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    (the chunk's own K/V are already in the cache).
     Keywords:
       k_scale, v_scale  per-tensor dequantisation scales (real K = k_scale * e4m3 value):
-                   a Python float, or a 0-dim / 1-element float32 tensor on q's device,
-                   read by the kernel at run time (a captured CUDA graph replays with
-                   whatever the tensor holds then).
+                   a Python float (finite, > 0), or a 0-dim / 1-element float32 tensor on
+                   q's device, read by the kernel at run time (a captured CUDA graph
+                   replays with whatever the tensor holds then; its value is not checked:
+                   any finite value is used as given, 0 and negative ones included).
       softmax_scale  None for 1/sqrt(D).
       out          None (allocated) or [N, Hq, D] bfloat16 (CPU also float32 / float64),
                    rows may be strided; written in place.
@@ -512,7 +514,8 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
       precision    None (the library's default: "fp8x2"), "fp8" (FP8 Q and P, the fast
                    mode, ~3.5% error), "fp8x2" (two-term FP8 Q and P, ~0.2% error), or on
                    the CPU "exact" (FP64 attention over the dequantised inputs instead of
-                   emulating the GPU arithmetic).
+                   emulating the GPU arithmetic; the softmax scale is the API's float32,
+                   1/sqrt(D) rounded to float32 when None).
       regroup      None (library default: "auto"), "identity", "greedy", "guarded" or
                    "auto" (guarded where the library's cost model says regrouping pays;
                    windows of the library's default size, 128). Outputs do not depend on it.
@@ -533,7 +536,8 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    softmax_scale * (q[n, h] . sink_keys[h]) (FP32, computed by the kernel
                    in its epilogue from the unquantised Q); not together with sinks. On
                    the GPU its data pointer must be 16-byte aligned (torch's allocations
-                   are; a slice starting at an odd head is not: ValueError).
+                   are; a view starting at an element offset that is not a multiple of 8
+                   is not: ValueError).
       k_token_scales, v_token_scales  optional float32 tensors [Hkv, slots] (more columns
                    allowed) on q's device, any strides >= 0, the same for both: per-(KV
                    head, cache slot) K / V scales as vLLM keeps them; real K of slot s =

@@ -120,12 +120,31 @@ def test_sglang_sink_keys(seed):
     assert not torch.equal(bits(o), bits(direct(c, table, softmax_scale=32 ** -0.5))), f"seed {seed}"
 
 
+def test_sglang_per_token_scales(seed):
+    """Per-token k_scale / v_scale [Hkv, slots] pass through as k_token_scales /
+    v_token_scales: the same bits as the direct call with them."""
+    gen = torch.Generator().manual_seed(seed)
+    c, table = sglang_case(gen, b=2, hkv=2, g=2, d=32, k=4)
+    slots = c["k_cache"].shape[0]
+    kt = torch.exp2(torch.rand(2, slots, generator=gen) * 2 - 1)
+    vt = torch.exp2(torch.rand(2, slots, generator=gen) * 6 - 3)
+    o = sglang_call(c, k_scale=kt, v_scale=vt.T.contiguous().T)  # different strides: made one
+    want = direct(c, table, softmax_scale=32 ** -0.5, k_token_scales=kt, v_token_scales=vt)
+    assert torch.equal(bits(o), bits(want)), f"seed {seed}"
+
+
 def test_sglang_refuses_what_it_cannot_do():
     c, _ = sglang_case(torch.Generator().manual_seed(3), b=1, hkv=1, g=2, d=32, k=4)
     with pytest.raises(TypeError, match="sink"):
         sglang.minimax_sparse_prefill(c["q"], c["k_cache"], c["v_cache"], [[0.0] * 32] * 2,
                                       c["req_to_token"], c["slot_ids"], c["topk_idx"],
                                       c["cu_seqlens"], c["seq_lens"], c["prefix_lens"])
+    with pytest.raises(ValueError, match="sink"):  # logits instead of keys
+        sglang.minimax_sparse_prefill(c["q"], c["k_cache"], c["v_cache"], torch.zeros(2),
+                                      c["req_to_token"], c["slot_ids"], c["topk_idx"],
+                                      c["cu_seqlens"], c["seq_lens"], c["prefix_lens"])
+    with pytest.raises(ValueError, match="k_scale"):
+        sglang_call(c, k_scale=torch.ones(3))
     with pytest.raises(TypeError, match="bfloat16"):
         sglang_call(dict(c, q=c["q"].to(torch.float8_e4m3fn)))
     with pytest.raises(ValueError, match="block_size_k"):

@@ -68,11 +68,17 @@ def _i32(name, t):
 
 
 def _scale(name, s):
+    """(per-tensor scale, per-token [Hkv, slots] float32 tensor or None)."""
     if s is None:
-        return 1.0
+        return 1.0, None
     if isinstance(s, torch.Tensor):
-        return s.float().reshape(1) if s.dtype != torch.float32 or s.dim() > 1 else s
-    return float(s)
+        if s.numel() == 1:
+            return (s.float().reshape(1) if s.dtype != torch.float32 or s.dim() > 1 else s), None
+        if s.dim() != 2:
+            raise ValueError(f"{name}: shape {list(s.shape)}: expected one element or "
+                             f"per-token scales [Hkv, slots]")
+        return 1.0, s if s.dtype == torch.float32 else s.float()
+    return float(s), None
 
 
 def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, topk_idx,
@@ -94,13 +100,18 @@ def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, to
     cu_seqlens [B+1], seq_lens [B] (KV lengths), prefix_lens [B] (int32 or int64).
     block_size_k: must be 128. sm_scale: None for 1/sqrt(128); q_scale (a float) multiplies
     every logit (folded into the softmax scale, as SGLang does); k_scale / v_scale: None
-    (1.0), floats or one-element device tensors. layout_errors: see
+    (1.0), floats, one-element device tensors, or per-token scales [Hkv, slots] (passed as
+    k_token_scales / v_token_scales). layout_errors: see
     page_table_from_req_to_token; bad_page_count, out, precision, regroup, kernel: as for
     pageweaver.sparse_prefill. No synchronisation; capturable in a CUDA graph.
     """
     if sink is not None:
         if not isinstance(sink, torch.Tensor):
             raise TypeError("sink: expected None or a [Hq, 128] tensor of sink keys")
+        if sink.dim() != 2:
+            raise ValueError(f"sink: shape {list(sink.shape)}: SGLang's sink is one key per Q "
+                             f"head, [Hq, 128] (logits [Hq] go to pageweaver.sparse_prefill("
+                             f"sinks=...))")
         sink = sink.to(torch.bfloat16).contiguous()  # no copy when already bf16 and contiguous
     if block_size_k != PAGE_SIZE:
         raise ValueError(f"block_size_k is {block_size_k}: PageWeaver's pages are "
@@ -115,8 +126,13 @@ def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, to
     scale = sm_scale if sm_scale is not None else q.shape[-1] ** -0.5
     if q_scale is not None:
         scale = scale * float(q_scale)
+    ks, k_tok = _scale("k_scale", k_scale)
+    vs, v_tok = _scale("v_scale", v_scale)
+    if k_tok is not None and v_tok is not None and k_tok.stride() != v_tok.stride():
+        k_tok, v_tok = k_tok.contiguous(), v_tok.contiguous()  # one stride pair for both
     return sparse_prefill(q, k_cache, v_cache, _i32("topk_idx", topk_idx), page_table,
                           _i32("cu_seqlens", cu_seqlens), lens, _i32("prefix_lens", prefix_lens),
-                          k_scale=_scale("k_scale", k_scale), v_scale=_scale("v_scale", v_scale),
-                          softmax_scale=scale, out=out, precision=precision, regroup=regroup,
-                          kernel=kernel, bad_page_count=bad_page_count, sink_keys=sink)
+                          k_scale=ks, v_scale=vs, softmax_scale=scale, out=out,
+                          precision=precision, regroup=regroup, kernel=kernel,
+                          bad_page_count=bad_page_count, sink_keys=sink,
+                          k_token_scales=k_tok, v_token_scales=v_tok)
