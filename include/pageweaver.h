@@ -100,7 +100,9 @@ typedef struct pw_problem {
     int32_t num_tokens;            /* N >= 0: query rows of the chunk, requests packed */
     int32_t num_requests;          /* R >= 1 */
     int32_t num_kv_heads;          /* Hkv >= 1 */
-    int32_t q_heads_per_kv;        /* G: 16 on the fast path, 1..64 for the reference */
+    int32_t q_heads_per_kv;        /* G: 16 on the fast path; 8 and 4 on the GPU's padded
+                                      tile (Union4 and per-query; 16 / G times the useful
+                                      tensor work); 1..64 for the reference */
     int32_t head_dim;              /* D: 128 on the fast path */
     int32_t page_size;             /* P in tokens: 128 on the fast path */
     int32_t topk;                  /* K: Top-K ids per (KV head, query): 16 on the fast path */
@@ -516,7 +518,8 @@ typedef enum pw_kernel {
 } pw_kernel_t;
 
 /* Sparse attention of semantics §1 with the arithmetic of semantics §4.5 on an sm_90 GPU.
- *   problem: fast path only: G = 16, D = 128, P = 128, K = 16 (else PW_ERROR_UNSUPPORTED).
+ *   problem: fast path only: G = 16 (8 and 4 on Union4 and per-query), D = 128, P = 128,
+ *            K = 16 (else PW_ERROR_UNSUPPORTED).
  *   args: device pointers; q bf16, caches e4m3 (16-byte aligned, kv_stride % 16 == 0),
  *         o bf16 (o_dtype must be PW_DTYPE_BFLOAT16), lse optional, bad_page_count
  *         optional (a device uint32 the kernel atomically increments once per (query,
@@ -637,7 +640,8 @@ typedef struct pw_plan_config {
 #define PW_PLAN_CONFIG_INIT {sizeof(pw_plan_config_t), PW_REGROUP_AUTO, 128, PW_KERNEL_UNION4, 0u, 0}
 
 /* Creates a plan (host only; touches no device).
- *   problem: copied. Fast path only: G = 16, D = 128, P = 128, K = 16.
+ *   problem: copied. Fast path only: G = 16 (8 and 4 with Union4, the default, or
+ *            per-query), D = 128, P = 128, K = 16.
  *   config:  NULL for the defaults (PW_PLAN_CONFIG_INIT).
  *   out:     receives the plan (free with pw_plan_destroy); NULL on failure.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL problem/out, bad shapes, struct_size, mode,

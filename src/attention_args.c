@@ -143,11 +143,16 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
     PW_TRY(pw_check_args_struct(args));
     if (kernel != PW_KERNEL_UNION8 && kernel != PW_KERNEL_UNION4 && kernel != PW_KERNEL_PER_QUERY)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "kernel is %d (not a pw_kernel_t)", (int)kernel);
-    if (problem->q_heads_per_kv != 16 || problem->head_dim != 128 || problem->page_size != 128 ||
-        problem->topk != 16)
+    const int g = problem->q_heads_per_kv;
+    if ((g != 16 && g != 8 && g != 4) || problem->head_dim != 128 || problem->page_size != 128 || problem->topk != 16)
         return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "no GPU path for G=%d D=%d P=%d K=%d (supported: G=16 D=128 P=128 K=16)",
-                       problem->q_heads_per_kv, problem->head_dim, problem->page_size, problem->topk);
+                       "no GPU path for G=%d D=%d P=%d K=%d (supported: G=16, 8 or 4, D=128 P=128 K=16)",
+                       g, problem->head_dim, problem->page_size, problem->topk);
+    if (g != 16 && kernel == PW_KERNEL_UNION8)
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "G=%d Q heads per KV head: the Union8 kernel runs G=16 only (PW_KERNEL_UNION4, the "
+                       "default, and PW_KERNEL_PER_QUERY run G=8 and 4 on a padded tile)",
+                       g);
     const int o_dtype_ok = args->o_dtype == PW_DTYPE_BFLOAT16;
     if (problem->num_tokens == 0) /* nothing is read: the tensors may be NULL */
         return o_dtype_ok ? PW_SUCCESS

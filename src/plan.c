@@ -133,10 +133,16 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
         c->window != 64 && c->window != 128)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "config.window is %d; the in-call regroup supports 64 and 128", c->window);
-    if (p->q_heads_per_kv != 16 || p->head_dim != 128 || p->page_size != 128 || p->topk != 16)
+    const int g = p->q_heads_per_kv;
+    if ((g != 16 && g != 8 && g != 4) || p->head_dim != 128 || p->page_size != 128 || p->topk != 16)
         return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "no GPU path for G=%d D=%d P=%d K=%d (supported: G=16 D=128 P=128 K=16)",
-                       p->q_heads_per_kv, p->head_dim, p->page_size, p->topk);
+                       "no GPU path for G=%d D=%d P=%d K=%d (supported: G=16, 8 or 4, D=128 P=128 K=16)",
+                       g, p->head_dim, p->page_size, p->topk);
+    if (g != 16 && c->kernel == PW_KERNEL_UNION8)
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "G=%d Q heads per KV head: the Union8 kernel runs G=16 only (PW_KERNEL_UNION4, the "
+                       "default, and PW_KERNEL_PER_QUERY run G=8 and 4 on a padded tile)",
+                       g);
     if (p->num_kv_heads > 65535)
         return pw_fail(PW_ERROR_UNSUPPORTED, "num_kv_heads %d > 65535", p->num_kv_heads);
     /* Limits of the device steps, checked here so that a plan that is accepted never fails

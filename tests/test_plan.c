@@ -342,6 +342,21 @@ static void test_create_errors(void **state)
     q = p;
     q.page_size = 64;
     assert_int_equal(pw_plan_create(&q, NULL, &plan), PW_ERROR_UNSUPPORTED);
+    /* G = 8 and 4 (the padded tile): Union4 (default) and per-query plans; Union8 refuses. */
+    for (int g = 4; g <= 8; g += 4) {
+        q = p;
+        q.q_heads_per_kv = g;
+        assert_pw_ok(pw_plan_create(&q, NULL, &plan));
+        pw_plan_destroy(plan);
+        pw_plan_config_t c8 = PW_PLAN_CONFIG_INIT;
+        c8.kernel = PW_KERNEL_UNION8;
+        assert_int_equal(pw_plan_create(&q, &c8, &plan), PW_ERROR_UNSUPPORTED);
+        assert_non_null(strstr(pw_last_error(), "Union8"));
+    }
+    q = p;
+    q.q_heads_per_kv = 2;
+    assert_int_equal(pw_plan_create(&q, NULL, &plan), PW_ERROR_UNSUPPORTED);
+    assert_non_null(strstr(pw_last_error(), "G=2"));
     q = p;
     q.num_tokens = -1;
     assert_int_equal(pw_plan_create(&q, NULL, &plan), PW_ERROR_INVALID_ARGUMENT);

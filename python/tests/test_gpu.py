@@ -243,6 +243,39 @@ def test_token_scales_on_the_gpu(seed, precision):
     assert torch.equal(bits(out), bits(call(p, precision=precision))), f"seed {seed}: replay with unit scales"
 
 
+@pytest.mark.parametrize("g", [8, 4])
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_gqa_8_and_4_on_the_gpu(seed, g, precision):
+    """G = 8 and 4 Q heads per KV head (the padded tile of the Union4 and per-query kernels):
+    every grouping and both kernels the same bits, the emulating CPU reference within its
+    bound (LSE too), with sinks and per-token scales as well; Union8 refuses."""
+    cpu, p = gpu_problem(seed, g=g)
+    hq = p["q"].shape[1]
+    outs = [call(p, precision=precision, kernel=kernel, regroup=regroup, return_lse=True)
+            for kernel in ("union4", "per_query") for regroup in ("identity", "guarded")]
+    for o, lse in outs[1:]:
+        assert torch.equal(bits(o), bits(outs[0][0])) and torch.equal(lse, outs[0][1]), f"seed {seed}"
+    want, want_lse = call(cpu, precision=precision, return_lse=True)
+    err = nrms(outs[0][0].cpu(), want)
+    assert err < EMU_BOUND, f"seed {seed} G={g}: NRMS vs the emulating reference {err:.3e}"
+    finite = torch.isfinite(want_lse)
+    assert torch.equal(torch.isfinite(outs[0][1].cpu()), finite), f"seed {seed}"
+    assert float((outs[0][1].cpu()[finite] - want_lse[finite]).abs().max()) < 2e-2, f"seed {seed}"
+    with pytest.raises(NotImplementedError, match="Union8"):
+        call(p, precision=precision, kernel="union8")
+    # Sinks (per Q head: kv_head * G + h) and per-token scales on the padded tile.
+    gen = torch.Generator().manual_seed(seed + 17)
+    sinks_cpu = torch.randn(hq, generator=gen) * 2
+    slots, hkv = p["k_cache"].shape[:2]
+    ks_cpu = torch.exp2(torch.rand((hkv, slots), generator=gen) * 2 - 1)
+    vs_cpu = torch.exp2(torch.rand((hkv, slots), generator=gen) * 6 - 3)
+    o = call(p, precision=precision, sinks=sinks_cpu.cuda(), k_token_scales=ks_cpu.cuda(),
+             v_token_scales=vs_cpu.cuda())
+    want = call(cpu, precision=precision, sinks=sinks_cpu, k_token_scales=ks_cpu, v_token_scales=vs_cpu)
+    err = nrms(o.cpu(), want)
+    assert err < EMU_BOUND, f"seed {seed} G={g}: with sinks and scales, NRMS {err:.3e}"
+
+
 def test_cuda_graph_replay_with_new_inputs_in_place(seed):
     cpu_a, a = gpu_problem(seed, bad_pages=False)
     gen = torch.Generator().manual_seed(seed + 1)

@@ -239,12 +239,13 @@ static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int k
 }
 
 /* q_lo_addr: 0, or (PW_PRECISION_FP8X2) the tile for Q's second term. */
-template <class Plan>
+template <int G = kHeadsPerKv, class Plan>
 static __device__ __forceinline__ void quantize_q(Plan &sm, const AttentionParams &p, int kv_head,
                                                   const int32_t (&query_rows)[kSlotsPerCta], float score_scale,
                                                   uint32_t q_lo_addr)
 {
-    quantize_q_rows(smem_u32(sm.q), q_lo_addr, sm.row_factor, threadIdx.x, p, kv_head, query_rows, score_scale);
+    quantize_q_rows<false, G>(smem_u32(sm.q), q_lo_addr, sm.row_factor, threadIdx.x, p, kv_head, query_rows,
+                              score_scale);
 }
 
 /* CTA 0's thread 0: load page `i` of the page list (K and V tiles of this KV head) into
@@ -742,18 +743,26 @@ pw_status_t launch_one_cta_kind(void (*kernel)(pw::AttentionParams), size_t smem
     return PW_SUCCESS;
 }
 
-/* Dev impl 9 ("lean", attention_lean.cuh): Union4 and per-query, three CTAs per SM; its TS
- * form when the call has per-token scales. */
-template <int VARIANT, bool X2, bool PREVT = false>
-pw_status_t launch_lean(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
+/* Dev impl 9 ("lean", attention_lean.cuh) for G Q heads per KV head: Union4 and per-query,
+ * three CTAs per SM; its TS form (two per SM) when the call has per-token scales. */
+template <int VARIANT, bool X2, bool PREVT, int G>
+pw_status_t launch_lean_g(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
     static std::atomic<uint64_t> configured{0}; // devices this kernel's attributes are set on
     static std::atomic<uint64_t> configured_ts{0};
     if (params.ts_k || params.ts_v)
-        return launch_one_cta_kind(pw::lean_attention_kernel<VARIANT, X2, PREVT, true>, pw::kSmemBytesLeanTs,
+        return launch_one_cta_kind(pw::lean_attention_kernel<VARIANT, X2, PREVT, true, G>, pw::kSmemBytesLeanTs,
                                    configured_ts, "lean, per-token scales", params, grid, stream);
-    return launch_one_cta_kind(pw::lean_attention_kernel<VARIANT, X2, PREVT>, pw::kSmemBytesLean, configured, "lean",
-                               params, grid, stream);
+    return launch_one_cta_kind(pw::lean_attention_kernel<VARIANT, X2, PREVT, false, G>, pw::kSmemBytesLean,
+                               configured, "lean", params, grid, stream);
+}
+
+template <int VARIANT, bool X2, bool PREVT = false>
+pw_status_t launch_lean(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
+{
+    if (params.heads_per_kv == 8) return launch_lean_g<VARIANT, X2, PREVT, 8>(params, grid, stream);
+    if (params.heads_per_kv == 4) return launch_lean_g<VARIANT, X2, PREVT, 4>(params, grid, stream);
+    return launch_lean_g<VARIANT, X2, PREVT, pw::kHeadsPerKv>(params, grid, stream);
 }
 
 /* Dev impl 12 (attention_stacked.cuh): one 2-slot tile per CTA, four CTAs per SM; `grid`
@@ -808,16 +817,16 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
 {
     PW_TRY(pw_check_gpu_attention_args(problem, args, kernel)); // src/attention_args.c
     const pw_token_scales_t token_scales = pw_args_token_scales(args);
-    if (token_scales.k || token_scales.v) {
-        // Per-token scales run on the lean kernels' TS form (impls 9 and 10): the library's
-        // Union4 kernel (impl 6) hands such calls to impl 9, which gives the same bytes as
-        // impl 6 would (every kernel of one arithmetic does).
+    const bool padded_g = problem->q_heads_per_kv != pw::kHeadsPerKv;
+    if (token_scales.k || token_scales.v || padded_g) {
+        // Per-token scales and G = 8 / 4 run on the lean kernels' TS / G forms (impls 9 and
+        // 10): the library's Union4 kernel (impl 6) hands such calls to impl 9, which gives
+        // the same bytes as impl 6 would (every kernel of one arithmetic does).
         if (impl == pw::kImplIdleVtDev) impl = pw::kImplLeanDev;
         else if (impl != pw::kImplLeanDev && impl != pw::kImplLeanPreVtDev)
             return pw_fail(PW_ERROR_UNSUPPORTED,
-                           "args.token_scales: dev impl %d does not read per-token scales (the library's "
-                           "kernels and dev impls 9 and 10 do)",
-                           impl);
+                           "%s: dev impl %d does not run it (the library's kernels and dev impls 9 and 10 do)",
+                           padded_g ? "G != 16 Q heads per KV head" : "args.token_scales", impl);
     }
     if (impl == 1 || impl == 3 || impl == 4 || impl == 5 || impl == 7 || impl == 11)
         return pw_fail(PW_ERROR_UNSUPPORTED,
@@ -896,6 +905,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     params.softmax_scale = problem->softmax_scale > 0.0f ? problem->softmax_scale : (float)(1.0 / sqrt((double)problem->head_dim));
     params.bad_page_count = args->bad_page_count;
     params.max_pages = problem->max_pages_per_request;
+    params.heads_per_kv = problem->q_heads_per_kv;
     if (vt) { // the full call's pre-pass: its tiles (impl 10), or the fallback launch's head test
         params.vt_tiles = vt_fallback ? nullptr : vt->tiles;
         params.vt_slots = vt_fallback ? nullptr : vt->slots;

@@ -57,13 +57,17 @@ static __device__ __forceinline__ uint8_t page_v_limit(uint32_t members, const i
  * and q_lo_addr for slots 2-3 (0: not written); (slot s, head h) goes to warp
  * w = 2 (s % 2) + h / 8 of its tile, row 16 w + h % 8 for q8 and 16 w + 8 + h % 8 for its
  * second term. Same codes as the other layouts. */
-template <bool kStacked = false>
+template <bool kStacked = false, int G = kHeadsPerKv>
 static __device__ void quantize_q_rows(uint32_t q_addr, uint32_t q_lo_addr, float *row_factor, int tid,
                                        const AttentionParams &p, int kv_head,
                                        const int32_t (&query_rows)[kSlotsPerCta], float score_scale)
 {
     constexpr int kPasses = kRows / 8; // 8 rows per pass, 16 threads per row, 8 bf16 each
     static_assert(kHeadsPerKv % 8 == 0, "a pass of 8 rows stays inside one slot");
+    // G < 16 Q heads per KV head (the padded tile): a slot's rows 16s + h hold head h < G;
+    // the rows h >= G stay zero (never stored: store_rows<G>).
+    static_assert(G == 16 || G == 8 || G == 4, "G: 16, 8 or 4");
+    static_assert(!kStacked || G == kHeadsPerKv, "the stacked layout has G = 16 only");
     const int sub = tid % 16;
     const int row_in_pass = tid / 16;
     // Every pass's load first: one load in flight at a time left the prologue waiting for
@@ -74,9 +78,9 @@ static __device__ void quantize_q_rows(uint32_t q_addr, uint32_t q_lo_addr, floa
         const int row = pass * 8 + row_in_pass;
         const int32_t n = query_rows[pass * 8 / kHeadsPerKv]; // = row / 16, a constant index
         raw[pass] = make_uint4(0, 0, 0, 0);
-        if (n >= 0) {
+        if (n >= 0 && (G == kHeadsPerKv || row % kHeadsPerKv < G)) {
             const uint16_t *src = p.q + (int64_t)n * p.q_stride +
-                                  ((int64_t)kv_head * kHeadsPerKv + row % kHeadsPerKv) * kHeadDim + sub * 8;
+                                  ((int64_t)kv_head * G + row % kHeadsPerKv) * kHeadDim + sub * 8;
             raw[pass] = __ldg(reinterpret_cast<const uint4 *>(src));
         }
     }
@@ -621,29 +625,39 @@ static __device__ __forceinline__ float sink_of(const AttentionParams &p, int64_
 }
 
 /* Epilogue of one warp's query: o = O * v_scale / (256 l), BF16, straight to the original row
- * my_row (>= 0), and LSE = m + ln l when asked for (finish_row: with the heads' sinks). */
+ * my_row (>= 0), and LSE = m + ln l when asked for (finish_row: with the heads' sinks).
+ * G < 16: only the rows of heads h < G exist (head0 = lane / 4 < G; head1 = head0 + 8 never
+ * with G <= 8). */
+template <int G = kHeadsPerKv>
 static __device__ __forceinline__ void store_rows(const AttentionParams &p, const float (&o)[64], int32_t my_row,
                                                   int kv_head, int lane, float m0, float m1, float l0,
                                                   float l1, float v_scale)
 {
+    static_assert(G == 16 || G == 8 || G == 4, "G: 16, 8 or 4");
     const int q = lane % 4, head0 = lane / 4, head1 = head0 + 8;
-    float inv0, inv1, lse0, lse1;
-    finish_row(m0, l0, v_scale, sink_of(p, (int64_t)kv_head * kHeadsPerKv + head0, my_row), inv0, lse0);
-    finish_row(m1, l1, v_scale, sink_of(p, (int64_t)kv_head * kHeadsPerKv + head1, my_row), inv1, lse1);
-    uint16_t *out0 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head0) * kHeadDim;
-    uint16_t *out1 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head1) * kHeadDim;
+    if (G < kHeadsPerKv && head0 >= G) return;
+    constexpr bool kTwo = G == kHeadsPerKv; // both rows of the thread are heads
+    float inv0, inv1 = 0.0f, lse0, lse1 = 0.0f;
+    finish_row(m0, l0, v_scale, sink_of(p, (int64_t)kv_head * G + head0, my_row), inv0, lse0);
+    if (kTwo) finish_row(m1, l1, v_scale, sink_of(p, (int64_t)kv_head * G + head1, my_row), inv1, lse1);
+    uint16_t *out0 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * G + head0) * kHeadDim;
+    uint16_t *out1 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * G + head1) * kHeadDim;
 #pragma unroll
     for (int b = 0; b < 16; b++) {
         const int col = 8 * b + 2 * q;
         const __nv_bfloat162 v0 = __floats2bfloat162_rn(o[4 * b] * inv0, o[4 * b + 1] * inv0);
-        const __nv_bfloat162 v1 = __floats2bfloat162_rn(o[4 * b + 2] * inv1, o[4 * b + 3] * inv1);
-        *reinterpret_cast<__nv_bfloat162 *>(out0 + col) = v0;
-        *reinterpret_cast<__nv_bfloat162 *>(out1 + col) = v1;
+        if (kTwo) {
+            const __nv_bfloat162 v1 = __floats2bfloat162_rn(o[4 * b + 2] * inv1, o[4 * b + 3] * inv1);
+            *reinterpret_cast<__nv_bfloat162 *>(out0 + col) = v0;
+            *reinterpret_cast<__nv_bfloat162 *>(out1 + col) = v1;
+        } else {
+            *reinterpret_cast<__nv_bfloat162 *>(out0 + col) = v0;
+        }
     }
     if (p.lse && q == 0) {
-        float *lse = p.lse + (int64_t)my_row * (p.num_kv_heads * kHeadsPerKv) + (int64_t)kv_head * kHeadsPerKv;
+        float *lse = p.lse + (int64_t)my_row * (p.num_kv_heads * G) + (int64_t)kv_head * G;
         lse[head0] = lse0;
-        lse[head1] = lse1;
+        if (kTwo) lse[head1] = lse1;
     }
 }
 

@@ -132,6 +132,7 @@ struct AttentionParams {
     const uint32_t *vt_count;
     int64_t vt_capacity;
     bool vt_fallback;
+    int32_t heads_per_kv;            // G: 16, or 8 / 4 on the lean kernels' padded tile (lean_attention_kernel<..., G>)
 };
 
 /* Index of (KV head h, request r, logical page l) in the pre-pass's per-page arrays

@@ -134,8 +134,14 @@ static __device__ __forceinline__ void lean_release(uint32_t *done, int next, in
  * next member page into its own shared-memory buffer (cp.async, issued right after its
  * softmax has read the current page's, so the copy flies during PV and the next QK), runs
  * the softmax with the score factor f * ks_t (softmax_page_ts), scales P by vs / vmax after
- * it and the page's PV sum by vmax. With every scale 1 the bytes of the kernel without. Warp-private: no barrier beyond __syncwarp. Two CTAs per SM (kLeanTsCtasPerSm). */
-template <int VARIANT, bool X2, bool PREVT = false, bool TS = false>
+ * it and the page's PV sum by vmax. With every scale 1 the bytes of the kernel without.
+ * Warp-private: no barrier beyond __syncwarp. Two CTAs per SM (kLeanTsCtasPerSm).
+ *
+ * G = 8 or 4 Q heads per KV head (the padded tile): each slot's 16 rows hold its G heads
+ * and 16 - G zero rows, whose scores, softmax and PV run like any other row's and are never
+ * stored (quantize_q<G>, store_rows<G>): everything per row stays as for G = 16, at 16 / G
+ * times the useful tensor work. */
+template <int VARIANT, bool X2, bool PREVT = false, bool TS = false, int G = kHeadsPerKv>
 __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPerSm)
     lean_attention_kernel(const __grid_constant__ AttentionParams p)
 {
@@ -183,7 +189,7 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
 
     const float k_scale = *p.k_scale, v_scale = *p.v_scale;
     const float log2e = 1.4426950408889634f;
-    quantize_q(sm, p, kv_head, work.query_rows, k_scale * p.softmax_scale * log2e, X2 ? smem_u32(sm.q_lo) : 0u);
+    quantize_q<G>(sm, p, kv_head, work.query_rows, k_scale * p.softmax_scale * log2e, X2 ? smem_u32(sm.q_lo) : 0u);
     fence_proxy_async_shared_cta();
     __syncthreads();
 
@@ -329,7 +335,7 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
         else
             __syncthreads(); // L4: V^T free for the next page's transpose
     }
-    if (my_row >= 0) store_rows(p, o, my_row, kv_head, lane, m0, m1, l0, l1, v_scale);
+    if (my_row >= 0) store_rows<G>(p, o, my_row, kv_head, lane, m0, m1, l0, l1, v_scale);
 }
 
 } // namespace pw
