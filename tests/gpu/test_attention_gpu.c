@@ -1166,6 +1166,103 @@ static void test_cache_layout(void **state)
     }
 }
 
+/* G = 8 and 4 Q heads per KV head (the lean kernels' padded tile): one random problem run
+ * at G = 16, then with each query's Q cut to its first 8, then 4 heads (the same rows
+ * otherwise). Each row's arithmetic does not depend on G, so every G's output and LSE equal
+ * the G = 16 run's for the same heads bit for bit, on Union4 (guarded W128 and identity),
+ * per-query and the full call (V^T pre-pass on and off), both precisions; and within the
+ * emulating reference's bounds; Union8 refuses. */
+static void test_gqa_padded(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x6a4ull);
+    const int quick = getenv("PW_TEST_QUICK") != NULL;
+    const int hkv = 2;
+    pw_capture_t *c = random_problem(&rng, hkv, 3, quick ? 24 : 120, quick ? 600 : 2000);
+    pw_problem_t *p = &c->problem;
+    const int64_t n = p->num_tokens, d = 128;
+    float *l16 = malloc(n * hkv * 16 * 4), *l0 = malloc(n * hkv * 16 * 4), *l = malloc(n * hkv * 16 * 4);
+    pw_bf16_t *o16 = malloc(n * hkv * 16 * d * 2), *o0 = malloc(n * hkv * 16 * d * 2), *o = malloc(n * hkv * 16 * d * 2);
+    float *emu = malloc(n * hkv * 16 * d * 4), *emu_lse = malloc(n * hkv * 16 * 4);
+    int32_t *perm = malloc(n * hkv * 4);
+    uint32_t bad_ref = 0;
+    const pw_precision_t precisions[2] = {PW_PRECISION_FP8, PW_PRECISION_FP8X2};
+    for (int pr = 0; pr < 2; pr++) {
+        g_precision = precisions[pr];
+        const char *name = pr ? "FP8X2" : "FP8";
+        if (p->q_heads_per_kv != 16) { /* the second precision: start again from G = 16 */
+            pw_capture_free(c);
+            pw_rng_init(&rng, g_seed ^ 0x6a4ull);
+            c = random_problem(&rng, hkv, 3, quick ? 24 : 120, quick ? 600 : 2000);
+            p = &c->problem;
+        }
+        device_problem_t d16;
+        upload(c, &d16);
+        pw_grouping_t g;
+        setup_arm(4, c, &rng, perm, &g, &d16);
+        run_kernel(c, &d16, PW_KERNEL_UNION4, &g, o16, l16);
+        release(&d16);
+        for (int G = 8; G >= 4; G /= 2) {
+            /* Cut each query's Q to its first G heads of each KV head (in place: G < the old G). */
+            const int old = p->q_heads_per_kv;
+            for (int64_t row = 0; row < n; row++)
+                for (int64_t kv = 0; kv < hkv; kv++)
+                    for (int64_t h = 0; h < G; h++)
+                        memmove(c->q + ((row * hkv + kv) * G + h) * d, c->q + ((row * hkv + kv) * old + h) * d, d * 2);
+            p->q_heads_per_kv = G;
+            const int64_t hq = (int64_t)hkv * G;
+            device_problem_t dg;
+            upload(c, &dg);
+            reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad_ref);
+            const int arms[3] = {4, 1, 5};
+            for (int a = 0; a < 3; a++) {
+                pw_kernel_t kernel = setup_arm(arms[a], c, &rng, perm, &g, &dg);
+                if (kernel == PW_KERNEL_UNION8) {
+                    const pw_attention_args_t args = device_args(c, &dg);
+                    assert_int_equal(pw_union_attention(p, &args, &g, dg.perm, &dg.meta, PW_KERNEL_UNION8, NULL),
+                                     PW_ERROR_UNSUPPORTED);
+                    kernel = PW_KERNEL_UNION4;
+                }
+                run_kernel(c, &dg, kernel, &g, a == 0 ? o0 : o, a == 0 ? l0 : l);
+                if (a > 0) {
+                    const int same = memcmp(o, o0, (size_t)(n * hq * d) * 2) == 0 && memcmp(l, l0, (size_t)(n * hq) * 4) == 0;
+                    if (!same) printf("  G=%d %s arm %d (%s): DIFFERENT from Union4 W128\n", G, name, arms[a], kernel_name(kernel));
+                    assert_true(same);
+                }
+            }
+            for (int f = 0; f < 2; f++) {
+                full_call_run(c, &dg, PW_KERNEL_UNION4, f == 0 ? PW_PLAN_VT_PREPASS : PW_PLAN_NO_VT_PREPASS, o, l);
+                const int same = memcmp(o, o0, (size_t)(n * hq * d) * 2) == 0 && memcmp(l, l0, (size_t)(n * hq) * 4) == 0;
+                if (!same) printf("  G=%d %s full call (pre-pass %s): DIFFERENT\n", G, name, f == 0 ? "on" : "off");
+                assert_true(same);
+            }
+            /* The same bits as the G = 16 run's heads h < G. */
+            int64_t differ = 0;
+            for (int64_t row = 0; row < n; row++)
+                for (int64_t kv = 0; kv < hkv; kv++)
+                    for (int64_t h = 0; h < G; h++) {
+                        const int64_t at_g = (row * hkv + kv) * G + h, at_16 = (row * hkv + kv) * 16 + h;
+                        differ += memcmp(o0 + at_g * d, o16 + at_16 * d, d * 2) != 0 ||
+                                  memcmp(l0 + at_g, l16 + at_16, 4) != 0;
+                    }
+            const compare_t ce = compare_rows(c, o0, l0, emu, 0, emu_lse, NULL);
+            printf("gqa G=%d %s: N=%lld Hkv=%d: rows x heads differing from the G=16 run: %lld; vs emulate NRMS %.3e "
+                   "lse %.2e; Union4 / identity / per-query / full call bitwise equal\n",
+                   G, name, (long long)n, hkv, (long long)differ, ce.nrms, ce.lse_max_abs);
+            assert_int_equal(differ, 0);
+            assert_int_equal(ce.nan, 0);
+            assert_int_equal(ce.empty_bad, 0);
+            assert_true(ce.nrms <= (pr ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
+            assert_true(ce.lse_max_abs <= (pr ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND));
+            release(&dg);
+        }
+    }
+    g_precision = PW_PRECISION_FP8;
+    free(l16); free(l0); free(l); free(o16); free(o0); free(o); free(emu); free(emu_lse); free(perm);
+    pw_capture_free(c);
+}
+
 /* Per-token scales (args.token_scales, docs/semantics.md §4.5), both precisions, two layouts
  * ([Hkv, slots] and vLLM-like [slots, Hkv], two KV heads): K scales 2^U(-1,1), V scales
  * 2^U(-3,3) with some negative and some 0, pages whose V scales are all 0 or all subnormal,
@@ -1326,6 +1423,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sink_keys),
         cmocka_unit_test(test_token_scales),
         cmocka_unit_test(test_cache_layout),
+        cmocka_unit_test(test_gqa_padded),
         cmocka_unit_test(test_captures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
