@@ -2,10 +2,12 @@
 """Writes the project's standard synthetic workloads (bench/workloads.py: A/B/C x
 hot/lowoverlap, one KV head, page 128, Top-16) as PageWeaver capture files
 (docs/capture-format.md), so that the C benchmarks and the GPU tests read them like real
-captures.  Usage: make_workload_captures.py OUTDIR [--kv-heads H] [--only A_hot,B_hot]
+captures.  Usage: make_workload_captures.py OUTDIR [--kv-heads H] [--heads-per-kv G]
+[--only A_hot,B_hot]
 
 With --kv-heads H > 1, KV head h gets the workload generated with seed + 1000*h (so the
-heads differ but keep the statistics)."""
+heads differ but keep the statistics). --heads-per-kv G (default 16) only changes the
+metadata's q_heads_per_kv (the selections are per KV head); files get a _g8 / _g4 suffix."""
 import argparse
 import os
 import sys
@@ -21,6 +23,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("outdir")
     ap.add_argument("--kv-heads", type=int, default=1)
+    ap.add_argument("--heads-per-kv", type=int, default=16)
     ap.add_argument("--only", default="", help="comma list like A_hot,B_low")
     a = ap.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
@@ -41,12 +44,13 @@ def main():
         }
         meta = {
             "format": "pageweaver.capture", "format_version": "1",
-            "page_size": "128", "q_heads_per_kv": "16", "head_dim": "128",
+            "page_size": "128", "q_heads_per_kv": str(a.heads_per_kv), "head_dim": "128",
             "generator": "bench/workloads.py",
             "workload": f"{shape}-{kind}", "seed": str(seed),
             "kv_heads": str(a.kv_heads), "chunk": f"prefix {prefix}, {nq} queries",
         }
         suffix = "" if a.kv_heads == 1 else f"_h{a.kv_heads}"
+        suffix += "" if a.heads_per_kv == 16 else f"_g{a.heads_per_kv}"
         out = os.path.join(a.outdir, f"sel_{tag}{suffix}.safetensors")
         tmp = out + ".tmp"
         save_file(tensors, tmp, metadata=meta)

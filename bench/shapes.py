@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Shapes and layouts of issue 16 in the full call: time per call and useful TFLOP/s.
+
+Per capture (selections only, e.g. .data/workloads/sel_A_hot.safetensors; Q ~ N(0,1)
+bfloat16, caches N(0,1) * 64 as E4M3 with per-tensor scales 1/64, an identity page table,
+as `pageweaver bench` builds them), one CUDA graph of one pageweaver.sparse_prefill call per
+arm, the library's default plan (Union4, regroup auto, the V^T pre-pass rule), both
+precisions:
+  G16        16 Q heads per KV head (the reference arm);
+  G8, G4     8 / 4 Q heads per KV head (the padded tile: the same tiles as G16, so the
+             executed tensor work is G16's and the useful work G / 16 of it);
+  scales     G16 with per-token K / V scales [Hkv, slots] (K 2^U(-1,1), V 2^U(-3,3));
+  interleave G16 reading vLLM's interleaved [pages, Hkv, 128, 2*D] cache through strides;
+  sinkkeys   G16 with per-Q-head sink keys.
+Arms are replayed interleaved (--replays each after --warmup); printed: median and p90 in
+microseconds, useful TFLOP/s (4 * D * visible query-token pairs * G per KV head, the
+definition of docs/bench.md), and each arm's time over G16's in the same precision.
+
+Run: python bench/shapes.py FILE.safetensors... [--replays 50] [--warmup 5] [--arms ...]
+(PAGEWEAVER_LIBRARY or an installed package, as for the tests; needs an sm_90 GPU).
+"""
+import argparse
+import statistics
+
+import torch
+
+import pageweaver
+
+P, D = 128, 128
+ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys")
+
+
+def visible_pairs(topk, cu, kv, prefix):
+    """Visible (query, token) pairs summed over KV heads (docs/semantics.md §1)."""
+    hkv, n, _ = topk.shape
+    total = 0
+    for r in range(kv.numel()):
+        lo, hi = int(cu[r]), int(cu[r + 1])
+        if hi <= lo:
+            continue
+        c = prefix[r] + torch.arange(hi - lo, dtype=torch.int64)  # causal positions
+        last = torch.minimum(c, kv[r].to(torch.int64) - 1)  # [rows]
+        ids = topk[:, lo:hi].to(torch.int64)  # [hkv, rows, K]
+        valid = (ids >= 0) & (ids <= (last // P)[None, :, None])
+        ids = torch.where(valid, ids, torch.full_like(ids, -1))
+        ids, _ = ids.sort(dim=-1)
+        first = torch.ones_like(valid)
+        first[..., 1:] = ids[..., 1:] != ids[..., :-1]
+        keep = (ids >= 0) & first
+        tokens = torch.clamp(last[None, :, None] + 1 - ids * P, 0, P)
+        total += int((tokens * keep).sum())
+    return total
+
+
+def build(path, device):
+    t, _ = pageweaver.load_capture(path, device="cpu")
+    topk = t["topk_ids"].to(torch.int32)
+    hkv, n, _ = topk.shape
+    cu, kv, prefix = t["cu_seqlens_q"], t["kv_lens"], t["prefix_lens"]
+    r = kv.numel()
+    max_pages = max(1, -(-int(kv.max()) // P))
+    table = t.get("page_table")
+    if table is None:
+        table = torch.arange(r * max_pages, dtype=torch.int32).view(r, max_pages)
+    pages = int(table.max()) + 1
+    gen = torch.Generator().manual_seed(0)
+    q16 = torch.randn((n, hkv * 16, D), generator=gen).to(torch.bfloat16)
+    kv_cache = (torch.randn((pages, hkv, P, 2 * D), generator=gen) * 64).to(torch.float8_e4m3fn)
+    kc = kv_cache[..., :D].permute(0, 2, 1, 3).reshape(pages * P, hkv, D).contiguous()
+    vc = kv_cache[..., D:].permute(0, 2, 1, 3).reshape(pages * P, hkv, D).contiguous()
+    ks = torch.exp2(torch.rand((hkv, pages * P), generator=gen) * 2 - 1)
+    vs = torch.exp2(torch.rand((hkv, pages * P), generator=gen) * 6 - 3)
+    keys = (torch.randn((hkv * 16, D), generator=gen) * 0.5).to(torch.bfloat16)
+    pairs = visible_pairs(topk, cu, kv, prefix)
+    dev = lambda x: x.to(device)  # noqa: E731
+    rest = [dev(x) for x in (topk, table.to(torch.int32), cu, kv, prefix)]
+    return dict(q16=dev(q16), kv_cache=dev(kv_cache), kc=dev(kc), vc=dev(vc), ks=dev(ks), vs=dev(vs),
+                keys=dev(keys), rest=rest, pairs=pairs, n=n, hkv=hkv)
+
+
+def arm_call(arm, b, prec, outs):
+    """(callable running the arm, G)."""
+    g = {"G8": 8, "G4": 4}.get(arm, 16)
+    hkv = b["hkv"]
+    q = b["q16"].view(b["n"], hkv, 16, D)[:, :, :g].reshape(b["n"], hkv * g, D).contiguous()
+    out = outs.setdefault(g, torch.empty_like(q))
+    k, v, kw = b["kc"], b["vc"], {}
+    if arm == "scales":
+        kw = dict(k_token_scales=b["ks"], v_token_scales=b["vs"])
+    elif arm == "interleave":
+        k, v = b["kv_cache"][..., :D], b["kv_cache"][..., D:]
+    elif arm == "sinkkeys":
+        kw = dict(sink_keys=b["keys"])
+    return (lambda: pageweaver.sparse_prefill(q, k, v, *b["rest"], k_scale=1 / 64, v_scale=1 / 64, out=out,
+                                              precision=prec, **kw)), g
+
+
+def graph_of(fn):
+    fn()  # warm-up: the plan, the kernels' attributes
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--replays", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--arms", default=",".join(ARMS))
+    a = ap.parse_args()
+    arms = [x for x in a.arms.split(",") if x]
+    for x in arms:
+        if x not in ARMS:
+            ap.error(f"unknown arm {x!r} (arms: {', '.join(ARMS)})")
+    print(f"pageweaver {pageweaver.__version__}, {torch.cuda.get_device_name()}, "
+          f"{a.replays} interleaved graph replays per arm (median / p90, us)")
+    for path in a.files:
+        b = build(path, torch.device("cuda"))
+        name = path.rsplit("/", 1)[-1]
+        for prec in ("fp8", "fp8x2"):
+            outs, graphs, gs = {}, {}, {}
+            for arm in arms:
+                fn, g = arm_call(arm, b, prec, outs)
+                graphs[arm], gs[arm] = graph_of(fn), g
+            times = {k: [] for k in graphs}
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            for i in range(a.warmup + a.replays):
+                for k, graph in graphs.items():
+                    start.record()
+                    graph.replay()
+                    end.record()
+                    end.synchronize()
+                    if i >= a.warmup:
+                        times[k].append(start.elapsed_time(end) * 1e3)
+            base = statistics.median(times["G16"]) if "G16" in times else None
+            for arm in arms:
+                x = sorted(times[arm])
+                med = statistics.median(x)
+                useful = 4.0 * D * b["pairs"] * gs[arm] / (med * 1e-6) / 1e12
+                ratio = f"  x{med / base:.3f} of G16" if base else ""
+                print(f"{name} N={b['n']} Hkv={b['hkv']} {prec:5s} {arm:10s}: median {med:8.1f}  "
+                      f"p90 {x[int(0.9 * len(x))]:8.1f}  useful {useful:6.1f} TFLOP/s{ratio}")
+
+
+if __name__ == "__main__":
+    main()
