@@ -641,7 +641,9 @@ typedef struct pw_plan_config {
 
 /* Creates a plan (host only; touches no device).
  *   problem: copied. Fast path only: G = 16 (8 and 4 with Union4, the default, or
- *            per-query), D = 128, P = 128, K = 16.
+ *            per-query), D = 128, P = 128, K = 16 (K = 1..15: the plan pads each row to 16
+ *            ids with -1 on the device, one [Hkv, N, 16] int32 part of the workspace; the
+ *            step entry points below need K = 16).
  *   config:  NULL for the defaults (PW_PLAN_CONFIG_INIT).
  *   out:     receives the plan (free with pw_plan_destroy); NULL on failure.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL problem/out, bad shapes, struct_size, mode,

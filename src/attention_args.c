@@ -146,7 +146,8 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
     const int g = problem->q_heads_per_kv;
     if ((g != 16 && g != 8 && g != 4) || problem->head_dim != 128 || problem->page_size != 128 || problem->topk != 16)
         return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "no GPU path for G=%d D=%d P=%d K=%d (supported: G=16, 8 or 4, D=128 P=128 K=16)",
+                       "no GPU path for G=%d D=%d P=%d K=%d (supported: G=16, 8 or 4, D=128 P=128 K=16; "
+                       "pw_sparse_prefill also takes K < 16, padded)",
                        g, problem->head_dim, problem->page_size, problem->topk);
     if (g != 16 && kernel == PW_KERNEL_UNION8)
         return pw_fail(PW_ERROR_UNSUPPORTED,

@@ -13,6 +13,8 @@
  * PW_ERROR_UNSUPPORTED; creation and the size query still work (they are host arithmetic).
  *
  * Workspace layout (each part 256-byte aligned, after aligning the base up to 256):
+ *   topk16        [Hkv, N, 16] int32        (K < 16 only: the Top-K rows padded with -1;
+ *                                            every later step sees K = 16)
  *   perm          [Hkv, N] int32            (absent with PW_PLAN_CALLER_PERM)
  *   num_groups    [Hkv] int32
  *   groups        [Hkv, max_groups] pw_group_desc_t
@@ -46,7 +48,7 @@
 #define PW_PLAN_UNION4_REGROUP_SIZE 4 /* Union4's regroup objective: 4-query unions (C_4) */
 
 enum {
-    PART_PERM, PART_NUM_GROUPS, PART_GROUPS, PART_UNION_PAGES, PART_MASKS, PART_REGROUP, PART_VT_TOUCHED,
+    PART_TOPK16, PART_PERM, PART_NUM_GROUPS, PART_GROUPS, PART_UNION_PAGES, PART_MASKS, PART_REGROUP, PART_VT_TOUCHED,
     PART_VT_SLOTS, PART_VT_LIST, PART_VT_COUNT, PART_VT_TILES, NUM_PARTS
 };
 #define PW_PLAN_CONFIG_V1_SIZE offsetof(pw_plan_config_t, vt_max_pages) /* before vt_max_pages */
@@ -61,7 +63,8 @@ enum {
 #define PW_PLAN_MAX_UNION_PAGE_ID (1 << 29) /* union_prepare.cu: page * 8 + slot in 32 bits */
 
 struct pw_plan {
-    pw_problem_t problem;
+    pw_problem_t problem;   /* the caller's, with topk 16 when the caller's K < 16 (padded) */
+    int32_t given_topk;     /* the caller's K (1..16) */
     pw_plan_config_t config;
     pw_grouping_t regroup;  /* what pw_regroup runs (mode, window, g = 4 for Union4 or 8);
                                with AUTO the mode is GUARDED and each call may run
@@ -134,9 +137,10 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "config.window is %d; the in-call regroup supports 64 and 128", c->window);
     const int g = p->q_heads_per_kv;
-    if ((g != 16 && g != 8 && g != 4) || p->head_dim != 128 || p->page_size != 128 || p->topk != 16)
+    if ((g != 16 && g != 8 && g != 4) || p->head_dim != 128 || p->page_size != 128 || p->topk < 1 || p->topk > 16)
         return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "no GPU path for G=%d D=%d P=%d K=%d (supported: G=16, 8 or 4, D=128 P=128 K=16)",
+                       "no GPU path for G=%d D=%d P=%d K=%d (supported: G=16, 8 or 4, D=128 P=128, K=1..16; "
+                       "K < 16 is padded to 16)",
                        g, p->head_dim, p->page_size, p->topk);
     if (g != 16 && c->kernel == PW_KERNEL_UNION8)
         return pw_fail(PW_ERROR_UNSUPPORTED,
@@ -169,9 +173,10 @@ static pw_status_t layout(pw_plan_t *plan)
     memset(plan->part_bytes, 0, sizeof plan->part_bytes);
     memset(plan->part_offset, 0, sizeof plan->part_offset);
     plan->workspace_bytes = 0;
-    if (plan->config.kernel == PW_KERNEL_PER_QUERY) return PW_SUCCESS;
     const int64_t hkv = p->num_kv_heads, mg = plan->max_groups, cap = plan->union_capacity;
     int ok = 1;
+    if (plan->given_topk < 16) plan->part_bytes[PART_TOPK16] = mul_add(hkv * 16 * 4, p->num_tokens, &ok);
+    if (plan->config.kernel == PW_KERNEL_PER_QUERY) goto place;
     if (!caller_perm) {
         plan->part_bytes[PART_PERM] = mul_add(hkv * 4, p->num_tokens, &ok);
         size_t regroup_bytes = 0;
@@ -193,6 +198,7 @@ static pw_status_t layout(pw_plan_t *plan)
         plan->part_bytes[PART_VT_COUNT] = (size_t)hkv * 4;
         plan->part_bytes[PART_VT_TILES] = mul_add(hkv * (int64_t)PW_PLAN_VT_TILE_BYTES, plan->vt_capacity, &ok);
     }
+place:;
     size_t at = 0;
     for (int i = 0; i < NUM_PARTS && ok; i++) {
         plan->part_offset[i] = at;
@@ -204,7 +210,7 @@ static pw_status_t layout(pw_plan_t *plan)
     if (!ok)
         return pw_fail(PW_ERROR_UNSUPPORTED, "workspace for N=%d Hkv=%d exceeds SIZE_MAX",
                        p->num_tokens, p->num_kv_heads);
-    plan->workspace_bytes = at + PW_PLAN_ALIGN - 1;
+    plan->workspace_bytes = at ? at + PW_PLAN_ALIGN - 1 : 0;
     return PW_SUCCESS;
 }
 
@@ -239,6 +245,9 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
     pw_plan_t *plan = calloc(1, sizeof *plan);
     if (!plan) return pw_fail(PW_ERROR_OUT_OF_MEMORY, "pw_plan_create: %zu bytes", sizeof *plan);
     plan->problem = *problem;
+    plan->given_topk = problem->topk;
+    plan->problem.topk = 16; /* K < 16: every device step runs on the padded rows */
+    problem = &plan->problem;
     plan->config = *config;
     plan->config.struct_size = sizeof(pw_plan_config_t);
     const int caller_perm = (config->flags & PW_PLAN_CALLER_PERM) != 0;
@@ -291,7 +300,7 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
      * measured points have one KV head, so the rule counts queries, not rows. */
     if (config->kernel == PW_KERNEL_UNION4 && problem->num_tokens > 0) {
         const int64_t entries = (int64_t)problem->num_requests * problem->max_pages_per_request;
-        const int64_t selections = (int64_t)problem->num_tokens * problem->topk;
+        const int64_t selections = (int64_t)problem->num_tokens * plan->given_topk; /* the caller's ids */
         /* Default: 2048 tiles per KV head, and 1 GiB of tiles in all for many KV heads. */
         int64_t max_tiles = PW_PLAN_VT_DEFAULT_PAGES;
         if (max_tiles > PW_PLAN_VT_DEFAULT_TOTAL / problem->num_kv_heads)
@@ -408,6 +417,17 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
 #else
     if (p->num_tokens == 0) return PW_SUCCESS; /* nothing to compute, nothing enqueued */
     PW_TRY(pw_check_attention_device()); /* before the first enqueue: NO_DEVICE, not a launch error */
+    pw_attention_args_t padded = PW_ATTENTION_ARGS_INIT;
+    if (plan->given_topk < 16) {
+        /* K < 16: the rows padded to 16 ids with -1 (ignored ids) in the workspace; every
+         * step below reads those. A copy of the caller's struct, its struct_size kept. */
+        int32_t *topk16 = (int32_t *)(void *)parts[PART_TOPK16];
+        PW_TRY(pw_pad_topk(args->topk_ids, plan->given_topk, topk16, (int64_t)p->num_kv_heads * p->num_tokens,
+                           stream));
+        memcpy(&padded, args, args->struct_size < sizeof padded ? args->struct_size : sizeof padded);
+        padded.topk_ids = topk16;
+        args = &padded;
+    }
     if (plan->config.kernel == PW_KERNEL_PER_QUERY)
         return pw_union_attention(p, args, NULL, NULL, NULL, PW_KERNEL_PER_QUERY, stream);
     const pw_union_meta_t meta = meta_view(plan, parts);

@@ -336,9 +336,29 @@ static void test_create_errors(void **state)
 
     /* Shapes off the fast path: unsupported, with the shape named. */
     pw_problem_t q = p;
-    q.topk = 8;
+    q.topk = 17;
     assert_int_equal(pw_plan_create(&q, NULL, &plan), PW_ERROR_UNSUPPORTED);
-    assert_non_null(strstr(pw_last_error(), "K=8"));
+    assert_non_null(strstr(pw_last_error(), "K=17"));
+    /* K < 16: the plan pads the rows to 16 (one [Hkv, N, 16] int32 part more; everything
+     * else as for K = 16), for every kernel, per-query included. */
+    for (int k = 1; k <= 8; k += 7) {
+        size_t bytes16 = 0, bytes_k = 0;
+        const pw_plan_config_t kcfg[2] = {PW_PLAN_CONFIG_INIT, {sizeof(pw_plan_config_t), PW_REGROUP_AUTO, 128,
+                                                                PW_KERNEL_PER_QUERY, 0u, 0}};
+        for (int c = 0; c < 2; c++) {
+            q = p;
+            assert_pw_ok(pw_plan_create(&q, &kcfg[c], &plan));
+            assert_pw_ok(pw_plan_workspace_size(plan, &bytes16));
+            pw_plan_destroy(plan);
+            q.topk = k;
+            assert_pw_ok(pw_plan_create(&q, &kcfg[c], &plan));
+            assert_pw_ok(pw_plan_workspace_size(plan, &bytes_k));
+            pw_plan_destroy(plan);
+            const size_t pad = align256((size_t)q.num_kv_heads * q.num_tokens * 16 * 4);
+            if (c == 0) assert_int_equal(bytes_k, bytes16 + pad);
+            else assert_int_equal(bytes_k, pad + 255); /* per-query: only the padded rows */
+        }
+    }
     q = p;
     q.page_size = 64;
     assert_int_equal(pw_plan_create(&q, NULL, &plan), PW_ERROR_UNSUPPORTED);

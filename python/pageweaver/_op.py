@@ -557,7 +557,7 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
 
     Errors: TypeError / ValueError naming the tensor (dtype, shape, device, strides);
     pageweaver.InvalidArgumentError (a ValueError) / UnsupportedError (a
-    NotImplementedError: e.g. G != 16, D != 128 or K != 16 on the GPU, a GPU other than
+    NotImplementedError: e.g. G not 16 / 8 / 4, D != 128 or K > 16 on the GPU, a GPU other than
     sm_90) / NoDeviceError / CudaError carrying the library's message.
     """
     ks, kv = _scale_arg("k_scale", k_scale)

@@ -294,3 +294,29 @@ extern "C" pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, con
                        cudaGetErrorString(err), cudaGetErrorName(err));
     return PW_SUCCESS;
 }
+
+/* Top-K rows of K < 16 ids padded to 16 with -1 (pw_sparse_prefill, for K < 16): every
+ * later step reads 16 ids per row, and -1 is an ignored id (semantics §1), so the support
+ * sets, the unions and the outputs are those of the K ids. */
+__global__ void pad_topk_kernel(const int32_t *src, int32_t k, int32_t *dst, int64_t rows)
+{
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; // one output id
+    if (i >= rows * 16) return;
+    const int64_t row = i / 16;
+    const int32_t j = (int32_t)(i % 16);
+    dst[i] = j < k ? src[row * k + j] : -1;
+}
+
+extern "C" pw_status_t pw_pad_topk(const int32_t *topk_ids, int32_t k, int32_t *padded, int64_t rows,
+                                   pw_stream_t stream)
+{
+    if (rows <= 0) return PW_SUCCESS;
+    if (k < 1 || k > 16 || !topk_ids || !padded)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_pad_topk: k %d (1..16) or a NULL buffer", k);
+    const int64_t blocks = (rows * 16 + 255) / 256;
+    if (blocks > 0x7fffffff) return pw_fail(PW_ERROR_UNSUPPORTED, "Top-K padding: %lld rows", (long long)rows);
+    pad_topk_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(topk_ids, k, padded, rows);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "Top-K padding launch: %s", cudaGetErrorString(e));
+    return PW_SUCCESS;
+}
