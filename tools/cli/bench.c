@@ -1081,8 +1081,10 @@ int pw_cli_bench(int argc, char **argv)
         if (!o.quiet && o.check_rows > 0) fprintf(stderr, "[bench] %s: reference check\n", bc->path);
         if (reference_check(bc, &o, &cs) != 0) failed = 1;
         if (gpu && !bc->fast_path) {
-            snprintf(bc->gpu_note, sizeof bc->gpu_note, "shape G=%d D=%d P=%d K=%d has no GPU path", p->q_heads_per_kv,
-                     p->head_dim, p->page_size, p->topk);
+            snprintf(bc->gpu_note, sizeof bc->gpu_note,
+                     "shape G=%d D=%d P=%d K=%d: this bench's arms run G=16 K=16 only (G=8 / 4 and K < 16: "
+                     "bench/shapes.py)",
+                     p->q_heads_per_kv, p->head_dim, p->page_size, p->topk);
         } else if (gpu) {
             if (bench_gpu_capture(bc, &o) != 0) failed = 1;
             const size_t elems = (size_t)p->num_tokens * p->num_kv_heads * 16 * 128;
