@@ -696,6 +696,8 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
  * PER_QUERY), *meta the device union metadata (all NULL for PER_QUERY), and *grouping the
  * union metadata's group boundaries (window, group size 8; the regroup that made *perm
  * may have used another group size: pw_plan_info's regroup_group_size, 4 for Union4).
+ * The metadata's union_capacity is 8 x 16 also for a plan of K < 16 (its rows are padded
+ * to 16 ids): size host copies from *meta, not from the problem's K.
  * Any output pointer may be NULL. After the call
  * has completed, these can be copied back for statistics (pw_union_stats) or checks.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL plan, workspace NULL when the plan needs one),

@@ -71,6 +71,15 @@ pw_status_t pw_check_cache_layout(const pw_problem_t *problem, const pw_attentio
         if (args->kv_stride < hkv_d || (gpu && args->kv_stride % 16 != 0))
             return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.kv_stride %lld must be >= Hkv*D = %lld%s",
                            (long long)args->kv_stride, (long long)hkv_d, gpu ? " and a multiple of 16" : "");
+        /* Every slot addressed below 2^62 (P * kv_stride, the page stride, computed in 64 bits
+         * after this); the GPU's tensor maps take the page stride below 2^40. */
+        const double slots = (double)problem->num_cache_pages * problem->page_size;
+        if (slots * (double)args->kv_stride >= 4611686018427387904.0 ||
+            (gpu && (double)problem->page_size * (double)args->kv_stride >= 1099511627776.0))
+            return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                           "args.kv_stride %lld: %lld pages of %d slots address elements past %s",
+                           (long long)args->kv_stride, (long long)problem->num_cache_pages, problem->page_size,
+                           gpu ? "2^62, or a page stride past the GPU's 2^40" : "2^62");
     } else {
         if (l.page_stride < 0 || l.token_stride <= 0 || l.head_stride < 0 ||
             (l.head_stride == 0 && problem->num_kv_heads > 1))

@@ -18,7 +18,7 @@
  *   perm          [Hkv, N] int32            (absent with PW_PLAN_CALLER_PERM)
  *   num_groups    [Hkv] int32
  *   groups        [Hkv, max_groups] pw_group_desc_t
- *   union_pages   [Hkv, max_groups, 8K] int32
+ *   union_pages   [Hkv, max_groups, 8K] int32  (K = 16 for a padded plan: 8 x 16)
  *   member_masks  [Hkv, max_groups, 8K] uint8
  *   regroup       pw_regroup_workspace_size() bytes (absent with PW_PLAN_CALLER_PERM)
  *   vt_touched    [Hkv, R, max_pages] uint8  (Union4 with the V^T pre-pass only: pages of any union)

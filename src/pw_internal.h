@@ -116,13 +116,13 @@ pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, const int32_t 
                                      const int32_t *perm, const pw_union_meta_t *meta, uint8_t *touched,
                                      uint32_t *vt_count, pw_stream_t stream);
 
-/* CUDA build (src/cuda/vt_prepare.cu): the V^T pre-pass of the Union4 full call, two
- * launches: the scan gives each touched page a tile (vt->count must be zero before it),
- * then each tile receives its page's V^T. Arguments as checked for pw_union_attention. */
 /* CUDA build (src/cuda/union_prepare.cu): rows x k Top-K ids -> rows x 16, -1 after k
  * (pw_sparse_prefill's padding for K < 16). */
 pw_status_t pw_pad_topk(const int32_t *topk_ids, int32_t k, int32_t *padded, int64_t rows, pw_stream_t stream);
 
+/* CUDA build (src/cuda/vt_prepare.cu): the V^T pre-pass of the Union4 full call, two
+ * launches: the scan gives each touched page a tile (vt->count must be zero before it),
+ * then each tile receives its page's V^T. Arguments as checked for pw_union_attention. */
 pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_attention_args_t *args,
                           const pw_vt_buffers_t *vt, pw_stream_t stream);
 

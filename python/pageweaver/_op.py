@@ -319,7 +319,7 @@ def _fill_args(args, q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv
         pages, hkv = k_cache.shape[:2]
         s0, s1, s2, _ = k_cache.stride()
         lay = args.cache_layout
-        lay.page_stride = s0 if pages > 1 else max(s0, 16)  # one page: any valid stride
+        lay.page_stride = s0 if pages > 1 else 16  # one page: its stride is never used
         lay.head_stride = s1 if hkv > 1 else 0
         lay.token_stride = s2
     args.topk_ids = topk_idx.data_ptr()
