@@ -667,8 +667,9 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
  * rounding (8 MiB for a table of one 64K-token context and one KV head; at most 32 MiB of
  * tiles per KV head and 1 GiB in all by default, config.vt_max_pages). Each part starts
  * 256-byte aligned inside the one buffer, and the total includes 255 bytes so that the
- * buffer itself may have any alignment. 0 for PW_KERNEL_PER_QUERY. About 1.3 MiB + 8 MiB
- * for N = 15,272, Hkv = 1, a 64K context.
+ * buffer itself may have any alignment. A plan of K < 16 adds its padded Top-K rows,
+ * Hkv x N x 64 bytes (every kernel, per-query included). 0 for PW_KERNEL_PER_QUERY with
+ * K = 16. About 1.3 MiB + 8 MiB for N = 15,272, Hkv = 1, a 64K context.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL plan or bytes). */
 pw_status_t pw_plan_workspace_size(const pw_plan_t *plan, size_t *bytes);
 
@@ -684,8 +685,9 @@ pw_status_t pw_plan_workspace_size(const pw_plan_t *plan, size_t *bytes);
  * Asynchronous; returns after enqueueing. Errors: PW_ERROR_INVALID_ARGUMENT (NULL plan or
  * args, a perm given or missing against the plan, pointers/strides as for
  * pw_union_attention), PW_ERROR_INSUFFICIENT_WORKSPACE, PW_ERROR_UNSUPPORTED (no CUDA in
- * the build, a device other than sm_90), PW_ERROR_NO_DEVICE, PW_ERROR_CUDA (a launch
- * failed; kernels already enqueued by this call may have run). */
+ * the build, a device other than sm_90, args.o_dtype other than PW_DTYPE_BFLOAT16 -- the
+ * INIT value is FLOAT32 --, per-token scales with Union8), PW_ERROR_NO_DEVICE,
+ * PW_ERROR_CUDA (a launch failed; kernels already enqueued by this call may have run). */
 pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *args,
                               const int32_t *perm, void *workspace, size_t workspace_bytes,
                               pw_stream_t stream);
@@ -767,11 +769,16 @@ void pw_plan_destroy(pw_plan_t *plan);
 /* ------------------------------------------------------------------------------------ */
 /* For bindings that cannot read this header (the Python package's ctypes layer): the
  * number behind a name, as this build of the library was compiled:
- *   "sizeof T"            sizeof(T) for pw_problem_t, pw_requests_t, pw_plan_config_t and
- *                         pw_attention_args_t, e.g. "sizeof pw_attention_args_t";
+ *   "sizeof T"            sizeof(T) for pw_problem_t, pw_requests_t, pw_plan_config_t,
+ *                         pw_attention_args_t, pw_token_scales_t and pw_cache_layout_t,
+ *                         e.g. "sizeof pw_attention_args_t";
  *   "offsetof T.field"    offsetof(T, field) of each of their fields;
- *   "init T.field"        the field's value in T's *_INIT macro, e.g.
- *                         "init pw_plan_config_t.kernel", "init pw_attention_args_t.precision".
+ *   "init T.field"        the field's value in T's *_INIT macro, for the fields whose INIT
+ *                         value is not 0 / NULL: pw_problem_t's q_heads_per_kv, head_dim,
+ *                         page_size, topk; pw_plan_config_t's struct_size, regroup, window,
+ *                         kernel (and its flags, vt_max_pages: 0); pw_attention_args_t's
+ *                         struct_size, o_dtype (FLOAT32: the GPU needs BFLOAT16) and
+ *                         precision. Every other INIT field is 0 / NULL.
  * Returns -1 for a name it does not know (NULL included); records no error. Host only. */
 int64_t pw_abi_query(const char *name);
 

@@ -89,6 +89,9 @@ int64_t pw_abi_query(const char *name)
         {"init pw_plan_config_t.flags", (int64_t)config.flags},
         {"init pw_plan_config_t.vt_max_pages", config.vt_max_pages},
         {"init pw_attention_args_t.precision", (int64_t)args.precision},
+        {"init pw_attention_args_t.o_dtype", (int64_t)args.o_dtype},
+        {"init pw_attention_args_t.struct_size", (int64_t)args.struct_size},
+        {"init pw_plan_config_t.struct_size", (int64_t)config.struct_size},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (strcmp(table[i].name, name) == 0) return table[i].value;

@@ -108,6 +108,26 @@ pw_status_t pw_check_cache_layout(const pw_problem_t *problem, const pw_attentio
     return PW_SUCCESS;
 }
 
+pw_status_t pw_check_row_strides(const pw_problem_t *problem, const pw_attention_args_t *args)
+{
+    /* The largest element of Q, O and the page table, in elements, bounded so that every
+     * byte offset stays below 2^62 (Q bf16, O up to 8 bytes, the table int32). */
+    const double n = problem->num_tokens, r = problem->num_requests;
+    const double hq_d = (double)problem->num_kv_heads * problem->q_heads_per_kv * problem->head_dim;
+    if (n > 0 && (n - 1.0) * (double)args->q_stride + hq_d >= 2305843009213693952.0) /* 2^61 */
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.q_stride %lld: %lld rows address elements past 2^61",
+                       (long long)args->q_stride, (long long)problem->num_tokens);
+    if (n > 0 && (n - 1.0) * (double)args->o_stride + hq_d >= 576460752303423488.0) /* 2^59 */
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.o_stride %lld: %lld rows address elements past 2^59",
+                       (long long)args->o_stride, (long long)problem->num_tokens);
+    if (r > 0 && (r - 1.0) * (double)args->requests.page_table_stride + problem->max_pages_per_request >=
+                     1152921504606846976.0) /* 2^60 */
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args.requests.page_table_stride %lld: %lld rows address entries past 2^60",
+                       (long long)args->requests.page_table_stride, (long long)problem->num_requests);
+    return PW_SUCCESS;
+}
+
 pw_status_t pw_check_token_scales(const pw_problem_t *problem, const pw_attention_args_t *args)
 {
     const pw_token_scales_t ts = pw_args_token_scales(args);
@@ -128,8 +148,9 @@ pw_status_t pw_check_args_struct(const pw_attention_args_t *args)
     if (!args) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args is NULL");
     if (args->struct_size < PW_ATTENTION_ARGS_MIN_SIZE)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "args.struct_size is %u, expected %zu (initialise with PW_ATTENTION_ARGS_INIT)",
-                       args->struct_size, sizeof(pw_attention_args_t));
+                       "args.struct_size is %u, expected %zu (initialise with PW_ATTENTION_ARGS_INIT; "
+                       "the smallest accepted, 0.1.0's struct, is %zu)",
+                       args->struct_size, sizeof(pw_attention_args_t), (size_t)PW_ATTENTION_ARGS_MIN_SIZE);
     const pw_precision_t precision = pw_args_precision(args);
     if (precision != PW_PRECISION_FP8 && precision != PW_PRECISION_FP8X2)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
@@ -201,6 +222,7 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
                        (long long)args->o_stride, (long long)hq_d);
     PW_TRY(pw_check_cache_shape(problem));
     PW_TRY(pw_check_cache_layout(problem, args, 1));
+    PW_TRY(pw_check_row_strides(problem, args));
     if (rq->page_table_stride < problem->max_pages_per_request)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "args.requests.page_table_stride %lld < max_pages_per_request %d",

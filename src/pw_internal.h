@@ -58,6 +58,11 @@ pw_cache_strides_t pw_args_cache_strides(const pw_problem_t *problem, const pw_a
  * 2^40, caches 16-byte aligned). PW_ERROR_INVALID_ARGUMENT naming the field. */
 pw_status_t pw_check_cache_layout(const pw_problem_t *problem, const pw_attention_args_t *args, int gpu);
 
+/* Q, O and page-table strides (problem checked): the largest element of each below 2^61,
+ * 2^59 and 2^60 elements (byte offsets below 2^62). PW_ERROR_INVALID_ARGUMENT naming the
+ * field. */
+pw_status_t pw_check_row_strides(const pw_problem_t *problem, const pw_attention_args_t *args);
+
 /* Per-token scales' index range (problem checked): every (KV head, slot) index below 2^60
  * elements. PW_ERROR_INVALID_ARGUMENT naming the field. */
 pw_status_t pw_check_token_scales(const pw_problem_t *problem, const pw_attention_args_t *args);

@@ -1064,6 +1064,23 @@ static void test_cache_layout(void **state)
         assert_int_equal(pw_ref_attention(&tc.pb, &a, PW_REF_EXACT), PW_ERROR_INVALID_ARGUMENT);
         assert_non_null(strstr(pw_last_error(), "kv_stride"));
         a.kv_stride = tc.kv_stride;
+        /* Row strides whose offsets would wrap: refused naming the field, nothing read. */
+        if (tc.pb.num_tokens > 1) {
+            a.q_stride = INT64_MAX / 2;
+            assert_int_equal(pw_ref_attention(&tc.pb, &a, PW_REF_EXACT), PW_ERROR_INVALID_ARGUMENT);
+            assert_non_null(strstr(pw_last_error(), "q_stride"));
+            a.q_stride = tc.q_stride;
+            a.o_stride = INT64_MAX / 2;
+            assert_int_equal(pw_ref_attention(&tc.pb, &a, PW_REF_EXACT), PW_ERROR_INVALID_ARGUMENT);
+            assert_non_null(strstr(pw_last_error(), "o_stride"));
+            a.o_stride = hq * d;
+        }
+        if (tc.pb.num_requests > 1) {
+            a.requests.page_table_stride = INT64_MAX / 2;
+            assert_int_equal(pw_ref_attention(&tc.pb, &a, PW_REF_EXACT), PW_ERROR_INVALID_ARGUMENT);
+            assert_non_null(strstr(pw_last_error(), "page_table_stride"));
+            a.requests.page_table_stride = tc.pt_stride;
+        }
         a.cache_layout.token_stride = row; /* without page_stride */
         assert_int_equal(pw_ref_attention(&tc.pb, &a, PW_REF_EXACT), PW_ERROR_INVALID_ARGUMENT);
         assert_non_null(strstr(pw_last_error(), "cache_layout"));
