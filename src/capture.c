@@ -110,15 +110,30 @@ static const char *escaped(char *buf, size_t cap, const char *s)
     return buf;
 }
 
+/* Whether `bytes` can be held at all: no more than the machine's physical memory. The
+ * tensors allocated here are then written in full, and with memory overcommit (Linux
+ * vm.overcommit_memory = 1, common on GPU hosts) a malloc of terabytes succeeds and the
+ * writes that follow page until the process is killed: the size is refused first. */
+static int fits_memory(uint64_t bytes)
+{
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && bytes / (uint64_t)page > (uint64_t)pages) return 0;
+#endif
+    (void)bytes;
+    return 1;
+}
+
 static void *alloc_bytes(int64_t bytes)
 {
-    if (bytes < 0 || (uint64_t)bytes > (uint64_t)SIZE_MAX) return NULL;
+    if (bytes < 0 || (uint64_t)bytes > (uint64_t)SIZE_MAX || !fits_memory((uint64_t)bytes)) return NULL;
     return malloc(bytes > 0 ? (size_t)bytes : 1);
 }
 
 static void *alloc_zeroed(int64_t count, int64_t elem)
 {
     if (count < 0 || elem <= 0 || (uint64_t)count > (uint64_t)SIZE_MAX / (uint64_t)elem) return NULL;
+    if (!fits_memory((uint64_t)count * (uint64_t)elem)) return NULL;
     return calloc(count > 0 ? (size_t)count : 1, (size_t)elem);
 }
 
