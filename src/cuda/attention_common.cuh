@@ -255,6 +255,39 @@ static __device__ __forceinline__ void zero_vt_after(uint32_t vt, int vlim)
     }
 }
 
+/* The two halves of a page's softmax that softmax_page and softmax_page_ts share, for this
+ * thread's rows r0 and r0 + 8 (quad shuffles: warp-collective).
+ * softmax_rows_max: mx0 / mx1 the thread's partial row maxima, g0 / g1 the factors that take
+ * them to log2 units (applied after the quad's maximum: exact, the max commutes with a
+ * positive factor); updates the running max m and returns alpha = 2^(m_old - m_new)
+ * (m = -inf on the first page: alpha = 0).
+ * softmax_rows_sum: s0 / s1 the thread's partial sums of 256 p; l = l alpha + the quad's sum
+ * (l is kept as 256 * sum p). */
+static __device__ __forceinline__ void softmax_rows_max(float mx0, float mx1, float g0, float g1, float &m0, float &m1,
+                                                        float &alpha0, float &alpha1)
+{
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(m0, mx0 * g0), mn1 = fmaxf(m1, mx1 * g1);
+    alpha0 = ex2_approx(m0 - mn0);
+    alpha1 = ex2_approx(m1 - mn1);
+    m0 = mn0;
+    m1 = mn1;
+}
+
+static __device__ __forceinline__ void softmax_rows_sum(float s0, float s1, float alpha0, float alpha1, float &l0,
+                                                        float &l1)
+{
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+    l0 = fmaf(l0, alpha0, s0);
+    l1 = fmaf(l1, alpha1, s1);
+}
+
 /* The softmax of one page for this thread's two accumulator rows r0 and r0 + 8 (docs/semantics.md §4,
  * the arithmetic of the file comment). acc: the page's QK scores in, 256 p out. lim: last
  * visible column of the query on this page (columns past it are masked). f0 / f1: the rows'
@@ -310,17 +343,9 @@ static __device__ __forceinline__ void softmax_page(float (&acc)[64], int64_t li
             if (j < w) t0[j] = fmaxf(t0[j], t0[j + w]), t1[j] = fmaxf(t1[j], t1[j + w]);
     }
     float mx0 = t0[0], mx1 = t1[0];
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
     // A member page always holds a visible token, so mx is finite.
-    const float mn0 = fmaxf(m0, mx0 * g0), mn1 = fmaxf(m1, mx1 * g1);
-    alpha0 = ex2_approx(m0 - mn0); // m = -inf on the first page: alpha = 0
-    alpha1 = ex2_approx(m1 - mn1);
-    m0 = mn0;
-    m1 = mn1;
-    const float c0 = 8.0f - mn0, c1 = 8.0f - mn1;
+    softmax_rows_max(mx0, mx1, g0, g1, m0, m1, alpha0, alpha1);
+    const float c0 = 8.0f - m0, c1 = 8.0f - m1;
     float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
     for (int k = 0; k < 64; k++) {
@@ -329,12 +354,7 @@ static __device__ __forceinline__ void softmax_page(float (&acc)[64], int64_t li
         acc[k] = pk; // 256 * p
         if (first_row) s0 += pk; else s1 += pk;
     }
-    s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
-    s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
-    s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
-    s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
-    l0 = fmaf(l0, alpha0, s0); // l is kept as 256 * sum p
-    l1 = fmaf(l1, alpha1, s1);
+    softmax_rows_sum(s0, s1, alpha0, alpha1, l0, l1);
 }
 
 /* P words of block a (0..7) from the softmax's 256 p: row r0 (w0) and r0 + 8 (w1), positions
@@ -472,16 +492,8 @@ static __device__ __forceinline__ void softmax_page_ts(float (&acc)[64], int64_t
     }
     float mx0 = fmaxf(fmaxf(t0[0], t0[1]), fmaxf(t0[2], t0[3]));
     float mx1 = fmaxf(fmaxf(t1[0], t1[1]), fmaxf(t1[2], t1[3]));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    alpha0 = ex2_approx(m0 - mn0); // m = -inf on the first page: alpha = 0
-    alpha1 = ex2_approx(m1 - mn1);
-    m0 = mn0;
-    m1 = mn1;
-    const float c0 = 8.0f - mn0, c1 = 8.0f - mn1;
+    softmax_rows_max(mx0, mx1, 1.0f, 1.0f, m0, m1, alpha0, alpha1); // the factors are in x already
+    const float c0 = 8.0f - m0, c1 = 8.0f - m1;
     float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
     for (int b = 0; b < 16; b++) {
@@ -498,12 +510,7 @@ static __device__ __forceinline__ void softmax_page_ts(float (&acc)[64], int64_t
             if (first_row) s0 += pk; else s1 += pk;
         }
     }
-    s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
-    s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
-    s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
-    s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
-    l0 = fmaf(l0, alpha0, s0); // l is kept as 256 * sum p
-    l1 = fmaf(l1, alpha1, s1);
+    softmax_rows_sum(s0, s1, alpha0, alpha1, l0, l1);
 }
 
 /* The smallest power of two >= a (a finite, > 0); past FLT_MAX's exponent: +inf. */
