@@ -2,6 +2,7 @@
  * pw_union_attention and pw_sparse_prefill: the full call runs them before it enqueues its
  * first kernel, so that a bad argument never leaves regroup and union preparation behind
  * in a stream or a captured graph. Compiled in every build (no CUDA needed). */
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,48 +62,44 @@ pw_cache_strides_t pw_args_cache_strides(const pw_problem_t *problem, const pw_a
 pw_status_t pw_check_cache_layout(const pw_problem_t *problem, const pw_attention_args_t *args, int gpu)
 {
     const pw_cache_layout_t l = args_cache_layout(args);
+    const int token_major = l.page_stride == 0;
     const int64_t hkv_d = (int64_t)problem->num_kv_heads * problem->head_dim;
-    if (l.page_stride == 0) {
+    if (token_major) {
         if (l.head_stride != 0 || l.token_stride != 0)
             return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                            "args.cache_layout: page_stride is 0 (the token-major layout) but head_stride %lld / "
                            "token_stride %lld are set",
                            (long long)l.head_stride, (long long)l.token_stride);
-        if (args->kv_stride < hkv_d || (gpu && args->kv_stride % 16 != 0))
-            return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.kv_stride %lld must be >= Hkv*D = %lld%s",
-                           (long long)args->kv_stride, (long long)hkv_d, gpu ? " and a multiple of 16" : "");
-        /* Every slot addressed below 2^62 (P * kv_stride, the page stride, computed in 64 bits
-         * after this); the GPU's tensor maps take the page stride below 2^40. */
-        const double slots = (double)problem->num_cache_pages * problem->page_size;
-        if (slots * (double)args->kv_stride >= 4611686018427387904.0 ||
-            (gpu && (double)problem->page_size * (double)args->kv_stride >= 1099511627776.0))
-            return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                           "args.kv_stride %lld: %lld pages of %d slots address elements past %s",
-                           (long long)args->kv_stride, (long long)problem->num_cache_pages, problem->page_size,
-                           gpu ? "2^62, or a page stride past the GPU's 2^40" : "2^62");
-    } else {
-        if (l.page_stride < 0 || l.token_stride <= 0 || l.head_stride < 0 ||
-            (l.head_stride == 0 && problem->num_kv_heads > 1))
-            return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                           "args.cache_layout: strides must be > 0 (page %lld, head %lld, token %lld; head_stride "
-                           "may be 0 only with one KV head)",
-                           (long long)l.page_stride, (long long)l.head_stride, (long long)l.token_stride);
-        const pw_cache_strides_t s = pw_args_cache_strides(problem, args);
-        const double last = ((double)problem->num_cache_pages - 1.0) * (double)s.page +
-                            ((double)problem->num_kv_heads - 1.0) * (double)s.head +
-                            ((double)problem->page_size - 1.0) * (double)s.token + (double)problem->head_dim;
-        if (last >= 4611686018427387904.0)
-            return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                           "args.cache_layout: %lld pages at these strides address elements past 2^62",
-                           (long long)problem->num_cache_pages);
-        const int64_t limit = (int64_t)1 << 40;
-        if (gpu && (s.page % 16 != 0 || s.head % 16 != 0 || s.token % 16 != 0 || s.page >= limit ||
-                    s.head >= limit || s.token >= limit))
-            return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                           "args.cache_layout: the GPU needs strides that are multiples of 16 elements and below "
-                           "2^40 (page %lld, head %lld, token %lld)",
-                           (long long)s.page, (long long)s.head, (long long)s.token);
+        if (args->kv_stride < hkv_d)
+            return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.kv_stride %lld must be >= Hkv*D = %lld",
+                           (long long)args->kv_stride, (long long)hkv_d);
+    } else if (l.page_stride < 0 || l.token_stride <= 0 || l.head_stride < 0 ||
+               (l.head_stride == 0 && problem->num_kv_heads > 1)) {
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args.cache_layout: strides must be > 0 (page %lld, head %lld, token %lld; head_stride "
+                       "may be 0 only with one KV head)",
+                       (long long)l.page_stride, (long long)l.head_stride, (long long)l.token_stride);
     }
+    /* Both layouts as (page, head, token) strides, in double: the token-major page stride
+     * P * kv_stride is formed in 64 bits (pw_args_cache_strides) only once this passed. Every
+     * element addressed below 2^62; the GPU's tensor maps take strides that are multiples
+     * of 16 below 2^40. */
+    const char *what = token_major ? "args.kv_stride" : "args.cache_layout";
+    const double page = token_major ? (double)problem->page_size * (double)args->kv_stride : (double)l.page_stride;
+    const double head = token_major || l.head_stride == 0 ? (double)problem->head_dim : (double)l.head_stride;
+    const double token = token_major ? (double)args->kv_stride : (double)l.token_stride;
+    const double last = ((double)problem->num_cache_pages - 1.0) * page + ((double)problem->num_kv_heads - 1.0) * head +
+                        ((double)problem->page_size - 1.0) * token + (double)problem->head_dim;
+    if (last >= 4611686018427387904.0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "%s: %lld pages at these strides address elements past 2^62", what,
+                       (long long)problem->num_cache_pages);
+    const double limit = 1099511627776.0; /* 2^40 */
+    if (gpu && (fmod(page, 16.0) != 0.0 || fmod(head, 16.0) != 0.0 || fmod(token, 16.0) != 0.0 || page >= limit ||
+                head >= limit || token >= limit))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "%s: the GPU needs strides that are multiples of 16 elements and below 2^40 (page %.0f, "
+                       "head %.0f, token %.0f)",
+                       what, page, head, token);
     if (gpu && (((uintptr_t)args->k_cache & 15u) != 0 || ((uintptr_t)args->v_cache & 15u) != 0))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.k_cache / args.v_cache must be 16-byte aligned on the GPU");
     return PW_SUCCESS;
