@@ -296,6 +296,16 @@ static compare_t compare_rows(const pw_capture_t *c, const pw_bf16_t *o, const f
     return r;
 }
 
+/* Whether output o and LSE l equal o0 / l0 byte for byte (c's N x Hq x D bf16 and N x Hq
+ * floats). */
+static int same_outputs(const pw_capture_t *c, const pw_bf16_t *o, const float *l, const pw_bf16_t *o0,
+                        const float *l0)
+{
+    const pw_problem_t *p = &c->problem;
+    const size_t rows = (size_t)p->num_tokens * (size_t)p->num_kv_heads * (size_t)p->q_heads_per_kv;
+    return memcmp(o, o0, rows * (size_t)p->head_dim * 2) == 0 && memcmp(l, l0, rows * 4) == 0;
+}
+
 /* The random problems of these tests (tests/testutil.c): KV up to 5 tokens past the chunk. */
 static pw_capture_t *random_problem(pw_rng_t *rng, int hkv, int num_requests, int max_q, int max_prefix)
 {
@@ -398,14 +408,14 @@ static void check_fp8x2(const pw_capture_t *c, device_problem_t *d, pw_rng_t *rn
             const int x2_impls[1] = {2};
             for (int xi = 0; xi < 1; xi++) {
                 run_kernel_impl(c, d, kernel, x2_impls[xi], &g, o, l);
-                const int same_b = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+                const int same_b = same_outputs(c, o, l, o0, l0);
                 printf("  FP8X2 union8 W128 impl %d (%s) == library: %s\n", x2_impls[xi], impl_names[x2_impls[xi]],
                        same_b ? "bitwise" : "DIFFERENT");
                 assert_true(same_b);
             }
             continue;
         }
-        const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+        const int same = same_outputs(c, o, l, o0, l0);
         printf("  FP8X2 arm %d (%s, mode %d, W %d): bitwise %s\n", arm, kernel_name(kernel), (int)g.mode, g.window,
                same ? "identical" : "DIFFERENT");
         assert_true(same);
@@ -413,7 +423,7 @@ static void check_fp8x2(const pw_capture_t *c, device_problem_t *d, pw_rng_t *rn
         for (int impl = 1; impl < NUM_IMPLS; impl++) {
             if (!impl_has_x2(impl) || !kernel_has_impl(kernel, impl)) continue;
             run_kernel_impl(c, d, kernel, impl, &g, o, l);
-            const int same_i = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+            const int same_i = same_outputs(c, o, l, o0, l0);
             printf("  FP8X2 arm %d (%s) impl %d (%s): bitwise %s\n", arm, kernel_name(kernel), impl, impl_names[impl],
                    same_i ? "identical" : "DIFFERENT");
             assert_true(same_i);
@@ -440,7 +450,7 @@ static void check_fp8x2(const pw_capture_t *c, device_problem_t *d, pw_rng_t *rn
             assert_true(cx.nrms <= EXACT_X2_NRMS_BOUND);
             continue;
         }
-        const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+        const int same = same_outputs(c, o, l, o0, l0);
         printf("  FP8X2 dev impl %d, mode %d, W %d: bitwise %s to its W128 run\n", STACKED_IMPL, (int)g.mode, g.window,
                same ? "identical" : "DIFFERENT");
         assert_true(same);
@@ -540,7 +550,7 @@ static void test_random_problems(void **state)
             if (!kernel_has_impl(PW_KERNEL_UNION8, impl)) continue;
             const uint32_t bad_impl = run_kernel_impl(c, &d, PW_KERNEL_UNION8, impl, &grouping, o, l);
             const compare_t ci = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
-            const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+            const int same = same_outputs(c, o, l, o0, l0);
             printf("  union8 impl %d (%s): vs emulate NRMS %.3e, bitwise vs impl 0 %s, bad pages %u\n", impl,
                    impl_names[impl], ci.nrms, same ? "identical" : "DIFFERENT", bad_impl);
             assert_int_equal(ci.nan, 0);
@@ -557,7 +567,7 @@ static void test_random_problems(void **state)
             for (int impl = 0; impl < NUM_IMPLS; impl++) {
                 if (!kernel_has_impl(kernel, impl)) continue;
                 const uint32_t bad_arm = run_kernel_impl(c, &d, kernel, impl, &g, o, l);
-                const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+                const int same = same_outputs(c, o, l, o0, l0);
                 printf("  arm %d (%s impl %d %s, mode %d, W %d): bitwise %s, bad pages %u\n", arm, kernel_name(kernel),
                        impl, impl_names[impl], (int)g.mode, g.window, same ? "identical" : "DIFFERENT", bad_arm);
                 if (!same) {
@@ -605,7 +615,7 @@ static void check_capture(const char *path)
     float *l8 = malloc(n * hq * 4), *lq = malloc(n * hq * 4);
     run_kernel(c, &d, PW_KERNEL_UNION8, &g, o8, l8);
     run_kernel(c, &d, PW_KERNEL_PER_QUERY, &g, oq, lq);
-    const int same = memcmp(o8, oq, elems * 2) == 0 && memcmp(l8, lq, n * hq * 4) == 0;
+    const int same = same_outputs(c, o8, l8, oq, lq);
     // Every other implementation (attention_dev.h) of every kernel: impl 0's bytes.
     int impls_same = 1;
     char impls_log[512] = "";
@@ -614,7 +624,7 @@ static void check_capture(const char *path)
         for (int impl = 1; impl < NUM_IMPLS; impl++) {
             if (!kernel_has_impl(kernel, impl)) continue;
             run_kernel_impl(c, &d, kernel, impl, &g, oq, lq);
-            const int s_impl = memcmp(o8, oq, elems * 2) == 0 && memcmp(l8, lq, n * hq * 4) == 0;
+            const int s_impl = same_outputs(c, o8, l8, oq, lq);
             impls_same = impls_same && s_impl;
             const size_t used = strlen(impls_log);
             snprintf(impls_log + used, sizeof impls_log - used, " %s/%s:%s", kernel_name(kernel), impl_names[impl],
@@ -648,7 +658,7 @@ static void check_capture(const char *path)
     int x2_same = 1;
     for (int k = 1; k < 3; k++) {
         run_kernel(c, &d, k == 1 ? PW_KERNEL_UNION4 : PW_KERNEL_PER_QUERY, &g, oq, lq);
-        x2_same = x2_same && memcmp(ox, oq, elems * 2) == 0 && memcmp(lx, lq, n * hq * 4) == 0;
+        x2_same = x2_same && same_outputs(c, ox, lx, oq, lq);
     }
     g_precision = PW_PRECISION_FP8;
     const compare_t cx2 = compare_rows(c, ox, lx, ex, 1, ex_lse, rows);
@@ -830,7 +840,7 @@ static void test_cache_poison(void **state)
                     CUDA_OK(cudaMemcpy(d.v, c->v_cache, cache_bytes, cudaMemcpyHostToDevice));
                     if (!arm->full) run_kernel_impl(c, &d, arm->kernel, arm->impl, &g, o, l);
                     else full_call_run(c, &d, arm->kernel, arm->full == 2 ? PW_PLAN_VT_PREPASS : 0u, o, l);
-                    const int same = memcmp(o, o_clean, elems * 2) == 0 && memcmp(l, l_clean, n * hq * 4) == 0;
+                    const int same = same_outputs(c, o, l, o_clean, l_clean);
                     if (!same || code == 0)
                         printf("  %s %s%s impl %d, mode %d, W %d, %s: %s (NaN output elements %lld)\n",
                                precisions[pr] == PW_PRECISION_FP8 ? "FP8" : "FP8X2", arm->full == 2 ? "full call (V^T pre-pass) " : arm->full ? "full call " : "",
@@ -911,7 +921,7 @@ static void test_sinks(void **state)
                 const pw_kernel_t kernel = setup_arm(arm, c, &rng, perm, &g, &d);
                 run_kernel(c, &d, kernel, &g, arm == 0 ? o0 : o, arm == 0 ? l0 : l);
                 if (arm > 0) {
-                    const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+                    const int same = same_outputs(c, o, l, o0, l0);
                     if (!same) printf("  sinks %s arm %d (%s): DIFFERENT from arm 0\n", x2 ? "FP8X2" : "FP8", arm,
                                       kernel_name(kernel));
                     assert_true(same);
@@ -943,7 +953,7 @@ static void test_sinks(void **state)
             }
             // The full call (Union4 on the V^T pre-pass), same bytes.
             full_call_run(c, &d, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o, l);
-            const int same_full = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+            const int same_full = same_outputs(c, o, l, o0, l0);
             printf("  sinks %s: full call (Union4, V^T pre-pass) bitwise %s\n", x2 ? "FP8X2" : "FP8",
                    same_full ? "equal" : "DIFFERENT");
             assert_true(same_full);
@@ -964,7 +974,7 @@ static void test_sinks(void **state)
             run_kernel(c, &d, kernel, &g, o0, l0);
             g_sinks_dev = NULL;
             run_kernel(c, &d, kernel, &g, o, l);
-            const int same_none = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+            const int same_none = same_outputs(c, o, l, o0, l0);
             printf("  sinks %s: all -inf == no sinks bitwise: %s\n", x2 ? "FP8X2" : "FP8", same_none ? "yes" : "NO");
             assert_true(same_none);
         }
@@ -1032,7 +1042,7 @@ static void test_sink_keys(void **state)
                 const pw_kernel_t kernel = setup_arm(arm, c, &rng, perm, &g, &d);
                 run_kernel(c, &d, kernel, &g, arm == 0 ? o0 : o, arm == 0 ? l0 : l);
                 if (arm > 0) {
-                    const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+                    const int same = same_outputs(c, o, l, o0, l0);
                     if (!same) printf("  sink keys %s arm %d (%s): DIFFERENT from arm 0\n", x2 ? "FP8X2" : "FP8", arm,
                                       kernel_name(kernel));
                     assert_true(same);
@@ -1065,7 +1075,7 @@ static void test_sink_keys(void **state)
                 assert_true(cx.nrms <= (x2 ? EXACT_X2_NRMS_BOUND : 0.25)); // as test_sinks
             }
             full_call_run(c, &d, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o, l);
-            const int same_full = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+            const int same_full = same_outputs(c, o, l, o0, l0);
             printf("  sink keys %s: full call (Union4, V^T pre-pass) bitwise %s\n", x2 ? "FP8X2" : "FP8",
                    same_full ? "equal" : "DIFFERENT");
             assert_true(same_full);
@@ -1142,7 +1152,7 @@ static void test_cache_layout(void **state)
                 g_layout.token_stride = row;
                 run_kernel(c, &d, kernel, &g, o, l);
                 g_layout_kv = NULL;
-                const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+                const int same = same_outputs(c, o, l, o0, l0);
                 printf("cache layout trial %d %s %s: [page][head][token][K|V] == token-major bitwise: %s\n", trial,
                        g_precision == PW_PRECISION_FP8X2 ? "FP8X2" : "FP8", kernel_name(kernel), same ? "yes" : "NO");
                 assert_true(same);
@@ -1152,7 +1162,7 @@ static void test_cache_layout(void **state)
                 g_layout_kv = kv_dev;
                 full_call_run(c, &d, PW_KERNEL_UNION4, flags[f], o, l);
                 g_layout_kv = NULL;
-                const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+                const int same = same_outputs(c, o, l, o0, l0);
                 printf("cache layout trial %d: full call (V^T pre-pass %s) == token-major bitwise: %s\n", trial,
                        f == 0 ? "on" : "off", same ? "yes" : "NO");
                 assert_true(same);
@@ -1254,8 +1264,7 @@ static void test_gqa_padded(void **state)
                         }
                         run_kernel(c, &dg, kernel, &g, a == 0 ? o0 : o, a == 0 ? l0 : l);
                         if (a > 0) {
-                            const int same = memcmp(o, o0, (size_t)(n * hq * d) * 2) == 0 &&
-                                             memcmp(l, l0, (size_t)(n * hq) * 4) == 0;
+                            const int same = same_outputs(c, o, l, o0, l0);
                             if (!same)
                                 printf("  G=%d %s %s arm %d (%s): DIFFERENT from Union4 W128\n", G, name, extras[extra],
                                        arms[a], kernel_name(kernel));
@@ -1264,8 +1273,7 @@ static void test_gqa_padded(void **state)
                     }
                     for (int f = 0; f < 2; f++) {
                         full_call_run(c, &dg, PW_KERNEL_UNION4, f == 0 ? PW_PLAN_VT_PREPASS : PW_PLAN_NO_VT_PREPASS, o, l);
-                        const int same = memcmp(o, o0, (size_t)(n * hq * d) * 2) == 0 &&
-                                         memcmp(l, l0, (size_t)(n * hq) * 4) == 0;
+                        const int same = same_outputs(c, o, l, o0, l0);
                         if (!same)
                             printf("  G=%d %s %s full call (pre-pass %s): DIFFERENT\n", G, name, extras[extra],
                                    f == 0 ? "on" : "off");
@@ -1335,7 +1343,7 @@ static void test_topk_padded(void **state)
     const uint32_t flags[4] = {PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS, 0u, 0u};
     for (int a = 0; a < 4; a++) {
         full_call_run(c, &d, kernels[a], flags[a], o, l);
-        const int same = memcmp(o, o16, elems * 2) == 0 && memcmp(l, l16, n * hq * 4) == 0;
+        const int same = same_outputs(c, o, l, o16, l16);
         printf("topk K=8 padded, full call %s%s: == K=16 with ids 8..15 = -1 bitwise: %s\n", kernel_name(kernels[a]),
                a == 0 ? " (V^T pre-pass)" : a == 1 ? " (no pre-pass)" : "", same ? "yes" : "NO");
         assert_true(same);
@@ -1416,7 +1424,7 @@ static void test_token_scales(void **state)
                 if (kernel == PW_KERNEL_UNION8) kernel = PW_KERNEL_UNION4;
                 run_kernel(c, &d, kernel, &g, a == 0 ? o0 : o, a == 0 ? l0 : l);
                 if (a > 0) {
-                    const int same = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+                    const int same = same_outputs(c, o, l, o0, l0);
                     if (!same) printf("  token scales %s arm %d (%s): DIFFERENT from Union4 W128\n", x2 ? "FP8X2" : "FP8",
                                       arms[a], kernel_name(kernel));
                     assert_true(same);
@@ -1438,7 +1446,7 @@ static void test_token_scales(void **state)
             const uint32_t flags[2] = {PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS};
             for (int f = 0; f < 2; f++) {
                 full_call_run(c, &d, PW_KERNEL_UNION4, flags[f], o, l);
-                const int same_full = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+                const int same_full = same_outputs(c, o, l, o0, l0);
                 printf("  token scales %s: full call (Union4, V^T pre-pass %s) bitwise %s\n", x2 ? "FP8X2" : "FP8",
                        f == 0 ? "on" : "off", same_full ? "equal" : "DIFFERENT");
                 assert_true(same_full);
@@ -1459,7 +1467,7 @@ static void test_token_scales(void **state)
             run_kernel(c, &d, PW_KERNEL_UNION4, &g, o0, l0);
             g_ts_dev.k = g_ts_dev.v = NULL;
             run_kernel(c, &d, PW_KERNEL_UNION4, &g, o, l);
-            const int same_ones = memcmp(o, o0, elems * 2) == 0 && memcmp(l, l0, n * hq * 4) == 0;
+            const int same_ones = same_outputs(c, o, l, o0, l0);
             printf("  token scales %s: all 1 == no scales bitwise: %s\n", x2 ? "FP8X2" : "FP8", same_ones ? "yes" : "NO");
             assert_true(same_ones);
         }
