@@ -36,6 +36,20 @@ def call(p, **kw):
     return pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], **kw)
 
 
+def replayed(p, change, **kw):
+    """One call (keywords kw) captured in a CUDA graph after a warm-up call that makes its
+    plan, change() applied to the tensors it reads, the graph replayed: the output."""
+    out = torch.empty_like(p["q"])
+    pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], out=out, **kw)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], out=out, **kw)
+    change()
+    graph.replay()
+    torch.cuda.synchronize()
+    return out
+
+
 def c_library(p, precision, kernel, regroup=None):
     """pw_sparse_prefill called directly through ctypes on fresh contiguous copies (output
     and LSE), written out here independently of the package's argument code."""
@@ -135,16 +149,7 @@ def test_sinks_on_the_gpu(seed, precision):
     assert torch.equal(torch.isfinite(outs[0][1].cpu()), finite), f"seed {seed}"
     assert float((outs[0][1].cpu()[finite] - want_lse[finite]).abs().max()) < 2e-2, f"seed {seed}"
     # Graph replay with new sink values.
-    out = torch.empty_like(outs[0][0])
-    pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], out=out,
-                              precision=precision, sinks=sinks)  # warm-up: the plan
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], out=out,
-                                  precision=precision, sinks=sinks)
-    sinks.fill_(-float("inf"))
-    graph.replay()
-    torch.cuda.synchronize()
+    out = replayed(p, lambda: sinks.fill_(-float("inf")), precision=precision, sinks=sinks)
     assert torch.equal(bits(out), bits(call(p, precision=precision))), f"seed {seed}: -inf sinks == no sinks"
 
 
@@ -183,16 +188,7 @@ def test_sink_keys_on_the_gpu(seed, precision):
         call(p, precision=precision, sink_keys=flat[1:].view(hq, d))
     # Graph replay with new key values: zero keys give every row the logit 0, i.e. the
     # constant sink 0.0.
-    out = torch.empty_like(outs[0][0])
-    pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], out=out,
-                              precision=precision, sink_keys=keys)  # warm-up: the plan
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], out=out,
-                                  precision=precision, sink_keys=keys)
-    keys.zero_()
-    graph.replay()
-    torch.cuda.synchronize()
+    out = replayed(p, keys.zero_, precision=precision, sink_keys=keys)
     zero_sinks = torch.zeros(hq, dtype=torch.float32, device="cuda")
     assert torch.equal(bits(out), bits(call(p, precision=precision, sinks=zero_sinks))), \
         f"seed {seed}: zero keys == sinks of 0.0"
@@ -231,15 +227,7 @@ def test_token_scales_on_the_gpu(seed, precision):
     assert torch.equal(bits(call(p, precision=precision, k_token_scales=ones, v_token_scales=ones)),
                        bits(call(p, precision=precision))), f"seed {seed}: unit scales == none"
     # Graph replay with new values in the same tensors.
-    out = torch.empty_like(outs[0][0])
-    pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], out=out, **kw)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], out=out, **kw)
-    ks.fill_(1.0)
-    vs.fill_(1.0)
-    graph.replay()
-    torch.cuda.synchronize()
+    out = replayed(p, lambda: (ks.fill_(1.0), vs.fill_(1.0)), **kw)
     assert torch.equal(bits(out), bits(call(p, precision=precision))), f"seed {seed}: replay with unit scales"
 
 
@@ -289,17 +277,9 @@ def test_topk_below_16_on_the_gpu(seed, k):
     want = call(cpu)
     err = nrms(outs[0][0].cpu(), want)
     assert err < EMU_BOUND, f"seed {seed} K={k}: NRMS vs the emulating reference {err:.3e}"
-    out = torch.empty_like(outs[0][0])
     topk = p["topk_idx"].clone()
-    args = list(op_args(p))
-    args[3] = topk
-    pageweaver.sparse_prefill(*args, k_scale=p["k_scale"], v_scale=p["v_scale"], out=out)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        pageweaver.sparse_prefill(*args, k_scale=p["k_scale"], v_scale=p["v_scale"], out=out)
-    topk.copy_(torch.flip(p["topk_idx"], dims=[1]))  # other rows' ids
-    graph.replay()
-    torch.cuda.synchronize()
+    other_rows = torch.flip(p["topk_idx"], dims=[1])  # other rows' ids
+    out = replayed(dict(p, topk_idx=topk), lambda: topk.copy_(other_rows))
     q2 = dict(p, topk_idx=topk.clone())
     assert torch.equal(bits(out), bits(call(q2))), f"seed {seed}: replay with new ids"
 
