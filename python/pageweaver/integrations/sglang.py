@@ -18,6 +18,7 @@ in `bad_page_count` by the kernel).
 import torch
 
 from .._op import PAGE_SIZE, sparse_prefill
+from ._common import i32 as _i32, scale_kwargs
 
 __all__ = ["page_table_from_req_to_token", "minimax_sparse_prefill"]
 
@@ -57,28 +58,6 @@ def page_table_from_req_to_token(req_to_token, slot_ids, seq_lens, *, layout_err
         layout_errors.add_(bad.to(layout_errors.dtype))
     phys = torch.div(first, PAGE_SIZE, rounding_mode="floor")
     return torch.where(good, phys, torch.full_like(phys, -1)).to(torch.int32)
-
-
-def _i32(name, t):
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name}: expected a torch.Tensor")
-    if t.dtype not in (torch.int32, torch.int64):
-        raise TypeError(f"{name}: dtype {t.dtype}, expected an integer tensor")
-    return t.to(torch.int32).contiguous()  # no copy when already int32 and contiguous
-
-
-def _scale(name, s):
-    """(per-tensor scale, per-token [Hkv, slots] float32 tensor or None)."""
-    if s is None:
-        return 1.0, None
-    if isinstance(s, torch.Tensor):
-        if s.numel() == 1:
-            return (s.float().reshape(1) if s.dtype != torch.float32 or s.dim() > 1 else s), None
-        if s.dim() != 2:
-            raise ValueError(f"{name}: shape {list(s.shape)}: expected one element or "
-                             f"per-token scales [Hkv, slots]")
-        return 1.0, s if s.dtype == torch.float32 else s.float()
-    return float(s), None
 
 
 def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, topk_idx,
@@ -126,13 +105,8 @@ def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, to
     scale = sm_scale if sm_scale is not None else q.shape[-1] ** -0.5
     if q_scale is not None:
         scale = scale * float(q_scale)
-    ks, k_tok = _scale("k_scale", k_scale)
-    vs, v_tok = _scale("v_scale", v_scale)
-    if k_tok is not None and v_tok is not None and k_tok.stride() != v_tok.stride():
-        k_tok, v_tok = k_tok.contiguous(), v_tok.contiguous()  # one stride pair for both
     return sparse_prefill(q, k_cache, v_cache, _i32("topk_idx", topk_idx), page_table,
                           _i32("cu_seqlens", cu_seqlens), lens, _i32("prefix_lens", prefix_lens),
-                          k_scale=ks, v_scale=vs, softmax_scale=scale, out=out,
-                          precision=precision, regroup=regroup, kernel=kernel,
-                          bad_page_count=bad_page_count, sink_keys=sink,
-                          k_token_scales=k_tok, v_token_scales=v_tok)
+                          softmax_scale=scale, out=out, precision=precision, regroup=regroup,
+                          kernel=kernel, bad_page_count=bad_page_count, sink_keys=sink,
+                          **scale_kwargs(k_scale, v_scale))

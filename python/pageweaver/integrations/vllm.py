@@ -14,31 +14,11 @@ args.cache_layout (one call for every KV head, no copy). Per-token scales [Hkv, 
 import torch
 
 from .._op import PAGE_SIZE, sparse_prefill
+from ._common import i32 as _i32, scale_kwargs
 
 __all__ = ["minimax_m3_sparse_attn"]
 
 _FP8 = torch.float8_e4m3fn
-
-
-def _i32(name, t):
-    if not isinstance(t, torch.Tensor) or t.dtype not in (torch.int32, torch.int64):
-        raise TypeError(f"{name}: expected an int32 / int64 tensor")
-    return t.to(torch.int32).contiguous()
-
-
-def _scale(name, s, hkv, slots):
-    """(per-tensor scale for sparse_prefill, per-token [Hkv, slots] float32 tensor or None)."""
-    if s is None:
-        return 1.0, None
-    if isinstance(s, torch.Tensor):
-        if s.numel() == 1:
-            return (s.reshape(1) if s.dtype == torch.float32 else s.float().reshape(1)), None
-        if s.dim() != 2 or s.shape[0] != hkv or s.shape[1] < slots:
-            raise ValueError(f"{name}: shape {list(s.shape)}: expected one element or "
-                             f"per-token scales [num_kv_heads, >= num_blocks * 128] = "
-                             f"[{hkv}, {slots}]")
-        return 1.0, s if s.dtype == torch.float32 else s.float()
-    return float(s), None
 
 
 def _views(kv_cache):
@@ -86,13 +66,8 @@ def minimax_m3_sparse_attn(q, kv_cache, topk_idx, block_table, cu_seqlens_q, seq
     topk = _i32("topk_idx", topk_idx)
     cu, lens, pre = (_i32("cu_seqlens_q", cu_seqlens_q), _i32("seq_lens", seq_lens),
                      _i32("prefix_lens", prefix_lens))
-    slots = kv_cache.shape[0] * PAGE_SIZE
-    ks, k_tok = _scale("k_scale", k_scale, hkv, slots)
-    vs, v_tok = _scale("v_scale", v_scale, hkv, slots)
-    if k_tok is not None and v_tok is not None and k_tok.stride() != v_tok.stride():
-        k_tok, v_tok = k_tok.contiguous(), v_tok.contiguous()  # one stride pair for both
-    sparse_prefill(q, k, v, topk, block_table, cu, lens, pre, k_scale=ks,
-                   v_scale=vs, softmax_scale=sm_scale, out=output, precision=precision,
-                   regroup=regroup, kernel=kernel, bad_page_count=bad_page_count,
-                   k_token_scales=k_tok, v_token_scales=v_tok)
+    scales = scale_kwargs(k_scale, v_scale, hkv, kv_cache.shape[0] * PAGE_SIZE)
+    sparse_prefill(q, k, v, topk, block_table, cu, lens, pre, softmax_scale=sm_scale, out=output,
+                   precision=precision, regroup=regroup, kernel=kernel,
+                   bad_page_count=bad_page_count, **scales)
     return None

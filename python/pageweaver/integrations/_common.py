@@ -1,0 +1,42 @@
+"""Argument conversions the engine adapters share."""
+import torch
+
+
+def i32(name, t):
+    """An engine's int32 / int64 index tensor as int32, contiguous (no copy when it already
+    is). TypeError naming `name` otherwise."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor")
+    if t.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"{name}: dtype {t.dtype}, expected an integer tensor (int32 / int64)")
+    return t.to(torch.int32).contiguous()
+
+
+def scale_kwargs(k_scale, v_scale, hkv=None, slots=None):
+    """An engine's k_scale / v_scale as pageweaver.sparse_prefill keywords: None (1.0), a
+    float or a one-element tensor go to k_scale / v_scale (float32); a 2-D tensor holds
+    per-token scales [Hkv, slots] (float32, converted otherwise) and goes to
+    k_token_scales / v_token_scales with the per-tensor scale 1.0, both given one stride
+    pair (made contiguous when theirs differ). hkv / slots, when known, are checked here
+    so that the error names the engine's argument. ValueError naming it otherwise."""
+    kw = {}
+    for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
+        tok = None
+        if s is None:
+            val = 1.0
+        elif not isinstance(s, torch.Tensor):
+            val = float(s)
+        elif s.numel() == 1:
+            val = s.reshape(1) if s.dtype == torch.float32 else s.float().reshape(1)
+        elif s.dim() != 2 or (hkv is not None and (s.shape[0] != hkv or s.shape[1] < slots)):
+            want = f"[{hkv}, >= {slots}]" if hkv is not None else "[Hkv, slots]"
+            raise ValueError(f"{name}: shape {list(s.shape)}: expected one element or per-token "
+                             f"scales {want} (num_kv_heads, cache slots)")
+        else:
+            val, tok = 1.0, s if s.dtype == torch.float32 else s.float()
+        kw[name] = val
+        kw[name[0] + "_token_scales"] = tok
+    k_tok, v_tok = kw["k_token_scales"], kw["v_token_scales"]
+    if k_tok is not None and v_tok is not None and k_tok.stride() != v_tok.stride():
+        kw["k_token_scales"], kw["v_token_scales"] = k_tok.contiguous(), v_tok.contiguous()
+    return kw
