@@ -91,17 +91,22 @@ def arm_call(arm, b, prec, outs):
         k, v = b["kv_cache"][..., :D], b["kv_cache"][..., D:]
     elif arm == "sinkkeys":
         kw = dict(sink_keys=b["keys"])
-    return (lambda: pageweaver.sparse_prefill(q, k, v, *b["rest"], k_scale=1 / 64, v_scale=1 / 64, out=out,
-                                              precision=prec, **kw)), g
+    # The graph captures q's address: the closure is the only owner of a G < 16 copy, and
+    # graphs[arm] keeps the closure (a dropped closure freed q, torch.cuda.graph's
+    # empty_cache returned the block, and the next replay read unmapped memory).
+    fn = lambda: pageweaver.sparse_prefill(q, k, v, *b["rest"], k_scale=1 / 64, v_scale=1 / 64,  # noqa: E731
+                                           out=out, precision=prec, **kw)
+    return fn, g
 
 
 def graph_of(fn):
+    """(graph, fn): the caller keeps both, fn owning the tensors the graph reads."""
     fn()  # warm-up: the plan, the kernels' attributes
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
-    return graph
+    return graph, fn
 
 
 def main():
@@ -128,7 +133,7 @@ def main():
             times = {k: [] for k in graphs}
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             for i in range(a.warmup + a.replays):
-                for k, graph in graphs.items():
+                for k, (graph, _) in graphs.items():
                     start.record()
                     graph.replay()
                     end.record()
