@@ -463,17 +463,11 @@ static __device__ __forceinline__ void ts_load_page(float (&buf)[2][kPageSize], 
     cp_async_commit();
 }
 
-/* softmax_page with per-token K scales ks (the warp's shared-memory copy of the page's):
- * the score factor of column t is f * ks_t (rounded once), so x_t = acc * (f * ks_t) and
- * 256 p = 2^(acc * (f ks_t) - m + 8) in one FFMA, as softmax_page does with f: with every
- * ks_t = 1 the same instructions' results, bit for bit (rounding is monotonic, so the row
- * max of the rounded products is softmax_page's rounded max times f). A non-positive f
- * (k_scale <= 0, never in practice) takes softmax_page's plain form: x rounded first, then
- * 2^(x - m + 8), so that there too scales of 1 give its bits. Columns past lim (masked,
- * their scale may be NaN) give p = 0. Same outputs and updates as softmax_page. */
-static __device__ __forceinline__ void softmax_page_ts(float (&acc)[64], int64_t lim, uint32_t q, float f0,
-                                                       float f1, const float *ks, float &m0, float &m1, float &l0,
-                                                       float &l1, float &alpha0, float &alpha1)
+/* softmax_page_ts's body; kMask: the page has a column past lim (lim in [-1, 126]). */
+template <bool kMask>
+static __device__ __forceinline__ void softmax_page_ts_cols(float (&acc)[64], int lim, uint32_t q, float f0,
+                                                            float f1, const float *ks, float &m0, float &m1,
+                                                            float &l0, float &l1, float &alpha0, float &alpha1)
 {
     const bool plain = !(f0 > 0.0f && f1 > 0.0f); // softmax_page's non-positive-factor form
     float t0[4], t1[4]; // row maxima, four partial chains per row
@@ -485,7 +479,8 @@ static __device__ __forceinline__ void softmax_page_ts(float (&acc)[64], int64_t
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int k = 4 * b + e, col = 8 * b + 2 * (int)q + (e % 2);
-            const float x = col <= lim ? acc[k] * ((e < 2 ? f0 : f1) * (e % 2 ? s.y : s.x)) : -INFINITY;
+            const float prod = acc[k] * ((e < 2 ? f0 : f1) * (e % 2 ? s.y : s.x));
+            const float x = (!kMask || col <= lim) ? prod : -INFINITY;
             if (e < 2) t0[b % 4] = fmaxf(t0[b % 4], x);
             else t1[b % 4] = fmaxf(t1[b % 4], x);
         }
@@ -505,12 +500,29 @@ static __device__ __forceinline__ void softmax_page_ts(float (&acc)[64], int64_t
             const float fk = (first_row ? f0 : f1) * (e % 2 ? s.y : s.x);
             const float cr = first_row ? c0 : c1;
             const float arg = plain ? __fadd_rn(__fmul_rn(acc[k], fk), cr) : fmaf(acc[k], fk, cr);
-            const float pk = col <= lim ? ex2_approx(arg) : 0.0f;
+            const float pk = (!kMask || col <= lim) ? ex2_approx(arg) : 0.0f;
             acc[k] = pk; // 256 * p
             if (first_row) s0 += pk; else s1 += pk;
         }
     }
     softmax_rows_sum(s0, s1, alpha0, alpha1, l0, l1);
+}
+
+/* softmax_page with per-token K scales ks (the warp's shared-memory copy of the page's):
+ * the score factor of column t is f * ks_t (rounded once), so x_t = acc * (f * ks_t) and
+ * 256 p = 2^(acc * (f ks_t) - m + 8) in one FFMA, as softmax_page does with f: with every
+ * ks_t = 1 the same instructions' results, bit for bit (rounding is monotonic, so the row
+ * max of the rounded products is softmax_page's rounded max times f). A non-positive f
+ * (k_scale <= 0, never in practice) takes softmax_page's plain form: x rounded first, then
+ * 2^(x - m + 8), so that there too scales of 1 give its bits. Columns past lim (masked,
+ * their scale may be NaN) give p = 0. Same outputs and updates as softmax_page. As there,
+ * only a page with a masked column (lim < 127, warp-uniform) runs the compares (in 32 bits). */
+static __device__ __forceinline__ void softmax_page_ts(float (&acc)[64], int64_t lim, uint32_t q, float f0,
+                                                       float f1, const float *ks, float &m0, float &m1, float &l0,
+                                                       float &l1, float &alpha0, float &alpha1)
+{
+    softmax_page_ts_cols<true>(acc, lim >= kPageSize - 1 ? kPageSize - 1 : lim < 0 ? -1 : (int)lim, q, f0, f1, ks,
+                               m0, m1, l0, l1, alpha0, alpha1);
 }
 
 /* The smallest power of two >= a (a finite, > 0); past FLT_MAX's exponent: +inf. */
@@ -524,9 +536,11 @@ static __device__ __forceinline__ float pow2_at_least(float a)
 /* P with per-token V scales, after softmax_page (acc = 256 p; l already summed the unscaled
  * p): vmax = the smallest power of two >= the largest |vs| of the row's visible tokens on
  * the page (1 if none is finite and > 0); acc = 256 p * (vs_t / vmax), 0 past lim (a masked
- * slot's scale may be NaN). vs_t / vmax is exact, computed as vs_t * (1 / vmax) unless vmax
- * is subnormal. Returns vmax, by which the page's PV sum is multiplied (pv_add_to_o_ts). */
-static __device__ __forceinline__ float ts_scale_p(float (&acc)[64], int64_t lim, uint32_t q, const float *vs)
+ * slot's scale may be NaN). vs_t / vmax is correctly rounded, with multiplications only (no
+ * division in the page loop). Returns vmax, by which the page's PV sum is multiplied
+ * (pv_add_to_o_ts). */
+template <bool kMask>
+static __device__ __forceinline__ float ts_scale_p_cols(float (&acc)[64], int lim, uint32_t q, const float *vs)
 {
     // The largest |vs| over the visible tokens: lane l reads tokens l, l + 32, ... (4 loads,
     // not the 32 values of its columns, which would stay live into the loop below), then
@@ -535,24 +549,34 @@ static __device__ __forceinline__ float ts_scale_p(float (&acc)[64], int64_t lim
     float vabs = 0.0f;
 #pragma unroll
     for (int j = 0; j < kPageSize / 32; j++)
-        if (lane + 32 * j <= lim) vabs = fmaxf(vabs, fabsf(vs[lane + 32 * j]));
+        if (!kMask || lane + 32 * j <= lim) vabs = fmaxf(vabs, fabsf(vs[lane + 32 * j]));
 #pragma unroll
     for (int d = 16; d >= 1; d /= 2) vabs = fmaxf(vabs, __shfl_xor_sync(0xffffffffu, vabs, d));
     const float vmax = (vabs > 0.0f && vabs <= 3.402823466e38f) ? pow2_at_least(vabs) : 1.0f;
-    const bool tiny = vmax < 1.17549435e-38f; // 1 / vmax would overflow: divide
-    const float inv = tiny ? 0.0f : __frcp_rn(vmax);
+    // vs_t / vmax, correctly rounded, without a division: vmax = 2^e, so vs_t * 2^-e rounds
+    // once. A subnormal vmax (2^-e would overflow) first takes vs_t up by 2^64 (exact: a
+    // visible |vs_t| <= vmax < 2^-126) and multiplies by 2^(-e-64) (the quotient >= 2^-23 is
+    // normal: exact). Masked slots (any value, NaN) are zeroed below.
+    const bool tiny = vmax < 1.17549435e-38f;
+    const float pre = tiny ? 18446744073709551616.0f : 1.0f; // 2^64
+    const float inv = __frcp_rn(__fmul_rn(vmax, pre));       // a power of two: exact
 #pragma unroll
     for (int b = 0; b < 16; b++) {
         const float2 s = *reinterpret_cast<const float2 *>(vs + 8 * b + 2 * q);
+        const float rx = __fmul_rn(__fmul_rn(s.x, pre), inv), ry = __fmul_rn(__fmul_rn(s.y, pre), inv);
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int k = 4 * b + e, col = 8 * b + 2 * (int)q + (e % 2);
-            const float v = e % 2 ? s.y : s.x;
-            const float r = tiny ? __fdiv_rn(v, vmax) : __fmul_rn(v, inv);
-            acc[k] = col <= lim ? __fmul_rn(acc[k], r) : 0.0f;
+            acc[k] = (!kMask || col <= lim) ? __fmul_rn(acc[k], e % 2 ? ry : rx) : 0.0f;
         }
     }
     return vmax;
+}
+
+/* Only a page with a masked column (lim < 127, warp-uniform) runs the compares. */
+static __device__ __forceinline__ float ts_scale_p(float (&acc)[64], int64_t lim, uint32_t q, const float *vs)
+{
+    return ts_scale_p_cols<true>(acc, lim >= kPageSize - 1 ? kPageSize - 1 : lim < 0 ? -1 : (int)lim, q, vs);
 }
 
 /* pv_add_to_o with per-token V scales: o = o * alpha + (pv * vmax), the product exact. */
