@@ -646,34 +646,6 @@ static __device__ __noinline__ float sink_key_logit(const AttentionParams &p, in
     return __fmul_rn(dot, p.softmax_scale);
 }
 
-/* sink_key_logit for two heads of one row at once (store_rows: a thread's rows r0 and
- * r0 + 8): the two dependent add chains interleave and the loads of both rows fly together,
- * ~half the epilogue's latency of two calls (each row's arithmetic is sink_key_logit's). */
-static __device__ __noinline__ float2 sink_key_logits(const AttentionParams &p, int64_t head0, int64_t head1,
-                                                      int32_t row)
-{
-    const uint16_t *q = p.q + (int64_t)row * p.q_stride;
-    const uint4 *q0 = reinterpret_cast<const uint4 *>(q + head0 * kHeadDim);
-    const uint4 *q1 = reinterpret_cast<const uint4 *>(q + head1 * kHeadDim);
-    const uint4 *k0 = reinterpret_cast<const uint4 *>(p.sink_keys + head0 * kHeadDim);
-    const uint4 *k1 = reinterpret_cast<const uint4 *>(p.sink_keys + head1 * kHeadDim);
-    float d0 = 0.0f, d1 = 0.0f;
-#pragma unroll 2
-    for (int c = 0; c < kHeadDim / 8; c++) {
-        const uint4 qa = __ldg(q0 + c), ka = __ldg(k0 + c), qb = __ldg(q1 + c), kb = __ldg(k1 + c);
-        const uint32_t qw[4] = {qa.x, qa.y, qa.z, qa.w}, kw[4] = {ka.x, ka.y, ka.z, ka.w};
-        const uint32_t qv[4] = {qb.x, qb.y, qb.z, qb.w}, kv[4] = {kb.x, kb.y, kb.z, kb.w};
-#pragma unroll
-        for (int j = 0; j < 4; j++) { // element 2j (low half) before 2j + 1 (high half)
-            d0 = __fadd_rn(d0, __fmul_rn(__uint_as_float(qw[j] << 16), __uint_as_float(kw[j] << 16)));
-            d1 = __fadd_rn(d1, __fmul_rn(__uint_as_float(qv[j] << 16), __uint_as_float(kv[j] << 16)));
-            d0 = __fadd_rn(d0, __fmul_rn(__uint_as_float(qw[j] & 0xffff0000u), __uint_as_float(kw[j] & 0xffff0000u)));
-            d1 = __fadd_rn(d1, __fmul_rn(__uint_as_float(qv[j] & 0xffff0000u), __uint_as_float(kv[j] & 0xffff0000u)));
-        }
-    }
-    return make_float2(__fmul_rn(d0, p.softmax_scale), __fmul_rn(d1, p.softmax_scale));
-}
-
 /* The sink logit of Q head `head` (of all Hq) on original row `row`: the head's logit, the
  * row's logit from the head's sink key, or -inf without sinks. */
 static __device__ __forceinline__ float sink_of(const AttentionParams &p, int64_t head, int32_t row)
@@ -697,15 +669,8 @@ static __device__ __forceinline__ void store_rows(const AttentionParams &p, cons
     if (G < kHeadsPerKv && head0 >= G) return;
     constexpr bool kTwo = G == kHeadsPerKv; // both rows of the thread are heads
     float inv0, inv1 = 0.0f, lse0, lse1 = 0.0f;
-    const int64_t h0 = (int64_t)kv_head * G + head0, h1 = (int64_t)kv_head * G + head1;
-    if (kTwo && p.sink_keys && !p.sink_logits) { // both rows' key logits in one call
-        const float2 s = sink_key_logits(p, h0, h1, my_row);
-        finish_row(m0, l0, v_scale, s.x, inv0, lse0);
-        finish_row(m1, l1, v_scale, s.y, inv1, lse1);
-    } else {
-        finish_row(m0, l0, v_scale, sink_of(p, h0, my_row), inv0, lse0);
-        if (kTwo) finish_row(m1, l1, v_scale, sink_of(p, h1, my_row), inv1, lse1);
-    }
+    finish_row(m0, l0, v_scale, sink_of(p, (int64_t)kv_head * G + head0, my_row), inv0, lse0);
+    if (kTwo) finish_row(m1, l1, v_scale, sink_of(p, (int64_t)kv_head * G + head1, my_row), inv1, lse1);
     uint16_t *out0 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * G + head0) * kHeadDim;
     uint16_t *out1 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * G + head1) * kHeadDim;
 #pragma unroll
