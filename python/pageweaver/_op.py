@@ -37,7 +37,7 @@ _EXACT = -1  # precision code of "exact" (CPU reference only)
 
 
 # ---- argument translation -------------------------------------------------------------
-def _enum(name, value, table, default):
+def _enum(name, value, table, default, extra=()):
     if value is None:
         return default
     if isinstance(value, str):
@@ -45,13 +45,14 @@ def _enum(name, value, table, default):
         if key in table:
             return table[key]
     raise ValueError(f"{name}={value!r}: expected None (the library's default) or one of "
-                     f"{sorted(table)}")
+                     f"{sorted(table) + list(extra)}")
 
 
 def _precision_code(precision):
     if isinstance(precision, str) and precision.lower() == "exact":
         return _EXACT
-    return _enum("precision", precision, _lib.PRECISIONS, _lib.DEFAULT_PRECISION)
+    return _enum("precision", precision, _lib.PRECISIONS, _lib.DEFAULT_PRECISION,
+                 extra=("exact (CPU tensors only)",))
 
 
 def _scale_arg(name, s):

@@ -149,6 +149,15 @@ def test_sglang_refuses_what_it_cannot_do():
         sglang_call(dict(c, q=c["q"].to(torch.float8_e4m3fn)))
     with pytest.raises(ValueError, match="block_size_k"):
         sglang_call(c, block_size_k=64)
+    # Per-token scales of the wrong shape: the error names SGLang's argument and the shape
+    # it needs ([Hkv, >= slots]), not the keyword it is passed on as.
+    slots = c["k_cache"].shape[0]
+    with pytest.raises(ValueError, match=rf"k_scale: shape \[{slots}, 1\].*\[1, >= {slots}\]"):
+        sglang_call(c, k_scale=torch.ones(slots, 1))
+    with pytest.raises(TypeError, match="v_scale: list"):
+        sglang_call(c, v_scale=[1.0])
+    with pytest.raises(TypeError, match="q_scale: a meta tensor"):
+        sglang_call(c, q_scale=torch.ones((), device="meta"))
 
 
 # ---- vLLM -----------------------------------------------------------------------------
@@ -212,3 +221,7 @@ def test_vllm_refuses_what_it_cannot_do():
                                     30, 1, 0.1, out)
     with pytest.raises(ValueError, match="num_kv_heads"):
         vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 30, 2, 0.1, out)
+    with pytest.raises(TypeError, match="output"):  # vLLM's op only writes into output
+        vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 30, 1, 0.1, None)
+    with pytest.raises(TypeError, match="k_scale: list"):
+        vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 30, 1, 0.1, out, [1.0])

@@ -54,7 +54,7 @@ def test_tensor_errors_name_the_tensor(p, field, value, exc, words):
     (dict(k_scale=torch.ones(2)), ValueError, ["k_scale", "one"]),
     (dict(v_scale=torch.ones(1, dtype=torch.float64)), TypeError, ["v_scale", "float32"]),
     (dict(softmax_scale=0.0), ValueError, ["softmax_scale"]),
-    (dict(precision="fp16"), ValueError, ["precision", "fp8x2"]),
+    (dict(precision="fp16"), ValueError, ["precision", "fp8x2", "exact"]),
     (dict(regroup="random"), ValueError, ["regroup", "guarded"]),
     (dict(kernel="union16"), ValueError, ["kernel", "union4"]),
     (dict(out=torch.empty(3, 4, 32, dtype=torch.bfloat16)), ValueError, ["out", "shape"]),

@@ -25,7 +25,11 @@ def scale_kwargs(k_scale, v_scale, hkv=None, slots=None):
         if s is None:
             val = 1.0
         elif not isinstance(s, torch.Tensor):
-            val = float(s)
+            try:
+                val = float(s)
+            except (TypeError, ValueError):
+                raise TypeError(f"{name}: {type(s).__name__} {s!r}: expected None, a float, a "
+                                f"one-element tensor or per-token scales [Hkv, slots]") from None
         elif s.numel() == 1:
             val = s.reshape(1) if s.dtype == torch.float32 else s.float().reshape(1)
         elif s.dim() != 2 or (hkv is not None and (s.shape[0] != hkv or s.shape[1] < slots)):

@@ -102,11 +102,17 @@ def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, to
     if page_table is None:
         page_table = page_table_from_req_to_token(req_to_token, slot_ids, lens,
                                                   layout_errors=layout_errors)
+    for name, x in (("sm_scale", sm_scale), ("q_scale", q_scale)):
+        if isinstance(x, torch.Tensor) and x.device.type != "cpu":
+            raise TypeError(f"{name}: a {x.device.type} tensor; pass a Python float (reading a "
+                            f"device tensor would synchronise the stream)")
     scale = sm_scale if sm_scale is not None else q.shape[-1] ** -0.5
     if q_scale is not None:
         scale = scale * float(q_scale)
+    cache_ok = isinstance(k_cache, torch.Tensor) and k_cache.dim() == 3
     return sparse_prefill(q, k_cache, v_cache, _i32("topk_idx", topk_idx), page_table,
                           _i32("cu_seqlens", cu_seqlens), lens, _i32("prefix_lens", prefix_lens),
                           softmax_scale=scale, out=out, precision=precision, regroup=regroup,
                           kernel=kernel, bad_page_count=bad_page_count, sink_keys=sink,
-                          **scale_kwargs(k_scale, v_scale))
+                          **scale_kwargs(k_scale, v_scale, k_cache.shape[1] if cache_ok else None,
+                                         k_cache.shape[0] if cache_ok else None))

@@ -55,6 +55,9 @@ def minimax_m3_sparse_attn(q, kv_cache, topk_idx, block_table, cu_seqlens_q, seq
     k_token_scales / v_token_scales: Union4 and per-query kernels only). Keywords as for
     pageweaver.sparse_prefill. One library call for every KV head; no synchronisation;
     capturable."""
+    if not isinstance(output, torch.Tensor):
+        raise TypeError("output: vLLM's minimax_m3_sparse_attn writes into output and returns "
+                        "None; pass the [total_q, Hq, D] bfloat16 tensor to fill")
     if kv_cache.dim() == 4 and kv_cache.shape[1] != num_kv_heads:
         raise ValueError(f"num_kv_heads is {num_kv_heads}, kv_cache holds "
                          f"{kv_cache.shape[1]}")
