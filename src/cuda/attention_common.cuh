@@ -463,11 +463,44 @@ static __device__ __forceinline__ void ts_load_page(float (&buf)[2][kPageSize], 
     cp_async_commit();
 }
 
-/* softmax_page_ts's body; kMask: the page has a column past lim (lim in [-1, 126]). */
-template <bool kMask>
-static __device__ __forceinline__ void softmax_page_ts_cols(float (&acc)[64], int lim, uint32_t q, float f0,
-                                                            float f1, const float *ks, float &m0, float &m1,
-                                                            float &l0, float &l1, float &alpha0, float &alpha1)
+/* The masked columns of a page (lim < 127: warp-uniform, only a query's own page and pages
+ * past the KV length), before softmax_page_ts and ts_scale_p, so that those two run without
+ * compares: acc = -inf past lim (as softmax_page masks), and in the warp's scale buffer K
+ * scale 1 and V scale 0 there (the slots' own values may be NaN: semantics §4.5 never
+ * reads them). Then x = -inf x f past lim, the products softmax_page forms, so scales of 1
+ * still give its bits; p = 0 there, and P x 0 = 0. Warp-collective (the lanes write the
+ * buffer, then __syncwarp). */
+static __device__ __forceinline__ void ts_mask_page(float (&acc)[64], int64_t lim, uint32_t q,
+                                                    float (&buf)[2][kPageSize], int lane)
+{
+    const int lim32 = lim < 0 ? -1 : (int)lim; // lim < 127 here
+#pragma unroll
+    for (int k = 0; k < 64; k++) {
+        const int col = 8 * (k / 4) + 2 * (int)q + (k % 2);
+        acc[k] = col <= lim32 ? acc[k] : -INFINITY;
+    }
+#pragma unroll
+    for (int j = 0; j < kPageSize / 32; j++) {
+        const int t = lane + 32 * j;
+        if (t > lim32) {
+            buf[0][t] = 1.0f;
+            buf[1][t] = 0.0f;
+        }
+    }
+    __syncwarp();
+}
+
+/* softmax_page with per-token K scales ks (the warp's shared-memory copy of the page's,
+ * masked by ts_mask_page on a page with masked columns): the score factor of column t is
+ * f * ks_t (rounded once), so x_t = acc * (f * ks_t) and 256 p = 2^(acc * (f ks_t) - m + 8)
+ * in one FFMA, as softmax_page does with f: with every ks_t = 1 the same instructions'
+ * results, bit for bit (rounding is monotonic, so the row max of the rounded products is
+ * softmax_page's rounded max times f). A non-positive f (k_scale <= 0, never in practice)
+ * takes softmax_page's plain form: x rounded first, then 2^(x - m + 8), so that there too
+ * scales of 1 give its bits. Same outputs and updates as softmax_page. */
+static __device__ __forceinline__ void softmax_page_ts(float (&acc)[64], uint32_t q, float f0, float f1,
+                                                       const float *ks, float &m0, float &m1, float &l0, float &l1,
+                                                       float &alpha0, float &alpha1)
 {
     const bool plain = !(f0 > 0.0f && f1 > 0.0f); // softmax_page's non-positive-factor form
     float t0[4], t1[4]; // row maxima, four partial chains per row
@@ -478,9 +511,8 @@ static __device__ __forceinline__ void softmax_page_ts_cols(float (&acc)[64], in
         const float2 s = *reinterpret_cast<const float2 *>(ks + 8 * b + 2 * q);
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            const int k = 4 * b + e, col = 8 * b + 2 * (int)q + (e % 2);
-            const float prod = acc[k] * ((e < 2 ? f0 : f1) * (e % 2 ? s.y : s.x));
-            const float x = (!kMask || col <= lim) ? prod : -INFINITY;
+            const int k = 4 * b + e;
+            const float x = acc[k] * ((e < 2 ? f0 : f1) * (e % 2 ? s.y : s.x));
             if (e < 2) t0[b % 4] = fmaxf(t0[b % 4], x);
             else t1[b % 4] = fmaxf(t1[b % 4], x);
         }
@@ -495,34 +527,17 @@ static __device__ __forceinline__ void softmax_page_ts_cols(float (&acc)[64], in
         const float2 s = *reinterpret_cast<const float2 *>(ks + 8 * b + 2 * q);
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            const int k = 4 * b + e, col = 8 * b + 2 * (int)q + (e % 2);
+            const int k = 4 * b + e;
             const bool first_row = e < 2;
             const float fk = (first_row ? f0 : f1) * (e % 2 ? s.y : s.x);
             const float cr = first_row ? c0 : c1;
             const float arg = plain ? __fadd_rn(__fmul_rn(acc[k], fk), cr) : fmaf(acc[k], fk, cr);
-            const float pk = (!kMask || col <= lim) ? ex2_approx(arg) : 0.0f;
+            const float pk = ex2_approx(arg);
             acc[k] = pk; // 256 * p
             if (first_row) s0 += pk; else s1 += pk;
         }
     }
     softmax_rows_sum(s0, s1, alpha0, alpha1, l0, l1);
-}
-
-/* softmax_page with per-token K scales ks (the warp's shared-memory copy of the page's):
- * the score factor of column t is f * ks_t (rounded once), so x_t = acc * (f * ks_t) and
- * 256 p = 2^(acc * (f ks_t) - m + 8) in one FFMA, as softmax_page does with f: with every
- * ks_t = 1 the same instructions' results, bit for bit (rounding is monotonic, so the row
- * max of the rounded products is softmax_page's rounded max times f). A non-positive f
- * (k_scale <= 0, never in practice) takes softmax_page's plain form: x rounded first, then
- * 2^(x - m + 8), so that there too scales of 1 give its bits. Columns past lim (masked,
- * their scale may be NaN) give p = 0. Same outputs and updates as softmax_page. As there,
- * only a page with a masked column (lim < 127, warp-uniform) runs the compares (in 32 bits). */
-static __device__ __forceinline__ void softmax_page_ts(float (&acc)[64], int64_t lim, uint32_t q, float f0,
-                                                       float f1, const float *ks, float &m0, float &m1, float &l0,
-                                                       float &l1, float &alpha0, float &alpha1)
-{
-    softmax_page_ts_cols<true>(acc, lim >= kPageSize - 1 ? kPageSize - 1 : lim < 0 ? -1 : (int)lim, q, f0, f1, ks,
-                               m0, m1, l0, l1, alpha0, alpha1);
 }
 
 /* The smallest power of two >= a (a finite, > 0); past FLT_MAX's exponent: +inf. */
@@ -535,28 +550,27 @@ static __device__ __forceinline__ float pow2_at_least(float a)
 
 /* P with per-token V scales, after softmax_page (acc = 256 p; l already summed the unscaled
  * p): vmax = the smallest power of two >= the largest |vs| of the row's visible tokens on
- * the page (1 if none is finite and > 0); acc = 256 p * (vs_t / vmax), 0 past lim (a masked
- * slot's scale may be NaN). vs_t / vmax is correctly rounded, with multiplications only (no
+ * the page (1 if none is finite and > 0); acc = 256 p * (vs_t / vmax) (past lim p = 0 and,
+ * by ts_mask_page, vs = 0: a masked slot's own scale may be NaN). vs_t / vmax is correctly rounded, with multiplications only (no
  * division in the page loop). Returns vmax, by which the page's PV sum is multiplied
  * (pv_add_to_o_ts). */
-template <bool kMask>
-static __device__ __forceinline__ float ts_scale_p_cols(float (&acc)[64], int lim, uint32_t q, const float *vs)
+static __device__ __forceinline__ float ts_scale_p(float (&acc)[64], uint32_t q, const float *vs)
 {
-    // The largest |vs| over the visible tokens: lane l reads tokens l, l + 32, ... (4 loads,
-    // not the 32 values of its columns, which would stay live into the loop below), then
-    // the warp's maximum. fmaxf drops NaN, as the reference's comparison does.
+    // The largest |vs| over the page (ts_mask_page set the masked slots' to 0): lane l reads
+    // tokens l, l + 32, ... (4 loads, not the 32 values of its columns, which would stay live
+    // into the loop below), then the warp's maximum. fmaxf drops NaN, as the reference's
+    // comparison does.
     const int lane = threadIdx.x % 32;
     float vabs = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kPageSize / 32; j++)
-        if (!kMask || lane + 32 * j <= lim) vabs = fmaxf(vabs, fabsf(vs[lane + 32 * j]));
+    for (int j = 0; j < kPageSize / 32; j++) vabs = fmaxf(vabs, fabsf(vs[lane + 32 * j]));
 #pragma unroll
     for (int d = 16; d >= 1; d /= 2) vabs = fmaxf(vabs, __shfl_xor_sync(0xffffffffu, vabs, d));
     const float vmax = (vabs > 0.0f && vabs <= 3.402823466e38f) ? pow2_at_least(vabs) : 1.0f;
     // vs_t / vmax, correctly rounded, without a division: vmax = 2^e, so vs_t * 2^-e rounds
     // once. A subnormal vmax (2^-e would overflow) first takes vs_t up by 2^64 (exact: a
     // visible |vs_t| <= vmax < 2^-126) and multiplies by 2^(-e-64) (the quotient >= 2^-23 is
-    // normal: exact). Masked slots (any value, NaN) are zeroed below.
+    // normal: exact).
     const bool tiny = vmax < 1.17549435e-38f;
     const float pre = tiny ? 18446744073709551616.0f : 1.0f; // 2^64
     const float inv = __frcp_rn(__fmul_rn(vmax, pre));       // a power of two: exact
@@ -566,17 +580,11 @@ static __device__ __forceinline__ float ts_scale_p_cols(float (&acc)[64], int li
         const float rx = __fmul_rn(__fmul_rn(s.x, pre), inv), ry = __fmul_rn(__fmul_rn(s.y, pre), inv);
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            const int k = 4 * b + e, col = 8 * b + 2 * (int)q + (e % 2);
-            acc[k] = (!kMask || col <= lim) ? __fmul_rn(acc[k], e % 2 ? ry : rx) : 0.0f;
+            const int k = 4 * b + e;
+            acc[k] = __fmul_rn(acc[k], e % 2 ? ry : rx);
         }
     }
     return vmax;
-}
-
-/* Only a page with a masked column (lim < 127, warp-uniform) runs the compares. */
-static __device__ __forceinline__ float ts_scale_p(float (&acc)[64], int64_t lim, uint32_t q, const float *vs)
-{
-    return ts_scale_p_cols<true>(acc, lim >= kPageSize - 1 ? kPageSize - 1 : lim < 0 ? -1 : (int)lim, q, vs);
 }
 
 /* pv_add_to_o with per-token V scales: o = o * alpha + (pv * vmax), the product exact. */
@@ -646,6 +654,44 @@ static __device__ __noinline__ float sink_key_logit(const AttentionParams &p, in
     return __fmul_rn(dot, p.softmax_scale);
 }
 
+/* sink_key_logit of one head of one row for a quad of lanes (store_rows), in one round
+ * of loads: lane q of the quad loads d = 32q..32q+31 of the head's Q row and key (4 + 4
+ * 16-byte vectors), then the sum runs through the quad in order, lane 0 first, each lane
+ * adding its 32 products (d ascending, the explicit adds of sink_key_logit, so the same
+ * bits) and passing it on by a shuffle. Warp-collective: every lane of the warp calls it
+ * (with its own quad's head). */
+static __device__ __forceinline__ float sink_key_logit_quad(const AttentionParams &p, int64_t head, int32_t row,
+                                                            int lane)
+{
+    const int q = lane % 4;
+    const uint4 *qv = reinterpret_cast<const uint4 *>(p.q + (int64_t)row * p.q_stride + head * kHeadDim) + 4 * q;
+    const uint4 *kv = reinterpret_cast<const uint4 *>(p.sink_keys + head * kHeadDim) + 4 * q;
+    uint4 qa[4], ka[4];
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        qa[c] = __ldg(qv + c);
+        ka[c] = __ldg(kv + c);
+    }
+    float dot = 0.0f;
+#pragma unroll
+    for (int step = 0; step < 4; step++) {
+        if (q == step) {
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const uint32_t qw[4] = {qa[c].x, qa[c].y, qa[c].z, qa[c].w}, kw[4] = {ka[c].x, ka[c].y, ka[c].z, ka[c].w};
+#pragma unroll
+                for (int j = 0; j < 4; j++) { // element 2j (low half) before 2j + 1 (high half)
+                    dot = __fadd_rn(dot, __fmul_rn(__uint_as_float(qw[j] << 16), __uint_as_float(kw[j] << 16)));
+                    dot = __fadd_rn(dot, __fmul_rn(__uint_as_float(qw[j] & 0xffff0000u),
+                                                   __uint_as_float(kw[j] & 0xffff0000u)));
+                }
+            }
+        }
+        dot = __shfl_sync(0xffffffffu, dot, (lane & ~3) | step);
+    }
+    return __fmul_rn(dot, p.softmax_scale);
+}
+
 /* The sink logit of Q head `head` (of all Hq) on original row `row`: the head's logit, the
  * row's logit from the head's sink key, or -inf without sinks. */
 static __device__ __forceinline__ float sink_of(const AttentionParams &p, int64_t head, int32_t row)
@@ -666,11 +712,21 @@ static __device__ __forceinline__ void store_rows(const AttentionParams &p, cons
 {
     static_assert(G == 16 || G == 8 || G == 4, "G: 16, 8 or 4");
     const int q = lane % 4, head0 = lane / 4, head1 = head0 + 8;
-    if (G < kHeadsPerKv && head0 >= G) return;
     constexpr bool kTwo = G == kHeadsPerKv; // both rows of the thread are heads
+    // Sink keys: the whole warp computes its quads' logits before any lane leaves (quads of
+    // heads >= G read head G - 1's rows and drop the result).
+    float2 key_sinks = make_float2(-INFINITY, -INFINITY);
+    if (p.sink_keys && !p.sink_logits) {
+        key_sinks.x = sink_key_logit_quad(p, (int64_t)kv_head * G + (head0 < G ? head0 : G - 1), my_row, lane);
+        if (kTwo) key_sinks.y = sink_key_logit_quad(p, (int64_t)kv_head * G + head1, my_row, lane);
+    }
+    if (G < kHeadsPerKv && head0 >= G) return;
+    const bool keys = p.sink_keys && !p.sink_logits;
     float inv0, inv1 = 0.0f, lse0, lse1 = 0.0f;
-    finish_row(m0, l0, v_scale, sink_of(p, (int64_t)kv_head * G + head0, my_row), inv0, lse0);
-    if (kTwo) finish_row(m1, l1, v_scale, sink_of(p, (int64_t)kv_head * G + head1, my_row), inv1, lse1);
+    finish_row(m0, l0, v_scale, keys ? key_sinks.x : sink_of(p, (int64_t)kv_head * G + head0, my_row), inv0, lse0);
+    if (kTwo)
+        finish_row(m1, l1, v_scale, keys ? key_sinks.y : sink_of(p, (int64_t)kv_head * G + head1, my_row), inv1,
+                   lse1);
     uint16_t *out0 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * G + head0) * kHeadDim;
     uint16_t *out1 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * G + head1) * kHeadDim;
 #pragma unroll

@@ -264,8 +264,9 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
                 const int64_t lim = my_limit - (int64_t)sm.page_logical[i] * kPageSize;
                 cp_async_wait_all();
                 __syncwarp();
-                softmax_page_ts(acc, lim, q, f0, f1, ts_buf[0], m0, m1, l0, l1, alpha0, alpha1);
-                vmax = ts_scale_p(acc, lim, q, ts_buf[1]);
+                if (lim < kPageSize - 1) ts_mask_page(acc, lim, q, ts_buf, lane); // warp-uniform
+                softmax_page_ts(acc, q, f0, f1, ts_buf[0], m0, m1, l0, l1, alpha0, alpha1);
+                vmax = ts_scale_p(acc, q, ts_buf[1]);
             }
             // The next member page's scales, once every lane has read this page's.
             if (i + 1 < num_pages && ((sm.page_members[i + 1] >> warp) & 1u)) {
