@@ -654,44 +654,6 @@ static __device__ __noinline__ float sink_key_logit(const AttentionParams &p, in
     return __fmul_rn(dot, p.softmax_scale);
 }
 
-/* sink_key_logit of one head of one row for a quad of lanes (store_rows), in one round
- * of loads: lane q of the quad loads d = 32q..32q+31 of the head's Q row and key (4 + 4
- * 16-byte vectors), then the sum runs through the quad in order, lane 0 first, each lane
- * adding its 32 products (d ascending, the explicit adds of sink_key_logit, so the same
- * bits) and passing it on by a shuffle. Warp-collective: every lane of the warp calls it
- * (with its own quad's head). */
-static __device__ __forceinline__ float sink_key_logit_quad(const AttentionParams &p, int64_t head, int32_t row,
-                                                            int lane)
-{
-    const int q = lane % 4;
-    const uint4 *qv = reinterpret_cast<const uint4 *>(p.q + (int64_t)row * p.q_stride + head * kHeadDim) + 4 * q;
-    const uint4 *kv = reinterpret_cast<const uint4 *>(p.sink_keys + head * kHeadDim) + 4 * q;
-    uint4 qa[4], ka[4];
-#pragma unroll
-    for (int c = 0; c < 4; c++) {
-        qa[c] = __ldg(qv + c);
-        ka[c] = __ldg(kv + c);
-    }
-    float dot = 0.0f;
-#pragma unroll
-    for (int step = 0; step < 4; step++) {
-        if (q == step) {
-#pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const uint32_t qw[4] = {qa[c].x, qa[c].y, qa[c].z, qa[c].w}, kw[4] = {ka[c].x, ka[c].y, ka[c].z, ka[c].w};
-#pragma unroll
-                for (int j = 0; j < 4; j++) { // element 2j (low half) before 2j + 1 (high half)
-                    dot = __fadd_rn(dot, __fmul_rn(__uint_as_float(qw[j] << 16), __uint_as_float(kw[j] << 16)));
-                    dot = __fadd_rn(dot, __fmul_rn(__uint_as_float(qw[j] & 0xffff0000u),
-                                                   __uint_as_float(kw[j] & 0xffff0000u)));
-                }
-            }
-        }
-        dot = __shfl_sync(0xffffffffu, dot, (lane & ~3) | step);
-    }
-    return __fmul_rn(dot, p.softmax_scale);
-}
-
 /* The sink logit of Q head `head` (of all Hq) on original row `row`: the head's logit, the
  * row's logit from the head's sink key, or -inf without sinks. */
 static __device__ __forceinline__ float sink_of(const AttentionParams &p, int64_t head, int32_t row)
@@ -712,21 +674,11 @@ static __device__ __forceinline__ void store_rows(const AttentionParams &p, cons
 {
     static_assert(G == 16 || G == 8 || G == 4, "G: 16, 8 or 4");
     const int q = lane % 4, head0 = lane / 4, head1 = head0 + 8;
-    constexpr bool kTwo = G == kHeadsPerKv; // both rows of the thread are heads
-    // Sink keys: the whole warp computes its quads' logits before any lane leaves (quads of
-    // heads >= G read head G - 1's rows and drop the result).
-    float2 key_sinks = make_float2(-INFINITY, -INFINITY);
-    if (p.sink_keys && !p.sink_logits) {
-        key_sinks.x = sink_key_logit_quad(p, (int64_t)kv_head * G + (head0 < G ? head0 : G - 1), my_row, lane);
-        if (kTwo) key_sinks.y = sink_key_logit_quad(p, (int64_t)kv_head * G + head1, my_row, lane);
-    }
     if (G < kHeadsPerKv && head0 >= G) return;
-    const bool keys = p.sink_keys && !p.sink_logits;
+    constexpr bool kTwo = G == kHeadsPerKv; // both rows of the thread are heads
     float inv0, inv1 = 0.0f, lse0, lse1 = 0.0f;
-    finish_row(m0, l0, v_scale, keys ? key_sinks.x : sink_of(p, (int64_t)kv_head * G + head0, my_row), inv0, lse0);
-    if (kTwo)
-        finish_row(m1, l1, v_scale, keys ? key_sinks.y : sink_of(p, (int64_t)kv_head * G + head1, my_row), inv1,
-                   lse1);
+    finish_row(m0, l0, v_scale, sink_of(p, (int64_t)kv_head * G + head0, my_row), inv0, lse0);
+    if (kTwo) finish_row(m1, l1, v_scale, sink_of(p, (int64_t)kv_head * G + head1, my_row), inv1, lse1);
     uint16_t *out0 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * G + head0) * kHeadDim;
     uint16_t *out1 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * G + head1) * kHeadDim;
 #pragma unroll
