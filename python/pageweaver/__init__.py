@@ -14,15 +14,15 @@ synchronises, and can be captured in CUDA graphs and by torch.compile(fullgraph=
 from . import _lib
 from ._lib import (CudaError, InvalidArgumentError, LibraryMemoryError, NoDeviceError,
                    PageWeaverError, UnsupportedError)
-from ._op import PAGE_SIZE, sparse_prefill
+from ._op import PAGE_SIZE, check_gpu_support, sparse_prefill
 from .capture import CaptureError, load_capture, save_capture
 
 __version__ = _lib.lib.pw_version_string().decode()
 library_path = _lib.library_path
 
-__all__ = ["sparse_prefill", "save_capture", "load_capture", "PAGE_SIZE", "PageWeaverError",
-           "InvalidArgumentError", "UnsupportedError", "NoDeviceError", "CudaError",
-           "LibraryMemoryError", "CaptureError", "integrations", "library_path"]
+__all__ = ["sparse_prefill", "check_gpu_support", "save_capture", "load_capture", "PAGE_SIZE",
+           "PageWeaverError", "InvalidArgumentError", "UnsupportedError", "NoDeviceError",
+           "CudaError", "LibraryMemoryError", "CaptureError", "integrations", "library_path"]
 
 
 def __getattr__(name):

@@ -597,6 +597,57 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
     return (out, lse) if return_lse else out
 
 
+def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
+                      prefix_lens, *, softmax_scale=None, precision=None, regroup=None,
+                      kernel=None, sinks=None, sink_keys=None, k_token_scales=None,
+                      v_token_scales=None):
+    """Whether the GPU path would accept these arguments, decided on the host (any device,
+    CPU tensors included): for an engine's CPU-only CI, where sparse_prefill runs the FP64
+    reference, which takes shapes the GPU refuses (README: supported shapes).
+
+    Same arguments as sparse_prefill (scales and outputs left out). Checks the tensors as
+    sparse_prefill does, then the plan the GPU call would make (pw_plan_create: G, head dim,
+    page size, Top-K, kernel, regroup), the precision ('exact' is the CPU's only) and the
+    kernel's support of per-token scales (Union8 has none). Reads no tensor data: device
+    values (ids, lengths, page-table entries) are checked by the call itself. Returns None;
+    raises UnsupportedError (a NotImplementedError) naming what the GPU does not run, or the
+    errors of sparse_prefill for malformed arguments."""
+    if not isinstance(q, torch.Tensor) or q.dim() != 3:
+        raise ValueError("q: expected a bfloat16 tensor [N, Hq, D]")
+    prec = _precision_code(precision)
+    if prec == _EXACT:
+        raise _lib.UnsupportedError("PW_ERROR_UNSUPPORTED", "precision='exact' is the CPU "
+                                    "reference only; the GPU runs 'fp8x2' (the default) and 'fp8'")
+    mode = _enum("regroup", regroup, _lib.REGROUP_MODES, _lib.DEFAULT_REGROUP)
+    kern = _enum("kernel", kernel, _lib.KERNELS, _lib.DEFAULT_KERNEL)
+    scale = 0.0 if softmax_scale is None else float(softmax_scale)
+    # A stand-in for out with the shape and row layout check_args wants, one row of storage.
+    rows = q.shape[1] * q.shape[2]
+    out = torch.empty(max(rows, 1), dtype=torch.bfloat16, device=q.device).as_strided(
+        q.shape, (0, q.shape[2], 1))
+    n, r, hkv, g, d, k, max_pages, num_pages, _ = check_args(
+        q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens, prefix_lens,
+        None, None, out, None, None, sinks, sink_keys, k_token_scales, v_token_scales)
+    if (k_token_scales is not None or v_token_scales is not None) and kern == _lib.KERNELS["union8"]:
+        raise _lib.UnsupportedError("PW_ERROR_UNSUPPORTED", "k_token_scales / v_token_scales: "
+                                    "the Union8 kernel does not read per-token scales "
+                                    "(kernel='union4', the default, and 'per_query' do)")
+    if sink_keys is not None and (sink_keys.storage_offset() * sink_keys.element_size()) % 16:
+        raise _lib.InvalidArgumentError("PW_ERROR_INVALID_ARGUMENT", "sink_keys: the GPU reads "
+                                        "16-byte aligned rows; this view starts at byte offset "
+                                        f"{sink_keys.storage_offset() * 2} of its storage")
+    if n == 0:
+        return None
+    problem = _lib.new_problem()
+    problem.num_tokens, problem.num_requests, problem.num_kv_heads = n, r, hkv
+    problem.q_heads_per_kv, problem.head_dim, problem.page_size = g, d, PAGE_SIZE
+    problem.topk, problem.max_pages_per_request = k, max_pages
+    problem.num_cache_pages, problem.softmax_scale = num_pages, scale
+    plan = _lib.Plan(problem, mode, _lib.DEFAULT_WINDOW, kern)  # raises what the GPU would
+    del plan
+    return None
+
+
 def _bump(t):
     try:
         torch.autograd.graph.increment_version(t)

@@ -100,3 +100,38 @@ def test_gpu_only_requirements_are_named_on_cuda_tensors_only(p):
     """precision='exact' is accepted on the CPU (and refused on the GPU: test_gpu.py)."""
     out = torch.empty(p["q"].shape, dtype=torch.float64)
     run(p, precision="exact", out=out)
+
+
+@pytest.mark.parametrize("g,d,k,kw,ok", [
+    (16, 128, 16, {}, True), (8, 128, 16, {}, True), (4, 128, 5, {}, True),
+    (16, 128, 16, {"kernel": "per_query"}, True),
+    (16, 64, 16, {}, False), (16, 128, 32, {}, False), (3, 128, 16, {}, False),
+    (8, 128, 16, {"kernel": "union8"}, False), (16, 128, 16, {"precision": "exact"}, False),
+])
+def test_check_gpu_support_on_the_cpu(g, d, k, kw, ok):
+    """check_gpu_support says on CPU tensors what the GPU call would refuse, while
+    sparse_prefill itself runs them all on the CPU reference."""
+    p = random_problem(torch.Generator().manual_seed(11), hkv=2, g=g, d=d, k=min(k, 16))
+    if k > 16:
+        p["topk_idx"] = torch.cat([p["topk_idx"]] * 2, dim=2)[:, :, :k].contiguous()
+    pageweaver.sparse_prefill(*op_args(p), precision="exact")  # the reference takes them all
+    if ok:
+        assert pageweaver.check_gpu_support(*op_args(p), **kw) is None
+    else:
+        with pytest.raises(pageweaver.UnsupportedError):
+            pageweaver.check_gpu_support(*op_args(p), **kw)
+
+
+def test_check_gpu_support_token_scales_and_sink_keys():
+    p = random_problem(torch.Generator().manual_seed(12), hkv=2)
+    slots = p["k_cache"].shape[0]
+    ts = torch.ones(2, slots)
+    assert pageweaver.check_gpu_support(*op_args(p), k_token_scales=ts, v_token_scales=ts) is None
+    with pytest.raises(pageweaver.UnsupportedError, match="Union8"):
+        pageweaver.check_gpu_support(*op_args(p), kernel="union8", k_token_scales=ts)
+    keys = torch.zeros(32 * 128 + 1, dtype=torch.bfloat16)
+    assert pageweaver.check_gpu_support(*op_args(p), sink_keys=keys[:-1].view(32, 128)) is None
+    with pytest.raises(pageweaver.InvalidArgumentError, match="16-byte"):
+        pageweaver.check_gpu_support(*op_args(p), sink_keys=keys[1:].view(32, 128))
+    with pytest.raises(ValueError, match="topk_idx"):  # malformed arguments: sparse_prefill's errors
+        pageweaver.check_gpu_support(*op_args(dict(p, topk_idx=p["topk_idx"][0])))
