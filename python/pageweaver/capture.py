@@ -45,8 +45,10 @@ def save_capture(path, topk_idx, cu_seqlens_q, prefix_lens, kv_lens, page_table=
     topk_idx [Hkv, N, K] int, cu_seqlens_q [R+1], prefix_lens [R], kv_lens [R],
     page_table [R, max_pages] or None: as pageweaver.sparse_prefill takes them (the page
     size is 128). q [N, Hq, D] bfloat16 (or float32, rounded to BF16), k_cache / v_cache
-    [slots, Hkv, D] float8_e4m3fn with k_scale / v_scale (floats or one-element tensors):
-    optional, all of the caches and scales or none. q_heads_per_kv: None = Hq / Hkv from
+    [slots, Hkv, D] float8_e4m3fn (or 4-D [pages, Hkv, 128, D] views, stored token-major)
+    with k_scale / v_scale (floats or one-element tensors): optional, all of the caches and
+    scales or none. Sinks and per-token scales are not stored (the format has no field for
+    them yet). q_heads_per_kv: None = Hq / Hkv from
     q (16 without q). softmax_scale: None for 1/sqrt(D). metadata: provenance strings.
     Further keywords (qkv_seed, topk_dtype, allow_uncovered_pages, head_dim) go to the
     format writer (see _capture_format.save_capture). Raises CaptureError on any
@@ -59,6 +61,12 @@ def save_capture(path, topk_idx, cu_seqlens_q, prefix_lens, kv_lens, page_table=
             np.asarray(qa).ndim == 3 else 16
     if qa is not None and "head_dim" not in kwargs and np.asarray(qa).ndim == 3:
         kwargs["head_dim"] = int(np.asarray(qa).shape[2])
+    # 4-D cache views [pages, Hkv, 128, D] (e.g. vLLM's interleaved cache split into K and V)
+    # are stored token-major, [pages * 128, Hkv, D]: the same slots, slot = page * 128 + t.
+    if isinstance(k_cache, torch.Tensor) and k_cache.dim() == 4:
+        k_cache = k_cache.permute(0, 2, 1, 3).reshape(-1, k_cache.shape[1], k_cache.shape[3])
+    if isinstance(v_cache, torch.Tensor) and v_cache.dim() == 4:
+        v_cache = v_cache.permute(0, 2, 1, 3).reshape(-1, v_cache.shape[1], v_cache.shape[3])
     if isinstance(k_scale, torch.Tensor):
         k_scale = _host("k_scale", k_scale.float())
     if isinstance(v_scale, torch.Tensor):

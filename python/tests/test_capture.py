@@ -36,6 +36,26 @@ def test_round_trip(tmp_path, seed):
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))
 
 
+def test_four_d_cache_views_are_stored_token_major(tmp_path, seed):
+    """vLLM's interleaved [pages, Hkv, 128, 2*D] cache passed as its K and V views: the file
+    holds the token-major bytes, and the loaded call equals the call on the views."""
+    p = random_problem(torch.Generator().manual_seed(seed), hkv=2, g=4, d=32, k=4, bad_pages=False)
+    pages = p["k_cache"].shape[0] // 128
+    k4 = p["k_cache"].view(pages, 128, 2, 32).permute(0, 2, 1, 3)
+    v4 = p["v_cache"].view(pages, 128, 2, 32).permute(0, 2, 1, 3)
+    kv = torch.cat([k4, v4], dim=-1).contiguous()  # [pages, Hkv, 128, 2*D]
+    path = tmp_path / "cap4.safetensors"
+    pageweaver.save_capture(str(path), p["topk_idx"], p["cu_seqlens_q"], p["prefix_lens"],
+                            p["kv_lens"], p["page_table"], q=p["q"], k_cache=kv[..., :32],
+                            v_cache=kv[..., 32:], k_scale=1.0, v_scale=1.0)
+    t, _ = pageweaver.load_capture(str(path))
+    for name in ("k_cache", "v_cache"):
+        assert torch.equal(t[name].view(torch.uint8), p[name].view(torch.uint8)), name
+    want = pageweaver.sparse_prefill(p["q"], kv[..., :32], kv[..., 32:], *op_args(p)[3:])
+    got = pageweaver.sparse_prefill(t["q"], t["k_cache"], t["v_cache"], *op_args(p)[3:])
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16)), f"seed {seed}"
+
+
 def test_invalid_capture_is_refused_before_writing(tmp_path):
     p = random_problem(torch.Generator().manual_seed(2), hkv=1, g=2, d=32, k=4, bad_pages=False)
     path = tmp_path / "bad.safetensors"
