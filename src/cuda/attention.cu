@@ -595,6 +595,7 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
 
 #include "attention_lean.cuh" // dev impl 9 (v8 "lean")
 #include "attention_stacked.cuh" // dev impl 12 (v9 "stacked FP8X2")
+#include "attention_dense.cuh" // dev impl 13 (G = 8 on a dense tile)
 
 /* ------------------------------------------------------------------------------------ */
 /* Host side                                                                            */
@@ -776,6 +777,16 @@ pw_status_t launch_stack1(const pw::AttentionParams &params, unsigned grid, pw_s
                                params, 2 * grid, stream);
 }
 
+/* Dev impl 13 (attention_dense.cuh): one CTA per (group of 8, KV head), three per SM;
+ * `grid` counts two CTAs per (group, KV head) as for the other union kernels. */
+template <bool X2>
+pw_status_t launch_dense8(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
+{
+    static std::atomic<uint64_t> configured{0};
+    return launch_one_cta_kind(pw::dense8_attention_kernel<X2>, pw::kSmemBytesLean, configured, "dense G = 8",
+                               params, grid / 2, stream);
+}
+
 /* One implementation of one variant: impl (bits of pw::ImplBits: 0, 2, 6, 8 and their
  * FP8X2 forms) or one of the lean kernel's dispatch values (kImplLean...). `grid` counts
  * two CTAs per (group, KV head). */
@@ -794,6 +805,12 @@ pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned gr
         else if (impl == pw::kImplLeanPreVt) return launch_lean<VARIANT, false, true>(params, grid, stream);
         else if (impl == pw::kImplLeanPreVtX2) return launch_lean<VARIANT, true, true>(params, grid, stream);
         else return launch_lean<VARIANT, false>(params, grid, stream);
+    }
+    if (impl == pw::kImplDense8 || impl == pw::kImplDense8X2) {
+        if constexpr (VARIANT != pw::kUnion4)
+            return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 13 (dense G = 8) runs on Union4 plans' groups only");
+        else if (impl == pw::kImplDense8X2) return launch_dense8<true>(params, grid, stream);
+        else return launch_dense8<false>(params, grid, stream);
     }
     if (impl == pw::kImplStack1PreVtX2) {
         if constexpr (VARIANT != pw::kUnion4)
@@ -818,7 +835,15 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     PW_TRY(pw_check_gpu_attention_args(problem, args, kernel)); // src/attention_args.c
     const pw_token_scales_t token_scales = pw_args_token_scales(args);
     const bool padded_g = problem->q_heads_per_kv != pw::kHeadsPerKv;
-    if (token_scales.k || token_scales.v || padded_g) {
+    if (impl == pw::kImplDense8Dev) {
+        if (problem->q_heads_per_kv != 8)
+            return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 13 (dense tile) runs G = 8 only (G is %d)",
+                           problem->q_heads_per_kv);
+        if (token_scales.k || token_scales.v)
+            return pw_fail(PW_ERROR_UNSUPPORTED, "args.token_scales: dev impl 13 (dense G = 8) does not read them");
+        if (kernel != PW_KERNEL_UNION4)
+            return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 13 (dense G = 8) runs with PW_KERNEL_UNION4 (its metadata)");
+    } else if (token_scales.k || token_scales.v || padded_g) {
         // Per-token scales and G = 8 / 4 run on the lean kernels' TS / G forms (impls 9 and
         // 10): the library's Union4 kernel (impl 6) hands such calls to impl 9, which gives
         // the same bytes as impl 6 would (every kernel of one arithmetic does).
@@ -839,17 +864,20 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         else if (impl == pw::kImplLeanDev) impl = pw::kImplLeanX2;
         else if (impl == pw::kImplLeanPreVtDev) impl = pw::kImplLeanPreVtX2;
         else if (impl == pw::kImplStack1Dev) impl = pw::kImplStack1PreVtX2;
+        else if (impl == pw::kImplDense8Dev) impl = pw::kImplDense8X2;
         else if (impl == pw::kImplPRegs)
             impl = pw::kImplPRegs | pw::kImplX2;
         else
             return pw_fail(PW_ERROR_UNSUPPORTED,
-                           "PW_PRECISION_FP8X2 has no path in dev impl %d (impls 2, 6, 9, 10 and 12 have)", impl);
+                           "PW_PRECISION_FP8X2 has no path in dev impl %d (impls 2, 6, 9, 10, 12 and 13 have)", impl);
     } else if (impl == pw::kImplStack1Dev) {
         return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12 (stacked) is PW_PRECISION_FP8X2 only");
     } else if (impl == pw::kImplLeanDev) {
         impl = pw::kImplLean;
     } else if (impl == pw::kImplLeanPreVtDev) {
         impl = pw::kImplLeanPreVt;
+    } else if (impl == pw::kImplDense8Dev) {
+        impl = pw::kImplDense8;
     }
     const pw_requests_t *rq = &args->requests;
     if (kernel != PW_KERNEL_PER_QUERY) {
@@ -915,9 +943,10 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     }
     uint8_t *own = nullptr; // dev impl 10 without the full call's buffers: its own, for this call
     const bool stacked = impl == pw::kImplStack1PreVtX2;
+    const bool dense = impl == pw::kImplDense8 || impl == pw::kImplDense8X2;
     if (stacked && kernel != PW_KERNEL_UNION4)
         return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12 (stacked FP8X2) runs Union4 only");
-    if ((impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2 || stacked) && !vt) {
+    if ((impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2 || stacked || dense) && !vt) {
         if (kernel == PW_KERNEL_UNION8)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 10 (lean + V^T pre-pass) runs Union4 and per-query only");
         // Every page a query may see gets a tile: capacity R x max_pages per KV head.

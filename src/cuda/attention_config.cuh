@@ -56,7 +56,9 @@ constexpr int kImplLean = 2009, kImplLeanX2 = 3009, kImplLeanPreVt = 2010, kImpl
 // left the tree: PW_ERROR_UNSUPPORTED.
 constexpr int kImplStack1Dev = 12;       // dev impl 12 = stacked FP8X2, one 2-slot tile per CTA (attention_stacked.cuh)
 constexpr int kImplStack1PreVtX2 = 3012;  // its dispatch value (FP8X2 only)
-constexpr int kNumImpls = 13;
+constexpr int kImplDense8Dev = 13;        // dev impl 13 = G = 8 on a dense tile (attention_dense.cuh)
+constexpr int kImplDense8 = 2013, kImplDense8X2 = 3013; // its dispatch values per precision
+constexpr int kNumImpls = 14;
 
 /* Shared memory of one CTA. Tiles are 1024-byte aligned (128-byte swizzle atoms); the
  * multicast copies land at the same offsets in both CTAs of a cluster. */

@@ -36,12 +36,17 @@ extern "C" {
  *         tiles without a member skipped (src/cuda/attention_stacked.cuh, bench/NOTES.md v9).
  *         Its own rounding of the FP8X2 arithmetic: NOT bitwise equal to the other FP8X2
  *         impls (bitwise independent of the grouping, NRMS vs exact as theirs).
+ * impl 13: G = 8 on a dense tile (Union4 plans' groups of 8, PW_KERNEL_UNION4 only; no
+ *         per-token scales; own V^T tiles as impl 10): 8 queries x 8 heads per M64 tile, one
+ *         CTA per group walking its whole union once (src/cuda/attention_dense.cuh, issue
+ *         16). Bitwise equal to the padded tile's G = 8 outputs. Written without a GPU run
+ *         (2026-12-01, seventh session): test_gqa_padded checks it on the next one.
  * impls 1, 3, 4, 5, 7, 11 were removed (measured slower or no faster; bench/NOTES.md v5, v6,
  *         v9): PW_ERROR_UNSUPPORTED.
  * O and LSE are bitwise identical for every impl but 12. args->precision = PW_PRECISION_FP8X2
- * runs on impls 2, 6, 9, 10 and 12 only; other impls give PW_ERROR_UNSUPPORTED, as does
+ * runs on impls 2, 6, 9, 10, 12 and 13 only; other impls give PW_ERROR_UNSUPPORTED, as does
  * impl 12 in FP8. Other arguments and errors as pw_union_attention; PW_ERROR_INVALID_ARGUMENT
- * for an impl outside 0..12. Every impl but 8 is NaN-safe (cache bytes no query may see
+ * for an impl outside 0..13. Every impl but 8 is NaN-safe (cache bytes no query may see
  * never reach an output). */
 pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
                                    const pw_grouping_t *grouping, const int32_t *perm,

@@ -1205,7 +1205,9 @@ static void test_cache_layout(void **state)
  * the G = 16 run's for the same heads bit for bit, on Union4 (guarded W128 and identity),
  * per-query and the full call (V^T pre-pass on and off), both precisions, without and with
  * sinks given as logits or as keys and with per-token scales (cut like Q); and within the
- * emulating reference's bounds; Union8 refuses. */
+ * emulating reference's bounds; Union8 refuses. At G = 8 the dense tile (dev impl 13: 8
+ * queries x 8 heads per M64 tile) gives the same bits on W128 and identity groups, and
+ * refuses per-token scales. */
 static void test_gqa_padded(void **state)
 {
     (void)state;
@@ -1293,6 +1295,28 @@ static void test_gqa_padded(void **state)
                                        arms[a], kernel_name(kernel));
                             assert_true(same);
                         }
+                    }
+                    if (G == 8) { /* dev impl 13, the dense tile: the padded tile's bits, W128 and identity groups */
+                        const int dense_arms[2] = {4, 1};
+                        for (int a = 0; a < 2; a++) {
+                            setup_arm(dense_arms[a], c, &rng, perm, &g, &dg);
+                            if (extra == 3) {
+                                const pw_attention_args_t args = device_args(c, &dg);
+                                assert_int_equal(pw_union_attention_dev(13, p, &args, &g, dg.perm, &dg.meta,
+                                                                        PW_KERNEL_UNION4, NULL),
+                                                 PW_ERROR_UNSUPPORTED);
+                                continue;
+                            }
+                            run_kernel_impl(c, &dg, PW_KERNEL_UNION4, 13, &g, o, l);
+                            const int same = same_outputs(c, o, l, o0, l0);
+                            if (!same)
+                                printf("  G=8 %s %s dense tile (dev impl 13, %s groups): DIFFERENT from Union4 W128\n", name,
+                                       extras[extra], a == 0 ? "W128" : "identity");
+                            assert_true(same);
+                        }
+                        if (extra != 3)
+                            printf("  G=8 %s %s dense tile (dev impl 13): W128 and identity groups bitwise equal\n", name,
+                                   extras[extra]);
                     }
                     for (int f = 0; f < 2; f++) {
                         full_call_run(c, &dg, PW_KERNEL_UNION4, f == 0 ? PW_PLAN_VT_PREPASS : PW_PLAN_NO_VT_PREPASS, o, l);

@@ -1,0 +1,391 @@
+/* attention_dense.cuh — dev impl 13: G = 8 Q heads per KV head on a dense tile (issue 16;
+ * design and the count that decided it: bench/NOTES.md, seventh session). Included by
+ * attention.cu after attention_lean.cuh (it uses that file's plan, ring and release
+ * protocol, and attention_common.cuh's softmax pieces).
+ *
+ * The padded tile (the lean kernel with G = 8) gives each query 16 rows of which 8 are
+ * zero, so it runs twice the tensor work a G = 8 call needs. Here the M64 tile holds 8
+ * queries x 8 heads: one CTA per union group of 8 (the union metadata's groups, 8-bit
+ * member masks), walking the group's whole union once. Warp w owns slots 2w (rows
+ * 16w..16w+7) and 2w + 1 (rows 16w+8..16w+15); a thread's accumulator rows r0 and r0 + 8
+ * are then head lane / 4 of two different queries, each with its own limit and its own
+ * membership of the page:
+ *   - a warp with neither slot a member converts zeros to P and skips the O update;
+ *   - a member warp's row whose slot is not a member keeps m, l and O bit for bit: its
+ *     scores are masked whole, its P is exactly 0 and its rescale factor exactly 1
+ *     (softmax_page_two_queries), so o * 1 + 0 = o;
+ *   - each member row sees its member pages in ascending order with softmax_page's
+ *     arithmetic (the same instructions, per-row limits), so the outputs are bitwise those
+ *     of the padded tile, of G = 16's first 8 heads and of every grouping.
+ * Everything else is the lean kernel on the V^T pre-pass (PREVT): one K and one V^T tile,
+ * refilled by the last warp done with it (L1-L5 of attention_lean.cuh, four arrivals per
+ * page), V^T past the members' last visible token zeroed before the PV (page_v_limit over
+ * the 8 slots), P straight from the QK accumulator into the PV A fragments, PV in two
+ * N = 64 halves. No per-token scales (PW_ERROR_UNSUPPORTED), FP8 and FP8X2.
+ *
+ * Written and compiled in the 2026-12-01 seventh session after its device time was spent:
+ * NOT YET RUN on a GPU (test_gqa_padded compares it bitwise with the padded tile). */
+#ifndef PW_ATTENTION_DENSE_CUH
+#define PW_ATTENTION_DENSE_CUH
+
+namespace pw {
+
+constexpr int kDenseSlots = 8; // query positions per CTA: 8 x 8 heads = 64 rows
+constexpr int kDenseG = 8;
+
+/* A dense CTA's work: one (group, KV head), block = kv_head * max_groups + group. */
+struct DenseWork {
+    int kv_head, request, union_size;
+    int64_t group;
+    int32_t query_rows[kDenseSlots]; // original row of each slot, -1: empty
+    int64_t limits[kDenseSlots];     // each slot's last visible token, -1: empty
+};
+
+static __device__ __forceinline__ bool dense_work(const AttentionParams &p, DenseWork &w)
+{
+    const int64_t item = blockIdx.x;
+    w.kv_head = (int)(item / p.max_groups);
+    if (vt_skips_head(p, w.kv_head)) return false;
+    w.group = item % p.max_groups;
+    if (w.group >= p.num_groups[w.kv_head]) return false;
+    const pw_group_desc_t g = p.groups[(int64_t)w.kv_head * p.max_groups + w.group];
+    w.request = g.request;
+    w.union_size = g.union_size;
+    const int32_t cu_begin = p.cu_seqlens_q[w.request];
+    const int64_t prefix = p.prefix_lens[w.request], kv_len = p.kv_lens[w.request];
+#pragma unroll
+    for (int k = 0; k < kDenseSlots; k++) {
+        w.query_rows[k] = k < g.num_members ? p.perm[(int64_t)w.kv_head * p.num_tokens + g.slot_begin + k] : -1;
+        // Last visible token: min(c, L - 1) (docs/semantics.md §1).
+        const int64_t c = prefix + (w.query_rows[k] - cu_begin);
+        w.limits[k] = w.query_rows[k] >= 0 ? (c < kv_len - 1 ? c : kv_len - 1) : -1;
+    }
+    return true;
+}
+
+/* The group's union pages (ascending, as union preparation wrote them) with their physical
+ * pages, the 8 slots' member bits, the V limit over the members and the pre-pass's V^T
+ * tile; bad physical pages dropped and counted once per member (build_page_list's rules).
+ * Ends with a CTA barrier. */
+static __device__ void dense_build_page_list(SmemPlanLean &sm, const AttentionParams &p, const DenseWork &w)
+{
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    int32_t logical = -1, physical = -1, vt = 0;
+    uint32_t members = 0;
+    if (tid < w.union_size) {
+        const int64_t base = ((int64_t)w.kv_head * p.max_groups + w.group) * p.union_capacity;
+        logical = p.union_pages[base + tid];
+        members = p.member_masks[base + tid];
+        if (members == 0) logical = -1;
+    }
+    if (logical >= 0) {
+        physical = (int64_t)logical < p.max_pages ? p.page_table[(int64_t)w.request * p.page_table_stride + logical] : -1;
+        if (physical < 0 || (int64_t)physical >= p.num_cache_pages) {
+            if (p.bad_page_count) atomicAdd(p.bad_page_count, (uint32_t)__popc(members));
+            logical = -1;
+        }
+    }
+    if (logical >= 0) vt = p.vt_slots[vt_entry(w.kv_head, w.request, logical, p.num_requests, p.max_pages)];
+    const bool keep = logical >= 0;
+    const uint32_t ballot = __ballot_sync(0xffffffffu, keep);
+    if (lane == 0) sm.warp_count[warp] = __popc(ballot);
+    __syncthreads();
+    int offset = 0;
+    for (int k = 0; k < warp; k++) offset += sm.warp_count[k];
+    if (keep) {
+        const int at = offset + __popc(ballot & ((1u << lane) - 1u));
+        sm.page_logical[at] = logical;
+        sm.page_physical[at] = physical;
+        sm.page_members[at] = (uint8_t)members;
+        sm.page_vlim[at] = page_v_limit<kDenseSlots>(members, w.limits, logical);
+        sm.page_vt[at] = vt;
+    }
+    if (tid == 0) {
+        int total = 0;
+        for (int k = 0; k < kThreads / 32; k++) total += sm.warp_count[k];
+        sm.num_pages = total;
+    }
+    __syncthreads();
+}
+
+/* quantize_q_rows's per-row FP8 quantisation (the same codes and factors) on the dense
+ * layout: row r = 8 s + h holds head h of slot s. */
+static __device__ void dense_quantize_q(SmemPlanLean &sm, const AttentionParams &p, const DenseWork &w,
+                                        float score_scale, bool x2)
+{
+    constexpr int kPasses = kRows / 8; // pass = slot: 8 rows (heads), 16 threads per row
+    const int tid = threadIdx.x, sub = tid % 16, head = tid / 16;
+    const uint32_t q_addr = smem_u32(sm.q), q_lo_addr = smem_u32(sm.q_lo);
+    uint4 raw[kPasses];
+#pragma unroll
+    for (int pass = 0; pass < kPasses; pass++) {
+        const int32_t n = w.query_rows[pass];
+        raw[pass] = make_uint4(0, 0, 0, 0);
+        if (n >= 0) {
+            const uint16_t *src = p.q + (int64_t)n * p.q_stride + ((int64_t)w.kv_head * kDenseG + head) * kHeadDim + sub * 8;
+            raw[pass] = __ldg(reinterpret_cast<const uint4 *>(src));
+        }
+    }
+#pragma unroll
+    for (int pass = 0; pass < kPasses; pass++) {
+        const int row = pass * 8 + head;
+        const int32_t n = w.query_rows[pass];
+        float v[8];
+        const uint32_t u[4] = {raw[pass].x, raw[pass].y, raw[pass].z, raw[pass].w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            v[2 * k] = __uint_as_float(u[k] << 16);
+            v[2 * k + 1] = __uint_as_float(u[k] & 0xffff0000u);
+        }
+        float amax = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; k++) amax = fmaxf(amax, fabsf(v[k]));
+#pragma unroll
+        for (int off = 8; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+        const float q_scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+        float x[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) x[k] = __fdiv_rn(v[k], q_scale);
+        uint32_t packed[2], packed_lo[2] = {0u, 0u};
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            uint16_t codes[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) codes[h] = cvt_e4m3x2_rn_satfinite(x[4 * k + 2 * h], x[4 * k + 2 * h + 1]);
+            packed[k] = (uint32_t)codes[0] | ((uint32_t)codes[1] << 16);
+            if (x2) {
+                uint16_t lo_codes[2];
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    float f0, f1;
+                    e4m3x2_to_float2(codes[h], f0, f1);
+                    lo_codes[h] = cvt_e4m3x2_rn_satfinite(x[4 * k + 2 * h] - f0, x[4 * k + 2 * h + 1] - f1);
+                }
+                packed_lo[k] = (uint32_t)lo_codes[0] | ((uint32_t)lo_codes[1] << 16);
+            }
+        }
+        const uint32_t offset = sw128(row, sub / 2) + (sub % 2) * 8;
+        st_shared_v2_u32(q_addr + offset, packed[0], packed[1]);
+        if (x2) st_shared_v2_u32(q_lo_addr + offset, packed_lo[0], packed_lo[1]);
+        if (sub == 0) sm.row_factor[row] = n >= 0 ? q_scale * score_scale : 0.0f;
+    }
+}
+
+/* softmax_page for a thread whose rows r0 and r0 + 8 belong to two queries: lim0 / lim1
+ * their last visible columns on the page, mem0 / mem1 whether each selected it (at least
+ * one does). A member row: softmax_page's instructions and results exactly (the same
+ * masking, row-max tree, FFMA and sums). A non-member row: m and l unchanged, alpha 1 and
+ * p 0 exactly (its scores masked whole, so its max is -inf; with m = -inf before its first
+ * page, m - m would be NaN, hence the explicit values). Warp-collective (quad shuffles);
+ * lim / mem are warp-uniform per row half. */
+static __device__ __forceinline__ void softmax_page_two_queries(float (&acc)[64], int64_t lim0, int64_t lim1,
+                                                                bool mem0, bool mem1, uint32_t q, float f0,
+                                                                float f1, float &m0, float &m1, float &l0,
+                                                                float &l1, float &alpha0, float &alpha1)
+{
+    if (!mem0) lim0 = -1;
+    if (!mem1) lim1 = -1;
+    if (lim0 < kPageSize - 1 || lim1 < kPageSize - 1) {
+#pragma unroll
+        for (int k = 0; k < 64; k++) {
+            const int col = 8 * (k / 4) + 2 * q + (k % 2);
+            acc[k] = col <= ((k % 4) < 2 ? lim0 : lim1) ? acc[k] : -INFINITY;
+        }
+    }
+    float g0 = f0, g1 = f1;
+    if (!(f0 > 0.0f && f1 > 0.0f)) {
+#pragma unroll
+        for (int k = 0; k < 64; k++) acc[k] *= (k % 4) < 2 ? f0 : f1;
+        g0 = g1 = 1.0f;
+    }
+    // softmax_page<kLeanMaxWidth>'s row-max tree (width 4), element for element.
+    constexpr int kWidth = kLeanMaxWidth;
+    float t0[kWidth], t1[kWidth];
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const float a0 = fmaxf(acc[4 * j], acc[4 * j + 1]), a1 = fmaxf(acc[4 * j + 2], acc[4 * j + 3]);
+        if (j < kWidth) {
+            t0[j] = a0;
+            t1[j] = a1;
+        } else {
+            t0[j % kWidth] = fmaxf(t0[j % kWidth], a0);
+            t1[j % kWidth] = fmaxf(t1[j % kWidth], a1);
+        }
+    }
+    constexpr int kLevels = kWidth == 16 ? 4 : kWidth == 8 ? 3 : kWidth == 4 ? 2 : 1;
+#pragma unroll
+    for (int level = 0; level < kLevels; level++) {
+        const int wd = kWidth >> (level + 1);
+#pragma unroll
+        for (int j = 0; j < kWidth / 2; j++)
+            if (j < wd) t0[j] = fmaxf(t0[j], t0[j + wd]), t1[j] = fmaxf(t1[j], t1[j + wd]);
+    }
+    softmax_rows_max(t0[0], t1[0], g0, g1, m0, m1, alpha0, alpha1);
+    if (!mem0) alpha0 = 1.0f; // m0 = max(m0, -inf) = m0 already
+    if (!mem1) alpha1 = 1.0f;
+    const float c0 = 8.0f - m0, c1 = 8.0f - m1;
+    float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 64; k++) {
+        const bool first_row = (k % 4) < 2;
+        float pk = ex2_approx(fmaf(acc[k], first_row ? g0 : g1, first_row ? c0 : c1));
+        if (!(first_row ? mem0 : mem1)) pk = 0.0f;
+        acc[k] = pk; // 256 * p
+        if (first_row) s0 += pk; else s1 += pk;
+    }
+    softmax_rows_sum(s0, s1, alpha0, alpha1, l0, l1);
+}
+
+/* The epilogue of one warp: row r0 (head lane / 4 of slot 2w, original row row0) and
+ * r0 + 8 (the same head of slot 2w + 1, row1); an empty slot (-1) stores nothing. The
+ * arithmetic of store_rows per row. */
+static __device__ __forceinline__ void dense_store_rows(const AttentionParams &p, const float (&o)[64], int32_t row0,
+                                                        int32_t row1, int kv_head, int lane, float m0, float m1,
+                                                        float l0, float l1, float v_scale)
+{
+    const int q = lane % 4, head = lane / 4;
+    const int64_t hq = (int64_t)kv_head * kDenseG + head;
+    float inv0 = 0.0f, inv1 = 0.0f, lse0 = 0.0f, lse1 = 0.0f;
+    if (row0 >= 0) finish_row(m0, l0, v_scale, sink_of(p, hq, row0), inv0, lse0);
+    if (row1 >= 0) finish_row(m1, l1, v_scale, sink_of(p, hq, row1), inv1, lse1);
+    uint16_t *out0 = p.o + (int64_t)row0 * p.o_stride + hq * kHeadDim;
+    uint16_t *out1 = p.o + (int64_t)row1 * p.o_stride + hq * kHeadDim;
+#pragma unroll
+    for (int b = 0; b < 16; b++) {
+        const int col = 8 * b + 2 * q;
+        if (row0 >= 0)
+            *reinterpret_cast<__nv_bfloat162 *>(out0 + col) = __floats2bfloat162_rn(o[4 * b] * inv0, o[4 * b + 1] * inv0);
+        if (row1 >= 0)
+            *reinterpret_cast<__nv_bfloat162 *>(out1 + col) =
+                __floats2bfloat162_rn(o[4 * b + 2] * inv1, o[4 * b + 3] * inv1);
+    }
+    if (p.lse && q == 0) {
+        const int64_t stride = (int64_t)p.num_kv_heads * kDenseG;
+        if (row0 >= 0) p.lse[(int64_t)row0 * stride + hq] = lse0;
+        if (row1 >= 0) p.lse[(int64_t)row1 * stride + hq] = lse1;
+    }
+}
+
+template <bool X2>
+__global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_kernel(const __grid_constant__ AttentionParams p)
+{
+    extern __shared__ uint8_t smem_raw[];
+    SmemPlanLean &sm = *reinterpret_cast<SmemPlanLean *>(
+        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+
+    DenseWork work;
+    if (!dense_work(p, work)) return; // CTA-uniform
+    const int kv_head = work.kv_head;
+
+    lean_init_ring(sm);
+    dense_build_page_list(sm, p, work); // ends with __syncthreads
+    const int num_pages = sm.num_pages;
+    const uint64_t keep_kv = createpolicy_evict_last();
+    auto vt_tile = [&](int i) { return prevt_tile(p, kv_head, sm.page_vt[i]); };
+    auto issue_k = [&](int next) {
+        mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);
+        tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[next], keep_kv);
+    };
+    auto issue_v = [&](int next) {
+        mbarrier_arrive_expect_tx(&sm.v_full, kTileBytes);
+        bulk_load(sm.vt, vt_tile(next), kTileBytes, &sm.v_full, keep_kv);
+    };
+    if (tid == 0 && num_pages > 0) {
+        prefetch_tensormap(&p.k_map);
+        issue_k(0);
+        issue_v(0);
+    }
+
+    const float k_scale = *p.k_scale, v_scale = *p.v_scale;
+    const float log2e = 1.4426950408889634f;
+    dense_quantize_q(sm, p, work, k_scale * p.softmax_scale * log2e, X2);
+    fence_proxy_async_shared_cta();
+    __syncthreads();
+
+    int32_t row0 = -1, row1 = -1;
+    int64_t limit0 = -1, limit1 = -1;
+#pragma unroll
+    for (int w = 0; w < kThreads / 32; w++) {
+        if (w == warp) {
+            row0 = work.query_rows[2 * w];
+            row1 = work.query_rows[2 * w + 1];
+            limit0 = work.limits[2 * w];
+            limit1 = work.limits[2 * w + 1];
+        }
+    }
+    const uint32_t q = lane % 4;
+    const int r0 = 16 * warp + lane / 4;
+    const float f0 = sm.row_factor[r0], f1 = sm.row_factor[r0 + 8];
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    float o[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) o[i] = 0.0f;
+    const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q);
+    const uint64_t desc_k = wgmma_desc_k_major_sw128(sm.k);
+    const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt);
+    const uint32_t vt_addr = smem_u32(sm.vt);
+
+    float acc[64]; // the page's scores, then 256 p
+#pragma unroll 1
+    for (int i = 0; i < num_pages; i++) {
+        const uint32_t parity = (uint32_t)i & 1u;
+        const uint32_t members = sm.page_members[i];
+        const bool mem0 = (members >> (2 * warp)) & 1u, mem1 = (members >> (2 * warp + 1)) & 1u; // warp-uniform
+        const bool member = mem0 || mem1;
+        const int vlim = sm.page_vlim[i]; // CTA-uniform
+
+        mbarrier_wait_parity(&sm.k_full, parity);
+        wgmma_fence_operand(acc);
+        wgmma_fence();
+#pragma unroll
+        for (int kb = 0; kb < kHeadDim / 32; kb++)
+            wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, kb > 0);
+        if constexpr (X2) {
+            const uint64_t desc_q_lo = wgmma_desc_k_major_sw128(sm.q_lo);
+#pragma unroll
+            for (int kb = 0; kb < kHeadDim / 32; kb++)
+                wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q_lo + 2 * kb, desc_k + 2 * kb, 1);
+        }
+        wgmma_commit_group();
+        wgmma_wait_group<0>();
+        wgmma_fence_operand(acc);
+        lean_release(&sm.k_done, i + 1, num_pages, issue_k);
+
+        float alpha0 = 1.0f, alpha1 = 1.0f;
+        if (member) {
+            const int64_t first = (int64_t)sm.page_logical[i] * kPageSize;
+            softmax_page_two_queries(acc, limit0 - first, limit1 - first, mem0, mem1, q, f0, f1, m0, m1, l0, l1,
+                                     alpha0, alpha1);
+        }
+        uint32_t pa[16];
+        uint32_t pl[X2 ? 16 : 1];
+        p_fragments<X2>(acc, pa, pl);
+        if (!member) {
+#pragma unroll
+            for (int k = 0; k < 16; k++) pa[k] = 0u;
+#pragma unroll
+            for (int k = 0; k < (X2 ? 16 : 1); k++) pl[k] = 0u;
+        }
+        mbarrier_wait_parity(&sm.v_full, parity);
+        if (vlim < kPageSize - 1) { // CTA-uniform: a page past a member's last visible token
+            zero_vt_after(vt_addr, vlim);
+            fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
+            __syncthreads();
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float pv[32];
+            pv_part<X2, 64>(pv, pa, pl, desc_vt + (uint64_t)(h * 64 * kPageSize >> 4));
+            if (member) pv_add_to_o<64>(o, pv, h, alpha0, alpha1);
+        }
+        wgmma_fence_operand(pa);
+        if constexpr (X2) wgmma_fence_operand(pl);
+        lean_release(&sm.v_done, i + 1, num_pages, issue_v);
+    }
+    if (row0 >= 0 || row1 >= 0) dense_store_rows(p, o, row0, row1, kv_head, lane, m0, m1, l0, l1, v_scale);
+}
+
+} // namespace pw
+
+#endif
