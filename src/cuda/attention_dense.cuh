@@ -12,8 +12,9 @@
  * membership of the page:
  *   - a warp with neither slot a member converts zeros to P and skips the O update;
  *   - a member warp's row whose slot is not a member keeps m, l and O bit for bit: its
- *     scores are masked whole, its P is exactly 0 and its rescale factor exactly 1
- *     (softmax_page_two_queries), so o * 1 + 0 = o;
+ *     scores are masked whole under the factor 1, its P is exactly 0, its rescale factor
+ *     exactly 1 (softmax_page_two_queries) and its O is not updated
+ *     (pv_add_to_o_two_queries);
  *   - each member row sees its member pages in ascending order with softmax_page's
  *     arithmetic (the same instructions, per-row limits), so the outputs are bitwise those
  *     of the padded tile, of G = 16's first 8 heads and of every grouping.
@@ -183,8 +184,20 @@ static __device__ __forceinline__ void softmax_page_two_queries(float (&acc)[64]
                                                                 float f1, float &m0, float &m1, float &l0,
                                                                 float &l1, float &alpha0, float &alpha1)
 {
-    if (!mem0) lim0 = -1;
-    if (!mem1) lim1 = -1;
+    // A non-member row (an empty slot's too: its factor is 0) is masked whole under the
+    // factor 1: its max stays -inf (never -inf x f = +inf) and it cannot send the member
+    // row down the non-positive-factor path. That path is chosen per row: for a member row
+    // f > 0 exactly when softmax_page's pair test passes (both rows' factors share the
+    // sign of the score scale there: the padded tile's other row is a zero row, factor
+    // 1 x score scale).
+    if (!mem0) {
+        lim0 = -1;
+        f0 = 1.0f;
+    }
+    if (!mem1) {
+        lim1 = -1;
+        f1 = 1.0f;
+    }
     if (lim0 < kPageSize - 1 || lim1 < kPageSize - 1) {
 #pragma unroll
         for (int k = 0; k < 64; k++) {
@@ -192,11 +205,12 @@ static __device__ __forceinline__ void softmax_page_two_queries(float (&acc)[64]
             acc[k] = col <= ((k % 4) < 2 ? lim0 : lim1) ? acc[k] : -INFINITY;
         }
     }
-    float g0 = f0, g1 = f1;
-    if (!(f0 > 0.0f && f1 > 0.0f)) {
+    const bool plain0 = !(f0 > 0.0f), plain1 = !(f1 > 0.0f);
+    const float g0 = plain0 ? 1.0f : f0, g1 = plain1 ? 1.0f : f1;
+    if (plain0 || plain1) {
 #pragma unroll
-        for (int k = 0; k < 64; k++) acc[k] *= (k % 4) < 2 ? f0 : f1;
-        g0 = g1 = 1.0f;
+        for (int k = 0; k < 64; k++)
+            if ((k % 4) < 2 ? plain0 : plain1) acc[k] *= (k % 4) < 2 ? f0 : f1;
     }
     // softmax_page<kLeanMaxWidth>'s row-max tree (width 4), element for element.
     constexpr int kWidth = kLeanMaxWidth;
@@ -248,14 +262,14 @@ static __device__ __forceinline__ void dense_store_rows(const AttentionParams &p
     float inv0 = 0.0f, inv1 = 0.0f, lse0 = 0.0f, lse1 = 0.0f;
     if (row0 >= 0) finish_row(m0, l0, v_scale, sink_of(p, hq, row0), inv0, lse0);
     if (row1 >= 0) finish_row(m1, l1, v_scale, sink_of(p, hq, row1), inv1, lse1);
-    uint16_t *out0 = p.o + (int64_t)row0 * p.o_stride + hq * kHeadDim;
-    uint16_t *out1 = p.o + (int64_t)row1 * p.o_stride + hq * kHeadDim;
+    uint16_t *out0 = row0 >= 0 ? p.o + (int64_t)row0 * p.o_stride + hq * kHeadDim : nullptr;
+    uint16_t *out1 = row1 >= 0 ? p.o + (int64_t)row1 * p.o_stride + hq * kHeadDim : nullptr;
 #pragma unroll
     for (int b = 0; b < 16; b++) {
         const int col = 8 * b + 2 * q;
-        if (row0 >= 0)
+        if (out0)
             *reinterpret_cast<__nv_bfloat162 *>(out0 + col) = __floats2bfloat162_rn(o[4 * b] * inv0, o[4 * b + 1] * inv0);
-        if (row1 >= 0)
+        if (out1)
             *reinterpret_cast<__nv_bfloat162 *>(out1 + col) =
                 __floats2bfloat162_rn(o[4 * b + 2] * inv1, o[4 * b + 3] * inv1);
     }
@@ -263,6 +277,20 @@ static __device__ __forceinline__ void dense_store_rows(const AttentionParams &p
         const int64_t stride = (int64_t)p.num_kv_heads * kDenseG;
         if (row0 >= 0) p.lse[(int64_t)row0 * stride + hq] = lse0;
         if (row1 >= 0) p.lse[(int64_t)row1 * stride + hq] = lse1;
+    }
+}
+
+/* pv_add_to_o for the two queries' rows: a non-member row's O is left as it is (o * 1 + 0
+ * would turn -0 into +0, and its P of 0 times V is not even 0 if V holds NaN at a position
+ * another member may see). */
+static __device__ __forceinline__ void pv_add_to_o_two_queries(float (&o)[64], const float (&pv)[32], int part,
+                                                               bool mem0, bool mem1, float alpha0, float alpha1)
+{
+#pragma unroll
+    for (int k = 0; k < 32; k++) {
+        const bool first_row = (k % 4) < 2;
+        const float updated = fmaf(o[32 * part + k], first_row ? alpha0 : alpha1, pv[k]);
+        o[32 * part + k] = (first_row ? mem0 : mem1) ? updated : o[32 * part + k];
     }
 }
 
@@ -377,7 +405,7 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_ker
         for (int h = 0; h < 2; h++) {
             float pv[32];
             pv_part<X2, 64>(pv, pa, pl, desc_vt + (uint64_t)(h * 64 * kPageSize >> 4));
-            if (member) pv_add_to_o<64>(o, pv, h, alpha0, alpha1);
+            if (member) pv_add_to_o_two_queries(o, pv, h, mem0, mem1, alpha0, alpha1);
         }
         wgmma_fence_operand(pa);
         if constexpr (X2) wgmma_fence_operand(pl);

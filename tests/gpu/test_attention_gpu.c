@@ -1307,7 +1307,8 @@ static void test_gqa_padded(void **state)
                                                  PW_ERROR_UNSUPPORTED);
                                 continue;
                             }
-                            run_kernel_impl(c, &dg, PW_KERNEL_UNION4, 13, &g, o, l);
+                            const uint32_t bad = run_kernel_impl(c, &dg, PW_KERNEL_UNION4, 13, &g, o, l);
+                            assert_int_equal(bad, bad_ref); /* counted once per (query, KV head, page) */
                             const int same = same_outputs(c, o, l, o0, l0);
                             if (!same)
                                 printf("  G=8 %s %s dense tile (dev impl 13, %s groups): DIFFERENT from Union4 W128\n", name,
