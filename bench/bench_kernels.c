@@ -4,7 +4,8 @@
  *
  *   bench_kernels [--reps N] [--impls LIST] CAPTURE...   (LIST: slot keys, see `slots` below:
  *       0, 2, 6, 8, 9, a (= 10) the dev impls, x / y / b FP8X2 on impls 6 / 9 / 10, t impl 12
- *       (stacked FP8X2, Union4 only: NRMS against slot x, which must be in LIST))
+ *       (stacked FP8X2, Union4 only: NRMS against slot x, which must be in LIST), d / e impl 13
+ *       (the dense G = 8 tile, FP8 / FP8X2: G = 8 captures only, e.g. --impls 6dxe))
  *       (default capture: .data/workloads/sel_A_hot.safetensors; LIST e.g. 0,3, default all)
  *
  * Per capture: metadata for identity and guarded-W128 groupings from the CPU reference
@@ -12,7 +13,7 @@
  * CUDA graph and replayed: 5 warm-up replays, N timed replays (default 50) with CUDA
  * events around each, rotating 3 copies of Q and O so L2 holds only what it would in a
  * serving loop (the KV cache is shared by the copies, as in one layer's call); median,
- * min and p90 in microseconds. Useful FLOP = visible (query, token) pairs x 16 x 128 x 4;
+ * min and p90 in microseconds. Useful FLOP = visible (query, token) pairs x G x 128 x 4;
  * executed FLOP = CTA-page steps x 64 x 128 x 128 x 4 (QK + PV), where a step is a page
  * of the CTA's list with at least one member (Union8/Union4: C_4; per-query: sum |S_i|).
  *
@@ -135,8 +136,14 @@ static const slot_t slots[] = {
     {'0', 0, 0, 1, 0, "v4"},      {'2', 2, 0, 1, 0, "B"},       {'6', 6, 0, 1, 0, "B+idleVt"},
     {'8', 8, 0, 1, 0, "pre-fix"}, {'x', 6, 1, 0, 0, "X2"},      {'9', 9, 0, 1, 1, "lean"},
     {'y', 9, 1, 1, 1, "leanX2"},  {'a', 10, 0, 1, 1, "preVt"},  {'b', 10, 1, 1, 1, "preVtX2"},
-    {'t', 12, 1, 2, 1, "stack1X2"},
+    {'t', 12, 1, 2, 1, "stack1X2"}, {'d', 13, 0, 1, 1, "dense8"}, {'e', 13, 1, 1, 1, "dense8X2"},
 };
+/* Inputs with G != 16 Q heads per KV head: impls 0, 2, 8 and 12 and the Union8 arms have no
+ * path (PW_ERROR_UNSUPPORTED) and are skipped; slot '6' (the padded tile there) is the bitwise
+ * reference instead of slot 0. Slots 'd' / 'e' (dev impl 13, the dense G = 8 tile) run on G = 8
+ * inputs and Union4 arms only; their executed FLOP count union visits (one 64-row tile of 8
+ * queries per page of a group's union), not C_4. */
+#define G_REFERENCE_SLOT 2 /* '6' */
 /* compare = 2: an arithmetic of its own (dev impl 12 sums FP8X2's two terms outside the
  * tensor cores): NRMS of O and the largest LSE difference against slot 'x', not bytes. */
 /* 'a' / 'b': lean + V^T pre-pass, the dev entry allocating its own tiles (attention_dev.h). */
@@ -238,7 +245,9 @@ int main(int argc, char **argv)
         int32_t *pre = to_dev(c->prefix_lens, p->num_requests * 4);
         int32_t *kvl = to_dev(c->kv_lens, p->num_requests * 4);
         int32_t *pt = to_dev(c->page_table, (size_t)p->num_requests * p->max_pages_per_request * 4);
-        const double useful = visible_pairs(c) * 16 * 128 * 4;
+        const int g_heads = p->q_heads_per_kv;
+        const int ref_slot = g_heads == 16 ? 0 : G_REFERENCE_SLOT;
+        const double useful = visible_pairs(c) * g_heads * 128 * 4;
         pw_grouping_t gi = PW_GROUPING_INIT, gw = PW_GROUPING_INIT;
         gi.mode = PW_REGROUP_IDENTITY;
         gi.window = 0;
@@ -265,8 +274,12 @@ int main(int argc, char **argv)
             for (int k = 0; k < NUM_SLOTS; k++) same_of[k] = 1;
             for (int impl = 0; impl < NUM_SLOTS; impl++) {
                 if ((slots[impl].no_union8 && arms[a].k == PW_KERNEL_UNION8) || !want_impl[impl] ||
-                    (slots[impl].impl >= 11 && arms[a].k != PW_KERNEL_UNION4)) /* stacked: Union4 only */
+                    (slots[impl].impl >= 11 && arms[a].k != PW_KERNEL_UNION4)) /* stacked, dense: Union4 only */
                     continue;
+                const int si = slots[impl].impl;
+                if (g_heads != 16 && (si == 0 || si == 2 || si == 8 || si == 12 || arms[a].k == PW_KERNEL_UNION8))
+                    continue;
+                if (si == 13 && g_heads != 8) continue;
                 /* Untimed check run with LSE on: O and LSE bytes against impl 0's. */
                 {
                     pw_attention_args_t args = make_args(p, q[0], o[0], lse_dev, kc, vc, ks, vs, topk, cu, pre, kvl, pt);
@@ -278,8 +291,8 @@ int main(int argc, char **argv)
                     CK(cudaStreamSynchronize(stream));
                     CK(cudaGetLastError());
                     const int x2_ref = impl == X2_REFERENCE_SLOT;
-                    CK(cudaMemcpy(impl == 0 ? o_ref : x2_ref ? o_ref_x2 : o_cur, o[0], q_bytes, cudaMemcpyDeviceToHost));
-                    CK(cudaMemcpy(impl == 0 ? l_ref : x2_ref ? l_ref_x2 : l_cur, lse_dev, lse_bytes,
+                    CK(cudaMemcpy(impl == ref_slot ? o_ref : x2_ref ? o_ref_x2 : o_cur, o[0], q_bytes, cudaMemcpyDeviceToHost));
+                    CK(cudaMemcpy(impl == ref_slot ? l_ref : x2_ref ? l_ref_x2 : l_cur, lse_dev, lse_bytes,
                                   cudaMemcpyDeviceToHost));
                     if (slots[impl].compare == 2 && want_impl[X2_REFERENCE_SLOT]) {
                         const pw_bf16_t *ref = (const pw_bf16_t *)o_ref_x2, *cur = (const pw_bf16_t *)o_cur;
@@ -301,7 +314,8 @@ int main(int argc, char **argv)
                         /* the two FP8X2 forms differ by rounding only (LSE bound: test_attention_gpu's) */
                         same_of[impl] = nrms < 5e-3 && dl <= 1e-2;
                         if (!same_of[impl]) mismatches++;
-                    } else if (impl > 0 && slots[impl].compare == 1 && (!slots[impl].x2 || want_impl[X2_REFERENCE_SLOT])) {
+                    } else if (impl != ref_slot && slots[impl].compare == 1 &&
+                               (slots[impl].x2 ? want_impl[X2_REFERENCE_SLOT] : want_impl[ref_slot])) {
                         long long fo = -1, fl = -1;
                         const int x2 = slots[impl].x2;
                         const size_t dO = count_diff(x2 ? o_ref_x2 : o_ref, o_cur, q_bytes, &fo);
@@ -312,7 +326,7 @@ int main(int argc, char **argv)
                             printf("!!! BITWISE MISMATCH: %s %s %s impl %d (%s) vs %s: O %zu of %zu bytes differ "
                                    "(first at byte %lld), LSE %zu of %zu bytes differ (first at byte %lld)\n",
                                    files[f], arms[a].kn, arms[a].gn, slots[impl].impl, slots[impl].name,
-                                   x2 ? "impl 6 FP8X2" : "impl 0", dO, q_bytes, fo, dL,
+                                   x2 ? "impl 6 FP8X2" : ref_slot ? "impl 6" : "impl 0", dO, q_bytes, fo, dL,
                                    lse_bytes, fl);
                         }
                     }
@@ -344,14 +358,16 @@ int main(int argc, char **argv)
                 CK(cudaGetLastError());
                 qsort(t, reps, sizeof(float), cmp_float);
                 const double med = t[reps / 2] * 1e3, mn = t[0] * 1e3, p90 = t[(int)(reps * 0.9)] * 1e3;
-                const double exec_flop = arms[a].steps * 64.0 * 128 * 128 * 4;
+                const double steps = si == 13 ? (double)arms[a].m->stats.union_visits : arms[a].steps;
+                const double exec_flop = steps * 64.0 * 128 * 128 * 4;
                 med_of[impl] = med;
                 printf("%-34s %-10s %-9s %-4s %9.1f %9.1f %9.1f %10.1f %10.1f %8lld %6.3f %s\n", files[f], arms[a].kn,
                        arms[a].gn, slots[impl].name, med, mn, p90, useful / (med * 1e-6) / 1e12,
                        exec_flop / (med * 1e-6) / 1e12, (long long)arms[a].m->stats.union_visits,
-                       med_of[0] > 0 ? med / med_of[0] : 1.0,
-                       impl == 0 ? "reference" : impl == X2_REFERENCE_SLOT ? "FP8X2 reference"
+                       med_of[ref_slot] > 0 ? med / med_of[ref_slot] : 1.0,
+                       impl == ref_slot ? "reference" : impl == X2_REFERENCE_SLOT ? "FP8X2 reference"
                                  : slots[impl].x2 && !want_impl[X2_REFERENCE_SLOT] ? "FP8X2 (not checked: no slot x)"
+                                 : !slots[impl].x2 && !want_impl[ref_slot] ? "(not checked: no reference slot)"
                                  : !slots[impl].compare ? "(no output)"
                                  : slots[impl].compare == 2 ? (same_of[impl] ? "close (NRMS)" : "FAR (NRMS)")
                                  : same_of[impl] ? "identical" : "DIFFERENT");
