@@ -110,7 +110,9 @@ static __device__ void dense_build_page_list(SmemPlanLean &sm, const AttentionPa
 }
 
 /* quantize_q_rows's per-row FP8 quantisation (the same codes and factors) on the dense
- * layout: row r = 8 s + h holds head h of slot s. */
+ * layout: row r = 8 s + h holds head h of slot s. The conversion is a copy of that
+ * function's: one shared inline helper changed the machine code of every FP8X2 kernel
+ * (same sizes, other bytes; tried 2026-12-01), which would need re-measuring. */
 static __device__ void dense_quantize_q(SmemPlanLean &sm, const AttentionParams &p, const DenseWork &w,
                                         float score_scale, bool x2)
 {
