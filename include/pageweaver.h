@@ -422,7 +422,8 @@ typedef struct pw_attention_args {
 
 /* Sparse attention of semantics §1 on the CPU, FP64 accumulation. Empty rows: O = 0,
  * LSE = -inf (with args.sink_logits: LSE = the head's sink logit). A physical page outside the cache contributes nothing and is counted.
- * N = 0: success, nothing read (the tensors may be NULL). PW_REF_FP8_EMULATE is
+ * N = 0: success; only the request arrays (cu_seqlens_q, prefix_lens, kv_lens) are read,
+ * every other tensor may be NULL. PW_REF_FP8_EMULATE is
  * deterministic under the default floating-point rounding mode (round to nearest).
  * Errors: PW_ERROR_INVALID_ARGUMENT (also: N > 0 with max_pages_per_request or
  * num_cache_pages < 1; scales so large that a score of the FP8
@@ -566,8 +567,11 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  * ADDRESSES baked into a graph must stay. Same inputs give byte-identical outputs, and the
  * outputs do not depend on the grouping (semantics §4).
  *
- * A plan is not thread-safe (pw_last_error is per thread; use one plan per thread);
- * distinct plans are independent. */
+ * Threads: calls that use one plan are not promised to be safe when they run concurrently
+ * from several threads (not tested): give each thread its own plan, or serialise the calls
+ * (the Python package holds a lock per plan). Distinct plans are independent. pw_last_error
+ * is per thread. The CPU reference functions (pw_ref_*) keep no state between calls and
+ * may run concurrently on distinct output buffers. */
 typedef struct pw_plan pw_plan_t; /* opaque */
 
 enum {

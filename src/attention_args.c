@@ -186,11 +186,21 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
         return o_dtype_ok ? PW_SUCCESS
                           : pw_fail(PW_ERROR_UNSUPPORTED, "args.o_dtype must be PW_DTYPE_BFLOAT16 on the GPU");
     const pw_requests_t *rq = &args->requests;
-    if (!args->q || !args->k_cache || !args->v_cache || !args->k_scale || !args->v_scale || !args->o ||
-        !rq->cu_seqlens_q || !rq->prefix_lens || !rq->kv_lens || !rq->page_table)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "args: q, k_cache, v_cache, k_scale, v_scale, o and the request arrays "
-                       "(cu_seqlens_q, prefix_lens, kv_lens, page_table) must not be NULL");
+    const struct {
+        const void *ptr;
+        const char *name;
+    } required[] = {{args->q, "args.q"},
+                    {args->k_cache, "args.k_cache"},
+                    {args->v_cache, "args.v_cache"},
+                    {args->k_scale, "args.k_scale"},
+                    {args->v_scale, "args.v_scale"},
+                    {args->o, "args.o"},
+                    {rq->cu_seqlens_q, "args.requests.cu_seqlens_q"},
+                    {rq->prefix_lens, "args.requests.prefix_lens"},
+                    {rq->kv_lens, "args.requests.kv_lens"},
+                    {rq->page_table, "args.requests.page_table"}};
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+        if (!required[i].ptr) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "%s is NULL (N > 0)", required[i].name);
     if (kernel == PW_KERNEL_PER_QUERY && !args->topk_ids)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.topk_ids is NULL (the per-query kernel reads it)");
     if (!o_dtype_ok) return pw_fail(PW_ERROR_UNSUPPORTED, "args.o_dtype must be PW_DTYPE_BFLOAT16 on the GPU");
@@ -207,15 +217,22 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
     PW_TRY(pw_check_token_scales(problem, args));
     if (((uintptr_t)pw_args_sinks(args) & 3u) != 0)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.sink_logits must be 4-byte aligned (float32)");
+    if (((uintptr_t)args->lse & 3u) != 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.lse must be 4-byte aligned (float32) on the GPU");
+    if (((uintptr_t)args->bad_page_count & 3u) != 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "args.bad_page_count must be 4-byte aligned (a uint32 the GPU adds to atomically)");
     const int64_t hq_d = (int64_t)problem->num_kv_heads * problem->q_heads_per_kv * problem->head_dim;
-    if (args->q_stride < hq_d || args->q_stride % 8 != 0 || ((uintptr_t)args->q & 15u) != 0)
+    if (((uintptr_t)args->q & 15u) != 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.q must be 16-byte aligned on the GPU (rows read as 16-byte vectors)");
+    if (args->q_stride < hq_d || args->q_stride % 8 != 0)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "args.q: stride %lld must be >= Hq*D = %lld and a multiple of 8 elements, "
-                       "pointer 16-byte aligned",
+                       "args.q_stride %lld must be >= Hq*D = %lld and a multiple of 8 elements on the GPU",
                        (long long)args->q_stride, (long long)hq_d);
-    if (args->o_stride < hq_d || args->o_stride % 2 != 0 || ((uintptr_t)args->o & 3u) != 0)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "args.o: stride %lld must be >= Hq*D = %lld and even, pointer 4-byte aligned",
+    if (((uintptr_t)args->o & 3u) != 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.o must be 4-byte aligned on the GPU (bf16 pairs stored as 4 bytes)");
+    if (args->o_stride < hq_d || args->o_stride % 2 != 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.o_stride %lld must be >= Hq*D = %lld and even on the GPU",
                        (long long)args->o_stride, (long long)hq_d);
     PW_TRY(pw_check_cache_shape(problem));
     PW_TRY(pw_check_cache_layout(problem, args, 1));

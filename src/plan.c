@@ -155,8 +155,9 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
         return pw_fail(PW_ERROR_UNSUPPORTED, "max_pages_per_request %d > 2^29 (union preparation's page keys)",
                        p->max_pages_per_request);
     if (c->vt_max_pages < 0)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.vt_max_pages is %d (< 0; 0 for the default %d)",
-                       c->vt_max_pages, PW_PLAN_VT_DEFAULT_PAGES);
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "config.vt_max_pages is %d (< 0; 0 for the default min(%d, %d / Hkv))", c->vt_max_pages,
+                       PW_PLAN_VT_DEFAULT_PAGES, PW_PLAN_VT_DEFAULT_TOTAL);
     if ((c->flags & PW_PLAN_VT_PREPASS) && !vt_scan_fits(p))
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "PW_PLAN_VT_PREPASS with Hkv x R x max_pages = %lld page-table entries (the V^T "
@@ -175,6 +176,7 @@ static pw_status_t layout(pw_plan_t *plan)
     plan->workspace_bytes = 0;
     const int64_t hkv = p->num_kv_heads, mg = plan->max_groups, cap = plan->union_capacity;
     int ok = 1;
+    if (p->num_tokens == 0) return PW_SUCCESS; /* nothing is enqueued: no workspace (NULL and 0) */
     if (plan->given_topk < 16) plan->part_bytes[PART_TOPK16] = mul_add(hkv * 16 * 4, p->num_tokens, &ok);
     if (plan->config.kernel == PW_KERNEL_PER_QUERY) goto place;
     if (!caller_perm) {

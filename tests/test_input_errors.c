@@ -99,6 +99,16 @@ static void test_cache_pages_left_zero(void **state)
     assert_error_naming(pw_ref_attention(&t.problem, &t.args, PW_REF_FP8_EMULATE),
                         PW_ERROR_INVALID_ARGUMENT, "num_cache_pages");
     assert_int_equal(t.bad_pages, 0);
+    /* max_pages_per_request left at PW_PROBLEM_INIT's 0 is named as such, not as a kv_lens
+     * entry past it. */
+    t.problem.num_cache_pages = 2;
+    t.problem.max_pages_per_request = 0;
+    assert_error_naming(pw_problem_check(&t.problem, &t.args.requests), PW_ERROR_INVALID_ARGUMENT,
+                        "problem.max_pages_per_request is 0");
+    assert_error_naming(pw_ref_attention(&t.problem, &t.args, PW_REF_EXACT), PW_ERROR_INVALID_ARGUMENT,
+                        "problem.max_pages_per_request is 0");
+    tiny_init(&t, &rng);
+    t.problem.num_cache_pages = 0;
 
     /* Without a page table (the grouping functions) the cache size is not needed. */
     pw_requests_t no_table = t.args.requests;

@@ -406,7 +406,7 @@ static void test_prefill_argument_errors(void **state)
     assert_non_null(strstr(pw_last_error(), "topk_ids"));
     a.topk_ids = dummy;
     assert_int_equal(pw_sparse_prefill(plan, &a, NULL, ws, bytes, NULL), PW_ERROR_INVALID_ARGUMENT);
-    assert_non_null(strstr(pw_last_error(), "must not be NULL"));
+    assert_non_null(strstr(pw_last_error(), "args.q is NULL"));
     pw_plan_destroy(plan);
 
     /* Every check of pw_union_attention comes before anything is enqueued: with fake
@@ -451,6 +451,24 @@ static void test_prefill_argument_errors(void **state)
     a = g;
     a.o_dtype = PW_DTYPE_FLOAT32;
     assert_int_equal(pw_sparse_prefill(plan, &a, NULL, ws, bytes, NULL), PW_ERROR_UNSUPPORTED);
+    /* Each missing tensor and each misaligned output is named (the GPU stores LSE as floats
+     * and adds to bad_page_count atomically: a misaligned one would fault). */
+    a = g;
+    a.requests.kv_lens = NULL;
+    assert_int_equal(pw_sparse_prefill(plan, &a, NULL, ws, bytes, NULL), PW_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(pw_last_error(), "args.requests.kv_lens is NULL"));
+    a = g;
+    a.lse = (float *)((uintptr_t)fake + 2);
+    assert_int_equal(pw_sparse_prefill(plan, &a, NULL, ws, bytes, NULL), PW_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(pw_last_error(), "args.lse"));
+    a = g;
+    a.bad_page_count = (uint32_t *)((uintptr_t)fake + 1);
+    assert_int_equal(pw_sparse_prefill(plan, &a, NULL, ws, bytes, NULL), PW_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(pw_last_error(), "args.bad_page_count"));
+    a = g;
+    a.o = (void *)((uintptr_t)fake + 2);
+    assert_int_equal(pw_sparse_prefill(plan, &a, NULL, ws, bytes, NULL), PW_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(pw_last_error(), "args.o must be 4-byte aligned"));
     pw_plan_destroy(plan);
 
     /* N = 0: nothing to do, the tensors may be NULL; a CUDA build returns success without
@@ -461,10 +479,19 @@ static void test_prefill_argument_errors(void **state)
     pw_attention_args_t e = PW_ATTENTION_ARGS_INIT;
     e.o_dtype = PW_DTYPE_BFLOAT16;
     const pw_status_t st0 = pw_sparse_prefill(plan, &e, NULL, ws, bytes, NULL);
+    /* No workspace either (the header: NULL and 0 when the size is 0), and the attention
+     * entry point reads neither perm nor the metadata. */
+    assert_int_equal(bytes, 0);
+    const pw_status_t st1 = pw_sparse_prefill(plan, &e, NULL, NULL, 0, NULL);
+    const pw_status_t st2 = pw_union_attention(&p0, &e, NULL, NULL, NULL, PW_KERNEL_UNION4, NULL);
 #ifdef PW_HAVE_CUDA
     assert_int_equal(st0, PW_SUCCESS);
+    assert_int_equal(st1, PW_SUCCESS);
+    assert_int_equal(st2, PW_SUCCESS);
 #else
     assert_int_equal(st0, PW_ERROR_UNSUPPORTED);
+    assert_int_equal(st1, PW_ERROR_UNSUPPORTED);
+    assert_int_equal(st2, PW_ERROR_UNSUPPORTED);
 #endif
     pw_plan_destroy(plan);
 

@@ -879,6 +879,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     } else if (impl == pw::kImplDense8Dev) {
         impl = pw::kImplDense8;
     }
+    if (problem->num_tokens == 0) return PW_SUCCESS; // nothing enqueued: perm and meta are not read
     const pw_requests_t *rq = &args->requests;
     if (kernel != PW_KERNEL_PER_QUERY) {
         if (!grouping || grouping->struct_size < sizeof(pw_grouping_t))
@@ -896,7 +897,6 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
                            meta->union_capacity, pw::kMaxUnion, (long long)meta->max_groups,
                            (long long)pw_max_groups(problem, grouping));
     }
-    if (problem->num_tokens == 0) return PW_SUCCESS;
     PW_TRY(pw_check_attention_device());
 
     pw::AttentionParams params;
