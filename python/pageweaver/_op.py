@@ -307,6 +307,16 @@ def _current_stream(index):
         return torch.cuda.current_stream(index).cuda_stream
 
 
+def _problem(n, r, hkv, g, d, k, max_pages, num_pages, softmax_scale):
+    """The pw_problem_t of a call, from check_args' sizes."""
+    problem = _lib.new_problem()
+    problem.num_tokens, problem.num_requests, problem.num_kv_heads = n, r, hkv
+    problem.q_heads_per_kv, problem.head_dim, problem.page_size = g, d, PAGE_SIZE
+    problem.topk, problem.max_pages_per_request = k, max_pages
+    problem.num_cache_pages, problem.softmax_scale = num_pages, softmax_scale
+    return problem
+
+
 # ---- the op ---------------------------------------------------------------------------
 def _fill_args(args, q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                prefix_lens, out, lse, bad_page_count, n, hq, d, kv_stride, sinks=None,
@@ -368,11 +378,7 @@ def _sparse_prefill_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
         k_scale, v_scale, out, lse, bad_page_count, sinks, sink_keys, k_token_scales,
         v_token_scales)
     hq = hkv * g
-    problem = _lib.new_problem()
-    problem.num_tokens, problem.num_requests, problem.num_kv_heads = n, r, hkv
-    problem.q_heads_per_kv, problem.head_dim, problem.page_size = g, d, PAGE_SIZE
-    problem.topk, problem.max_pages_per_request = k, max_pages
-    problem.num_cache_pages, problem.softmax_scale = num_pages, softmax_scale
+    problem = _problem(n, r, hkv, g, d, k, max_pages, num_pages, softmax_scale)
     args = _lib.new_args()
     _fill_args(args, q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                prefix_lens, out, lse, bad_page_count, n, hq, d, kv_stride, sinks, sink_keys,
@@ -638,12 +644,8 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
                                         f"{sink_keys.storage_offset() * 2} of its storage")
     if n == 0:
         return None
-    problem = _lib.new_problem()
-    problem.num_tokens, problem.num_requests, problem.num_kv_heads = n, r, hkv
-    problem.q_heads_per_kv, problem.head_dim, problem.page_size = g, d, PAGE_SIZE
-    problem.topk, problem.max_pages_per_request = k, max_pages
-    problem.num_cache_pages, problem.softmax_scale = num_pages, scale
-    plan = _lib.Plan(problem, mode, _lib.DEFAULT_WINDOW, kern)  # raises what the GPU would
+    plan = _lib.Plan(_problem(n, r, hkv, g, d, k, max_pages, num_pages, scale), mode,
+                     _lib.DEFAULT_WINDOW, kern)  # raises what the GPU would
     del plan
     return None
 
