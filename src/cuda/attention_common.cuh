@@ -57,10 +57,10 @@ static __device__ __forceinline__ uint8_t page_v_limit(uint32_t members, const i
  * and q_lo_addr for slots 2-3 (0: not written); (slot s, head h) goes to warp
  * w = 2 (s % 2) + h / 8 of its tile, row 16 w + h % 8 for q8 and 16 w + 8 + h % 8 for its
  * second term. Same codes as the other layouts. */
-template <bool kStacked = false, int G = kHeadsPerKv>
+template <bool kStacked = false, int G = kHeadsPerKv, bool kDense = false, int SLOTS = kSlotsPerCta>
 static __device__ void quantize_q_rows(uint32_t q_addr, uint32_t q_lo_addr, float *row_factor, int tid,
                                        const AttentionParams &p, int kv_head,
-                                       const int32_t (&query_rows)[kSlotsPerCta], float score_scale)
+                                       const int32_t (&query_rows)[SLOTS], float score_scale)
 {
     constexpr int kPasses = kRows / 8; // 8 rows per pass, 16 threads per row, 8 bf16 each
     static_assert(kHeadsPerKv % 8 == 0, "a pass of 8 rows stays inside one slot");
@@ -68,6 +68,10 @@ static __device__ void quantize_q_rows(uint32_t q_addr, uint32_t q_lo_addr, floa
     // the rows h >= G stay zero (never stored: store_rows<G>).
     static_assert(G == 16 || G == 8 || G == 4, "G: 16, 8 or 4");
     static_assert(!kStacked || G == kHeadsPerKv, "the stacked layout has G = 16 only");
+    // kDense (dev impl 13, attention_dense.cuh): G = 8 on the dense tile, 8 slots, row
+    // 8 s + h = head h of slot s: a pass is one slot.
+    static_assert(!kDense || (G == 8 && SLOTS == 8 && !kStacked), "the dense layout: G = 8, 8 slots");
+    static_assert(kDense || SLOTS == kSlotsPerCta, "4 slots per tile unless dense");
     const int sub = tid % 16;
     const int row_in_pass = tid / 16;
     // Every pass's load first: one load in flight at a time left the prologue waiting for
@@ -76,18 +80,18 @@ static __device__ void quantize_q_rows(uint32_t q_addr, uint32_t q_lo_addr, floa
 #pragma unroll
     for (int pass = 0; pass < kPasses; pass++) {
         const int row = pass * 8 + row_in_pass;
-        const int32_t n = query_rows[pass * 8 / kHeadsPerKv]; // = row / 16, a constant index
+        const int32_t n = query_rows[kDense ? pass : pass * 8 / kHeadsPerKv]; // = row / 16 (dense: / 8)
         raw[pass] = make_uint4(0, 0, 0, 0);
-        if (n >= 0 && (G == kHeadsPerKv || row % kHeadsPerKv < G)) {
+        if (n >= 0 && (kDense || G == kHeadsPerKv || row % kHeadsPerKv < G)) {
             const uint16_t *src = p.q + (int64_t)n * p.q_stride +
-                                  ((int64_t)kv_head * G + row % kHeadsPerKv) * kHeadDim + sub * 8;
+                                  ((int64_t)kv_head * G + row % (kDense ? 8 : kHeadsPerKv)) * kHeadDim + sub * 8;
             raw[pass] = __ldg(reinterpret_cast<const uint4 *>(src));
         }
     }
 #pragma unroll
     for (int pass = 0; pass < kPasses; pass++) {
         const int row = pass * 8 + row_in_pass;
-        const int32_t n = query_rows[pass * 8 / kHeadsPerKv];
+        const int32_t n = query_rows[kDense ? pass : pass * 8 / kHeadsPerKv];
         float v[8];
         const uint32_t w[4] = {raw[pass].x, raw[pass].y, raw[pass].z, raw[pass].w};
 #pragma unroll

@@ -109,71 +109,6 @@ static __device__ void dense_build_page_list(SmemPlanLean &sm, const AttentionPa
     __syncthreads();
 }
 
-/* quantize_q_rows's per-row FP8 quantisation (the same codes and factors) on the dense
- * layout: row r = 8 s + h holds head h of slot s. The conversion is a copy of that
- * function's: one shared inline helper changed the machine code of every FP8X2 kernel
- * (same sizes, other bytes; tried 2026-12-01), which would need re-measuring. */
-static __device__ void dense_quantize_q(SmemPlanLean &sm, const AttentionParams &p, const DenseWork &w,
-                                        float score_scale, bool x2)
-{
-    constexpr int kPasses = kRows / 8; // pass = slot: 8 rows (heads), 16 threads per row
-    const int tid = threadIdx.x, sub = tid % 16, head = tid / 16;
-    const uint32_t q_addr = smem_u32(sm.q), q_lo_addr = smem_u32(sm.q_lo);
-    uint4 raw[kPasses];
-#pragma unroll
-    for (int pass = 0; pass < kPasses; pass++) {
-        const int32_t n = w.query_rows[pass];
-        raw[pass] = make_uint4(0, 0, 0, 0);
-        if (n >= 0) {
-            const uint16_t *src = p.q + (int64_t)n * p.q_stride + ((int64_t)w.kv_head * kDenseG + head) * kHeadDim + sub * 8;
-            raw[pass] = __ldg(reinterpret_cast<const uint4 *>(src));
-        }
-    }
-#pragma unroll
-    for (int pass = 0; pass < kPasses; pass++) {
-        const int row = pass * 8 + head;
-        const int32_t n = w.query_rows[pass];
-        float v[8];
-        const uint32_t u[4] = {raw[pass].x, raw[pass].y, raw[pass].z, raw[pass].w};
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            v[2 * k] = __uint_as_float(u[k] << 16);
-            v[2 * k + 1] = __uint_as_float(u[k] & 0xffff0000u);
-        }
-        float amax = 0.0f;
-#pragma unroll
-        for (int k = 0; k < 8; k++) amax = fmaxf(amax, fabsf(v[k]));
-#pragma unroll
-        for (int off = 8; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-        const float q_scale = amax > 0.0f ? amax / 448.0f : 1.0f;
-        float x[8];
-#pragma unroll
-        for (int k = 0; k < 8; k++) x[k] = __fdiv_rn(v[k], q_scale);
-        uint32_t packed[2], packed_lo[2] = {0u, 0u};
-#pragma unroll
-        for (int k = 0; k < 2; k++) {
-            uint16_t codes[2];
-#pragma unroll
-            for (int h = 0; h < 2; h++) codes[h] = cvt_e4m3x2_rn_satfinite(x[4 * k + 2 * h], x[4 * k + 2 * h + 1]);
-            packed[k] = (uint32_t)codes[0] | ((uint32_t)codes[1] << 16);
-            if (x2) {
-                uint16_t lo_codes[2];
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    float f0, f1;
-                    e4m3x2_to_float2(codes[h], f0, f1);
-                    lo_codes[h] = cvt_e4m3x2_rn_satfinite(x[4 * k + 2 * h] - f0, x[4 * k + 2 * h + 1] - f1);
-                }
-                packed_lo[k] = (uint32_t)lo_codes[0] | ((uint32_t)lo_codes[1] << 16);
-            }
-        }
-        const uint32_t offset = sw128(row, sub / 2) + (sub % 2) * 8;
-        st_shared_v2_u32(q_addr + offset, packed[0], packed[1]);
-        if (x2) st_shared_v2_u32(q_lo_addr + offset, packed_lo[0], packed_lo[1]);
-        if (sub == 0) sm.row_factor[row] = n >= 0 ? q_scale * score_scale : 0.0f;
-    }
-}
-
 /* softmax_page for a thread whose rows r0 and r0 + 8 belong to two queries: lim0 / lim1
  * their last visible columns on the page, mem0 / mem1 whether each selected it (at least
  * one does). A member row: softmax_page's instructions and results exactly (the same
@@ -329,7 +264,8 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_ker
 
     const float k_scale = *p.k_scale, v_scale = *p.v_scale;
     const float log2e = 1.4426950408889634f;
-    dense_quantize_q(sm, p, work, k_scale * p.softmax_scale * log2e, X2);
+    quantize_q_rows<false, kDenseG, true>(smem_u32(sm.q), X2 ? smem_u32(sm.q_lo) : 0u, sm.row_factor, tid, p, kv_head,
+                                          work.query_rows, k_scale * p.softmax_scale * log2e);
     fence_proxy_async_shared_cta();
     __syncthreads();
 
