@@ -141,12 +141,14 @@
 namespace pw {
 
 /* The per-CTA page list: the pages this CTA walks (ascending logical id), their physical
- * pages and the member bits of this CTA's 4 slots. Pages whose physical id is outside the
- * cache are dropped (and counted). Every CTA of a cluster builds the same page sequence. */
-template <int VARIANT, class Plan>
+ * pages and the member bits of this CTA's 4 slots (SLOTS = 8, half 0 and slot_mask 0xff:
+ * the whole group, the dense tile of attention_dense.cuh). Pages whose physical id is
+ * outside the cache are dropped (and counted). Every CTA of a cluster builds the same page
+ * sequence. */
+template <int VARIANT, class Plan, int SLOTS = kSlotsPerCta>
 static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int kv_head,
                                        int64_t group, int half, int request, int32_t query_row,
-                                       const int64_t (&limits)[kSlotsPerCta], int union_size,
+                                       const int64_t (&limits)[SLOTS], int union_size,
                                        int32_t *page_vt = nullptr, uint32_t slot_mask = 0xFu)
 {
     const int64_t query_limit = limits[0]; // per-query: the query's last visible token

@@ -64,51 +64,6 @@ static __device__ __forceinline__ bool dense_work(const AttentionParams &p, Dens
     return true;
 }
 
-/* The group's union pages (ascending, as union preparation wrote them) with their physical
- * pages, the 8 slots' member bits, the V limit over the members and the pre-pass's V^T
- * tile; bad physical pages dropped and counted once per member (build_page_list's rules).
- * Ends with a CTA barrier. */
-static __device__ void dense_build_page_list(SmemPlanLean &sm, const AttentionParams &p, const DenseWork &w)
-{
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    int32_t logical = -1, physical = -1, vt = 0;
-    uint32_t members = 0;
-    if (tid < w.union_size) {
-        const int64_t base = ((int64_t)w.kv_head * p.max_groups + w.group) * p.union_capacity;
-        logical = p.union_pages[base + tid];
-        members = p.member_masks[base + tid];
-        if (members == 0) logical = -1;
-    }
-    if (logical >= 0) {
-        physical = (int64_t)logical < p.max_pages ? p.page_table[(int64_t)w.request * p.page_table_stride + logical] : -1;
-        if (physical < 0 || (int64_t)physical >= p.num_cache_pages) {
-            if (p.bad_page_count) atomicAdd(p.bad_page_count, (uint32_t)__popc(members));
-            logical = -1;
-        }
-    }
-    if (logical >= 0) vt = p.vt_slots[vt_entry(w.kv_head, w.request, logical, p.num_requests, p.max_pages)];
-    const bool keep = logical >= 0;
-    const uint32_t ballot = __ballot_sync(0xffffffffu, keep);
-    if (lane == 0) sm.warp_count[warp] = __popc(ballot);
-    __syncthreads();
-    int offset = 0;
-    for (int k = 0; k < warp; k++) offset += sm.warp_count[k];
-    if (keep) {
-        const int at = offset + __popc(ballot & ((1u << lane) - 1u));
-        sm.page_logical[at] = logical;
-        sm.page_physical[at] = physical;
-        sm.page_members[at] = (uint8_t)members;
-        sm.page_vlim[at] = page_v_limit<kDenseSlots>(members, w.limits, logical);
-        sm.page_vt[at] = vt;
-    }
-    if (tid == 0) {
-        int total = 0;
-        for (int k = 0; k < kThreads / 32; k++) total += sm.warp_count[k];
-        sm.num_pages = total;
-    }
-    __syncthreads();
-}
-
 /* softmax_page for a thread whose rows r0 and r0 + 8 belong to two queries: lim0 / lim1
  * their last visible columns on the page, mem0 / mem1 whether each selected it (at least
  * one does). A member row: softmax_page's instructions and results exactly (the same
@@ -244,7 +199,10 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_ker
     const int kv_head = work.kv_head;
 
     lean_init_ring(sm);
-    dense_build_page_list(sm, p, work); // ends with __syncthreads
+    // The group's whole union with its 8 slots' member bits (half 0, mask 0xff); ends with
+    // __syncthreads.
+    build_page_list<kUnion4>(sm, p, kv_head, work.group, 0, work.request, work.query_rows[0], work.limits,
+                             work.union_size, sm.page_vt, 0xffu);
     const int num_pages = sm.num_pages;
     const uint64_t keep_kv = createpolicy_evict_last();
     auto vt_tile = [&](int i) { return prevt_tile(p, kv_head, sm.page_vt[i]); };
