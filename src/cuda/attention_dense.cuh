@@ -259,21 +259,7 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_ker
         const bool member = mem0 || mem1;
         const int vlim = sm.page_vlim[i]; // CTA-uniform
 
-        mbarrier_wait_parity(&sm.k_full, parity);
-        wgmma_fence_operand(acc);
-        wgmma_fence();
-#pragma unroll
-        for (int kb = 0; kb < kHeadDim / 32; kb++)
-            wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, kb > 0);
-        if constexpr (X2) {
-            const uint64_t desc_q_lo = wgmma_desc_k_major_sw128(sm.q_lo);
-#pragma unroll
-            for (int kb = 0; kb < kHeadDim / 32; kb++)
-                wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q_lo + 2 * kb, desc_k + 2 * kb, 1);
-        }
-        wgmma_commit_group();
-        wgmma_wait_group<0>();
-        wgmma_fence_operand(acc);
+        lean_qk_page<X2>(acc, sm, parity, desc_q, desc_k);
         lean_release(&sm.k_done, i + 1, num_pages, issue_k);
 
         float alpha0 = 1.0f, alpha1 = 1.0f;

@@ -99,6 +99,29 @@ static __device__ __forceinline__ void lean_init_ring(Plan &sm)
     }
 }
 
+/* One page's scores: wait for K of page `parity`'s phase, acc = Q K^T (FP8X2: + Q_lo K^T)
+ * by the warpgroup's wgmmas, waited for. The lean and dense kernels' QK step. */
+template <bool X2, class Plan>
+static __device__ __forceinline__ void lean_qk_page(float (&acc)[64], Plan &sm, uint32_t parity, uint64_t desc_q,
+                                                    uint64_t desc_k)
+{
+    mbarrier_wait_parity(&sm.k_full, parity);
+    wgmma_fence_operand(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int kb = 0; kb < kHeadDim / 32; kb++)
+        wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, kb > 0);
+    if constexpr (X2) {
+        const uint64_t desc_q_lo = wgmma_desc_k_major_sw128(sm.q_lo);
+#pragma unroll
+        for (int kb = 0; kb < kHeadDim / 32; kb++)
+            wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q_lo + 2 * kb, desc_k + 2 * kb, 1);
+    }
+    wgmma_commit_group();
+    wgmma_wait_group<0>();
+    wgmma_fence_operand(acc);
+}
+
 /* The V^T pre-pass's tile `tile` of KV head `kv_head` (vt_prepare.cu). */
 static __device__ __forceinline__ const uint8_t *prevt_tile(const AttentionParams &p, int kv_head, int32_t tile)
 {
@@ -238,21 +261,7 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
                 transpose_v_chunk<true>(vt_addr, v_addr, (uint32_t)chunk, vlim);
             lean_release(&sm.v_done, i + 1, num_pages, issue_v);
         }
-        mbarrier_wait_parity(&sm.k_full, parity);
-        wgmma_fence_operand(acc);
-        wgmma_fence();
-#pragma unroll
-        for (int kb = 0; kb < kHeadDim / 32; kb++)
-            wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, kb > 0);
-        if constexpr (X2) {
-            const uint64_t desc_q_lo = wgmma_desc_k_major_sw128(sm.q_lo);
-#pragma unroll
-            for (int kb = 0; kb < kHeadDim / 32; kb++)
-                wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q_lo + 2 * kb, desc_k + 2 * kb, 1);
-        }
-        wgmma_commit_group();
-        wgmma_wait_group<0>();
-        wgmma_fence_operand(acc);
+        lean_qk_page<X2>(acc, sm, parity, desc_q, desc_k);
         // Releases only outside the wgmma's flight: a lane-0-only path while it is in flight
         // makes ptxas serialise the wgmmas (C7520).
         lean_release(&sm.k_done, i + 1, num_pages, issue_k);
