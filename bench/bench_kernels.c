@@ -155,7 +155,7 @@ static pw_attention_args_t make_args(const pw_problem_t *p, pw_bf16_t *q, pw_bf1
                                      uint8_t *vc, float *ks, float *vs, int32_t *topk, int32_t *cu, int32_t *pre,
                                      int32_t *kvl, int32_t *pt)
 {
-    const int64_t hq = (int64_t)p->num_kv_heads * 16;
+    const int64_t hq = (int64_t)p->num_kv_heads * p->q_heads_per_kv;
     pw_attention_args_t args = PW_ATTENTION_ARGS_INIT;
     args.q = q;
     args.q_stride = hq * 128;
@@ -225,7 +225,7 @@ int main(int argc, char **argv)
         pw_capture_t *c = NULL;
         PK(pw_capture_read(files[f], PW_CAPTURE_LOAD_QKV | PW_CAPTURE_GENERATE_QKV, &c));
         const pw_problem_t *p = &c->problem;
-        const int64_t n = p->num_tokens, hkv = p->num_kv_heads, hq = hkv * 16;
+        const int64_t n = p->num_tokens, hkv = p->num_kv_heads, hq = hkv * p->q_heads_per_kv;
         const size_t q_bytes = (size_t)(n * hq * 128) * 2, lse_bytes = (size_t)(n * hq) * 4;
         const size_t cache_bytes = (size_t)p->num_cache_pages * 128 * hkv * 128;
         pw_bf16_t *q[COPIES], *o[COPIES];
@@ -381,7 +381,7 @@ int main(int argc, char **argv)
             printf("  -> %s %s:", arms[a].kn, arms[a].gn);
             for (int impl = 0; impl < NUM_SLOTS; impl++)
                 if (med_of[impl] > 0)
-                    printf("  %s %.1f us (%.3fx)%s", slots[impl].name, med_of[impl], med_of[impl] / med_of[0],
+                    printf("  %s %.1f us (%.3fx)%s", slots[impl].name, med_of[impl], med_of[impl] / med_of[ref_slot],
                            same_of[impl] ? "" : " MISMATCH");
             printf("\n");
             fflush(stdout);
