@@ -61,6 +61,9 @@ static int cmp_float(const void *a, const void *b)
 typedef struct meta_set {
     pw_union_meta_t dev;
     int32_t *perm_dev;
+    /* PW_KBENCH_SCHEDULE=lpt: longest-first CTA orders (pw_dev_set_schedule) of the lean
+     * kernels' halves and of the dense tile's groups; NULL otherwise. */
+    int32_t *lpt_halves_dev, *lpt_groups_dev;
     pw_union_stats_t stats;
     int64_t tile_steps; /* dev impl 12: (CTA page, 2-slot tile) pairs with a member */
 } meta_set_t;
@@ -83,6 +86,32 @@ static void make_meta(const pw_capture_t *c, const pw_grouping_t *g, meta_set_t 
             for (int e = 0; e < m.groups[h * mg + gi].union_size; e++)
                 for (int t = 0; t < 4; t++) out->tile_steps += (m.member_masks[base + e] >> (2 * t)) & 3u ? 1 : 0;
         }
+    out->lpt_halves_dev = out->lpt_groups_dev = NULL;
+    const char *sched = getenv("PW_KBENCH_SCHEDULE");
+    if (sched && strcmp(sched, "lpt") == 0) {
+        /* Counting sort by work size, descending, ties in block order; blocks without work
+         * (empty halves, groups past num_groups) last. */
+        for (int dense = 0; dense < 2; dense++) {
+            const int64_t n = (dense ? 1 : 2) * hkv * mg;
+            int32_t *order = malloc(n * 4), *size = malloc(n * 4);
+            for (int64_t b = 0; b < n; b++) {
+                const int64_t item = dense ? b : b / 2, h = item / mg, gi = item % mg;
+                size[b] = -1;
+                if (gi < m.num_groups[h]) {
+                    const pw_group_desc_t *d = &m.groups[h * mg + gi];
+                    size[b] = dense ? d->union_size : (d->num_members > 4 * (b % 2) ? d->half_union_size[b % 2] : -1);
+                }
+            }
+            int64_t k = 0;
+            for (int32_t s = (int32_t)cap; s >= -1; s--)
+                for (int64_t b = 0; b < n; b++)
+                    if (size[b] == s) order[k++] = (int32_t)b;
+            if (dense) out->lpt_groups_dev = to_dev(order, n * 4);
+            else out->lpt_halves_dev = to_dev(order, n * 4);
+            free(order);
+            free(size);
+        }
+    }
     out->dev.max_groups = mg;
     out->dev.union_capacity = (int32_t)cap;
     out->dev.num_groups = to_dev(m.num_groups, hkv * 4);
@@ -262,6 +291,7 @@ int main(int argc, char **argv)
             {PW_KERNEL_UNION4, &mw, &gw, "union4", "W128", (double)mw.stats.c4},
             {PW_KERNEL_PER_QUERY, &mi, &gi, "per-query", "-", (double)mi.stats.selections},
         };
+        if (mi.lpt_halves_dev) printf("%s: lean (impls 9, 10) and dense (13) Union4 CTAs in longest-first order\n", files[f]);
         printf("%s: C_4 identity %lld, W128 %lld; 2-slot tile steps (dev impl 12) identity %lld (%.3f x 2 C_4), "
                "W128 %lld (%.3f x 2 C_4)\n",
                files[f], (long long)mi.stats.c4, (long long)mw.stats.c4, (long long)mi.tile_steps,
@@ -286,8 +316,12 @@ int main(int argc, char **argv)
                     set_precision(&args, impl);
                     CK(cudaMemsetAsync(o[0], 0xff, q_bytes, stream));
                     CK(cudaMemsetAsync(lse_dev, 0xff, lse_bytes, stream));
+                    pw_dev_set_schedule(arms[a].k != PW_KERNEL_UNION4 ? NULL
+                                        : si == 13                ? arms[a].m->lpt_groups_dev
+                                                                  : arms[a].m->lpt_halves_dev);
                     PK(pw_union_attention_dev(slots[impl].impl, p, &args, arms[a].g, arms[a].m->perm_dev, &arms[a].m->dev, arms[a].k,
                                               stream));
+                    pw_dev_set_schedule(NULL);
                     CK(cudaStreamSynchronize(stream));
                     CK(cudaGetLastError());
                     const int x2_ref = impl == X2_REFERENCE_SLOT;
@@ -337,8 +371,12 @@ int main(int argc, char **argv)
                     set_precision(&args, impl);
                     cudaGraph_t graph;
                     CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+                    pw_dev_set_schedule(arms[a].k != PW_KERNEL_UNION4 ? NULL
+                                        : si == 13                ? arms[a].m->lpt_groups_dev
+                                                                  : arms[a].m->lpt_halves_dev);
                     PK(pw_union_attention_dev(slots[impl].impl, p, &args, arms[a].g, arms[a].m->perm_dev, &arms[a].m->dev,
                                               arms[a].k, stream));
+                    pw_dev_set_schedule(NULL);
                     CK(cudaStreamEndCapture(stream, &graph));
                     CK(cudaGraphInstantiate(&exec[k], graph, 0));
                     CK(cudaGraphDestroy(graph));
@@ -395,6 +433,7 @@ int main(int argc, char **argv)
         free(o_ref); free(o_cur); free(l_ref); free(l_cur); free(o_ref_x2); free(l_ref_x2);
         cudaFree(kc); cudaFree(vc); cudaFree(ks); cudaFree(vs); cudaFree(topk); cudaFree(cu); cudaFree(pre);
         cudaFree(kvl); cudaFree(pt);
+        cudaFree(mi.lpt_halves_dev); cudaFree(mi.lpt_groups_dev); cudaFree(mw.lpt_halves_dev); cudaFree(mw.lpt_groups_dev);
         pw_capture_free(c);
     }
     if (mismatches) {

@@ -829,6 +829,8 @@ pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned gr
     return pw_fail(PW_ERROR_UNSUPPORTED, "attention: no implementation %d", impl);
 }
 
+const int32_t *g_dev_schedule = nullptr; // pw_dev_set_schedule
+
 pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
                             const pw_grouping_t *grouping, const int32_t *perm, const pw_union_meta_t *meta,
                             pw_kernel_t kernel, pw_stream_t stream, const pw_vt_buffers_t *vt = nullptr,
@@ -936,6 +938,10 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     params.bad_page_count = args->bad_page_count;
     params.max_pages = problem->max_pages_per_request;
     params.heads_per_kv = problem->q_heads_per_kv;
+    if (kernel == PW_KERNEL_UNION4 && (impl == pw::kImplLean || impl == pw::kImplLeanX2 ||
+                                       impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2 ||
+                                       impl == pw::kImplDense8 || impl == pw::kImplDense8X2))
+        params.schedule = g_dev_schedule;
     if (vt) { // the full call's pre-pass: its tiles (impl 10), or the fallback launch's head test
         params.vt_tiles = vt_fallback ? nullptr : vt->tiles;
         params.vt_slots = vt_fallback ? nullptr : vt->slots;
@@ -1041,6 +1047,8 @@ extern "C" pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const 
                                true);
     return PW_SUCCESS;
 }
+
+extern "C" void pw_dev_set_schedule(const int32_t *schedule) { g_dev_schedule = schedule; }
 
 extern "C" pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem,
                                               const pw_attention_args_t *args, const pw_grouping_t *grouping,

@@ -135,6 +135,10 @@ struct AttentionParams {
     int64_t vt_capacity;
     bool vt_fallback;
     int32_t heads_per_kv;            // G: 16, or 8 / 4 on the lean kernels' padded tile (lean_attention_kernel<..., G>)
+    // Execution order of the Union4 lean and dense kernels' CTAs (dev experiment, bench/NOTES.md
+    // "Longest first"): CTA b runs the work of block schedule[b] (a permutation of the grid);
+    // NULL: block b's own.
+    const int32_t *schedule;
 };
 
 /* Index of (KV head h, request r, logical page l) in the pre-pass's per-page arrays

@@ -44,7 +44,7 @@ struct DenseWork {
 
 static __device__ __forceinline__ bool dense_work(const AttentionParams &p, DenseWork &w)
 {
-    const int64_t item = blockIdx.x;
+    const int64_t item = p.schedule ? p.schedule[blockIdx.x] : blockIdx.x;
     w.kv_head = (int)(item / p.max_groups);
     if (vt_skips_head(p, w.kv_head)) return false;
     w.group = item % p.max_groups;
