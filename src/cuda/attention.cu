@@ -1039,7 +1039,16 @@ extern "C" pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const 
 {
     if ((!vt || !vt->tiles || !vt->slots || !vt->count || vt->capacity < 1) && problem && problem->num_tokens > 0)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_union_attention_vt: V^T buffers missing");
-    PW_TRY(union_attention(pw::kImplLeanPreVtDev, problem, args, grouping, perm, meta, PW_KERNEL_UNION4, stream, vt));
+    // G = 8 without per-token scales: the dense tile (8 queries x 8 heads per M64 tile, each
+    // group's whole union once; the padded tile's bits, 13% faster on A-hot in FP8X2,
+    // bench/NOTES.md); otherwise the lean kernel on the tiles.
+    bool dense = false;
+    if (problem && args && problem->q_heads_per_kv == 8) {
+        const pw_token_scales_t ts = pw_args_token_scales(args);
+        dense = !ts.k && !ts.v;
+    }
+    PW_TRY(union_attention(dense ? pw::kImplDense8Dev : pw::kImplLeanPreVtDev, problem, args, grouping, perm, meta,
+                           PW_KERNEL_UNION4, stream, vt));
     // KV heads whose pages did not fit the tiles (possible only when the page table has more
     // entries than the capacity) run on the library's Union4 kernel.
     if (problem->num_tokens > 0 && (int64_t)problem->num_requests * problem->max_pages_per_request > vt->capacity)

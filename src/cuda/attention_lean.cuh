@@ -177,7 +177,8 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
     CtaWork work;
-    if (!cta_work<VARIANT>(p, 0, work, p.schedule ? (int64_t)p.schedule[blockIdx.x] : -1)) return; // CTA-uniform
+    const int64_t block = VARIANT == kUnion4 && p.schedule ? (int64_t)p.schedule[blockIdx.x] : -1; // -1: blockIdx.x
+    if (!cta_work<VARIANT>(p, 0, work, block)) return; // CTA-uniform
     const int kv_head = work.kv_head;
 
     lean_init_ring(sm);
