@@ -61,9 +61,12 @@ static int cmp_float(const void *a, const void *b)
 typedef struct meta_set {
     pw_union_meta_t dev;
     int32_t *perm_dev;
-    /* PW_KBENCH_SCHEDULE=lpt: longest-first CTA orders (pw_dev_set_schedule) of the lean
-     * kernels' halves and of the dense tile's groups; NULL otherwise. */
-    int32_t *lpt_halves_dev, *lpt_groups_dev;
+    /* PW_KBENCH_SCHEDULE=lpt: longest-first CTA orders (pw_dev_set_schedule: 17 class
+     * counts, then the class lists) of the lean kernels' halves [0] and of the dense
+     * tile's groups [1]; NULL otherwise. */
+    uint32_t *lpt_count_dev[2];
+    int32_t *lpt_list_dev[2];
+    int64_t lpt_stride[2];
     pw_union_stats_t stats;
     int64_t tile_steps; /* dev impl 12: (CTA page, 2-slot tile) pairs with a member */
 } meta_set_t;
@@ -86,31 +89,37 @@ static void make_meta(const pw_capture_t *c, const pw_grouping_t *g, meta_set_t 
             for (int e = 0; e < m.groups[h * mg + gi].union_size; e++)
                 for (int t = 0; t < 4; t++) out->tile_steps += (m.member_masks[base + e] >> (2 * t)) & 3u ? 1 : 0;
         }
-    out->lpt_halves_dev = out->lpt_groups_dev = NULL;
     const char *sched = getenv("PW_KBENCH_SCHEDULE");
-    if (sched && strcmp(sched, "lpt") == 0) {
-        /* Counting sort by work size, descending, ties in block order; blocks without work
-         * (empty halves, groups past num_groups) last. */
-        for (int dense = 0; dense < 2; dense++) {
-            const int64_t n = (dense ? 1 : 2) * hkv * mg;
-            int32_t *order = malloc(n * 4), *size = malloc(n * 4);
-            for (int64_t b = 0; b < n; b++) {
-                const int64_t item = dense ? b : b / 2, h = item / mg, gi = item % mg;
-                size[b] = -1;
-                if (gi < m.num_groups[h]) {
-                    const pw_group_desc_t *d = &m.groups[h * mg + gi];
-                    size[b] = dense ? d->union_size : (d->num_members > 4 * (b % 2) ? d->half_union_size[b % 2] : -1);
-                }
+    for (int dense = 0; dense < 2; dense++) {
+        out->lpt_count_dev[dense] = NULL;
+        out->lpt_list_dev[dense] = NULL;
+        out->lpt_stride[dense] = 0;
+        if (!sched || strcmp(sched, "lpt") != 0) continue;
+        /* The full call's layout (union preparation's sched_append): class min(pages / 8,
+         * 16); here each class in descending size, ties in block order. */
+        enum { CLASSES = 17 };
+        const int64_t n = (dense ? 1 : 2) * hkv * mg;
+        int32_t *list = malloc(CLASSES * n * 4), *size = malloc(n * 4);
+        uint32_t count[CLASSES] = {0};
+        for (int64_t b = 0; b < n; b++) {
+            const int64_t item = dense ? b : b / 2, h = item / mg, gi = item % mg;
+            size[b] = -1; /* no work: not listed */
+            if (gi < m.num_groups[h]) {
+                const pw_group_desc_t *d = &m.groups[h * mg + gi];
+                size[b] = dense ? d->union_size : (d->num_members > 4 * (b % 2) ? d->half_union_size[b % 2] : -1);
             }
-            int64_t k = 0;
-            for (int32_t s = (int32_t)cap; s >= -1; s--)
-                for (int64_t b = 0; b < n; b++)
-                    if (size[b] == s) order[k++] = (int32_t)b;
-            if (dense) out->lpt_groups_dev = to_dev(order, n * 4);
-            else out->lpt_halves_dev = to_dev(order, n * 4);
-            free(order);
-            free(size);
         }
+        for (int32_t s = (int32_t)cap; s >= 0; s--)
+            for (int64_t b = 0; b < n; b++)
+                if (size[b] == s) {
+                    const int cls = s / 8 < CLASSES - 1 ? s / 8 : CLASSES - 1;
+                    list[cls * n + count[cls]++] = (int32_t)b;
+                }
+        out->lpt_count_dev[dense] = to_dev(count, sizeof count);
+        out->lpt_list_dev[dense] = to_dev(list, CLASSES * n * 4);
+        out->lpt_stride[dense] = n;
+        free(list);
+        free(size);
     }
     out->dev.max_groups = mg;
     out->dev.union_capacity = (int32_t)cap;
@@ -291,7 +300,7 @@ int main(int argc, char **argv)
             {PW_KERNEL_UNION4, &mw, &gw, "union4", "W128", (double)mw.stats.c4},
             {PW_KERNEL_PER_QUERY, &mi, &gi, "per-query", "-", (double)mi.stats.selections},
         };
-        if (mi.lpt_halves_dev) printf("%s: lean (impls 9, 10) and dense (13) Union4 CTAs in longest-first order\n", files[f]);
+        if (mi.lpt_count_dev[0]) printf("%s: lean (impls 9, 10) and dense (13) Union4 CTAs in longest-first order\n", files[f]);
         printf("%s: C_4 identity %lld, W128 %lld; 2-slot tile steps (dev impl 12) identity %lld (%.3f x 2 C_4), "
                "W128 %lld (%.3f x 2 C_4)\n",
                files[f], (long long)mi.stats.c4, (long long)mw.stats.c4, (long long)mi.tile_steps,
@@ -316,12 +325,11 @@ int main(int argc, char **argv)
                     set_precision(&args, impl);
                     CK(cudaMemsetAsync(o[0], 0xff, q_bytes, stream));
                     CK(cudaMemsetAsync(lse_dev, 0xff, lse_bytes, stream));
-                    pw_dev_set_schedule(arms[a].k != PW_KERNEL_UNION4 ? NULL
-                                        : si == 13                ? arms[a].m->lpt_groups_dev
-                                                                  : arms[a].m->lpt_halves_dev);
+                    pw_dev_set_schedule(arms[a].k == PW_KERNEL_UNION4 ? arms[a].m->lpt_count_dev[si == 13] : NULL,
+                                        arms[a].m->lpt_list_dev[si == 13], arms[a].m->lpt_stride[si == 13], si == 13);
                     PK(pw_union_attention_dev(slots[impl].impl, p, &args, arms[a].g, arms[a].m->perm_dev, &arms[a].m->dev, arms[a].k,
                                               stream));
-                    pw_dev_set_schedule(NULL);
+                    pw_dev_set_schedule(NULL, NULL, 0, si == 13);
                     CK(cudaStreamSynchronize(stream));
                     CK(cudaGetLastError());
                     const int x2_ref = impl == X2_REFERENCE_SLOT;
@@ -371,12 +379,11 @@ int main(int argc, char **argv)
                     set_precision(&args, impl);
                     cudaGraph_t graph;
                     CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-                    pw_dev_set_schedule(arms[a].k != PW_KERNEL_UNION4 ? NULL
-                                        : si == 13                ? arms[a].m->lpt_groups_dev
-                                                                  : arms[a].m->lpt_halves_dev);
+                    pw_dev_set_schedule(arms[a].k == PW_KERNEL_UNION4 ? arms[a].m->lpt_count_dev[si == 13] : NULL,
+                                        arms[a].m->lpt_list_dev[si == 13], arms[a].m->lpt_stride[si == 13], si == 13);
                     PK(pw_union_attention_dev(slots[impl].impl, p, &args, arms[a].g, arms[a].m->perm_dev, &arms[a].m->dev,
                                               arms[a].k, stream));
-                    pw_dev_set_schedule(NULL);
+                    pw_dev_set_schedule(NULL, NULL, 0, si == 13);
                     CK(cudaStreamEndCapture(stream, &graph));
                     CK(cudaGraphInstantiate(&exec[k], graph, 0));
                     CK(cudaGraphDestroy(graph));
@@ -433,7 +440,12 @@ int main(int argc, char **argv)
         free(o_ref); free(o_cur); free(l_ref); free(l_cur); free(o_ref_x2); free(l_ref_x2);
         cudaFree(kc); cudaFree(vc); cudaFree(ks); cudaFree(vs); cudaFree(topk); cudaFree(cu); cudaFree(pre);
         cudaFree(kvl); cudaFree(pt);
-        cudaFree(mi.lpt_halves_dev); cudaFree(mi.lpt_groups_dev); cudaFree(mw.lpt_halves_dev); cudaFree(mw.lpt_groups_dev);
+        for (int d = 0; d < 2; d++) {
+            cudaFree(mi.lpt_count_dev[d]);
+            cudaFree(mi.lpt_list_dev[d]);
+            cudaFree(mw.lpt_count_dev[d]);
+            cudaFree(mw.lpt_list_dev[d]);
+        }
         pw_capture_free(c);
     }
     if (mismatches) {

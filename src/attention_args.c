@@ -32,6 +32,13 @@ pw_token_scales_t pw_args_token_scales(const pw_attention_args_t *args)
     return ARGS_HAVE(args, token_scales) ? args->token_scales : none;
 }
 
+int pw_vt_runs_dense(const pw_problem_t *problem, const pw_attention_args_t *args)
+{
+    if (!problem || !args || problem->q_heads_per_kv != 8) return 0;
+    const pw_token_scales_t ts = pw_args_token_scales(args);
+    return !ts.k && !ts.v;
+}
+
 const pw_bf16_t *pw_args_sink_keys(const pw_attention_args_t *args)
 {
     return ARGS_HAVE(args, sink_keys) ? args->sink_keys : NULL;

@@ -26,6 +26,10 @@
  *   vt_list       [Hkv, C] int64             (the page of each tile)
  *   vt_count      [Hkv] uint32               (pages touched per KV head)
  *   vt_tiles      [Hkv, C] x 16 KiB V^T tiles, C = vt_capacity
+ *   schedule      17 uint32 class counts (256 bytes), then [17, 2 Hkv max_groups] int32
+ *                 class lists: the attention CTAs' longest-first order (pre-pass only;
+ *                 pw_vt_buffers_t in pw_internal.h; cleared by a memset before union
+ *                 preparation, which fills it)
  * Whether a Union4 plan runs the pre-pass: PW_PLAN_VT_PREPASS / NO_VT_PREPASS, else the rule
  * in pw_plan_create (pageweaver.h). Such a call enqueues two more kernels, the V^T pre-pass's
  * scan and transpose (src/cuda/vt_prepare.cu), between union preparation (which sets
@@ -49,7 +53,7 @@
 
 enum {
     PART_TOPK16, PART_PERM, PART_NUM_GROUPS, PART_GROUPS, PART_UNION_PAGES, PART_MASKS, PART_REGROUP, PART_VT_TOUCHED,
-    PART_VT_SLOTS, PART_VT_LIST, PART_VT_COUNT, PART_VT_TILES, NUM_PARTS
+    PART_VT_SLOTS, PART_VT_LIST, PART_VT_COUNT, PART_VT_TILES, PART_SCHED, NUM_PARTS
 };
 #define PW_PLAN_CONFIG_V1_SIZE offsetof(pw_plan_config_t, vt_max_pages) /* before vt_max_pages */
 #define PW_PLAN_VT_TILE_BYTES 16384 /* one page of V^T for one KV head: P x D FP8 */
@@ -199,6 +203,8 @@ static pw_status_t layout(pw_plan_t *plan)
         plan->part_bytes[PART_VT_LIST] = mul_add(hkv * 8, plan->vt_capacity, &ok);
         plan->part_bytes[PART_VT_COUNT] = (size_t)hkv * 4;
         plan->part_bytes[PART_VT_TILES] = mul_add(hkv * (int64_t)PW_PLAN_VT_TILE_BYTES, plan->vt_capacity, &ok);
+        const size_t lists = mul_add(PW_SCHED_CLASSES * 2 * 4, (int64_t)rows, &ok);
+        plan->part_bytes[PART_SCHED] = lists > SIZE_MAX - PW_PLAN_ALIGN ? (ok = 0, 0) : PW_PLAN_ALIGN + lists;
     }
 place:;
     size_t at = 0;
@@ -467,8 +473,13 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     vt.count = (uint32_t *)(void *)parts[PART_VT_COUNT];
     vt.tiles = parts[PART_VT_TILES];
     vt.capacity = plan->vt_capacity;
-    PW_TRY(pw_union_prepare_touched(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, vt.touched,
-                                    vt.count, stream));
+    /* Longest-first CTA order: union preparation lists the work items of the kernel
+     * pw_union_attention_vt will run (dense G = 8 tile: groups; lean: halves). */
+    vt.sched_count = (uint32_t *)(void *)parts[PART_SCHED];
+    vt.sched_list = (int32_t *)(void *)(parts[PART_SCHED] + PW_PLAN_ALIGN);
+    vt.sched_stride = 2 * plan->max_groups * (int64_t)p->num_kv_heads;
+    vt.sched_dense = pw_vt_runs_dense(p, args);
+    PW_TRY(pw_union_prepare_touched(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, &vt, stream));
     PW_TRY(pw_vt_prepare(p, args, &vt, stream));
     return pw_union_attention_vt(p, args, &plan->grouping, perm, &meta, &vt, stream);
 #endif

@@ -110,16 +110,35 @@ typedef struct pw_vt_buffers {
     uint32_t *count;
     uint8_t *tiles;
     int64_t capacity;
+    /* Longest-first order of the attention kernel's CTAs on the tiles (bench/NOTES.md,
+     * "Longest first"): union preparation appends every work item (a non-empty 4-query half
+     * as its block 2 (h max_groups + group) + half, or with sched_dense a group as
+     * h max_groups + group) to the list of its size class, min(pages / 8, 16); CTA b runs
+     * the b-th item counting from the largest class (attention_config.cuh). sched_count
+     * [PW_SCHED_CLASSES] (cleared by a memset before union preparation), sched_list
+     * [PW_SCHED_CLASSES, sched_stride] with sched_stride >= the kernel's CTA count. NULL
+     * sched_count: block order. */
+    uint32_t *sched_count;
+    int32_t *sched_list;
+    int64_t sched_stride;
+    int sched_dense;
 } pw_vt_buffers_t;
 
-/* CUDA build: pw_union_prepare that also clears touched [Hkv, R, max_pages] (a memset
- * before the kernel), sets touched[(h * R + r) * max_pages + l] = 1 for every page l of
- * request r in a union of KV head h and zeroes vt_count [Hkv] (both NULL:
- * pw_union_prepare). */
+#define PW_SCHED_CLASSES 17 /* pages / 8 for 0..128 pages (8 x K = 128 at most) */
+
+/* CUDA build: pw_union_prepare that, with vt (the full call's pre-pass buffers), also
+ * clears vt->touched [Hkv, R, max_pages] (a memset before the kernel), sets
+ * touched[(h * R + r) * max_pages + l] = 1 for every page l of request r in a union of KV
+ * head h, zeroes vt->count [Hkv] and, with vt->sched_count, clears (memset) and fills the
+ * schedule lists. vt NULL: pw_union_prepare. */
 pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, const int32_t *topk_ids,
                                      const pw_requests_t *requests, const pw_grouping_t *grouping,
-                                     const int32_t *perm, const pw_union_meta_t *meta, uint8_t *touched,
-                                     uint32_t *vt_count, pw_stream_t stream);
+                                     const int32_t *perm, const pw_union_meta_t *meta,
+                                     const pw_vt_buffers_t *vt, pw_stream_t stream);
+
+/* Whether pw_union_attention_vt runs the dense G = 8 tile for these arguments (G = 8, no
+ * per-token scales) rather than the lean kernel: the plan's schedule and regroup follow it. */
+int pw_vt_runs_dense(const pw_problem_t *problem, const pw_attention_args_t *args);
 
 /* CUDA build (src/cuda/union_prepare.cu): rows x k Top-K ids -> rows x 16, -1 after k
  * (pw_sparse_prefill's padding for K < 16). */

@@ -28,6 +28,14 @@ static size_t align256(size_t x)
     return (x + 255) & ~(size_t)255;
 }
 
+/* The pre-pass's CTA schedule part: 256 bytes of class counts, then 17 class lists of
+ * 2 x Hkv x max_groups int32 (the plan's W128 groups). */
+static size_t sched_part(const pw_problem_t *p)
+{
+    pw_grouping_t g = PW_GROUPING_INIT;
+    return align256(256 + (size_t)17 * 2 * (size_t)p->num_kv_heads * (size_t)pw_max_groups(p, &g) * 4);
+}
+
 /* The size query adds up the documented parts, each 256-byte aligned, + 255 bytes. */
 static void test_workspace_size_formula(void **state)
 {
@@ -60,8 +68,9 @@ static void test_workspace_size_formula(void **state)
         /* The default kernel (Union4) with the V^T pre-pass (the host half of the rule of
          * pageweaver.h: N >= 4096, R x max_pages <= 4 x N x K, always here): touched bytes
          * and int32 tile slots [Hkv, R, max_pages],
-         * the tile list (int64), the counts and the 16 KiB tiles, C = min(R x max_pages,
-         * N x K / 64, 2048) per KV head. */
+         * the tile list (int64), the counts, the 16 KiB tiles, C = min(R x max_pages,
+         * N x K / 64, 2048) per KV head, and the CTA schedule (256 bytes of class counts,
+         * then 17 class lists of 2 x Hkv x max_groups int32). */
         size_t cap = (size_t)r * 512;
         if (cap > (size_t)n * 16 / 64) cap = (size_t)n * 16 / 64;
         if (cap > 2048) cap = 2048;
@@ -69,7 +78,8 @@ static void test_workspace_size_formula(void **state)
         if (n >= 4096 && ((size_t)r * 512 <= cap || n >= 8192)) {
             const size_t entries = (size_t)hkv * (size_t)r * 512;
             expect += align256(entries) + align256(entries * 4) + align256((size_t)hkv * cap * 8) +
-                      align256((size_t)hkv * 4) + align256((size_t)hkv * cap * 16384);
+                      align256((size_t)hkv * 4) + align256((size_t)hkv * cap * 16384) +
+                      align256(256 + (size_t)17 * 2 * hkv * mg * 4); /* the CTA schedule */
         }
         expect += 255;
         assert_int_equal(bytes, expect);
@@ -196,8 +206,9 @@ static void test_create_errors(void **state)
     assert_pw_ok(pw_plan_create(&p, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &without));
     pw_plan_destroy(plan);
+    /* one KV head, 512 entries and tiles, and the CTA schedule (sized by the groups) */
     const size_t parts_512 = align256(512) + align256(512 * 4) + align256(512 * 8) + align256(4) +
-                             align256((size_t)512 * 16384); /* one KV head, 512 entries and tiles */
+                             align256((size_t)512 * 16384) + sched_part(&p);
     assert_int_equal(with - without, parts_512);
     const pw_problem_t big = fast_problem(40000, 1, 1); /* the rule runs the pre-pass */
     cfg.flags = PW_PLAN_NO_VT_PREPASS;
@@ -208,7 +219,7 @@ static void test_create_errors(void **state)
     assert_pw_ok(pw_plan_create(&big, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &with));
     pw_plan_destroy(plan);
-    assert_int_equal(with - without, parts_512);
+    assert_int_equal(with - without, parts_512 - sched_part(&p) + sched_part(&big));
     /* A page table sized for a 1M-token context (an engine's): 5 bytes per entry, and tiles
      * for C = min(R x max_pages, N x K / 64, vt_max_pages) pages, not one per entry. */
     pw_problem_t engine = fast_problem(16384, 2, 1);
@@ -227,7 +238,8 @@ static void test_create_errors(void **state)
         assert_pw_ok(pw_plan_create(&engine, &cfg, &plan));
         assert_pw_ok(pw_plan_workspace_size(plan, &with));
         pw_plan_destroy(plan);
-        assert_int_equal(with - without, e_fixed + align256(expect_cap[i] * 8) + align256(expect_cap[i] * 16384));
+        assert_int_equal(with - without,
+                         e_fixed + align256(expect_cap[i] * 8) + align256(expect_cap[i] * 16384) + sched_part(&engine));
     }
     cfg.vt_max_pages = -1;
     assert_int_equal(pw_plan_create(&engine, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
@@ -247,7 +259,8 @@ static void test_create_errors(void **state)
     assert_pw_ok(pw_plan_workspace_size(plan, &with));
     pw_plan_destroy(plan);
     assert_int_equal(with - without, align256(64 * 8192) + align256(64 * 8192 * 4) + align256(64 * 4) +
-                                         align256(64 * 1024 * 8) + align256((size_t)64 * 1024 * 16384));
+                                         align256(64 * 1024 * 8) + align256((size_t)64 * 1024 * 16384) +
+                                         sched_part(&heads));
     /* A table with more than 4 entries per selection: the rule leaves the pre-pass out (its
      * per-call clear and scan cover every entry); forcing it still works. */
     pw_problem_t widest = fast_problem(8192, 1, 1);
@@ -298,7 +311,7 @@ static void test_create_errors(void **state)
     assert_pw_ok(pw_plan_create(&engine, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &with));
     pw_plan_destroy(plan);
-    assert_int_equal(with - without, e_fixed + align256(2048 * 8) + align256((size_t)2048 * 16384));
+    assert_int_equal(with - without, e_fixed + align256(2048 * 8) + align256((size_t)2048 * 16384) + sched_part(&engine));
     cfg.struct_size -= 4;
     assert_int_equal(pw_plan_create(&engine, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
     /* A 16-byte object: refused without reading past it (the size is checked first). */

@@ -829,7 +829,7 @@ pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned gr
     return pw_fail(PW_ERROR_UNSUPPORTED, "attention: no implementation %d", impl);
 }
 
-const int32_t *g_dev_schedule = nullptr; // pw_dev_set_schedule
+pw::DevSchedule g_dev_schedule[2] = {}; // pw_dev_set_schedule: [0] halves, [1] groups
 
 pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
                             const pw_grouping_t *grouping, const int32_t *perm, const pw_union_meta_t *meta,
@@ -938,10 +938,22 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     params.bad_page_count = args->bad_page_count;
     params.max_pages = problem->max_pages_per_request;
     params.heads_per_kv = problem->q_heads_per_kv;
-    if (kernel == PW_KERNEL_UNION4 && (impl == pw::kImplLean || impl == pw::kImplLeanX2 ||
-                                       impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2 ||
-                                       impl == pw::kImplDense8 || impl == pw::kImplDense8X2))
-        params.schedule = g_dev_schedule;
+    {
+        // The longest-first CTA order: the full call's (union preparation filled it for the
+        // kernel it chose: halves for the lean kernel, groups for the dense tile), or the dev
+        // entry's (pw_dev_set_schedule). Only the Union4 lean and dense kernels read it.
+        const bool dense_impl = impl == pw::kImplDense8 || impl == pw::kImplDense8X2;
+        const bool lean_impl = impl == pw::kImplLean || impl == pw::kImplLeanX2 || impl == pw::kImplLeanPreVt ||
+                               impl == pw::kImplLeanPreVtX2;
+        const pw::DevSchedule s = vt && !vt_fallback
+                                      ? pw::DevSchedule{vt->sched_count, vt->sched_list, vt->sched_stride, vt->sched_dense != 0}
+                                      : g_dev_schedule[dense_impl ? 1 : 0];
+        if (kernel == PW_KERNEL_UNION4 && (dense_impl || lean_impl) && s.count && s.dense == dense_impl) {
+            params.sched_count = s.count;
+            params.sched_list = s.list;
+            params.sched_stride = s.stride;
+        }
+    }
     if (vt) { // the full call's pre-pass: its tiles (impl 10), or the fallback launch's head test
         params.vt_tiles = vt_fallback ? nullptr : vt->tiles;
         params.vt_slots = vt_fallback ? nullptr : vt->slots;
@@ -971,6 +983,10 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         b.list = reinterpret_cast<int64_t *>(own + count_bytes + slot_bytes);
         b.tiles = own + count_bytes + slot_bytes + list_bytes;
         b.capacity = (int64_t)cap;
+        b.sched_count = NULL; // the dev entry's order: pw_dev_set_schedule
+        b.sched_list = NULL;
+        b.sched_stride = 0;
+        b.sched_dense = 0;
         pw_status_t st = hkv * 4 <= count_bytes ? PW_SUCCESS : pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 10: Hkv > 64");
         if (st == PW_SUCCESS) {
             e = cudaMemsetAsync(b.count, 0, hkv * 4, (cudaStream_t)stream);
@@ -1042,11 +1058,7 @@ extern "C" pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const 
     // G = 8 without per-token scales: the dense tile (8 queries x 8 heads per M64 tile, each
     // group's whole union once; the padded tile's bits, 13% faster on A-hot in FP8X2,
     // bench/NOTES.md); otherwise the lean kernel on the tiles.
-    bool dense = false;
-    if (problem && args && problem->q_heads_per_kv == 8) {
-        const pw_token_scales_t ts = pw_args_token_scales(args);
-        dense = !ts.k && !ts.v;
-    }
+    const bool dense = pw_vt_runs_dense(problem, args) != 0;
     PW_TRY(union_attention(dense ? pw::kImplDense8Dev : pw::kImplLeanPreVtDev, problem, args, grouping, perm, meta,
                            PW_KERNEL_UNION4, stream, vt));
     // KV heads whose pages did not fit the tiles (possible only when the page table has more
@@ -1057,7 +1069,10 @@ extern "C" pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const 
     return PW_SUCCESS;
 }
 
-extern "C" void pw_dev_set_schedule(const int32_t *schedule) { g_dev_schedule = schedule; }
+extern "C" void pw_dev_set_schedule(const uint32_t *count, const int32_t *list, int64_t stride, int dense)
+{
+    g_dev_schedule[dense ? 1 : 0] = pw::DevSchedule{count, list, stride, dense != 0};
+}
 
 extern "C" pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem,
                                               const pw_attention_args_t *args, const pw_grouping_t *grouping,

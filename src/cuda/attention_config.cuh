@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "pageweaver.h"
+#include "pw_internal.h" /* PW_SCHED_CLASSES */
 
 namespace pw {
 
@@ -135,11 +136,40 @@ struct AttentionParams {
     int64_t vt_capacity;
     bool vt_fallback;
     int32_t heads_per_kv;            // G: 16, or 8 / 4 on the lean kernels' padded tile (lean_attention_kernel<..., G>)
-    // Execution order of the Union4 lean and dense kernels' CTAs (dev experiment, bench/NOTES.md
-    // "Longest first"): CTA b runs the work of block schedule[b] (a permutation of the grid);
-    // NULL: block b's own.
-    const int32_t *schedule;
+    // Longest-first order of the Union4 lean (PREVT) and dense kernels' CTAs (pw_vt_buffers_t,
+    // filled by union preparation; bench/NOTES.md "Longest first"): CTA b runs the b-th item
+    // of the class lists, largest class first (scheduled_block). NULL: block order.
+    const uint32_t *sched_count;     // [kSchedClasses]
+    const int32_t *sched_list;       // [kSchedClasses, sched_stride]
+    int64_t sched_stride;
 };
+
+constexpr int kSchedClasses = PW_SCHED_CLASSES;
+
+/* A schedule's buffers (pw_vt_buffers_t's, or the dev entry's). */
+struct DevSchedule {
+    const uint32_t *count;
+    const int32_t *list;
+    int64_t stride;
+    bool dense;
+};
+
+/* The work item (block index in the grid's own numbering) CTA blockIdx.x runs under the
+ * schedule, -1 past the listed items (the CTA has nothing to do). The class counts are
+ * loaded together (one round trip), then one load of the list entry. */
+static __device__ __forceinline__ int64_t scheduled_block(const AttentionParams &p)
+{
+    uint32_t count[kSchedClasses];
+#pragma unroll
+    for (int c = 0; c < kSchedClasses; c++) count[c] = __ldg(p.sched_count + c);
+    int64_t b = blockIdx.x, at = -1;
+#pragma unroll
+    for (int c = kSchedClasses - 1; c >= 0; c--) {
+        if (at < 0 && b < (int64_t)count[c]) at = (int64_t)c * p.sched_stride + b;
+        b -= count[c];
+    }
+    return at < 0 ? -1 : __ldg(p.sched_list + at);
+}
 
 /* Index of (KV head h, request r, logical page l) in the pre-pass's per-page arrays
  * ([Hkv, R, max_pages]: union preparation's `touched` bytes and the tile index vt_slots). */

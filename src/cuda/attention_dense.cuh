@@ -44,7 +44,8 @@ struct DenseWork {
 
 static __device__ __forceinline__ bool dense_work(const AttentionParams &p, DenseWork &w)
 {
-    const int64_t item = p.schedule ? p.schedule[blockIdx.x] : blockIdx.x;
+    const int64_t item = p.sched_count ? scheduled_block(p) : (int64_t)blockIdx.x;
+    if (item < 0) return false; // past the scheduled items
     w.kv_head = (int)(item / p.max_groups);
     if (vt_skips_head(p, w.kv_head)) return false;
     w.group = item % p.max_groups;

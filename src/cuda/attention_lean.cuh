@@ -177,7 +177,9 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
     CtaWork work;
-    const int64_t block = VARIANT == kUnion4 && p.schedule ? (int64_t)p.schedule[blockIdx.x] : -1; // -1: blockIdx.x
+    // Under the longest-first schedule (Union4 on the tiles): the scheduled item, or none.
+    const int64_t block = VARIANT == kUnion4 && p.sched_count ? scheduled_block(p) : -1; // -1: blockIdx.x
+    if (VARIANT == kUnion4 && p.sched_count && block < 0) return;
     if (!cta_work<VARIANT>(p, 0, work, block)) return; // CTA-uniform
     const int kv_head = work.kv_head;
 

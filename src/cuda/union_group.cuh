@@ -91,10 +91,16 @@ struct UnionGroupOut {
     int32_t slot_begin, request, members;
 };
 
-/* The whole warp: sorts the keys and writes the group's rows and descriptor. s_pages
- * [128] int32 and s_masks [32] uint32: this warp's shared scratch, 16-byte aligned. */
+/* The group's |U_G|, |U_G0| and |U_G1| (warp-uniform), as written to its descriptor. */
+struct UnionGroupSizes {
+    int32_t size, half0, half1;
+};
+
+/* The whole warp: sorts the keys and writes the group's rows and descriptor; returns its
+ * sizes. s_pages [128] int32 and s_masks [32] uint32: this warp's shared scratch, 16-byte
+ * aligned. */
 template <bool kVecOut>
-static __device__ __forceinline__ void union_group_emit(uint32_t (&key)[4], int lane,
+static __device__ __forceinline__ UnionGroupSizes union_group_emit(uint32_t (&key)[4], int lane,
                                                         int32_t *s_pages, uint32_t *s_masks,
                                                         const UnionGroupOut &out)
 {
@@ -166,6 +172,7 @@ static __device__ __forceinline__ void union_group_emit(uint32_t (&key)[4], int 
                             : lane == 5 ? half1 : 0;
         reinterpret_cast<int32_t *>(out.desc)[lane] = field;
     }
+    return UnionGroupSizes{size, half0, half1};
 }
 
 } // namespace pw_dev

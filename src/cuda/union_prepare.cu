@@ -46,7 +46,20 @@ struct UnionParams {
     uint8_t *touched;           /* [Hkv, R, max_pages] or NULL: 1 for every page of a union */
     uint32_t *vt_count;         /* [Hkv] or NULL: zeroed for the V^T pre-pass's scan */
     int64_t max_pages;
+    uint32_t *sched_count;      /* [PW_SCHED_CLASSES] or NULL: the attention CTAs' order */
+    int32_t *sched_list;        /* [PW_SCHED_CLASSES, sched_stride] (pw_vt_buffers_t) */
+    int64_t sched_stride;
+    int sched_dense;            /* items are groups (dense G = 8 tile), else 4-query halves */
 };
+
+/* Appends work item `item` of `pages` pages to its size class's list (any order inside a
+ * class: the outputs do not depend on the CTA order). */
+static __device__ __forceinline__ void sched_append(const UnionParams &p, int32_t pages, int64_t item)
+{
+    const int c = min(pages >> 3, PW_SCHED_CLASSES - 1);
+    const uint32_t at = atomicAdd(p.sched_count + c, 1u);
+    p.sched_list[(int64_t)c * p.sched_stride + at] = (int32_t)item;
+}
 
 static __device__ __forceinline__ int32_t groups_of(const UnionParams &p, int32_t r)
 {
@@ -171,7 +184,17 @@ __global__ void __launch_bounds__(kThreads) union_prepare_kernel(const UnionPara
     out.slot_begin = slot_begin;
     out.request = r;
     out.members = members;
-    pw_dev::union_group_emit<kVecOut>(key, lane, s_pages[warp], s_masks[warp], out);
+    const pw_dev::UnionGroupSizes sizes = pw_dev::union_group_emit<kVecOut>(key, lane, s_pages[warp], s_masks[warp], out);
+    if (p.sched_count && lane == 0) {
+        // Every item the attention kernel runs: each group (dense), each half with a
+        // member (the lean kernel's cta_work), including those with an empty union.
+        if (p.sched_dense) {
+            sched_append(p, sizes.size, at);
+        } else {
+            sched_append(p, sizes.half0, 2 * at);
+            if (members > 4) sched_append(p, sizes.half1, 2 * at + 1);
+        }
+    }
 }
 
 } // namespace
@@ -226,15 +249,16 @@ extern "C" pw_status_t pw_union_prepare(const pw_problem_t *problem, const int32
                                         const pw_grouping_t *grouping, const int32_t *perm,
                                         const pw_union_meta_t *meta, pw_stream_t stream)
 {
-    return pw_union_prepare_touched(problem, topk_ids, requests, grouping, perm, meta, NULL, NULL, stream);
+    return pw_union_prepare_touched(problem, topk_ids, requests, grouping, perm, meta, NULL, stream);
 }
 
 extern "C" pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, const int32_t *topk_ids,
                                                 const pw_requests_t *requests,
                                                 const pw_grouping_t *grouping, const int32_t *perm,
-                                                const pw_union_meta_t *meta, uint8_t *touched,
-                                                uint32_t *vt_count, pw_stream_t stream)
+                                                const pw_union_meta_t *meta, const pw_vt_buffers_t *vt,
+                                                pw_stream_t stream)
 {
+    uint8_t *touched = vt ? vt->touched : NULL;
     PW_TRY(pw_check_union_prepare_args(problem, topk_ids, requests, grouping, perm, meta));
     /* No GPU: PW_ERROR_NO_DEVICE as every device entry point, not a launch error. */
     PW_TRY(pw_check_attention_device());
@@ -257,8 +281,12 @@ extern "C" pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, con
     params.window = grouping->window;
     params.group_size = grouping->group_size;
     params.touched = touched;
-    params.vt_count = vt_count;
+    params.vt_count = vt ? vt->count : NULL;
     params.max_pages = problem->max_pages_per_request;
+    params.sched_count = vt ? vt->sched_count : NULL;
+    params.sched_list = vt ? vt->sched_list : NULL;
+    params.sched_stride = vt ? vt->sched_stride : 0;
+    params.sched_dense = vt ? vt->sched_dense : 0;
 
     /* The bound covers every group; CTA 0 of each KV head also writes num_groups (so a
      * call with N = 0 still writes zeros). */
@@ -279,6 +307,11 @@ extern "C" pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, con
         if (e != cudaSuccess)
             return pw_fail(PW_ERROR_CUDA, "pw_union_prepare: clearing the V^T pre-pass's marks: %s",
                            cudaGetErrorString(e));
+    }
+    if (params.sched_count) { /* the class counts start at zero in every call */
+        const cudaError_t e = cudaMemsetAsync(params.sched_count, 0, PW_SCHED_CLASSES * sizeof(uint32_t), st);
+        if (e != cudaSuccess)
+            return pw_fail(PW_ERROR_CUDA, "pw_union_prepare: clearing the schedule's counts: %s", cudaGetErrorString(e));
     }
     if (vec_in && vec_out)
         union_prepare_kernel<true, true><<<grid, kThreads, 0, st>>>(params);
