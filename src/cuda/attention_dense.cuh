@@ -67,35 +67,43 @@ static __device__ __forceinline__ bool dense_work(const AttentionParams &p, Dens
 
 /* softmax_page for a thread whose rows r0 and r0 + 8 belong to two queries: lim0 / lim1
  * their last visible columns on the page, mem0 / mem1 whether each selected it (at least
- * one does). A member row: softmax_page's instructions and results exactly (the same
- * masking, row-max tree, FFMA and sums). A non-member row: m and l unchanged, alpha 1 and
- * p 0 exactly (its scores masked whole, so its max is -inf; with m = -inf before its first
- * page, m - m would be NaN, hence the explicit values). Warp-collective (quad shuffles);
- * lim / mem are warp-uniform per row half. */
+ * one does; kBoth: both do, the common case, compiled without a select). A member row:
+ * softmax_page's instructions and results exactly (the same masking, row-max tree, FFMA
+ * and sums). A non-member row (kBoth false) is not masked: its scores are garbage that no
+ * result keeps (they may even be NaN where the cache holds NaN past every member's last
+ * token): its m is restored after the row max, its alpha is 1 and its p exactly 0, so m
+ * and l keep their bits. Its factor is taken as 1, so that an empty slot's factor 0 cannot
+ * send the member row down the non-positive-factor path (that path is chosen per row: for
+ * a member row f > 0 exactly when softmax_page's pair test passes, both rows' factors
+ * sharing the sign of the score scale there: the padded tile's other row is a zero row,
+ * factor 1 x score scale). Warp-collective (quad shuffles); lim / mem are warp-uniform per
+ * row half. (Before 2026-12-02 a non-member row was masked whole through a limit of -1,
+ * which ran the 64 compares of a partial page on most steps: 21% of the kernel's
+ * instructions were compares and selects, ncu, bench/NOTES.md.) */
+template <bool kBoth>
 static __device__ __forceinline__ void softmax_page_two_queries(float (&acc)[64], int64_t lim0, int64_t lim1,
                                                                 bool mem0, bool mem1, uint32_t q, float f0,
                                                                 float f1, float &m0, float &m1, float &l0,
                                                                 float &l1, float &alpha0, float &alpha1)
 {
-    // A non-member row (an empty slot's too: its factor is 0) is masked whole under the
-    // factor 1: its max stays -inf (never -inf x f = +inf) and it cannot send the member
-    // row down the non-positive-factor path. That path is chosen per row: for a member row
-    // f > 0 exactly when softmax_page's pair test passes (both rows' factors share the
-    // sign of the score scale there: the padded tile's other row is a zero row, factor
-    // 1 x score scale).
-    if (!mem0) {
-        lim0 = -1;
-        f0 = 1.0f;
+    if (!kBoth) {
+        if (!mem0) {
+            lim0 = kPageSize - 1;
+            f0 = 1.0f;
+        }
+        if (!mem1) {
+            lim1 = kPageSize - 1;
+            f1 = 1.0f;
+        }
     }
-    if (!mem1) {
-        lim1 = -1;
-        f1 = 1.0f;
-    }
-    if (lim0 < kPageSize - 1 || lim1 < kPageSize - 1) {
+    if (lim0 < kPageSize - 1 || lim1 < kPageSize - 1) { // a member's partial page (rare)
+        // Columns 0..127: a limit clamped to -1..127 masks the same columns, in 32 bits.
+        const int c0 = lim0 < 0 ? -1 : (int)(lim0 < kPageSize - 1 ? lim0 : kPageSize - 1);
+        const int c1 = lim1 < 0 ? -1 : (int)(lim1 < kPageSize - 1 ? lim1 : kPageSize - 1);
 #pragma unroll
         for (int k = 0; k < 64; k++) {
             const int col = 8 * (k / 4) + 2 * q + (k % 2);
-            acc[k] = col <= ((k % 4) < 2 ? lim0 : lim1) ? acc[k] : -INFINITY;
+            acc[k] = col <= ((k % 4) < 2 ? c0 : c1) ? acc[k] : -INFINITY;
         }
     }
     const bool plain0 = !(f0 > 0.0f), plain1 = !(f1 > 0.0f);
@@ -127,16 +135,19 @@ static __device__ __forceinline__ void softmax_page_two_queries(float (&acc)[64]
         for (int j = 0; j < kWidth / 2; j++)
             if (j < wd) t0[j] = fmaxf(t0[j], t0[j + wd]), t1[j] = fmaxf(t1[j], t1[j + wd]);
     }
+    const float m0_before = m0, m1_before = m1;
     softmax_rows_max(t0[0], t1[0], g0, g1, m0, m1, alpha0, alpha1);
-    if (!mem0) alpha0 = 1.0f; // m0 = max(m0, -inf) = m0 already
-    if (!mem1) alpha1 = 1.0f;
+    if (!kBoth) {
+        if (!mem0) m0 = m0_before, alpha0 = 1.0f;
+        if (!mem1) m1 = m1_before, alpha1 = 1.0f;
+    }
     const float c0 = 8.0f - m0, c1 = 8.0f - m1;
     float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
     for (int k = 0; k < 64; k++) {
         const bool first_row = (k % 4) < 2;
         float pk = ex2_approx(fmaf(acc[k], first_row ? g0 : g1, first_row ? c0 : c1));
-        if (!(first_row ? mem0 : mem1)) pk = 0.0f;
+        if (!kBoth && !(first_row ? mem0 : mem1)) pk = 0.0f;
         acc[k] = pk; // 256 * p
         if (first_row) s0 += pk; else s1 += pk;
     }
@@ -175,7 +186,8 @@ static __device__ __forceinline__ void dense_store_rows(const AttentionParams &p
 
 /* pv_add_to_o for the two queries' rows: a non-member row's O is left as it is (o * 1 + 0
  * would turn -0 into +0, and its P of 0 times V is not even 0 if V holds NaN at a position
- * another member may see). */
+ * another member may see). kBoth: both rows are members (no select). */
+template <bool kBoth>
 static __device__ __forceinline__ void pv_add_to_o_two_queries(float (&o)[64], const float (&pv)[32], int part,
                                                                bool mem0, bool mem1, float alpha0, float alpha1)
 {
@@ -183,7 +195,7 @@ static __device__ __forceinline__ void pv_add_to_o_two_queries(float (&o)[64], c
     for (int k = 0; k < 32; k++) {
         const bool first_row = (k % 4) < 2;
         const float updated = fmaf(o[32 * part + k], first_row ? alpha0 : alpha1, pv[k]);
-        o[32 * part + k] = (first_row ? mem0 : mem1) ? updated : o[32 * part + k];
+        o[32 * part + k] = kBoth || (first_row ? mem0 : mem1) ? updated : o[32 * part + k];
     }
 }
 
@@ -266,8 +278,12 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_ker
         float alpha0 = 1.0f, alpha1 = 1.0f;
         if (member) {
             const int64_t first = (int64_t)sm.page_logical[i] * kPageSize;
-            softmax_page_two_queries(acc, limit0 - first, limit1 - first, mem0, mem1, q, f0, f1, m0, m1, l0, l1,
-                                     alpha0, alpha1);
+            if (mem0 && mem1)
+                softmax_page_two_queries<true>(acc, limit0 - first, limit1 - first, mem0, mem1, q, f0, f1, m0, m1, l0,
+                                               l1, alpha0, alpha1);
+            else
+                softmax_page_two_queries<false>(acc, limit0 - first, limit1 - first, mem0, mem1, q, f0, f1, m0, m1,
+                                                l0, l1, alpha0, alpha1);
         }
         uint32_t pa[16];
         uint32_t pl[X2 ? 16 : 1];
@@ -288,7 +304,8 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_ker
         for (int h = 0; h < 2; h++) {
             float pv[32];
             pv_part<X2, 64>(pv, pa, pl, desc_vt + (uint64_t)(h * 64 * kPageSize >> 4));
-            if (member) pv_add_to_o_two_queries(o, pv, h, mem0, mem1, alpha0, alpha1);
+            if (mem0 && mem1) pv_add_to_o_two_queries<true>(o, pv, h, mem0, mem1, alpha0, alpha1);
+            else if (member) pv_add_to_o_two_queries<false>(o, pv, h, mem0, mem1, alpha0, alpha1);
         }
         wgmma_fence_operand(pa);
         if constexpr (X2) wgmma_fence_operand(pl);
