@@ -7,6 +7,10 @@
  *       (stacked FP8X2, Union4 only: NRMS against slot x, which must be in LIST), d / e impl 13
  *       (the dense G = 8 tile, FP8 / FP8X2: G = 8 captures only, e.g. --impls 6dxe))
  *       (default capture: .data/workloads/sel_A_hot.safetensors; LIST e.g. 0,3, default all)
+ *   PW_KBENCH_SCHEDULE=lpt: the Union4 lean (9, 10; at G != 16 also 6, which runs 9 there)
+ *       and dense (13) kernels' CTAs in the full call's longest-first order
+ *       (pw_dev_set_schedule; lists built here from the host metadata, exact order inside
+ *       each size class); unset: block order, as `pw_union_attention` runs them.
  *
  * Per capture: metadata for identity and guarded-W128 groupings from the CPU reference
  * (outside the timed region), Q/K/V generated (seed 0), then each kernel captured in a

@@ -7,8 +7,10 @@ as `pageweaver bench` builds them), one CUDA graph of one pageweaver.sparse_pref
 arm, the library's default plan (Union4, regroup auto, the V^T pre-pass rule), both
 precisions:
   G16        16 Q heads per KV head (the reference arm);
-  G8, G4     8 / 4 Q heads per KV head (the padded tile: the same tiles as G16, so the
-             executed tensor work is G16's and the useful work G / 16 of it);
+  G8, G4     8 / 4 Q heads per KV head (G4: the padded tile, the same tiles as G16, so the
+             executed tensor work is G16's and the useful work G / 16 of it; G8: the
+             dense tile of 8 queries x 8 heads where the plan runs the V^T pre-pass,
+             as here);
   scales     G16 with per-token K / V scales [Hkv, slots] (K 2^U(-1,1), V 2^U(-3,3));
   interleave G16 reading vLLM's interleaved [pages, Hkv, 128, 2*D] cache through strides;
   sinkkeys   G16 with per-Q-head sink keys.

@@ -102,7 +102,10 @@ typedef struct pw_problem {
     int32_t num_kv_heads;          /* Hkv >= 1 */
     int32_t q_heads_per_kv;        /* G: 16 on the fast path; 8 and 4 on the GPU's padded
                                       tile (Union4 and per-query; 16 / G times the useful
-                                      tensor work); 1..64 for the reference */
+                                      tensor work), 8 on a dense tile of 8 queries x 8
+                                      heads in pw_sparse_prefill with the V^T pre-pass
+                                      and no per-token scales (same outputs); 1..64 for
+                                      the reference */
     int32_t head_dim;              /* D: 128 on the fast path */
     int32_t page_size;             /* P in tokens: 128 on the fast path */
     int32_t topk;                  /* K: Top-K ids per (KV head, query): 16 on the fast path */
@@ -608,8 +611,9 @@ enum {
      * Union4 walks: Algorithm 1 with g = 4 inside each window; the union metadata still
      * groups 8 slots, whose halves are those 4-query groups). This flag makes it minimise
      * 8-query unions instead, as Union8 does and as the library did before 2026-12-01 (for
-     * A/B benchmarks; `pageweaver bench` times both). Outputs are bitwise the same either
-     * way; only the speed differs. Ignored by the other kernels and with
+     * A/B benchmarks; `pageweaver bench` times both); a G = 8 plan with the V^T pre-pass
+     * does so without it (its dense tile walks 8-query unions). Outputs are bitwise the
+     * same either way; only the speed differs. Ignored by the other kernels and with
      * PW_PLAN_CALLER_PERM. */
     PW_PLAN_REGROUP_GROUPS_OF_8 = 1u << 3
 };
@@ -747,8 +751,10 @@ typedef struct pw_plan_info {
     double cost_us;            /* time guard: predicted in-call regroup cost */
     double margin_us;          /* regroup iff saving_us > cost_us + margin_us (AUTO) */
     int32_t regroup_group_size; /* g of the call's regroup (Algorithm 1's group size): 4 for
-                                  PW_KERNEL_UNION4 (its objective is C_4), 8 for Union8 or
-                                  with PW_PLAN_REGROUP_GROUPS_OF_8; 0 when `regroup` is
+                                  PW_KERNEL_UNION4 (its objective is C_4), 8 for Union8,
+                                  with PW_PLAN_REGROUP_GROUPS_OF_8, and for Union4 at
+                                  G = 8 with the V^T pre-pass (its dense tile walks each
+                                  8-query union); 0 when `regroup` is
                                   IDENTITY. pw_ref_regroup with `regroup`, `window` and this
                                   g reproduces the call's permutation; union preparation
                                   groups 8 slots either way (pw_plan_workspace_views).

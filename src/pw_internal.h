@@ -151,7 +151,9 @@ pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_attention_args_t
                           const pw_vt_buffers_t *vt, pw_stream_t stream);
 
 /* CUDA build: pw_union_attention with PW_KERNEL_UNION4 on the pre-pass's V^T tiles (the
- * lean kernel, attention_lean.cuh, PREVT): the full call's attention step. When
+ * lean kernel, attention_lean.cuh, PREVT; at G = 8 without per-token scales the dense
+ * tile, attention_dense.cuh), its CTAs in vt's longest-first order when vt->sched_count
+ * is set: the full call's attention step. When
  * R x max_pages > vt->capacity a second launch, the kernel that transposes V itself, runs
  * the KV heads whose pages did not fit (its CTAs of the other heads exit at once). */
 pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const pw_attention_args_t *args,

@@ -32,7 +32,7 @@
  * Implementations (template IMPL, pw_union_attention_dev in attention_dev.h; the public
  * pw_union_attention runs impl 6 for Union8 and Union4 and impl 9, the lean kernel of
  * attention_lean.cuh, for per-query; the full call's Union4 runs impl 10 on large inputs
- * (the plan's rule): the fastest measured, bench/NOTES.md v6 and v8). All give the same bytes: each row still sees
+ * (the plan's rule; impl 13, the dense tile, at G = 8 without per-token scales): the fastest measured, bench/NOTES.md v6 and v8). All give the same bytes: each row still sees
  * its own pages in ascending order with the same arithmetic. Impls 1, 3 (A: a decoupled
  * cluster; A + B), 4 (C: a warp-specialised Union8 CTA), 5 (B + pipelined QK) and 7
  * (impl 6 with a batched transpose) measured slower or no faster and left the tree (git

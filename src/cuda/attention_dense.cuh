@@ -24,8 +24,9 @@
  * the 8 slots), P straight from the QK accumulator into the PV A fragments, PV in two
  * N = 64 halves. No per-token scales (PW_ERROR_UNSUPPORTED), FP8 and FP8X2.
  *
- * Written and compiled in the 2026-12-01 seventh session after its device time was spent:
- * NOT YET RUN on a GPU (test_gqa_padded compares it bitwise with the padded tile). */
+ * test_gqa_padded compares it bitwise with the padded tile (H200, 2026-12-02: equal);
+ * pw_sparse_prefill runs it for G = 8 on the V^T pre-pass without per-token scales
+ * (pw_union_attention_vt), its CTAs in the longest-first order of the plan's schedule. */
 #ifndef PW_ATTENTION_DENSE_CUH
 #define PW_ATTENTION_DENSE_CUH
 

@@ -39,8 +39,9 @@ extern "C" {
  * impl 13: G = 8 on a dense tile (Union4 plans' groups of 8, PW_KERNEL_UNION4 only; no
  *         per-token scales; own V^T tiles as impl 10): 8 queries x 8 heads per M64 tile, one
  *         CTA per group walking its whole union once (src/cuda/attention_dense.cuh, issue
- *         16). Bitwise equal to the padded tile's G = 8 outputs. Written without a GPU run
- *         (2026-12-01, seventh session): test_gqa_padded checks it on the next one.
+ *         16). Bitwise equal to the padded tile's G = 8 outputs (test_gqa_padded; H200,
+ *         2026-12-02). pw_sparse_prefill runs it for G = 8 on the V^T pre-pass
+ *         (pw_union_attention_vt) when the call has no per-token scales.
  * impls 1, 3, 4, 5, 7, 11 were removed (measured slower or no faster; bench/NOTES.md v5, v6,
  *         v9): PW_ERROR_UNSUPPORTED.
  * O and LSE are bitwise identical for every impl but 12. args->precision = PW_PRECISION_FP8X2
