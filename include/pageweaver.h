@@ -559,8 +559,10 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      head's tiles; the transpose writes each tile's page of V transposed (the attention
  *      kernel then needs no transpose: bench/NOTES.md v8, v8.1). Nothing carries over
  *      between calls: the workspace may hold anything before each call;
- *   4. the attention kernel: pw_union_attention's with the chosen kernel, Union4 reading
- *      the pre-pass's tiles, and, with the pre-pass when R x max_pages_per_request exceeds
+ *   4. the attention kernel: pw_union_attention's with the chosen kernel; with the pre-pass,
+ *      Union4's lean kernel reading the tiles (at G = 8 without per-token scales a dense
+ *      tile of 8 queries x 8 heads, the same outputs), its CTAs longest union first (union
+ *      preparation lists them by size), and, when R x max_pages_per_request exceeds
  *      the tile capacity, a second Union4 launch (the kernel that transposes V) for the KV
  *      heads whose pages did not fit (the per-query kernel skips 1-3).
  * Nothing else: no allocation, no host synchronisation, no host read of device memory, so
@@ -670,14 +672,16 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
  * pw_max_groups() groups of 8 x K pages ([Hkv] + [Hkv, groups] x (32 + 8K*4 + 8K) bytes),
  * pw_regroup_workspace_size(), and when a PW_KERNEL_UNION4 plan runs the V^T pre-pass
  * (PW_PLAN_VT_PREPASS, or the rule there) its parts: 5 bytes per (KV head, request, page of
- * the page table row) and C tiles of 16 KiB + 8 bytes per KV head (C: PW_PLAN_VT_PREPASS),
- * Hkv x (5 x R x max_pages_per_request + 16,392 x C + 4) bytes before each part's 256-byte
- * rounding (8 MiB for a table of one 64K-token context and one KV head; at most 32 MiB of
- * tiles per KV head and 1 GiB in all by default, config.vt_max_pages). Each part starts
+ * the page table row), C tiles of 16 KiB + 8 bytes per KV head (C: PW_PLAN_VT_PREPASS) and
+ * the attention CTAs' longest-first schedule (256 + 136 x Hkv x groups bytes):
+ * Hkv x (5 x R x max_pages_per_request + 16,392 x C + 4 + 136 x groups) + 256 bytes before
+ * each part's 256-byte rounding (8.1 MiB for a table of one 64K-token context, one KV head
+ * and 15,272 queries; at most 32 MiB of tiles per KV head and 1 GiB in all by default,
+ * config.vt_max_pages). Each part starts
  * 256-byte aligned inside the one buffer, and the total includes 255 bytes so that the
  * buffer itself may have any alignment. A plan of K < 16 adds its padded Top-K rows,
  * Hkv x N x 64 bytes (every kernel, per-query included). 0 for PW_KERNEL_PER_QUERY with
- * K = 16. About 1.3 MiB + 8 MiB for N = 15,272, Hkv = 1, a 64K context.
+ * K = 16. About 1.3 MiB + 8.1 MiB for N = 15,272, Hkv = 1, a 64K context.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL plan or bytes). */
 pw_status_t pw_plan_workspace_size(const pw_plan_t *plan, size_t *bytes);
 

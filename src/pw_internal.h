@@ -111,8 +111,9 @@ typedef struct pw_vt_buffers {
     uint8_t *tiles;
     int64_t capacity;
     /* Longest-first order of the attention kernel's CTAs on the tiles (bench/NOTES.md,
-     * "Longest first"): union preparation appends every work item (a non-empty 4-query half
-     * as its block 2 (h max_groups + group) + half, or with sched_dense a group as
+     * "Longest first"): union preparation appends every work item (a 4-query half with a
+     * member, even one whose union is empty, as its block 2 (h max_groups + group) + half,
+     * or with sched_dense a group as
      * h max_groups + group) to the list of its size class, min(pages / 8, 16); CTA b runs
      * the b-th item counting from the largest class (attention_config.cuh). sched_count
      * [PW_SCHED_CLASSES] (cleared by a memset before union preparation), sched_list

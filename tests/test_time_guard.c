@@ -262,6 +262,31 @@ static void test_plan_info(void **state)
         assert_int_equal(info.regroup_group_size, 8);
         pw_plan_destroy(plan);
     }
+    /* G = 8 on the V^T pre-pass (the rule runs it at A-hot's shape): the dense tile walks
+     * 8-query unions, so g = 8; without the pre-pass (the padded tile's halves) g = 4. */
+    {
+        pw_problem_t p8 = p;
+        p8.q_heads_per_kv = 8;
+        const uint32_t flags[3] = {0u, PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS};
+        const int32_t expect[3] = {8, 8, 4};
+        for (int k = 0; k < 3; k++) {
+            pw_plan_config_t cg = PW_PLAN_CONFIG_INIT;
+            cg.regroup = PW_REGROUP_GUARDED; /* regroup whatever the time guard says */
+            cg.flags = flags[k];
+            assert_pw_ok(pw_plan_create(&p8, &cg, &plan));
+            assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &info));
+            assert_int_equal(info.regroup, PW_REGROUP_GUARDED);
+            assert_int_equal(info.regroup_group_size, expect[k]);
+            pw_plan_destroy(plan);
+        }
+        pw_plan_config_t cg = PW_PLAN_CONFIG_INIT; /* G = 16 keeps g = 4 with the pre-pass */
+        cg.regroup = PW_REGROUP_GUARDED;
+        cg.flags = PW_PLAN_VT_PREPASS;
+        assert_pw_ok(pw_plan_create(&p, &cg, &plan));
+        assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &info));
+        assert_int_equal(info.regroup_group_size, 4);
+        pw_plan_destroy(plan);
+    }
 
     p = problem_of(1024, 1, 1, 512);
     assert_pw_ok(pw_plan_create(&p, NULL, &plan));

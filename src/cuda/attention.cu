@@ -834,7 +834,7 @@ pw::DevSchedule g_dev_schedule[2] = {}; // pw_dev_set_schedule: [0] halves, [1] 
 pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
                             const pw_grouping_t *grouping, const int32_t *perm, const pw_union_meta_t *meta,
                             pw_kernel_t kernel, pw_stream_t stream, const pw_vt_buffers_t *vt = nullptr,
-                            bool vt_fallback = false)
+                            bool vt_fallback = false, bool dev_entry = false)
 {
     PW_TRY(pw_check_gpu_attention_args(problem, args, kernel)); // src/attention_args.c
     const pw_token_scales_t token_scales = pw_args_token_scales(args);
@@ -939,15 +939,21 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     params.max_pages = problem->max_pages_per_request;
     params.heads_per_kv = problem->q_heads_per_kv;
     {
-        // The longest-first CTA order: the full call's (union preparation filled it for the
-        // kernel it chose: halves for the lean kernel, groups for the dense tile), or the dev
-        // entry's (pw_dev_set_schedule). Only the Union4 lean and dense kernels read it.
+        // The longest-first CTA order: the full call's first launch on the tiles (union
+        // preparation filled it for the kernel it chose: halves for the lean kernel, groups
+        // for the dense tile), or the dev entry's (pw_dev_set_schedule, read by
+        // pw_union_attention_dev calls only); none for every other launch (the public
+        // pw_union_attention, the fallback launch). Only the Union4 lean and dense kernels
+        // read it.
         const bool dense_impl = impl == pw::kImplDense8 || impl == pw::kImplDense8X2;
         const bool lean_impl = impl == pw::kImplLean || impl == pw::kImplLeanX2 || impl == pw::kImplLeanPreVt ||
                                impl == pw::kImplLeanPreVtX2;
-        const pw::DevSchedule s = vt && !vt_fallback
-                                      ? pw::DevSchedule{vt->sched_count, vt->sched_list, vt->sched_stride, vt->sched_dense != 0}
-                                      : g_dev_schedule[dense_impl ? 1 : 0];
+        const pw::DevSchedule none = {nullptr, nullptr, 0, false};
+        const pw::DevSchedule s = vt ? (vt_fallback ? none
+                                                    : pw::DevSchedule{vt->sched_count, vt->sched_list, vt->sched_stride,
+                                                                      vt->sched_dense != 0})
+                                     : dev_entry ? g_dev_schedule[dense_impl ? 1 : 0]
+                                                 : none;
         if (kernel == PW_KERNEL_UNION4 && (dense_impl || lean_impl) && s.count && s.dense == dense_impl) {
             params.sched_count = s.count;
             params.sched_list = s.list;
@@ -1082,5 +1088,5 @@ extern "C" pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *prob
     if (impl < 0 || impl >= pw::kNumImpls)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_union_attention_dev: impl %d (0..%d)", impl,
                        pw::kNumImpls - 1);
-    return union_attention(impl, problem, args, grouping, perm, meta, kernel, stream);
+    return union_attention(impl, problem, args, grouping, perm, meta, kernel, stream, nullptr, false, true);
 }

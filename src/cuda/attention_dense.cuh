@@ -12,9 +12,9 @@
  * membership of the page:
  *   - a warp with neither slot a member converts zeros to P and skips the O update;
  *   - a member warp's row whose slot is not a member keeps m, l and O bit for bit: its
- *     scores are masked whole under the factor 1, its P is exactly 0, its rescale factor
- *     exactly 1 (softmax_page_two_queries) and its O is not updated
- *     (pv_add_to_o_two_queries);
+ *     scores (garbage, left unmasked) are discarded: m restored after the row max, P
+ *     exactly 0, rescale factor exactly 1 (softmax_page_two_queries), and its O is not
+ *     updated (pv_add_to_o_two_queries);
  *   - each member row sees its member pages in ascending order with softmax_page's
  *     arithmetic (the same instructions, per-row limits), so the outputs are bitwise those
  *     of the padded tile, of G = 16's first 8 heads and of every grouping.

@@ -734,16 +734,18 @@ static void test_captures(void **state)
 
 /* ---- cache bytes no query may see (docs/semantics.md: they never reach an output) ------ */
 
-/* The full call: pw_sparse_prefill of a default plan (guarded W128 regroup) with `kernel` and
- * plan `flags` (e.g. PW_PLAN_VT_PREPASS); output and LSE into o / l (host). */
-static void full_call_run(const pw_capture_t *c, device_problem_t *d, pw_kernel_t kernel, uint32_t flags, pw_bf16_t *o,
-                          float *l)
+/* The full call: pw_sparse_prefill of a default plan (guarded W128 regroup) with `kernel`,
+ * plan `flags` (e.g. PW_PLAN_VT_PREPASS) and config.vt_max_pages (0: the default); output
+ * and LSE into o / l (host). */
+static void full_call_run_cap(const pw_capture_t *c, device_problem_t *d, pw_kernel_t kernel, uint32_t flags,
+                              int32_t vt_max_pages, pw_bf16_t *o, float *l)
 {
     const pw_problem_t *p = &c->problem;
     const int64_t n = p->num_tokens, hq = (int64_t)p->num_kv_heads * p->q_heads_per_kv, dim = p->head_dim;
     pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
     cfg.kernel = kernel;
     cfg.flags = flags;
+    cfg.vt_max_pages = vt_max_pages;
     pw_plan_t *plan = NULL;
     assert_pw_ok(pw_plan_create(p, &cfg, &plan));
     size_t bytes = 0;
@@ -760,6 +762,12 @@ static void full_call_run(const pw_capture_t *c, device_problem_t *d, pw_kernel_
     CUDA_OK(cudaMemcpy(l, d->lse, (size_t)(n * hq) * 4, cudaMemcpyDeviceToHost));
     cudaFree(ws);
     pw_plan_destroy(plan);
+}
+
+static void full_call_run(const pw_capture_t *c, device_problem_t *d, pw_kernel_t kernel, uint32_t flags, pw_bf16_t *o,
+                          float *l)
+{
+    full_call_run_cap(c, d, kernel, flags, 0, o, l);
 }
 
 static int64_t count_nan_bf16(const pw_bf16_t *o, int64_t count)
@@ -1318,13 +1326,54 @@ static void test_gqa_padded(void **state)
                         if (extra != 3)
                             printf("  G=8 %s %s dense tile (dev impl 13): W128 and identity groups bitwise equal\n", name,
                                    extras[extra]);
+                        if (extra == 0) {
+                            /* NaN codes in every cache slot no query may see (the dense softmax
+                             * leaves a non-member row's garbage scores unmasked and discards
+                             * them): the dense tile and the full call keep the clean bits. */
+                            const int64_t pairs = slots * hkv;
+                            const size_t cache_bytes = (size_t)(pairs * d);
+                            uint8_t *visible = malloc(pairs), *k_clean = malloc(cache_bytes),
+                                    *v_clean = malloc(cache_bytes);
+                            memcpy(k_clean, c->k_cache, cache_bytes);
+                            memcpy(v_clean, c->v_cache, cache_bytes);
+                            pw_test_visible_slots(c, visible);
+                            const int64_t poisoned = pw_test_poison_caches(c, visible, 0x7f, 0xff, &rng);
+                            CUDA_OK(cudaMemcpy(dg.k, c->k_cache, cache_bytes, cudaMemcpyHostToDevice));
+                            CUDA_OK(cudaMemcpy(dg.v, c->v_cache, cache_bytes, cudaMemcpyHostToDevice));
+                            setup_arm(4, c, &rng, perm, &g, &dg);
+                            run_kernel_impl(c, &dg, PW_KERNEL_UNION4, 13, &g, o, l);
+                            const int same_dense = same_outputs(c, o, l, o0, l0);
+                            full_call_run(c, &dg, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o, l);
+                            const int same_full = same_outputs(c, o, l, o0, l0);
+                            printf("  G=8 %s dense tile, %lld (slot, head) pairs poisoned with NaN: dev impl 13 %s, "
+                                   "full call %s\n",
+                                   name, (long long)poisoned, same_dense ? "bitwise equal" : "DIFFERENT",
+                                   same_full ? "bitwise equal" : "DIFFERENT");
+                            assert_true(poisoned > 0);
+                            assert_true(same_dense);
+                            assert_true(same_full);
+                            memcpy(c->k_cache, k_clean, cache_bytes);
+                            memcpy(c->v_cache, v_clean, cache_bytes);
+                            CUDA_OK(cudaMemcpy(dg.k, c->k_cache, cache_bytes, cudaMemcpyHostToDevice));
+                            CUDA_OK(cudaMemcpy(dg.v, c->v_cache, cache_bytes, cudaMemcpyHostToDevice));
+                            free(visible);
+                            free(k_clean);
+                            free(v_clean);
+                        }
                     }
-                    for (int f = 0; f < 2; f++) {
-                        full_call_run(c, &dg, PW_KERNEL_UNION4, f == 0 ? PW_PLAN_VT_PREPASS : PW_PLAN_NO_VT_PREPASS, o, l);
+                    /* Pre-pass on, off, and on with 1 or 8 tiles per KV head: the KV heads whose
+                     * unions touch more pages run on the fallback launch (the padded tile
+                     * transposing V), the others on the tiles (at G = 8 without per-token scales
+                     * the dense tile, its CTAs in the schedule's order, those of fallback heads
+                     * exiting). */
+                    for (int f = 0; f < 4; f++) {
+                        const int32_t caps[4] = {0, 0, 1, 8};
+                        full_call_run_cap(c, &dg, PW_KERNEL_UNION4, f == 1 ? PW_PLAN_NO_VT_PREPASS : PW_PLAN_VT_PREPASS,
+                                          caps[f], o, l);
                         const int same = same_outputs(c, o, l, o0, l0);
                         if (!same)
-                            printf("  G=%d %s %s full call (pre-pass %s): DIFFERENT\n", G, name, extras[extra],
-                                   f == 0 ? "on" : "off");
+                            printf("  G=%d %s %s full call (pre-pass %s, tile capacity %d): DIFFERENT\n", G, name,
+                                   extras[extra], f == 1 ? "off" : "on", caps[f]);
                         assert_true(same);
                     }
                     /* The same bits as the G = 16 run's heads h < G. */
@@ -1338,7 +1387,8 @@ static void test_gqa_padded(void **state)
                             }
                     const compare_t ce = compare_rows(c, o0, l0, emu, 0, emu_lse, NULL);
                     printf("gqa G=%d %s %s: N=%lld Hkv=%d: rows x heads differing from the G=16 run: %lld; vs emulate "
-                           "NRMS %.3e lse %.2e; Union4 / identity / per-query / full call bitwise equal\n",
+                           "NRMS %.3e lse %.2e; Union4 / identity / per-query / full call (pre-pass off, on, on with 1 "
+                           "and 8 tiles) bitwise equal\n",
                            G, name, extras[extra], (long long)n, hkv, (long long)differ, ce.nrms, ce.lse_max_abs);
                     assert_int_equal(differ, 0);
                     assert_int_equal(ce.nan, 0);
