@@ -765,9 +765,24 @@ typedef struct pw_plan_info {
                                   Since 2026-12-01 (fourth session): a caller whose
                                   struct_size is that of the struct before this field gets
                                   the other fields, not this one. */
+    /* Since 2026-12-02 (a caller whose struct_size ends before vt_prepass gets the fields
+     * it has, not these): which attention kernel the plan's calls run. */
+    int32_t vt_prepass;        /* 1: Union4 with the V^T pre-pass (PW_PLAN_VT_PREPASS, or the
+                                  rule of pw_plan_config_t's flags: large chunks), the
+                                  lean kernel on V^T tiles; 0: the kernel that transposes V
+                                  itself (and every Union8 / per-query plan) */
+    int32_t dense_tile;        /* 1: G = 8 with the pre-pass: a call without per-token scales
+                                  runs the dense tile (8 queries x 8 heads per 64-row tile,
+                                  the same outputs as the padded tile); with per-token
+                                  scales, or 0 here, G = 8 and 4 run the padded tile (16 / G
+                                  times the useful tensor work) */
+    int64_t vt_capacity;       /* V^T tiles per KV head (C), 0 without the pre-pass. A KV
+                                  head whose unions touch more pages in a call runs on the
+                                  kernel that transposes V in that call (decided on the
+                                  device; same outputs) */
 } pw_plan_info_t;
 
-#define PW_PLAN_INFO_INIT {sizeof(pw_plan_info_t), PW_REGROUP_IDENTITY, PW_REGROUP_IDENTITY, 0, PW_KERNEL_UNION4, 0.0, 0.0, 0.0, 0}
+#define PW_PLAN_INFO_INIT {sizeof(pw_plan_info_t), PW_REGROUP_IDENTITY, PW_REGROUP_IDENTITY, 0, PW_KERNEL_UNION4, 0.0, 0.0, 0.0, 0, 0, 0, 0}
 
 /* Fills info for calls with args.precision == precision. The time-guard figures are
  * filled for every plan that could regroup in the call (whatever its mode), 0 otherwise.

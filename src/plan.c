@@ -149,7 +149,8 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
     if (g != 16 && c->kernel == PW_KERNEL_UNION8)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "G=%d Q heads per KV head: the Union8 kernel runs G=16 only (PW_KERNEL_UNION4, the "
-                       "default, and PW_KERNEL_PER_QUERY run G=8 and 4 on a padded tile)",
+                       "default, and PW_KERNEL_PER_QUERY run G=8 and 4: a padded tile, or at G=8 on Union4's V^T "
+                       "pre-pass a dense tile)",
                        g);
     if (p->num_kv_heads > 65535)
         return pw_fail(PW_ERROR_UNSUPPORTED, "num_kv_heads %d > 65535", p->num_kv_heads);
@@ -495,14 +496,22 @@ pw_status_t pw_plan_info(const pw_plan_t *plan, pw_precision_t precision, pw_pla
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "info.struct_size is %u, expected %zu (initialise with PW_PLAN_INFO_INIT)",
                        info->struct_size, sizeof(pw_plan_info_t));
+    /* The struct before vt_prepass (2026-12-01 headers): regroup_group_size, not the rest. */
+    const size_t v2_size = offsetof(pw_plan_info_t, vt_prepass);
+    const int has_v2 = info->struct_size >= v2_size;
     const int full = info->struct_size >= sizeof(pw_plan_info_t);
     if (precision != PW_PRECISION_FP8 && precision != PW_PRECISION_FP8X2)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "precision is %d (not a pw_precision_t)", (int)precision);
     const int x2 = precision == PW_PRECISION_FP8X2;
-    info->struct_size = full ? (uint32_t)sizeof(pw_plan_info_t) : (uint32_t)v1_size;
+    info->struct_size = full ? (uint32_t)sizeof(pw_plan_info_t) : has_v2 ? (uint32_t)v2_size : (uint32_t)v1_size;
     info->configured = plan->config.regroup;
     info->regroup = plan->regroup_pays[x2] ? plan->regroup.mode : PW_REGROUP_IDENTITY;
-    if (full) info->regroup_group_size = info->regroup == PW_REGROUP_IDENTITY ? 0 : plan->regroup.group_size;
+    if (has_v2) info->regroup_group_size = info->regroup == PW_REGROUP_IDENTITY ? 0 : plan->regroup.group_size;
+    if (full) {
+        info->vt_prepass = plan->vt_prepass;
+        info->dense_tile = plan->vt_prepass && plan->problem.q_heads_per_kv == 8;
+        info->vt_capacity = plan->vt_prepass ? plan->vt_capacity : 0;
+    }
     info->window = plan->grouping.window;
     info->kernel = plan->config.kernel;
     info->saving_us = plan->saving_us[x2];

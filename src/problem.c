@@ -64,11 +64,13 @@ pw_status_t pw_check_problem_layout(const pw_problem_t *p, const pw_requests_t *
                        "(the page-table columns; PW_PROBLEM_INIT leaves it 0)",
                        p->max_pages_per_request, p->num_tokens);
     const int64_t kv_cap = (int64_t)p->max_pages_per_request * p->page_size;
+    /* The offsets first: a decrease is the cause to name, not the lengths it distorts. */
+    for (int32_t r = 0; r < p->num_requests; r++)
+        if (rq->cu_seqlens_q[r + 1] < rq->cu_seqlens_q[r])
+            return pw_fail(PW_ERROR_INVALID_ARGUMENT, "requests.cu_seqlens_q decreases at request %d (%d > %d)",
+                           r, rq->cu_seqlens_q[r], rq->cu_seqlens_q[r + 1]);
     for (int32_t r = 0; r < p->num_requests; r++) {
         const int32_t b = rq->cu_seqlens_q[r], e = rq->cu_seqlens_q[r + 1];
-        if (e < b)
-            return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                           "requests.cu_seqlens_q decreases at request %d (%d > %d)", r, b, e);
         if (rq->prefix_lens[r] < 0)
             return pw_fail(PW_ERROR_INVALID_ARGUMENT, "requests.prefix_lens[%d] is %d (< 0)", r,
                            rq->prefix_lens[r]);

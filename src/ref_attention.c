@@ -604,7 +604,8 @@ pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_arg
                     scratch_free(&s);
                     return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                                    "a score of row %lld, KV head %lld is not finite in the FP8 "
-                                   "arithmetic (k_scale %g, softmax scale %g): scales too large, or a "
+                                   "arithmetic (k_scale %g, softmax scale %g): a NaN / Inf in that "
+                                   "row of q or in a K cache slot it sees, scales too large, or a "
                                    "non-finite per-token K scale (args.token_scales.k)",
                                    (long long)n, (long long)h, (double)k_scale, (double)scale);
                 }

@@ -122,6 +122,25 @@ static void test_cache_pages_left_zero(void **state)
     none.requests.prefix_lens = zero;
     none.requests.kv_lens = zero;
     assert_pw_ok(pw_ref_attention(&empty, &none, PW_REF_EXACT));
+    /* Offsets that decrease after request 0 ({0, 45, 40}): named as such, not as request
+     * 0's KV length, which the 45 queries it seems to hold would exceed. */
+    {
+        pw_problem_t p2 = PW_PROBLEM_INIT;
+        p2.num_tokens = 40;
+        p2.num_requests = 2;
+        p2.max_pages_per_request = 8;
+        p2.num_cache_pages = 16;
+        const int32_t cu2[3] = {0, 45, 40}, pre2[2] = {500, 0}, kv2[2] = {520, 40};
+        const int32_t table2[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+        pw_requests_t rq2 = PW_REQUESTS_INIT;
+        rq2.cu_seqlens_q = cu2;
+        rq2.prefix_lens = pre2;
+        rq2.kv_lens = kv2;
+        rq2.page_table = table2;
+        rq2.page_table_stride = 8;
+        assert_error_naming(pw_problem_check(&p2, &rq2), PW_ERROR_INVALID_ARGUMENT,
+                            "cu_seqlens_q decreases at request 1");
+    }
 
     /* The plan is made for attention: both cache shapes are needed when N > 0. */
     pw_problem_t fast = PW_PROBLEM_INIT;

@@ -243,6 +243,22 @@ static void test_plan_info(void **state)
     assert_int_equal(old.regroup, PW_REGROUP_GUARDED);
     assert_int_equal(old.struct_size, offsetof(pw_plan_info_t, regroup_group_size));
     assert_int_equal(old.regroup_group_size, -7);
+    /* ... and one built against the header before vt_prepass: regroup_group_size, not the rest. */
+    pw_plan_info_t v2 = PW_PLAN_INFO_INIT;
+    v2.struct_size = (uint32_t)offsetof(pw_plan_info_t, vt_prepass);
+    v2.vt_prepass = v2.dense_tile = -7;
+    v2.vt_capacity = -7;
+    assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8, &v2));
+    assert_int_equal(v2.struct_size, offsetof(pw_plan_info_t, vt_prepass));
+    assert_int_equal(v2.regroup_group_size, 4);
+    assert_int_equal(v2.vt_prepass, -7);
+    assert_int_equal(v2.dense_tile, -7);
+    assert_int_equal(v2.vt_capacity, -7);
+    /* A-hot's shape at G = 16: the pre-pass (the rule), no dense tile, C = min(R x max_pages,
+     * N x K / 64, 2048) = 512 tiles. */
+    assert_int_equal(info.vt_prepass, 1);
+    assert_int_equal(info.dense_tile, 0);
+    assert_int_equal(info.vt_capacity, 512);
     old.struct_size = (uint32_t)offsetof(pw_plan_info_t, regroup_group_size) - 1;
     assert_int_equal(pw_plan_info(plan, PW_PRECISION_FP8, &old), PW_ERROR_INVALID_ARGUMENT);
     pw_plan_destroy(plan);
@@ -277,6 +293,9 @@ static void test_plan_info(void **state)
             assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &info));
             assert_int_equal(info.regroup, PW_REGROUP_GUARDED);
             assert_int_equal(info.regroup_group_size, expect[k]);
+            assert_int_equal(info.vt_prepass, k < 2);
+            assert_int_equal(info.dense_tile, k < 2); /* G = 8 on the pre-pass */
+            assert_int_equal(info.vt_capacity > 0, k < 2);
             pw_plan_destroy(plan);
         }
         pw_plan_config_t cg = PW_PLAN_CONFIG_INIT; /* G = 16 keeps g = 4 with the pre-pass */
@@ -293,6 +312,8 @@ static void test_plan_info(void **state)
     assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8, &info));
     assert_int_equal(info.regroup, PW_REGROUP_IDENTITY);
     assert_int_equal(info.regroup_group_size, 0); /* no regroup in the call */
+    assert_int_equal(info.vt_prepass, 0);          /* 1,024 queries: below the rule */
+    assert_int_equal(info.vt_capacity, 0);
     assert_true(info.saving_us < info.cost_us + info.margin_us);
     pw_plan_destroy(plan);
 

@@ -102,6 +102,15 @@ class PlanConfig(ctypes.Structure):
                 ("flags", ctypes.c_uint32), ("vt_max_pages", ctypes.c_int32)]
 
 
+class PlanInfo(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("regroup", ctypes.c_int),
+                ("configured", ctypes.c_int), ("window", ctypes.c_int32), ("kernel", ctypes.c_int),
+                ("saving_us", ctypes.c_double), ("cost_us", ctypes.c_double),
+                ("margin_us", ctypes.c_double), ("regroup_group_size", ctypes.c_int32),
+                ("vt_prepass", ctypes.c_int32), ("dense_tile", ctypes.c_int32),
+                ("vt_capacity", ctypes.c_int64)]
+
+
 class TokenScales(ctypes.Structure):
     _fields_ = [("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
                 ("stride_h", ctypes.c_int64), ("stride_t", ctypes.c_int64)]
@@ -188,6 +197,7 @@ def _load():
         "pw_sparse_prefill": ([vp, ctypes.POINTER(AttentionArgs), vp, vp, c_size_t, vp],
                               ctypes.c_int),
         "pw_plan_destroy": ([vp], None),
+        "pw_plan_info": ([vp, ctypes.c_int, ctypes.POINTER(PlanInfo)], ctypes.c_int),
         "pw_ref_attention": ([ctypes.POINTER(Problem), ctypes.POINTER(AttentionArgs),
                               ctypes.c_int], ctypes.c_int),
         "pw_abi_query": ([ctypes.c_char_p], c_int64),
@@ -263,6 +273,14 @@ class Plan:
               "pw_plan_workspace_size")
         self.workspace_bytes = nbytes.value
         self.lock = threading.Lock()
+
+    def info(self, precision):
+        """pw_plan_info for `precision` (a pw_precision_t code): a PlanInfo. Fields past the
+        returned struct_size (an older library) are left 0."""
+        info = PlanInfo()
+        info.struct_size = ctypes.sizeof(PlanInfo)
+        check(lib.pw_plan_info(self.handle, precision, ctypes.byref(info)), "pw_plan_info")
+        return info
 
     def __del__(self):
         h = getattr(self, "handle", None)

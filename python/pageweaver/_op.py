@@ -92,6 +92,9 @@ def _check_cache(name, c, dev, d):
                         f"bit patterns: pass .view(torch.float8_e4m3fn))")
     if c.device != dev:
         raise ValueError(f"{name} is on {c.device}, q on {dev} (all tensors on one device)")
+    if c.dim() in (3, 4) and c.shape[-1] != d:
+        raise ValueError(f"{name}: head dim {c.shape[-1]} (shape {list(c.shape)}), q's is {d}: "
+                         f"the caches and q must have the same D")
     if c.dim() == 4:  # [pages, Hkv, 128, D], any strides >= 0 with d contiguous
         if c.shape[2] != PAGE_SIZE or c.stride(3) != 1 or any(
                 st <= 0 and n > 1 for st, n in zip(c.stride()[:3], c.shape[:3])):
@@ -560,7 +563,12 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
     kernels), workspace from torch's caching allocator, so a call can be captured in a CUDA
     graph and by torch.compile(fullgraph=True). On the GPU the request layout is not
     validated (that needs a host read): an inconsistent layout gives unspecified output
-    but no out-of-bounds access; the CPU path validates it.
+    but no out-of-bounds access; the CPU path validates it. On both paths a page-table
+    entry outside the cache (negative, or >= the cache's pages) is a bad page, not an
+    error: it contributes nothing and is counted in bad_page_count (pass one to see it).
+    Non-finite data a row sees: on the CPU a NaN / Inf score raises InvalidArgumentError
+    (naming the row); NaN in V gives NaN output rows on both paths (the GPU cannot raise
+    on data). Data in cache slots no row may see is never read into an output.
 
     Errors: TypeError / ValueError naming the tensor (dtype, shape, device, strides);
     pageweaver.InvalidArgumentError (a ValueError) / UnsupportedError (a
@@ -615,9 +623,22 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     sparse_prefill does, then the plan the GPU call would make (pw_plan_create: G, head dim,
     page size, Top-K, kernel, regroup), the precision ('exact' is the CPU's only) and the
     kernel's support of per-token scales (Union8 has none). Reads no tensor data: device
-    values (ids, lengths, page-table entries) are checked by the call itself. Returns None;
-    raises UnsupportedError (a NotImplementedError) naming what the GPU does not run, or the
-    errors of sparse_prefill for malformed arguments."""
+    values (ids, lengths, page-table entries) are checked by the call itself. Raises
+    UnsupportedError (a NotImplementedError) naming what the GPU does not run, or the
+    errors of sparse_prefill for malformed arguments.
+
+    Returns what the GPU call would run (the plan's choices, pw_plan_info in pageweaver.h),
+    a dict: "kernel" ('union4', 'union8' or 'per_query'); "regroup" (the call's regroup
+    for this precision: 'identity', 'greedy' or 'guarded') and "regroup_group_size" (0
+    without a regroup); "vt_prepass" (bool: Union4's V^T pre-pass, the rule's "large
+    chunks": 4,096+ queries and a page table of at most 4 entries per selection, 8,192+
+    queries where a KV head may touch more pages than the tiles hold) and "vt_capacity"
+    (its tiles per KV head, 0 without it); "tile": 'g16' (16 Q heads per KV head),
+    'dense' (G = 8 on the pre-pass without per-token scales: 8 queries x 8 heads per
+    tile) or 'padded' (G = 8 or 4 otherwise: 16 / G times the useful tensor work). A KV
+    head whose unions touch more than vt_capacity pages in a call runs that call on the
+    kernel that transposes V (the padded tile at G = 8), decided on the device; the outputs
+    are the same bits either way. N = 0: {"kernel": ..., "tile": None} (nothing runs)."""
     if not isinstance(q, torch.Tensor) or q.dim() != 3:
         raise ValueError("q: expected a bfloat16 tensor [N, Hq, D]")
     prec = _precision_code(precision)
@@ -642,12 +663,20 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
         raise _lib.InvalidArgumentError("PW_ERROR_INVALID_ARGUMENT", "sink_keys: the GPU reads "
                                         "16-byte aligned rows; this view starts at byte offset "
                                         f"{sink_keys.storage_offset() * 2} of its storage")
+    kernel_name = {v: name for name, v in _lib.KERNELS.items()}[kern]
     if n == 0:
-        return None
+        return {"kernel": kernel_name, "regroup": "identity", "regroup_group_size": 0,
+                "vt_prepass": False, "vt_capacity": 0, "tile": None}
     plan = _lib.Plan(_problem(n, r, hkv, g, d, k, max_pages, num_pages, scale), mode,
                      _lib.DEFAULT_WINDOW, kern)  # raises what the GPU would
+    info = plan.info(prec)
     del plan
-    return None
+    token_scales = k_token_scales is not None or v_token_scales is not None
+    tile = "g16" if g == 16 else "dense" if info.dense_tile and not token_scales else "padded"
+    modes = {v: name for name, v in _lib.REGROUP_MODES.items()}
+    return {"kernel": kernel_name, "regroup": modes.get(info.regroup, str(info.regroup)),
+            "regroup_group_size": int(info.regroup_group_size), "vt_prepass": bool(info.vt_prepass),
+            "vt_capacity": int(info.vt_capacity), "tile": tile}
 
 
 def _bump(t):

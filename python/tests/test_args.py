@@ -116,7 +116,11 @@ def test_check_gpu_support_on_the_cpu(g, d, k, kw, ok):
         p["topk_idx"] = torch.cat([p["topk_idx"]] * 2, dim=2)[:, :, :k].contiguous()
     pageweaver.sparse_prefill(*op_args(p), precision="exact")  # the reference takes them all
     if ok:
-        assert pageweaver.check_gpu_support(*op_args(p), **kw) is None
+        info = pageweaver.check_gpu_support(*op_args(p), **kw)
+        assert info["kernel"] == kw.get("kernel", "union4")
+        # a small problem: no V^T pre-pass, so G = 8 / 4 run the padded tile
+        assert info["vt_prepass"] is False and info["vt_capacity"] == 0
+        assert info["tile"] == ("g16" if g == 16 else "padded")
     else:
         with pytest.raises(pageweaver.UnsupportedError):
             pageweaver.check_gpu_support(*op_args(p), **kw)
@@ -126,12 +130,48 @@ def test_check_gpu_support_token_scales_and_sink_keys():
     p = random_problem(torch.Generator().manual_seed(12), hkv=2)
     slots = p["k_cache"].shape[0]
     ts = torch.ones(2, slots)
-    assert pageweaver.check_gpu_support(*op_args(p), k_token_scales=ts, v_token_scales=ts) is None
+    assert pageweaver.check_gpu_support(*op_args(p), k_token_scales=ts, v_token_scales=ts)["tile"] == "g16"
     with pytest.raises(pageweaver.UnsupportedError, match="Union8"):
         pageweaver.check_gpu_support(*op_args(p), kernel="union8", k_token_scales=ts)
     keys = torch.zeros(32 * 128 + 1, dtype=torch.bfloat16)
-    assert pageweaver.check_gpu_support(*op_args(p), sink_keys=keys[:-1].view(32, 128)) is None
+    assert pageweaver.check_gpu_support(*op_args(p), sink_keys=keys[:-1].view(32, 128))["kernel"] == "union4"
     with pytest.raises(pageweaver.InvalidArgumentError, match="16-byte"):
         pageweaver.check_gpu_support(*op_args(p), sink_keys=keys[1:].view(32, 128))
     with pytest.raises(ValueError, match="topk_idx"):  # malformed arguments: sparse_prefill's errors
         pageweaver.check_gpu_support(*op_args(dict(p, topk_idx=p["topk_idx"][0])))
+
+
+@pytest.mark.parametrize("g,table_cols,scales,tile,prepass", [
+    (8, 64, False, "dense", True), (8, 64, True, "padded", True), (4, 64, False, "padded", True),
+    (16, 64, False, "g16", True),
+    (8, 20000, False, "padded", False),  # a table with more entries than tiles: 8,192+ queries needed
+])
+def test_check_gpu_support_names_the_path(g, table_cols, scales, tile, prepass):
+    """A chunk of 4,096 queries: the V^T pre-pass rule holds with a short page table, and G = 8
+    without per-token scales then runs the dense tile (README: supported shapes)."""
+    n, hkv, d = 4096, 1, 128
+    slots = table_cols * 128
+    i32 = lambda v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
+    args = (torch.empty((n, hkv * g, d), dtype=torch.bfloat16),
+            torch.empty((slots, hkv, d), dtype=torch.float8_e4m3fn),
+            torch.empty((slots, hkv, d), dtype=torch.float8_e4m3fn),
+            torch.zeros((hkv, n, 16), dtype=torch.int32),
+            torch.arange(table_cols, dtype=torch.int32).view(1, table_cols),
+            i32([0, n]), i32([n + 100]), i32([100]))
+    ts = torch.ones(hkv, slots) if scales else None
+    info = pageweaver.check_gpu_support(*args, k_token_scales=ts, v_token_scales=ts)
+    assert info["kernel"] == "union4"
+    assert info["vt_prepass"] is prepass
+    assert (info["vt_capacity"] > 0) is prepass
+    assert info["tile"] == tile
+    # the dense tile's plan regroups for 8-query unions, the others for 4-query halves
+    if info["regroup"] != "identity":
+        assert info["regroup_group_size"] == (8 if prepass and g == 8 else 4)
+
+
+def test_head_dim_mismatch_is_named():
+    """q's D differing from the caches' is reported as such, not as a stride problem."""
+    p = random_problem(torch.Generator().manual_seed(13), hkv=2)
+    q = p["q"][:, :, :64].contiguous()
+    with pytest.raises(ValueError, match="head dim 128.*q's is 64"):
+        pageweaver.sparse_prefill(q, *op_args(p)[1:])
