@@ -798,7 +798,7 @@ void pw_plan_destroy(pw_plan_t *plan);
 /* ------------------------------------------------------------------------------------ */
 /* For bindings that cannot read this header (the Python package's ctypes layer): the
  * number behind a name, as this build of the library was compiled:
- *   "sizeof T"            sizeof(T) for pw_problem_t, pw_requests_t, pw_plan_config_t,
+ *   "sizeof T"            sizeof(T) for pw_problem_t, pw_requests_t, pw_plan_config_t, pw_plan_info_t,
  *                         pw_attention_args_t, pw_token_scales_t and pw_cache_layout_t,
  *                         e.g. "sizeof pw_attention_args_t";
  *   "offsetof T.field"    offsetof(T, field) of each of their fields;

@@ -136,7 +136,8 @@ class AttentionArgs(ctypes.Structure):
 
 _MIRRORS = {"pw_problem_t": Problem, "pw_requests_t": Requests, "pw_token_scales_t": TokenScales,
             "pw_cache_layout_t": CacheLayout,
-            "pw_plan_config_t": PlanConfig, "pw_attention_args_t": AttentionArgs}
+            "pw_plan_config_t": PlanConfig, "pw_plan_info_t": PlanInfo,
+            "pw_attention_args_t": AttentionArgs}
 
 
 def _library_path():
