@@ -5,7 +5,8 @@
  *   bench_kernels [--reps N] [--impls LIST] CAPTURE...   (LIST: slot keys, see `slots` below:
  *       0, 2, 6, 8, 9, a (= 10) the dev impls, x / y / b FP8X2 on impls 6 / 9 / 10, t impl 12
  *       (stacked FP8X2, Union4 only: NRMS against slot x, which must be in LIST), d / e impl 13
- *       (the dense G = 8 tile, FP8 / FP8X2: G = 8 captures only, e.g. --impls 6dxe))
+ *       (the dense G = 8 tile, FP8 / FP8X2: G = 8 captures only, e.g. --impls 6dxe), f / g
+ *       impl 14 (the dense G = 4 tile: G = 4 captures only, e.g. --impls 6fxg))
  *       (default capture: .data/workloads/sel_A_hot.safetensors; LIST e.g. 0,3, default all)
  *   PW_KBENCH_SCHEDULE=lpt: the Union4 lean (9, 10; at G != 16 also 6, which runs 9 there)
  *       and dense (13) kernels' CTAs in the full call's longest-first order
@@ -73,6 +74,7 @@ typedef struct meta_set {
     int64_t lpt_stride[2];
     pw_union_stats_t stats;
     int64_t tile_steps; /* dev impl 12: (CTA page, 2-slot tile) pairs with a member */
+    int64_t pair_visits; /* dev impl 14: pages of the merged unions of leader / partner group pairs */
 } meta_set_t;
 
 static void make_meta(const pw_capture_t *c, const pw_grouping_t *g, meta_set_t *out)
@@ -87,6 +89,33 @@ static void make_meta(const pw_capture_t *c, const pw_grouping_t *g, meta_set_t 
     PK(pw_ref_union_prepare(p, c->topk_ids, &rq, g, perm, &m));
     PK(pw_union_stats(p, &m, &out->stats, NULL));
     out->tile_steps = 0;
+    /* Dev impl 14's pairs (attention_dense.cuh, dense4_work): a group whose index in its
+     * window (in its request for W = 0) is even, with the next group when that continues it. */
+    out->pair_visits = 0;
+    for (int64_t h = 0; h < hkv; h++)
+        for (int64_t gi = 0; gi < m.num_groups[h]; gi++) {
+            const pw_group_desc_t *A = &m.groups[h * mg + gi];
+            const int32_t rel = A->slot_begin - c->cu_seqlens_q[A->request];
+            if (((g->window > 0 ? rel % g->window : rel) / 8) % 2) continue;
+            int64_t merged = A->union_size;
+            if (gi + 1 < m.num_groups[h]) {
+                const pw_group_desc_t *B = &m.groups[h * mg + gi + 1];
+                const int32_t rel_b = B->slot_begin - c->cu_seqlens_q[A->request];
+                const int same_window = g->window <= 0 || rel_b / g->window == rel / g->window;
+                if (B->request == A->request && B->slot_begin == A->slot_begin + 8 && same_window) {
+                    const int32_t *pa = m.union_pages + (h * mg + gi) * cap, *pb = m.union_pages + (h * mg + gi + 1) * cap;
+                    int x = 0, y = 0;
+                    merged = 0;
+                    while (x < A->union_size || y < B->union_size) {
+                        if (y >= B->union_size || (x < A->union_size && pa[x] < pb[y])) x++;
+                        else if (x >= A->union_size || pb[y] < pa[x]) y++;
+                        else x++, y++;
+                        merged++;
+                    }
+                }
+            }
+            out->pair_visits += merged;
+        }
     for (int64_t h = 0; h < hkv; h++)
         for (int64_t gi = 0; gi < m.num_groups[h]; gi++) {
             const int64_t base = (h * mg + gi) * cap;
@@ -179,6 +208,7 @@ static const slot_t slots[] = {
     {'8', 8, 0, 1, 0, "pre-fix"}, {'x', 6, 1, 0, 0, "X2"},      {'9', 9, 0, 1, 1, "lean"},
     {'y', 9, 1, 1, 1, "leanX2"},  {'a', 10, 0, 1, 1, "preVt"},  {'b', 10, 1, 1, 1, "preVtX2"},
     {'t', 12, 1, 2, 1, "stack1X2"}, {'d', 13, 0, 1, 1, "dense8"}, {'e', 13, 1, 1, 1, "dense8X2"},
+    {'f', 14, 0, 1, 1, "dense4"}, {'g', 14, 1, 1, 1, "dense4X2"},
 };
 /* Inputs with G != 16 Q heads per KV head: impls 0, 2, 8 and 12 and the Union8 arms have no
  * path (PW_ERROR_UNSUPPORTED) and are skipped; slot '6' (the padded tile there) is the bitwise
@@ -323,6 +353,7 @@ int main(int argc, char **argv)
                 if (g_heads != 16 && (si == 0 || si == 2 || si == 8 || si == 12 || arms[a].k == PW_KERNEL_UNION8))
                     continue;
                 if (si == 13 && g_heads != 8) continue;
+                if (si == 14 && g_heads != 4) continue;
                 /* Untimed check run with LSE on: O and LSE bytes against impl 0's. */
                 {
                     pw_attention_args_t args = make_args(p, q[0], o[0], lse_dev, kc, vc, ks, vs, topk, cu, pre, kvl, pt);
@@ -407,7 +438,9 @@ int main(int argc, char **argv)
                 CK(cudaGetLastError());
                 qsort(t, reps, sizeof(float), cmp_float);
                 const double med = t[reps / 2] * 1e3, mn = t[0] * 1e3, p90 = t[(int)(reps * 0.9)] * 1e3;
-                const double steps = si == 13 ? (double)arms[a].m->stats.union_visits : arms[a].steps;
+                const double steps = si == 13   ? (double)arms[a].m->stats.union_visits
+                                     : si == 14 ? (double)arms[a].m->pair_visits
+                                                : arms[a].steps;
                 const double exec_flop = steps * 64.0 * 128 * 128 * 4;
                 med_of[impl] = med;
                 printf("%-34s %-10s %-9s %-4s %9.1f %9.1f %9.1f %10.1f %10.1f %8lld %6.3f %s\n", files[f], arms[a].kn,

@@ -789,6 +789,16 @@ pw_status_t launch_dense8(const pw::AttentionParams &params, unsigned grid, pw_s
                                params, grid / 2, stream);
 }
 
+/* Dev impl 14 (attention_dense.cuh): one CTA per (group of 8, KV head), the leaders of a
+ * pair running, three per SM; `grid` counts two CTAs per (group, KV head). */
+template <bool X2>
+pw_status_t launch_dense4(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
+{
+    static std::atomic<uint64_t> configured{0};
+    return launch_one_cta_kind(pw::dense4_attention_kernel<X2>, pw::kSmemBytesDense4, configured, "dense G = 4",
+                               params, grid / 2, stream);
+}
+
 /* One implementation of one variant: impl (bits of pw::ImplBits: 0, 2, 6, 8 and their
  * FP8X2 forms) or one of the lean kernel's dispatch values (kImplLean...). `grid` counts
  * two CTAs per (group, KV head). */
@@ -813,6 +823,12 @@ pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned gr
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 13 (dense G = 8) runs on Union4 plans' groups only");
         else if (impl == pw::kImplDense8X2) return launch_dense8<true>(params, grid, stream);
         else return launch_dense8<false>(params, grid, stream);
+    }
+    if (impl == pw::kImplDense4 || impl == pw::kImplDense4X2) {
+        if constexpr (VARIANT != pw::kUnion4)
+            return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 14 (dense G = 4) runs on Union4 plans' groups only");
+        else if (impl == pw::kImplDense4X2) return launch_dense4<true>(params, grid, stream);
+        else return launch_dense4<false>(params, grid, stream);
     }
     if (impl == pw::kImplStack1PreVtX2) {
         if constexpr (VARIANT != pw::kUnion4)
@@ -839,14 +855,17 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     PW_TRY(pw_check_gpu_attention_args(problem, args, kernel)); // src/attention_args.c
     const pw_token_scales_t token_scales = pw_args_token_scales(args);
     const bool padded_g = problem->q_heads_per_kv != pw::kHeadsPerKv;
-    if (impl == pw::kImplDense8Dev) {
-        if (problem->q_heads_per_kv != 8)
-            return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 13 (dense tile) runs G = 8 only (G is %d)",
+    if (impl == pw::kImplDense8Dev || impl == pw::kImplDense4Dev) {
+        const int dense_g = impl == pw::kImplDense8Dev ? 8 : 4;
+        if (problem->q_heads_per_kv != dense_g)
+            return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl %d (dense tile) runs G = %d only (G is %d)", impl, dense_g,
                            problem->q_heads_per_kv);
         if (token_scales.k || token_scales.v)
-            return pw_fail(PW_ERROR_UNSUPPORTED, "args.token_scales: dev impl 13 (dense G = 8) does not read them");
+            return pw_fail(PW_ERROR_UNSUPPORTED, "args.token_scales: dev impl %d (dense G = %d) does not read them", impl,
+                           dense_g);
         if (kernel != PW_KERNEL_UNION4)
-            return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 13 (dense G = 8) runs with PW_KERNEL_UNION4 (its metadata)");
+            return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl %d (dense G = %d) runs with PW_KERNEL_UNION4 (its metadata)",
+                           impl, dense_g);
     } else if (token_scales.k || token_scales.v || padded_g) {
         // Per-token scales and G = 8 / 4 run on the lean kernels' TS / G forms (impls 9 and
         // 10): the library's Union4 kernel (impl 6) hands such calls to impl 9, which gives
@@ -869,11 +888,12 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         else if (impl == pw::kImplLeanPreVtDev) impl = pw::kImplLeanPreVtX2;
         else if (impl == pw::kImplStack1Dev) impl = pw::kImplStack1PreVtX2;
         else if (impl == pw::kImplDense8Dev) impl = pw::kImplDense8X2;
+        else if (impl == pw::kImplDense4Dev) impl = pw::kImplDense4X2;
         else if (impl == pw::kImplPRegs)
             impl = pw::kImplPRegs | pw::kImplX2;
         else
             return pw_fail(PW_ERROR_UNSUPPORTED,
-                           "PW_PRECISION_FP8X2 has no path in dev impl %d (impls 2, 6, 9, 10, 12 and 13 have)", impl);
+                           "PW_PRECISION_FP8X2 has no path in dev impl %d (impls 2, 6, 9, 10, 12, 13 and 14 have)", impl);
     } else if (impl == pw::kImplStack1Dev) {
         return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12 (stacked) is PW_PRECISION_FP8X2 only");
     } else if (impl == pw::kImplLeanDev) {
@@ -882,6 +902,8 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         impl = pw::kImplLeanPreVt;
     } else if (impl == pw::kImplDense8Dev) {
         impl = pw::kImplDense8;
+    } else if (impl == pw::kImplDense4Dev) {
+        impl = pw::kImplDense4;
     }
     if (problem->num_tokens == 0) return PW_SUCCESS; // nothing enqueued: perm and meta are not read
     const pw_requests_t *rq = &args->requests;
@@ -969,7 +991,8 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     }
     uint8_t *own = nullptr; // dev impl 10 without the full call's buffers: its own, for this call
     const bool stacked = impl == pw::kImplStack1PreVtX2;
-    const bool dense = impl == pw::kImplDense8 || impl == pw::kImplDense8X2;
+    const bool dense = impl == pw::kImplDense8 || impl == pw::kImplDense8X2 || impl == pw::kImplDense4 ||
+                       impl == pw::kImplDense4X2;
     if (stacked && kernel != PW_KERNEL_UNION4)
         return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12 (stacked FP8X2) runs Union4 only");
     if ((impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2 || stacked || dense) && !vt) {
@@ -1021,6 +1044,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         params.member_masks = meta->member_masks;
         params.max_groups = meta->max_groups;
         params.union_capacity = meta->union_capacity;
+        params.group_window = grouping->window;
         const int64_t grid = 2 * meta->max_groups * problem->num_kv_heads;
         if (grid > 0x7fffffff) status = pw_fail(PW_ERROR_UNSUPPORTED, "2 * groups * Hkv = %lld CTAs exceeds the grid limit", (long long)grid);
         else if (kernel == PW_KERNEL_UNION8) status = launch_impl<pw::kUnion8>(impl, params, (unsigned)grid, stream);

@@ -68,9 +68,10 @@ static __device__ void quantize_q_rows(uint32_t q_addr, uint32_t q_lo_addr, floa
     // the rows h >= G stay zero (never stored: store_rows<G>).
     static_assert(G == 16 || G == 8 || G == 4, "G: 16, 8 or 4");
     static_assert(!kStacked || G == kHeadsPerKv, "the stacked layout has G = 16 only");
-    // kDense (dev impl 13, attention_dense.cuh): G = 8 on the dense tile, 8 slots, row
-    // 8 s + h = head h of slot s: a pass is one slot.
-    static_assert(!kDense || (G == 8 && SLOTS == 8 && !kStacked), "the dense layout: G = 8, 8 slots");
+    // kDense (dev impls 13 and 14, attention_dense.cuh): G = 8 or 4 on the dense tile, 64 / G
+    // slots, row G s + h = head h of slot s: a pass is one slot (G = 8) or two (G = 4).
+    static_assert(!kDense || (((G == 8 && SLOTS == 8) || (G == 4 && SLOTS == 16)) && !kStacked),
+                  "the dense layout: G = 8 with 8 slots, or G = 4 with 16");
     static_assert(kDense || SLOTS == kSlotsPerCta, "4 slots per tile unless dense");
     const int sub = tid % 16;
     const int row_in_pass = tid / 16;
@@ -80,18 +81,22 @@ static __device__ void quantize_q_rows(uint32_t q_addr, uint32_t q_lo_addr, floa
 #pragma unroll
     for (int pass = 0; pass < kPasses; pass++) {
         const int row = pass * 8 + row_in_pass;
-        const int32_t n = query_rows[kDense ? pass : pass * 8 / kHeadsPerKv]; // = row / 16 (dense: / 8)
+        // = row / 16 (dense: row / G; at G = 4 a pass's rows are slots 2 pass and 2 pass + 1,
+        // picked by a select so that query_rows keeps constant indices: registers)
+        const int32_t n = kDense && G == 4 ? (row_in_pass >= 4 ? query_rows[2 * pass + 1] : query_rows[2 * pass])
+                                           : query_rows[kDense ? pass : pass * 8 / kHeadsPerKv];
         raw[pass] = make_uint4(0, 0, 0, 0);
         if (n >= 0 && (kDense || G == kHeadsPerKv || row % kHeadsPerKv < G)) {
             const uint16_t *src = p.q + (int64_t)n * p.q_stride +
-                                  ((int64_t)kv_head * G + row % (kDense ? 8 : kHeadsPerKv)) * kHeadDim + sub * 8;
+                                  ((int64_t)kv_head * G + row % (kDense ? G : kHeadsPerKv)) * kHeadDim + sub * 8;
             raw[pass] = __ldg(reinterpret_cast<const uint4 *>(src));
         }
     }
 #pragma unroll
     for (int pass = 0; pass < kPasses; pass++) {
         const int row = pass * 8 + row_in_pass;
-        const int32_t n = query_rows[kDense ? pass : pass * 8 / kHeadsPerKv];
+        const int32_t n = kDense && G == 4 ? (row_in_pass >= 4 ? query_rows[2 * pass + 1] : query_rows[2 * pass])
+                                           : query_rows[kDense ? pass : pass * 8 / kHeadsPerKv];
         float v[8];
         const uint32_t w[4] = {raw[pass].x, raw[pass].y, raw[pass].z, raw[pass].w};
 #pragma unroll

@@ -59,7 +59,9 @@ constexpr int kImplStack1Dev = 12;       // dev impl 12 = stacked FP8X2, one 2-s
 constexpr int kImplStack1PreVtX2 = 3012;  // its dispatch value (FP8X2 only)
 constexpr int kImplDense8Dev = 13;        // dev impl 13 = G = 8 on a dense tile (attention_dense.cuh)
 constexpr int kImplDense8 = 2013, kImplDense8X2 = 3013; // its dispatch values per precision
-constexpr int kNumImpls = 14;
+constexpr int kImplDense4Dev = 14;        // dev impl 14 = G = 4 on a dense tile (attention_dense.cuh)
+constexpr int kImplDense4 = 2014, kImplDense4X2 = 3014; // its dispatch values per precision
+constexpr int kNumImpls = 15;
 
 /* Shared memory of one CTA. Tiles are 1024-byte aligned (128-byte swizzle atoms); the
  * multicast copies land at the same offsets in both CTAs of a cluster. */
@@ -142,6 +144,7 @@ struct AttentionParams {
     const uint32_t *sched_count;     // [kSchedClasses]
     const int32_t *sched_list;       // [kSchedClasses, sched_stride]
     int64_t sched_stride;
+    int32_t group_window;            // the union groups' window W (0: runs of 8 from each request start)
 };
 
 constexpr int kSchedClasses = PW_SCHED_CLASSES;

@@ -155,15 +155,17 @@ static __device__ __forceinline__ void softmax_page_two_queries(float (&acc)[64]
     softmax_rows_sum(s0, s1, alpha0, alpha1, l0, l1);
 }
 
-/* The epilogue of one warp: row r0 (head lane / 4 of slot 2w, original row row0) and
- * r0 + 8 (the same head of slot 2w + 1, row1); an empty slot (-1) stores nothing. The
- * arithmetic of store_rows per row. */
+/* The epilogue of one warp: row r0 (G = 8: head lane / 4 of slot 2w; G = 4: head lane / 4
+ * % 4 of slot 4w + lane / 16; original row row0) and r0 + 8 (the same head of the slot
+ * after next, G = 8: 2w + 1; G = 4: 4w + 2 + lane / 16; row1); an empty slot (-1) stores
+ * nothing. The arithmetic of store_rows per row. */
+template <int G = kDenseG>
 static __device__ __forceinline__ void dense_store_rows(const AttentionParams &p, const float (&o)[64], int32_t row0,
                                                         int32_t row1, int kv_head, int lane, float m0, float m1,
                                                         float l0, float l1, float v_scale)
 {
-    const int q = lane % 4, head = lane / 4;
-    const int64_t hq = (int64_t)kv_head * kDenseG + head;
+    const int q = lane % 4, head = G == 8 ? lane / 4 : (lane / 4) % G;
+    const int64_t hq = (int64_t)kv_head * G + head;
     float inv0 = 0.0f, inv1 = 0.0f, lse0 = 0.0f, lse1 = 0.0f;
     if (row0 >= 0) finish_row(m0, l0, v_scale, sink_of(p, hq, row0), inv0, lse0);
     if (row1 >= 0) finish_row(m1, l1, v_scale, sink_of(p, hq, row1), inv1, lse1);
@@ -179,7 +181,7 @@ static __device__ __forceinline__ void dense_store_rows(const AttentionParams &p
                 __floats2bfloat162_rn(o[4 * b + 2] * inv1, o[4 * b + 3] * inv1);
     }
     if (p.lse && q == 0) {
-        const int64_t stride = (int64_t)p.num_kv_heads * kDenseG;
+        const int64_t stride = (int64_t)p.num_kv_heads * G;
         if (row0 >= 0) p.lse[(int64_t)row0 * stride + hq] = lse0;
         if (row1 >= 0) p.lse[(int64_t)row1 * stride + hq] = lse1;
     }
@@ -313,6 +315,313 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_ker
         lean_release(&sm.v_done, i + 1, num_pages, issue_v);
     }
     if (row0 >= 0 || row1 >= 0) dense_store_rows(p, o, row0, row1, kv_head, lane, m0, m1, l0, l1, v_scale);
+}
+
+/* ---- Dev impl 14: G = 4 on a dense tile (issue 16; bench/NOTES.md "Next for G = 4").
+ * Written 2026-12-02 (eighth session) after the device time was spent: NOT YET RUN on a
+ * GPU; test_gqa_padded compares it bitwise with the padded G = 4 tile.
+ *
+ * The M64 tile holds 16 queries x 4 heads, row 4 s + h: two consecutive 8-query groups of
+ * the union metadata (a pair) walk their merged union once. A group is a pair's leader when
+ * its index inside its window (inside its request for identity groups) is even; its partner
+ * is the next group of the metadata when that one continues it (same request and window,
+ * slot_begin 8 further): slots 8-15. Otherwise (a window's odd last group) slots 8-15 are empty. The
+ * CTA of a group that is not a leader exits at once. One CTA per group index, three per SM.
+ *
+ * Warp w owns slots 4w..4w+3; a thread's rows r0 = 16w + lane / 4 and r0 + 8 are head
+ * (lane / 4) % 4 of slots 4w + lane / 16 and 4w + 2 + lane / 16: membership is per lane
+ * (the quad of a row agrees), so the softmax's kBoth path needs all four slots of the warp
+ * to be members (softmax_page_two_queries is per lane otherwise: its shuffles stay outside
+ * its branches). Everything else is dev impl 13's: the member rows' arithmetic is
+ * softmax_page's, so the outputs are the padded tile's bits. */
+constexpr int kDense4Slots = 16;
+constexpr int kDense4G = 4;
+constexpr int kPairUnion = 2 * kMaxUnion; // pages of a merged pair (K = 16: 256)
+
+struct __align__(1024) SmemPlanDense4 {
+    uint8_t k[kTileBytes];               // K of the current page [token][d], TMA 128B-swizzled
+    uint8_t vt[kTileBytes];              // V^T of the current page (the pre-pass's tile)
+    uint8_t q[kRows * kHeadDim];         // Q (FP8) [row][d], 128B-swizzled
+    uint8_t q_lo[kRows * kHeadDim];      // PW_PRECISION_FP8X2: Q's second term
+    uint64_t k_full;
+    uint64_t v_full;
+    uint32_t k_done;
+    uint32_t v_done;
+    int32_t merge_page[kPairUnion];      // the two groups' lists merged with repeats (scratch)
+    uint16_t merge_mask[kPairUnion];
+    int32_t page_logical[kPairUnion];    // the pages this CTA walks, ascending
+    int32_t page_physical[kPairUnion];
+    uint16_t page_members[kPairUnion];   // bit s: slot s selected the page
+    uint8_t page_vlim[kPairUnion];
+    int32_t page_vt[kPairUnion];
+    float row_factor[kRows];
+    int32_t warp_count[kThreads / 32];
+    int32_t num_pages;
+};
+constexpr size_t kSmemBytesDense4 = sizeof(SmemPlanDense4) + 1024;
+static_assert(kLeanCtasPerSm * (kSmemBytesDense4 + 1024) <= 228 * 1024, "dense G = 4: three CTAs per SM no longer fit");
+
+/* A dense G = 4 CTA's work: the leader group and its partner (-1: none). */
+struct Dense4Work {
+    int kv_head, request, size_a, size_b;
+    int64_t group_a, group_b;
+    int32_t query_rows[kDense4Slots];
+    int64_t limits[kDense4Slots];
+};
+
+static __device__ __forceinline__ bool dense4_work(const AttentionParams &p, Dense4Work &w)
+{
+    const int64_t item = blockIdx.x;
+    w.kv_head = (int)(item / p.max_groups);
+    if (vt_skips_head(p, w.kv_head)) return false;
+    w.group_a = item % p.max_groups;
+    const int32_t groups = p.num_groups[w.kv_head];
+    if (w.group_a >= groups) return false;
+    const int64_t base = (int64_t)w.kv_head * p.max_groups;
+    const pw_group_desc_t a = p.groups[base + w.group_a];
+    const int32_t cu_begin = p.cu_seqlens_q[a.request];
+    const int32_t rel = a.slot_begin - cu_begin; // a multiple of 8 (W a multiple of 8, or runs of 8)
+    const int32_t index = (p.group_window > 0 ? rel % p.group_window : rel) / kDenseSlots;
+    if (index % 2 != 0) return false; // a partner: its leader's CTA runs it
+    w.request = a.request;
+    w.size_a = a.union_size;
+    w.group_b = -1;
+    w.size_b = 0;
+    int members_b = 0;
+    if (w.group_a + 1 < groups) {
+        const pw_group_desc_t b = p.groups[base + w.group_a + 1];
+        // The next group continues this one inside the same window (W = 24, say, ends a
+        // window on an even index: the next group is then the next window's leader).
+        const int32_t rel_b = b.slot_begin - cu_begin;
+        const bool same_window = p.group_window <= 0 || rel_b / p.group_window == rel / p.group_window;
+        if (b.request == a.request && b.slot_begin == a.slot_begin + kDenseSlots && same_window) {
+            w.group_b = w.group_a + 1;
+            w.size_b = b.union_size;
+            members_b = b.num_members;
+        }
+    }
+    const int64_t prefix = p.prefix_lens[w.request], kv_len = p.kv_lens[w.request];
+#pragma unroll
+    for (int k = 0; k < kDense4Slots; k++) {
+        const bool in_a = k < kDenseSlots;
+        const int m = in_a ? k : k - kDenseSlots;
+        const bool filled = in_a ? m < a.num_members : m < members_b;
+        w.query_rows[k] = filled ? p.perm[(int64_t)w.kv_head * p.num_tokens + a.slot_begin + k] : -1;
+        // Last visible token: min(c, L - 1) (docs/semantics.md §1).
+        const int64_t c = prefix + (w.query_rows[k] - cu_begin);
+        w.limits[k] = w.query_rows[k] >= 0 ? (c < kv_len - 1 ? c : kv_len - 1) : -1;
+    }
+    return true;
+}
+
+/* The pair's page list: both groups' union rows (ascending) merged into one ascending list
+ * with 16-bit member masks (group a's bits 0-7, b's 8-15), pages outside the cache dropped
+ * and counted (once per member query, as build_page_list), each page's vlim and pre-pass
+ * tile. Ends with __syncthreads. */
+static __device__ void build_pair_page_list(SmemPlanDense4 &sm, const AttentionParams &p, const Dense4Work &w)
+{
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    // union_size <= union_capacity = 8 K = 128 for well-formed metadata; clamped so that
+    // corrupt sizes cannot write past the 256 entries.
+    const int na = min(w.size_a, kMaxUnion), nb = min(w.size_b, kMaxUnion), n = na + nb;
+    const int64_t row_a = ((int64_t)w.kv_head * p.max_groups + w.group_a) * p.union_capacity;
+    const int64_t row_b = ((int64_t)w.kv_head * p.max_groups + w.group_b) * p.union_capacity;
+    // Stage the two rows: a at [0, na), b at [na, n) (both ascending, distinct inside a row).
+    for (int e = tid; e < n; e += kThreads) {
+        const bool in_a = e < na;
+        const int64_t at = in_a ? row_a + e : row_b + (e - na);
+        sm.page_logical[e] = p.union_pages[at];
+        sm.page_members[e] = (uint16_t)((uint32_t)p.member_masks[at] << (in_a ? 0 : kDenseSlots));
+    }
+    __syncthreads();
+    // Merge by rank: an entry of a goes before the entries of b with a larger page, an entry
+    // of b after those of a with a page <= its own, so a page in both lists lands as a's
+    // copy followed by b's.
+    for (int e = tid; e < n; e += kThreads) {
+        const bool in_a = e < na;
+        const int32_t page = sm.page_logical[e];
+        const int32_t *other = sm.page_logical + (in_a ? na : 0);
+        int lo = 0, hi = in_a ? nb : na; // first index of `other` past page (a: >= page, b: > page)
+        while (lo < hi) {
+            const int mid = (lo + hi) / 2;
+            if (in_a ? other[mid] < page : other[mid] <= page) lo = mid + 1; else hi = mid;
+        }
+        const int at = (in_a ? e : e - na) + lo;
+        sm.merge_page[at] = page;
+        sm.merge_mask[at] = sm.page_members[e];
+    }
+    __syncthreads();
+    // One entry per distinct page (a repeat joins its bits to the first copy), then the
+    // checks of build_page_list, then an order-preserving compaction of the kept pages.
+    int32_t kept_logical[2], kept_physical[2], kept_vt[2];
+    uint32_t kept_members[2];
+    bool keep[2];
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        const int e = 2 * tid + j; // two consecutive entries per thread: order kept below
+        int32_t logical = -1, physical = -1, vt = 0;
+        uint32_t members = 0;
+        if (e < n && (e == 0 || sm.merge_page[e - 1] != sm.merge_page[e])) {
+            logical = sm.merge_page[e];
+            members = sm.merge_mask[e];
+            if (e + 1 < n && sm.merge_page[e + 1] == logical) members |= sm.merge_mask[e + 1];
+        }
+        if (logical >= 0) {
+            physical = (int64_t)logical < p.max_pages ? p.page_table[(int64_t)w.request * p.page_table_stride + logical] : -1;
+            if (physical < 0 || (int64_t)physical >= p.num_cache_pages) {
+                if (p.bad_page_count && members) atomicAdd(p.bad_page_count, (uint32_t)__popc(members));
+                logical = -1;
+            }
+        }
+        if (logical >= 0) vt = p.vt_slots[vt_entry(w.kv_head, w.request, logical, p.num_requests, p.max_pages)];
+        keep[j] = logical >= 0;
+        kept_logical[j] = logical;
+        kept_physical[j] = physical;
+        kept_vt[j] = vt;
+        kept_members[j] = members;
+    }
+    const int mine = (int)keep[0] + (int)keep[1];
+    // Exclusive prefix of `mine` over the CTA in thread order (= entry order).
+    int incl = mine;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const int v = __shfl_up_sync(0xffffffffu, incl, off);
+        if (lane >= off) incl += v;
+    }
+    if (lane == 31) sm.warp_count[warp] = incl;
+    __syncthreads();
+    int offset = incl - mine;
+    for (int v = 0; v < warp; v++) offset += sm.warp_count[v];
+    // The staging arrays are dead now (merge_* hold the merged list): the kept pages go to
+    // page_* (positions <= the entry index, read only from merge_*).
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        if (!keep[j]) continue;
+        sm.page_logical[offset] = kept_logical[j];
+        sm.page_physical[offset] = kept_physical[j];
+        sm.page_members[offset] = (uint16_t)kept_members[j];
+        sm.page_vlim[offset] = page_v_limit(kept_members[j], w.limits, kept_logical[j]);
+        sm.page_vt[offset] = kept_vt[j];
+        offset++;
+    }
+    if (tid == 0) {
+        int total = 0;
+        for (int v = 0; v < kThreads / 32; v++) total += sm.warp_count[v];
+        sm.num_pages = total;
+    }
+    __syncthreads();
+}
+
+template <bool X2>
+__global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense4_attention_kernel(const __grid_constant__ AttentionParams p)
+{
+    extern __shared__ uint8_t smem_raw[];
+    SmemPlanDense4 &sm = *reinterpret_cast<SmemPlanDense4 *>(
+        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+
+    Dense4Work work;
+    if (!dense4_work(p, work)) return; // CTA-uniform
+    const int kv_head = work.kv_head;
+
+    lean_init_ring(sm);
+    build_pair_page_list(sm, p, work); // ends with __syncthreads
+    const int num_pages = sm.num_pages;
+    const uint64_t keep_kv = createpolicy_evict_last();
+    auto issue_k = [&](int next) {
+        mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);
+        tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[next], keep_kv);
+    };
+    auto issue_v = [&](int next) {
+        mbarrier_arrive_expect_tx(&sm.v_full, kTileBytes);
+        bulk_load(sm.vt, prevt_tile(p, kv_head, sm.page_vt[next]), kTileBytes, &sm.v_full, keep_kv);
+    };
+    if (tid == 0 && num_pages > 0) {
+        prefetch_tensormap(&p.k_map);
+        issue_k(0);
+        issue_v(0);
+    }
+
+    const float k_scale = *p.k_scale, v_scale = *p.v_scale;
+    const float log2e = 1.4426950408889634f;
+    quantize_q_rows<false, kDense4G, true, kDense4Slots>(smem_u32(sm.q), X2 ? smem_u32(sm.q_lo) : 0u, sm.row_factor,
+                                                         tid, p, kv_head, work.query_rows,
+                                                         k_scale * p.softmax_scale * log2e);
+    fence_proxy_async_shared_cta();
+    __syncthreads();
+
+    // This thread's two slots (rows r0 and r0 + 8): per lane, the quad of a row agrees.
+    const int s0 = 4 * warp + lane / 16, s1 = s0 + 2;
+    int32_t row0 = -1, row1 = -1;
+    int64_t limit0 = -1, limit1 = -1;
+#pragma unroll
+    for (int k = 0; k < kDense4Slots; k++) {
+        if (k == s0) row0 = work.query_rows[k], limit0 = work.limits[k];
+        if (k == s1) row1 = work.query_rows[k], limit1 = work.limits[k];
+    }
+    const uint32_t q = lane % 4;
+    const int r0 = 16 * warp + lane / 4;
+    const float f0 = sm.row_factor[r0], f1 = sm.row_factor[r0 + 8];
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    float o[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) o[i] = 0.0f;
+    const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q);
+    const uint64_t desc_k = wgmma_desc_k_major_sw128(sm.k);
+    const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt);
+    const uint32_t vt_addr = smem_u32(sm.vt);
+
+    float acc[64]; // the page's scores, then 256 p
+#pragma unroll 1
+    for (int i = 0; i < num_pages; i++) {
+        const uint32_t parity = (uint32_t)i & 1u;
+        const uint32_t members = sm.page_members[i];
+        const uint32_t warp_bits = (members >> (4 * warp)) & 0xfu;                     // warp-uniform
+        const bool member = warp_bits != 0u, all = warp_bits == 0xfu;                  // warp-uniform
+        const bool mem0 = (members >> s0) & 1u, mem1 = (members >> s1) & 1u;          // per lane
+        const int vlim = sm.page_vlim[i]; // CTA-uniform
+
+        lean_qk_page<X2>(acc, sm, parity, desc_q, desc_k);
+        lean_release(&sm.k_done, i + 1, num_pages, issue_k);
+
+        float alpha0 = 1.0f, alpha1 = 1.0f;
+        if (member) {
+            const int64_t first = (int64_t)sm.page_logical[i] * kPageSize;
+            if (all)
+                softmax_page_two_queries<true>(acc, limit0 - first, limit1 - first, mem0, mem1, q, f0, f1, m0, m1, l0,
+                                               l1, alpha0, alpha1);
+            else
+                softmax_page_two_queries<false>(acc, limit0 - first, limit1 - first, mem0, mem1, q, f0, f1, m0, m1,
+                                                l0, l1, alpha0, alpha1);
+        }
+        uint32_t pa[16];
+        uint32_t pl[X2 ? 16 : 1];
+        p_fragments<X2>(acc, pa, pl);
+        if (!member) {
+#pragma unroll
+            for (int k = 0; k < 16; k++) pa[k] = 0u;
+#pragma unroll
+            for (int k = 0; k < (X2 ? 16 : 1); k++) pl[k] = 0u;
+        }
+        mbarrier_wait_parity(&sm.v_full, parity);
+        if (vlim < kPageSize - 1) { // CTA-uniform: a page past a member's last visible token
+            zero_vt_after(vt_addr, vlim);
+            fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
+            __syncthreads();
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float pv[32];
+            pv_part<X2, 64>(pv, pa, pl, desc_vt + (uint64_t)(h * 64 * kPageSize >> 4));
+            if (all) pv_add_to_o_two_queries<true>(o, pv, h, mem0, mem1, alpha0, alpha1);
+            else if (member) pv_add_to_o_two_queries<false>(o, pv, h, mem0, mem1, alpha0, alpha1);
+        }
+        wgmma_fence_operand(pa);
+        if constexpr (X2) wgmma_fence_operand(pl);
+        lean_release(&sm.v_done, i + 1, num_pages, issue_v);
+    }
+    if (row0 >= 0 || row1 >= 0)
+        dense_store_rows<kDense4G>(p, o, row0, row1, kv_head, lane, m0, m1, l0, l1, v_scale);
 }
 
 } // namespace pw

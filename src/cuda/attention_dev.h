@@ -42,12 +42,18 @@ extern "C" {
  *         16). Bitwise equal to the padded tile's G = 8 outputs (test_gqa_padded; H200,
  *         2026-12-02). pw_sparse_prefill runs it for G = 8 on the V^T pre-pass
  *         (pw_union_attention_vt) when the call has no per-token scales.
+ * impl 14: G = 4 on a dense tile (PW_KERNEL_UNION4 only, no per-token scales, own V^T tiles
+ *         as impl 10): 16 queries x 4 heads per M64 tile, two consecutive 8-query groups of
+ *         the metadata (a pair: the group at an even index of its window and the next one
+ *         when it continues it) walking their merged union once (attention_dense.cuh).
+ *         Meant to equal the padded tile's G = 4 outputs bitwise. Written without a GPU run
+ *         (2026-12-02, eighth session): test_gqa_padded checks it on the next one.
  * impls 1, 3, 4, 5, 7, 11 were removed (measured slower or no faster; bench/NOTES.md v5, v6,
  *         v9): PW_ERROR_UNSUPPORTED.
  * O and LSE are bitwise identical for every impl but 12. args->precision = PW_PRECISION_FP8X2
- * runs on impls 2, 6, 9, 10, 12 and 13 only; other impls give PW_ERROR_UNSUPPORTED, as does
+ * runs on impls 2, 6, 9, 10, 12, 13 and 14 only; other impls give PW_ERROR_UNSUPPORTED, as does
  * impl 12 in FP8. Other arguments and errors as pw_union_attention; PW_ERROR_INVALID_ARGUMENT
- * for an impl outside 0..13. Every impl but 8 is NaN-safe (cache bytes no query may see
+ * for an impl outside 0..14. Every impl but 8 is NaN-safe (cache bytes no query may see
  * never reach an output). */
 pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
                                    const pw_grouping_t *grouping, const int32_t *perm,

@@ -378,7 +378,8 @@ static const char *kernel_name(pw_kernel_t k)
 /* Arm `arm` (0..5) of the grouping x kernel matrix: the permutation into perm, the
  * metadata into d, the grouping into *g; returns the kernel. 0: Union8 guarded W128,
  * 1: identity, 2: greedy W64, 3: a random permutation inside each request (window 0),
- * 4: Union4 guarded W128, 5: per-query. */
+ * 4: Union4 guarded W128, 5: per-query, 6: identity in windows of 24 (W = 8 mod 16: a window
+ * ends on an even group index; the dense G = 4 tile's pairs must not cross it). */
 static pw_kernel_t setup_arm(int arm, const pw_capture_t *c, pw_rng_t *rng, int32_t *perm, pw_grouping_t *g,
                              device_problem_t *d)
 {
@@ -392,6 +393,7 @@ static pw_kernel_t setup_arm(int arm, const pw_capture_t *c, pw_rng_t *rng, int3
     if (arm == 3) { g->window = 0; random_perm_within_requests(c, rng, perm); }
     if (arm == 4) kernel = PW_KERNEL_UNION4;
     if (arm == 5) kernel = PW_KERNEL_PER_QUERY;
+    if (arm == 6) { g->mode = PW_REGROUP_IDENTITY; g->window = 24; }
     if (arm != 3) assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, g, perm));
     prepare_meta(c, g, perm, d);
     return kernel;
@@ -1304,28 +1306,34 @@ static void test_gqa_padded(void **state)
                             assert_true(same);
                         }
                     }
-                    if (G == 8) { /* dev impl 13, the dense tile: the padded tile's bits, W128 and identity groups */
-                        const int dense_arms[2] = {4, 1};
-                        for (int a = 0; a < 2; a++) {
+                    if (G == 8 || G == 4) {
+                        /* The dense tiles (dev impl 13 at G = 8; 14 at G = 4, two merged 8-query
+                         * groups: written without a GPU run, 2026-12-02): the padded tile's bits,
+                         * W128 and identity groups. */
+                        const int dense_impl = G == 8 ? 13 : 14;
+                        /* W128, identity, greedy W64 (requests of 65+ queries span windows),
+                         * identity in windows of 24 */
+                        const int dense_arms[4] = {4, 1, 2, 6};
+                        for (int a = 0; a < 4; a++) {
                             setup_arm(dense_arms[a], c, &rng, perm, &g, &dg);
                             if (extra == 3) {
                                 const pw_attention_args_t args = device_args(c, &dg);
-                                assert_int_equal(pw_union_attention_dev(13, p, &args, &g, dg.perm, &dg.meta,
+                                assert_int_equal(pw_union_attention_dev(dense_impl, p, &args, &g, dg.perm, &dg.meta,
                                                                         PW_KERNEL_UNION4, NULL),
                                                  PW_ERROR_UNSUPPORTED);
                                 continue;
                             }
-                            const uint32_t bad = run_kernel_impl(c, &dg, PW_KERNEL_UNION4, 13, &g, o, l);
+                            const uint32_t bad = run_kernel_impl(c, &dg, PW_KERNEL_UNION4, dense_impl, &g, o, l);
                             assert_int_equal(bad, bad_ref); /* counted once per (query, KV head, page) */
                             const int same = same_outputs(c, o, l, o0, l0);
                             if (!same)
-                                printf("  G=8 %s %s dense tile (dev impl 13, %s groups): DIFFERENT from Union4 W128\n", name,
-                                       extras[extra], a == 0 ? "W128" : "identity");
+                                printf("  G=%d %s %s dense tile (dev impl %d, %s groups): DIFFERENT from Union4 W128\n", G,
+                                       name, extras[extra], dense_impl, a == 0 ? "W128" : a == 1 ? "identity" : a == 2 ? "W64" : "identity W24");
                             assert_true(same);
                         }
                         if (extra != 3)
-                            printf("  G=8 %s %s dense tile (dev impl 13): W128 and identity groups bitwise equal\n", name,
-                                   extras[extra]);
+                            printf("  G=%d %s %s dense tile (dev impl %d): W128, identity, W64, W24 groups bitwise equal\n",
+                                   G, name, extras[extra], dense_impl);
                         if (extra == 0) {
                             /* NaN codes in every cache slot no query may see (the dense softmax
                              * leaves a non-member row's garbage scores unmasked and discards
@@ -1341,13 +1349,13 @@ static void test_gqa_padded(void **state)
                             CUDA_OK(cudaMemcpy(dg.k, c->k_cache, cache_bytes, cudaMemcpyHostToDevice));
                             CUDA_OK(cudaMemcpy(dg.v, c->v_cache, cache_bytes, cudaMemcpyHostToDevice));
                             setup_arm(4, c, &rng, perm, &g, &dg);
-                            run_kernel_impl(c, &dg, PW_KERNEL_UNION4, 13, &g, o, l);
+                            run_kernel_impl(c, &dg, PW_KERNEL_UNION4, dense_impl, &g, o, l);
                             const int same_dense = same_outputs(c, o, l, o0, l0);
                             full_call_run(c, &dg, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o, l);
                             const int same_full = same_outputs(c, o, l, o0, l0);
-                            printf("  G=8 %s dense tile, %lld (slot, head) pairs poisoned with NaN: dev impl 13 %s, "
+                            printf("  G=%d %s dense tile, %lld (slot, head) pairs poisoned with NaN: dev impl %d %s, "
                                    "full call %s\n",
-                                   name, (long long)poisoned, same_dense ? "bitwise equal" : "DIFFERENT",
+                                   G, name, (long long)poisoned, dense_impl, same_dense ? "bitwise equal" : "DIFFERENT",
                                    same_full ? "bitwise equal" : "DIFFERENT");
                             assert_true(poisoned > 0);
                             assert_true(same_dense);
