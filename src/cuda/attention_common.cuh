@@ -297,6 +297,38 @@ static __device__ __forceinline__ void softmax_rows_sum(float s0, float s1, floa
     l1 = fmaf(l1, alpha1, s1);
 }
 
+/* This thread's partial maxima of its rows r0 (mx0) and r0 + 8 (mx1) over the page's
+ * scores in acc, as a tree (instead of a chain of 32 dependent FMNMX per row; the max is
+ * exact, so the order changes nothing): kMaxWidth independent partial maxima per row (16:
+ * a 5-level tree; fewer hold fewer registers at once, for kernels short of them). */
+template <int kMaxWidth>
+static __device__ __forceinline__ void row_max_tree(const float (&acc)[64], float &mx0, float &mx1)
+{
+    static_assert(kMaxWidth >= 2 && kMaxWidth <= 16 && (kMaxWidth & (kMaxWidth - 1)) == 0, "tree width");
+    float t0[kMaxWidth], t1[kMaxWidth];
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const float a0 = fmaxf(acc[4 * j], acc[4 * j + 1]), a1 = fmaxf(acc[4 * j + 2], acc[4 * j + 3]);
+        if (j < kMaxWidth) {
+            t0[j] = a0;
+            t1[j] = a1;
+        } else {
+            t0[j % kMaxWidth] = fmaxf(t0[j % kMaxWidth], a0);
+            t1[j % kMaxWidth] = fmaxf(t1[j % kMaxWidth], a1);
+        }
+    }
+    constexpr int kLevels = kMaxWidth == 16 ? 4 : kMaxWidth == 8 ? 3 : kMaxWidth == 4 ? 2 : 1;
+#pragma unroll
+    for (int level = 0; level < kLevels; level++) { // a counted loop: fully unrolled, constant indices
+        const int w = kMaxWidth >> (level + 1);
+#pragma unroll
+        for (int j = 0; j < kMaxWidth / 2; j++)
+            if (j < w) t0[j] = fmaxf(t0[j], t0[j + w]), t1[j] = fmaxf(t1[j], t1[j + w]);
+    }
+    mx0 = t0[0];
+    mx1 = t1[0];
+}
+
 /* The softmax of one page for this thread's two accumulator rows r0 and r0 + 8 (docs/semantics.md §4,
  * the arithmetic of the file comment). acc: the page's QK scores in, 256 p out. lim: last
  * visible column of the query on this page (columns past it are masked). f0 / f1: the rows'
@@ -327,31 +359,8 @@ static __device__ __forceinline__ void softmax_page(float (&acc)[64], int64_t li
         for (int k = 0; k < 64; k++) acc[k] *= (k % 4) < 2 ? f0 : f1;
         g0 = g1 = 1.0f;
     }
-    // Row maxima as a tree (instead of a chain of 32 dependent FMNMX per row; the max is
-    // exact, so the order changes nothing): kMaxWidth independent partial maxima per row
-    // (16: a 5-level tree; fewer hold fewer registers at once, for kernels short of them).
-    static_assert(kMaxWidth >= 2 && kMaxWidth <= 16 && (kMaxWidth & (kMaxWidth - 1)) == 0, "tree width");
-    float t0[kMaxWidth], t1[kMaxWidth];
-#pragma unroll
-    for (int j = 0; j < 16; j++) {
-        const float a0 = fmaxf(acc[4 * j], acc[4 * j + 1]), a1 = fmaxf(acc[4 * j + 2], acc[4 * j + 3]);
-        if (j < kMaxWidth) {
-            t0[j] = a0;
-            t1[j] = a1;
-        } else {
-            t0[j % kMaxWidth] = fmaxf(t0[j % kMaxWidth], a0);
-            t1[j % kMaxWidth] = fmaxf(t1[j % kMaxWidth], a1);
-        }
-    }
-    constexpr int kLevels = kMaxWidth == 16 ? 4 : kMaxWidth == 8 ? 3 : kMaxWidth == 4 ? 2 : 1;
-#pragma unroll
-    for (int level = 0; level < kLevels; level++) { // a counted loop: fully unrolled, constant indices
-        const int w = kMaxWidth >> (level + 1);
-#pragma unroll
-        for (int j = 0; j < kMaxWidth / 2; j++)
-            if (j < w) t0[j] = fmaxf(t0[j], t0[j + w]), t1[j] = fmaxf(t1[j], t1[j + w]);
-    }
-    float mx0 = t0[0], mx1 = t1[0];
+    float mx0, mx1;
+    row_max_tree<kMaxWidth>(acc, mx0, mx1);
     // A member page always holds a visible token, so mx is finite.
     softmax_rows_max(mx0, mx1, g0, g1, m0, m1, alpha0, alpha1);
     const float c0 = 8.0f - m0, c1 = 8.0f - m1;

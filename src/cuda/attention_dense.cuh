@@ -115,29 +115,10 @@ static __device__ __forceinline__ void softmax_page_two_queries(float (&acc)[64]
             if ((k % 4) < 2 ? plain0 : plain1) acc[k] *= (k % 4) < 2 ? f0 : f1;
     }
     // softmax_page<kLeanMaxWidth>'s row-max tree (width 4), element for element.
-    constexpr int kWidth = kLeanMaxWidth;
-    float t0[kWidth], t1[kWidth];
-#pragma unroll
-    for (int j = 0; j < 16; j++) {
-        const float a0 = fmaxf(acc[4 * j], acc[4 * j + 1]), a1 = fmaxf(acc[4 * j + 2], acc[4 * j + 3]);
-        if (j < kWidth) {
-            t0[j] = a0;
-            t1[j] = a1;
-        } else {
-            t0[j % kWidth] = fmaxf(t0[j % kWidth], a0);
-            t1[j % kWidth] = fmaxf(t1[j % kWidth], a1);
-        }
-    }
-    constexpr int kLevels = kWidth == 16 ? 4 : kWidth == 8 ? 3 : kWidth == 4 ? 2 : 1;
-#pragma unroll
-    for (int level = 0; level < kLevels; level++) {
-        const int wd = kWidth >> (level + 1);
-#pragma unroll
-        for (int j = 0; j < kWidth / 2; j++)
-            if (j < wd) t0[j] = fmaxf(t0[j], t0[j + wd]), t1[j] = fmaxf(t1[j], t1[j + wd]);
-    }
+    float mx0, mx1;
+    row_max_tree<kLeanMaxWidth>(acc, mx0, mx1);
     const float m0_before = m0, m1_before = m1;
-    softmax_rows_max(t0[0], t1[0], g0, g1, m0, m1, alpha0, alpha1);
+    softmax_rows_max(mx0, mx1, g0, g1, m0, m1, alpha0, alpha1);
     if (!kBoth) {
         if (!mem0) m0 = m0_before, alpha0 = 1.0f;
         if (!mem1) m1 = m1_before, alpha1 = 1.0f;
@@ -202,23 +183,19 @@ static __device__ __forceinline__ void pv_add_to_o_two_queries(float (&o)[64], c
     }
 }
 
-template <bool X2>
-__global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_kernel(const __grid_constant__ AttentionParams p)
+/* The dense tiles' page walk (dev impls 13 and 14), after the page list is built (ends
+ * with __syncthreads; the ring initialised): the first page's loads, Q quantised to the
+ * dense layout (row G s + h), then per page QK, the two queries' softmax of each thread's
+ * rows, P, V^T (zeroed past a member's last visible token) and PV, and the epilogue.
+ * G = 8: warp w holds slots 2w and 2w + 1 (membership warp-uniform per row half); G = 4:
+ * slots 4w + lane / 16 and 4w + 2 + lane / 16 (per lane, the quad of a row agrees; the
+ * both-members path needs all four slots of the warp). */
+template <bool X2, int G, class Plan, int SLOTS>
+static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParams &p, int tid, int kv_head,
+                                                  const int32_t (&query_rows)[SLOTS], const int64_t (&limits)[SLOTS])
 {
-    extern __shared__ uint8_t smem_raw[];
-    SmemPlanLean &sm = *reinterpret_cast<SmemPlanLean *>(
-        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-
-    DenseWork work;
-    if (!dense_work(p, work)) return; // CTA-uniform
-    const int kv_head = work.kv_head;
-
-    lean_init_ring(sm);
-    // The group's whole union with its 8 slots' member bits (half 0, mask 0xff); ends with
-    // __syncthreads.
-    build_page_list<kUnion4>(sm, p, kv_head, work.group, 0, work.request, work.query_rows[0], work.limits,
-                             work.union_size, sm.page_vt, 0xffu);
+    static_assert((G == 8 && SLOTS == 8) || (G == 4 && SLOTS == 16), "dense tiles: 8 x 8 or 16 x 4");
+    const int warp = tid / 32, lane = tid % 32;
     const int num_pages = sm.num_pages;
     const uint64_t keep_kv = createpolicy_evict_last();
     auto vt_tile = [&](int i) { return prevt_tile(p, kv_head, sm.page_vt[i]); };
@@ -238,20 +215,30 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_ker
 
     const float k_scale = *p.k_scale, v_scale = *p.v_scale;
     const float log2e = 1.4426950408889634f;
-    quantize_q_rows<false, kDenseG, true>(smem_u32(sm.q), X2 ? smem_u32(sm.q_lo) : 0u, sm.row_factor, tid, p, kv_head,
-                                          work.query_rows, k_scale * p.softmax_scale * log2e);
+    quantize_q_rows<false, G, true>(smem_u32(sm.q), X2 ? smem_u32(sm.q_lo) : 0u, sm.row_factor, tid, p, kv_head,
+                                    query_rows, k_scale * p.softmax_scale * log2e);
     fence_proxy_async_shared_cta();
     __syncthreads();
 
+    // This thread's two slots (rows r0 and r0 + 8).
+    const int s0 = G == 8 ? 2 * warp : 4 * warp + lane / 16, s1 = G == 8 ? s0 + 1 : s0 + 2;
     int32_t row0 = -1, row1 = -1;
     int64_t limit0 = -1, limit1 = -1;
+    if constexpr (G == 8) {
 #pragma unroll
-    for (int w = 0; w < kThreads / 32; w++) {
-        if (w == warp) {
-            row0 = work.query_rows[2 * w];
-            row1 = work.query_rows[2 * w + 1];
-            limit0 = work.limits[2 * w];
-            limit1 = work.limits[2 * w + 1];
+        for (int w = 0; w < kThreads / 32; w++) {
+            if (w == warp) {
+                row0 = query_rows[2 * w];
+                row1 = query_rows[2 * w + 1];
+                limit0 = limits[2 * w];
+                limit1 = limits[2 * w + 1];
+            }
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < SLOTS; k++) {
+            if (k == s0) row0 = query_rows[k], limit0 = limits[k];
+            if (k == s1) row1 = query_rows[k], limit1 = limits[k];
         }
     }
     const uint32_t q = lane % 4;
@@ -271,8 +258,11 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_ker
     for (int i = 0; i < num_pages; i++) {
         const uint32_t parity = (uint32_t)i & 1u;
         const uint32_t members = sm.page_members[i];
-        const bool mem0 = (members >> (2 * warp)) & 1u, mem1 = (members >> (2 * warp + 1)) & 1u; // warp-uniform
-        const bool member = mem0 || mem1;
+        // G = 8: warp-uniform; G = 4: per lane (member and all: warp-uniform)
+        const bool mem0 = (members >> s0) & 1u, mem1 = (members >> s1) & 1u;
+        const uint32_t warp_bits = (members >> (4 * warp)) & 0xfu;
+        const bool member = G == 8 ? mem0 || mem1 : warp_bits != 0u;
+        const bool all = G == 8 ? mem0 && mem1 : warp_bits == 0xfu;
         const int vlim = sm.page_vlim[i]; // CTA-uniform
 
         lean_qk_page<X2>(acc, sm, parity, desc_q, desc_k);
@@ -281,7 +271,7 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_ker
         float alpha0 = 1.0f, alpha1 = 1.0f;
         if (member) {
             const int64_t first = (int64_t)sm.page_logical[i] * kPageSize;
-            if (mem0 && mem1)
+            if (all)
                 softmax_page_two_queries<true>(acc, limit0 - first, limit1 - first, mem0, mem1, q, f0, f1, m0, m1, l0,
                                                l1, alpha0, alpha1);
             else
@@ -307,14 +297,34 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_ker
         for (int h = 0; h < 2; h++) {
             float pv[32];
             pv_part<X2, 64>(pv, pa, pl, desc_vt + (uint64_t)(h * 64 * kPageSize >> 4));
-            if (mem0 && mem1) pv_add_to_o_two_queries<true>(o, pv, h, mem0, mem1, alpha0, alpha1);
+            if (all) pv_add_to_o_two_queries<true>(o, pv, h, mem0, mem1, alpha0, alpha1);
             else if (member) pv_add_to_o_two_queries<false>(o, pv, h, mem0, mem1, alpha0, alpha1);
         }
         wgmma_fence_operand(pa);
         if constexpr (X2) wgmma_fence_operand(pl);
         lean_release(&sm.v_done, i + 1, num_pages, issue_v);
     }
-    if (row0 >= 0 || row1 >= 0) dense_store_rows(p, o, row0, row1, kv_head, lane, m0, m1, l0, l1, v_scale);
+    if (row0 >= 0 || row1 >= 0) dense_store_rows<G>(p, o, row0, row1, kv_head, lane, m0, m1, l0, l1, v_scale);
+}
+
+template <bool X2>
+__global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_kernel(const __grid_constant__ AttentionParams p)
+{
+    extern __shared__ uint8_t smem_raw[];
+    SmemPlanLean &sm = *reinterpret_cast<SmemPlanLean *>(
+        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+    const int tid = threadIdx.x;
+
+    DenseWork work;
+    if (!dense_work(p, work)) return; // CTA-uniform
+    const int kv_head = work.kv_head;
+
+    lean_init_ring(sm);
+    // The group's whole union with its 8 slots' member bits (half 0, mask 0xff); ends with
+    // __syncthreads.
+    build_page_list<kUnion4>(sm, p, kv_head, work.group, 0, work.request, work.query_rows[0], work.limits,
+                             work.union_size, sm.page_vt, 0xffu);
+    dense_walk<X2, kDenseG>(sm, p, tid, kv_head, work.query_rows, work.limits);
 }
 
 /* ---- Dev impl 14: G = 4 on a dense tile (issue 16; bench/NOTES.md "Next for G = 4").
@@ -518,7 +528,7 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense4_attention_ker
     extern __shared__ uint8_t smem_raw[];
     SmemPlanDense4 &sm = *reinterpret_cast<SmemPlanDense4 *>(
         (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int tid = threadIdx.x;
 
     Dense4Work work;
     if (!dense4_work(p, work)) return; // CTA-uniform
@@ -526,102 +536,7 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense4_attention_ker
 
     lean_init_ring(sm);
     build_pair_page_list(sm, p, work); // ends with __syncthreads
-    const int num_pages = sm.num_pages;
-    const uint64_t keep_kv = createpolicy_evict_last();
-    auto issue_k = [&](int next) {
-        mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);
-        tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[next], keep_kv);
-    };
-    auto issue_v = [&](int next) {
-        mbarrier_arrive_expect_tx(&sm.v_full, kTileBytes);
-        bulk_load(sm.vt, prevt_tile(p, kv_head, sm.page_vt[next]), kTileBytes, &sm.v_full, keep_kv);
-    };
-    if (tid == 0 && num_pages > 0) {
-        prefetch_tensormap(&p.k_map);
-        issue_k(0);
-        issue_v(0);
-    }
-
-    const float k_scale = *p.k_scale, v_scale = *p.v_scale;
-    const float log2e = 1.4426950408889634f;
-    quantize_q_rows<false, kDense4G, true, kDense4Slots>(smem_u32(sm.q), X2 ? smem_u32(sm.q_lo) : 0u, sm.row_factor,
-                                                         tid, p, kv_head, work.query_rows,
-                                                         k_scale * p.softmax_scale * log2e);
-    fence_proxy_async_shared_cta();
-    __syncthreads();
-
-    // This thread's two slots (rows r0 and r0 + 8): per lane, the quad of a row agrees.
-    const int s0 = 4 * warp + lane / 16, s1 = s0 + 2;
-    int32_t row0 = -1, row1 = -1;
-    int64_t limit0 = -1, limit1 = -1;
-#pragma unroll
-    for (int k = 0; k < kDense4Slots; k++) {
-        if (k == s0) row0 = work.query_rows[k], limit0 = work.limits[k];
-        if (k == s1) row1 = work.query_rows[k], limit1 = work.limits[k];
-    }
-    const uint32_t q = lane % 4;
-    const int r0 = 16 * warp + lane / 4;
-    const float f0 = sm.row_factor[r0], f1 = sm.row_factor[r0 + 8];
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-    float o[64];
-#pragma unroll
-    for (int i = 0; i < 64; i++) o[i] = 0.0f;
-    const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q);
-    const uint64_t desc_k = wgmma_desc_k_major_sw128(sm.k);
-    const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt);
-    const uint32_t vt_addr = smem_u32(sm.vt);
-
-    float acc[64]; // the page's scores, then 256 p
-#pragma unroll 1
-    for (int i = 0; i < num_pages; i++) {
-        const uint32_t parity = (uint32_t)i & 1u;
-        const uint32_t members = sm.page_members[i];
-        const uint32_t warp_bits = (members >> (4 * warp)) & 0xfu;                     // warp-uniform
-        const bool member = warp_bits != 0u, all = warp_bits == 0xfu;                  // warp-uniform
-        const bool mem0 = (members >> s0) & 1u, mem1 = (members >> s1) & 1u;          // per lane
-        const int vlim = sm.page_vlim[i]; // CTA-uniform
-
-        lean_qk_page<X2>(acc, sm, parity, desc_q, desc_k);
-        lean_release(&sm.k_done, i + 1, num_pages, issue_k);
-
-        float alpha0 = 1.0f, alpha1 = 1.0f;
-        if (member) {
-            const int64_t first = (int64_t)sm.page_logical[i] * kPageSize;
-            if (all)
-                softmax_page_two_queries<true>(acc, limit0 - first, limit1 - first, mem0, mem1, q, f0, f1, m0, m1, l0,
-                                               l1, alpha0, alpha1);
-            else
-                softmax_page_two_queries<false>(acc, limit0 - first, limit1 - first, mem0, mem1, q, f0, f1, m0, m1,
-                                                l0, l1, alpha0, alpha1);
-        }
-        uint32_t pa[16];
-        uint32_t pl[X2 ? 16 : 1];
-        p_fragments<X2>(acc, pa, pl);
-        if (!member) {
-#pragma unroll
-            for (int k = 0; k < 16; k++) pa[k] = 0u;
-#pragma unroll
-            for (int k = 0; k < (X2 ? 16 : 1); k++) pl[k] = 0u;
-        }
-        mbarrier_wait_parity(&sm.v_full, parity);
-        if (vlim < kPageSize - 1) { // CTA-uniform: a page past a member's last visible token
-            zero_vt_after(vt_addr, vlim);
-            fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
-            __syncthreads();
-        }
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            float pv[32];
-            pv_part<X2, 64>(pv, pa, pl, desc_vt + (uint64_t)(h * 64 * kPageSize >> 4));
-            if (all) pv_add_to_o_two_queries<true>(o, pv, h, mem0, mem1, alpha0, alpha1);
-            else if (member) pv_add_to_o_two_queries<false>(o, pv, h, mem0, mem1, alpha0, alpha1);
-        }
-        wgmma_fence_operand(pa);
-        if constexpr (X2) wgmma_fence_operand(pl);
-        lean_release(&sm.v_done, i + 1, num_pages, issue_v);
-    }
-    if (row0 >= 0 || row1 >= 0)
-        dense_store_rows<kDense4G>(p, o, row0, row1, kv_head, lane, m0, m1, l0, l1, v_scale);
+    dense_walk<X2, kDense4G>(sm, p, tid, kv_head, work.query_rows, work.limits);
 }
 
 } // namespace pw
