@@ -29,11 +29,16 @@ static size_t align256(size_t x)
 }
 
 /* The pre-pass's CTA schedule part: 256 bytes of class counts, then 17 class lists of
- * 2 x Hkv x max_groups int32 (the plan's W128 groups). */
+ * 2 x Hkv x max_groups int32; sched_part: for the plan's W128 groups. */
+static size_t sched_bytes(size_t hkv, size_t max_groups)
+{
+    return align256(256 + (size_t)17 * 2 * hkv * max_groups * 4);
+}
+
 static size_t sched_part(const pw_problem_t *p)
 {
     pw_grouping_t g = PW_GROUPING_INIT;
-    return align256(256 + (size_t)17 * 2 * (size_t)p->num_kv_heads * (size_t)pw_max_groups(p, &g) * 4);
+    return sched_bytes((size_t)p->num_kv_heads, (size_t)pw_max_groups(p, &g));
 }
 
 /* The size query adds up the documented parts, each 256-byte aligned, + 255 bytes. */
@@ -79,7 +84,7 @@ static void test_workspace_size_formula(void **state)
             const size_t entries = (size_t)hkv * (size_t)r * 512;
             expect += align256(entries) + align256(entries * 4) + align256((size_t)hkv * cap * 8) +
                       align256((size_t)hkv * 4) + align256((size_t)hkv * cap * 16384) +
-                      align256(256 + (size_t)17 * 2 * hkv * mg * 4); /* the CTA schedule */
+                      sched_bytes((size_t)hkv, mg); /* the CTA schedule */
         }
         expect += 255;
         assert_int_equal(bytes, expect);
