@@ -86,6 +86,13 @@ struct pw_plan {
     size_t workspace_bytes; /* total the caller provides, including alignment slack */
 };
 
+/* Whether the plan's calls without per-token scales run the dense G = 8 tile
+ * (pw_union_attention_vt's choice, pw_vt_runs_dense, on the V^T pre-pass). */
+static int plan_runs_dense(const pw_plan_t *plan)
+{
+    return plan->vt_prepass && plan->problem.q_heads_per_kv == 8;
+}
+
 /* a * b + c, or 0 (with *ok = 0) past SIZE_MAX. */
 static size_t mul_add(int64_t a, int64_t b, int *ok)
 {
@@ -342,7 +349,7 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
      * 90,783 union visits, against 95,292 after the g = 4 regroup). A call with per-token
      * scales runs the padded tile on the same groups (A-hot: C_4 127,847, 2.4% above the
      * g = 4 regroup's 124,907). */
-    if (plan->vt_prepass && problem->q_heads_per_kv == 8) plan->regroup.group_size = PW_PLAN_GROUP_SIZE;
+    if (plan_runs_dense(plan)) plan->regroup.group_size = PW_PLAN_GROUP_SIZE;
     const pw_status_t st = layout(plan);
     if (st != PW_SUCCESS) {
         free(plan);
@@ -509,7 +516,7 @@ pw_status_t pw_plan_info(const pw_plan_t *plan, pw_precision_t precision, pw_pla
     if (has_v2) info->regroup_group_size = info->regroup == PW_REGROUP_IDENTITY ? 0 : plan->regroup.group_size;
     if (full) {
         info->vt_prepass = plan->vt_prepass;
-        info->dense_tile = plan->vt_prepass && plan->problem.q_heads_per_kv == 8;
+        info->dense_tile = plan_runs_dense(plan);
         info->vt_capacity = plan->vt_prepass ? plan->vt_capacity : 0;
     }
     info->window = plan->grouping.window;
