@@ -7,10 +7,12 @@ as `pageweaver bench` builds them), one CUDA graph of one pageweaver.sparse_pref
 arm, the library's default plan (Union4, regroup auto, the V^T pre-pass rule), both
 precisions:
   G16        16 Q heads per KV head (the reference arm);
-  G8, G4     8 / 4 Q heads per KV head (G4: the padded tile, the same tiles as G16, so the
-             executed tensor work is G16's and the useful work G / 16 of it; G8: the
-             dense tile of 8 queries x 8 heads where the plan runs the V^T pre-pass,
-             as here);
+  G8, G4     8 / 4 Q heads per KV head: where the plan runs the V^T pre-pass (as on
+             A-hot) the dense tiles of 8 queries x 8 heads / 16 queries x 4 heads,
+             otherwise the padded tile (G16's tiles: G16's executed tensor work, G / 16
+             of its useful work); the default regroup ("auto": identity order at G4);
+  G8greedy, G4greedy  the same with regroup="guarded" (the regroup always runs: W128,
+             g = 8), the A/B of the G4 plan's identity order;
   scales     G16 with per-token K / V scales [Hkv, slots] (K 2^U(-1,1), V 2^U(-3,3));
   interleave G16 reading vLLM's interleaved [pages, Hkv, 128, 2*D] cache through strides;
   sinkkeys   G16 with per-Q-head sink keys.
@@ -29,7 +31,8 @@ import torch
 import pageweaver
 
 P, D = 128, 128
-ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys")
+ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys", "G8greedy", "G4greedy")
+DEFAULT_ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys")
 
 
 def visible_pairs(topk, cu, kv, prefix):
@@ -82,7 +85,7 @@ def build(path, device):
 
 def arm_call(arm, b, prec, outs):
     """(callable running the arm, G)."""
-    g = {"G8": 8, "G4": 4}.get(arm, 16)
+    g = {"G8": 8, "G4": 4, "G8greedy": 8, "G4greedy": 4}.get(arm, 16)
     hkv = b["hkv"]
     q = b["q16"].view(b["n"], hkv, 16, D)[:, :, :g].reshape(b["n"], hkv * g, D).contiguous()
     out = outs.setdefault(g, torch.empty_like(q))
@@ -93,6 +96,8 @@ def arm_call(arm, b, prec, outs):
         k, v = b["kv_cache"][..., :D], b["kv_cache"][..., D:]
     elif arm == "sinkkeys":
         kw = dict(sink_keys=b["keys"])
+    elif arm.endswith("greedy"):
+        kw = dict(regroup="guarded")
     # The graph captures q's address: the closure is the only owner of a G < 16 copy, and
     # graphs[arm] keeps the closure (a dropped closure freed q, torch.cuda.graph's
     # empty_cache returned the block, and the next replay read unmapped memory).
@@ -116,7 +121,7 @@ def main():
     ap.add_argument("files", nargs="+")
     ap.add_argument("--replays", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--arms", default=",".join(DEFAULT_ARMS), help="comma-separated, of " + ",".join(ARMS))
     a = ap.parse_args()
     arms = [x for x in a.arms.split(",") if x]
     for x in arms:

@@ -624,7 +624,9 @@ typedef struct pw_plan_config {
     uint32_t struct_size;      /* sizeof(pw_plan_config_t), set by PW_PLAN_CONFIG_INIT */
     pw_regroup_mode_t regroup; /* AUTO (default: "regroup when it pays": per call, GUARDED
                                   when the time guard predicts a net saving, else
-                                  IDENTITY; pw_plan_info says which), IDENTITY (never:
+                                  IDENTITY; pw_plan_info says which; always IDENTITY
+                                  for G = 4 on the V^T pre-pass, whose dense tile
+                                  measured faster in identity order), IDENTITY (never:
                                   original order), GREEDY or GUARDED (always; GUARDED:
                                   greedy per window only where it strictly cuts the
                                   window's union visits) */
@@ -757,8 +759,8 @@ typedef struct pw_plan_info {
     int32_t regroup_group_size; /* g of the call's regroup (Algorithm 1's group size): 4 for
                                   PW_KERNEL_UNION4 (its objective is C_4), 8 for Union8,
                                   with PW_PLAN_REGROUP_GROUPS_OF_8, and for Union4 at
-                                  G = 8 with the V^T pre-pass (its dense tile walks each
-                                  8-query union); 0 when `regroup` is
+                                  G = 8 or 4 with the V^T pre-pass (its dense tile walks
+                                  each 8-query union, at G = 4 two of them merged); 0 when `regroup` is
                                   IDENTITY. pw_ref_regroup with `regroup`, `window` and this
                                   g reproduces the call's permutation; union preparation
                                   groups 8 slots either way (pw_plan_workspace_views).
@@ -771,11 +773,12 @@ typedef struct pw_plan_info {
                                   rule of pw_plan_config_t's flags: large chunks), the
                                   lean kernel on V^T tiles; 0: the kernel that transposes V
                                   itself (and every Union8 / per-query plan) */
-    int32_t dense_tile;        /* 1: G = 8 with the pre-pass: a call without per-token scales
-                                  runs the dense tile (8 queries x 8 heads per 64-row tile,
-                                  the same outputs as the padded tile); with per-token
-                                  scales, or 0 here, G = 8 and 4 run the padded tile (16 / G
-                                  times the useful tensor work) */
+    int32_t dense_tile;        /* 1: G = 8 or 4 with the pre-pass: a call without per-token
+                                  scales runs the dense tile (8 queries x 8 heads, or 16
+                                  queries x 4 heads = two consecutive 8-slot groups, per
+                                  64-row tile; the same outputs as the padded tile); with
+                                  per-token scales, or 0 here, G = 8 and 4 run the padded
+                                  tile (16 / G times the useful tensor work) */
     int64_t vt_capacity;       /* V^T tiles per KV head (C), 0 without the pre-pass. A KV
                                   head whose unions touch more pages in a call runs on the
                                   kernel that transposes V in that call (decided on the

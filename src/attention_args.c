@@ -34,9 +34,9 @@ pw_token_scales_t pw_args_token_scales(const pw_attention_args_t *args)
 
 int pw_vt_runs_dense(const pw_problem_t *problem, const pw_attention_args_t *args)
 {
-    if (!problem || !args || problem->q_heads_per_kv != 8) return 0;
+    if (!problem || !args || (problem->q_heads_per_kv != 8 && problem->q_heads_per_kv != 4)) return 0;
     const pw_token_scales_t ts = pw_args_token_scales(args);
-    return !ts.k && !ts.v;
+    return !ts.k && !ts.v ? problem->q_heads_per_kv : 0;
 }
 
 const pw_bf16_t *pw_args_sink_keys(const pw_attention_args_t *args)

@@ -86,11 +86,24 @@ struct pw_plan {
     size_t workspace_bytes; /* total the caller provides, including alignment slack */
 };
 
-/* Whether the plan's calls without per-token scales run the dense G = 8 tile
+/* The G of the dense tile the plan's calls without per-token scales run (8 or 4), else 0
  * (pw_union_attention_vt's choice, pw_vt_runs_dense, on the V^T pre-pass). */
 static int plan_runs_dense(const pw_plan_t *plan)
 {
-    return plan->vt_prepass && plan->problem.q_heads_per_kv == 8;
+    const int g = plan->problem.q_heads_per_kv;
+    return plan->vt_prepass && (g == 8 || g == 4) ? g : 0;
+}
+
+/* Whether AUTO keeps identity order in every call although the time guard says the regroup
+ * pays: G = 4 on the dense tile (its CTA walks a pair of consecutive 8-query groups). H200,
+ * A-hot at G = 4 (bench/NOTES.md, 2026-12-02): the kernel takes 713 us (FP8X2) / 532 us
+ * (FP8) in identity order against 739 / 548 us after the W128 regroup, though the
+ * regrouped pairs visit 3.7% fewer pages (69,233 against 71,891), and the regroup launch
+ * costs ~13 us on top. A plan-wide choice, so that pw_plan_info says what every call runs:
+ * a call of such a plan with per-token scales (the padded tile) keeps identity order too. */
+static int plan_keeps_identity(const pw_plan_t *plan)
+{
+    return plan->config.regroup == PW_REGROUP_AUTO && plan_runs_dense(plan) == 4;
 }
 
 /* a * b + c, or 0 (with *ok = 0) past SIZE_MAX. */
@@ -348,8 +361,11 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
      * group's whole 8-query union), so the regroup minimises 8-query unions there (A-hot:
      * 90,783 union visits, against 95,292 after the g = 4 regroup). A call with per-token
      * scales runs the padded tile on the same groups (A-hot: C_4 127,847, 2.4% above the
-     * g = 4 regroup's 124,907). */
+     * g = 4 regroup's 124,907). G = 4 runs the dense tile on pairs of consecutive 8-query
+     * groups: with AUTO its calls keep identity order (plan_keeps_identity); an explicit
+     * regroup uses g = 8 too (A-hot pairs: 69,233 page visits, against 70,524 with g = 4). */
     if (plan_runs_dense(plan)) plan->regroup.group_size = PW_PLAN_GROUP_SIZE;
+    if (plan_keeps_identity(plan)) plan->regroup_pays[0] = plan->regroup_pays[1] = 0;
     const pw_status_t st = layout(plan);
     if (st != PW_SUCCESS) {
         free(plan);
@@ -482,11 +498,13 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     vt.tiles = parts[PART_VT_TILES];
     vt.capacity = plan->vt_capacity;
     /* Longest-first CTA order: union preparation lists the work items of the kernel
-     * pw_union_attention_vt will run (dense G = 8 tile: groups; lean: halves). */
-    vt.sched_count = (uint32_t *)(void *)parts[PART_SCHED];
-    vt.sched_list = (int32_t *)(void *)(parts[PART_SCHED] + PW_PLAN_ALIGN);
+     * pw_union_attention_vt will run (dense G = 8 tile: groups; lean: halves). The dense
+     * G = 4 tile runs its pairs in block order (no list: no memset, no appends). */
+    const int dense_g = pw_vt_runs_dense(p, args);
+    vt.sched_count = dense_g == 4 ? NULL : (uint32_t *)(void *)parts[PART_SCHED];
+    vt.sched_list = dense_g == 4 ? NULL : (int32_t *)(void *)(parts[PART_SCHED] + PW_PLAN_ALIGN);
     vt.sched_stride = 2 * plan->max_groups * (int64_t)p->num_kv_heads;
-    vt.sched_dense = pw_vt_runs_dense(p, args);
+    vt.sched_dense = dense_g == 8;
     PW_TRY(pw_union_prepare_touched(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, &vt, stream));
     PW_TRY(pw_vt_prepare(p, args, &vt, stream));
     return pw_union_attention_vt(p, args, &plan->grouping, perm, &meta, &vt, stream);
@@ -516,7 +534,7 @@ pw_status_t pw_plan_info(const pw_plan_t *plan, pw_precision_t precision, pw_pla
     if (has_v2) info->regroup_group_size = info->regroup == PW_REGROUP_IDENTITY ? 0 : plan->regroup.group_size;
     if (full) {
         info->vt_prepass = plan->vt_prepass;
-        info->dense_tile = plan_runs_dense(plan);
+        info->dense_tile = plan_runs_dense(plan) != 0;
         info->vt_capacity = plan->vt_prepass ? plan->vt_capacity : 0;
     }
     info->window = plan->grouping.window;

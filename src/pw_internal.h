@@ -137,8 +137,9 @@ pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, const int32_t 
                                      const int32_t *perm, const pw_union_meta_t *meta,
                                      const pw_vt_buffers_t *vt, pw_stream_t stream);
 
-/* Whether pw_union_attention_vt runs the dense G = 8 tile for these arguments (G = 8, no
- * per-token scales) rather than the lean kernel: the plan's schedule and regroup follow it. */
+/* The G of the dense tile pw_union_attention_vt runs for these arguments: 8 (G = 8, no
+ * per-token scales: dev impl 13), 4 (G = 4, no per-token scales: dev impl 14, pairs of
+ * 8-query groups), else 0 (the lean kernel). The plan's schedule and regroup follow it. */
 int pw_vt_runs_dense(const pw_problem_t *problem, const pw_attention_args_t *args);
 
 /* CUDA build (src/cuda/union_prepare.cu): rows x k Top-K ids -> rows x 16, -1 after k

@@ -142,13 +142,14 @@ def test_check_gpu_support_token_scales_and_sink_keys():
 
 
 @pytest.mark.parametrize("g,table_cols,scales,tile,prepass", [
-    (8, 64, False, "dense", True), (8, 64, True, "padded", True), (4, 64, False, "padded", True),
+    (8, 64, False, "dense", True), (8, 64, True, "padded", True), (4, 64, False, "dense", True),
+    (4, 64, True, "padded", True),
     (16, 64, False, "g16", True),
     (8, 20000, False, "padded", False),  # a table with more entries than tiles: 8,192+ queries needed
 ])
 def test_check_gpu_support_names_the_path(g, table_cols, scales, tile, prepass):
     """A chunk of 4,096 queries: the V^T pre-pass rule holds with a short page table, and G = 8
-    without per-token scales then runs the dense tile (README: supported shapes)."""
+    or 4 without per-token scales then runs the dense tile (README: supported shapes)."""
     n, hkv, d = 4096, 1, 128
     slots = table_cols * 128
     i32 = lambda v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
@@ -164,9 +165,14 @@ def test_check_gpu_support_names_the_path(g, table_cols, scales, tile, prepass):
     assert info["vt_prepass"] is prepass
     assert (info["vt_capacity"] > 0) is prepass
     assert info["tile"] == tile
-    # the dense tile's plan regroups for 8-query unions, the others for 4-query halves
+    # the dense tile's plan regroups for 8-query unions, the others for 4-query halves; the
+    # G = 4 dense plan keeps identity order with the default regroup ("auto")
     if info["regroup"] != "identity":
         assert info["regroup_group_size"] == (8 if prepass and g == 8 else 4)
+    if g == 4 and prepass:
+        assert info["regroup"] == "identity" and info["regroup_group_size"] == 0
+        forced = pageweaver.check_gpu_support(*args, k_token_scales=ts, v_token_scales=ts, regroup="guarded")
+        assert forced["regroup"] == "guarded" and forced["regroup_group_size"] == 8
 
 
 def test_head_dim_mismatch_is_named():

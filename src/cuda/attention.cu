@@ -1085,12 +1085,13 @@ extern "C" pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const 
 {
     if ((!vt || !vt->tiles || !vt->slots || !vt->count || vt->capacity < 1) && problem && problem->num_tokens > 0)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_union_attention_vt: V^T buffers missing");
-    // G = 8 without per-token scales: the dense tile (8 queries x 8 heads per M64 tile, each
-    // group's whole union once; the padded tile's bits, 13% faster on A-hot in FP8X2,
-    // bench/NOTES.md); otherwise the lean kernel on the tiles.
-    const bool dense = pw_vt_runs_dense(problem, args) != 0;
-    PW_TRY(union_attention(dense ? pw::kImplDense8Dev : pw::kImplLeanPreVtDev, problem, args, grouping, perm, meta,
-                           PW_KERNEL_UNION4, stream, vt));
+    // G = 8 or 4 without per-token scales: the dense tiles (8 queries x 8 heads, or 16
+    // queries x 4 heads = a pair of 8-query groups, per M64 tile, walking the whole union
+    // once; the padded tile's bits; A-hot FP8X2 kernel 0.70x / 0.58x of the padded tile's
+    // time, bench/NOTES.md); otherwise the lean kernel on the tiles.
+    const int dense_g = pw_vt_runs_dense(problem, args);
+    const int impl = dense_g == 8 ? pw::kImplDense8Dev : dense_g == 4 ? pw::kImplDense4Dev : pw::kImplLeanPreVtDev;
+    PW_TRY(union_attention(impl, problem, args, grouping, perm, meta, PW_KERNEL_UNION4, stream, vt));
     // KV heads whose pages did not fit the tiles (possible only when the page table has more
     // entries than the capacity) run on the library's Union4 kernel.
     if (problem->num_tokens > 0 && (int64_t)problem->num_requests * problem->max_pages_per_request > vt->capacity)
