@@ -29,7 +29,9 @@
  *   schedule      17 uint32 class counts (256 bytes), then [17, 2 Hkv max_groups] int32
  *                 class lists: the attention CTAs' longest-first order (pre-pass only;
  *                 pw_vt_buffers_t in pw_internal.h; cleared by a memset before union
- *                 preparation, which fills it)
+ *                 preparation, which fills it). For the dense G = 4 tile the counts are
+ *                 followed by [Hkv max_groups] uint32 pair sizes (cleared with them), then
+ *                 [17, Hkv max_groups] lists: 256 + 72 Hkv max_groups bytes of the part
  * Whether a Union4 plan runs the pre-pass: PW_PLAN_VT_PREPASS / NO_VT_PREPASS, else the rule
  * in pw_plan_create (pageweaver.h). Such a call enqueues two more kernels, the V^T pre-pass's
  * scan and transpose (src/cuda/vt_prepare.cu), between union preparation (which sets
@@ -498,13 +500,17 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     vt.tiles = parts[PART_VT_TILES];
     vt.capacity = plan->vt_capacity;
     /* Longest-first CTA order: union preparation lists the work items of the kernel
-     * pw_union_attention_vt will run (dense G = 8 tile: groups; lean: halves). The dense
-     * G = 4 tile runs its pairs in block order (no list: no memset, no appends). */
+     * pw_union_attention_vt will run (lean: halves; dense G = 8 tile: groups; dense G = 4
+     * tile: pairs of groups, whose sizes it adds up in sched_pairs, right after the counts
+     * so that one memset clears both: 256 + 4 rows bytes, then lists of `rows` entries). */
     const int dense_g = pw_vt_runs_dense(p, args);
-    vt.sched_count = dense_g == 4 ? NULL : (uint32_t *)(void *)parts[PART_SCHED];
-    vt.sched_list = dense_g == 4 ? NULL : (int32_t *)(void *)(parts[PART_SCHED] + PW_PLAN_ALIGN);
-    vt.sched_stride = 2 * plan->max_groups * (int64_t)p->num_kv_heads;
-    vt.sched_dense = dense_g == 8;
+    const int64_t rows = plan->max_groups * (int64_t)p->num_kv_heads;
+    vt.sched_count = (uint32_t *)(void *)parts[PART_SCHED];
+    vt.sched_pairs = dense_g == 4 ? (uint32_t *)(void *)(parts[PART_SCHED] + PW_PLAN_ALIGN) : NULL;
+    vt.sched_list = dense_g == 4 ? (int32_t *)(void *)(parts[PART_SCHED] + PW_PLAN_ALIGN + 4 * (size_t)rows)
+                                 : (int32_t *)(void *)(parts[PART_SCHED] + PW_PLAN_ALIGN);
+    vt.sched_stride = dense_g == 4 ? rows : 2 * rows;
+    vt.sched_dense = dense_g == 8 ? 1 : dense_g == 4 ? 2 : 0;
     PW_TRY(pw_union_prepare_touched(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, &vt, stream));
     PW_TRY(pw_vt_prepare(p, args, &vt, stream));
     return pw_union_attention_vt(p, args, &plan->grouping, perm, &meta, &vt, stream);

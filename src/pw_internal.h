@@ -111,18 +111,25 @@ typedef struct pw_vt_buffers {
     uint8_t *tiles;
     int64_t capacity;
     /* Longest-first order of the attention kernel's CTAs on the tiles (bench/NOTES.md,
-     * "Longest first"): union preparation appends every work item (a 4-query half with a
-     * member, even one whose union is empty, as its block 2 (h max_groups + group) + half,
-     * or with sched_dense a group as
-     * h max_groups + group) to the list of its size class, min(pages / 8, 16); CTA b runs
-     * the b-th item counting from the largest class (attention_config.cuh). sched_count
-     * [PW_SCHED_CLASSES] (cleared by a memset before union preparation), sched_list
-     * [PW_SCHED_CLASSES, sched_stride] with sched_stride >= the kernel's CTA count. NULL
-     * sched_count: block order. */
+     * "Longest first"): union preparation appends every work item to the list of its size
+     * class, min(pages / 8, 16); CTA b runs the b-th item counting from the largest class
+     * (attention_config.cuh). The items, by sched_dense:
+     *   0 (lean kernel): a 4-query half with a member, even one whose union is empty, as
+     *     its block 2 (h max_groups + group) + half, pages = the half's union;
+     *   1 (dense G = 8 tile): a group, as h max_groups + group, pages = its union;
+     *   2 (dense G = 4 tile): a pair's leader group, as h max_groups + group, pages = the
+     *     sum of the two unions (the second of the pair's two preparing warps appends it,
+     *     found through sched_pairs; a leader without a partner appends itself).
+     * sched_count [PW_SCHED_CLASSES] (cleared by a memset before union preparation),
+     * sched_list [PW_SCHED_CLASSES, sched_stride] with sched_stride >= the items;
+     * sched_pairs (sched_dense 2 only, else NULL): [Hkv, max_groups] uint32 scratch that
+     * must follow sched_count in one range, 256 bytes after it (one memset clears both).
+     * NULL sched_count: block order. */
     uint32_t *sched_count;
     int32_t *sched_list;
     int64_t sched_stride;
     int sched_dense;
+    uint32_t *sched_pairs;
 } pw_vt_buffers_t;
 
 #define PW_SCHED_CLASSES 17 /* pages / 8 for 0..128 pages (8 x K = 128 at most) */

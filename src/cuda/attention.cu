@@ -845,7 +845,7 @@ pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned gr
     return pw_fail(PW_ERROR_UNSUPPORTED, "attention: no implementation %d", impl);
 }
 
-pw::DevSchedule g_dev_schedule[2] = {}; // pw_dev_set_schedule: [0] halves, [1] groups
+pw::DevSchedule g_dev_schedule[2] = {}; // pw_dev_set_schedule: [0] halves, [1] groups (no pairs)
 
 pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
                             const pw_grouping_t *grouping, const int32_t *perm, const pw_union_meta_t *meta,
@@ -963,20 +963,22 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     {
         // The longest-first CTA order: the full call's first launch on the tiles (union
         // preparation filled it for the kernel it chose: halves for the lean kernel, groups
-        // for the dense tile), or the dev entry's (pw_dev_set_schedule, read by
-        // pw_union_attention_dev calls only); none for every other launch (the public
-        // pw_union_attention, the fallback launch). Only the Union4 lean and dense kernels
-        // read it.
-        const bool dense_impl = impl == pw::kImplDense8 || impl == pw::kImplDense8X2;
+        // for the dense tiles: groups, pairs), or the dev entry's (pw_dev_set_schedule, read
+        // by pw_union_attention_dev calls only; none for pairs); none for every other launch
+        // (the public pw_union_attention, the fallback launch). Only the Union4 lean and
+        // dense kernels read it, and only a schedule of their kind of item.
+        const bool dense8_impl = impl == pw::kImplDense8 || impl == pw::kImplDense8X2;
+        const bool dense4_impl = impl == pw::kImplDense4 || impl == pw::kImplDense4X2;
         const bool lean_impl = impl == pw::kImplLean || impl == pw::kImplLeanX2 || impl == pw::kImplLeanPreVt ||
                                impl == pw::kImplLeanPreVtX2;
-        const pw::DevSchedule none = {nullptr, nullptr, 0, false};
+        const int kind = dense8_impl ? 1 : dense4_impl ? 2 : 0;
+        const pw::DevSchedule none = {nullptr, nullptr, 0, 0};
         const pw::DevSchedule s = vt ? (vt_fallback ? none
                                                     : pw::DevSchedule{vt->sched_count, vt->sched_list, vt->sched_stride,
-                                                                      vt->sched_dense != 0})
-                                     : dev_entry ? g_dev_schedule[dense_impl ? 1 : 0]
-                                                 : none;
-        if (kernel == PW_KERNEL_UNION4 && (dense_impl || lean_impl) && s.count && s.dense == dense_impl) {
+                                                                      vt->sched_dense})
+                                     : dev_entry && kind < 2 ? g_dev_schedule[kind]
+                                                             : none;
+        if (kernel == PW_KERNEL_UNION4 && (dense8_impl || dense4_impl || lean_impl) && s.count && s.kind == kind) {
             params.sched_count = s.count;
             params.sched_list = s.list;
             params.sched_stride = s.stride;
@@ -1016,6 +1018,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         b.sched_list = NULL;
         b.sched_stride = 0;
         b.sched_dense = 0;
+        b.sched_pairs = NULL;
         pw_status_t st = hkv * 4 <= count_bytes ? PW_SUCCESS : pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 10: Hkv > 64");
         if (st == PW_SUCCESS) {
             e = cudaMemsetAsync(b.count, 0, hkv * 4, (cudaStream_t)stream);
@@ -1102,7 +1105,7 @@ extern "C" pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const 
 
 extern "C" void pw_dev_set_schedule(const uint32_t *count, const int32_t *list, int64_t stride, int dense)
 {
-    g_dev_schedule[dense ? 1 : 0] = pw::DevSchedule{count, list, stride, dense != 0};
+    g_dev_schedule[dense ? 1 : 0] = pw::DevSchedule{count, list, stride, dense ? 1 : 0};
 }
 
 extern "C" pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem,

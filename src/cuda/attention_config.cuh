@@ -149,12 +149,13 @@ struct AttentionParams {
 
 constexpr int kSchedClasses = PW_SCHED_CLASSES;
 
-/* A schedule's buffers (pw_vt_buffers_t's, or the dev entry's). */
+/* A schedule's buffers (pw_vt_buffers_t's, or the dev entry's); kind: its items, as
+ * pw_vt_buffers_t's sched_dense (0 halves, 1 groups, 2 pairs of groups). */
 struct DevSchedule {
     const uint32_t *count;
     const int32_t *list;
     int64_t stride;
-    bool dense;
+    int kind;
 };
 
 /* The work item (block index in the grid's own numbering) CTA blockIdx.x runs under the

@@ -381,7 +381,10 @@ struct Dense4Work {
 
 static __device__ __forceinline__ bool dense4_work(const AttentionParams &p, Dense4Work &w)
 {
-    const int64_t item = blockIdx.x;
+    // Under the plan's schedule the items are the pairs' leaders, largest first (union
+    // preparation, sched_dense 2); else one CTA per group, the partners exiting at once.
+    const int64_t item = p.sched_count ? scheduled_block(p) : (int64_t)blockIdx.x;
+    if (item < 0) return false; // past the scheduled items
     w.kv_head = (int)(item / p.max_groups);
     if (vt_skips_head(p, w.kv_head)) return false;
     w.group_a = item % p.max_groups;

@@ -49,7 +49,8 @@ struct UnionParams {
     uint32_t *sched_count;      /* [PW_SCHED_CLASSES] or NULL: the attention CTAs' order */
     int32_t *sched_list;        /* [PW_SCHED_CLASSES, sched_stride] (pw_vt_buffers_t) */
     int64_t sched_stride;
-    int sched_dense;            /* items are groups (dense G = 8 tile), else 4-query halves */
+    int sched_dense;            /* items: 0 4-query halves, 1 groups (dense G = 8), 2 pairs (dense G = 4) */
+    uint32_t *sched_pairs;      /* sched_dense 2: [Hkv, max_groups], zeroed: a pair's first size */
 };
 
 /* Appends work item `item` of `pages` pages to its size class's list (any order inside a
@@ -186,9 +187,30 @@ __global__ void __launch_bounds__(kThreads) union_prepare_kernel(const UnionPara
     out.members = members;
     const pw_dev::UnionGroupSizes sizes = pw_dev::union_group_emit<kVecOut>(key, lane, s_pages[warp], s_masks[warp], out);
     if (p.sched_count && lane == 0) {
-        // Every item the attention kernel runs: each group (dense), each half with a
-        // member (the lean kernel's cta_work), including those with an empty union.
-        if (p.sched_dense) {
+        // Every item the attention kernel runs: each group (dense), each pair of groups
+        // (dense G = 4: dense4_work's pairing), each half with a member (the lean kernel's
+        // cta_work), including those with an empty union.
+        if (p.sched_dense == 2) {
+            // The group's index in its window (in its request when the request fits one
+            // window or W = 0) and the window's group count: groups 2c and 2c + 1 of a
+            // window are a pair, led by 2c.
+            int32_t index = offset, window_groups = (q + g - 1) / g;
+            if (p.window > 0 && p.window < q) {
+                const int32_t per_window = p.window / g + (p.window % g != 0);
+                const int32_t w0 = (offset / per_window) * p.window;
+                index = offset % per_window;
+                window_groups = (min(p.window, q - w0) + g - 1) / g;
+            }
+            if (index % 2 == 0 && index + 1 >= window_groups) {
+                sched_append(p, sizes.size, at); // a leader without a partner
+            } else {
+                // The pair's second warp to get here appends it, with the two union sizes'
+                // sum (an upper bound of the merged union; each size <= 8 K = 128).
+                const int64_t leader = at - (index % 2);
+                const uint32_t first = atomicAdd(p.sched_pairs + leader, (uint32_t)sizes.size | 0x10000u);
+                if (first >> 16) sched_append(p, (int32_t)(first & 0xffffu) + sizes.size, leader);
+            }
+        } else if (p.sched_dense) {
             sched_append(p, sizes.size, at);
         } else {
             sched_append(p, sizes.half0, 2 * at);
@@ -287,6 +309,9 @@ extern "C" pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, con
     params.sched_list = vt ? vt->sched_list : NULL;
     params.sched_stride = vt ? vt->sched_stride : 0;
     params.sched_dense = vt ? vt->sched_dense : 0;
+    params.sched_pairs = vt && vt->sched_dense == 2 ? vt->sched_pairs : NULL;
+    if (params.sched_count && params.sched_dense == 2 && !params.sched_pairs)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_union_prepare: the pair schedule needs sched_pairs");
 
     /* The bound covers every group; CTA 0 of each KV head also writes num_groups (so a
      * call with N = 0 still writes zeros). */
@@ -308,8 +333,12 @@ extern "C" pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, con
             return pw_fail(PW_ERROR_CUDA, "pw_union_prepare: clearing the V^T pre-pass's marks: %s",
                            cudaGetErrorString(e));
     }
-    if (params.sched_count) { /* the class counts start at zero in every call */
-        const cudaError_t e = cudaMemsetAsync(params.sched_count, 0, PW_SCHED_CLASSES * sizeof(uint32_t), st);
+    if (params.sched_count) { /* the class counts (and the pairs' sizes) start at zero in every call */
+        const size_t bytes = params.sched_pairs ? (size_t)((uint8_t *)(params.sched_pairs + (int64_t)problem->num_kv_heads *
+                                                                                              meta->max_groups) -
+                                                           (uint8_t *)params.sched_count)
+                                                : PW_SCHED_CLASSES * sizeof(uint32_t);
+        const cudaError_t e = cudaMemsetAsync(params.sched_count, 0, bytes, st);
         if (e != cudaSuccess)
             return pw_fail(PW_ERROR_CUDA, "pw_union_prepare: clearing the schedule's counts: %s", cudaGetErrorString(e));
     }
