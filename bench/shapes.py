@@ -10,9 +10,9 @@ precisions:
   G8, G4     8 / 4 Q heads per KV head: where the plan runs the V^T pre-pass (as on
              A-hot) the dense tiles of 8 queries x 8 heads / 16 queries x 4 heads,
              otherwise the padded tile (G16's tiles: G16's executed tensor work, G / 16
-             of its useful work); the default regroup ("auto": identity order at G4);
+             of its useful work); the default regroup ("auto": the time guard);
   G8greedy, G4greedy  the same with regroup="guarded" (the regroup always runs: W128,
-             g = 8), the A/B of the G4 plan's identity order;
+             g = 8 on the dense tiles), against "auto"'s choice;
   scales     G16 with per-token K / V scales [Hkv, slots] (K 2^U(-1,1), V 2^U(-3,3));
   interleave G16 reading vLLM's interleaved [pages, Hkv, 128, 2*D] cache through strides;
   sinkkeys   G16 with per-Q-head sink keys.

@@ -624,9 +624,7 @@ typedef struct pw_plan_config {
     uint32_t struct_size;      /* sizeof(pw_plan_config_t), set by PW_PLAN_CONFIG_INIT */
     pw_regroup_mode_t regroup; /* AUTO (default: "regroup when it pays": per call, GUARDED
                                   when the time guard predicts a net saving, else
-                                  IDENTITY; pw_plan_info says which; always IDENTITY
-                                  for G = 4 on the V^T pre-pass, whose dense tile
-                                  measured faster in identity order), IDENTITY (never:
+                                  IDENTITY; pw_plan_info says which), IDENTITY (never:
                                   original order), GREEDY or GUARDED (always; GUARDED:
                                   greedy per window only where it strictly cuts the
                                   window's union visits) */

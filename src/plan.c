@@ -96,17 +96,6 @@ static int plan_runs_dense(const pw_plan_t *plan)
     return plan->vt_prepass && (g == 8 || g == 4) ? g : 0;
 }
 
-/* Whether AUTO keeps identity order in every call although the time guard says the regroup
- * pays: G = 4 on the dense tile (its CTA walks a pair of consecutive 8-query groups). H200,
- * A-hot at G = 4 (bench/NOTES.md, 2026-12-02): the kernel takes 713 us (FP8X2) / 532 us
- * (FP8) in identity order against 739 / 548 us after the W128 regroup, though the
- * regrouped pairs visit 3.7% fewer pages (69,233 against 71,891), and the regroup launch
- * costs ~13 us on top. A plan-wide choice, so that pw_plan_info says what every call runs:
- * a call of such a plan with per-token scales (the padded tile) keeps identity order too. */
-static int plan_keeps_identity(const pw_plan_t *plan)
-{
-    return plan->config.regroup == PW_REGROUP_AUTO && plan_runs_dense(plan) == 4;
-}
 
 /* a * b + c, or 0 (with *ok = 0) past SIZE_MAX. */
 static size_t mul_add(int64_t a, int64_t b, int *ok)
@@ -364,10 +353,10 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
      * 90,783 union visits, against 95,292 after the g = 4 regroup). A call with per-token
      * scales runs the padded tile on the same groups (A-hot: C_4 127,847, 2.4% above the
      * g = 4 regroup's 124,907). G = 4 runs the dense tile on pairs of consecutive 8-query
-     * groups: with AUTO its calls keep identity order (plan_keeps_identity); an explicit
-     * regroup uses g = 8 too (A-hot pairs: 69,233 page visits, against 70,524 with g = 4). */
+     * groups, also regrouped with g = 8 (A-hot pairs: 69,233 page visits, against 70,524
+     * with g = 4 and 71,891 in identity order; H200 full call 0.713 ms FP8X2 against
+     * 0.727 in identity order, both in the longest-first pair order, bench/NOTES.md). */
     if (plan_runs_dense(plan)) plan->regroup.group_size = PW_PLAN_GROUP_SIZE;
-    if (plan_keeps_identity(plan)) plan->regroup_pays[0] = plan->regroup_pays[1] = 0;
     const pw_status_t st = layout(plan);
     if (st != PW_SUCCESS) {
         free(plan);
