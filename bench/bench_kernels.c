@@ -334,7 +334,10 @@ int main(int argc, char **argv)
             {PW_KERNEL_UNION4, &mw, &gw, "union4", "W128", (double)mw.stats.c4},
             {PW_KERNEL_PER_QUERY, &mi, &gi, "per-query", "-", (double)mi.stats.selections},
         };
-        if (mi.lpt_count_dev[0]) printf("%s: lean (impls 9, 10) and dense (13) Union4 CTAs in longest-first order\n", files[f]);
+        if (mi.lpt_count_dev[0])
+            printf("%s: lean (impls 9, 10) and dense (13) Union4 CTAs in longest-first order; dense G = 4 (14) in "
+                   "block order (the dev entry has no pair lists)\n",
+                   files[f]);
         printf("%s: C_4 identity %lld, W128 %lld; 2-slot tile steps (dev impl 12) identity %lld (%.3f x 2 C_4), "
                "W128 %lld (%.3f x 2 C_4)\n",
                files[f], (long long)mi.stats.c4, (long long)mw.stats.c4, (long long)mi.tile_steps,

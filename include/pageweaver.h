@@ -102,10 +102,10 @@ typedef struct pw_problem {
     int32_t num_kv_heads;          /* Hkv >= 1 */
     int32_t q_heads_per_kv;        /* G: 16 on the fast path; 8 and 4 on the GPU's padded
                                       tile (Union4 and per-query; 16 / G times the useful
-                                      tensor work), 8 on a dense tile of 8 queries x 8
-                                      heads in pw_sparse_prefill with the V^T pre-pass
-                                      and no per-token scales (same outputs); 1..64 for
-                                      the reference */
+                                      tensor work), 8 and 4 on a dense tile (8 queries x
+                                      8 heads, 16 queries x 4 heads) in pw_sparse_prefill
+                                      with the V^T pre-pass and no per-token scales (same
+                                      outputs); 1..64 for the reference */
     int32_t head_dim;              /* D: 128 on the fast path */
     int32_t page_size;             /* P in tokens: 128 on the fast path */
     int32_t topk;                  /* K: Top-K ids per (KV head, query): 16 on the fast path */
@@ -560,9 +560,11 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      kernel then needs no transpose: bench/NOTES.md v8, v8.1). Nothing carries over
  *      between calls: the workspace may hold anything before each call;
  *   4. the attention kernel: pw_union_attention's with the chosen kernel; with the pre-pass,
- *      Union4's lean kernel reading the tiles (at G = 8 without per-token scales a dense
- *      tile of 8 queries x 8 heads, the same outputs), its CTAs longest union first (union
- *      preparation lists them by size), and, when R x max_pages_per_request exceeds
+ *      Union4's lean kernel reading the tiles (without per-token scales, at G = 8 a dense
+ *      tile of 8 queries x 8 heads, at G = 4 one of 16 queries x 4 heads walking two
+ *      consecutive groups' merged union; the same outputs), its CTAs longest union first
+ *      (union preparation lists them by size; pairs by the sum of the two unions), and,
+ *      when R x max_pages_per_request exceeds
  *      the tile capacity, a second Union4 launch (the kernel that transposes V) for the KV
  *      heads whose pages did not fit (the per-query kernel skips 1-3).
  * Nothing else: no allocation, no host synchronisation, no host read of device memory, so
@@ -613,8 +615,9 @@ enum {
      * Union4 walks: Algorithm 1 with g = 4 inside each window; the union metadata still
      * groups 8 slots, whose halves are those 4-query groups). This flag makes it minimise
      * 8-query unions instead, as Union8 does and as the library did before 2026-12-01 (for
-     * A/B benchmarks; `pageweaver bench` times both); a G = 8 plan with the V^T pre-pass
-     * does so without it (its dense tile walks 8-query unions). Outputs are bitwise the
+     * A/B benchmarks; `pageweaver bench` times both); a G = 8 or 4 plan with the V^T
+     * pre-pass does so without it (its dense tile walks 8-query unions, or pairs of them).
+     * Outputs are bitwise the
      * same either way; only the speed differs. Ignored by the other kernels and with
      * PW_PLAN_CALLER_PERM. */
     PW_PLAN_REGROUP_GROUPS_OF_8 = 1u << 3

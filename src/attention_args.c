@@ -186,7 +186,7 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
     if (g != 16 && kernel == PW_KERNEL_UNION8)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "G=%d Q heads per KV head: the Union8 kernel runs G=16 only (PW_KERNEL_UNION4, the "
-                       "default, and PW_KERNEL_PER_QUERY run G=8 and 4: a padded tile, or at G=8 on Union4's V^T "
+                       "default, and PW_KERNEL_PER_QUERY run G=8 and 4: a padded tile, or on Union4's V^T "
                        "pre-pass a dense tile)",
                        g);
     const int o_dtype_ok = args->o_dtype == PW_DTYPE_BFLOAT16;

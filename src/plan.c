@@ -160,7 +160,7 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
     if (g != 16 && c->kernel == PW_KERNEL_UNION8)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "G=%d Q heads per KV head: the Union8 kernel runs G=16 only (PW_KERNEL_UNION4, the "
-                       "default, and PW_KERNEL_PER_QUERY run G=8 and 4: a padded tile, or at G=8 on Union4's V^T "
+                       "default, and PW_KERNEL_PER_QUERY run G=8 and 4: a padded tile, or on Union4's V^T "
                        "pre-pass a dense tile)",
                        g);
     if (p->num_kv_heads > 65535)

@@ -1090,8 +1090,9 @@ extern "C" pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const 
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_union_attention_vt: V^T buffers missing");
     // G = 8 or 4 without per-token scales: the dense tiles (8 queries x 8 heads, or 16
     // queries x 4 heads = a pair of 8-query groups, per M64 tile, walking the whole union
-    // once; the padded tile's bits; A-hot FP8X2 kernel 0.70x / 0.58x of the padded tile's
-    // time, bench/NOTES.md); otherwise the lean kernel on the tiles.
+    // once; the padded tile's bits; A-hot FP8X2 W128 kernel 0.70x (G = 8) / 0.60x (G = 4)
+    // the time of the kernel that transposes V, bench/NOTES.md ninth session); otherwise the
+    // lean kernel on the tiles.
     const int dense_g = pw_vt_runs_dense(problem, args);
     const int impl = dense_g == 8 ? pw::kImplDense8Dev : dense_g == 4 ? pw::kImplDense4Dev : pw::kImplLeanPreVtDev;
     PW_TRY(union_attention(impl, problem, args, grouping, perm, meta, PW_KERNEL_UNION4, stream, vt));

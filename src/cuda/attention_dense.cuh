@@ -327,16 +327,19 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_ker
     dense_walk<X2, kDenseG>(sm, p, tid, kv_head, work.query_rows, work.limits);
 }
 
-/* ---- Dev impl 14: G = 4 on a dense tile (issue 16; bench/NOTES.md "Next for G = 4").
- * Written 2026-12-02 (eighth session) after the device time was spent: NOT YET RUN on a
- * GPU; test_gqa_padded compares it bitwise with the padded G = 4 tile.
+/* ---- Dev impl 14: G = 4 on a dense tile (issue 16; bench/NOTES.md, eighth and ninth
+ * sessions). test_gqa_padded compares it bitwise with the padded G = 4 tile (H200,
+ * 2026-12-02: equal); pw_sparse_prefill runs it for G = 4 on the V^T pre-pass without
+ * per-token scales (pw_union_attention_vt).
  *
  * The M64 tile holds 16 queries x 4 heads, row 4 s + h: two consecutive 8-query groups of
  * the union metadata (a pair) walk their merged union once. A group is a pair's leader when
  * its index inside its window (inside its request for identity groups) is even; its partner
  * is the next group of the metadata when that one continues it (same request and window,
- * slot_begin 8 further): slots 8-15. Otherwise (a window's odd last group) slots 8-15 are empty. The
- * CTA of a group that is not a leader exits at once. One CTA per group index, three per SM.
+ * slot_begin 8 further): slots 8-15. Otherwise (a window's odd last group) slots 8-15 are empty.
+ * Block order: one CTA per group index, a non-leader's CTA exiting at once; under the plan's
+ * schedule (union preparation's pair lists, sched_dense 2) CTA b runs the b-th leader,
+ * largest pair first. Three CTAs per SM.
  *
  * Warp w owns slots 4w..4w+3; a thread's rows r0 = 16w + lane / 4 and r0 + 8 are head
  * (lane / 4) % 4 of slots 4w + lane / 16 and 4w + 2 + lane / 16: membership is per lane
@@ -393,7 +396,7 @@ static __device__ __forceinline__ bool dense4_work(const AttentionParams &p, Den
     const int64_t base = (int64_t)w.kv_head * p.max_groups;
     const pw_group_desc_t a = p.groups[base + w.group_a];
     const int32_t cu_begin = p.cu_seqlens_q[a.request];
-    const int32_t rel = a.slot_begin - cu_begin; // a multiple of 8 (W a multiple of 8, or runs of 8)
+    const int32_t rel = a.slot_begin - cu_begin; // rel % W (or rel) is a multiple of 8: runs of 8 from each window start
     const int32_t index = (p.group_window > 0 ? rel % p.group_window : rel) / kDenseSlots;
     if (index % 2 != 0) return false; // a partner: its leader's CTA runs it
     w.request = a.request;

@@ -66,8 +66,9 @@ pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem, const 
  * count [17] device, items per size class; list [17, stride] device, each class's items
  * (impls 9 / 10: block 2 x (h x max_groups + group) + half of every half with a member;
  * impl 13: h x max_groups + group of every group). count NULL (the default) restores the
- * blocks' own order. The library's own entry points never read it. Not thread-safe; no
- * check of the arrays. */
+ * blocks' own order. Impl 14 (dense G = 4) never reads it: through this entry it runs in
+ * block order (the full call gives it its pair lists). The library's own entry points
+ * never read it. Not thread-safe; no check of the arrays. */
 void pw_dev_set_schedule(const uint32_t *count, const int32_t *list, int64_t stride, int dense);
 
 #ifdef __cplusplus

@@ -310,8 +310,11 @@ extern "C" pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, con
     params.sched_stride = vt ? vt->sched_stride : 0;
     params.sched_dense = vt ? vt->sched_dense : 0;
     params.sched_pairs = vt && vt->sched_dense == 2 ? vt->sched_pairs : NULL;
-    if (params.sched_count && params.sched_dense == 2 && !params.sched_pairs)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_union_prepare: the pair schedule needs sched_pairs");
+    /* The pair schedule's scratch lies 256 bytes after the counts (one memset clears both). */
+    if (params.sched_count && params.sched_dense == 2 &&
+        params.sched_pairs != (uint32_t *)(void *)((uint8_t *)params.sched_count + 256))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_union_prepare: the pair schedule needs sched_pairs 256 bytes "
+                                                  "after sched_count");
 
     /* The bound covers every group; CTA 0 of each KV head also writes num_groups (so a
      * call with N = 0 still writes zeros). */
