@@ -13,6 +13,8 @@ precisions:
              of its useful work); the default regroup ("auto": the time guard);
   G8greedy, G4greedy  the same with regroup="guarded" (the regroup always runs: W128,
              g = 8 on the dense tiles), against "auto"'s choice;
+  G16vt, G8vt, G4vt  the V^T pre-pass forced on (PW_PLAN_VT_PREPASS through the package's
+             private plan-flags hook), e.g. on chunks below the rule's 4,096 queries;
   scales     G16 with per-token K / V scales [Hkv, slots] (K 2^U(-1,1), V 2^U(-3,3));
   interleave G16 reading vLLM's interleaved [pages, Hkv, 128, 2*D] cache through strides;
   sinkkeys   G16 with per-Q-head sink keys.
@@ -29,9 +31,11 @@ import statistics
 import torch
 
 import pageweaver
+from pageweaver import _op
 
 P, D = 128, 128
-ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys", "G8greedy", "G4greedy")
+ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys", "G8greedy", "G4greedy", "G16vt", "G8vt", "G4vt")
+PW_PLAN_VT_PREPASS = 1 << 1  # pageweaver.h
 DEFAULT_ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys")
 
 
@@ -85,7 +89,7 @@ def build(path, device):
 
 def arm_call(arm, b, prec, outs):
     """(callable running the arm, G)."""
-    g = {"G8": 8, "G4": 4, "G8greedy": 8, "G4greedy": 4}.get(arm, 16)
+    g = {"G8": 8, "G4": 4, "G8greedy": 8, "G4greedy": 4, "G8vt": 8, "G4vt": 4}.get(arm, 16)
     hkv = b["hkv"]
     q = b["q16"].view(b["n"], hkv, 16, D)[:, :, :g].reshape(b["n"], hkv * g, D).contiguous()
     out = outs.setdefault(g, torch.empty_like(q))
@@ -101,8 +105,17 @@ def arm_call(arm, b, prec, outs):
     # The graph captures q's address: the closure is the only owner of a G < 16 copy, and
     # graphs[arm] keeps the closure (a dropped closure freed q, torch.cuda.graph's
     # empty_cache returned the block, and the next replay read unmapped memory).
-    fn = lambda: pageweaver.sparse_prefill(q, k, v, *b["rest"], k_scale=1 / 64, v_scale=1 / 64,  # noqa: E731
-                                           out=out, precision=prec, **kw)
+    call = lambda: pageweaver.sparse_prefill(q, k, v, *b["rest"], k_scale=1 / 64, v_scale=1 / 64,  # noqa: E731
+                                             out=out, precision=prec, **kw)
+    if not arm.endswith("vt"):
+        return call, g
+
+    def fn():  # the plan is made (and cached under these flags) at the first call
+        _op._plan_flags = PW_PLAN_VT_PREPASS
+        try:
+            call()
+        finally:
+            _op._plan_flags = 0
     return fn, g
 
 

@@ -255,17 +255,22 @@ def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
 _MAX_PLANS = 256
 _plans = OrderedDict()
 _plans_lock = threading.Lock()
+# Private, for benchmarks only (bench/shapes.py's pre-pass arms): pw_plan_config_t.flags of
+# the plans made while it is set (e.g. PW_PLAN_VT_PREPASS = 1 << 1); part of the cache key.
+_plan_flags = 0
 
 
 def _plan(key, problem, regroup, window, kernel):
     """The cached plan of (device, shapes, softmax scale, config). LRU of _MAX_PLANS; an
     evicted plan is destroyed when its last user drops it."""
+    flags = _plan_flags
+    key = (key, flags)
     with _plans_lock:
         p = _plans.get(key)
         if p is not None:
             _plans.move_to_end(key)
             return p
-    p = _lib.Plan(problem, regroup, window, kernel)  # may raise: nothing cached then
+    p = _lib.Plan(problem, regroup, window, kernel, flags)  # may raise: nothing cached then
     with _plans_lock:
         p = _plans.setdefault(key, p)
         _plans.move_to_end(key)
