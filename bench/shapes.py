@@ -15,6 +15,8 @@ precisions:
              g = 8 on the dense tiles), against "auto"'s choice;
   G16vt, G8vt, G4vt  the V^T pre-pass forced on (PW_PLAN_VT_PREPASS through the package's
              private plan-flags hook), e.g. on chunks below the rule's 4,096 queries;
+  G16novt, G8novt, G4novt  forced off (PW_PLAN_NO_VT_PREPASS: the padded tile, the kernel
+             transposing V itself);
   scales     G16 with per-token K / V scales [Hkv, slots] (K 2^U(-1,1), V 2^U(-3,3));
   interleave G16 reading vLLM's interleaved [pages, Hkv, 128, 2*D] cache through strides;
   sinkkeys   G16 with per-Q-head sink keys.
@@ -34,8 +36,9 @@ import pageweaver
 from pageweaver import _op
 
 P, D = 128, 128
-ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys", "G8greedy", "G4greedy", "G16vt", "G8vt", "G4vt")
-PW_PLAN_VT_PREPASS = 1 << 1  # pageweaver.h
+ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys", "G8greedy", "G4greedy", "G16vt", "G8vt", "G4vt",
+        "G16novt", "G8novt", "G4novt")
+PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS = 1 << 1, 1 << 2  # pageweaver.h
 DEFAULT_ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys")
 
 
@@ -89,7 +92,7 @@ def build(path, device):
 
 def arm_call(arm, b, prec, outs):
     """(callable running the arm, G)."""
-    g = {"G8": 8, "G4": 4, "G8greedy": 8, "G4greedy": 4, "G8vt": 8, "G4vt": 4}.get(arm, 16)
+    g = {"G8": 8, "G4": 4, "G8greedy": 8, "G4greedy": 4, "G8vt": 8, "G4vt": 4, "G8novt": 8, "G4novt": 4}.get(arm, 16)
     hkv = b["hkv"]
     q = b["q16"].view(b["n"], hkv, 16, D)[:, :, :g].reshape(b["n"], hkv * g, D).contiguous()
     out = outs.setdefault(g, torch.empty_like(q))
@@ -111,7 +114,7 @@ def arm_call(arm, b, prec, outs):
         return call, g
 
     def fn():  # the plan is made (and cached under these flags) at the first call
-        _op._plan_flags = PW_PLAN_VT_PREPASS
+        _op._plan_flags = PW_PLAN_NO_VT_PREPASS if arm.endswith("novt") else PW_PLAN_VT_PREPASS
         try:
             call()
         finally:
