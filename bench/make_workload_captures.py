@@ -3,11 +3,13 @@
 hot/lowoverlap, one KV head, page 128, Top-16) as PageWeaver capture files
 (docs/capture-format.md), so that the C benchmarks and the GPU tests read them like real
 captures.  Usage: make_workload_captures.py OUTDIR [--kv-heads H] [--heads-per-kv G]
-[--only A_hot,B_hot]
+[--topk K] [--page-size P] [--only A_hot,B_hot]
 
 With --kv-heads H > 1, KV head h gets the workload generated with seed + 1000*h (so the
 heads differ but keep the statistics). --heads-per-kv G (default 16) only changes the
-metadata's q_heads_per_kv (the selections are per KV head); files get a _g8 / _g4 suffix."""
+metadata's q_heads_per_kv (the selections are per KV head); files get a _g8 / _g4 suffix.
+--topk K / --page-size P (defaults 16 / 128): issue 16's other shapes (workloads.generate's
+topk / page); files get a _k32 / _p64 suffix."""
 import argparse
 import os
 import sys
@@ -24,6 +26,8 @@ def main():
     ap.add_argument("outdir")
     ap.add_argument("--kv-heads", type=int, default=1)
     ap.add_argument("--heads-per-kv", type=int, default=16)
+    ap.add_argument("--topk", type=int, default=workloads.TOPK)
+    ap.add_argument("--page-size", type=int, default=workloads.PAGE)
     ap.add_argument("--only", default="", help="comma list like A_hot,B_low")
     a = ap.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
@@ -34,7 +38,7 @@ def main():
             continue
         prefix, nq = workloads.SHAPES[shape]
         seed = workloads.workload_seed(shape, kind)
-        ids = np.stack([workloads.generate(shape, kind, seed + 1000 * h)
+        ids = np.stack([workloads.generate(shape, kind, seed + 1000 * h, topk=a.topk, page=a.page_size)
                         for h in range(a.kv_heads)]).astype(np.int32)
         tensors = {
             "topk_ids": ids,
@@ -44,13 +48,15 @@ def main():
         }
         meta = {
             "format": "pageweaver.capture", "format_version": "1",
-            "page_size": "128", "q_heads_per_kv": str(a.heads_per_kv), "head_dim": "128",
+            "page_size": str(a.page_size), "q_heads_per_kv": str(a.heads_per_kv), "head_dim": "128",
             "generator": "bench/workloads.py",
             "workload": f"{shape}-{kind}", "seed": str(seed),
             "kv_heads": str(a.kv_heads), "chunk": f"prefix {prefix}, {nq} queries",
         }
         suffix = "" if a.kv_heads == 1 else f"_h{a.kv_heads}"
         suffix += "" if a.heads_per_kv == 16 else f"_g{a.heads_per_kv}"
+        suffix += "" if a.topk == workloads.TOPK else f"_k{a.topk}"
+        suffix += "" if a.page_size == workloads.PAGE else f"_p{a.page_size}"
         out = os.path.join(a.outdir, f"sel_{tag}{suffix}.safetensors")
         tmp = out + ".tmp"
         save_file(tensors, tmp, metadata=meta)

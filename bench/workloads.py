@@ -22,6 +22,12 @@ with -1 to 16 (int32 [N, 16]).
               1..cp.
   lowoverlap  the own page, the sink page, and uniform eligible pages up to 16.
 
+Other Top-K and page sizes (issue 16's shapes: Top-K 8, 32, 64; pages of 64 tokens):
+generate(..., topk=K, page=P) draws the same way with K pages per row (min(K, cp + 1)),
+cp = c // P, and a hot set of round(24 * K / 16) pages (at least 6), so that the hot share
+of a row stays what it is at K = 16; the recent pages (4 among the 6 before cp) do not
+scale. The defaults (K = 16, P = 128) give the pinned arrays below bit for bit.
+
 Seeds: workload k of the list below (A-hot, A-lowoverlap, B-hot, ...) uses
 numpy.random.default_rng(1234 + 10 * shape_index + kind_index). The random numbers are
 drawn in a fixed order (documented at each draw below); the same numpy Generator gives the
@@ -29,7 +35,8 @@ same arrays on every platform, so WORKLOAD_SHA256 pins them: `--check` regenerat
 and compares (tests/ run it in CI).
 
 Usage:
-  python3 bench/workloads.py OUTDIR      writes sel_<shape>_<kind>.npy and stats.json
+  python3 bench/workloads.py OUTDIR [--topk K] [--page-size P]
+                                         writes sel_<shape>_<kind>.npy and stats.json
   python3 bench/workloads.py --check     regenerates and checks WORKLOAD_SHA256
 """
 import argparse
@@ -77,8 +84,9 @@ class HotSet:
 
     pages keeps insertion order: draws index into it, so the order is part of the result."""
 
-    def __init__(self, rng):
+    def __init__(self, rng, size=HOT_PAGES):
         self.rng = rng
+        self.size = size
         self.pages = []
 
     def drift(self, cp):
@@ -86,7 +94,7 @@ class HotSet:
         to min(HOT_PAGES, cp) distinct pages drawn uniformly from 1..cp."""
         for _ in range(min(DRIFT_DROP, len(self.pages))):
             del self.pages[int(self.rng.integers(0, len(self.pages)))]
-        target = min(HOT_PAGES, cp)
+        target = min(self.size, cp)
         while len(self.pages) < target:
             page = int(self.rng.integers(1, cp + 1))
             if page not in self.pages:
@@ -101,7 +109,12 @@ def uniform_new_page(rng, cp, taken):
             return page
 
 
-def hot_row(rng, hot, i, cp):
+def hot_pages(topk):
+    """Size of the hot set for Top-K rows: HOT_PAGES at K = 16, scaled with K (>= 6)."""
+    return HOT_PAGES if topk == TOPK else max(6, round(HOT_PAGES * topk / TOPK))
+
+
+def hot_row(rng, hot, i, cp, topk=TOPK):
     """The pages of query i (page cp) in a 'hot' workload, in the order they are drawn."""
     row = [cp] + ([0] if cp != 0 else [])
     if i % DRIFT_EVERY == 0:
@@ -113,7 +126,7 @@ def hot_row(rng, hot, i, cp):
         row.extend(int(p) for p in picked)
     taken = set(row)
     candidates = [p for p in hot.pages if p <= cp and p not in taken]
-    while len(row) < min(TOPK, cp + 1):
+    while len(row) < min(topk, cp + 1):
         # One uniform draw decides the source, every time (also when no hot page is left).
         from_hot = rng.random() < P_HOT
         if from_hot and candidates:
@@ -127,29 +140,32 @@ def hot_row(rng, hot, i, cp):
     return row
 
 
-def lowoverlap_row(rng, cp):
+def lowoverlap_row(rng, cp, topk=TOPK):
     """The pages of a query on page cp in a 'lowoverlap' workload."""
     row = [cp] + ([0] if cp != 0 else [])
     taken = set(row)
-    while len(row) < min(TOPK, cp + 1):
+    while len(row) < min(topk, cp + 1):
         page = uniform_new_page(rng, cp, taken)
         row.append(page)
         taken.add(page)
     return row
 
 
-def generate(shape, kind, seed=None):
-    """Top-K page ids of one workload: int32 [N, 16], rows ascending, -1 padded. seed: the
-    workload's own (workload_seed) unless given."""
+def generate(shape, kind, seed=None, topk=TOPK, page=PAGE):
+    """Top-K page ids of one workload: int32 [N, topk], rows ascending, -1 padded; logical
+    pages of `page` tokens. seed: the workload's own (workload_seed) unless given."""
     prefix, num_queries = SHAPES[shape]
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r}: one of {KINDS}")
+    if topk < 2 + RECENT_PICK or page < 1:
+        raise ValueError(f"topk {topk} (>= {2 + RECENT_PICK}: the own page, the sink page and the recent "
+                         f"pages), page {page} (>= 1)")
     rng = np.random.default_rng(workload_seed(shape, kind) if seed is None else seed)
-    hot = HotSet(rng)
-    ids = np.full((num_queries, TOPK), -1, dtype=np.int32)
+    hot = HotSet(rng, hot_pages(topk))
+    ids = np.full((num_queries, topk), -1, dtype=np.int32)
     for i in range(num_queries):
-        cp = (prefix + i) // PAGE
-        row = hot_row(rng, hot, i, cp) if kind == "hot" else lowoverlap_row(rng, cp)
+        cp = (prefix + i) // page
+        row = hot_row(rng, hot, i, cp, topk) if kind == "hot" else lowoverlap_row(rng, cp, topk)
         pages = sorted(row)
         ids[i, : len(pages)] = pages
     return ids
@@ -160,24 +176,24 @@ def digest(ids):
     return hashlib.sha256(np.ascontiguousarray(ids, dtype="<i4").tobytes()).hexdigest()
 
 
-def visible_tokens(ids, prefix):
+def visible_tokens(ids, prefix, page=PAGE):
     """Tokens each query attends to: whole pages before its own, its own page up to c."""
     c = prefix + np.arange(ids.shape[0])
-    cp = c // PAGE
+    cp = c // page
     valid = ids >= 0
     if np.any(valid & (ids > cp[:, None])):
         raise AssertionError("a page after the query's own page was selected")
     before = (valid & (ids < cp[:, None])).sum(1)
     own = (valid & (ids == cp[:, None])).sum(1)
-    return before * PAGE + own * (c - cp * PAGE + 1)
+    return before * page + own * (c - cp * page + 1)
 
 
-def stats(shape, ids):
+def stats(shape, ids, page=PAGE):
     """Figures of a workload: mean union of 8 consecutive queries, pages per row, useful
     GFLOP (visible tokens x 16 Q heads x head dim 128 x 4)."""
     prefix, num_queries = SHAPES[shape]
     unions = [np.unique(ids[g:g + 8][ids[g:g + 8] >= 0]).size for g in range(0, num_queries, 8)]
-    vis = visible_tokens(ids, prefix)
+    vis = visible_tokens(ids, prefix, page)
     return {
         "prefix": prefix, "nq": num_queries, "ctx": prefix + num_queries,
         "union8_mean": float(np.mean(unions)),
@@ -203,13 +219,57 @@ def check():
         bad += not ok
         print(f"{name:14s} {got} {'ok' if ok else 'MISMATCH, expected ' + str(WORKLOAD_SHA256[name])}")
     print(f"numpy {np.__version__}: {6 - bad} of 6 workloads as pinned")
-    return 1 if bad else 0
+    bad_shapes = check_shapes()
+    return 1 if bad or bad_shapes else 0
+
+
+def row_problems(ids, prefix, topk, page):
+    """What is wrong with a generated array (an empty list if nothing): shape, row length
+    min(K, cp + 1), ascending distinct pages in 0..cp with -1 only after them, the own page
+    and (cp > 0) the sink page present."""
+    problems = []
+    n = ids.shape[0]
+    if ids.ndim != 2 or ids.shape[1] != topk:
+        return [f"shape {ids.shape}, expected [N, {topk}]"]
+    cp = (prefix + np.arange(n)) // page
+    valid = ids >= 0
+    count = valid.sum(1)
+    if np.any(count != np.minimum(topk, cp + 1)):
+        problems.append("a row's page count is not min(K, cp + 1)")
+    if np.any(valid[:, 1:] & ~valid[:, :-1]):
+        problems.append("-1 before a page")
+    both = valid[:, 1:] & valid[:, :-1]
+    if np.any(both & (ids[:, 1:] <= ids[:, :-1])):
+        problems.append("pages not strictly ascending")
+    if np.any(valid & (ids > cp[:, None])):
+        problems.append("a page after the query's own page")
+    if np.any(~(ids == cp[:, None]).any(1)):
+        problems.append("the own page missing")
+    if np.any((cp > 0) & ~(ids == 0).any(1)):
+        problems.append("the sink page missing")
+    return problems
+
+
+def check_shapes():
+    """The other Top-K / page sizes (no pinned digests): each row's invariants, and the same
+    array from the same seed. Returns the number of failures."""
+    bad = 0
+    for shape, kind, topk, page in (("B", "hot", 8, 128), ("B", "lowoverlap", 32, 64), ("C", "hot", 64, 64)):
+        ids = generate(shape, kind, topk=topk, page=page)
+        problems = row_problems(ids, SHAPES[shape][0], topk, page)
+        if digest(generate(shape, kind, topk=topk, page=page)) != digest(ids):
+            problems.append("not reproducible from its seed")
+        bad += bool(problems)
+        print(f"{shape}_{kind} K={topk} P={page}: {'ok' if not problems else '; '.join(problems)}")
+    return bad
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("outdir", nargs="?", help="where to write sel_<shape>_<kind>.npy and stats.json")
     ap.add_argument("--check", action="store_true", help="regenerate and compare with WORKLOAD_SHA256")
+    ap.add_argument("--topk", type=int, default=TOPK, help="pages per row (default 16)")
+    ap.add_argument("--page-size", type=int, default=PAGE, help="tokens per page (default 128)")
     a = ap.parse_args()
     if a.check:
         return check()
@@ -218,8 +278,8 @@ def main():
     os.makedirs(a.outdir, exist_ok=True)
     figures = {}
     for shape, kind in all_workloads():
-        ids = generate(shape, kind)
-        figures[f"{shape}_{kind}"] = stats(shape, ids)
+        ids = generate(shape, kind, topk=a.topk, page=a.page_size)
+        figures[f"{shape}_{kind}"] = stats(shape, ids, a.page_size)
         np.save(os.path.join(a.outdir, f"sel_{shape}_{kind}.npy"), ids)
         print(shape, kind, json.dumps(figures[f"{shape}_{kind}"]))
     with open(os.path.join(a.outdir, "stats.json"), "w") as f:
