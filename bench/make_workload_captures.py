@@ -60,6 +60,7 @@ def main():
         out = os.path.join(a.outdir, f"sel_{tag}{suffix}.safetensors")
         tmp = out + ".tmp"
         save_file(tensors, tmp, metadata=meta)
+        os.chmod(tmp, 0o644)  # safetensors writes 0600
         os.replace(tmp, out)
         print(out, ids.shape)
 

@@ -69,6 +69,12 @@ pw_status_t pw_check_problem_layout(const pw_problem_t *p, const pw_requests_t *
         if (rq->cu_seqlens_q[r + 1] < rq->cu_seqlens_q[r])
             return pw_fail(PW_ERROR_INVALID_ARGUMENT, "requests.cu_seqlens_q decreases at request %d (%d > %d)",
                            r, rq->cu_seqlens_q[r], rq->cu_seqlens_q[r + 1]);
+    /* The total next: offsets running past N would otherwise be reported as a kv_lens[r]
+     * too short for its (wrong) chunk length. */
+    if (rq->cu_seqlens_q[p->num_requests] != p->num_tokens)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "requests.cu_seqlens_q[R=%d] is %d, must equal num_tokens %d",
+                       p->num_requests, rq->cu_seqlens_q[p->num_requests], p->num_tokens);
     for (int32_t r = 0; r < p->num_requests; r++) {
         const int32_t b = rq->cu_seqlens_q[r], e = rq->cu_seqlens_q[r + 1];
         if (rq->prefix_lens[r] < 0)
@@ -83,10 +89,6 @@ pw_status_t pw_check_problem_layout(const pw_problem_t *p, const pw_requests_t *
                            "requests.kv_lens[%d] is %d, > max_pages_per_request %d * page_size %d",
                            r, rq->kv_lens[r], p->max_pages_per_request, p->page_size);
     }
-    if (rq->cu_seqlens_q[p->num_requests] != p->num_tokens)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "requests.cu_seqlens_q[R=%d] is %d, must equal num_tokens %d",
-                       p->num_requests, rq->cu_seqlens_q[p->num_requests], p->num_tokens);
     return PW_SUCCESS;
 }
 

@@ -140,6 +140,12 @@ static void test_cache_pages_left_zero(void **state)
         rq2.page_table_stride = 8;
         assert_error_naming(pw_problem_check(&p2, &rq2), PW_ERROR_INVALID_ARGUMENT,
                             "cu_seqlens_q decreases at request 1");
+        /* Offsets running past N: named as such, not as request 1's kv_lens being too short
+         * for the 60 queries the offsets give it (a fresh user's trial, 2026-12-02). */
+        const int32_t cu3[3] = {0, 20, 80};
+        rq2.cu_seqlens_q = cu3;
+        assert_error_naming(pw_problem_check(&p2, &rq2), PW_ERROR_INVALID_ARGUMENT,
+                            "cu_seqlens_q[R=2] is 80, must equal num_tokens");
     }
 
     /* The plan is made for attention: both cache shapes are needed when N > 0. */

@@ -616,6 +616,29 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
     return (out, lse) if return_lse else out
 
 
+def _check_gpu_layout(q, k_cache, v_cache, n, hq, d, kv_stride):
+    """The GPU's alignment and stride rules (the C library's pw_check_gpu_attention_args),
+    which the CPU reference does not need: raises InvalidArgumentError as the GPU call would."""
+    def fail(msg):
+        raise _lib.InvalidArgumentError("PW_ERROR_INVALID_ARGUMENT", msg)
+    if q.data_ptr() % 16:
+        fail("q must be 16-byte aligned on the GPU (rows read as 16-byte vectors)")
+    q_stride = q.stride(0) if n > 1 else hq * d
+    if q_stride < hq * d or q_stride % 8:
+        fail(f"q's row stride {q_stride} must be >= Hq*D = {hq * d} and a multiple of 8 elements on the GPU")
+    if k_cache.data_ptr() % 16 or v_cache.data_ptr() % 16:
+        fail("k_cache / v_cache must be 16-byte aligned on the GPU")
+    if k_cache.dim() == 4:
+        pages, hkv = k_cache.shape[:2]
+        s0, s1, s2, _ = k_cache.stride()
+        page, head, token = (s0 if pages > 1 else 16), (s1 if hkv > 1 else d), s2
+    else:
+        page, head, token = PAGE_SIZE * kv_stride, d, kv_stride
+    if any(x % 16 or x >= 1 << 40 for x in (page, head, token)):
+        fail(f"the GPU needs cache strides that are multiples of 16 elements and below 2^40 "
+             f"(page {page}, head {head}, token {token})")
+
+
 def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                       prefix_lens, *, softmax_scale=None, precision=None, regroup=None,
                       kernel=None, sinks=None, sink_keys=None, k_token_scales=None,
@@ -627,10 +650,13 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     Same arguments as sparse_prefill (scales and outputs left out). Checks the tensors as
     sparse_prefill does, then the plan the GPU call would make (pw_plan_create: G, head dim,
     page size, Top-K, kernel, regroup), the precision ('exact' is the CPU's only) and the
-    kernel's support of per-token scales (Union8 has none). Reads no tensor data: device
-    values (ids, lengths, page-table entries) are checked by the call itself. Raises
-    UnsupportedError (a NotImplementedError) naming what the GPU does not run, or the
-    errors of sparse_prefill for malformed arguments.
+    kernel's support of per-token scales (Union8 has none), and the GPU's layout rules
+    the reference does not need (q, k_cache, v_cache 16-byte aligned; q's row stride a
+    multiple of 8 elements; cache page / head / token strides multiples of 16 elements).
+    Reads no tensor data: device values (ids, lengths, page-table entries) are checked by
+    the call itself. Raises UnsupportedError (a NotImplementedError) naming what the GPU
+    does not run, InvalidArgumentError for a layout the GPU refuses, or the errors of
+    sparse_prefill for malformed arguments.
 
     Returns what the GPU call would run (the plan's choices, pw_plan_info in pageweaver.h),
     a dict: "kernel" ('union4', 'union8' or 'per_query'); "regroup" (the call's regroup
@@ -658,9 +684,10 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     rows = q.shape[1] * q.shape[2]
     out = torch.empty(max(rows, 1), dtype=torch.bfloat16, device=q.device).as_strided(
         q.shape, (0, q.shape[2], 1))
-    n, r, hkv, g, d, k, max_pages, num_pages, _ = check_args(
+    n, r, hkv, g, d, k, max_pages, num_pages, kv_stride = check_args(
         q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens, prefix_lens,
         None, None, out, None, None, sinks, sink_keys, k_token_scales, v_token_scales)
+    _check_gpu_layout(q, k_cache, v_cache, n, hkv * g, d, kv_stride)
     if (k_token_scales is not None or v_token_scales is not None) and kern == _lib.KERNELS["union8"]:
         raise _lib.UnsupportedError("PW_ERROR_UNSUPPORTED", "k_token_scales / v_token_scales: "
                                     "the Union8 kernel does not read per-token scales "

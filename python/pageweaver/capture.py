@@ -83,7 +83,8 @@ def load_capture(path, device="cpu"):
     """Read a capture: returns (tensors, metadata). tensors maps each stored name to a
     torch tensor on `device`: q as bfloat16, k_cache / v_cache as float8_e4m3fn, topk_ids
     as int32 (also when stored as int16), the rest in their stored dtype (int32 request
-    arrays and page table, float32 [1] scales), ready for pageweaver.sparse_prefill.
+    arrays and page table, float32 [1] scales), ready for pageweaver.sparse_prefill (pass
+    them by position or rename: the capture's `topk_ids` is sparse_prefill's `topk_idx`).
     metadata: the file's string map. A malformed file raises CaptureError naming the file
     and the problem; an unreadable one OSError."""
     arrays, meta, dtypes = _fmt.load_capture(path, return_dtypes=True)

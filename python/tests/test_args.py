@@ -171,6 +171,28 @@ def test_check_gpu_support_names_the_path(g, table_cols, scales, tile, prepass):
         assert info["regroup_group_size"] == (8 if prepass and g in (4, 8) else 4)
 
 
+def test_check_gpu_support_applies_the_gpu_layout_rules():
+    """Layouts the CPU reference takes but the GPU refuses are refused by check_gpu_support
+    too (a fresh user's trial, 2026-12-02): a cache slot stride that is not a multiple of
+    16, a cache 8 bytes off 16-byte alignment, a Q row stride not a multiple of 8, a
+    broadcast Q."""
+    n, hkv, g, d, slots = 256, 2, 16, 128, 4 * 128
+    i32 = lambda v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
+    fp8 = torch.float8_e4m3fn
+    q = torch.zeros((n, hkv * g, d), dtype=torch.bfloat16)
+    k = torch.zeros((slots, hkv, d), dtype=torch.uint8).view(fp8)
+    rest = (torch.zeros((hkv, n, 16), dtype=torch.int32), torch.arange(4, dtype=torch.int32).view(1, 4),
+            i32([0, n]), i32([n + 100]), i32([100]))
+    assert pageweaver.check_gpu_support(q, k, k, *rest)["kernel"] == "union4"  # the baseline passes
+    wide = torch.zeros((slots, 264), dtype=torch.uint8).view(fp8)[:, :256].unflatten(1, (hkv, d))
+    off = torch.zeros(slots * hkv * d + 8, dtype=torch.uint8).view(fp8)[8:].view(slots, hkv, d)
+    q_odd = torch.zeros((n, hkv * g * d + 1), dtype=torch.bfloat16)[:, :hkv * g * d].unflatten(1, (hkv * g, d))
+    for qq, kk, what in ((q, wide, "multiples of 16"), (q, off, "16-byte aligned"),
+                         (q_odd, k, "multiple of 8"), (q[:1].expand(n, hkv * g, d), k, "multiple of 8")):
+        with pytest.raises(pageweaver.InvalidArgumentError, match=what):
+            pageweaver.check_gpu_support(qq, kk, kk, *rest)
+
+
 def test_head_dim_mismatch_is_named():
     """q's D differing from the caches' is reported as such, not as a stride problem."""
     p = random_problem(torch.Generator().manual_seed(13), hkv=2)
