@@ -761,7 +761,9 @@ typedef struct pw_plan_info {
                                   PW_KERNEL_UNION4 (its objective is C_4), 8 for Union8,
                                   with PW_PLAN_REGROUP_GROUPS_OF_8, and for Union4 at
                                   G = 8 or 4 with the V^T pre-pass (its dense tile walks
-                                  each 8-query union, at G = 4 two of them merged); 0 when `regroup` is
+                                  each 8-query union, at G = 4 two of them merged; such a
+                                  plan's calls with per-token scales run the padded tile
+                                  and regroup with 4); 0 when `regroup` is
                                   IDENTITY. pw_ref_regroup with `regroup`, `window` and this
                                   g reproduces the call's permutation; union preparation
                                   groups 8 slots either way (pw_plan_workspace_views).

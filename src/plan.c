@@ -351,8 +351,7 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
     /* G = 8 on the pre-pass runs the dense tile (pw_union_attention_vt: each CTA walks a
      * group's whole 8-query union), so the regroup minimises 8-query unions there (A-hot:
      * 90,783 union visits, against 95,292 after the g = 4 regroup). A call with per-token
-     * scales runs the padded tile on the same groups (A-hot: C_4 127,847, 2.4% above the
-     * g = 4 regroup's 124,907). G = 4 runs the dense tile on pairs of consecutive 8-query
+     * scales runs the padded tile and regroups with g = 4 (pw_sparse_prefill). G = 4 runs the dense tile on pairs of consecutive 8-query
      * groups, also regrouped with g = 8 (A-hot pairs: 69,233 page visits, against 70,524
      * with g = 4 and 71,891 in identity order; H200 full call 0.713 ms FP8X2 against
      * 0.727 in identity order, both in the longest-first pair order, bench/NOTES.md). */
@@ -471,6 +470,11 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
          * one KV head (bench/NOTES.md, regroup v3.2). */
         pw_grouping_t g = plan->regroup;
         if (!plan->regroup_pays[pw_args_precision(args) == PW_PRECISION_FP8X2]) g.mode = PW_REGROUP_IDENTITY;
+        /* A dense-tile plan's call with per-token scales runs the padded tile, which walks
+         * 4-query halves: it regroups for them (g = 4), as every other Union4 plan (A-hot at
+         * G = 8: C_4 124,907 instead of 127,847 after the dense tile's g = 8). */
+        if (plan_runs_dense(plan) && !pw_vt_runs_dense(p, args) && !(plan->config.flags & PW_PLAN_REGROUP_GROUPS_OF_8))
+            g.group_size = PW_PLAN_UNION4_REGROUP_SIZE;
         PW_TRY(pw_regroup(p, args->topk_ids, &args->requests, &g, own_perm, parts[PART_REGROUP],
                           plan->part_bytes[PART_REGROUP], stream));
         perm = own_perm;

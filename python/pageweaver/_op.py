@@ -707,8 +707,11 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     token_scales = k_token_scales is not None or v_token_scales is not None
     tile = "g16" if g == 16 else "dense" if info.dense_tile and not token_scales else "padded"
     modes = {v: name for name, v in _lib.REGROUP_MODES.items()}
+    group_size = int(info.regroup_group_size)
+    if info.dense_tile and token_scales and group_size:
+        group_size = 4  # the plan's calls with per-token scales run the padded tile (pw_sparse_prefill)
     return {"kernel": kernel_name, "regroup": modes.get(info.regroup, str(info.regroup)),
-            "regroup_group_size": int(info.regroup_group_size), "vt_prepass": bool(info.vt_prepass),
+            "regroup_group_size": group_size, "vt_prepass": bool(info.vt_prepass),
             "vt_capacity": int(info.vt_capacity), "tile": tile}
 
 

@@ -165,10 +165,10 @@ def test_check_gpu_support_names_the_path(g, table_cols, scales, tile, prepass):
     assert info["vt_prepass"] is prepass
     assert (info["vt_capacity"] > 0) is prepass
     assert info["tile"] == tile
-    # the dense tiles' plans (G = 8 and 4 on the pre-pass) regroup for 8-query unions, the
-    # others for 4-query halves
+    # the dense tiles regroup for 8-query unions, the padded and G = 16 tiles for 4-query
+    # halves (also a dense plan's calls with per-token scales)
     if info["regroup"] != "identity":
-        assert info["regroup_group_size"] == (8 if prepass and g in (4, 8) else 4)
+        assert info["regroup_group_size"] == (8 if tile == "dense" else 4)
 
 
 def test_check_gpu_support_applies_the_gpu_layout_rules():
