@@ -63,15 +63,22 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The schedule kind of a dev impl (pw_dev_set_schedule): 1 dense G = 8 groups, 2 dense G = 4
+ * pairs, 0 the lean kernels' halves. */
+static int sched_kind(int impl)
+{
+    return impl == 13 ? 1 : impl == 14 ? 2 : 0;
+}
+
 typedef struct meta_set {
     pw_union_meta_t dev;
     int32_t *perm_dev;
     /* PW_KBENCH_SCHEDULE=lpt: longest-first CTA orders (pw_dev_set_schedule: 17 class
-     * counts, then the class lists) of the lean kernels' halves [0] and of the dense
-     * tile's groups [1]; NULL otherwise. */
-    uint32_t *lpt_count_dev[2];
-    int32_t *lpt_list_dev[2];
-    int64_t lpt_stride[2];
+     * counts, then the class lists) of the lean kernels' halves [0], of the dense G = 8
+     * tile's groups [1] and of the dense G = 4 tile's pairs [2]; NULL otherwise. */
+    uint32_t *lpt_count_dev[3];
+    int32_t *lpt_list_dev[3];
+    int64_t lpt_stride[3];
     pw_union_stats_t stats;
     int64_t tile_steps; /* dev impl 12: (CTA page, 2-slot tile) pairs with a member */
     int64_t pair_visits; /* dev impl 14: pages of the merged unions of leader / partner group pairs */
@@ -123,7 +130,7 @@ static void make_meta(const pw_capture_t *c, const pw_grouping_t *g, meta_set_t 
                 for (int t = 0; t < 4; t++) out->tile_steps += (m.member_masks[base + e] >> (2 * t)) & 3u ? 1 : 0;
         }
     const char *sched = getenv("PW_KBENCH_SCHEDULE");
-    for (int dense = 0; dense < 2; dense++) {
+    for (int dense = 0; dense < 3; dense++) {
         out->lpt_count_dev[dense] = NULL;
         out->lpt_list_dev[dense] = NULL;
         out->lpt_stride[dense] = 0;
@@ -141,8 +148,23 @@ static void make_meta(const pw_capture_t *c, const pw_grouping_t *g, meta_set_t 
                 const pw_group_desc_t *d = &m.groups[h * mg + gi];
                 size[b] = dense ? d->union_size : (d->num_members > 4 * (b % 2) ? d->half_union_size[b % 2] : -1);
             }
+            if (dense == 2 && gi < m.num_groups[h]) {
+                /* Pairs (dense4_work): a leader lists the sum of its and its partner's union
+                 * sizes, as union preparation does; a partner is not listed. */
+                const pw_group_desc_t *A = &m.groups[h * mg + gi];
+                const int32_t rel = A->slot_begin - c->cu_seqlens_q[A->request];
+                if (((g->window > 0 ? rel % g->window : rel) / 8) % 2) {
+                    size[b] = -1;
+                } else if (gi + 1 < m.num_groups[h]) {
+                    const pw_group_desc_t *B = &m.groups[h * mg + gi + 1];
+                    const int32_t rel_b = B->slot_begin - c->cu_seqlens_q[A->request];
+                    const int same_window = g->window <= 0 || rel_b / g->window == rel / g->window;
+                    if (B->request == A->request && B->slot_begin == A->slot_begin + 8 && same_window)
+                        size[b] = A->union_size + B->union_size;
+                }
+            }
         }
-        for (int32_t s = (int32_t)cap; s >= 0; s--)
+        for (int32_t s = 2 * (int32_t)cap; s >= 0; s--)
             for (int64_t b = 0; b < n; b++)
                 if (size[b] == s) {
                     const int cls = s / 8 < CLASSES - 1 ? s / 8 : CLASSES - 1;
@@ -335,9 +357,7 @@ int main(int argc, char **argv)
             {PW_KERNEL_PER_QUERY, &mi, &gi, "per-query", "-", (double)mi.stats.selections},
         };
         if (mi.lpt_count_dev[0])
-            printf("%s: lean (impls 9, 10) and dense (13) Union4 CTAs in longest-first order; dense G = 4 (14) in "
-                   "block order (the dev entry has no pair lists)\n",
-                   files[f]);
+            printf("%s: lean (impls 9, 10) and dense (13, 14: pairs) Union4 CTAs in longest-first order\n", files[f]);
         printf("%s: C_4 identity %lld, W128 %lld; 2-slot tile steps (dev impl 12) identity %lld (%.3f x 2 C_4), "
                "W128 %lld (%.3f x 2 C_4)\n",
                files[f], (long long)mi.stats.c4, (long long)mw.stats.c4, (long long)mi.tile_steps,
@@ -363,11 +383,12 @@ int main(int argc, char **argv)
                     set_precision(&args, impl);
                     CK(cudaMemsetAsync(o[0], 0xff, q_bytes, stream));
                     CK(cudaMemsetAsync(lse_dev, 0xff, lse_bytes, stream));
-                    pw_dev_set_schedule(arms[a].k == PW_KERNEL_UNION4 ? arms[a].m->lpt_count_dev[si == 13] : NULL,
-                                        arms[a].m->lpt_list_dev[si == 13], arms[a].m->lpt_stride[si == 13], si == 13);
+                    pw_dev_set_schedule(arms[a].k == PW_KERNEL_UNION4 ? arms[a].m->lpt_count_dev[sched_kind(si)] : NULL,
+                                        arms[a].m->lpt_list_dev[sched_kind(si)], arms[a].m->lpt_stride[sched_kind(si)],
+                                        sched_kind(si));
                     PK(pw_union_attention_dev(slots[impl].impl, p, &args, arms[a].g, arms[a].m->perm_dev, &arms[a].m->dev, arms[a].k,
                                               stream));
-                    pw_dev_set_schedule(NULL, NULL, 0, si == 13);
+                    pw_dev_set_schedule(NULL, NULL, 0, sched_kind(si));
                     CK(cudaStreamSynchronize(stream));
                     CK(cudaGetLastError());
                     const int x2_ref = impl == X2_REFERENCE_SLOT;
@@ -417,11 +438,12 @@ int main(int argc, char **argv)
                     set_precision(&args, impl);
                     cudaGraph_t graph;
                     CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-                    pw_dev_set_schedule(arms[a].k == PW_KERNEL_UNION4 ? arms[a].m->lpt_count_dev[si == 13] : NULL,
-                                        arms[a].m->lpt_list_dev[si == 13], arms[a].m->lpt_stride[si == 13], si == 13);
+                    pw_dev_set_schedule(arms[a].k == PW_KERNEL_UNION4 ? arms[a].m->lpt_count_dev[sched_kind(si)] : NULL,
+                                        arms[a].m->lpt_list_dev[sched_kind(si)], arms[a].m->lpt_stride[sched_kind(si)],
+                                        sched_kind(si));
                     PK(pw_union_attention_dev(slots[impl].impl, p, &args, arms[a].g, arms[a].m->perm_dev, &arms[a].m->dev,
                                               arms[a].k, stream));
-                    pw_dev_set_schedule(NULL, NULL, 0, si == 13);
+                    pw_dev_set_schedule(NULL, NULL, 0, sched_kind(si));
                     CK(cudaStreamEndCapture(stream, &graph));
                     CK(cudaGraphInstantiate(&exec[k], graph, 0));
                     CK(cudaGraphDestroy(graph));

@@ -845,7 +845,7 @@ pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned gr
     return pw_fail(PW_ERROR_UNSUPPORTED, "attention: no implementation %d", impl);
 }
 
-pw::DevSchedule g_dev_schedule[2] = {}; // pw_dev_set_schedule: [0] halves, [1] groups (no pairs)
+pw::DevSchedule g_dev_schedule[3] = {}; // pw_dev_set_schedule: [0] halves, [1] groups, [2] pairs
 
 pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
                             const pw_grouping_t *grouping, const int32_t *perm, const pw_union_meta_t *meta,
@@ -964,7 +964,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         // The longest-first CTA order: the full call's first launch on the tiles (union
         // preparation filled it for the kernel it chose: halves for the lean kernel, groups
         // for the dense tiles: groups, pairs), or the dev entry's (pw_dev_set_schedule, read
-        // by pw_union_attention_dev calls only; none for pairs); none for every other launch
+        // by pw_union_attention_dev calls only); none for every other launch
         // (the public pw_union_attention, the fallback launch). Only the Union4 lean and
         // dense kernels read it, and only a schedule of their kind of item.
         const bool dense8_impl = impl == pw::kImplDense8 || impl == pw::kImplDense8X2;
@@ -976,8 +976,8 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         const pw::DevSchedule s = vt ? (vt_fallback ? none
                                                     : pw::DevSchedule{vt->sched_count, vt->sched_list, vt->sched_stride,
                                                                       vt->sched_dense})
-                                     : dev_entry && kind < 2 ? g_dev_schedule[kind]
-                                                             : none;
+                                     : dev_entry ? g_dev_schedule[kind]
+                                                 : none;
         if (kernel == PW_KERNEL_UNION4 && (dense8_impl || dense4_impl || lean_impl) && s.count && s.kind == kind) {
             params.sched_count = s.count;
             params.sched_list = s.list;
@@ -1106,7 +1106,8 @@ extern "C" pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const 
 
 extern "C" void pw_dev_set_schedule(const uint32_t *count, const int32_t *list, int64_t stride, int dense)
 {
-    g_dev_schedule[dense ? 1 : 0] = pw::DevSchedule{count, list, stride, dense ? 1 : 0};
+    const int kind = dense == 1 || dense == 2 ? dense : 0;
+    g_dev_schedule[kind] = pw::DevSchedule{count, list, stride, kind};
 }
 
 extern "C" pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem,

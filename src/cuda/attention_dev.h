@@ -61,14 +61,14 @@ pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem, const 
 
 /* The longest-first CTA order (bench/NOTES.md, "Longest first") for the next
  * pw_union_attention_dev calls' Union4 CTAs on impls 9 and 10 (dense = 0; also impl 6 at
- * G != 16 or with per-token scales, which runs impl 9) or 13 (dense = 1), in the layout
+ * G != 16 or with per-token scales, which runs impl 9), 13 (dense = 1) or 14 (dense = 2), in the layout
  * union preparation writes for the full call (pw_vt_buffers_t in src/pw_internal.h):
  * count [17] device, items per size class; list [17, stride] device, each class's items
  * (impls 9 / 10: block 2 x (h x max_groups + group) + half of every half with a member;
- * impl 13: h x max_groups + group of every group). count NULL (the default) restores the
- * blocks' own order. Impl 14 (dense G = 4) never reads it: through this entry it runs in
- * block order (the full call gives it its pair lists). The library's own entry points
- * never read it. Not thread-safe; no check of the arrays. */
+ * impl 13: h x max_groups + group of every group; impl 14: h x max_groups + group of every
+ * pair's leader, union preparation's pairing). count NULL (the default) restores the
+ * blocks' own order. The library's own entry points never read it. Not thread-safe; no
+ * check of the arrays. */
 void pw_dev_set_schedule(const uint32_t *count, const int32_t *list, int64_t stride, int dense);
 
 #ifdef __cplusplus
