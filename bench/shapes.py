@@ -20,11 +20,14 @@ precisions:
   scales     G16 with per-token K / V scales [Hkv, slots] (K 2^U(-1,1), V 2^U(-3,3));
   interleave G16 reading vLLM's interleaved [pages, Hkv, 128, 2*D] cache through strides;
   sinkkeys   G16 with per-Q-head sink keys.
-Arms are replayed interleaved (--replays each after --warmup); printed: median and p90 in
+Arms are replayed interleaved (--replays each after --warmup); --copies C (default 1) gives
+each arm C graphs on C different Q / O buffers, replayed in turn, as FlashInfer's harness
+(bench/flashinfer_peer.py, 3 copies) and `pageweaver bench` rotate their inputs, so that a
+replay does not find the previous one's Q and O in L2; printed: median and p90 in
 microseconds, useful TFLOP/s (4 * D * visible query-token pairs * G per KV head, the
 definition of docs/bench.md), and each arm's time over G16's in the same precision.
 
-Run: python bench/shapes.py FILE.safetensors... [--replays 50] [--warmup 5] [--arms ...]
+Run: python bench/shapes.py FILE.safetensors... [--replays 50] [--warmup 5] [--copies 1] [--arms ...]
 (PAGEWEAVER_LIBRARY or an installed package, as for the tests; needs an sm_90 GPU).
 """
 import argparse
@@ -64,7 +67,7 @@ def visible_pairs(topk, cu, kv, prefix):
     return total
 
 
-def build(path, device):
+def build(path, device, copies=1):
     t, _ = pageweaver.load_capture(path, device="cpu")
     topk = t["topk_ids"].to(torch.int32)
     hkv, n, _ = topk.shape
@@ -77,6 +80,8 @@ def build(path, device):
     pages = int(table.max()) + 1
     gen = torch.Generator().manual_seed(0)
     q16 = torch.randn((n, hkv * 16, D), generator=gen).to(torch.bfloat16)
+    more_q = [torch.randn((n, hkv * 16, D), generator=torch.Generator().manual_seed(c)).to(torch.bfloat16)
+              for c in range(1, copies)]  # copy 0 is the single-copy run's Q, bit for bit
     kv_cache = (torch.randn((pages, hkv, P, 2 * D), generator=gen) * 64).to(torch.float8_e4m3fn)
     kc = kv_cache[..., :D].permute(0, 2, 1, 3).reshape(pages * P, hkv, D).contiguous()
     vc = kv_cache[..., D:].permute(0, 2, 1, 3).reshape(pages * P, hkv, D).contiguous()
@@ -86,16 +91,16 @@ def build(path, device):
     pairs = visible_pairs(topk, cu, kv, prefix)
     dev = lambda x: x.to(device)  # noqa: E731
     rest = [dev(x) for x in (topk, table.to(torch.int32), cu, kv, prefix)]
-    return dict(q16=dev(q16), kv_cache=dev(kv_cache), kc=dev(kc), vc=dev(vc), ks=dev(ks), vs=dev(vs),
+    return dict(q16=[dev(x) for x in [q16] + more_q], kv_cache=dev(kv_cache), kc=dev(kc), vc=dev(vc), ks=dev(ks), vs=dev(vs),
                 keys=dev(keys), rest=rest, pairs=pairs, n=n, hkv=hkv)
 
 
-def arm_call(arm, b, prec, outs):
-    """(callable running the arm, G)."""
+def arm_call(arm, b, prec, outs, copy=0):
+    """(callable running the arm on Q / O copy `copy`, G)."""
     g = {"G8": 8, "G4": 4, "G8greedy": 8, "G4greedy": 4, "G8vt": 8, "G4vt": 4, "G8novt": 8, "G4novt": 4}.get(arm, 16)
     hkv = b["hkv"]
-    q = b["q16"].view(b["n"], hkv, 16, D)[:, :, :g].reshape(b["n"], hkv * g, D).contiguous()
-    out = outs.setdefault(g, torch.empty_like(q))
+    q = b["q16"][copy].view(b["n"], hkv, 16, D)[:, :, :g].reshape(b["n"], hkv * g, D).contiguous()
+    out = outs.setdefault((g, copy), torch.empty_like(q))
     k, v, kw = b["kc"], b["vc"], {}
     if arm == "scales":
         kw = dict(k_token_scales=b["ks"], v_token_scales=b["vs"])
@@ -137,26 +142,32 @@ def main():
     ap.add_argument("files", nargs="+")
     ap.add_argument("--replays", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--copies", type=int, default=1, help="Q / O copies per arm, replayed in turn")
     ap.add_argument("--arms", default=",".join(DEFAULT_ARMS), help="comma-separated, of " + ",".join(ARMS))
     a = ap.parse_args()
+    if a.copies < 1:
+        ap.error("--copies must be >= 1")
     arms = [x for x in a.arms.split(",") if x]
     for x in arms:
         if x not in ARMS:
             ap.error(f"unknown arm {x!r} (arms: {', '.join(ARMS)})")
     print(f"pageweaver {pageweaver.__version__}, {torch.cuda.get_device_name()}, "
-          f"{a.replays} interleaved graph replays per arm (median / p90, us)")
+          f"{a.replays} interleaved graph replays per arm, {a.copies} Q / O copies (median / p90, us)")
     for path in a.files:
-        b = build(path, torch.device("cuda"))
+        b = build(path, torch.device("cuda"), a.copies)
         name = path.rsplit("/", 1)[-1]
         for prec in ("fp8", "fp8x2"):
             outs, graphs, gs = {}, {}, {}
             for arm in arms:
-                fn, g = arm_call(arm, b, prec, outs)
-                graphs[arm], gs[arm] = graph_of(fn), g
+                graphs[arm] = []
+                for copy in range(a.copies):
+                    fn, gs[arm] = arm_call(arm, b, prec, outs, copy)
+                    graphs[arm].append(graph_of(fn))
             times = {k: [] for k in graphs}
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             for i in range(a.warmup + a.replays):
-                for k, (graph, _) in graphs.items():
+                for k, copies in graphs.items():
+                    graph, _ = copies[i % len(copies)]
                     start.record()
                     graph.replay()
                     end.record()
