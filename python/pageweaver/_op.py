@@ -27,6 +27,7 @@ import torch
 from . import _lib
 
 PAGE_SIZE = 128  # tokens per KV page (the page table's unit); the only size on the fast path
+MAX_PAGE_SIZE = 1 << 20  # the reference's limit (pageweaver.h)
 
 _BF16 = torch.bfloat16
 _FP8 = torch.float8_e4m3fn
@@ -84,7 +85,7 @@ def _check_index(name, t, shape, device):
         raise ValueError(f"{name} must be contiguous (call .contiguous())")
 
 
-def _check_cache(name, c, dev, d):
+def _check_cache(name, c, dev, d, page_size=PAGE_SIZE):
     if not isinstance(c, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(c).__name__}")
     if c.dtype != _FP8:
@@ -95,20 +96,20 @@ def _check_cache(name, c, dev, d):
     if c.dim() in (3, 4) and c.shape[-1] != d:
         raise ValueError(f"{name}: head dim {c.shape[-1]} (shape {list(c.shape)}), q's is {d}: "
                          f"the caches and q must have the same D")
-    if c.dim() == 4:  # [pages, Hkv, 128, D], any strides >= 0 with d contiguous
-        if c.shape[2] != PAGE_SIZE or c.stride(3) != 1 or any(
+    if c.dim() == 4:  # [pages, Hkv, P, D], any strides >= 0 with d contiguous
+        if c.shape[2] != page_size or c.stride(3) != 1 or any(
                 st <= 0 and n > 1 for st, n in zip(c.stride()[:3], c.shape[:3])):
             raise ValueError(f"{name}: shape {list(c.shape)}, strides {list(c.stride())}: a "
-                             f"4-D cache is [pages, Hkv, {PAGE_SIZE}, D] with D contiguous and "
+                             f"4-D cache is [pages, Hkv, {page_size}, D] with D contiguous and "
                              f"positive page / head / token strides (no broadcast views)")
         return
     if c.dim() != 3:
         raise ValueError(f"{name}: shape {list(c.shape)}, expected [slots, Hkv, D] (slot = "
-                         f"physical page * {PAGE_SIZE} + offset) or [pages, Hkv, {PAGE_SIZE}, D]")
+                         f"physical page * {page_size} + offset) or [pages, Hkv, {page_size}, D]")
     if c.stride(2) != 1 or (c.shape[1] > 1 and c.stride(1) != d):
         raise ValueError(f"{name}: strides {list(c.stride())}: each slot's [Hkv, D] block must "
                          f"be contiguous (strides [kv_stride, D, 1]; other layouts: pass "
-                         f"[pages, Hkv, {PAGE_SIZE}, D] views)")
+                         f"[pages, Hkv, {page_size}, D] views)")
 
 
 def _check_scale(name, t, device):
@@ -124,9 +125,13 @@ def _check_scale(name, t, device):
 
 def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                prefix_lens, k_scale, v_scale, out, lse, bad_page_count, sinks=None,
-               sink_keys=None, k_token_scales=None, v_token_scales=None):
+               sink_keys=None, k_token_scales=None, v_token_scales=None, page_size=PAGE_SIZE):
     """Shape / dtype / device / stride checks that need no data (fake tensors pass through
     here too). Returns (N, R, Hkv, G, D, K, max_pages, num_cache_pages, kv_stride)."""
+    if isinstance(page_size, bool) or not isinstance(page_size, int) or \
+            not 1 <= page_size <= MAX_PAGE_SIZE:
+        raise ValueError(f"page_size is {page_size!r}: an int in 1..{MAX_PAGE_SIZE} (tokens per "
+                         f"KV page; the GPU runs {PAGE_SIZE})")
     if not isinstance(q, torch.Tensor):
         raise TypeError(f"q: expected a torch.Tensor, got {type(q).__name__}")
     if q.dtype != _BF16:
@@ -139,8 +144,8 @@ def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
         raise ValueError(f"q: strides {list(q.stride())}: each row's [Hq, D] block must be "
                          f"contiguous (strides [q_stride, D, 1]; a view into a fused QKV "
                          f"buffer is fine)")
-    _check_cache("k_cache", k_cache, dev, d)
-    _check_cache("v_cache", v_cache, dev, d)
+    _check_cache("k_cache", k_cache, dev, d, page_size)
+    _check_cache("v_cache", v_cache, dev, d, page_size)
     if k_cache.shape != v_cache.shape:
         raise ValueError(f"v_cache: shape {list(v_cache.shape)} differs from k_cache "
                          f"{list(k_cache.shape)}")
@@ -149,7 +154,7 @@ def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
         if k_cache.stride() != v_cache.stride():
             raise ValueError(f"v_cache: strides {list(v_cache.stride())} differ from k_cache's "
                              f"{list(k_cache.stride())} (one layout for both)")
-        slots = pages * PAGE_SIZE
+        slots = pages * page_size
     else:
         slots, hkv, dk = k_cache.shape
     if dk != d:
@@ -162,8 +167,8 @@ def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
     elif slots > 1 and v_cache.stride(0) != kv_stride:
         raise ValueError(f"v_cache: slot stride {v_cache.stride(0)} differs from k_cache's "
                          f"{kv_stride} (one kv_stride for both)")
-    if slots // PAGE_SIZE < 1:
-        raise ValueError(f"k_cache: {slots} slots, fewer than one page of {PAGE_SIZE}")
+    if slots // page_size < 1:
+        raise ValueError(f"k_cache: {slots} slots, fewer than one page of {page_size}")
     if not isinstance(topk_idx, torch.Tensor) or topk_idx.dim() != 3:
         raise ValueError("topk_idx: expected an int32 tensor [Hkv, N, K]")
     k = topk_idx.shape[2]
@@ -248,7 +253,7 @@ def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
             raise ValueError(f"k_token_scales and v_token_scales: strides {list(strides)} and "
                              f"{list(t.stride())} differ (one stride pair addresses both)")
         strides = t.stride()
-    return n, r, hkv, hq // hkv, d, k, max_pages, slots // PAGE_SIZE, kv_stride
+    return n, r, hkv, hq // hkv, d, k, max_pages, slots // page_size, kv_stride
 
 
 # ---- caches ---------------------------------------------------------------------------
@@ -315,11 +320,11 @@ def _current_stream(index):
         return torch.cuda.current_stream(index).cuda_stream
 
 
-def _problem(n, r, hkv, g, d, k, max_pages, num_pages, softmax_scale):
+def _problem(n, r, hkv, g, d, k, max_pages, num_pages, softmax_scale, page_size=PAGE_SIZE):
     """The pw_problem_t of a call, from check_args' sizes."""
     problem = _lib.new_problem()
     problem.num_tokens, problem.num_requests, problem.num_kv_heads = n, r, hkv
-    problem.q_heads_per_kv, problem.head_dim, problem.page_size = g, d, PAGE_SIZE
+    problem.q_heads_per_kv, problem.head_dim, problem.page_size = g, d, page_size
     problem.topk, problem.max_pages_per_request = k, max_pages
     problem.num_cache_pages, problem.softmax_scale = num_pages, softmax_scale
     return problem
@@ -374,19 +379,20 @@ def _sparse_prefill_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
                        sinks: Optional[torch.Tensor] = None,
                        sink_keys: Optional[torch.Tensor] = None,
                        k_token_scales: Optional[torch.Tensor] = None,
-                       v_token_scales: Optional[torch.Tensor] = None) -> None:
+                       v_token_scales: Optional[torch.Tensor] = None,
+                       page_size: int = PAGE_SIZE) -> None:
     """The op behind pageweaver.sparse_prefill (see there). k_scale / v_scale: a device
     tensor, or None and the float in k_scale_value / v_scale_value. precision: a
     pw_precision_t, or -1 for the exact reference (CPU only). regroup / kernel:
     pw_regroup_mode_t / pw_kernel_t. sinks: [Hq] float32 sink logits or None; sink_keys:
     [Hq, D] bfloat16 sink keys or None; k_token_scales / v_token_scales: [Hkv, slots]
-    float32 per-token scales or None."""
+    float32 per-token scales or None; page_size: tokens per KV page."""
     n, r, hkv, g, d, k, max_pages, num_pages, kv_stride = check_args(
         q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens, prefix_lens,
         k_scale, v_scale, out, lse, bad_page_count, sinks, sink_keys, k_token_scales,
-        v_token_scales)
+        v_token_scales, page_size)
     hq = hkv * g
-    problem = _problem(n, r, hkv, g, d, k, max_pages, num_pages, softmax_scale)
+    problem = _problem(n, r, hkv, g, d, k, max_pages, num_pages, softmax_scale, page_size)
     args = _lib.new_args()
     _fill_args(args, q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                prefix_lens, out, lse, bad_page_count, n, hq, d, kv_stride, sinks, sink_keys,
@@ -450,7 +456,7 @@ def _run_cuda(problem, args, device, k_scale, v_scale, k_value, v_value, precisi
     args.k_scale = k_scale_t.data_ptr()
     args.v_scale = v_scale_t.data_ptr()
     key = (index, problem.num_tokens, problem.num_requests, problem.num_kv_heads,
-           problem.q_heads_per_kv, problem.head_dim, problem.topk,
+           problem.q_heads_per_kv, problem.head_dim, problem.page_size, problem.topk,
            problem.max_pages_per_request, problem.num_cache_pages, problem.softmax_scale,
            regroup, kernel)
     plan = _plan(key, problem, regroup, _lib.DEFAULT_WINDOW, kernel)
@@ -476,17 +482,17 @@ def _run_cuda(problem, args, device, k_scale, v_scale, k_value, v_value, precisi
 def _(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens, prefix_lens,
       k_scale, v_scale, k_scale_value, v_scale_value, softmax_scale, precision, regroup,
       kernel, out, lse, bad_page_count, sinks=None, sink_keys=None, k_token_scales=None,
-      v_token_scales=None):
+      v_token_scales=None, page_size=PAGE_SIZE):
     check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                prefix_lens, k_scale, v_scale, out, lse, bad_page_count, sinks, sink_keys,
-               k_token_scales, v_token_scales)
+               k_token_scales, v_token_scales, page_size)
 
 
 def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                    prefix_lens, *, k_scale=1.0, v_scale=1.0, softmax_scale=None, out=None,
                    return_lse=False, precision=None, regroup=None, kernel=None,
                    bad_page_count=None, sinks=None, sink_keys=None, k_token_scales=None,
-                   v_token_scales=None):
+                   v_token_scales=None, page_size=None):
     """Sparse prefill attention over per-query Top-K KV pages, with online query regrouping.
 
     For every query row n (request r, causal position c = prefix_lens[r] + n -
@@ -561,6 +567,10 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    (P times vs / the page's largest |vs| before quantisation) is
                    docs/semantics.md §4.5. GPU: the Union4 (default) and per-query kernels;
                    kernel="union8" raises UnsupportedError.
+      page_size    None (128) or the tokens per KV page P, 1..2^20: every "128" above is
+                   then P (slots, the 4-D caches' third dimension, the page of a causal
+                   position). The GPU runs P = 128 only (UnsupportedError naming it); the
+                   CPU reference takes any P.
     Returns out, or (out, lse) with return_lse.
 
     Runs on q's device and the current CUDA stream, asynchronously: no synchronisation, no
@@ -592,6 +602,7 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
     prec = _precision_code(precision)
     mode = _enum("regroup", regroup, _lib.REGROUP_MODES, _lib.DEFAULT_REGROUP)
     kern = _enum("kernel", kernel, _lib.KERNELS, _lib.DEFAULT_KERNEL)
+    psize = PAGE_SIZE if page_size is None else page_size
     if not isinstance(q, torch.Tensor) or q.dim() != 3:
         raise ValueError("q: expected a bfloat16 tensor [N, Hq, D]")
     if out is None:
@@ -605,18 +616,19 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
         _sparse_prefill_out(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q,
                             kv_lens, prefix_lens, ks, vs, kv, vv, scale, prec, mode, kern,
                             out, lse, bad_page_count, sinks, sink_keys, k_token_scales,
-                            v_token_scales)
+                            v_token_scales, psize)
         _bump(out)
         if bad_page_count is not None:
             _bump(bad_page_count)
     else:  # tracing (torch.compile, fake / meta tensors, dispatch modes): the custom op
         sparse_prefill_out(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                            prefix_lens, ks, vs, kv, vv, scale, prec, mode, kern, out, lse,
-                           bad_page_count, sinks, sink_keys, k_token_scales, v_token_scales)
+                           bad_page_count, sinks, sink_keys, k_token_scales, v_token_scales,
+                           psize)
     return (out, lse) if return_lse else out
 
 
-def _check_gpu_layout(q, k_cache, v_cache, n, hq, d, kv_stride):
+def _check_gpu_layout(q, k_cache, v_cache, n, hq, d, kv_stride, page_size=PAGE_SIZE):
     """The GPU's alignment and stride rules (the C library's pw_check_gpu_attention_args),
     which the CPU reference does not need: raises InvalidArgumentError as the GPU call would."""
     def fail(msg):
@@ -633,7 +645,7 @@ def _check_gpu_layout(q, k_cache, v_cache, n, hq, d, kv_stride):
         s0, s1, s2, _ = k_cache.stride()
         page, head, token = (s0 if pages > 1 else 16), (s1 if hkv > 1 else d), s2
     else:
-        page, head, token = PAGE_SIZE * kv_stride, d, kv_stride
+        page, head, token = page_size * kv_stride, d, kv_stride
     if any(x % 16 or x >= 1 << 40 for x in (page, head, token)):
         fail(f"the GPU needs cache strides that are multiples of 16 elements and below 2^40 "
              f"(page {page}, head {head}, token {token})")
@@ -642,7 +654,7 @@ def _check_gpu_layout(q, k_cache, v_cache, n, hq, d, kv_stride):
 def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                       prefix_lens, *, softmax_scale=None, precision=None, regroup=None,
                       kernel=None, sinks=None, sink_keys=None, k_token_scales=None,
-                      v_token_scales=None):
+                      v_token_scales=None, page_size=None):
     """Whether the GPU path would accept these arguments, decided on the host (any device,
     CPU tensors included): for an engine's CPU-only CI, where sparse_prefill runs the FP64
     reference, which takes shapes the GPU refuses (README: supported shapes).
@@ -684,10 +696,11 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     rows = q.shape[1] * q.shape[2]
     out = torch.empty(max(rows, 1), dtype=torch.bfloat16, device=q.device).as_strided(
         q.shape, (0, q.shape[2], 1))
+    psize = PAGE_SIZE if page_size is None else page_size
     n, r, hkv, g, d, k, max_pages, num_pages, kv_stride = check_args(
         q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens, prefix_lens,
-        None, None, out, None, None, sinks, sink_keys, k_token_scales, v_token_scales)
-    _check_gpu_layout(q, k_cache, v_cache, n, hkv * g, d, kv_stride)
+        None, None, out, None, None, sinks, sink_keys, k_token_scales, v_token_scales, psize)
+    _check_gpu_layout(q, k_cache, v_cache, n, hkv * g, d, kv_stride, psize)
     if (k_token_scales is not None or v_token_scales is not None) and kern == _lib.KERNELS["union8"]:
         raise _lib.UnsupportedError("PW_ERROR_UNSUPPORTED", "k_token_scales / v_token_scales: "
                                     "the Union8 kernel does not read per-token scales "
@@ -700,7 +713,7 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     if n == 0:
         return {"kernel": kernel_name, "regroup": "identity", "regroup_group_size": 0,
                 "vt_prepass": False, "vt_capacity": 0, "tile": None}
-    plan = _lib.Plan(_problem(n, r, hkv, g, d, k, max_pages, num_pages, scale), mode,
+    plan = _lib.Plan(_problem(n, r, hkv, g, d, k, max_pages, num_pages, scale, psize), mode,
                      _lib.DEFAULT_WINDOW, kern)  # raises what the GPU would
     info = plan.info(prec)
     del plan

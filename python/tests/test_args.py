@@ -199,3 +199,41 @@ def test_head_dim_mismatch_is_named():
     q = p["q"][:, :, :64].contiguous()
     with pytest.raises(ValueError, match="head dim 128.*q's is 64"):
         pageweaver.sparse_prefill(q, *op_args(p)[1:])
+
+
+def test_page_size_64_on_the_cpu_equals_the_128_token_problem():
+    """page_size=64 on the CPU reference (issue 16's page size; the GPU refuses it): a problem
+    whose queries select both 64-token halves of 128-token pages gives the 128-token
+    problem's output exactly (precision='exact'), and check_gpu_support names the page size."""
+    gen = torch.Generator().manual_seed(64)
+    n, hkv, g, d, prefix = 40, 1, 16, 128, 300
+    kv = prefix + n
+    pages = -(-kv // 128)
+    q = torch.randn((n, hkv * g, d), generator=gen).to(torch.bfloat16)
+    kc = (torch.randn((pages * 128, hkv, d), generator=gen) * 8).to(torch.float8_e4m3fn)
+    vc = (torch.randn((pages * 128, hkv, d), generator=gen) * 8).to(torch.float8_e4m3fn)
+    sel128 = torch.full((hkv, n, 16), -1, dtype=torch.int32)
+    sel64 = torch.full((hkv, n, 16), -1, dtype=torch.int32)
+    for i in range(n):
+        cp = (prefix + i) // 128
+        ids = sorted({cp, 0} | {int(x) for x in torch.randint(0, cp + 1, (2,), generator=gen)})
+        sel128[0, i, :len(ids)] = torch.tensor(ids)
+        halves = [2 * p + j for p in ids for j in (0, 1)]
+        sel64[0, i, :len(halves)] = torch.tensor(halves)
+    i32 = lambda v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
+    req = (i32([0, n]), i32([kv]), i32([prefix]))
+    o128 = pageweaver.sparse_prefill(q, kc, vc, sel128, torch.arange(pages, dtype=torch.int32).view(1, -1),
+                                     *req, precision="exact")
+    o64 = pageweaver.sparse_prefill(q, kc, vc, sel64, torch.arange(2 * pages, dtype=torch.int32).view(1, -1),
+                                    *req, precision="exact", page_size=64)
+    assert torch.equal(o64, o128)
+    # the same ids read as 128-token pages are a different problem
+    other = pageweaver.sparse_prefill(q, kc, vc, sel64.clamp(max=pages - 1),
+                                      torch.arange(pages, dtype=torch.int32).view(1, -1), *req, precision="exact")
+    assert not torch.equal(other, o128)
+    with pytest.raises(pageweaver.UnsupportedError, match="P=64"):
+        pageweaver.check_gpu_support(q, kc, vc, sel64, torch.arange(2 * pages, dtype=torch.int32).view(1, -1),
+                                     *req, page_size=64)
+    with pytest.raises(ValueError, match="page_size"):
+        pageweaver.sparse_prefill(q, kc, vc, sel128, torch.arange(pages, dtype=torch.int32).view(1, -1), *req,
+                                  page_size=0)
