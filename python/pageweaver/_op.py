@@ -128,7 +128,7 @@ def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                sink_keys=None, k_token_scales=None, v_token_scales=None, page_size=PAGE_SIZE):
     """Shape / dtype / device / stride checks that need no data (fake tensors pass through
     here too). Returns (N, R, Hkv, G, D, K, max_pages, num_cache_pages, kv_stride)."""
-    if isinstance(page_size, bool) or not isinstance(page_size, int) or \
+    if isinstance(page_size, bool) or not isinstance(page_size, (int, torch.SymInt)) or \
             not 1 <= page_size <= MAX_PAGE_SIZE:
         raise ValueError(f"page_size is {page_size!r}: an int in 1..{MAX_PAGE_SIZE} (tokens per "
                          f"KV page; the GPU runs {PAGE_SIZE})")
@@ -167,6 +167,8 @@ def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
     elif slots > 1 and v_cache.stride(0) != kv_stride:
         raise ValueError(f"v_cache: slot stride {v_cache.stride(0)} differs from k_cache's "
                          f"{kv_stride} (one kv_stride for both)")
+    if k_cache.dim() == 3 and kv_stride < hkv * d:
+        raise ValueError(f"k_cache: slot stride {kv_stride} < Hkv*D = {hkv * d} (slots may not overlap)")
     if slots // page_size < 1:
         raise ValueError(f"k_cache: {slots} slots, fewer than one page of {page_size}")
     if not isinstance(topk_idx, torch.Tensor) or topk_idx.dim() != 3:
@@ -195,6 +197,9 @@ def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
     if page_table.stride(1) != 1 and max_pages > 1:
         raise ValueError(f"page_table: strides {list(page_table.stride())}, columns must be "
                          f"contiguous")
+    if r > 1 and page_table.stride(0) < max_pages:
+        raise ValueError(f"page_table: row stride {page_table.stride(0)} < max_pages {max_pages} (rows may not "
+                         f"overlap; call .contiguous())")
     if k_scale is not None:
         _check_scale("k_scale", k_scale, dev)
     if v_scale is not None:
@@ -700,7 +705,6 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     n, r, hkv, g, d, k, max_pages, num_pages, kv_stride = check_args(
         q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens, prefix_lens,
         None, None, out, None, None, sinks, sink_keys, k_token_scales, v_token_scales, psize)
-    _check_gpu_layout(q, k_cache, v_cache, n, hkv * g, d, kv_stride, psize)
     if (k_token_scales is not None or v_token_scales is not None) and kern == _lib.KERNELS["union8"]:
         raise _lib.UnsupportedError("PW_ERROR_UNSUPPORTED", "k_token_scales / v_token_scales: "
                                     "the Union8 kernel does not read per-token scales "
@@ -715,6 +719,7 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
                 "vt_prepass": False, "vt_capacity": 0, "tile": None}
     plan = _lib.Plan(_problem(n, r, hkv, g, d, k, max_pages, num_pages, scale, psize), mode,
                      _lib.DEFAULT_WINDOW, kern)  # raises what the GPU would
+    _check_gpu_layout(q, k_cache, v_cache, n, hkv * g, d, kv_stride, psize)
     info = plan.info(prec)
     del plan
     token_scales = k_token_scales is not None or v_token_scales is not None

@@ -193,6 +193,39 @@ def test_check_gpu_support_applies_the_gpu_layout_rules():
             pageweaver.check_gpu_support(qq, kk, kk, *rest)
 
 
+def test_check_gpu_support_reports_shapes_before_layouts():
+    """An unsupported shape is UnsupportedError even when its layout would also be refused
+    (the GPU call makes its plan first); N = 0 needs no layout; overlapping cache slots and
+    page-table rows are refused as the C library refuses them (a review, 2026-12-02)."""
+    i32 = lambda v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
+    fp8 = torch.float8_e4m3fn
+    n, slots = 64, 512
+    for d in (8, 40):  # head dims the GPU does not run (and strides not multiples of 16)
+        q = torch.zeros((n, 16, d), dtype=torch.bfloat16)
+        k = torch.zeros((slots, 1, d), dtype=torch.uint8).view(fp8)
+        with pytest.raises(pageweaver.UnsupportedError):
+            pageweaver.check_gpu_support(q, k, k, torch.zeros((1, n, 16), dtype=torch.int32),
+                                         torch.arange(4, dtype=torch.int32).view(1, 4), i32([0, n]),
+                                         i32([n + 10]), i32([10]))
+    wide = torch.zeros((slots, 264), dtype=torch.uint8).view(fp8)[:, :128].unflatten(1, (1, 128))
+    empty = pageweaver.check_gpu_support(torch.zeros((0, 16, 128), dtype=torch.bfloat16), wide, wide,
+                                         torch.zeros((1, 0, 16), dtype=torch.int32),
+                                         torch.arange(4, dtype=torch.int32).view(1, 4), i32([0, 0]), i32([10]),
+                                         i32([10]))
+    assert empty["tile"] is None
+    q = torch.zeros((n, 32, 128), dtype=torch.bfloat16)
+    rest = (torch.zeros((2, n, 16), dtype=torch.int32), torch.arange(4, dtype=torch.int32).view(1, 4),
+            i32([0, n]), i32([n + 10]), i32([10]))
+    overlapping = torch.zeros((1, 2, 128), dtype=torch.uint8).view(fp8).expand(slots, 2, 128)
+    with pytest.raises(ValueError, match="slot stride 0"):
+        pageweaver.check_gpu_support(q, overlapping, overlapping, *rest)
+    k = torch.zeros((slots, 2, 128), dtype=torch.uint8).view(fp8)
+    shared_rows = torch.arange(4, dtype=torch.int32).view(1, 4).expand(2, 4)
+    with pytest.raises(ValueError, match="row stride 0"):
+        pageweaver.check_gpu_support(q, k, k, torch.zeros((2, n, 16), dtype=torch.int32), shared_rows,
+                                     i32([0, 20, n]), i32([n + 10, n + 10]), i32([10, 10]))
+
+
 def test_head_dim_mismatch_is_named():
     """q's D differing from the caches' is reported as such, not as a stride problem."""
     p = random_problem(torch.Generator().manual_seed(13), hkv=2)

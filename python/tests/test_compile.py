@@ -95,3 +95,28 @@ def test_eager_fast_path_equals_the_dispatched_op(p):
                                             pageweaver._lib.DEFAULT_REGROUP,
                                             pageweaver._lib.DEFAULT_KERNEL, b, None, None)
     assert torch.equal(a.view(torch.int16), b.view(torch.int16))
+
+
+def test_torch_compile_with_two_page_sizes_cpu():
+    """One compiled function called with two page sizes: Dynamo makes page_size a SymInt,
+    which the fake implementation's checks accept (a review, 2026-12-02: they raised)."""
+    gen = torch.Generator().manual_seed(5)
+    n, hkv, g, d, prefix = 24, 1, 16, 128, 100
+    kv = prefix + n
+    q = torch.randn((n, hkv * g, d), generator=gen).to(torch.bfloat16)
+    kc = (torch.randn((256, hkv, d), generator=gen) * 8).to(torch.float8_e4m3fn)
+    vc = (torch.randn((256, hkv, d), generator=gen) * 8).to(torch.float8_e4m3fn)
+    i32 = lambda v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
+
+    def call(topk, table, page_size):
+        return pageweaver.sparse_prefill(q, kc, vc, topk, table, i32([0, n]), i32([kv]), i32([prefix]),
+                                         page_size=page_size)
+
+    compiled = torch.compile(call, fullgraph=True)
+    for page_size in (64, 32, 16):
+        pages = 256 // page_size
+        topk = torch.randint(0, -(-kv // page_size), (hkv, n, 16), generator=gen, dtype=torch.int32)
+        table = torch.arange(pages, dtype=torch.int32).view(1, pages)
+        want = call(topk, table, page_size)
+        got = compiled(topk, table, page_size)
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), page_size
