@@ -32,11 +32,16 @@ pw_token_scales_t pw_args_token_scales(const pw_attention_args_t *args)
     return ARGS_HAVE(args, token_scales) ? args->token_scales : none;
 }
 
+int pw_dense_tile_g(int32_t q_heads_per_kv)
+{
+    return q_heads_per_kv == 8 || q_heads_per_kv == 4 ? q_heads_per_kv : 0;
+}
+
 int pw_vt_runs_dense(const pw_problem_t *problem, const pw_attention_args_t *args)
 {
-    if (!problem || !args || (problem->q_heads_per_kv != 8 && problem->q_heads_per_kv != 4)) return 0;
+    if (!problem || !args) return 0;
     const pw_token_scales_t ts = pw_args_token_scales(args);
-    return !ts.k && !ts.v ? problem->q_heads_per_kv : 0;
+    return !ts.k && !ts.v ? pw_dense_tile_g(problem->q_heads_per_kv) : 0;
 }
 
 const pw_bf16_t *pw_args_sink_keys(const pw_attention_args_t *args)

@@ -92,10 +92,20 @@ struct pw_plan {
  * (pw_union_attention_vt's choice, pw_vt_runs_dense, on the V^T pre-pass). */
 static int plan_runs_dense(const pw_plan_t *plan)
 {
-    const int g = plan->problem.q_heads_per_kv;
-    return plan->vt_prepass && (g == 8 || g == 4) ? g : 0;
+    return plan->vt_prepass ? pw_dense_tile_g(plan->problem.q_heads_per_kv) : 0;
 }
 
+/* g of a call's regroup: the dense tiles walk 8-query unions (G = 8: 90,783 union visits
+ * on A-hot after the g = 8 regroup, 95,292 after g = 4; G = 4, pairs of them: 69,233
+ * merged visits, 70,524 after g = 4, 71,891 in identity order; H200 full call 0.713 ms
+ * FP8X2 against 0.727 in identity order, bench/NOTES.md), every other tile (also a dense
+ * plan's call with per-token scales: the padded tile) the plan's objective (g = 4 for
+ * Union4's halves, 8 for Union8 or PW_PLAN_REGROUP_GROUPS_OF_8). dense_g: the tile's G
+ * (plan_runs_dense, or pw_vt_runs_dense for a call), 0 for none. */
+static int32_t regroup_size(const pw_plan_t *plan, int dense_g)
+{
+    return dense_g ? PW_PLAN_GROUP_SIZE : plan->regroup.group_size;
+}
 
 /* a * b + c, or 0 (with *ok = 0) past SIZE_MAX. */
 static size_t mul_add(int64_t a, int64_t b, int *ok)
@@ -216,7 +226,8 @@ static pw_status_t layout(pw_plan_t *plan)
         plan->part_bytes[PART_VT_COUNT] = (size_t)hkv * 4;
         plan->part_bytes[PART_VT_TILES] = mul_add(hkv * (int64_t)PW_PLAN_VT_TILE_BYTES, plan->vt_capacity, &ok);
         const size_t lists = mul_add(PW_SCHED_CLASSES * 2 * 4, (int64_t)rows, &ok);
-        plan->part_bytes[PART_SCHED] = lists > SIZE_MAX - PW_PLAN_ALIGN ? (ok = 0, 0) : PW_PLAN_ALIGN + lists;
+        plan->part_bytes[PART_SCHED] =
+            lists > SIZE_MAX - PW_SCHED_COUNTS_BYTES ? (ok = 0, 0) : PW_SCHED_COUNTS_BYTES + lists;
     }
 place:;
     size_t at = 0;
@@ -348,14 +359,6 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
         }
         plan->vt_capacity = cap;
     }
-    /* G = 8 on the pre-pass runs the dense tile (pw_union_attention_vt: each CTA walks a
-     * group's whole 8-query union), so the regroup minimises 8-query unions there (A-hot:
-     * 90,783 union visits, against 95,292 after the g = 4 regroup). A call with per-token
-     * scales runs the padded tile and regroups with g = 4 (pw_sparse_prefill). G = 4 runs the dense tile on pairs of consecutive 8-query
-     * groups, also regrouped with g = 8 (A-hot pairs: 69,233 page visits, against 70,524
-     * with g = 4 and 71,891 in identity order; H200 full call 0.713 ms FP8X2 against
-     * 0.727 in identity order, both in the longest-first pair order, bench/NOTES.md). */
-    if (plan_runs_dense(plan)) plan->regroup.group_size = PW_PLAN_GROUP_SIZE;
     const pw_status_t st = layout(plan);
     if (st != PW_SUCCESS) {
         free(plan);
@@ -458,6 +461,7 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     }
     if (plan->config.kernel == PW_KERNEL_PER_QUERY)
         return pw_union_attention(p, args, NULL, NULL, NULL, PW_KERNEL_PER_QUERY, stream);
+    const int dense_g = plan->vt_prepass ? pw_vt_runs_dense(p, args) : 0; /* the tile this call runs */
     const pw_union_meta_t meta = meta_view(plan, parts);
     int32_t *own_perm = (int32_t *)(void *)parts[PART_PERM];
     if (!caller_perm) {
@@ -470,11 +474,7 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
          * one KV head (bench/NOTES.md, regroup v3.2). */
         pw_grouping_t g = plan->regroup;
         if (!plan->regroup_pays[pw_args_precision(args) == PW_PRECISION_FP8X2]) g.mode = PW_REGROUP_IDENTITY;
-        /* A dense-tile plan's call with per-token scales runs the padded tile, which walks
-         * 4-query halves: it regroups for them (g = 4), as every other Union4 plan (A-hot at
-         * G = 8: C_4 124,907 instead of 127,847 after the dense tile's g = 8). */
-        if (plan_runs_dense(plan) && !pw_vt_runs_dense(p, args) && !(plan->config.flags & PW_PLAN_REGROUP_GROUPS_OF_8))
-            g.group_size = PW_PLAN_UNION4_REGROUP_SIZE;
+        g.group_size = regroup_size(plan, dense_g);
         PW_TRY(pw_regroup(p, args->topk_ids, &args->requests, &g, own_perm, parts[PART_REGROUP],
                           plan->part_bytes[PART_REGROUP], stream));
         perm = own_perm;
@@ -494,14 +494,12 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     vt.capacity = plan->vt_capacity;
     /* Longest-first CTA order: union preparation lists the work items of the kernel
      * pw_union_attention_vt will run (lean: halves; dense G = 8 tile: groups; dense G = 4
-     * tile: pairs of groups, whose sizes it adds up in sched_pairs, right after the counts
-     * so that one memset clears both: 256 + 4 rows bytes, then lists of `rows` entries). */
-    const int dense_g = pw_vt_runs_dense(p, args);
+     * tile: pairs of groups, whose sizes it adds up in a scratch of `rows` words right
+     * after the counts, so that one memset clears both; then lists of `rows` entries). */
     const int64_t rows = plan->max_groups * (int64_t)p->num_kv_heads;
+    const size_t pairs_bytes = dense_g == 4 ? 4 * (size_t)rows : 0;
     vt.sched_count = (uint32_t *)(void *)parts[PART_SCHED];
-    vt.sched_pairs = dense_g == 4 ? (uint32_t *)(void *)(parts[PART_SCHED] + PW_PLAN_ALIGN) : NULL;
-    vt.sched_list = dense_g == 4 ? (int32_t *)(void *)(parts[PART_SCHED] + PW_PLAN_ALIGN + 4 * (size_t)rows)
-                                 : (int32_t *)(void *)(parts[PART_SCHED] + PW_PLAN_ALIGN);
+    vt.sched_list = (int32_t *)(void *)(parts[PART_SCHED] + PW_SCHED_COUNTS_BYTES + pairs_bytes);
     vt.sched_stride = dense_g == 4 ? rows : 2 * rows;
     vt.sched_dense = dense_g == 8 ? 1 : dense_g == 4 ? 2 : 0;
     PW_TRY(pw_union_prepare_touched(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, &vt, stream));
@@ -530,7 +528,8 @@ pw_status_t pw_plan_info(const pw_plan_t *plan, pw_precision_t precision, pw_pla
     info->struct_size = full ? (uint32_t)sizeof(pw_plan_info_t) : has_v2 ? (uint32_t)v2_size : (uint32_t)v1_size;
     info->configured = plan->config.regroup;
     info->regroup = plan->regroup_pays[x2] ? plan->regroup.mode : PW_REGROUP_IDENTITY;
-    if (has_v2) info->regroup_group_size = info->regroup == PW_REGROUP_IDENTITY ? 0 : plan->regroup.group_size;
+    if (has_v2)
+        info->regroup_group_size = info->regroup == PW_REGROUP_IDENTITY ? 0 : regroup_size(plan, plan_runs_dense(plan));
     if (full) {
         info->vt_prepass = plan->vt_prepass;
         info->dense_tile = plan_runs_dense(plan) != 0;

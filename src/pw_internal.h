@@ -118,21 +118,20 @@ typedef struct pw_vt_buffers {
      *     its block 2 (h max_groups + group) + half, pages = the half's union;
      *   1 (dense G = 8 tile): a group, as h max_groups + group, pages = its union;
      *   2 (dense G = 4 tile): a pair's leader group, as h max_groups + group, pages = the
-     *     sum of the two unions (the second of the pair's two preparing warps appends it,
-     *     found through sched_pairs; a leader without a partner appends itself).
-     * sched_count [PW_SCHED_CLASSES] (cleared by a memset before union preparation),
-     * sched_list [PW_SCHED_CLASSES, sched_stride] with sched_stride >= the items;
-     * sched_pairs (sched_dense 2 only, else NULL): [Hkv, max_groups] uint32 scratch that
-     * must follow sched_count in one range, 256 bytes after it (one memset clears both).
-     * NULL sched_count: block order. */
+     *     sum of the two unions (the second of the pair's two preparing warps appends it;
+     *     a leader without a partner appends itself).
+     * sched_count [PW_SCHED_CLASSES] in PW_SCHED_COUNTS_BYTES (cleared by a memset before
+     * union preparation); with sched_dense 2 the pairs' scratch, [Hkv, max_groups] uint32,
+     * follows them (cleared by the same memset); sched_list [PW_SCHED_CLASSES,
+     * sched_stride] with sched_stride >= the items. NULL sched_count: block order. */
     uint32_t *sched_count;
     int32_t *sched_list;
     int64_t sched_stride;
     int sched_dense;
-    uint32_t *sched_pairs;
 } pw_vt_buffers_t;
 
-#define PW_SCHED_CLASSES 17 /* pages / 8 for 0..128 pages (8 x K = 128 at most) */
+#define PW_SCHED_CLASSES 17       /* pages / 8 for 0..128 pages (8 x K = 128 at most) */
+#define PW_SCHED_COUNTS_BYTES 256 /* the class counts' room before the pairs' scratch or the lists */
 
 /* CUDA build: pw_union_prepare that, with vt (the full call's pre-pass buffers), also
  * clears vt->touched [Hkv, R, max_pages] (a memset before the kernel), sets
@@ -144,9 +143,13 @@ pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, const int32_t 
                                      const int32_t *perm, const pw_union_meta_t *meta,
                                      const pw_vt_buffers_t *vt, pw_stream_t stream);
 
-/* The G of the dense tile pw_union_attention_vt runs for these arguments: 8 (G = 8, no
- * per-token scales: dev impl 13), 4 (G = 4, no per-token scales: dev impl 14, pairs of
- * 8-query groups), else 0 (the lean kernel). The plan's schedule and regroup follow it. */
+/* G if G Q heads per KV head have a dense tile on the V^T pre-pass (8: dev impl 13; 4: dev
+ * impl 14, pairs of 8-query groups), else 0. */
+int pw_dense_tile_g(int32_t q_heads_per_kv);
+
+/* The G of the dense tile pw_union_attention_vt runs for these arguments (pw_dense_tile_g
+ * without per-token scales), else 0 (the lean kernel). The plan's schedule and regroup
+ * follow it. */
 int pw_vt_runs_dense(const pw_problem_t *problem, const pw_attention_args_t *args);
 
 /* CUDA build (src/cuda/union_prepare.cu): rows x k Top-K ids -> rows x 16, -1 after k

@@ -1018,7 +1018,6 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         b.sched_list = NULL;
         b.sched_stride = 0;
         b.sched_dense = 0;
-        b.sched_pairs = NULL;
         pw_status_t st = hkv * 4 <= count_bytes ? PW_SUCCESS : pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 10: Hkv > 64");
         if (st == PW_SUCCESS) {
             e = cudaMemsetAsync(b.count, 0, hkv * 4, (cudaStream_t)stream);

@@ -309,12 +309,10 @@ extern "C" pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, con
     params.sched_list = vt ? vt->sched_list : NULL;
     params.sched_stride = vt ? vt->sched_stride : 0;
     params.sched_dense = vt ? vt->sched_dense : 0;
-    params.sched_pairs = vt && vt->sched_dense == 2 ? vt->sched_pairs : NULL;
-    /* The pair schedule's scratch lies 256 bytes after the counts (one memset clears both). */
-    if (params.sched_count && params.sched_dense == 2 &&
-        params.sched_pairs != (uint32_t *)(void *)((uint8_t *)params.sched_count + 256))
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_union_prepare: the pair schedule needs sched_pairs 256 bytes "
-                                                  "after sched_count");
+    /* The pair schedule's scratch follows the counts (pw_vt_buffers_t). */
+    params.sched_pairs = params.sched_count && params.sched_dense == 2
+                             ? (uint32_t *)(void *)((uint8_t *)params.sched_count + PW_SCHED_COUNTS_BYTES)
+                             : NULL;
 
     /* The bound covers every group; CTA 0 of each KV head also writes num_groups (so a
      * call with N = 0 still writes zeros). */
@@ -337,9 +335,8 @@ extern "C" pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, con
                            cudaGetErrorString(e));
     }
     if (params.sched_count) { /* the class counts (and the pairs' sizes) start at zero in every call */
-        const size_t bytes = params.sched_pairs ? (size_t)((uint8_t *)(params.sched_pairs + (int64_t)problem->num_kv_heads *
-                                                                                              meta->max_groups) -
-                                                           (uint8_t *)params.sched_count)
+        const size_t bytes = params.sched_pairs ? PW_SCHED_COUNTS_BYTES + (size_t)problem->num_kv_heads *
+                                                                           (size_t)meta->max_groups * sizeof(uint32_t)
                                                 : PW_SCHED_CLASSES * sizeof(uint32_t);
         const cudaError_t e = cudaMemsetAsync(params.sched_count, 0, bytes, st);
         if (e != cudaSuccess)
