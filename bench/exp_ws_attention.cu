@@ -116,21 +116,6 @@ __device__ __forceinline__ void softmax_pv(float (&acc)[64], float (&o)[64], uin
     }
 }
 
-template <bool X2>
-__device__ __forceinline__ void issue_qk(float (&acc)[64], uint64_t desc_q, uint64_t desc_q_lo, uint64_t desc_k)
-{
-    wgmma_fence_operand(acc);
-    wgmma_fence();
-#pragma unroll
-    for (int kb = 0; kb < kHeadDim / 32; kb++)
-        wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, kb > 0);
-    if constexpr (X2) {
-#pragma unroll
-        for (int kb = 0; kb < kHeadDim / 32; kb++)
-            wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q_lo + 2 * kb, desc_k + 2 * kb, 1);
-    }
-    wgmma_commit_group();
-}
 
 // QLOAD: each consumer loads its half's 64 x 128 BF16 Q of the group and writes it as FP8
 // (and the second term) into its swizzled Q tile before the group's first QK: the per-group
@@ -275,7 +260,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) ws_kernel(const ExpParams p)
                 wait_k(u);
                 wait_v(u);
                 if (!SKIP || half_members(p, g, i, half) != 0u) {
-                    issue_qk<X2>(acc, desc_q, desc_q_lo, wgmma_desc_k_major_sw128(sm.k[u % KR]));
+                    qk_issue<X2>(acc, desc_q, desc_q_lo, wgmma_desc_k_major_sw128(sm.k[u % KR]));
                     wgmma_wait_group<0>();
                     wgmma_fence_operand(acc);
                     softmax_pv<X2, 64>(acc, o, wgmma_desc_k_major_sw128(sm.vt[u % VR]), q, f0, f1, m0, m1, l0, l1);
@@ -308,7 +293,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) ws_kernel(const ExpParams p)
                 if (!last) {
                     const uint32_t un = ring(k + 1);
                     wait_k(un);
-                    issue_qk<X2>(nxt, desc_q, desc_q_lo, wgmma_desc_k_major_sw128(sm.k[un % KR]));
+                    qk_issue<X2>(nxt, desc_q, desc_q_lo, wgmma_desc_k_major_sw128(sm.k[un % KR]));
                 }
                 wait_v(u);
                 softmax_pv<X2, 32>(cur, o, wgmma_desc_k_major_sw128(sm.vt[u % VR]), q, f0, f1, m0, m1, l0,
@@ -318,7 +303,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) ws_kernel(const ExpParams p)
             if (cnt > 0) {
                 const uint32_t u0 = ring(0);
                 wait_k(u0);
-                issue_qk<X2>(acc_a, desc_q, desc_q_lo, wgmma_desc_k_major_sw128(sm.k[u0 % KR]));
+                qk_issue<X2>(acc_a, desc_q, desc_q_lo, wgmma_desc_k_major_sw128(sm.k[u0 % KR]));
                 int k = 0;
                 for (; k + 2 < cnt; k += 2) { // two full steps, each with a next page
                     step(k, acc_a, acc_b, false);

@@ -363,9 +363,7 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
     constexpr bool kNoVMask = (IMPL & kImplNoVMask) != 0; // dev impl 8: before the cache-poison fix
     static_assert(!kIdleVt || kPRegs, "idle-warp V transpose: on B only");
     static_assert(!kX2 || kPRegs, "FP8X2 keeps Q's second term in the P tile: B (P from registers) only");
-    extern __shared__ uint8_t smem_raw[];
-    SmemPlan &sm = *reinterpret_cast<SmemPlan *>(
-        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+    SmemPlan &sm = dynamic_smem_plan<SmemPlan>();
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const uint32_t rank = kCluster == 2 ? cluster_ctarank() : 0;
@@ -446,18 +444,8 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
             if (tid == 0 && i + kStages < num_pages) mbarrier_arrive_expect_tx(&sm.full[s], kStageTxBytes);
             const uint32_t members = sm.page_members[i];
             if (members != 0) { // CTA-uniform: skip pages none of this CTA's slots selected
-                const uint64_t desc_k = wgmma_desc_k_major_sw128(sm.kv[s][0]);
-                wgmma_fence_operand(acc);
-                wgmma_fence();
-#pragma unroll
-                for (int kb = 0; kb < kHeadDim / 32; kb++)
-                    wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, kb > 0);
-                if constexpr (kX2) { // + Q's second term . K, same accumulator (desc_p: its tile)
-#pragma unroll
-                    for (int kb = 0; kb < kHeadDim / 32; kb++)
-                        wgmma_m64n128k32_f32_e4m3_ss(acc, desc_p + 2 * kb, desc_k + 2 * kb, 1);
-                }
-                wgmma_commit_group();
+                // FP8X2: + Q's second term . K, same accumulator (desc_p: its tile)
+                qk_issue<kX2>(acc, desc_q, desc_p, wgmma_desc_k_major_sw128(sm.kv[s][0]));
                 const bool member = (members >> warp) & 1u; // warp-uniform
                 const int vlim = kNoVMask ? kPageSize - 1 : sm.page_vlim[i]; // CTA-uniform
                 if constexpr (kIdleVt) {

@@ -405,6 +405,24 @@ static __device__ __forceinline__ void p_words_lo(const float (&acc)[64], int a,
          ((uint32_t)p_pair_lo(acc[8 * a + 6], acc[8 * a + 7], (uint16_t)(w1 >> 16)) << 16);
 }
 
+/* One page's scores, issued and committed (not waited for): acc = Q K^T by the warpgroup's
+ * wgmmas, with FP8X2 + Q_lo K^T into the same accumulator (desc_q_lo: Q's second term). */
+template <bool X2>
+static __device__ __forceinline__ void qk_issue(float (&acc)[64], uint64_t desc_q, uint64_t desc_q_lo, uint64_t desc_k)
+{
+    wgmma_fence_operand(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int kb = 0; kb < kHeadDim / 32; kb++)
+        wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, kb > 0);
+    if constexpr (X2) {
+#pragma unroll
+        for (int kb = 0; kb < kHeadDim / 32; kb++)
+            wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q_lo + 2 * kb, desc_k + 2 * kb, 1);
+    }
+    wgmma_commit_group();
+}
+
 /* The page's P as the PV wgmma's A fragments (p_words: pa) and, with FP8X2, its second term
  * (p_words_lo: pl), from the softmax's 256 p in acc. */
 template <bool X2>

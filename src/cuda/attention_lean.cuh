@@ -106,18 +106,7 @@ static __device__ __forceinline__ void lean_qk_page(float (&acc)[64], Plan &sm, 
                                                     uint64_t desc_k)
 {
     mbarrier_wait_parity(&sm.k_full, parity);
-    wgmma_fence_operand(acc);
-    wgmma_fence();
-#pragma unroll
-    for (int kb = 0; kb < kHeadDim / 32; kb++)
-        wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, kb > 0);
-    if constexpr (X2) {
-        const uint64_t desc_q_lo = wgmma_desc_k_major_sw128(sm.q_lo);
-#pragma unroll
-        for (int kb = 0; kb < kHeadDim / 32; kb++)
-            wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q_lo + 2 * kb, desc_k + 2 * kb, 1);
-    }
-    wgmma_commit_group();
+    qk_issue<X2>(acc, desc_q, X2 ? wgmma_desc_k_major_sw128(sm.q_lo) : 0, desc_k);
     wgmma_wait_group<0>();
     wgmma_fence_operand(acc);
 }
@@ -169,9 +158,7 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
     lean_attention_kernel(const __grid_constant__ AttentionParams p)
 {
     static_assert(VARIANT != kUnion8, "lean: Union4 and per-query only");
-    extern __shared__ uint8_t smem_raw[];
-    SmemPlanLean &sm = *reinterpret_cast<SmemPlanLean *>(
-        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+    SmemPlanLean &sm = dynamic_smem_plan<SmemPlanLean>();
     // TS: this warp's scale buffer (the plan's extension; not touched otherwise).
     float(&ts_buf)[2][kPageSize] = reinterpret_cast<SmemPlanLeanTs &>(sm).scales[threadIdx.x / 32];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
