@@ -84,6 +84,24 @@ typedef struct meta_set {
     int64_t pair_visits; /* dev impl 14: pages of the merged unions of leader / partner group pairs */
 } meta_set_t;
 
+/* Dev impl 14's pairs (attention_dense.cuh, dense4_work): group gi of KV head h leads a pair
+ * when its index in its window (in its request for W = 0) is even; its partner is the next
+ * group when that continues it (same request and window, 8 slots on). Returns the partner's
+ * index, -1 for a leader without one, -2 for a group that is not a leader. */
+static int64_t pair_partner(const pw_capture_t *c, const pw_grouping_t *g, const pw_union_meta_t *m, int64_t h,
+                            int64_t gi)
+{
+    const int64_t mg = m->max_groups;
+    const pw_group_desc_t *A = &m->groups[h * mg + gi];
+    const int32_t rel = A->slot_begin - c->cu_seqlens_q[A->request];
+    if (((g->window > 0 ? rel % g->window : rel) / 8) % 2) return -2;
+    if (gi + 1 >= m->num_groups[h]) return -1;
+    const pw_group_desc_t *B = &m->groups[h * mg + gi + 1];
+    const int32_t rel_b = B->slot_begin - c->cu_seqlens_q[A->request];
+    const int same_window = g->window <= 0 || rel_b / g->window == rel / g->window;
+    return B->request == A->request && B->slot_begin == A->slot_begin + 8 && same_window ? gi + 1 : -1;
+}
+
 static void make_meta(const pw_capture_t *c, const pw_grouping_t *g, meta_set_t *out)
 {
     const pw_problem_t *p = &c->problem;
@@ -96,29 +114,24 @@ static void make_meta(const pw_capture_t *c, const pw_grouping_t *g, meta_set_t 
     PK(pw_ref_union_prepare(p, c->topk_ids, &rq, g, perm, &m));
     PK(pw_union_stats(p, &m, &out->stats, NULL));
     out->tile_steps = 0;
-    /* Dev impl 14's pairs (attention_dense.cuh, dense4_work): a group whose index in its
-     * window (in its request for W = 0) is even, with the next group when that continues it. */
+    /* Dev impl 14's page visits: each pair's merged union (pair_partner). */
     out->pair_visits = 0;
     for (int64_t h = 0; h < hkv; h++)
         for (int64_t gi = 0; gi < m.num_groups[h]; gi++) {
+            const int64_t partner = pair_partner(c, g, &m, h, gi);
+            if (partner == -2) continue;
             const pw_group_desc_t *A = &m.groups[h * mg + gi];
-            const int32_t rel = A->slot_begin - c->cu_seqlens_q[A->request];
-            if (((g->window > 0 ? rel % g->window : rel) / 8) % 2) continue;
             int64_t merged = A->union_size;
-            if (gi + 1 < m.num_groups[h]) {
-                const pw_group_desc_t *B = &m.groups[h * mg + gi + 1];
-                const int32_t rel_b = B->slot_begin - c->cu_seqlens_q[A->request];
-                const int same_window = g->window <= 0 || rel_b / g->window == rel / g->window;
-                if (B->request == A->request && B->slot_begin == A->slot_begin + 8 && same_window) {
-                    const int32_t *pa = m.union_pages + (h * mg + gi) * cap, *pb = m.union_pages + (h * mg + gi + 1) * cap;
-                    int x = 0, y = 0;
-                    merged = 0;
-                    while (x < A->union_size || y < B->union_size) {
-                        if (y >= B->union_size || (x < A->union_size && pa[x] < pb[y])) x++;
-                        else if (x >= A->union_size || pb[y] < pa[x]) y++;
-                        else x++, y++;
-                        merged++;
-                    }
+            if (partner >= 0) {
+                const pw_group_desc_t *B = &m.groups[h * mg + partner];
+                const int32_t *pa = m.union_pages + (h * mg + gi) * cap, *pb = m.union_pages + (h * mg + partner) * cap;
+                int x = 0, y = 0;
+                merged = 0;
+                while (x < A->union_size || y < B->union_size) {
+                    if (y >= B->union_size || (x < A->union_size && pa[x] < pb[y])) x++;
+                    else if (x >= A->union_size || pb[y] < pa[x]) y++;
+                    else x++, y++;
+                    merged++;
                 }
             }
             out->pair_visits += merged;
@@ -149,19 +162,11 @@ static void make_meta(const pw_capture_t *c, const pw_grouping_t *g, meta_set_t 
                 size[b] = dense ? d->union_size : (d->num_members > 4 * (b % 2) ? d->half_union_size[b % 2] : -1);
             }
             if (dense == 2 && gi < m.num_groups[h]) {
-                /* Pairs (dense4_work): a leader lists the sum of its and its partner's union
-                 * sizes, as union preparation does; a partner is not listed. */
-                const pw_group_desc_t *A = &m.groups[h * mg + gi];
-                const int32_t rel = A->slot_begin - c->cu_seqlens_q[A->request];
-                if (((g->window > 0 ? rel % g->window : rel) / 8) % 2) {
-                    size[b] = -1;
-                } else if (gi + 1 < m.num_groups[h]) {
-                    const pw_group_desc_t *B = &m.groups[h * mg + gi + 1];
-                    const int32_t rel_b = B->slot_begin - c->cu_seqlens_q[A->request];
-                    const int same_window = g->window <= 0 || rel_b / g->window == rel / g->window;
-                    if (B->request == A->request && B->slot_begin == A->slot_begin + 8 && same_window)
-                        size[b] = A->union_size + B->union_size;
-                }
+                /* Pairs: a leader lists the sum of its and its partner's union sizes, as union
+                 * preparation does; a partner is not listed. */
+                const int64_t partner = pair_partner(c, g, &m, h, gi);
+                if (partner == -2) size[b] = -1;
+                else if (partner >= 0) size[b] += m.groups[h * mg + partner].union_size;
             }
         }
         for (int32_t s = 2 * (int32_t)cap; s >= 0; s--)
