@@ -97,7 +97,7 @@ def build(path, device, copies=1):
 
 def arm_call(arm, b, prec, outs, copy=0):
     """(callable running the arm on Q / O copy `copy`, G)."""
-    g = {"G8": 8, "G4": 4, "G8greedy": 8, "G4greedy": 4, "G8vt": 8, "G4vt": 4, "G8novt": 8, "G4novt": 4}.get(arm, 16)
+    g = 8 if arm.startswith("G8") else 4 if arm.startswith("G4") else 16  # G16*, scales, interleave, sinkkeys: 16
     hkv = b["hkv"]
     q = b["q16"][copy].view(b["n"], hkv, 16, D)[:, :, :g].reshape(b["n"], hkv * g, D).contiguous()
     out = outs.setdefault((g, copy), torch.empty_like(q))

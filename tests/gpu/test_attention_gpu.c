@@ -1308,8 +1308,7 @@ static void test_gqa_padded(void **state)
                     }
                     if (G == 8 || G == 4) {
                         /* The dense tiles (dev impl 13 at G = 8; 14 at G = 4, two merged 8-query
-                         * groups: written without a GPU run, 2026-12-02): the padded tile's bits,
-                         * W128 and identity groups. */
+                         * groups): the padded tile's bits on every grouping below. */
                         const int dense_impl = G == 8 ? 13 : 14;
                         /* W128, identity, greedy W64 (requests of 65+ queries span windows),
                          * identity in windows of 24 */
@@ -1371,9 +1370,9 @@ static void test_gqa_padded(void **state)
                     }
                     /* Pre-pass on, off, and on with 1 or 8 tiles per KV head: the KV heads whose
                      * unions touch more pages run on the fallback launch (the padded tile
-                     * transposing V), the others on the tiles (at G = 8 without per-token scales
-                     * the dense tile, its CTAs in the schedule's order, those of fallback heads
-                     * exiting). */
+                     * transposing V), the others on the tiles (at G = 8 and 4 without per-token
+                     * scales the dense tiles, their CTAs in the schedule's order, those of
+                     * fallback heads exiting). */
                     for (int f = 0; f < 4; f++) {
                         const int32_t caps[4] = {0, 0, 1, 8};
                         full_call_run_cap(c, &dg, PW_KERNEL_UNION4, f == 1 ? PW_PLAN_NO_VT_PREPASS : PW_PLAN_VT_PREPASS,
