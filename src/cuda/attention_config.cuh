@@ -149,15 +149,6 @@ struct AttentionParams {
 
 constexpr int kSchedClasses = PW_SCHED_CLASSES;
 
-/* A kernel's shared-memory plan at the first 1024-byte boundary (the 128-byte swizzle atoms'
- * alignment) of its dynamic shared memory; every plan's launch size has 1024 bytes of slack. */
-template <class Plan>
-static __device__ __forceinline__ Plan &dynamic_smem_plan()
-{
-    extern __shared__ uint8_t smem_raw[];
-    return *reinterpret_cast<Plan *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
-}
-
 /* A schedule's buffers (pw_vt_buffers_t's, or the dev entry's); kind: its items, as
  * pw_vt_buffers_t's sched_dense (0 halves, 1 groups, 2 pairs of groups). */
 struct DevSchedule {

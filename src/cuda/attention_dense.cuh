@@ -310,7 +310,9 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
 template <bool X2>
 __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_kernel(const __grid_constant__ AttentionParams p)
 {
-    SmemPlanLean &sm = dynamic_smem_plan<SmemPlanLean>();
+    extern __shared__ uint8_t smem_raw[];
+    SmemPlanLean &sm = *reinterpret_cast<SmemPlanLean *>(
+        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
     const int tid = threadIdx.x;
 
     DenseWork work;
@@ -529,7 +531,9 @@ static __device__ void build_pair_page_list(SmemPlanDense4 &sm, const AttentionP
 template <bool X2>
 __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense4_attention_kernel(const __grid_constant__ AttentionParams p)
 {
-    SmemPlanDense4 &sm = dynamic_smem_plan<SmemPlanDense4>();
+    extern __shared__ uint8_t smem_raw[];
+    SmemPlanDense4 &sm = *reinterpret_cast<SmemPlanDense4 *>(
+        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
     const int tid = threadIdx.x;
 
     Dense4Work work;

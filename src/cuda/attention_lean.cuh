@@ -158,7 +158,9 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
     lean_attention_kernel(const __grid_constant__ AttentionParams p)
 {
     static_assert(VARIANT != kUnion8, "lean: Union4 and per-query only");
-    SmemPlanLean &sm = dynamic_smem_plan<SmemPlanLean>();
+    extern __shared__ uint8_t smem_raw[];
+    SmemPlanLean &sm = *reinterpret_cast<SmemPlanLean *>(
+        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
     // TS: this warp's scale buffer (the plan's extension; not touched otherwise).
     float(&ts_buf)[2][kPageSize] = reinterpret_cast<SmemPlanLeanTs &>(sm).scales[threadIdx.x / 32];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
