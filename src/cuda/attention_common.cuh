@@ -464,6 +464,32 @@ static __device__ __forceinline__ void pv_part(float (&pv)[kN / 2], const uint32
     wgmma_fence_operand(pv);
 }
 
+#if PW_EXP_F16PV
+/* EXPERIMENT PW_EXP_F16PV (timing only, WRONG outputs; bench/NOTES.md): P as f16 A
+ * fragments (k16 step kb: acc[8 kb .. 8 kb + 7] as four f16x2 words, no permutation) and PV
+ * as f16 wgmmas on a 32 KiB f16 V^T tile [d][position] (two 16 KiB sw128 chunks of 64
+ * positions). Measures what one f16 conversion per pair and f16 PV would cost against
+ * FP8X2's four conversions and two e4m3 PV terms. */
+static __device__ __forceinline__ void p_fragments_f16(const float (&acc)[64], uint32_t (&ph)[32])
+{
+#pragma unroll
+    for (int k = 0; k < 32; k++) ph[k] = pack_f16x2(acc[2 * k], acc[2 * k + 1]);
+}
+
+static __device__ __forceinline__ void pv_part_f16(float (&pv)[32], const uint32_t (&ph)[32], uint64_t desc_b)
+{
+    wgmma_fence_operand(pv);
+    wgmma_fence();
+#pragma unroll
+    for (int kb = 0; kb < kPageSize / 16; kb++)
+        wgmma_m64n64k16_f32_f16_rs(pv, ph[4 * kb], ph[4 * kb + 1], ph[4 * kb + 2], ph[4 * kb + 3],
+                                   desc_b + (uint64_t)((kb / 4) * (kTileBytes >> 4) + (kb % 4) * 2), kb > 0);
+    wgmma_commit_group();
+    wgmma_wait_group<0>();
+    wgmma_fence_operand(pv);
+}
+#endif
+
 /* O columns of part `part` (kN wide) += the part's PV: o = o * alpha + pv, alpha0 for the
  * row r0 elements, alpha1 for r0 + 8. */
 template <int kN>

@@ -203,8 +203,14 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
         mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);
         tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[next], keep_kv);
     };
+#if PW_EXP_F16PV
+    constexpr bool kF16 = X2 && G == 8; // the experiment: 32 KiB "f16 V^T" in v | vt (dense G = 8 only)
+#else
+    constexpr bool kF16 = false;
+#endif
     auto issue_v = [&](int next) {
-        mbarrier_arrive_expect_tx(&sm.v_full, kTileBytes);
+        mbarrier_arrive_expect_tx(&sm.v_full, kF16 ? 2 * kTileBytes : kTileBytes);
+        if constexpr (kF16) bulk_load(sm.v, vt_tile(next), kTileBytes, &sm.v_full, keep_kv);
         bulk_load(sm.vt, vt_tile(next), kTileBytes, &sm.v_full, keep_kv);
     };
     if (tid == 0 && num_pages > 0) {
@@ -278,6 +284,33 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
                 softmax_page_two_queries<false>(acc, limit0 - first, limit1 - first, mem0, mem1, q, f0, f1, m0, m1,
                                                 l0, l1, alpha0, alpha1);
         }
+#if PW_EXP_F16PV
+        if constexpr (kF16) {
+            uint32_t ph[32];
+            p_fragments_f16(acc, ph);
+            if (!member) {
+#pragma unroll
+                for (int k = 0; k < 32; k++) ph[k] = 0u;
+            }
+            mbarrier_wait_parity(&sm.v_full, parity);
+            if (vlim < kPageSize - 1) {
+                zero_vt_after(vt_addr, vlim);
+                fence_proxy_async_shared_cta();
+                __syncthreads();
+            }
+            const uint64_t desc_v16 = wgmma_desc_k_major_sw128(sm.v);
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float pv[32];
+                pv_part_f16(pv, ph, desc_v16 + (uint64_t)(h * 64 * 128 >> 4));
+                if (all) pv_add_to_o_two_queries<true>(o, pv, h, mem0, mem1, alpha0, alpha1);
+                else if (member) pv_add_to_o_two_queries<false>(o, pv, h, mem0, mem1, alpha0, alpha1);
+            }
+            wgmma_fence_operand(ph);
+            lean_release(&sm.v_done, i + 1, num_pages, issue_v);
+            continue;
+        }
+#endif
         uint32_t pa[16];
         uint32_t pl[X2 ? 16 : 1];
         p_fragments<X2>(acc, pa, pl);

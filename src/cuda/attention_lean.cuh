@@ -183,8 +183,14 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
         mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);
         tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[next], keep_kv);
     };
+#if PW_EXP_F16PV
+    constexpr bool kF16 = PREVT && X2 && !TS; // the experiment: 32 KiB "f16 V^T" in v | vt
+#else
+    constexpr bool kF16 = false;
+#endif
     auto issue_v = [&](int next) {
-        mbarrier_arrive_expect_tx(&sm.v_full, kTileBytes);
+        mbarrier_arrive_expect_tx(&sm.v_full, kF16 ? 2 * kTileBytes : kTileBytes);
+        if constexpr (kF16) bulk_load(sm.v, vt_tile(next), kTileBytes, &sm.v_full, keep_kv);
         if constexpr (PREVT)
             bulk_load(sm.vt, vt_tile(next), kTileBytes, &sm.v_full, keep_kv);
         else
@@ -195,11 +201,7 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
         prefetch_tensormap(&p.v_map);
         mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);
         tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[0], keep_kv);
-        mbarrier_arrive_expect_tx(&sm.v_full, kTileBytes);
-        if constexpr (PREVT)
-            bulk_load(sm.vt, vt_tile(0), kTileBytes, &sm.v_full, keep_kv);
-        else
-            tma_load_4d(sm.v, &p.v_map, &sm.v_full, 0, kv_head, 0, sm.page_physical[0], keep_kv);
+        issue_v(0);
     }
 
     const float k_scale = *p.k_scale, v_scale = *p.v_scale;
@@ -283,6 +285,32 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
         // during the transpose it holds 16 (FP8X2: 32) registers of P instead of the 64 of
         // the scores (ptxas kept the scores live through a transpose that preceded the
         // conversion).
+#if PW_EXP_F16PV
+        if constexpr (kF16) {
+            uint32_t ph[32];
+            p_fragments_f16(acc, ph);
+            if (!member) {
+#pragma unroll
+                for (int k = 0; k < 32; k++) ph[k] = 0u;
+            }
+            mbarrier_wait_parity(&sm.v_full, parity);
+            if (vlim < kPageSize - 1) {
+                zero_vt_after(vt_addr, vlim);
+                fence_proxy_async_shared_cta();
+                __syncthreads();
+            }
+            const uint64_t desc_v16 = wgmma_desc_k_major_sw128(sm.v);
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float pv[32];
+                pv_part_f16(pv, ph, desc_v16 + (uint64_t)(h * 64 * 128 >> 4));
+                if (member) pv_add_to_o<64>(o, pv, h, alpha0, alpha1);
+            }
+            wgmma_fence_operand(ph);
+            lean_release(&sm.v_done, i + 1, num_pages, issue_v);
+            continue;
+        }
+#endif
         uint32_t pa[16];
         uint32_t pl[X2 ? 16 : 1];
         p_fragments<X2>(acc, pa, pl);

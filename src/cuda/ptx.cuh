@@ -386,6 +386,33 @@ static __device__ __forceinline__ void wgmma_m64n128k32_f32_e4m3_rs(float (&d)[6
 
 /* The narrower forms (N = 64 and 32: a half or a quarter of the head dimension). */
 
+/* wgmma.mma_async m64n64k16, f32 += f16 x f16, A from registers, B (64 rows of N, K-major,
+ * not transposed) from shared memory. a: rows 16*warp + lane/4 (+8 in a[1], a[3]), columns
+ * 2*(lane%4) + {0,1} (+8 in a[2], a[3]) as f16x2, the low half the lower column; d as the
+ * e4m3 RS form. */
+static __device__ __forceinline__ void wgmma_m64n64k16_f32_f16_rs(float (&d)[32], uint32_t a0, uint32_t a1,
+                                                                  uint32_t a2, uint32_t a3, uint64_t desc_b,
+                                                                  int scale_d)
+{
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "r"(scale_d));
+}
+
+/* Two f32 as f16x2, round to nearest even: lo in the low half. */
+static __device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi)
+{
+    uint32_t r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
 /* wgmma.mma_async m64n64k32, f32 += e4m3 x e4m3, A from registers (as the m64n128k32 RS form),
  * B (64 rows of N, K-major) from shared memory. d[4i+0..1]: row 16*warp + lane/4, cols
  * 8i + 2*(lane%4) + {0,1} (i < 8); d[4i+2..3] the same 8 rows further. */
