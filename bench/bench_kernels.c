@@ -233,9 +233,9 @@ typedef struct slot {
 static const slot_t slots[] = {
     {'0', 0, 0, 1, 0, "v4"},      {'2', 2, 0, 1, 0, "B"},       {'6', 6, 0, 1, 0, "B+idleVt"},
     {'8', 8, 0, 1, 0, "pre-fix"}, {'x', 6, 1, 0, 0, "X2"},      {'9', 9, 0, 1, 1, "lean"},
-    {'y', 9, 1, 1, 1, "leanX2"},  {'a', 10, 0, 1, 1, "preVt"},  {'b', 10, 1, 1, 1, "preVtX2"},
-    {'t', 12, 1, 2, 1, "stack1X2"}, {'d', 13, 0, 1, 1, "dense8"}, {'e', 13, 1, 1, 1, "dense8X2"},
-    {'f', 14, 0, 1, 1, "dense4"}, {'g', 14, 1, 1, 1, "dense4X2"},
+    {'y', 9, 1, 1, 1, "leanX2"},  {'a', 10, 0, 1, 1, "preVt"},  {'b', 10, 1, 2, 1, "preVtX2"},
+    {'t', 12, 1, 2, 1, "stack1X2"}, {'d', 13, 0, 1, 1, "dense8"}, {'e', 13, 1, 2, 1, "dense8X2"},
+    {'f', 14, 0, 1, 1, "dense4"}, {'g', 14, 1, 2, 1, "dense4X2"},
 };
 /* Inputs with G != 16 Q heads per KV head: impls 0, 2, 8 and 12 and the Union8 arms have no
  * path (PW_ERROR_UNSUPPORTED) and are skipped; slot '6' (the padded tile there) is the bitwise
@@ -244,7 +244,9 @@ static const slot_t slots[] = {
  * queries per page of a group's union), not C_4. */
 #define G_REFERENCE_SLOT 2 /* '6' */
 /* compare = 2: an arithmetic of its own (dev impl 12 sums FP8X2's two terms outside the
- * tensor cores): NRMS of O and the largest LSE difference against slot 'x', not bytes. */
+ * tensor cores; impls 10, 13 and 14 in FP8X2 take P in f16 on the pre-pass's f16 V^T,
+ * docs/semantics.md §4.5): NRMS of O and the largest LSE difference against slot 'x', not
+ * bytes. */
 /* 'a' / 'b': lean + V^T pre-pass, the dev entry allocating its own tiles (attention_dev.h). */
 #define X2_REFERENCE_SLOT 4 /* 'x' */
 #define NUM_SLOTS ((int)(sizeof slots / sizeof slots[0]))

@@ -104,8 +104,10 @@ typedef struct pw_problem {
                                       tile (Union4 and per-query; 16 / G times the useful
                                       tensor work), 8 and 4 on a dense tile (8 queries x
                                       8 heads, 16 queries x 4 heads) in pw_sparse_prefill
-                                      with the V^T pre-pass and no per-token scales (same
-                                      outputs); 1..64 for the reference */
+                                      with the V^T pre-pass and no per-token scales (FP8:
+                                      the padded tile's outputs; FP8X2: P in f16, as every
+                                      pre-pass kernel, semantics §4.5); 1..64 for the
+                                      reference */
     int32_t head_dim;              /* D: 128 on the fast path */
     int32_t page_size;             /* P in tokens: 128 on the fast path */
     int32_t topk;                  /* K: Top-K ids per (KV head, query): 16 on the fast path */
@@ -293,8 +295,12 @@ pw_status_t pw_ref_grouping_stats(const pw_problem_t *problem, const int32_t *to
                                   pw_union_stats_t *total, pw_union_stats_t *per_kv_head);
 
 typedef enum pw_ref_mode {
-    PW_REF_EXACT = 0,      /* FP64 softmax over dequantised FP8 K/V and the BF16 Q */
-    PW_REF_FP8_EMULATE = 1 /* mirrors the GPU arithmetic of semantics §4 step by step */
+    PW_REF_EXACT = 0,       /* FP64 softmax over dequantised FP8 K/V and the BF16 Q */
+    PW_REF_FP8_EMULATE = 1, /* mirrors the GPU arithmetic of semantics §4 step by step */
+    /* As PW_REF_FP8_EMULATE, but PW_PRECISION_FP8X2 without per-token scales takes P once in
+     * f16 (p16 = f16(256 p)), as pw_sparse_prefill's V^T pre-pass kernels do (semantics
+     * §4.5); otherwise the same as PW_REF_FP8_EMULATE. Added 2026-12-02. */
+    PW_REF_FP8_EMULATE_F16_P = 2
 } pw_ref_mode_t;
 
 /* Arithmetic of the GPU kernels (and of PW_REF_FP8_EMULATE), semantics §4.5.
@@ -562,7 +568,8 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *   4. the attention kernel: pw_union_attention's with the chosen kernel; with the pre-pass,
  *      Union4's lean kernel reading the tiles (without per-token scales, at G = 8 a dense
  *      tile of 8 queries x 8 heads, at G = 4 one of 16 queries x 4 heads walking two
- *      consecutive groups' merged union; the same outputs), its CTAs longest union first
+ *      consecutive groups' merged union; FP8: the same outputs, FP8X2: P in f16 on the
+ *      pre-pass's f16 tiles, semantics §4.5), its CTAs longest union first
  *      (union preparation lists them by size; pairs by the sum of the two unions), and,
  *      when R x max_pages_per_request exceeds
  *      the tile capacity, a second Union4 launch (the kernel that transposes V) for the KV
@@ -605,9 +612,10 @@ enum {
      * a page table sized for the model's longest context costs 5 bytes per entry, not a
      * tile per entry, and the choice follows the pages a call really touches. With
      * VT_PREPASS, C = min(R x max_pages, the tile limit). The tile limit is
-     * config.vt_max_pages, or by default min(2048, 65536 / Hkv) (32 MiB per KV head, 1 GiB
-     * in all). Outputs are bitwise the same either way (H200: the pre-pass path 3-20%
-     * faster on large inputs). Both bits together are an argument error; VT_PREPASS
+     * config.vt_max_pages, or by default min(2048, 32768 / Hkv) (64 MiB of 32 KiB tiles per
+     * KV head, 1 GiB in all). FP8 outputs are bitwise the same either way; FP8X2 takes P in
+     * f16 on the tiles and as two E4M3 terms otherwise (semantics §4.5: bytes that differ,
+     * within the same accuracy) (H200: the pre-pass path 3-20% faster on large inputs). Both bits together are an argument error; VT_PREPASS
      * where the scan's grid does not fit is PW_ERROR_UNSUPPORTED. */
     PW_PLAN_VT_PREPASS = 1u << 1,
     PW_PLAN_NO_VT_PREPASS = 1u << 2,
@@ -641,11 +649,11 @@ typedef struct pw_plan_config {
                                   PW_PLAN_NO_VT_PREPASS, PW_PLAN_REGROUP_GROUPS_OF_8
                                   (or-ed), or 0 */
     int32_t vt_max_pages;      /* Union4 with the V^T pre-pass: most pages of V^T per KV head
-                                  the workspace holds (16 KiB each); 0 = min(2048, 65536 /
-                                  Hkv) (32 MiB per KV head, 256K tokens of touched
+                                  the workspace holds (32 KiB each); 0 = min(2048, 32768 /
+                                  Hkv) (64 MiB per KV head, 256K tokens of touched
                                   context; 1 GiB in all); a KV head whose call touches
-                                  more runs on the kernel that transposes V (same
-                                  outputs). Added after the first release: a config whose
+                                  more runs on the kernel that transposes V (FP8: the
+                                  same outputs; FP8X2: semantics §4.5). Added after the first release: a config whose
                                   struct_size is that of the earlier struct (20 bytes) is
                                   read with 0; a larger one is read up to this field. */
 } pw_plan_config_t;
@@ -675,16 +683,16 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
  * pw_max_groups() groups of 8 x K pages ([Hkv] + [Hkv, groups] x (32 + 8K*4 + 8K) bytes),
  * pw_regroup_workspace_size(), and when a PW_KERNEL_UNION4 plan runs the V^T pre-pass
  * (PW_PLAN_VT_PREPASS, or the rule there) its parts: 5 bytes per (KV head, request, page of
- * the page table row), C tiles of 16 KiB + 8 bytes per KV head (C: PW_PLAN_VT_PREPASS) and
+ * the page table row), C tiles of 32 KiB + 8 bytes per KV head (C: PW_PLAN_VT_PREPASS) and
  * the attention CTAs' longest-first schedule (256 + 136 x Hkv x groups bytes):
- * Hkv x (5 x R x max_pages_per_request + 16,392 x C + 4 + 136 x groups) + 256 bytes before
- * each part's 256-byte rounding (8.1 MiB for a table of one 64K-token context, one KV head
- * and 15,272 queries; at most 32 MiB of tiles per KV head and 1 GiB in all by default,
+ * Hkv x (5 x R x max_pages_per_request + 32,776 x C + 4 + 136 x groups) + 256 bytes before
+ * each part's 256-byte rounding (about 16 MiB for a table of one 64K-token context, one KV
+ * head and 15,272 queries; at most 64 MiB of tiles per KV head and 1 GiB in all by default,
  * config.vt_max_pages). Each part starts
  * 256-byte aligned inside the one buffer, and the total includes 255 bytes so that the
  * buffer itself may have any alignment. A plan of K < 16 adds its padded Top-K rows,
  * Hkv x N x 64 bytes (every kernel, per-query included). 0 for PW_KERNEL_PER_QUERY with
- * K = 16. About 1.3 MiB + 8.1 MiB for N = 15,272, Hkv = 1, a 64K context.
+ * K = 16. About 1.3 MiB + 16 MiB for N = 15,272, Hkv = 1, a 64K context.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL plan or bytes). */
 pw_status_t pw_plan_workspace_size(const pw_plan_t *plan, size_t *bytes);
 
@@ -785,7 +793,8 @@ typedef struct pw_plan_info {
     int64_t vt_capacity;       /* V^T tiles per KV head (C), 0 without the pre-pass. A KV
                                   head whose unions touch more pages in a call runs on the
                                   kernel that transposes V in that call (decided on the
-                                  device; same outputs) */
+                                  device; FP8: the same outputs; FP8X2: P as two E4M3
+                                  terms there, in f16 on the tiles, semantics §4.5) */
 } pw_plan_info_t;
 
 #define PW_PLAN_INFO_INIT {sizeof(pw_plan_info_t), PW_REGROUP_IDENTITY, PW_REGROUP_IDENTITY, 0, PW_KERNEL_UNION4, 0.0, 0.0, 0.0, 0, 0, 0, 0}

@@ -26,6 +26,12 @@ const float *pw_args_sinks(const pw_attention_args_t *args)
     return ARGS_HAVE(args, sink_logits) ? args->sink_logits : NULL;
 }
 
+int pw_args_f16_vt(const pw_attention_args_t *args)
+{
+    const pw_token_scales_t ts = pw_args_token_scales(args);
+    return pw_args_precision(args) == PW_PRECISION_FP8X2 && !ts.k && !ts.v;
+}
+
 pw_token_scales_t pw_args_token_scales(const pw_attention_args_t *args)
 {
     const pw_token_scales_t none = {NULL, NULL, 0, 0};

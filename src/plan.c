@@ -25,7 +25,7 @@
  *   vt_slots      [Hkv, R, max_pages] int32  (the same: each touched page's tile)
  *   vt_list       [Hkv, C] int64             (the page of each tile)
  *   vt_count      [Hkv] uint32               (pages touched per KV head)
- *   vt_tiles      [Hkv, C] x 16 KiB V^T tiles, C = vt_capacity
+ *   vt_tiles      [Hkv, C] x 32 KiB V^T tiles (f16 for FP8X2, else E4M3 in the first half), C = vt_capacity
  *   schedule      17 uint32 class counts (256 bytes), then [17, 2 Hkv max_groups] int32
  *                 class lists: the attention CTAs' longest-first order (pre-pass only;
  *                 pw_vt_buffers_t in pw_internal.h; cleared by a memset before union
@@ -58,11 +58,11 @@ enum {
     PART_VT_SLOTS, PART_VT_LIST, PART_VT_COUNT, PART_VT_TILES, PART_SCHED, NUM_PARTS
 };
 #define PW_PLAN_CONFIG_V1_SIZE offsetof(pw_plan_config_t, vt_max_pages) /* before vt_max_pages */
-#define PW_PLAN_VT_TILE_BYTES 16384 /* one page of V^T for one KV head: P x D FP8 */
+#define PW_PLAN_VT_TILE_BYTES 32768 /* one page of V^T for one KV head: P x D f16 (E4M3: half of it) */
 #define PW_PLAN_VT_MIN_QUERIES 4096 /* the pre-pass rule (pageweaver.h, PW_PLAN_VT_PREPASS) */
 #define PW_PLAN_VT_MIN_PER_PAGE 64   /* the rule: selections per touched page (N x K / 64 tiles) */
 #define PW_PLAN_VT_DEFAULT_PAGES 2048 /* tiles per KV head when config.vt_max_pages is 0 ... */
-#define PW_PLAN_VT_DEFAULT_TOTAL 65536 /* ... and at most this many in all (1 GiB) */
+#define PW_PLAN_VT_DEFAULT_TOTAL 32768 /* ... and at most this many in all (1 GiB) */
 #define PW_PLAN_VT_MAX_ENTRIES_PER_SELECTION 4 /* the rule: page-table entries per selection */
 #define PW_PLAN_VT_MIN_QUERIES_WIDE 8192 /* the rule, when a KV head may fall back */
 #define PW_PLAN_VT_MAX_SCAN_CTAS 0x7fffffffLL /* the scan's 1-D grid of 256 threads */
@@ -492,6 +492,7 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     vt.count = (uint32_t *)(void *)parts[PART_VT_COUNT];
     vt.tiles = parts[PART_VT_TILES];
     vt.capacity = plan->vt_capacity;
+    vt.f16_tiles = pw_args_f16_vt(args);
     /* Longest-first CTA order: union preparation lists the work items of the kernel
      * pw_union_attention_vt will run (lean: halves; dense G = 8 tile: groups; dense G = 4
      * tile: pairs of groups, whose sizes it adds up in a scratch of `rows` words right

@@ -44,6 +44,10 @@ pw_precision_t pw_args_precision(const pw_attention_args_t *args);
 /* args->token_scales, or all NULL for a struct without the field. */
 pw_token_scales_t pw_args_token_scales(const pw_attention_args_t *args);
 
+/* 1 when a call's V^T pre-pass writes f16 tiles (pw_vt_buffers_t.f16_tiles): FP8X2 without
+ * per-token scales (docs/semantics.md §4.3), else 0. */
+int pw_args_f16_vt(const pw_attention_args_t *args);
+
 /* The caches' strides in elements: token t of physical page `page`, KV head h, element d at
  * page * page + h * head + t * token + d (args.cache_layout, or the token-major layout:
  * P * kv_stride, D, kv_stride). */
@@ -102,7 +106,10 @@ pw_status_t pw_check_union_prepare_args(const pw_problem_t *problem, const int32
  *   count   [Hkv] uint32: pages each KV head touched; zeroed by union preparation (or by
  *           the caller) before the scan; a head with count > capacity has no tiles and runs
  *           on the kernel that transposes V itself (the fallback launch);
- *   tiles   [Hkv, capacity] x 16 KiB: V^T tiles in the lean kernel's shared-memory order. */
+ *   tiles   [Hkv, capacity] x 32 KiB (kVtTileBytes): V^T tiles in the attention kernels'
+ *           shared-memory order, E4M3 in the first 16 KiB, or f16 (f16_tiles);
+ *   f16_tiles  1: the pre-pass writes f16 V^T (FP8X2 without per-token scales: the lean
+ *           and dense kernels' f16 P, docs/semantics.md §4.3), 0: E4M3. */
 typedef struct pw_vt_buffers {
     uint8_t *touched;
     int32_t *slots;
@@ -110,6 +117,7 @@ typedef struct pw_vt_buffers {
     uint32_t *count;
     uint8_t *tiles;
     int64_t capacity;
+    int f16_tiles;
     /* Longest-first order of the attention kernel's CTAs on the tiles (bench/NOTES.md,
      * "Longest first"): union preparation appends every work item to the list of its size
      * class, min(pages / 8, 16); CTA b runs the b-th item counting from the largest class

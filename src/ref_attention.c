@@ -47,6 +47,8 @@
  *      the difference is exact), and p8 + p8lo with p8lo = e4m3_rne_satfinite(
  *      f16(256 * p) - p8) (f16: round to nearest even, 11 significant bits, as the kernel's
  *      f16x2 residual; the difference is exact in f16).
+ *    - PW_REF_FP8_EMULATE_F16_P (the V^T pre-pass kernels, semantics §4.5): FP8X2 without
+ *      per-token scales takes the weight once as f16(256 * p) instead of p8 + p8lo.
  *    Float expressions are written one operation at a time so that the compiler has
  *    nothing to contract (C11 without extensions: GCC keeps -ffp-contract=off).
  *
@@ -163,9 +165,9 @@ static pw_status_t check_args(const pw_problem_t *problem, const pw_attention_ar
 {
     PW_TRY(pw_check_args_struct(a)); /* NULL, struct_size, precision */
     PW_TRY(pw_problem_check(problem, &a->requests));
-    if (mode != PW_REF_EXACT && mode != PW_REF_FP8_EMULATE)
+    if (mode != PW_REF_EXACT && mode != PW_REF_FP8_EMULATE && mode != PW_REF_FP8_EMULATE_F16_P)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "mode is %d (PW_REF_EXACT or PW_REF_FP8_EMULATE)", (int)mode);
+                       "mode is %d (PW_REF_EXACT, PW_REF_FP8_EMULATE or PW_REF_FP8_EMULATE_F16_P)", (int)mode);
     if (problem->num_tokens == 0) return PW_SUCCESS; /* nothing is read or written */
     if (!a->requests.page_table)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
@@ -399,7 +401,7 @@ static void attend_exact(ref_scratch_t *s, int64_t tokens, int64_t group, int64_
  * k_scale * s * (q8 . k8) overflows FP32: the arithmetic has no answer then). */
 static int attend_emulate(ref_scratch_t *s, int32_t num_pages, int64_t group, int64_t dim,
                           float k_scale, float v_scale, float scale, pw_precision_t precision,
-                          const float *sinks)
+                          int f16_p, const float *sinks)
 {
     /* Exact (see the file comment). */
     dot_scores(s->x, s->q, s->k, s->page_first[num_pages], group, s->group_pad, dim);
@@ -451,7 +453,9 @@ static int attend_emulate(ref_scratch_t *s, int32_t num_pages, int64_t group, in
                 const float p256 = 256.0f * pv;
                 const double p8 = s->e4m3_value[pw_fp8_e4m3_from_float(p256)];
                 double weight = p8;
-                if (precision == PW_PRECISION_FP8X2) {
+                if (f16_p) {
+                    weight = round_f16((double)p256); /* P once in f16 (the pre-pass kernels) */
+                } else if (precision == PW_PRECISION_FP8X2) {
                     const double residual = round_f16((double)p256) - p8; /* exact */
                     weight += s->e4m3_value[pw_fp8_e4m3_from_float((float)residual)];
                 }
@@ -539,6 +543,7 @@ pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_arg
     const float k_scale = *args->k_scale, v_scale = *args->v_scale;
     const float *sinks = pw_args_sinks(args); /* [Hq] or NULL */
     const pw_token_scales_t token_scales = pw_args_token_scales(args);
+    const int f16_p = mode == PW_REF_FP8_EMULATE_F16_P && pw_args_f16_vt(args);
     const pw_bf16_t *sink_keys = pw_args_sink_keys(args); /* [Hq, D] or NULL */
 
     /* Most tokens one row can see: |S| <= K pages, and never more than its KV length. */
@@ -600,7 +605,7 @@ pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_arg
                 if (mode == PW_REF_EXACT)
                     attend_exact(&s, tokens, group, dim, (double)scale, row_sinks);
                 else if (attend_emulate(&s, num_pages, group, dim, k_scale, v_scale, scale,
-                                        pw_args_precision(args), row_sinks) != 0) {
+                                        pw_args_precision(args), f16_p, row_sinks) != 0) {
                     scratch_free(&s);
                     return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                                    "a score of row %lld, KV head %lld is not finite in the FP8 "

@@ -73,7 +73,7 @@ static void test_workspace_size_formula(void **state)
         /* The default kernel (Union4) with the V^T pre-pass (the host half of the rule of
          * pageweaver.h: N >= 4096, R x max_pages <= 4 x N x K, always here): touched bytes
          * and int32 tile slots [Hkv, R, max_pages],
-         * the tile list (int64), the counts, the 16 KiB tiles, C = min(R x max_pages,
+         * the tile list (int64), the counts, the 32 KiB tiles, C = min(R x max_pages,
          * N x K / 64, 2048) per KV head, and the CTA schedule (256 bytes of class counts,
          * then 17 class lists of 2 x Hkv x max_groups int32). */
         size_t cap = (size_t)r * 512;
@@ -83,7 +83,7 @@ static void test_workspace_size_formula(void **state)
         if (n >= 4096 && ((size_t)r * 512 <= cap || n >= 8192)) {
             const size_t entries = (size_t)hkv * (size_t)r * 512;
             expect += align256(entries) + align256(entries * 4) + align256((size_t)hkv * cap * 8) +
-                      align256((size_t)hkv * 4) + align256((size_t)hkv * cap * 16384) +
+                      align256((size_t)hkv * 4) + align256((size_t)hkv * cap * 32768) +
                       sched_bytes((size_t)hkv, mg); /* the CTA schedule */
         }
         expect += 255;
@@ -213,7 +213,7 @@ static void test_create_errors(void **state)
     pw_plan_destroy(plan);
     /* one KV head, 512 entries and tiles, and the CTA schedule (sized by the groups) */
     const size_t parts_512 = align256(512) + align256(512 * 4) + align256(512 * 8) + align256(4) +
-                             align256((size_t)512 * 16384) + sched_part(&p);
+                             align256((size_t)512 * 32768) + sched_part(&p);
     assert_int_equal(with - without, parts_512);
     const pw_problem_t big = fast_problem(40000, 1, 1); /* the rule runs the pre-pass */
     cfg.flags = PW_PLAN_NO_VT_PREPASS;
@@ -244,14 +244,14 @@ static void test_create_errors(void **state)
         assert_pw_ok(pw_plan_workspace_size(plan, &with));
         pw_plan_destroy(plan);
         assert_int_equal(with - without,
-                         e_fixed + align256(expect_cap[i] * 8) + align256(expect_cap[i] * 16384) + sched_part(&engine));
+                         e_fixed + align256(expect_cap[i] * 8) + align256(expect_cap[i] * 32768) + sched_part(&engine));
     }
     cfg.vt_max_pages = -1;
     assert_int_equal(pw_plan_create(&engine, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(pw_last_error(), "vt_max_pages"));
     cfg.vt_max_pages = 0;
-    /* Many KV heads: the default tile limit keeps 1 GiB of tiles in all (65536 / 64 = 1024
-     * per KV head). */
+    /* Many KV heads: the default tile limit keeps 1 GiB of 32 KiB tiles in all (32768 / 64
+     * = 512 per KV head). */
     pw_problem_t heads = engine;
     heads.num_kv_heads = 64;
     heads.num_requests = 1;
@@ -264,7 +264,7 @@ static void test_create_errors(void **state)
     assert_pw_ok(pw_plan_workspace_size(plan, &with));
     pw_plan_destroy(plan);
     assert_int_equal(with - without, align256(64 * 8192) + align256(64 * 8192 * 4) + align256(64 * 4) +
-                                         align256(64 * 1024 * 8) + align256((size_t)64 * 1024 * 16384) +
+                                         align256(64 * 512 * 8) + align256((size_t)64 * 512 * 32768) +
                                          sched_part(&heads));
     /* A table with more than 4 entries per selection: the rule leaves the pre-pass out (its
      * per-call clear and scan cover every entry); forcing it still works. */
@@ -316,7 +316,7 @@ static void test_create_errors(void **state)
     assert_pw_ok(pw_plan_create(&engine, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &with));
     pw_plan_destroy(plan);
-    assert_int_equal(with - without, e_fixed + align256(2048 * 8) + align256((size_t)2048 * 16384) + sched_part(&engine));
+    assert_int_equal(with - without, e_fixed + align256(2048 * 8) + align256((size_t)2048 * 32768) + sched_part(&engine));
     cfg.struct_size -= 4;
     assert_int_equal(pw_plan_create(&engine, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
     /* A 16-byte object: refused without reading past it (the size is checked first). */

@@ -612,7 +612,9 @@ static void test_fp8_emulate_accuracy(void **state)
 
 /* PW_PRECISION_FP8X2 (two-term FP8 Q and P): the emulated arithmetic is an order of
  * magnitude closer to the exact result than docs/semantics.md §4's single FP8 terms (numpy study in
- * bench/NOTES.md: 3.3-3.7% -> 0.08-0.09%), and still deterministic. */
+ * bench/NOTES.md: 3.3-3.7% -> 0.08-0.09%), and still deterministic. PW_REF_FP8_EMULATE_F16_P
+ * (P once in f16, the pre-pass kernels' FP8X2): at least as close, different bytes from the
+ * two-term P, and the FP8 emulation's bytes in FP8. */
 static void test_fp8x2_emulate_accuracy(void **state)
 {
     (void)state;
@@ -623,18 +625,21 @@ static void test_fp8x2_emulate_accuracy(void **state)
         tcase_t tc;
         tcase_medium(&tc, &rng, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
         const int64_t rows = tc.pb.num_tokens * hq_of(&tc), count = rows * tc.pb.head_dim;
-        double *o[4];
-        float *lse[4];
-        for (int m = 0; m < 4; m++) {
+        double *o[6];
+        float *lse[6];
+        for (int m = 0; m < 6; m++) {
             o[m] = xcalloc((size_t)count, sizeof *o[m]);
             lse[m] = xcalloc((size_t)rows, sizeof *lse[m]);
         }
-        /* 0: exact, 1: FP8 emulate, 2 and 3: FP8X2 emulate (twice: same bytes). */
-        for (int m = 0; m < 4; m++) {
+        /* 0: exact, 1: FP8 emulate, 2 and 3: FP8X2 emulate (twice: same bytes), 4: FP8X2 with
+         * P in f16, 5: FP8 under the f16-P mode. */
+        for (int m = 0; m < 6; m++) {
             pw_attention_args_t a =
                 tcase_args(&tc, o[m], hq_of(&tc) * tc.pb.head_dim, PW_DTYPE_FLOAT64, lse[m], NULL);
-            a.precision = m >= 2 ? PW_PRECISION_FP8X2 : PW_PRECISION_FP8;
-            assert_pw_ok(pw_ref_attention(&tc.pb, &a, m == 0 ? PW_REF_EXACT : PW_REF_FP8_EMULATE));
+            a.precision = m >= 2 && m <= 4 ? PW_PRECISION_FP8X2 : PW_PRECISION_FP8;
+            assert_pw_ok(pw_ref_attention(&tc.pb, &a, m == 0 ? PW_REF_EXACT
+                                                      : m >= 4 ? PW_REF_FP8_EMULATE_F16_P
+                                                               : PW_REF_FP8_EMULATE));
         }
         const double err_fp8 = rel_frobenius(o[1], o[0], count);
         const double err_x2 = rel_frobenius(o[2], o[0], count);
@@ -648,7 +653,13 @@ static void test_fp8x2_emulate_accuracy(void **state)
         assert_true(err_x2 * 8.0 < err_fp8);
         assert_true(lse_err < 0.01);
         assert_memory_equal(o[2], o[3], (size_t)count * sizeof *o[2]);
-        for (int m = 0; m < 4; m++) {
+        const double err_f16 = rel_frobenius(o[4], o[0], count);
+        printf("  FP8X2 with P in f16: relative Frobenius error %.5f\n", err_f16);
+        assert_true(err_f16 > 0.0);
+        assert_true(err_f16 <= err_x2 * 1.05);
+        assert_true(memcmp(o[4], o[2], (size_t)count * sizeof *o[2]) != 0);
+        assert_memory_equal(o[5], o[1], (size_t)count * sizeof *o[1]);
+        for (int m = 0; m < 6; m++) {
             free(o[m]);
             free(lse[m]);
         }
@@ -1317,6 +1328,7 @@ static void test_invalid_arguments(void **state)
     pw_attention_args_t a = good;
     pw_problem_t pb = tc.pb;
     expect_invalid(&pb, NULL, PW_REF_EXACT, "NULL args");
+    expect_invalid(&pb, &a, (pw_ref_mode_t)3, "mode 3");
     expect_invalid(NULL, &a, PW_REF_EXACT, "NULL problem");
     a.q = NULL;
     expect_invalid(&pb, &a, PW_REF_EXACT, "NULL q");

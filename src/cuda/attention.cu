@@ -994,7 +994,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         const size_t hkv = (size_t)problem->num_kv_heads, cap = (size_t)problem->num_requests * problem->max_pages_per_request;
         const size_t count_bytes = 256, slot_bytes = (hkv * cap * 4 + 255) / 256 * 256,
                      list_bytes = (hkv * cap * 8 + 255) / 256 * 256; // tiles 256-byte aligned (bulk copies: 16)
-        const size_t bytes = count_bytes + slot_bytes + list_bytes + hkv * cap * pw::kTileBytes;
+        const size_t bytes = count_bytes + slot_bytes + list_bytes + hkv * cap * pw::kVtTileBytes;
         cudaError_t e = cudaMallocAsync((void **)&own, bytes, (cudaStream_t)stream);
         if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "dev impl 10: cudaMallocAsync(%zu): %s", bytes, cudaGetErrorString(e));
         pw_vt_buffers_t b;
@@ -1004,6 +1004,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         b.list = reinterpret_cast<int64_t *>(own + count_bytes + slot_bytes);
         b.tiles = own + count_bytes + slot_bytes + list_bytes;
         b.capacity = (int64_t)cap;
+        b.f16_tiles = stacked ? 0 : pw_args_f16_vt(args); // the stacked kernel reads E4M3 tiles
         b.sched_count = NULL; // the dev entry's order: pw_dev_set_schedule
         b.sched_list = NULL;
         b.sched_stride = 0;

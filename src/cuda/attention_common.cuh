@@ -464,18 +464,25 @@ static __device__ __forceinline__ void pv_part(float (&pv)[kN / 2], const uint32
     wgmma_fence_operand(pv);
 }
 
-#if PW_EXP_F16PV
-/* EXPERIMENT PW_EXP_F16PV (timing only, WRONG outputs; bench/NOTES.md): P as f16 A
- * fragments (k16 step kb: acc[8 kb .. 8 kb + 7] as four f16x2 words, no permutation) and PV
- * as f16 wgmmas on a 32 KiB f16 V^T tile [d][position] (two 16 KiB sw128 chunks of 64
- * positions). Measures what one f16 conversion per pair and f16 PV would cost against
- * FP8X2's four conversions and two e4m3 PV terms. */
+/* ---- FP8X2 on f16 V^T tiles (docs/semantics.md §4.3; bench/NOTES.md, tenth session) ----
+ * With the V^T pre-pass and without per-token scales, FP8X2 takes P once in f16 instead of
+ * as two E4M3 terms: one conversion per pair of p instead of four and a subtraction, and
+ * the PV product as f16 x f16 wgmmas (half the E4M3 rate: the tensor time of the two E4M3
+ * terms) on an f16 V^T, in which every E4M3 value of V is exact. The f16 tile is 32 KiB:
+ * [d][position] in two 16 KiB chunks of 64 positions each, rows of 128 bytes 128B-swizzled,
+ * positions in their natural order (the k16 A fragment of P is the QK accumulator's layout:
+ * no permutation). */
+
+/* P (acc = 256 p of this thread's two rows) as the f16 A fragments of the 8 k16 steps:
+ * step kb holds columns 16 kb .. 16 kb + 15, i.e. acc[8 kb .. 8 kb + 7], round to nearest. */
 static __device__ __forceinline__ void p_fragments_f16(const float (&acc)[64], uint32_t (&ph)[32])
 {
 #pragma unroll
-    for (int k = 0; k < 32; k++) ph[k] = pack_f16x2(acc[2 * k], acc[2 * k + 1]);
+    for (int k = 0; k < 32; k++) ph[k] = cvt_f16x2_rn(acc[2 * k], acc[2 * k + 1]);
 }
 
+/* One N = 64 half of PV on the f16 V^T tile at desc_b (the half's first row): eight k16
+ * steps into the freshly zeroed accumulator pv, waited for. The same roles as pv_part. */
 static __device__ __forceinline__ void pv_part_f16(float (&pv)[32], const uint32_t (&ph)[32], uint64_t desc_b)
 {
     wgmma_fence_operand(pv);
@@ -488,7 +495,34 @@ static __device__ __forceinline__ void pv_part_f16(float (&pv)[32], const uint32
     wgmma_wait_group<0>();
     wgmma_fence_operand(pv);
 }
-#endif
+
+/* Descriptor of row 64 h (h = 0, 1: the N = 64 half) of the f16 V^T tile at `tile`. */
+static __device__ __forceinline__ uint64_t vt16_half_desc(const void *tile, int h)
+{
+    return wgmma_desc_k_major_sw128(tile) + (uint64_t)(h * 64 * 128 >> 4);
+}
+
+/* zero_vt_after on the f16 tile at vt (32 KiB): positions past vlim (0..126) become +0.
+ * 128 threads, thread t owns row d = t; unit a (positions 8a .. 8a + 7) of chunk a / 8. */
+static __device__ __forceinline__ void zero_vt16_after(uint32_t vt, int vlim)
+{
+    const uint32_t d = threadIdx.x % 128;
+#pragma unroll 1
+    for (int a = vlim / 8; a < kPageSize / 8; a++) {
+        const int first = 8 * a;
+        const uint32_t addr = vt + (uint32_t)(a / 8) * kTileBytes + sw128(d, (uint32_t)(a % 8));
+        uint32_t keep[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (first + j <= vlim) keep[j / 2] |= 0xffffu << (16 * (j % 2));
+        uint4 x = first <= vlim ? ld_shared_v4_u32(addr) : make_uint4(0u, 0u, 0u, 0u);
+        x.x &= keep[0];
+        x.y &= keep[1];
+        x.z &= keep[2];
+        x.w &= keep[3];
+        st_shared_v4_u32(addr, x);
+    }
+}
 
 /* O columns of part `part` (kN wide) += the part's PV: o = o * alpha + pv, alpha0 for the
  * row r0 elements, alpha1 for r0 + 8. */

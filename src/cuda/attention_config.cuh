@@ -27,6 +27,10 @@ constexpr int kStages = 2;           // KV double buffer (paper's choice; 3 stag
 // 128 threads get 255.
 constexpr int kThreads = 128;
 constexpr int kTileBytes = kPageSize * kHeadDim; // 16 KiB: one page of K (or V) for one KV head, FP8
+// One V^T tile of the pre-pass (vt_prepare.cu): 32 KiB, holding the page's V^T in E4M3 (the
+// first 16 KiB: FP8, and FP8X2 with per-token scales) or in f16 (FP8X2 without per-token
+// scales: P in f16 times V in f16, docs/semantics.md §4.3).
+constexpr int kVtTileBytes = 2 * kTileBytes;
 constexpr uint32_t kStageTxBytes = 2 * kTileBytes; // K + V of one page
 
 enum Variant { kUnion8 = 0, kUnion4 = 1, kPerQuery = 2 };
@@ -126,7 +130,7 @@ struct AttentionParams {
     int64_t max_pages;               // max_pages_per_request: pages of a page-table row (larger
                                      // ids are bad pages) and of a request's V^T tile row
     // Lean kernel with the V^T pre-pass (vt_prepare.cu): V^T tiles [Hkv, vt_capacity] of
-    // kTileBytes each, in the kernel's shared-memory byte order; vt_slots [Hkv, R, max_pages]
+    // kVtTileBytes each, in the kernel's shared-memory byte order (E4M3 or f16: kVtTileBytes); vt_slots [Hkv, R, max_pages]
     // (vt_entry) holds the tile of each page the pre-pass wrote this call; vt_count [Hkv] the
     // pages each KV head touched. A KV head with vt_count > vt_capacity has no tiles: its
     // CTAs of the pre-pass kernel exit and the kernel that transposes V itself runs them,

@@ -203,15 +203,15 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
         mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);
         tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[next], keep_kv);
     };
-#if PW_EXP_F16PV
-    constexpr bool kF16 = X2 && G == 8; // the experiment: 32 KiB "f16 V^T" in v | vt (dense G = 8 only)
-#else
-    constexpr bool kF16 = false;
-#endif
+    // FP8X2 (these kernels have no per-token scales): P in f16 on the f16 V^T tile, which
+    // fills the plan's v and vt tiles (32 KiB).
+    constexpr bool kF16 = X2;
     auto issue_v = [&](int next) {
-        mbarrier_arrive_expect_tx(&sm.v_full, kF16 ? 2 * kTileBytes : kTileBytes);
-        if constexpr (kF16) bulk_load(sm.v, vt_tile(next), kTileBytes, &sm.v_full, keep_kv);
-        bulk_load(sm.vt, vt_tile(next), kTileBytes, &sm.v_full, keep_kv);
+        mbarrier_arrive_expect_tx(&sm.v_full, kF16 ? kVtTileBytes : kTileBytes);
+        if constexpr (kF16)
+            bulk_load(sm.v, vt_tile(next), kVtTileBytes, &sm.v_full, keep_kv);
+        else
+            bulk_load(sm.vt, vt_tile(next), kTileBytes, &sm.v_full, keep_kv);
     };
     if (tid == 0 && num_pages > 0) {
         prefetch_tensormap(&p.k_map);
@@ -284,8 +284,7 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
                 softmax_page_two_queries<false>(acc, limit0 - first, limit1 - first, mem0, mem1, q, f0, f1, m0, m1,
                                                 l0, l1, alpha0, alpha1);
         }
-#if PW_EXP_F16PV
-        if constexpr (kF16) {
+        if constexpr (kF16) { // f16 P on the f16 V^T tile (v | vt), then the next page
             uint32_t ph[32];
             p_fragments_f16(acc, ph);
             if (!member) {
@@ -293,16 +292,15 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
                 for (int k = 0; k < 32; k++) ph[k] = 0u;
             }
             mbarrier_wait_parity(&sm.v_full, parity);
-            if (vlim < kPageSize - 1) {
-                zero_vt_after(vt_addr, vlim);
-                fence_proxy_async_shared_cta();
+            if (vlim < kPageSize - 1) { // CTA-uniform: a page past a member's last visible token
+                zero_vt16_after(smem_u32(sm.v), vlim);
+                fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
                 __syncthreads();
             }
-            const uint64_t desc_v16 = wgmma_desc_k_major_sw128(sm.v);
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 float pv[32];
-                pv_part_f16(pv, ph, desc_v16 + (uint64_t)(h * 64 * 128 >> 4));
+                pv_part_f16(pv, ph, vt16_half_desc(sm.v, h));
                 if (all) pv_add_to_o_two_queries<true>(o, pv, h, mem0, mem1, alpha0, alpha1);
                 else if (member) pv_add_to_o_two_queries<false>(o, pv, h, mem0, mem1, alpha0, alpha1);
             }
@@ -310,7 +308,6 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
             lean_release(&sm.v_done, i + 1, num_pages, issue_v);
             continue;
         }
-#endif
         uint32_t pa[16];
         uint32_t pl[X2 ? 16 : 1];
         p_fragments<X2>(acc, pa, pl);
@@ -386,6 +383,7 @@ constexpr int kPairUnion = 2 * kMaxUnion; // pages of a merged pair (K = 16: 256
 
 struct __align__(1024) SmemPlanDense4 {
     uint8_t k[kTileBytes];               // K of the current page [token][d], TMA 128B-swizzled
+    uint8_t v[kTileBytes];               // FP8X2: the first half of the f16 V^T tile (v | vt)
     uint8_t vt[kTileBytes];              // V^T of the current page (the pre-pass's tile)
     uint8_t q[kRows * kHeadDim];         // Q (FP8) [row][d], 128B-swizzled
     uint8_t q_lo[kRows * kHeadDim];      // PW_PRECISION_FP8X2: Q's second term
@@ -405,6 +403,7 @@ struct __align__(1024) SmemPlanDense4 {
     int32_t num_pages;
 };
 constexpr size_t kSmemBytesDense4 = sizeof(SmemPlanDense4) + 1024;
+static_assert(offsetof(SmemPlanDense4, vt) == offsetof(SmemPlanDense4, v) + kTileBytes, "dense G = 4: the f16 V^T tile fills v and vt");
 static_assert(kLeanCtasPerSm * (kSmemBytesDense4 + 1024) <= 228 * 1024, "dense G = 4: three CTAs per SM no longer fit");
 
 /* A dense G = 4 CTA's work: the leader group and its partner (-1: none). */

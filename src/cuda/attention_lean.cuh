@@ -71,6 +71,7 @@ struct __align__(1024) SmemPlanLean {
     int32_t num_pages;
 };
 constexpr size_t kSmemBytesLean = sizeof(SmemPlanLean) + 1024;
+static_assert(offsetof(SmemPlanLean, vt) == offsetof(SmemPlanLean, v) + kTileBytes, "lean: the f16 V^T tile fills v and vt");
 // 228 KiB per SM, 1 KiB of it reserved per CTA.
 static_assert(kLeanCtasPerSm * (kSmemBytesLean + 1024) <= 228 * 1024, "lean: three CTAs per SM no longer fit");
 
@@ -111,10 +112,10 @@ static __device__ __forceinline__ void lean_qk_page(float (&acc)[64], Plan &sm, 
     wgmma_fence_operand(acc);
 }
 
-/* The V^T pre-pass's tile `tile` of KV head `kv_head` (vt_prepare.cu). */
+/* The V^T pre-pass's tile `tile` of KV head `kv_head` (vt_prepare.cu; kVtTileBytes apart). */
 static __device__ __forceinline__ const uint8_t *prevt_tile(const AttentionParams &p, int kv_head, int32_t tile)
 {
-    return p.vt_tiles + ((int64_t)kv_head * p.vt_capacity + tile) * kTileBytes;
+    return p.vt_tiles + ((int64_t)kv_head * p.vt_capacity + tile) * kVtTileBytes;
 }
 
 /* One warp (lane 0 after __syncwarp) says it is done with a tile; the arrival that completes
@@ -183,15 +184,14 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
         mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);
         tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[next], keep_kv);
     };
-#if PW_EXP_F16PV
-    constexpr bool kF16 = PREVT && X2 && !TS; // the experiment: 32 KiB "f16 V^T" in v | vt
-#else
-    constexpr bool kF16 = false;
-#endif
+    // FP8X2 on the pre-pass without per-token scales: P in f16 on the f16 V^T tile, which
+    // fills the v and vt tiles (32 KiB; the raw V tile is unused with the pre-pass).
+    constexpr bool kF16 = PREVT && X2 && !TS;
     auto issue_v = [&](int next) {
-        mbarrier_arrive_expect_tx(&sm.v_full, kF16 ? 2 * kTileBytes : kTileBytes);
-        if constexpr (kF16) bulk_load(sm.v, vt_tile(next), kTileBytes, &sm.v_full, keep_kv);
-        if constexpr (PREVT)
+        mbarrier_arrive_expect_tx(&sm.v_full, kF16 ? kVtTileBytes : kTileBytes);
+        if constexpr (kF16)
+            bulk_load(sm.v, vt_tile(next), kVtTileBytes, &sm.v_full, keep_kv);
+        else if constexpr (PREVT)
             bulk_load(sm.vt, vt_tile(next), kTileBytes, &sm.v_full, keep_kv);
         else
             tma_load_4d(sm.v, &p.v_map, &sm.v_full, 0, kv_head, 0, sm.page_physical[next], keep_kv);
@@ -285,8 +285,7 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
         // during the transpose it holds 16 (FP8X2: 32) registers of P instead of the 64 of
         // the scores (ptxas kept the scores live through a transpose that preceded the
         // conversion).
-#if PW_EXP_F16PV
-        if constexpr (kF16) {
+        if constexpr (kF16) { // f16 P on the f16 V^T tile (v | vt), then the next page
             uint32_t ph[32];
             p_fragments_f16(acc, ph);
             if (!member) {
@@ -294,23 +293,21 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
                 for (int k = 0; k < 32; k++) ph[k] = 0u;
             }
             mbarrier_wait_parity(&sm.v_full, parity);
-            if (vlim < kPageSize - 1) {
-                zero_vt_after(vt_addr, vlim);
-                fence_proxy_async_shared_cta();
+            if (vlim < kPageSize - 1) { // CTA-uniform: a page past a member's last visible token
+                zero_vt16_after(v_addr, vlim);
+                fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
                 __syncthreads();
             }
-            const uint64_t desc_v16 = wgmma_desc_k_major_sw128(sm.v);
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 float pv[32];
-                pv_part_f16(pv, ph, desc_v16 + (uint64_t)(h * 64 * 128 >> 4));
+                pv_part_f16(pv, ph, vt16_half_desc(sm.v, h));
                 if (member) pv_add_to_o<64>(o, pv, h, alpha0, alpha1);
             }
             wgmma_fence_operand(ph);
             lean_release(&sm.v_done, i + 1, num_pages, issue_v);
             continue;
         }
-#endif
         uint32_t pa[16];
         uint32_t pl[X2 ? 16 : 1];
         p_fragments<X2>(acc, pa, pl);

@@ -40,6 +40,14 @@ static __device__ __forceinline__ uint32_t atom_add_shared(uint32_t addr, uint32
     return old;
 }
 
+/* One byte of shared memory, zero-extended. */
+static __device__ __forceinline__ uint32_t ld_shared_u8(uint32_t addr)
+{
+    uint32_t v;
+    asm volatile("ld.shared.u8 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
+
 static __device__ __forceinline__ uint4 ld_shared_v4_u32(uint32_t addr)
 {
     uint4 v;
@@ -403,14 +411,6 @@ static __device__ __forceinline__ void wgmma_m64n64k16_f32_f16_rs(float (&d)[32]
         "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "r"(scale_d));
-}
-
-/* Two f32 as f16x2, round to nearest even: lo in the low half. */
-static __device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi)
-{
-    uint32_t r;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
 }
 
 /* wgmma.mma_async m64n64k32, f32 += e4m3 x e4m3, A from registers (as the m64n128k32 RS form),

@@ -14,9 +14,12 @@
  *     KV head whatever the page table's width (an engine's table sized for its longest
  *     context costs 4 bytes of slots per column, not a 16 KiB tile).
  *  2. transpose (CTAs striding over the tiles of each KV head): tile i receives V^T of page
- *     list[h][i], 16 KiB in exactly the shared-memory byte order the in-kernel transpose
- *     writes (128B-swizzled rows of 128 positions), so that the attention kernel loads it
- *     with one bulk copy. A KV head with count > capacity is left alone: its attention runs
+ *     list[h][i] in exactly the shared-memory byte order the attention kernel reads, so
+ *     that it loads it with one bulk copy: E4M3, the first 16 KiB of the 32 KiB tile, in
+ *     the order the in-kernel transpose writes (128B-swizzled rows of 128 positions); or,
+ *     with f16_tiles (FP8X2 without per-token scales), f16 values of the same codes (exact)
+ *     in two 16 KiB chunks of 64 positions in natural order (attention_common.cuh, "FP8X2
+ *     on f16 V^T tiles"). A KV head with count > capacity is left alone: its attention runs
  *     on the kernel that transposes V itself (pw_union_attention_vt's fallback launch).
  * Tokens past any query's sight are NOT zeroed here: the attention kernel zeroes, per CTA,
  * the positions past its members' last visible token (zero_vt_after), as the in-kernel
@@ -86,7 +89,7 @@ __global__ void __launch_bounds__(kScanThreads) vt_scan_kernel(const VtParams p)
 __global__ void __launch_bounds__(128) vt_transpose_kernel(const VtParams p)
 {
     __shared__ __align__(1024) uint8_t v[pw::kTileBytes];
-    __shared__ __align__(1024) uint8_t vt[pw::kTileBytes];
+    __shared__ __align__(1024) uint8_t vt[pw::kVtTileBytes]; // E4M3: the first half
     const int32_t h = (int32_t)blockIdx.y;
     const int64_t count = p.vt.count[h];
     if (count > p.vt.capacity) return; // CTA-uniform: this head runs on the fallback kernel
@@ -105,11 +108,35 @@ __global__ void __launch_bounds__(128) vt_transpose_kernel(const VtParams p)
             pw::st_shared_v4_u32(pw::smem_u32(v) + pw::sw128((uint32_t)t, (uint32_t)c), x);
         }
         __syncthreads(); // v written; also: every thread's reads of the previous tile's vt are done
+        uint8_t *dst = p.vt.tiles + ((int64_t)h * p.vt.capacity + i) * (int64_t)pw::kVtTileBytes;
+        if (p.vt.f16_tiles) { // CTA-uniform
+            // Thread t owns row d = t of V^T: unit a (positions 8a .. 8a + 7) of chunk a / 8.
+            const uint32_t d = (uint32_t)tid, col = pw::smem_u32(v) + d % 16;
+#pragma unroll 2
+            for (int a = 0; a < pw::kPageSize / 8; a++) {
+                uint32_t w[4];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const uint32_t t = 8u * (uint32_t)a + 2u * (uint32_t)j;
+                    const uint32_t lo = pw::ld_shared_u8(col + pw::sw128(t, d / 16));
+                    const uint32_t hi = pw::ld_shared_u8(col + pw::sw128(t + 1u, d / 16));
+                    w[j] = pw::cvt_f16x2_e4m3x2((uint16_t)(lo | hi << 8));
+                }
+                pw::st_shared_v4_u32(pw::smem_u32(vt) + (uint32_t)(a / 8) * pw::kTileBytes + pw::sw128(d, (uint32_t)(a % 8)),
+                                     make_uint4(w[0], w[1], w[2], w[3]));
+            }
+            __syncthreads();
+#pragma unroll
+            for (int k = 0; k < 16; k++) {
+                const int idx = tid + 128 * k;
+                reinterpret_cast<uint4 *>(dst)[idx] = pw::ld_shared_v4_u32(pw::smem_u32(vt) + 16 * idx);
+            }
+            continue;
+        }
 #pragma unroll 1
         for (int chunk = 2 * warp; chunk < 2 * warp + 2; chunk++)
             pw::transpose_v_chunk(pw::smem_u32(vt), pw::smem_u32(v), (uint32_t)chunk, pw::kPageSize - 1);
         __syncthreads();
-        uint8_t *dst = p.vt.tiles + ((int64_t)h * p.vt.capacity + i) * (int64_t)pw::kTileBytes;
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             const int idx = tid + 128 * k;

@@ -267,7 +267,8 @@ static int kernel_has_impl(pw_kernel_t kernel, int impl)
     return 1;
 }
 
-/* The dev impls with the FP8X2 arithmetic besides the library's: 2 (B), 9 and 10 (lean). */
+/* The dev impls with an FP8X2 path besides the library's: 2 (B), 9 and 10 (lean; 10 on the
+ * pre-pass's f16 V^T tiles: P in f16, f16_p_arithmetic). */
 static int impl_has_x2(int impl)
 {
     return impl == 2 || impl == 9 || impl == 10;
@@ -336,6 +337,27 @@ static pw_capture_t *random_problem(pw_rng_t *rng, int hkv, int num_requests, in
 }
 
 /* The reference call's arguments for c's host tensors (precision: g_precision). */
+/* Each KV head's outputs (every row, its G Q heads, O and LSE bits) equal to a's, or all of
+ * them to b's: a call whose KV heads ran on different paths (the pre-pass's tiles or the
+ * fallback kernel) with different FP8X2 arithmetic. */
+static int same_per_kv_head_either(const pw_capture_t *c, const pw_bf16_t *o, const float *l, const pw_bf16_t *ao,
+                                   const float *al, const pw_bf16_t *bo, const float *bl)
+{
+    const pw_problem_t *p = &c->problem;
+    const int64_t hkv = p->num_kv_heads, G = p->q_heads_per_kv, d = p->head_dim;
+    for (int64_t h = 0; h < hkv; h++) {
+        int eq_a = 1, eq_b = 1;
+        for (int64_t row = 0; row < p->num_tokens; row++)
+            for (int64_t g = 0; g < G; g++) {
+                const int64_t at = (row * hkv + h) * G + g;
+                eq_a = eq_a && !memcmp(o + at * d, ao + at * d, d * 2) && !memcmp(l + at, al + at, 4);
+                eq_b = eq_b && !memcmp(o + at * d, bo + at * d, d * 2) && !memcmp(l + at, bl + at, 4);
+            }
+        if (!eq_a && !eq_b) return 0;
+    }
+    return 1;
+}
+
 static pw_attention_args_t host_args(const pw_capture_t *c, pw_dtype_t dt, void *o, float *lse, uint32_t *bad)
 {
     pw_attention_args_t a = pw_test_capture_args(c, dt, o, lse, bad, g_precision);
@@ -350,6 +372,45 @@ static void reference(const pw_capture_t *c, pw_ref_mode_t mode, pw_dtype_t dt, 
 {
     const pw_attention_args_t a = host_args(c, dt, o, lse, bad);
     assert_pw_ok(pw_ref_attention(&c->problem, &a, mode));
+}
+
+/* FP8X2 on the V^T pre-pass without per-token scales (dev impls 10, 13, 14 and the full
+ * call's pre-pass plans) takes P once in f16 (docs/semantics.md §4.5): bytes of their own,
+ * independent of the grouping, checked against PW_REF_FP8_EMULATE_F16_P. */
+static int f16_p_arithmetic(void)
+{
+    return g_precision == PW_PRECISION_FP8X2 && !g_ts_dev.k && !g_ts_dev.v;
+}
+
+/* o / l of an FP8X2 pre-pass run against PW_REF_FP8_EMULATE_F16_P (the FP8X2 bounds; the
+ * LSE bound times lse_factor) and the exact reference (the issue's bar); prints `what`. */
+static void check_f16_p(const pw_capture_t *c, const pw_bf16_t *o, const float *l, double lse_factor,
+                        const char *what)
+{
+    const pw_problem_t *p = &c->problem;
+    const int64_t rows = p->num_tokens * p->num_kv_heads * p->q_heads_per_kv, elems = rows * p->head_dim;
+    float *emu = malloc(elems * 4), *emu_lse = malloc(rows * 4), *ex_lse = malloc(rows * 4);
+    double *ex = malloc(elems * 8);
+    assert_non_null(emu);
+    assert_non_null(emu_lse);
+    assert_non_null(ex_lse);
+    assert_non_null(ex);
+    uint32_t bad = 0;
+    reference(c, PW_REF_FP8_EMULATE_F16_P, PW_DTYPE_FLOAT32, emu, emu_lse, &bad);
+    reference(c, PW_REF_EXACT, PW_DTYPE_FLOAT64, ex, ex_lse, &bad);
+    const compare_t ce = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
+    const compare_t cx = compare_rows(c, o, l, ex, 1, ex_lse, NULL);
+    printf("  %s, FP8X2 with P in f16: vs f16-P emulate NRMS %.3e max %.3e lse %.2e | vs exact NRMS %.5f\n", what,
+           ce.nrms, ce.max_abs, ce.lse_max_abs, cx.nrms);
+    assert_int_equal(ce.nan, 0);
+    assert_int_equal(ce.empty_bad, 0);
+    assert_true(ce.nrms <= EMU_X2_NRMS_BOUND);
+    assert_true(ce.lse_max_abs <= EMU_X2_LSE_BOUND * lse_factor);
+    assert_true(cx.nrms <= EXACT_X2_NRMS_BOUND);
+    free(emu);
+    free(emu_lse);
+    free(ex_lse);
+    free(ex);
 }
 
 static void random_perm_within_requests(const pw_capture_t *c, pw_rng_t *rng, int32_t *perm)
@@ -402,7 +463,9 @@ static pw_kernel_t setup_arm(int arm, const pw_capture_t *c, pw_rng_t *rng, int3
 /* PW_PRECISION_FP8X2 on one problem (d uploaded; ex / ex_lse: the exact reference of all
  * rows): every kernel and four groupings (guarded W128, identity, greedy W64, random) are
  * bitwise identical to Union8 W128, which is tight against the FP8X2-emulating reference,
- * within the issue's 2.5% of the exact one, and exact on empty rows. */
+ * within the issue's 2.5% of the exact one, and exact on empty rows. Dev impl 10 (the
+ * pre-pass's f16 tiles: P in f16) is bitwise identical to its own first run, which is
+ * checked against the f16-P emulation. */
 static void check_fp8x2(const pw_capture_t *c, device_problem_t *d, pw_rng_t *rng, const double *ex,
                         const float *ex_lse)
 {
@@ -410,7 +473,9 @@ static void check_fp8x2(const pw_capture_t *c, device_problem_t *d, pw_rng_t *rn
     const int64_t n = p->num_tokens, hq = (int64_t)p->num_kv_heads * 16, elems = n * hq * 128;
     g_precision = PW_PRECISION_FP8X2;
     float *emu = malloc(elems * 4), *emu_lse = malloc(n * hq * 4), *l0 = malloc(n * hq * 4), *l = malloc(n * hq * 4);
-    pw_bf16_t *o0 = malloc(elems * 2), *o = malloc(elems * 2);
+    pw_bf16_t *o0 = malloc(elems * 2), *o = malloc(elems * 2), *o10 = malloc(elems * 2);
+    float *l10 = malloc(n * hq * 4);
+    int have10 = 0;
     int32_t *perm = malloc(n * p->num_kv_heads * 4);
     uint32_t bad_ref = 0;
     reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad_ref);
@@ -448,6 +513,19 @@ static void check_fp8x2(const pw_capture_t *c, device_problem_t *d, pw_rng_t *rn
         for (int impl = 1; impl < NUM_IMPLS; impl++) {
             if (!impl_has_x2(impl) || !kernel_has_impl(kernel, impl)) continue;
             run_kernel_impl(c, d, kernel, impl, &g, o, l);
+            if (impl == 10) { // P in f16: its own bytes
+                if (!have10) {
+                    check_f16_p(c, o, l, 1.0, "dev impl 10 (lean + V^T pre-pass)");
+                    memcpy(o10, o, elems * 2);
+                    memcpy(l10, l, n * hq * 4);
+                    have10 = 1;
+                }
+                const int same_10 = same_outputs(c, o, l, o10, l10);
+                printf("  FP8X2 arm %d (%s) impl 10 (P in f16): bitwise %s to its first run\n", arm, kernel_name(kernel),
+                       same_10 ? "identical" : "DIFFERENT");
+                assert_true(same_10);
+                continue;
+            }
             const int same_i = same_outputs(c, o, l, o0, l0);
             printf("  FP8X2 arm %d (%s) impl %d (%s): bitwise %s\n", arm, kernel_name(kernel), impl, impl_names[impl],
                    same_i ? "identical" : "DIFFERENT");
@@ -481,7 +559,7 @@ static void check_fp8x2(const pw_capture_t *c, device_problem_t *d, pw_rng_t *rn
         assert_true(same);
     }
     g_precision = PW_PRECISION_FP8;
-    free(emu); free(emu_lse); free(l0); free(l); free(o0); free(o); free(perm);
+    free(emu); free(emu_lse); free(l0); free(l); free(o0); free(o); free(o10); free(l10); free(perm);
 }
 
 /* args.precision outside pw_precision_t is an argument error (GPU and reference); FP8X2 on
@@ -986,10 +1064,13 @@ static void test_sinks(void **state)
             }
             // The full call (Union4 on the V^T pre-pass), same bytes.
             full_call_run(c, &d, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o, l);
-            const int same_full = same_outputs(c, o, l, o0, l0);
-            printf("  sinks %s: full call (Union4, V^T pre-pass) bitwise %s\n", x2 ? "FP8X2" : "FP8",
-                   same_full ? "equal" : "DIFFERENT");
-            assert_true(same_full);
+            if (x2) { // P in f16 on the pre-pass: its own bytes
+                check_f16_p(c, o, l, 1.0, "sinks: full call (Union4, V^T pre-pass)");
+            } else {
+                const int same_full = same_outputs(c, o, l, o0, l0);
+                printf("  sinks FP8: full call (Union4, V^T pre-pass) bitwise %s\n", same_full ? "equal" : "DIFFERENT");
+                assert_true(same_full);
+            }
             if (x2) { // dev impl 12: its own rounding, the same bounds
                 pw_grouping_t g;
                 setup_arm(4, c, &rng, perm, &g, &d);
@@ -1108,10 +1189,13 @@ static void test_sink_keys(void **state)
                 assert_true(cx.nrms <= (x2 ? EXACT_X2_NRMS_BOUND : 0.25)); // as test_sinks
             }
             full_call_run(c, &d, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o, l);
-            const int same_full = same_outputs(c, o, l, o0, l0);
-            printf("  sink keys %s: full call (Union4, V^T pre-pass) bitwise %s\n", x2 ? "FP8X2" : "FP8",
-                   same_full ? "equal" : "DIFFERENT");
-            assert_true(same_full);
+            if (x2) { // P in f16 on the pre-pass: its own bytes
+                check_f16_p(c, o, l, EMU_TS_LSE_FACTOR, "sink keys: full call (Union4, V^T pre-pass)");
+            } else {
+                const int same_full = same_outputs(c, o, l, o0, l0);
+                printf("  sink keys FP8: full call (Union4, V^T pre-pass) bitwise %s\n", same_full ? "equal" : "DIFFERENT");
+                assert_true(same_full);
+            }
             if (x2) {
                 pw_grouping_t g;
                 setup_arm(4, c, &rng, perm, &g, &d);
@@ -1191,13 +1275,17 @@ static void test_cache_layout(void **state)
                 assert_true(same);
             }
             const uint32_t flags[2] = {PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS};
-            for (int f = 0; f < 2; f++) {
+            for (int f = 1; f >= 0; f--) { /* off first: o0 stays the kernels' bytes until then */
+                /* FP8X2 on the pre-pass (P in f16) has its own bytes: the token-major full call's */
+                const int own = f == 0 && f16_p_arithmetic();
+                if (own) full_call_run(c, &d, PW_KERNEL_UNION4, flags[f], o0, l0);
                 g_layout_kv = kv_dev;
                 full_call_run(c, &d, PW_KERNEL_UNION4, flags[f], o, l);
                 g_layout_kv = NULL;
                 const int same = same_outputs(c, o, l, o0, l0);
-                printf("cache layout trial %d: full call (V^T pre-pass %s) == token-major bitwise: %s\n", trial,
-                       f == 0 ? "on" : "off", same ? "yes" : "NO");
+                printf("cache layout trial %d %s: full call (V^T pre-pass %s) == token-major %sbitwise: %s\n", trial,
+                       g_precision == PW_PRECISION_FP8X2 ? "FP8X2" : "FP8", f == 0 ? "on" : "off",
+                       own ? "full call " : "", same ? "yes" : "NO");
                 assert_true(same);
             }
         }
@@ -1239,7 +1327,8 @@ static void test_gqa_padded(void **state)
             const int64_t n = p->num_tokens, slots = p->num_cache_pages * p->page_size;
             float *l16 = malloc(n * hkv * 16 * 4), *l0 = malloc(n * hkv * 16 * 4), *l = malloc(n * hkv * 16 * 4);
             pw_bf16_t *o16 = malloc(n * hkv * 16 * d * 2), *o0 = malloc(n * hkv * 16 * d * 2),
-                      *o = malloc(n * hkv * 16 * d * 2);
+                      *o = malloc(n * hkv * 16 * d * 2), *od = malloc(n * hkv * 16 * d * 2);
+            float *ld = malloc(n * hkv * 16 * 4);
             float *emu = malloc(n * hkv * 16 * d * 4), *emu_lse = malloc(n * hkv * 16 * 4);
             perm = realloc(perm, n * hkv * 4);
             /* The extras at G = 16, cut along with Q below. */
@@ -1306,9 +1395,14 @@ static void test_gqa_padded(void **state)
                             assert_true(same);
                         }
                     }
+                    /* FP8X2 without per-token scales: the pre-pass kernels (the dense tiles, the
+                     * full call with the pre-pass) take P in f16, bytes of their own (od, ld:
+                     * the first dense run, checked against the f16-P emulation). */
+                    const int f16 = f16_p_arithmetic();
                     if (G == 8 || G == 4) {
                         /* The dense tiles (dev impl 13 at G = 8; 14 at G = 4, two merged 8-query
-                         * groups): the padded tile's bits on every grouping below. */
+                         * groups): the padded tile's bits on every grouping below (FP8X2: the
+                         * first dense run's). */
                         const int dense_impl = G == 8 ? 13 : 14;
                         /* W128, identity, greedy W64 (requests of 65+ queries span windows),
                          * identity in windows of 24 */
@@ -1324,7 +1418,12 @@ static void test_gqa_padded(void **state)
                             }
                             const uint32_t bad = run_kernel_impl(c, &dg, PW_KERNEL_UNION4, dense_impl, &g, o, l);
                             assert_int_equal(bad, bad_ref); /* counted once per (query, KV head, page) */
-                            const int same = same_outputs(c, o, l, o0, l0);
+                            if (f16 && a == 0) {
+                                check_f16_p(c, o, l, 1.0, G == 8 ? "gqa G=8 dense tile" : "gqa G=4 dense tile");
+                                memcpy(od, o, (size_t)(n * hkv * 16 * d) * 2);
+                                memcpy(ld, l, (size_t)(n * hkv * 16) * 4);
+                            }
+                            const int same = same_outputs(c, o, l, f16 ? od : o0, f16 ? ld : l0);
                             if (!same)
                                 printf("  G=%d %s %s dense tile (dev impl %d, %s groups): DIFFERENT from Union4 W128\n", G,
                                        name, extras[extra], dense_impl, a == 0 ? "W128" : a == 1 ? "identity" : a == 2 ? "W64" : "identity W24");
@@ -1349,9 +1448,9 @@ static void test_gqa_padded(void **state)
                             CUDA_OK(cudaMemcpy(dg.v, c->v_cache, cache_bytes, cudaMemcpyHostToDevice));
                             setup_arm(4, c, &rng, perm, &g, &dg);
                             run_kernel_impl(c, &dg, PW_KERNEL_UNION4, dense_impl, &g, o, l);
-                            const int same_dense = same_outputs(c, o, l, o0, l0);
+                            const int same_dense = same_outputs(c, o, l, f16 ? od : o0, f16 ? ld : l0);
                             full_call_run(c, &dg, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o, l);
-                            const int same_full = same_outputs(c, o, l, o0, l0);
+                            const int same_full = same_outputs(c, o, l, f16 ? od : o0, f16 ? ld : l0);
                             printf("  G=%d %s dense tile, %lld (slot, head) pairs poisoned with NaN: dev impl %d %s, "
                                    "full call %s\n",
                                    G, name, (long long)poisoned, dense_impl, same_dense ? "bitwise equal" : "DIFFERENT",
@@ -1373,11 +1472,18 @@ static void test_gqa_padded(void **state)
                      * transposing V), the others on the tiles (at G = 8 and 4 without per-token
                      * scales the dense tiles, their CTAs in the schedule's order, those of
                      * fallback heads exiting). */
+                    if (f16 && G == 16) { /* the lean kernel on the tiles: od */
+                        full_call_run_cap(c, &dg, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, 0, od, ld);
+                        check_f16_p(c, od, ld, 1.0, "gqa G=16 full call (V^T pre-pass)");
+                    }
                     for (int f = 0; f < 4; f++) {
                         const int32_t caps[4] = {0, 0, 1, 8};
                         full_call_run_cap(c, &dg, PW_KERNEL_UNION4, f == 1 ? PW_PLAN_NO_VT_PREPASS : PW_PLAN_VT_PREPASS,
                                           caps[f], o, l);
-                        const int same = same_outputs(c, o, l, o0, l0);
+                        /* FP8X2: pre-pass off and fallback heads have the padded tile's bytes,
+                         * heads on the tiles the dense tile's (G = 8, 4: dense runs above). */
+                        const int same = !f16 || f == 1 ? same_outputs(c, o, l, o0, l0)
+                                                        : same_per_kv_head_either(c, o, l, od, ld, o0, l0);
                         if (!same)
                             printf("  G=%d %s %s full call (pre-pass %s, tile capacity %d): DIFFERENT\n", G, name,
                                    extras[extra], f == 1 ? "off" : "on", caps[f]);
@@ -1395,8 +1501,9 @@ static void test_gqa_padded(void **state)
                     const compare_t ce = compare_rows(c, o0, l0, emu, 0, emu_lse, NULL);
                     printf("gqa G=%d %s %s: N=%lld Hkv=%d: rows x heads differing from the G=16 run: %lld; vs emulate "
                            "NRMS %.3e lse %.2e; Union4 / identity / per-query / full call (pre-pass off, on, on with 1 "
-                           "and 8 tiles) bitwise equal\n",
-                           G, name, extras[extra], (long long)n, hkv, (long long)differ, ce.nrms, ce.lse_max_abs);
+                           "and 8 tiles) bitwise equal%s\n",
+                           G, name, extras[extra], (long long)n, hkv, (long long)differ, ce.nrms, ce.lse_max_abs,
+                           f16 ? " (pre-pass heads: the dense tile's f16-P bytes)" : "");
                     assert_int_equal(differ, 0);
                     assert_int_equal(ce.nan, 0);
                     assert_true(ce.nrms <= (pr ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
@@ -1412,7 +1519,7 @@ static void test_gqa_padded(void **state)
             g_ts_dev = (pw_token_scales_t){NULL, NULL, 0, 0};
             cudaFree(ks_dev); cudaFree(vs_dev);
             free(sinks); free(keys); free(ks); free(vs);
-            free(l16); free(l0); free(l); free(o16); free(o0); free(o); free(emu); free(emu_lse);
+            free(l16); free(l0); free(l); free(o16); free(o0); free(o); free(od); free(ld); free(emu); free(emu_lse);
             pw_capture_free(c);
         }
     }
