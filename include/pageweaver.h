@@ -313,9 +313,13 @@ typedef enum pw_ref_mode {
  *     QK and PV each run twice on the FP8 tensor cores into the same FP32 accumulator.
  *     About 8 significant bits per operand instead of 4: NRMS 0.09% on the same inputs
  *     before the output is rounded to BF16, 0.21-0.23% in BF16 (BF16 rounding alone costs
- *     ~0.17%), at the cost measured in the README's benchmark table (1.36-1.38x the
- *     FP8 time on the default Union4 path, 1.23-1.26x on Union8). K and V stay the caller's FP8 caches (exact inputs). Outputs stay bitwise
- *     independent of the grouping.
+ *     ~0.17%), at the cost measured in the README's benchmark table (1.29-1.31x the
+ *     FP8 time on the default Union4 path, 1.28x on Union8). K and V stay the caller's FP8
+ *     caches (exact inputs). On pw_sparse_prefill's V^T pre-pass without per-token scales
+ *     (Union4 plans that run it, the dense G = 8 / 4 tiles) P is instead one f16 value,
+ *     f16(256 p), times V in f16 (exact) on the f16 tensor cores (since 2026-12-02: 5-8%
+ *     faster, NRMS 0.20-0.21%); so FP8X2 bytes depend on that path (semantics §4.5), and
+ *     on each path they are bitwise independent of the grouping.
  * PW_ATTENTION_ARGS_INIT sets PW_PRECISION_FP8X2, the accurate mode (the accuracy users
  * compare against: FlashInfer's SM90 sparse prefill and SGLang's Triton kernel measure
  * 0.21-0.22% on the same inputs); PW_PRECISION_FP8 is the documented fast mode. A

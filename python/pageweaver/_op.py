@@ -686,7 +686,10 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     or 16 queries x 4 heads, per tile) or 'padded' (G = 8 or 4 otherwise: 16 / G times
     the useful tensor work). A KV head whose unions touch more than vt_capacity pages in a
     call runs that call on the kernel that transposes V (the padded tile at G = 8 and 4),
-    decided on the device; the outputs are the same bits either way. N = 0: {"kernel": ..., "tile": None} (nothing runs)."""
+    decided on the device; in 'fp8' the outputs are the same bits either way, in 'fp8x2' the
+    pre-pass takes P in f16 and the other kernel two E4M3 terms (docs/semantics.md §4.5:
+    ~1.7e-3 NRMS apart, both ~0.2% from exact). N = 0: {"kernel": ..., "tile": None}
+    (nothing runs)."""
     if not isinstance(q, torch.Tensor) or q.dim() != 3:
         raise ValueError("q: expected a bfloat16 tensor [N, Hq, D]")
     prec = _precision_code(precision)

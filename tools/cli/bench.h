@@ -77,6 +77,8 @@ typedef struct bench_arm_result {
     int same_as_x2;      /* ARM_UNION4_X2 only: output bytes equal ARM_ONLINE_W128_X2's
                             (same arithmetic): 1 / 0; -1 not compared */
     double differing_x2; /* fraction of output elements that differ from it */
+    double nrms_x2;      /* NRMS of its output against that arm's (BF16 values; FP8X2 on the
+                            V^T pre-pass takes P in f16: docs/semantics.md §4.5) */
     char error[200];
 } bench_arm_result_t;
 

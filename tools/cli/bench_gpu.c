@@ -8,6 +8,7 @@
  * the graphs are replayed `warmup` times, then `replays` times back to back with a CUDA
  * event pair around each replay, rotating through the copies so that L2 never holds the
  * previous replay's Q/Top-K/O; median, min, p90 and mean of the per-replay times. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -556,6 +557,7 @@ static int arm_prepare(bench_capture_t *bc, int arm, device_set_t *d, cudaStream
     const arm_spec_t *spec = &run->spec;
     ar->same_as_t0 = -1;
     ar->same_as_x2 = -1;
+    ar->nrms_x2 = 0.0;
     const pw_plan_config_t cfg = arm_config(bc, spec);
     if (spec->caller_perm >= 0)
         CUDA_TRY(cudaMemcpy(d->perm, bc->perms[spec->caller_perm], hkv * n * 4, cudaMemcpyHostToDevice));
@@ -689,9 +691,16 @@ static int arm_finish(bench_capture_t *bc, arm_run_t *run, device_set_t *d, cuda
             const size_t elems = out_bytes / 2;
             if (bc->arms[ARM_ONLINE_W128_X2].ran) {
                 size_t diff = 0;
-                for (size_t i = 0; i < elems; i++) diff += scratch[i] != bc->gpu_output_x2[i];
+                double num = 0.0, den = 0.0;
+                for (size_t i = 0; i < elems; i++) {
+                    diff += scratch[i] != bc->gpu_output_x2[i];
+                    const double x = pw_bf16_to_float(scratch[i]), y = pw_bf16_to_float(bc->gpu_output_x2[i]);
+                    num += (x - y) * (x - y);
+                    den += y * y;
+                }
                 ar->same_as_x2 = diff == 0;
                 ar->differing_x2 = elems ? (double)diff / (double)elems : 0.0;
+                ar->nrms_x2 = den > 0.0 ? sqrt(num / den) : (num > 0.0 ? 1.0 : 0.0);
             }
             memcpy(bc->gpu_output_x2, scratch, out_bytes);
         }
