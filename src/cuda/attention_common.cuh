@@ -481,31 +481,19 @@ static __device__ __forceinline__ void p_fragments_f16(const float (&acc)[64], u
     for (int k = 0; k < 32; k++) ph[k] = cvt_f16x2_rn(acc[2 * k], acc[2 * k + 1]);
 }
 
-/* O = O * alpha before the page's PV accumulates into it (pv_into_o_f16): alpha0 for row
- * r0's elements, alpha1 for r0 + 8's, then + 0 (a separate rounding: an O element that
- * underflowed to -0 becomes +0, so that adding a non-member row's products of P = 0 never
- * changes its bits; O starts at +0). */
-static __device__ __forceinline__ void scale_o(float (&o)[64], float alpha0, float alpha1)
+/* One N = 64 half of PV on the f16 V^T tile at desc_b (the half's first row): eight k16
+ * steps into the freshly zeroed accumulator pv, waited for. The same roles as pv_part. */
+static __device__ __forceinline__ void pv_part_f16(float (&pv)[32], const uint32_t (&ph)[32], uint64_t desc_b)
 {
-#pragma unroll
-    for (int k = 0; k < 64; k++) o[k] = __fadd_rn(__fmul_rn(o[k], (k % 4) < 2 ? alpha0 : alpha1), 0.0f);
-}
-
-/* The page's PV accumulated straight into O (already O * alpha: scale_o) as one N = 128
- * product of eight k16 steps on the f16 V^T tile at desc_b, waited for. f16 x f16 products
- * accumulate in FP32 (the FP8 tensor cores' truncated accumulation does not apply), so O
- * needs no fresh accumulator here: one wgmma group per page, no registers beyond O and P. */
-static __device__ __forceinline__ void pv_into_o_f16(float (&o)[64], const uint32_t (&ph)[32], uint64_t desc_b)
-{
-    wgmma_fence_operand(o);
+    wgmma_fence_operand(pv);
     wgmma_fence();
 #pragma unroll
     for (int kb = 0; kb < kPageSize / 16; kb++)
-        wgmma_m64n128k16_f32_f16_rs(o, ph[4 * kb], ph[4 * kb + 1], ph[4 * kb + 2], ph[4 * kb + 3],
-                                    desc_b + (uint64_t)((kb / 4) * (kTileBytes >> 4) + (kb % 4) * 2), 1);
+        wgmma_m64n64k16_f32_f16_rs(pv, ph[4 * kb], ph[4 * kb + 1], ph[4 * kb + 2], ph[4 * kb + 3],
+                                   desc_b + (uint64_t)((kb / 4) * (kTileBytes >> 4) + (kb % 4) * 2), kb > 0);
     wgmma_commit_group();
     wgmma_wait_group<0>();
-    wgmma_fence_operand(o);
+    wgmma_fence_operand(pv);
 }
 
 /* Descriptor of row 64 h (h = 0, 1: the N = 64 half) of the f16 V^T tile at `tile`. */

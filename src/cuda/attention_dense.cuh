@@ -297,8 +297,13 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
                 fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
                 __syncthreads();
             }
-            if (member) scale_o(o, alpha0, alpha1); // a non-member row's alpha is 1: o + 0
-            pv_into_o_f16(o, ph, vt16_half_desc(sm.v, 0));
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float pv[32];
+                pv_part_f16(pv, ph, vt16_half_desc(sm.v, h));
+                if (all) pv_add_to_o_two_queries<true>(o, pv, h, mem0, mem1, alpha0, alpha1);
+                else if (member) pv_add_to_o_two_queries<false>(o, pv, h, mem0, mem1, alpha0, alpha1);
+            }
             wgmma_fence_operand(ph);
             lean_release(&sm.v_done, i + 1, num_pages, issue_v);
             continue;

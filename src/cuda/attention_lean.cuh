@@ -298,8 +298,12 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
                 fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
                 __syncthreads();
             }
-            if (member) scale_o(o, alpha0, alpha1); // warp-uniform; other rows add P = 0
-            pv_into_o_f16(o, ph, vt16_half_desc(sm.v, 0));
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float pv[32];
+                pv_part_f16(pv, ph, vt16_half_desc(sm.v, h));
+                if (member) pv_add_to_o<64>(o, pv, h, alpha0, alpha1);
+            }
             wgmma_fence_operand(ph);
             lean_release(&sm.v_done, i + 1, num_pages, issue_v);
             continue;
