@@ -791,7 +791,8 @@ typedef struct pw_plan_info {
     int32_t dense_tile;        /* 1: G = 8 or 4 with the pre-pass: a call without per-token
                                   scales runs the dense tile (8 queries x 8 heads, or 16
                                   queries x 4 heads = two consecutive 8-slot groups, per
-                                  64-row tile; the same outputs as the padded tile); with
+                                  64-row tile; FP8: the padded tile's outputs, FP8X2: P
+                                  in f16, semantics §4.5); with
                                   per-token scales, or 0 here, G = 8 and 4 run the padded
                                   tile (16 / G times the useful tensor work) */
     int64_t vt_capacity;       /* V^T tiles per KV head (C), 0 without the pre-pass. A KV

@@ -25,7 +25,7 @@
  *   vt_slots      [Hkv, R, max_pages] int32  (the same: each touched page's tile)
  *   vt_list       [Hkv, C] int64             (the page of each tile)
  *   vt_count      [Hkv] uint32               (pages touched per KV head)
- *   vt_tiles      [Hkv, C] x 32 KiB V^T tiles (f16 for FP8X2, else E4M3 in the first half), C = vt_capacity
+ *   vt_tiles      [Hkv, C] x 32 KiB V^T tiles (f16 for FP8X2 without per-token scales, else E4M3 in the first half), C = vt_capacity
  *   schedule      17 uint32 class counts (256 bytes), then [17, 2 Hkv max_groups] int32
  *                 class lists: the attention CTAs' longest-first order (pre-pass only;
  *                 pw_vt_buffers_t in pw_internal.h; cleared by a memset before union

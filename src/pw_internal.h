@@ -45,7 +45,7 @@ pw_precision_t pw_args_precision(const pw_attention_args_t *args);
 pw_token_scales_t pw_args_token_scales(const pw_attention_args_t *args);
 
 /* 1 when a call's V^T pre-pass writes f16 tiles (pw_vt_buffers_t.f16_tiles): FP8X2 without
- * per-token scales (docs/semantics.md §4.3), else 0. */
+ * per-token scales (docs/semantics.md §4.5), else 0. */
 int pw_args_f16_vt(const pw_attention_args_t *args);
 
 /* The caches' strides in elements: token t of physical page `page`, KV head h, element d at
@@ -109,7 +109,7 @@ pw_status_t pw_check_union_prepare_args(const pw_problem_t *problem, const int32
  *   tiles   [Hkv, capacity] x 32 KiB (kVtTileBytes): V^T tiles in the attention kernels'
  *           shared-memory order, E4M3 in the first 16 KiB, or f16 (f16_tiles);
  *   f16_tiles  1: the pre-pass writes f16 V^T (FP8X2 without per-token scales: the lean
- *           and dense kernels' f16 P, docs/semantics.md §4.3), 0: E4M3. */
+ *           and dense kernels' f16 P, docs/semantics.md §4.5), 0: E4M3. */
 typedef struct pw_vt_buffers {
     uint8_t *touched;
     int32_t *slots;

@@ -540,13 +540,16 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
       precision    None (the library's default: "fp8x2"), "fp8" (FP8 Q and P, the fast
                    mode, ~3.5% error), "fp8x2" (two-term FP8 Q and P, ~0.2% error), or on
                    the CPU "exact" (FP64 attention over the dequantised inputs instead of
-                   emulating the GPU arithmetic; the softmax scale is the API's float32,
+                   emulating the GPU arithmetic, of the kernels that transpose V themselves
+                   for "fp8x2": two E4M3 P terms; the softmax scale is the API's float32,
                    1/sqrt(D) rounded to float32 when None).
       regroup      None (library default: "auto"), "identity", "greedy", "guarded" or
                    "auto" (guarded where the library's cost model says regrouping pays;
                    windows of the library's default size, 128). Outputs do not depend on it.
-      kernel       None (library default), "union4", "union8" or "per_query". Outputs do
-                   not depend on it.
+      kernel       None (library default), "union4", "union8" or "per_query". In "fp8"
+                   outputs do not depend on it; in "fp8x2" Union4 on large chunks (the V^T
+                   pre-pass) takes P in f16, the other paths as two E4M3 terms (~1.7e-3
+                   NRMS apart, docs/semantics.md §4.5).
       bad_page_count  optional one-element int32 / uint32 tensor on q's device, incremented
                    once per (row, KV head, selected visible page) whose physical page lies
                    outside the cache (that page contributes nothing). Never reset here.

@@ -464,7 +464,7 @@ static __device__ __forceinline__ void pv_part(float (&pv)[kN / 2], const uint32
     wgmma_fence_operand(pv);
 }
 
-/* ---- FP8X2 on f16 V^T tiles (docs/semantics.md §4.3; bench/NOTES.md, tenth session) ----
+/* ---- FP8X2 on f16 V^T tiles (docs/semantics.md §4.5; bench/NOTES.md, tenth session) ----
  * With the V^T pre-pass and without per-token scales, FP8X2 takes P once in f16 instead of
  * as two E4M3 terms: one conversion per pair of p instead of four and a subtraction, and
  * the PV product as f16 x f16 wgmmas (half the E4M3 rate: the tensor time of the two E4M3

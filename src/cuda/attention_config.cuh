@@ -29,7 +29,7 @@ constexpr int kThreads = 128;
 constexpr int kTileBytes = kPageSize * kHeadDim; // 16 KiB: one page of K (or V) for one KV head, FP8
 // One V^T tile of the pre-pass (vt_prepare.cu): 32 KiB, holding the page's V^T in E4M3 (the
 // first 16 KiB: FP8, and FP8X2 with per-token scales) or in f16 (FP8X2 without per-token
-// scales: P in f16 times V in f16, docs/semantics.md §4.3).
+// scales: P in f16 times V in f16, docs/semantics.md §4.5).
 constexpr int kVtTileBytes = 2 * kTileBytes;
 constexpr uint32_t kStageTxBytes = 2 * kTileBytes; // K + V of one page
 

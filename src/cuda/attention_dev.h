@@ -39,8 +39,8 @@ extern "C" {
  * impl 13: G = 8 on a dense tile (Union4 plans' groups of 8, PW_KERNEL_UNION4 only; no
  *         per-token scales; own V^T tiles as impl 10): 8 queries x 8 heads per M64 tile, one
  *         CTA per group walking its whole union once (src/cuda/attention_dense.cuh, issue
- *         16). Bitwise equal to the padded tile's G = 8 outputs (test_gqa_padded; H200,
- *         2026-12-02). pw_sparse_prefill runs it for G = 8 on the V^T pre-pass
+ *         16). FP8: bitwise equal to the padded tile's G = 8 outputs (test_gqa_padded; H200,
+ *         2026-12-02); FP8X2: P in f16 on f16 V^T tiles (docs/semantics.md §4.5). pw_sparse_prefill runs it for G = 8 on the V^T pre-pass
  *         (pw_union_attention_vt) when the call has no per-token scales.
  * impl 14: G = 4 on a dense tile (PW_KERNEL_UNION4 only, no per-token scales, own V^T tiles
  *         as impl 10): 16 queries x 4 heads per M64 tile, two consecutive 8-query groups of
@@ -50,7 +50,9 @@ extern "C" {
  *         (2026-12-02, eighth session): test_gqa_padded checks it on the next one.
  * impls 1, 3, 4, 5, 7, 11 were removed (measured slower or no faster; bench/NOTES.md v5, v6,
  *         v9): PW_ERROR_UNSUPPORTED.
- * O and LSE are bitwise identical for every impl but 12. args->precision = PW_PRECISION_FP8X2
+ * O and LSE are bitwise identical for every impl but 12 in FP8; in FP8X2 impls 10, 13 and 14
+ * (without per-token scales: P in f16 on the pre-pass's f16 tiles, docs/semantics.md §4.5)
+ * are bitwise identical to each other, 2, 6 and 9 to each other, and 12 has its own. args->precision = PW_PRECISION_FP8X2
  * runs on impls 2, 6, 9, 10, 12, 13 and 14 only; other impls give PW_ERROR_UNSUPPORTED, as does
  * impl 12 in FP8. Other arguments and errors as pw_union_attention; PW_ERROR_INVALID_ARGUMENT
  * for an impl outside 0..14. Every impl but 8 is NaN-safe (cache bytes no query may see

@@ -12,7 +12,7 @@
  *     takes the next tile of its KV head (a warp-aggregated atomic on count[h]), records it
  *     in slots[h][r][l] and, below capacity, in list[h][tile]. Tiles are handed out densely, so the workspace holds `capacity` tiles per
  *     KV head whatever the page table's width (an engine's table sized for its longest
- *     context costs 4 bytes of slots per column, not a 16 KiB tile).
+ *     context costs 4 bytes of slots per column, not a 32 KiB tile).
  *  2. transpose (CTAs striding over the tiles of each KV head): tile i receives V^T of page
  *     list[h][i] in exactly the shared-memory byte order the attention kernel reads, so
  *     that it loads it with one bulk copy: E4M3, the first 16 KiB of the 32 KiB tile, in
@@ -177,7 +177,7 @@ extern "C" pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_atten
     vt_scan_kernel<<<(unsigned)scan_ctas, kScanThreads, 0, (cudaStream_t)stream>>>(p);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "V^T pre-pass scan launch: %s", cudaGetErrorString(e));
-    // Enough CTAs to fill the GPU (7 of 32 KiB fit an SM), each striding over its head's tiles.
+    // Enough CTAs to fill the GPU (4 of 48 KiB of static shared memory fit an SM), each striding over its head's tiles.
     const int64_t per_head = vt->capacity < 1024 ? vt->capacity : 1024;
     const dim3 grid((unsigned)per_head, (unsigned)problem->num_kv_heads);
     vt_transpose_kernel<<<grid, 128, 0, (cudaStream_t)stream>>>(p);

@@ -352,7 +352,11 @@ static int reference_check(bench_capture_t *bc, const bench_options_t *o, check_
     if (!rc) rc = pw_ref_attention(p, &args, PW_REF_FP8_EMULATE) != PW_SUCCESS;
     args.o = cs->emulate_x2;
     args.precision = PW_PRECISION_FP8X2;
-    if (!rc) rc = pw_ref_attention(p, &args, PW_REF_FP8_EMULATE) != PW_SUCCESS;
+    /* The Union4 FP8X2 arms run on the V^T pre-pass where the plan's rule says so (the
+     * default plan's info: same rule), whose FP8X2 takes P in f16 (semantics §4.5). */
+    bc->x2_f16_p = bc->default_known && bc->default_info.vt_prepass;
+    if (!rc)
+        rc = pw_ref_attention(p, &args, bc->x2_f16_p ? PW_REF_FP8_EMULATE_F16_P : PW_REF_FP8_EMULATE) != PW_SUCCESS;
     free(sliced);
     if (rc) {
         fprintf(stderr, "pageweaver bench: %s: reference check: %s\n", bc->path, pw_last_error());
@@ -592,8 +596,8 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
             printf("; GPU (T_online W128) NRMS %.4f vs exact, %.2e vs emulating, NaN %lld  [paper Union8: "
                    "0.022-0.040]",
                    bc->nrms_gpu_vs_exact, bc->nrms_gpu_vs_emulate, (long long)bc->gpu_nan);
-        printf("\nFP8X2 (two-term FP8 Q and P): FP8X2-emulating reference NRMS %.4f vs exact",
-               bc->nrms_emulate_x2_vs_exact);
+        printf("\nFP8X2 (two-term FP8 Q, P %s): FP8X2-emulating reference NRMS %.4f vs exact",
+               bc->x2_f16_p ? "in f16 on the V^T pre-pass" : "as two E4M3 terms", bc->nrms_emulate_x2_vs_exact);
         if (bc->gpu_x2_checked)
             printf("; GPU (union4 W128 FP8X2) NRMS %.4f vs exact, %.2e vs FP8X2-emulating, NaN %lld",
                    bc->nrms_gpu_x2_vs_exact, bc->nrms_gpu_x2_vs_emulate, (long long)bc->gpu_x2_nan);
@@ -747,6 +751,7 @@ static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates
     if (bc->check_rows > 0) {
         add_num(rj, "nrms_emulate_vs_exact", bc->nrms_emulate_vs_exact);
         add_num(rj, "nrms_emulate_fp8x2_vs_exact", bc->nrms_emulate_x2_vs_exact);
+        cJSON_AddBoolToObject(rj, "fp8x2_emulation_f16_p", bc->x2_f16_p);
     }
     if (bc->gpu_checked) {
         add_num(rj, "nrms_gpu_vs_exact", bc->nrms_gpu_vs_exact);

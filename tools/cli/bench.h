@@ -128,6 +128,7 @@ typedef struct bench_capture {
     /* The default plan's choice (pw_plan_info, PW_PRECISION_FP8) and the time guard's figures */
     int default_known;
     pw_plan_info_t default_info;
+    int x2_f16_p; /* the FP8X2 reference check emulates P in f16 (the Union4 arms' V^T pre-pass) */
     /* host copy of the GPU output of ARM_ONLINE_W128 (for the reference check), or NULL */
     pw_bf16_t *gpu_output;
     /* host copy of the GPU output of ARM_UNION4_X2 (reference check), or NULL; holds
