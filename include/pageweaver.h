@@ -648,7 +648,9 @@ typedef struct pw_plan_config {
                                   window per request); ignored for IDENTITY */
     pw_kernel_t kernel;        /* UNION4 (default: the fastest measured on every input so
                                   far, README benchmark), UNION8 (the paper's 2-CTA
-                                  cluster kernel) or PER_QUERY; outputs are bitwise equal */
+                                  cluster kernel) or PER_QUERY; FP8 outputs are bitwise
+                                  equal; FP8X2 ones are on each path, and Union4 on the
+                                  V^T pre-pass takes P in f16 (semantics §4.5) */
     uint32_t flags;            /* PW_PLAN_CALLER_PERM, PW_PLAN_VT_PREPASS or
                                   PW_PLAN_NO_VT_PREPASS, PW_PLAN_REGROUP_GROUPS_OF_8
                                   (or-ed), or 0 */

@@ -1,6 +1,6 @@
 /* CPU reference of the sparse prefill attention (docs/semantics.md §1 semantics, docs/semantics.md §4.5 arithmetic).
  *
- * Two modes share one gather step: for each KV head h and query row n (request r, causal
+ * The modes (EXACT, FP8_EMULATE, FP8_EMULATE_F16_P) share one gather step: for each KV head h and query row n (request r, causal
  * position c = prefix_r + n - cu_seqlens_q[r], KV length L = kv_lens[r]) the row's page set
  *   S = distinct ids p of its Top-K row with 0 <= p <= min(c, L-1) / P
  * is walked in ASCENDING page order; each page's visible tokens t = p*P + j (t < L, t <= c)

@@ -613,8 +613,9 @@ static void test_fp8_emulate_accuracy(void **state)
 /* PW_PRECISION_FP8X2 (two-term FP8 Q and P): the emulated arithmetic is an order of
  * magnitude closer to the exact result than docs/semantics.md §4's single FP8 terms (numpy study in
  * bench/NOTES.md: 3.3-3.7% -> 0.08-0.09%), and still deterministic. PW_REF_FP8_EMULATE_F16_P
- * (P once in f16, the pre-pass kernels' FP8X2): at least as close, different bytes from the
- * two-term P, and the FP8 emulation's bytes in FP8. */
+ * (P once in f16, the pre-pass kernels' FP8X2): about as close on these inputs (P keeps
+ * more bits; the bound allows 5%: per seed it can be slightly worse at sharp logits),
+ * different bytes from the two-term P, and the FP8 emulation's bytes in FP8. */
 static void test_fp8x2_emulate_accuracy(void **state)
 {
     (void)state;

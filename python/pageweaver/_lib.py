@@ -34,6 +34,7 @@ PW_DTYPE_FLOAT32 = 0
 PW_DTYPE_BFLOAT16 = 1
 PW_DTYPE_FLOAT64 = 2
 PW_REF_EXACT = 0
+PW_REF_FP8_EMULATE_F16_P = 2  # pw_ref_mode_t: FP8X2 with P in f16 (the V^T pre-pass's)
 PW_REF_FP8_EMULATE = 1
 PRECISIONS = {"fp8": 0, "fp8x2": 1}            # pw_precision_t
 REGROUP_MODES = {"identity": 0, "greedy": 1, "guarded": 2, "auto": 3}  # pw_regroup_mode_t

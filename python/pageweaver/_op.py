@@ -35,6 +35,7 @@ _I32 = torch.int32
 _O_DTYPES = {torch.bfloat16: _lib.PW_DTYPE_BFLOAT16, torch.float32: _lib.PW_DTYPE_FLOAT32,
              torch.float64: _lib.PW_DTYPE_FLOAT64}
 _EXACT = -1  # precision code of "exact" (CPU reference only)
+_FP8X2_PREPASS = -2  # "fp8x2_prepass": FP8X2 with P in f16, as on the V^T pre-pass (CPU only)
 
 
 # ---- argument translation -------------------------------------------------------------
@@ -52,8 +53,10 @@ def _enum(name, value, table, default, extra=()):
 def _precision_code(precision):
     if isinstance(precision, str) and precision.lower() == "exact":
         return _EXACT
+    if isinstance(precision, str) and precision.lower() == "fp8x2_prepass":
+        return _FP8X2_PREPASS
     return _enum("precision", precision, _lib.PRECISIONS, _lib.DEFAULT_PRECISION,
-                 extra=("exact (CPU tensors only)",))
+                 extra=("exact (CPU tensors only)", "fp8x2_prepass (CPU tensors only)"))
 
 
 def _scale_arg(name, s):
@@ -388,7 +391,8 @@ def _sparse_prefill_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
                        page_size: int = PAGE_SIZE) -> None:
     """The op behind pageweaver.sparse_prefill (see there). k_scale / v_scale: a device
     tensor, or None and the float in k_scale_value / v_scale_value. precision: a
-    pw_precision_t, or -1 for the exact reference (CPU only). regroup / kernel:
+    pw_precision_t, or -1 for the exact reference, -2 for FP8X2 with P in f16 (both CPU
+    only). regroup / kernel:
     pw_regroup_mode_t / pw_kernel_t. sinks: [Hq] float32 sink logits or None; sink_keys:
     [Hq, D] bfloat16 sink keys or None; k_token_scales / v_token_scales: [Hkv, slots]
     float32 per-token scales or None; page_size: tokens per KV page."""
@@ -436,6 +440,9 @@ def _run_reference(problem, args, k_scale, v_scale, k_value, v_value, precision)
             setattr(args, field, ctypes.addressof(f))
     if precision == _EXACT:
         mode = _lib.PW_REF_EXACT
+    elif precision == _FP8X2_PREPASS:
+        mode = _lib.PW_REF_FP8_EMULATE_F16_P
+        args.precision = _lib.PRECISIONS["fp8x2"]
     else:
         mode = _lib.PW_REF_FP8_EMULATE
         args.precision = precision
@@ -445,9 +452,10 @@ def _run_reference(problem, args, k_scale, v_scale, k_value, v_value, precision)
 
 def _run_cuda(problem, args, device, k_scale, v_scale, k_value, v_value, precision,
               regroup, kernel):
-    if precision == _EXACT:
-        raise ValueError("precision='exact' is the CPU reference only; on the GPU use "
-                         "'fp8x2' (two-term FP8) or 'fp8'")
+    if precision in (_EXACT, _FP8X2_PREPASS):
+        raise ValueError(f"precision={'exact' if precision == _EXACT else 'fp8x2_prepass'!r} is the CPU "
+                         "reference only; on the GPU use 'fp8x2' (two-term FP8, which takes P in f16 on "
+                         "the V^T pre-pass) or 'fp8'")
     if problem.num_tokens == 0:
         return
     args.precision = precision
@@ -541,7 +549,9 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    mode, ~3.5% error), "fp8x2" (two-term FP8 Q and P, ~0.2% error), or on
                    the CPU "exact" (FP64 attention over the dequantised inputs instead of
                    emulating the GPU arithmetic, of the kernels that transpose V themselves
-                   for "fp8x2": two E4M3 P terms; the softmax scale is the API's float32,
+                   for "fp8x2": two E4M3 P terms) or "fp8x2_prepass" (FP8X2 with P in f16,
+                   as the GPU's V^T pre-pass on large chunks without per-token scales;
+                   docs/semantics.md §4.5; the softmax scale is the API's float32,
                    1/sqrt(D) rounded to float32 when None).
       regroup      None (library default: "auto"), "identity", "greedy", "guarded" or
                    "auto" (guarded where the library's cost model says regrouping pays;
@@ -689,15 +699,18 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     or 16 queries x 4 heads, per tile) or 'padded' (G = 8 or 4 otherwise: 16 / G times
     the useful tensor work). A KV head whose unions touch more than vt_capacity pages in a
     call runs that call on the kernel that transposes V (the padded tile at G = 8 and 4),
-    decided on the device; in 'fp8' the outputs are the same bits either way, in 'fp8x2' the
-    pre-pass takes P in f16 and the other kernel two E4M3 terms (docs/semantics.md §4.5:
-    ~1.7e-3 NRMS apart, both ~0.2% from exact). N = 0: {"kernel": ..., "tile": None}
+    decided on the device (none can when R x max_pages_per_request <= vt_capacity); in
+    'fp8' the outputs are the same bits either way, in 'fp8x2' the pre-pass takes P in f16
+    (without per-token scales; with them, two E4M3 terms there too, which this dict does
+    not depend on) and the other kernel two E4M3 terms (docs/semantics.md §4.5: ~1.7e-3
+    NRMS apart, both ~0.2% from exact; precision='fp8x2_prepass' on CPU tensors emulates
+    the pre-pass's). N = 0: {"kernel": ..., "tile": None}
     (nothing runs)."""
     if not isinstance(q, torch.Tensor) or q.dim() != 3:
         raise ValueError("q: expected a bfloat16 tensor [N, Hq, D]")
     prec = _precision_code(precision)
-    if prec == _EXACT:
-        raise _lib.UnsupportedError("PW_ERROR_UNSUPPORTED", "precision='exact' is the CPU "
+    if prec in (_EXACT, _FP8X2_PREPASS):
+        raise _lib.UnsupportedError("PW_ERROR_UNSUPPORTED", f"precision={precision!r} is the CPU "
                                     "reference only; the GPU runs 'fp8x2' (the default) and 'fp8'")
     mode = _enum("regroup", regroup, _lib.REGROUP_MODES, _lib.DEFAULT_REGROUP)
     kern = _enum("kernel", kernel, _lib.KERNELS, _lib.DEFAULT_KERNEL)

@@ -102,6 +102,28 @@ def test_gpu_only_requirements_are_named_on_cuda_tensors_only(p):
     run(p, precision="exact", out=out)
 
 
+def test_fp8x2_prepass_on_the_cpu(p):
+    """precision='fp8x2_prepass' (CPU only) emulates FP8X2 with P in f16, the V^T pre-pass's
+    arithmetic (docs/semantics.md §4.5): other bytes than 'fp8x2' (two E4M3 P terms), as close
+    to the exact result, the same bytes as 'fp8x2' with per-token scales; check_gpu_support
+    refuses it."""
+    outs = {}
+    for prec in ("exact", "fp8x2", "fp8x2_prepass"):
+        outs[prec] = torch.empty(p["q"].shape, dtype=torch.float64)
+        run(p, precision=prec, out=outs[prec])
+    exact = outs["exact"]
+    def nrms(x):
+        return float((x - exact).norm() / exact.norm())
+    assert not torch.equal(outs["fp8x2"], outs["fp8x2_prepass"])
+    # this problem's logits are sharp (FP8: ~20%): both two-term forms ~0.7%, P in f16 as close
+    assert nrms(outs["fp8x2_prepass"]) <= 1.05 * nrms(outs["fp8x2"]) and nrms(outs["fp8x2"]) < 2e-2
+    assert float((outs["fp8x2"] - outs["fp8x2_prepass"]).norm() / exact.norm()) < 5e-3
+    with pytest.raises(pageweaver.UnsupportedError, match="fp8x2_prepass"):
+        pageweaver.check_gpu_support(*op_args(p), precision="fp8x2_prepass")
+    with pytest.raises(ValueError, match="fp8x2_prepass"):
+        run(p, precision="fp8x2_prepas", out=torch.empty(p["q"].shape, dtype=torch.float64))
+
+
 @pytest.mark.parametrize("g,d,k,kw,ok", [
     (16, 128, 16, {}, True), (8, 128, 16, {}, True), (4, 128, 5, {}, True),
     (16, 128, 16, {"kernel": "per_query"}, True),

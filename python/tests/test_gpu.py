@@ -483,10 +483,11 @@ def test_two_streams_and_two_threads(seed):
     assert not failures, f"seed {seed}: {len(failures)} mismatches"
 
 
-def test_exact_is_refused_on_the_gpu():
+@pytest.mark.parametrize("precision", ["exact", "fp8x2_prepass"])
+def test_cpu_only_precisions_are_refused_on_the_gpu(precision):
     _, p = gpu_problem(1, max_requests=1, max_qlen=8)
-    with pytest.raises(ValueError, match="exact"):
-        call(p, precision="exact")
+    with pytest.raises(ValueError, match=precision):
+        call(p, precision=precision)
 
 
 def test_no_synchronisation(seed):
