@@ -58,7 +58,6 @@ enum {
     PART_VT_SLOTS, PART_VT_LIST, PART_VT_COUNT, PART_VT_TILES, PART_SCHED, NUM_PARTS
 };
 #define PW_PLAN_CONFIG_V1_SIZE offsetof(pw_plan_config_t, vt_max_pages) /* before vt_max_pages */
-#define PW_PLAN_VT_TILE_BYTES 32768 /* one page of V^T for one KV head: P x D f16 (E4M3: half of it) */
 #define PW_PLAN_VT_MIN_QUERIES 4096 /* the pre-pass rule (pageweaver.h, PW_PLAN_VT_PREPASS) */
 #define PW_PLAN_VT_MIN_PER_PAGE 64   /* the rule: selections per touched page (N x K / 64 tiles) */
 #define PW_PLAN_VT_DEFAULT_PAGES 2048 /* tiles per KV head when config.vt_max_pages is 0 ... */
@@ -224,7 +223,7 @@ static pw_status_t layout(pw_plan_t *plan)
         plan->part_bytes[PART_VT_SLOTS] = mul_add((int64_t)entries, 4, &ok);
         plan->part_bytes[PART_VT_LIST] = mul_add(hkv * 8, plan->vt_capacity, &ok);
         plan->part_bytes[PART_VT_COUNT] = (size_t)hkv * 4;
-        plan->part_bytes[PART_VT_TILES] = mul_add(hkv * (int64_t)PW_PLAN_VT_TILE_BYTES, plan->vt_capacity, &ok);
+        plan->part_bytes[PART_VT_TILES] = mul_add(hkv * (int64_t)PW_VT_TILE_BYTES, plan->vt_capacity, &ok);
         const size_t lists = mul_add(PW_SCHED_CLASSES * 2 * 4, (int64_t)rows, &ok);
         plan->part_bytes[PART_SCHED] =
             lists > SIZE_MAX - PW_SCHED_COUNTS_BYTES ? (ok = 0, 0) : PW_SCHED_COUNTS_BYTES + lists;

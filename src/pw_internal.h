@@ -138,6 +138,7 @@ typedef struct pw_vt_buffers {
     int sched_dense;
 } pw_vt_buffers_t;
 
+#define PW_VT_TILE_BYTES 32768   /* one V^T tile (P x D f16; E4M3 uses its first half): the plan's stride, kVtTileBytes */
 #define PW_SCHED_CLASSES 17       /* pages / 8 for 0..128 pages (8 x K = 128 at most) */
 #define PW_SCHED_COUNTS_BYTES 256 /* the class counts' room before the pairs' scratch or the lists */
 

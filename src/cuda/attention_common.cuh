@@ -236,6 +236,18 @@ static __device__ __forceinline__ void transpose_v(uint32_t vt, uint32_t v, int 
     for (int cc = 0; cc < 2; cc++) transpose_v_half(vt, v, cc, vlim);
 }
 
+/* The 16 bytes of shared memory at addr keep the bits set in keep, the others become 0
+ * (any: some bit of keep is set; without, nothing is loaded). */
+static __device__ __forceinline__ void keep_bytes_v4(uint32_t addr, const uint32_t (&keep)[4], bool any)
+{
+    uint4 x = any ? ld_shared_v4_u32(addr) : make_uint4(0u, 0u, 0u, 0u);
+    x.x &= keep[0];
+    x.y &= keep[1];
+    x.z &= keep[2];
+    x.w &= keep[3];
+    st_shared_v4_u32(addr, x);
+}
+
 /* Zeroes, in a V^T tile [d][position] (the layout store_vt_chunk writes), the positions of
  * the tokens past vlim (0..126): what load_v_chunk does during an in-kernel transpose, for
  * a V^T that arrived ready (the lean kernel with the pre-pass). 128 threads, thread t owns
@@ -255,12 +267,7 @@ static __device__ __forceinline__ void zero_vt_after(uint32_t vt, int vlim)
                 if (token <= vlim) keep[j / 4] |= 0xffu << (8 * (j % 4));
             }
         }
-        uint4 x = first <= vlim ? ld_shared_v4_u32(addr) : make_uint4(0u, 0u, 0u, 0u);
-        x.x &= keep[0];
-        x.y &= keep[1];
-        x.z &= keep[2];
-        x.w &= keep[3];
-        st_shared_v4_u32(addr, x);
+        keep_bytes_v4(addr, keep, first <= vlim);
     }
 }
 
@@ -474,11 +481,17 @@ static __device__ __forceinline__ void pv_part(float (&pv)[kN / 2], const uint32
  * no permutation). */
 
 /* P (acc = 256 p of this thread's two rows) as the f16 A fragments of the 8 k16 steps:
- * step kb holds columns 16 kb .. 16 kb + 15, i.e. acc[8 kb .. 8 kb + 7], round to nearest. */
-static __device__ __forceinline__ void p_fragments_f16(const float (&acc)[64], uint32_t (&ph)[32])
+ * step kb holds columns 16 kb .. 16 kb + 15, i.e. acc[8 kb .. 8 kb + 7], round to nearest;
+ * zeros for a warp that is not a member (converted first, then zeroed: its dead scores are
+ * not kept live). */
+static __device__ __forceinline__ void p_fragments_f16(const float (&acc)[64], uint32_t (&ph)[32], bool member)
 {
 #pragma unroll
     for (int k = 0; k < 32; k++) ph[k] = cvt_f16x2_rn(acc[2 * k], acc[2 * k + 1]);
+    if (!member) {
+#pragma unroll
+        for (int k = 0; k < 32; k++) ph[k] = 0u;
+    }
 }
 
 /* One N = 64 half of PV on the f16 V^T tile at desc_b (the half's first row): eight k16
@@ -515,12 +528,7 @@ static __device__ __forceinline__ void zero_vt16_after(uint32_t vt, int vlim)
 #pragma unroll
         for (int j = 0; j < 8; j++)
             if (first + j <= vlim) keep[j / 2] |= 0xffffu << (16 * (j % 2));
-        uint4 x = first <= vlim ? ld_shared_v4_u32(addr) : make_uint4(0u, 0u, 0u, 0u);
-        x.x &= keep[0];
-        x.y &= keep[1];
-        x.z &= keep[2];
-        x.w &= keep[3];
-        st_shared_v4_u32(addr, x);
+        keep_bytes_v4(addr, keep, first <= vlim);
     }
 }
 

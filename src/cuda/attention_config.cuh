@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "pageweaver.h"
-#include "pw_internal.h" /* PW_SCHED_CLASSES */
+#include "pw_internal.h" /* PW_SCHED_CLASSES, PW_VT_TILE_BYTES */
 
 namespace pw {
 
@@ -30,7 +30,8 @@ constexpr int kTileBytes = kPageSize * kHeadDim; // 16 KiB: one page of K (or V)
 // One V^T tile of the pre-pass (vt_prepare.cu): 32 KiB, holding the page's V^T in E4M3 (the
 // first 16 KiB: FP8, and FP8X2 with per-token scales) or in f16 (FP8X2 without per-token
 // scales: P in f16 times V in f16, docs/semantics.md §4.5).
-constexpr int kVtTileBytes = 2 * kTileBytes;
+constexpr int kVtTileBytes = PW_VT_TILE_BYTES; // the plan's tile stride (pw_internal.h)
+static_assert(kVtTileBytes == 2 * kTileBytes, "an f16 V^T tile is two E4M3 tiles' bytes");
 constexpr uint32_t kStageTxBytes = 2 * kTileBytes; // K + V of one page
 
 enum Variant { kUnion8 = 0, kUnion4 = 1, kPerQuery = 2 };

@@ -257,7 +257,6 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
     const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q);
     const uint64_t desc_k = wgmma_desc_k_major_sw128(sm.k);
     const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt);
-    const uint32_t vt_addr = smem_u32(sm.vt);
 
     float acc[64]; // the page's scores, then 256 p
 #pragma unroll 1
@@ -286,17 +285,8 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
         }
         if constexpr (kF16) { // f16 P on the f16 V^T tile (v | vt), then the next page
             uint32_t ph[32];
-            p_fragments_f16(acc, ph);
-            if (!member) {
-#pragma unroll
-                for (int k = 0; k < 32; k++) ph[k] = 0u;
-            }
-            mbarrier_wait_parity(&sm.v_full, parity);
-            if (vlim < kPageSize - 1) { // CTA-uniform: a page past a member's last visible token
-                zero_vt16_after(smem_u32(sm.v), vlim);
-                fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
-                __syncthreads();
-            }
+            p_fragments_f16(acc, ph, member);
+            prevt_wait_zeroed<true>(sm, parity, vlim);
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 float pv[32];
@@ -317,12 +307,7 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
 #pragma unroll
             for (int k = 0; k < (X2 ? 16 : 1); k++) pl[k] = 0u;
         }
-        mbarrier_wait_parity(&sm.v_full, parity);
-        if (vlim < kPageSize - 1) { // CTA-uniform: a page past a member's last visible token
-            zero_vt_after(vt_addr, vlim);
-            fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
-            __syncthreads();
-        }
+        prevt_wait_zeroed<false>(sm, parity, vlim);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             float pv[32];

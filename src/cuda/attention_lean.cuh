@@ -118,6 +118,22 @@ static __device__ __forceinline__ const uint8_t *prevt_tile(const AttentionParam
     return p.vt_tiles + ((int64_t)kv_head * p.vt_capacity + tile) * kVtTileBytes;
 }
 
+/* The pre-pass's V^T tile of page phase `parity`: every thread waits for it; on a page past a
+ * member's last visible token (vlim < 127, CTA-uniform) every thread zeroes the positions past
+ * vlim (zero_vt_after on the E4M3 tile in sm.vt, F16: zero_vt16_after on the f16 tile in
+ * sm.v | sm.vt) before one CTA barrier. The lean and dense kernels' PREVT step before PV. */
+template <bool F16, class Plan>
+static __device__ __forceinline__ void prevt_wait_zeroed(Plan &sm, uint32_t parity, int vlim)
+{
+    mbarrier_wait_parity(&sm.v_full, parity);
+    if (vlim < kPageSize - 1) {
+        if constexpr (F16) zero_vt16_after(smem_u32(sm.v), vlim);
+        else zero_vt_after(smem_u32(sm.vt), vlim);
+        fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
+        __syncthreads();
+    }
+}
+
 /* One warp (lane 0 after __syncwarp) says it is done with a tile; the arrival that completes
  * the page's four runs issue() (arm `full` and copy the next page's tile: L1, L2). */
 template <class Issue>
@@ -287,17 +303,8 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
         // conversion).
         if constexpr (kF16) { // f16 P on the f16 V^T tile (v | vt), then the next page
             uint32_t ph[32];
-            p_fragments_f16(acc, ph);
-            if (!member) {
-#pragma unroll
-                for (int k = 0; k < 32; k++) ph[k] = 0u;
-            }
-            mbarrier_wait_parity(&sm.v_full, parity);
-            if (vlim < kPageSize - 1) { // CTA-uniform: a page past a member's last visible token
-                zero_vt16_after(v_addr, vlim);
-                fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
-                __syncthreads();
-            }
+            p_fragments_f16(acc, ph, member);
+            prevt_wait_zeroed<true>(sm, parity, vlim);
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 float pv[32];
@@ -333,12 +340,7 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
         }
         if (!PREVT && idle != 0u) lean_release(&sm.v_done, i + 1, num_pages, issue_v);
         if constexpr (PREVT) {
-            mbarrier_wait_parity(&sm.v_full, parity);
-            if (vlim < kPageSize - 1) { // CTA-uniform: a page past a member's last visible token
-                zero_vt_after(vt_addr, vlim);
-                fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
-                __syncthreads();
-            }
+            prevt_wait_zeroed<false>(sm, parity, vlim);
         } else {
             fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
             __syncthreads();

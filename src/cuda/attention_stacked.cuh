@@ -215,12 +215,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
 #pragma unroll
             for (int k = 0; k < 16; k++) pa[k] = 0u;
         }
-        mbarrier_wait_parity(&sm.v_full, parity);
-        if (vlim < kPageSize - 1) { // CTA-uniform
-            zero_vt_after(smem_u32(sm.vt), vlim);
-            fence_proxy_async_shared_cta();
-            __syncthreads();
-        }
+        prevt_wait_zeroed<false>(sm, parity, vlim);
         const uint32_t none[1] = {0u};
         const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt);
 #pragma unroll

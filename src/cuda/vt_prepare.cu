@@ -53,6 +53,18 @@ struct VtParams {
 
 constexpr int kScanThreads = 256;
 
+/* The staged tile's first kUnits x 2 KiB (E4M3: 8, f16: 16) from shared memory to dst,
+ * coalesced: 16 bytes per thread and pass. */
+template <int kUnits>
+static __device__ __forceinline__ void copy_tile_out(uint8_t *dst, const uint8_t *vt, int tid)
+{
+#pragma unroll
+    for (int k = 0; k < kUnits; k++) {
+        const int idx = tid + 128 * k;
+        reinterpret_cast<uint4 *>(dst)[idx] = pw::ld_shared_v4_u32(pw::smem_u32(vt) + 16 * idx);
+    }
+}
+
 __global__ void __launch_bounds__(kScanThreads) vt_scan_kernel(const VtParams p)
 {
     const int64_t per_head = (int64_t)p.num_requests * p.max_pages;
@@ -126,22 +138,14 @@ __global__ void __launch_bounds__(128) vt_transpose_kernel(const VtParams p)
                                      make_uint4(w[0], w[1], w[2], w[3]));
             }
             __syncthreads();
-#pragma unroll
-            for (int k = 0; k < 16; k++) {
-                const int idx = tid + 128 * k;
-                reinterpret_cast<uint4 *>(dst)[idx] = pw::ld_shared_v4_u32(pw::smem_u32(vt) + 16 * idx);
-            }
+            copy_tile_out<16>(dst, vt, tid);
             continue;
         }
 #pragma unroll 1
         for (int chunk = 2 * warp; chunk < 2 * warp + 2; chunk++)
             pw::transpose_v_chunk(pw::smem_u32(vt), pw::smem_u32(v), (uint32_t)chunk, pw::kPageSize - 1);
         __syncthreads();
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-            const int idx = tid + 128 * k;
-            reinterpret_cast<uint4 *>(dst)[idx] = pw::ld_shared_v4_u32(pw::smem_u32(vt) + 16 * idx);
-        }
+        copy_tile_out<8>(dst, vt, tid);
     }
 }
 
