@@ -10,7 +10,8 @@
  *  - N  = query rows (tokens) of the current prefill chunk, all requests packed.
  *  - R  = requests in the chunk.       Hkv = KV heads.
  *  - G  = Q heads per KV head (16 on the fast path); Hq = Hkv * G; Q head h uses KV head h / G.
- *  - D  = head dim (128),  P = page size in tokens (128),  K = Top-K pages per row (16).
+ *  - D  = head dim (128),  P = page size in tokens (128),  K = Top-K pages per row (16;
+ *    the GPU runs any K up to 64).
  *  - Top-K ids are LOGICAL page ids of the query's request, int32, layout [Hkv, N, K]
  *    (the layout SGLang's MiniMax sparse prefill uses). Any int32 value is allowed; ids
  *    that are negative, past the KV length or wholly in the query's future are ignored
@@ -110,7 +111,10 @@ typedef struct pw_problem {
                                       reference */
     int32_t head_dim;              /* D: 128 on the fast path */
     int32_t page_size;             /* P in tokens: 128 on the fast path */
-    int32_t topk;                  /* K: Top-K ids per (KV head, query): 16 on the fast path */
+    int32_t topk;                  /* K: Top-K ids per (KV head, query): 16 on the fast path;
+                                      pw_sparse_prefill takes 1..64 (padded to 16, 32 or 64),
+                                      the step entry points 16, 32 or 64 (attention; union
+                                      preparation any K <= 64, the GPU regroup K <= 16) */
     int32_t max_pages_per_request; /* logical pages addressable per request: columns of the
                                       page table; every kv_len <= this * P. PW_PROBLEM_INIT
                                       gives 0: set it (>= 1 when N > 0 for attention) */
@@ -482,7 +486,8 @@ pw_status_t pw_regroup_workspace_size(const pw_problem_t *problem, const pw_grou
  *   perm:     [Hkv, N] int32 device, written: perm[h*N + s] = original row of slot s, a
  *             bijection inside each request; windows never cross requests or KV heads.
  *   workspace: device, at least pw_regroup_workspace_size bytes (NULL when 0).
- * Any context length (no page-count capacity). K must be <= 16. One CTA per (window, KV
+ * Any context length (no page-count capacity). K must be <= 16 for GREEDY / GUARDED
+ * (IDENTITY takes any K: it does not read the ids). One CTA per (window, KV
  * head); N/W + R CTAs per KV head are launched and surplus ones exit. Speed: a window
  * whose queries see at most 2048 (W = 128) or 4096 (W = 64) pages (256K / 512K tokens at
  * P = 128) indexes its page masks by page id (H200, 15,272 queries at 64K: W128 ~13 us,
@@ -509,8 +514,8 @@ pw_status_t pw_regroup(const pw_problem_t *problem, const int32_t *topk_ids,
  *             union_capacity-long rows union_pages (ascending, -1 after union_size) and
  *             member_masks (bit s = slot s of the group, 0 after union_size). Groups past
  *             num_groups[h] are not touched. Same layout and bytes as the reference.
- * Limits: K <= 16, max_pages_per_request <= 2^29, Hkv <= 65535, at most 2^31 - 1 groups.
- * Fastest when K == 16, topk_ids is 16-byte aligned, union_capacity % 4 == 0 and
+ * Limits: K <= 64, max_pages_per_request <= 2^29, Hkv <= 65535, at most 2^31 - 1 groups.
+ * Fastest when K is 16, 32 or 64, topk_ids is 16-byte aligned, union_capacity % 4 == 0 and
  * union_pages / member_masks are 16- / 4-byte aligned (cudaMalloc'd buffers are).
  * Errors: PW_ERROR_INVALID_ARGUMENT, PW_ERROR_UNSUPPORTED, PW_ERROR_NO_DEVICE,
  *         PW_ERROR_CUDA. */
@@ -533,7 +538,8 @@ typedef enum pw_kernel {
 
 /* Sparse attention of semantics §1 with the arithmetic of semantics §4.5 on an sm_90 GPU.
  *   problem: fast path only: G = 16 (8 and 4 on Union4 and per-query), D = 128, P = 128,
- *            K = 16 (else PW_ERROR_UNSUPPORTED).
+ *            K = 16, 32 or 64 (32 and 64 on Union4 and per-query, where the kernel's page
+ *            list holds 4 K pages; K = 16 on Union8) (else PW_ERROR_UNSUPPORTED).
  *   args: device pointers; q bf16, caches e4m3 (16-byte aligned, kv_stride % 16 == 0),
  *         o bf16 (o_dtype must be PW_DTYPE_BFLOAT16), lse optional, bad_page_count
  *         optional (a device uint32 the kernel atomically increments once per (query,
@@ -668,9 +674,14 @@ typedef struct pw_plan_config {
 
 /* Creates a plan (host only; touches no device).
  *   problem: copied. Fast path only: G = 16 (8 and 4 with Union4, the default, or
- *            per-query), D = 128, P = 128, K = 16 (K = 1..15: the plan pads each row to 16
- *            ids with -1 on the device, one [Hkv, N, 16] int32 part of the workspace; the
- *            step entry points below need K = 16).
+ *            per-query), D = 128, P = 128, K = 1..64: the plan pads each row with -1 on
+ *            the device to Kd = 16, 32 or 64 ids (the smallest >= K; one [Hkv, N, Kd]
+ *            int32 part of the workspace unless K = Kd). K > 16 runs Union4 (the default)
+ *            or per-query, without the in-call regroup (the GPU regroup takes K <= 16):
+ *            PW_REGROUP_AUTO keeps identity order (pw_plan_info says so), GREEDY and
+ *            GUARDED are refused; PW_PLAN_CALLER_PERM takes a permutation of any K (e.g.
+ *            pw_ref_regroup's). At G = 8 / 4, K > 16 runs the padded tile (the dense
+ *            tiles hold K <= 16).
  *   config:  NULL for the defaults (PW_PLAN_CONFIG_INIT).
  *   out:     receives the plan (free with pw_plan_destroy); NULL on failure.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL problem/out, bad shapes, struct_size, mode,
@@ -696,9 +707,10 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
  * head and 15,272 queries; at most 64 MiB of tiles per KV head and 1 GiB in all by default,
  * config.vt_max_pages). Each part starts
  * 256-byte aligned inside the one buffer, and the total includes 255 bytes so that the
- * buffer itself may have any alignment. A plan of K < 16 adds its padded Top-K rows,
- * Hkv x N x 64 bytes (every kernel, per-query included). 0 for PW_KERNEL_PER_QUERY with
- * K = 16. About 1.3 MiB + 16 MiB for N = 15,272, Hkv = 1, a 64K context.
+ * buffer itself may have any alignment. A plan of K other than 16, 32, 64 adds its padded
+ * Top-K rows, Hkv x N x 4 Kd bytes (every kernel, per-query included). 0 for
+ * PW_KERNEL_PER_QUERY with K = Kd. About 1.3 MiB + 16 MiB for N = 15,272, Hkv = 1, a 64K
+ * context.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL plan or bytes). */
 pw_status_t pw_plan_workspace_size(const pw_plan_t *plan, size_t *bytes);
 
@@ -727,8 +739,8 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
  * PER_QUERY), *meta the device union metadata (all NULL for PER_QUERY), and *grouping the
  * union metadata's group boundaries (window, group size 8; the regroup that made *perm
  * may have used another group size: pw_plan_info's regroup_group_size, 4 for Union4).
- * The metadata's union_capacity is 8 x 16 also for a plan of K < 16 (its rows are padded
- * to 16 ids): size host copies from *meta, not from the problem's K.
+ * The metadata's union_capacity is 8 x Kd (Kd = 16, 32 or 64: the padded K, e.g. 8 x 16
+ * also for a plan of K < 16): size host copies from *meta, not from the problem's K.
  * Any output pointer may be NULL. After the call
  * has completed, these can be copied back for statistics (pw_union_stats) or checks.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL plan, workspace NULL when the plan needs one),
@@ -763,8 +775,8 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
 typedef struct pw_plan_info {
     uint32_t struct_size;      /* sizeof(pw_plan_info_t), set by PW_PLAN_INFO_INIT */
     pw_regroup_mode_t regroup; /* what the call runs: IDENTITY, GREEDY or GUARDED (AUTO
-                                  resolved); IDENTITY for PW_KERNEL_PER_QUERY and
-                                  PW_PLAN_CALLER_PERM (no regroup in the call) */
+                                  resolved); IDENTITY for PW_KERNEL_PER_QUERY,
+                                  PW_PLAN_CALLER_PERM and K > 16 (no regroup in the call) */
     pw_regroup_mode_t configured; /* config.regroup as given */
     int32_t window;            /* W of the regroup (and of the union groups) */
     pw_kernel_t kernel;

@@ -38,16 +38,17 @@ pw_token_scales_t pw_args_token_scales(const pw_attention_args_t *args)
     return ARGS_HAVE(args, token_scales) ? args->token_scales : none;
 }
 
-int pw_dense_tile_g(int32_t q_heads_per_kv)
+int pw_dense_tile_g(const pw_problem_t *problem)
 {
-    return q_heads_per_kv == 8 || q_heads_per_kv == 4 ? q_heads_per_kv : 0;
+    const int32_t g = problem->q_heads_per_kv;
+    return (g == 8 || g == 4) && problem->topk <= 16 ? g : 0;
 }
 
 int pw_vt_runs_dense(const pw_problem_t *problem, const pw_attention_args_t *args)
 {
     if (!problem || !args) return 0;
     const pw_token_scales_t ts = pw_args_token_scales(args);
-    return !ts.k && !ts.v ? pw_dense_tile_g(problem->q_heads_per_kv) : 0;
+    return !ts.k && !ts.v ? pw_dense_tile_g(problem) : 0;
 }
 
 const pw_bf16_t *pw_args_sink_keys(const pw_attention_args_t *args)
@@ -189,11 +190,18 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
     if (kernel != PW_KERNEL_UNION8 && kernel != PW_KERNEL_UNION4 && kernel != PW_KERNEL_PER_QUERY)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "kernel is %d (not a pw_kernel_t)", (int)kernel);
     const int g = problem->q_heads_per_kv;
-    if ((g != 16 && g != 8 && g != 4) || problem->head_dim != 128 || problem->page_size != 128 || problem->topk != 16)
+    const int k = problem->topk;
+    if ((g != 16 && g != 8 && g != 4) || problem->head_dim != 128 || problem->page_size != 128 ||
+        (k != 16 && k != 32 && k != 64))
         return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "no GPU path for G=%d D=%d P=%d K=%d (supported: G=16, 8 or 4, D=128 P=128 K=16; "
-                       "pw_sparse_prefill also takes K < 16, padded)",
-                       g, problem->head_dim, problem->page_size, problem->topk);
+                       "no GPU path for G=%d D=%d P=%d K=%d (supported: G=16, 8 or 4, D=128 P=128 K=16, 32 or 64; "
+                       "pw_sparse_prefill also takes any K in 1..64, padded with -1 to 16, 32 or 64)",
+                       g, problem->head_dim, problem->page_size, k);
+    if (k > 16 && kernel == PW_KERNEL_UNION8)
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "K=%d: the Union8 kernel runs K <= 16 only (PW_KERNEL_UNION4, the default, and "
+                       "PW_KERNEL_PER_QUERY run K = 32 and 64)",
+                       k);
     if (g != 16 && kernel == PW_KERNEL_UNION8)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "G=%d Q heads per KV head: the Union8 kernel runs G=16 only (PW_KERNEL_UNION4, the "

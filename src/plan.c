@@ -13,13 +13,14 @@
  * PW_ERROR_UNSUPPORTED; creation and the size query still work (they are host arithmetic).
  *
  * Workspace layout (each part 256-byte aligned, after aligning the base up to 256):
- *   topk16        [Hkv, N, 16] int32        (K < 16 only: the Top-K rows padded with -1;
- *                                            every later step sees K = 16)
+ *   topk_padded   [Hkv, N, Kd] int32        (K not 16, 32 or 64 only: the Top-K rows padded
+ *                                            with -1 to Kd = 16, 32 or 64; every later
+ *                                            step sees K = Kd)
  *   perm          [Hkv, N] int32            (absent with PW_PLAN_CALLER_PERM)
  *   num_groups    [Hkv] int32
  *   groups        [Hkv, max_groups] pw_group_desc_t
- *   union_pages   [Hkv, max_groups, 8K] int32  (K = 16 for a padded plan: 8 x 16)
- *   member_masks  [Hkv, max_groups, 8K] uint8
+ *   union_pages   [Hkv, max_groups, 8 Kd] int32
+ *   member_masks  [Hkv, max_groups, 8 Kd] uint8
  *   regroup       pw_regroup_workspace_size() bytes (absent with PW_PLAN_CALLER_PERM)
  *   vt_touched    [Hkv, R, max_pages] uint8  (Union4 with the V^T pre-pass only: pages of any union)
  *   vt_slots      [Hkv, R, max_pages] int32  (the same: each touched page's tile)
@@ -68,8 +69,8 @@ enum {
 #define PW_PLAN_MAX_UNION_PAGE_ID (1 << 29) /* union_prepare.cu: page * 8 + slot in 32 bits */
 
 struct pw_plan {
-    pw_problem_t problem;   /* the caller's, with topk 16 when the caller's K < 16 (padded) */
-    int32_t given_topk;     /* the caller's K (1..16) */
+    pw_problem_t problem;   /* the caller's, with topk = Kd: K padded to 16, 32 or 64 */
+    int32_t given_topk;     /* the caller's K (1..64) */
     pw_plan_config_t config;
     pw_grouping_t regroup;  /* what pw_regroup runs (mode, window, g = 4 for Union4 or 8);
                                with AUTO the mode is GUARDED and each call may run
@@ -79,7 +80,7 @@ struct pw_plan {
     double saving_us[2], cost_us[2]; /* the time guard's figures per precision */
     pw_grouping_t grouping; /* group boundaries for union preparation and attention */
     int64_t max_groups;     /* per KV head: pw_max_groups(problem, grouping) */
-    int32_t union_capacity; /* 8 * K */
+    int32_t union_capacity; /* 8 * Kd */
     int vt_prepass;         /* Union4: the V^T pre-pass + lean kernel (else impl 6 transposes V) */
     int64_t vt_capacity;    /* V^T tiles per KV head (C); a head touching more falls back */
     size_t part_offset[NUM_PARTS]; /* from the aligned base */
@@ -91,7 +92,7 @@ struct pw_plan {
  * (pw_union_attention_vt's choice, pw_vt_runs_dense, on the V^T pre-pass). */
 static int plan_runs_dense(const pw_plan_t *plan)
 {
-    return plan->vt_prepass ? pw_dense_tile_g(plan->problem.q_heads_per_kv) : 0;
+    return plan->vt_prepass ? pw_dense_tile_g(&plan->problem) : 0;
 }
 
 /* g of a call's regroup: the dense tiles walk 8-query unions (G = 8: 90,783 union visits
@@ -161,11 +162,23 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "config.window is %d; the in-call regroup supports 64 and 128", c->window);
     const int g = p->q_heads_per_kv;
-    if ((g != 16 && g != 8 && g != 4) || p->head_dim != 128 || p->page_size != 128 || p->topk < 1 || p->topk > 16)
+    if ((g != 16 && g != 8 && g != 4) || p->head_dim != 128 || p->page_size != 128 || p->topk < 1 || p->topk > 64)
         return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "no GPU path for G=%d D=%d P=%d K=%d (supported: G=16, 8 or 4, D=128 P=128, K=1..16; "
-                       "K < 16 is padded to 16)",
+                       "no GPU path for G=%d D=%d P=%d K=%d (supported: G=16, 8 or 4, D=128 P=128, K=1..64; "
+                       "K is padded with -1 to 16, 32 or 64)",
                        g, p->head_dim, p->page_size, p->topk);
+    if (p->topk > 16 && c->kernel == PW_KERNEL_UNION8)
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "K=%d: the Union8 kernel runs K <= 16 only (PW_KERNEL_UNION4, the default, and "
+                       "PW_KERNEL_PER_QUERY run K up to 64)",
+                       p->topk);
+    if (p->topk > 16 && !caller_perm && c->kernel != PW_KERNEL_PER_QUERY &&
+        (c->regroup == PW_REGROUP_GREEDY || c->regroup == PW_REGROUP_GUARDED))
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "K=%d with config.regroup %d: the GPU regroup runs K <= 16 (use PW_REGROUP_AUTO, the "
+                       "default, which keeps identity order for K > 16; PW_REGROUP_IDENTITY; or "
+                       "PW_PLAN_CALLER_PERM with a permutation of your own, e.g. pw_ref_regroup's)",
+                       p->topk, (int)c->regroup);
     if (g != 16 && c->kernel == PW_KERNEL_UNION8)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "G=%d Q heads per KV head: the Union8 kernel runs G=16 only (PW_KERNEL_UNION4, the "
@@ -202,7 +215,7 @@ static pw_status_t layout(pw_plan_t *plan)
     const int64_t hkv = p->num_kv_heads, mg = plan->max_groups, cap = plan->union_capacity;
     int ok = 1;
     if (p->num_tokens == 0) return PW_SUCCESS; /* nothing is enqueued: no workspace (NULL and 0) */
-    if (plan->given_topk < 16) plan->part_bytes[PART_TOPK16] = mul_add(hkv * 16 * 4, p->num_tokens, &ok);
+    if (plan->given_topk != p->topk) plan->part_bytes[PART_TOPK16] = mul_add(hkv * p->topk * 4, p->num_tokens, &ok);
     if (plan->config.kernel == PW_KERNEL_PER_QUERY) goto place;
     if (!caller_perm) {
         plan->part_bytes[PART_PERM] = mul_add(hkv * 4, p->num_tokens, &ok);
@@ -276,7 +289,8 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
     if (!plan) return pw_fail(PW_ERROR_OUT_OF_MEMORY, "pw_plan_create: %zu bytes", sizeof *plan);
     plan->problem = *problem;
     plan->given_topk = problem->topk;
-    plan->problem.topk = 16; /* K < 16: every device step runs on the padded rows */
+    /* Kd: every device step runs on rows of 16, 32 or 64 ids (-1 padded). */
+    plan->problem.topk = problem->topk <= 16 ? 16 : problem->topk <= 32 ? 32 : 64;
     problem = &plan->problem;
     plan->config = *config;
     plan->config.struct_size = sizeof(pw_plan_config_t);
@@ -299,8 +313,10 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
      * windows of W (runs of 8 from each request start, the same groups as window 0 since
      * W is a multiple of 8), so the workspace and pw_plan_workspace_views do not depend on
      * the choice. */
+    /* K > 16 (Kd 32, 64): the GPU regroup runs K <= 16, so AUTO keeps identity order
+     * (check_config refused GREEDY and GUARDED). */
     const int can_regroup = !caller_perm && config->kernel != PW_KERNEL_PER_QUERY &&
-                            config->regroup != PW_REGROUP_IDENTITY;
+                            config->regroup != PW_REGROUP_IDENTITY && problem->topk <= 16;
     for (int prec = 0; prec < 2; prec++) {
         const pw_time_guard_inputs_t in = {problem->num_tokens, problem->num_requests,
                                            problem->num_kv_heads, problem->max_pages_per_request,
@@ -448,12 +464,13 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     if (p->num_tokens == 0) return PW_SUCCESS; /* nothing to compute, nothing enqueued */
     PW_TRY(pw_check_attention_device()); /* before the first enqueue: NO_DEVICE, not a launch error */
     pw_attention_args_t padded = PW_ATTENTION_ARGS_INIT;
-    if (plan->given_topk < 16) {
-        /* K < 16: the rows padded to 16 ids with -1 (ignored ids) in the workspace; every
-         * step below reads those. A copy of the caller's struct, its struct_size kept. */
+    if (plan->given_topk != p->topk) {
+        /* K not 16, 32 or 64: the rows padded to Kd ids with -1 (ignored ids) in the
+         * workspace; every step below reads those. A copy of the caller's struct, its
+         * struct_size kept. */
         int32_t *topk16 = (int32_t *)(void *)parts[PART_TOPK16];
-        PW_TRY(pw_pad_topk(args->topk_ids, plan->given_topk, topk16, (int64_t)p->num_kv_heads * p->num_tokens,
-                           stream));
+        PW_TRY(pw_pad_topk(args->topk_ids, plan->given_topk, p->topk, topk16,
+                           (int64_t)p->num_kv_heads * p->num_tokens, stream));
         memcpy(&padded, args, args->struct_size < sizeof padded ? args->struct_size : sizeof padded);
         padded.topk_ids = topk16;
         args = &padded;

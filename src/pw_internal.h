@@ -139,7 +139,7 @@ typedef struct pw_vt_buffers {
 } pw_vt_buffers_t;
 
 #define PW_VT_TILE_BYTES 32768   /* one V^T tile (P x D f16; E4M3 uses its first half): the plan's stride, kVtTileBytes */
-#define PW_SCHED_CLASSES 17       /* pages / 8 for 0..128 pages (8 x K = 128 at most) */
+#define PW_SCHED_CLASSES 17       /* pages / (K / 2) for 0..8 K pages (K = 16: 8-page classes) */
 #define PW_SCHED_COUNTS_BYTES 256 /* the class counts' room before the pairs' scratch or the lists */
 
 /* CUDA build: pw_union_prepare that, with vt (the full call's pre-pass buffers), also
@@ -152,18 +152,19 @@ pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, const int32_t 
                                      const int32_t *perm, const pw_union_meta_t *meta,
                                      const pw_vt_buffers_t *vt, pw_stream_t stream);
 
-/* G if G Q heads per KV head have a dense tile on the V^T pre-pass (8: dev impl 13; 4: dev
- * impl 14, pairs of 8-query groups), else 0. */
-int pw_dense_tile_g(int32_t q_heads_per_kv);
+/* G if the problem's G Q heads per KV head have a dense tile on the V^T pre-pass (8: dev
+ * impl 13; 4: dev impl 14, pairs of 8-query groups; both for K <= 16 only), else 0. */
+int pw_dense_tile_g(const pw_problem_t *problem);
 
 /* The G of the dense tile pw_union_attention_vt runs for these arguments (pw_dense_tile_g
  * without per-token scales), else 0 (the lean kernel). The plan's schedule and regroup
  * follow it. */
 int pw_vt_runs_dense(const pw_problem_t *problem, const pw_attention_args_t *args);
 
-/* CUDA build (src/cuda/union_prepare.cu): rows x k Top-K ids -> rows x 16, -1 after k
- * (pw_sparse_prefill's padding for K < 16). */
-pw_status_t pw_pad_topk(const int32_t *topk_ids, int32_t k, int32_t *padded, int64_t rows, pw_stream_t stream);
+/* CUDA build (src/cuda/union_prepare.cu): rows x k Top-K ids -> rows x k_padded, -1 after k
+ * (pw_sparse_prefill's padding of K to the device's 16, 32 or 64; 1 <= k < k_padded <= 64). */
+pw_status_t pw_pad_topk(const int32_t *topk_ids, int32_t k, int32_t k_padded, int32_t *padded, int64_t rows,
+                        pw_stream_t stream);
 
 /* CUDA build (src/cuda/vt_prepare.cu): the V^T pre-pass of the Union4 full call, two
  * launches: the scan gives each touched page a tile (vt->count must be zero before it),

@@ -354,9 +354,52 @@ static void test_create_errors(void **state)
 
     /* Shapes off the fast path: unsupported, with the shape named. */
     pw_problem_t q = p;
-    q.topk = 17;
+    q.topk = 65;
     assert_int_equal(pw_plan_create(&q, NULL, &plan), PW_ERROR_UNSUPPORTED);
-    assert_non_null(strstr(pw_last_error(), "K=17"));
+    assert_non_null(strstr(pw_last_error(), "K=65"));
+    /* K = 17..64: padded to 32 or 64; Union4 (default, AUTO keeps identity order) and
+     * per-query plans; Union8, GREEDY and GUARDED refuse, naming K; PW_PLAN_CALLER_PERM
+     * takes any regroup mode (the caller's perm). */
+    {
+        const int32_t ks[4] = {17, 32, 40, 64};
+        const int32_t kd[4] = {32, 32, 64, 64};
+        for (int i = 0; i < 4; i++) {
+            q = p;
+            q.topk = ks[i];
+            assert_pw_ok(pw_plan_create(&q, NULL, &plan));
+            pw_plan_info_t info = PW_PLAN_INFO_INIT;
+            assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &info));
+            assert_int_equal(info.regroup, PW_REGROUP_IDENTITY);
+            pw_union_meta_t meta;
+            size_t bytes = 0;
+            assert_pw_ok(pw_plan_workspace_size(plan, &bytes));
+            assert_pw_ok(pw_plan_workspace_views(plan, (void *)(uintptr_t)4096, bytes, NULL, &meta, NULL));
+            assert_int_equal(meta.union_capacity, 8 * kd[i]);
+            pw_plan_destroy(plan);
+            pw_plan_config_t kc = PW_PLAN_CONFIG_INIT;
+            kc.kernel = PW_KERNEL_PER_QUERY;
+            assert_pw_ok(pw_plan_create(&q, &kc, &plan));
+            assert_pw_ok(pw_plan_workspace_size(plan, &bytes));
+            /* per-query: only the padded rows (none when K = Kd) */
+            assert_int_equal(bytes, ks[i] == kd[i] ? 0 : align256((size_t)q.num_kv_heads * q.num_tokens * kd[i] * 4) + 255);
+            pw_plan_destroy(plan);
+            kc = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
+            kc.kernel = PW_KERNEL_UNION8;
+            assert_int_equal(pw_plan_create(&q, &kc, &plan), PW_ERROR_UNSUPPORTED);
+            assert_non_null(strstr(pw_last_error(), "Union8"));
+            kc = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
+            kc.regroup = i % 2 ? PW_REGROUP_GREEDY : PW_REGROUP_GUARDED;
+            assert_int_equal(pw_plan_create(&q, &kc, &plan), PW_ERROR_UNSUPPORTED);
+            assert_non_null(strstr(pw_last_error(), "regroup"));
+            kc.flags = PW_PLAN_CALLER_PERM;
+            assert_pw_ok(pw_plan_create(&q, &kc, &plan));
+            pw_plan_destroy(plan);
+            kc = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
+            kc.regroup = PW_REGROUP_IDENTITY;
+            assert_pw_ok(pw_plan_create(&q, &kc, &plan));
+            pw_plan_destroy(plan);
+        }
+    }
     /* K < 16: the plan pads the rows to 16 (one [Hkv, N, 16] int32 part more; everything
      * else as for K = 16), for every kernel, per-query included. */
     for (int k = 1; k <= 8; k += 7) {

@@ -171,14 +171,21 @@ int32_t naive_selection(const test_case_t *tc, int32_t h, int32_t row, int32_t *
 pw_capture_t *pw_test_random_attention_problem(pw_rng_t *rng, uint64_t qkv_seed, int hkv, int num_requests,
                                                int max_q, int max_prefix, int max_tail)
 {
+    return pw_test_random_attention_problem_k(rng, qkv_seed, hkv, num_requests, max_q, 0, max_prefix, max_tail, 16);
+}
+
+pw_capture_t *pw_test_random_attention_problem_k(pw_rng_t *rng, uint64_t qkv_seed, int hkv, int num_requests,
+                                                 int max_q, int min_prefix, int max_prefix, int max_tail, int topk)
+{
     pw_problem_t p = PW_PROBLEM_INIT;
     p.num_requests = num_requests;
     p.num_kv_heads = hkv;
+    p.topk = topk;
     int32_t qlen[64], prefix[64], kvlen[64];
     int64_t n = 0, max_pages = 0;
     for (int r = 0; r < num_requests; r++) {
         qlen[r] = r == 1 ? 1 : (int32_t)pw_rng_range(rng, 1, max_q);
-        prefix[r] = (int32_t)pw_rng_range(rng, 0, max_prefix);
+        prefix[r] = (int32_t)pw_rng_range(rng, min_prefix, max_prefix);
         kvlen[r] = prefix[r] + qlen[r] + (int32_t)pw_rng_range(rng, 0, max_tail); // L >= prefix + qlen
         n += qlen[r];
         const int64_t pages = (kvlen[r] + 127) / 128;
@@ -199,11 +206,11 @@ pw_capture_t *pw_test_random_attention_problem(pw_rng_t *rng, uint64_t qkv_seed,
     for (int h = 0; h < hkv; h++) {
         for (int r = 0; r < num_requests; r++) {
             for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
-                int32_t *row = c->topk_ids + ((int64_t)h * n + i) * 16;
+                int32_t *row = c->topk_ids + ((int64_t)h * n + i) * topk;
                 const int64_t cpos = prefix[r] + (i - c->cu_seqlens_q[r]);
                 const int64_t last = (cpos < kvlen[r] - 1 ? cpos : kvlen[r] - 1) / 128;
                 const int kind = (int)pw_rng_range(rng, 0, 19);
-                for (int k = 0; k < 16; k++) {
+                for (int k = 0; k < topk; k++) {
                     int32_t id = (int32_t)pw_rng_range(rng, 0, last);
                     const int64_t u = pw_rng_range(rng, 0, 99);
                     if (kind == 0) id = -1;                               // empty row

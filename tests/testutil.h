@@ -72,6 +72,10 @@ int32_t naive_selection(const test_case_t *tc, int32_t h, int32_t row, int32_t *
  * K = 16. */
 pw_capture_t *pw_test_random_attention_problem(pw_rng_t *rng, uint64_t qkv_seed, int hkv, int num_requests,
                                                int max_q, int max_prefix, int max_tail);
+/* The same with `topk` ids per row and prefixes of min_prefix..max_prefix tokens
+ * (pw_test_random_attention_problem: 16 and 0). */
+pw_capture_t *pw_test_random_attention_problem_k(pw_rng_t *rng, uint64_t qkv_seed, int hkv, int num_requests,
+                                                 int max_q, int min_prefix, int max_prefix, int max_tail, int topk);
 
 /* Fills c->page_table's first num_requests rows (max_pages_per_request columns each) with a
  * random permutation of the physical pages 0 .. num_cache_pages - 1 (Fisher-Yates from rng)

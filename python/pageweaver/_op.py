@@ -528,7 +528,10 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    e.g. vLLM's interleaved
                    [num_blocks, Hkv, 128, 2*D] cache as kv[..., :D] and kv[..., D:], read in
                    place (args.cache_layout); slots are then page * 128 + offset too.
-      topk_idx     [Hkv, N, K] int32 contiguous: logical page ids (any int32 value).
+      topk_idx     [Hkv, N, K] int32 contiguous: logical page ids (any int32 value). The GPU
+                   takes K up to 64 (padded with -1 to 16, 32 or 64); K > 16 runs the
+                   "union4" (default) and "per_query" kernels in identity order (the GPU
+                   regroup takes K <= 16: "auto" keeps identity, "greedy" / "guarded" raise).
       page_table   [R, max_pages] int32, rows may be strided: physical page per logical
                    page; kv_lens[r] <= max_pages * 128.
       cu_seqlens_q [R+1], kv_lens [R], prefix_lens [R] int32 contiguous: packed requests,
@@ -605,7 +608,7 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
 
     Errors: TypeError / ValueError naming the tensor (dtype, shape, device, strides);
     pageweaver.InvalidArgumentError (a ValueError) / UnsupportedError (a
-    NotImplementedError: e.g. G not 16 / 8 / 4, D != 128 or K > 16 on the GPU, a GPU other than
+    NotImplementedError: e.g. G not 16 / 8 / 4, D != 128 or K > 64 on the GPU, a GPU other than
     sm_90) / NoDeviceError / CudaError carrying the library's message.
     """
     ks, kv = _scale_arg("k_scale", k_scale)

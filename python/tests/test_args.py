@@ -127,7 +127,9 @@ def test_fp8x2_prepass_on_the_cpu(p):
 @pytest.mark.parametrize("g,d,k,kw,ok", [
     (16, 128, 16, {}, True), (8, 128, 16, {}, True), (4, 128, 5, {}, True),
     (16, 128, 16, {"kernel": "per_query"}, True),
-    (16, 64, 16, {}, False), (16, 128, 32, {}, False), (3, 128, 16, {}, False),
+    (16, 128, 32, {}, True), (16, 128, 40, {"kernel": "per_query"}, True), (8, 128, 64, {}, True),
+    (16, 128, 32, {"kernel": "union8"}, False), (16, 128, 65, {}, False),
+    (16, 64, 16, {}, False), (3, 128, 16, {}, False),
     (8, 128, 16, {"kernel": "union8"}, False), (16, 128, 16, {"precision": "exact"}, False),
 ])
 def test_check_gpu_support_on_the_cpu(g, d, k, kw, ok):
@@ -135,7 +137,7 @@ def test_check_gpu_support_on_the_cpu(g, d, k, kw, ok):
     sparse_prefill itself runs them all on the CPU reference."""
     p = random_problem(torch.Generator().manual_seed(11), hkv=2, g=g, d=d, k=min(k, 16))
     if k > 16:
-        p["topk_idx"] = torch.cat([p["topk_idx"]] * 2, dim=2)[:, :, :k].contiguous()
+        p["topk_idx"] = torch.cat([p["topk_idx"]] * 5, dim=2)[:, :, :k].contiguous()
     pageweaver.sparse_prefill(*op_args(p), precision="exact")  # the reference takes them all
     if ok:
         info = pageweaver.check_gpu_support(*op_args(p), **kw)

@@ -284,6 +284,31 @@ def test_topk_below_16_on_the_gpu(seed, k):
     assert torch.equal(bits(out), bits(call(q2))), f"seed {seed}: replay with new ids"
 
 
+@pytest.mark.parametrize("k,g", [(32, 16), (64, 16), (24, 8)])
+def test_topk_above_16_on_the_gpu(seed, k, g):
+    """Top-K 17..64 (padded to 32 or 64; Union4 and per-query, identity order: the GPU
+    regroup runs K <= 16): both precisions, both kernels the same bits, the emulating CPU
+    reference within its bound, a captured graph replays with new ids; Union8 and an
+    explicit regroup refuse, naming why."""
+    cpu, p = gpu_problem(seed, k=k, g=g, max_prefix=20000)
+    for precision in ("fp8", "fp8x2"):
+        info = pageweaver.check_gpu_support(*op_args(p), precision=precision)
+        assert info["regroup"] == "identity"
+        outs = [call(p, precision=precision, kernel=kernel, return_lse=True) for kernel in ("union4", "per_query")]
+        assert torch.equal(bits(outs[1][0]), bits(outs[0][0])) and torch.equal(outs[1][1], outs[0][1]), f"seed {seed}"
+        want = call(cpu, precision=precision)
+        err = nrms(outs[0][0].cpu(), want)
+        assert err < EMU_BOUND, f"seed {seed} K={k} {precision}: NRMS vs the emulating reference {err:.3e}"
+    with pytest.raises(NotImplementedError, match="Union8"):
+        call(p, kernel="union8")
+    with pytest.raises(NotImplementedError, match="regroup"):
+        call(p, regroup="guarded")
+    topk = p["topk_idx"].clone()
+    other_rows = torch.flip(p["topk_idx"], dims=[1])
+    out = replayed(dict(p, topk_idx=topk), lambda: topk.copy_(other_rows))
+    assert torch.equal(bits(out), bits(call(dict(p, topk_idx=topk.clone())))), f"seed {seed}: replay with new ids"
+
+
 def test_cuda_graph_replay_with_new_inputs_in_place(seed):
     cpu_a, a = gpu_problem(seed, bad_pages=False)
     gen = torch.Generator().manual_seed(seed + 1)

@@ -144,77 +144,97 @@ namespace pw {
  * pages and the member bits of this CTA's 4 slots (SLOTS = 8, half 0 and slot_mask 0xff:
  * the whole group, the dense tile of attention_dense.cuh). Pages whose physical id is
  * outside the cache are dropped (and counted). Every CTA of a cluster builds the same page
- * sequence. */
-template <int VARIANT, class Plan, int SLOTS = kSlotsPerCta>
+ * sequence. TOPK: the device's K (16, 32, 64; the lean kernel only above 16): the
+ * per-query row's stride, and the group rows' 8 K entries, read in passes of one entry per
+ * thread; the list keeps at most its capacity (4 K >= the pages of 4 queries, so only
+ * broken device metadata could reach it). */
+template <int VARIANT, class Plan, int SLOTS = kSlotsPerCta, int TOPK = kTopK>
 static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int kv_head,
                                        int64_t group, int half, int request, int32_t query_row,
                                        const int64_t (&limits)[SLOTS], int union_size,
                                        int32_t *page_vt = nullptr, uint32_t slot_mask = 0xFu)
 {
+    constexpr int kEntries = VARIANT == kPerQuery ? TOPK : kGroupSize * TOPK;
+    constexpr int kPasses = (kEntries + kThreads - 1) / kThreads;
+    constexpr int kCapacity = (int)(sizeof(sm.page_logical) / sizeof(sm.page_logical[0]));
+    static_assert(VARIANT != kPerQuery || TOPK <= kThreads, "per-query: one thread per Top-K id");
     const int64_t query_limit = limits[0]; // per-query: the query's last visible token
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    int32_t logical = -1;
-    uint32_t members = 0; // this CTA's 4 slot bits
-    if (VARIANT == kPerQuery) {
-        // The query's own Top-K row: valid ids (docs/semantics.md §1), distinct, ascending.
-        if (tid < kTopK) {
-            const int32_t *row = p.topk_ids + ((int64_t)kv_head * p.num_tokens + query_row) * kTopK;
-            const int32_t id = row[tid];
-            // query_limit < 0 (no visible token: broken device lengths) keeps nothing.
-            const bool valid = id >= 0 && query_limit >= 0 && (int64_t)id <= query_limit / kPageSize;
-            bool first = valid;
-            for (int k = 0; k < tid; k++) first = first && row[k] != id;
-            if (first) {
-                logical = id;
-                members = 1u;
+    int kept = 0; // kPasses > 1: entries kept by the earlier passes (CTA-uniform)
+#pragma unroll 1
+    for (int pass = 0; pass < kPasses; pass++) {
+        const int e = pass * kThreads + tid; // this thread's entry
+        int32_t logical = -1;
+        uint32_t members = 0; // this CTA's 4 slot bits
+        if (VARIANT == kPerQuery) {
+            // The query's own Top-K row: valid ids (docs/semantics.md §1), distinct, ascending.
+            if (tid < TOPK) {
+                const int32_t *row = p.topk_ids + ((int64_t)kv_head * p.num_tokens + query_row) * TOPK;
+                const int32_t id = row[tid];
+                // query_limit < 0 (no visible token: broken device lengths) keeps nothing.
+                const bool valid = id >= 0 && query_limit >= 0 && (int64_t)id <= query_limit / kPageSize;
+                bool first = valid;
+                for (int k = 0; k < tid; k++) first = first && row[k] != id;
+                if (first) {
+                    logical = id;
+                    members = 1u;
+                }
+            }
+        } else {
+            if (e < union_size && (kPasses == 1 || e < kEntries)) {
+                const int64_t base = ((int64_t)kv_head * p.max_groups + group) * p.union_capacity;
+                logical = p.union_pages[base + e];
+                members = (p.member_masks[base + e] >> (4 * half)) & slot_mask; // dev impl 12: 2 of the 4 slots
+                if (VARIANT == kUnion4 && members == 0) logical = -1; // Union4 skips its half's non-pages
             }
         }
-    } else {
-        if (tid < union_size) {
-            const int64_t base = ((int64_t)kv_head * p.max_groups + group) * p.union_capacity;
-            logical = p.union_pages[base + tid];
-            members = (p.member_masks[base + tid] >> (4 * half)) & slot_mask; // dev impl 12: 2 of the 4 slots
-            if (VARIANT == kUnion4 && members == 0) logical = -1; // Union4 skips its half's non-pages
+        int32_t physical = -1;
+        if (logical >= 0) {
+            // Page-table rows (and the pre-pass's V^T tiles) hold max_pages_per_request pages: a
+            // larger id needs kv_len > max_pages_per_request * P, broken device data; it is a bad
+            // page, and the table is not read past the row.
+            physical = (int64_t)logical < p.max_pages ? p.page_table[(int64_t)request * p.page_table_stride + logical] : -1;
+            if (physical < 0 || (int64_t)physical >= p.num_cache_pages) {
+                // Invalid physical page: never read, contributes nothing, counted once per
+                // (query, KV head, page) by the CTA that owns the query.
+                if (p.bad_page_count && members) atomicAdd(p.bad_page_count, (uint32_t)__popc(members));
+                logical = -1;
+            }
         }
-    }
-    int32_t physical = -1;
-    if (logical >= 0) {
-        // Page-table rows (and the pre-pass's V^T tiles) hold max_pages_per_request pages: a
-        // larger id needs kv_len > max_pages_per_request * P, broken device data; it is a bad
-        // page, and the table is not read past the row.
-        physical = (int64_t)logical < p.max_pages ? p.page_table[(int64_t)request * p.page_table_stride + logical] : -1;
-        if (physical < 0 || (int64_t)physical >= p.num_cache_pages) {
-            // Invalid physical page: never read, contributes nothing, counted once per
-            // (query, KV head, page) by the CTA that owns the query.
-            if (p.bad_page_count && members) atomicAdd(p.bad_page_count, (uint32_t)__popc(members));
-            logical = -1;
+        // The pre-pass's tile of the page (page_vt: the lean kernel on the pre-pass only).
+        int32_t vt = 0;
+        if (page_vt && logical >= 0) vt = p.vt_slots[vt_entry(kv_head, request, logical, p.num_requests, p.max_pages)];
+        // Order-preserving compaction of the kept entries.
+        const bool keep = logical >= 0;
+        const uint32_t ballot = __ballot_sync(0xffffffffu, keep);
+        if (kPasses > 1 && pass > 0) __syncthreads(); // every thread read the previous pass's counts
+        if (lane == 0) sm.warp_count[warp] = __popc(ballot);
+        __syncthreads();
+        int offset = kept;
+        for (int w = 0; w < warp; w++) offset += sm.warp_count[w];
+        if (keep) {
+            const int at = offset + __popc(ballot & ((1u << lane) - 1u));
+            if (kPasses == 1 || at < kCapacity) {
+                sm.page_logical[at] = logical;
+                sm.page_physical[at] = physical;
+                sm.page_members[at] = (uint8_t)members;
+                sm.page_vlim[at] = page_v_limit(members, limits, logical);
+                if (page_vt) page_vt[at] = vt;
+            }
         }
-    }
-    // The pre-pass's tile of the page (page_vt: the lean kernel on the pre-pass only).
-    int32_t vt = 0;
-    if (page_vt && logical >= 0) vt = p.vt_slots[vt_entry(kv_head, request, logical, p.num_requests, p.max_pages)];
-    // Order-preserving compaction of the kept entries.
-    const bool keep = logical >= 0;
-    const uint32_t ballot = __ballot_sync(0xffffffffu, keep);
-    if (lane == 0) sm.warp_count[warp] = __popc(ballot);
-    __syncthreads();
-    int offset = 0;
-    for (int w = 0; w < warp; w++) offset += sm.warp_count[w];
-    if (keep) {
-        const int at = offset + __popc(ballot & ((1u << lane) - 1u));
-        sm.page_logical[at] = logical;
-        sm.page_physical[at] = physical;
-        sm.page_members[at] = (uint8_t)members;
-        sm.page_vlim[at] = page_v_limit(members, limits, logical);
-        if (page_vt) page_vt[at] = vt;
-    }
-    if (tid == 0) {
-        int total = 0;
-        for (int w = 0; w < kThreads / 32; w++) total += sm.warp_count[w];
-        sm.num_pages = total;
+        if constexpr (kPasses == 1) {
+            if (tid == 0) {
+                int total = 0;
+                for (int w = 0; w < kThreads / 32; w++) total += sm.warp_count[w];
+                sm.num_pages = total;
+            }
+        } else {
+            for (int w = 0; w < kThreads / 32; w++) kept += sm.warp_count[w];
+            if (tid == 0 && pass == kPasses - 1) sm.num_pages = min(kept, kCapacity);
+        }
     }
     // For the per-query variant the kept ids are distinct but not yet sorted: sort the (at
-    // most 16) entries by rank after the barrier.
+    // most K) entries by rank after the barrier.
     __syncthreads();
     if (VARIANT == kPerQuery) {
         const int n = sm.num_pages;
@@ -736,18 +756,28 @@ pw_status_t launch_one_cta_kind(void (*kernel)(pw::AttentionParams), size_t smem
     return PW_SUCCESS;
 }
 
-/* Dev impl 9 ("lean", attention_lean.cuh) for G Q heads per KV head: Union4 and per-query,
- * three CTAs per SM; its TS form (two per SM) when the call has per-token scales. */
-template <int VARIANT, bool X2, bool PREVT, int G>
-pw_status_t launch_lean_g(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
+/* Dev impl 9 ("lean", attention_lean.cuh) for G Q heads per KV head and the device's K:
+ * Union4 and per-query, three CTAs per SM; its TS form (two per SM) when the call has
+ * per-token scales. */
+template <int VARIANT, bool X2, bool PREVT, int G, int TOPK>
+pw_status_t launch_lean_gk(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
     static std::atomic<uint64_t> configured{0}; // devices this kernel's attributes are set on
     static std::atomic<uint64_t> configured_ts{0};
     if (params.ts_k || params.ts_v)
-        return launch_one_cta_kind(pw::lean_attention_kernel<VARIANT, X2, PREVT, true, G>, pw::kSmemBytesLeanTs,
-                                   configured_ts, "lean, per-token scales", params, grid, stream);
-    return launch_one_cta_kind(pw::lean_attention_kernel<VARIANT, X2, PREVT, false, G>, pw::kSmemBytesLean,
+        return launch_one_cta_kind(pw::lean_attention_kernel<VARIANT, X2, PREVT, true, G, TOPK>,
+                                   pw::kSmemBytesLeanTsK<TOPK>, configured_ts, "lean, per-token scales", params,
+                                   grid, stream);
+    return launch_one_cta_kind(pw::lean_attention_kernel<VARIANT, X2, PREVT, false, G, TOPK>, pw::kSmemBytesLeanK<TOPK>,
                                configured, "lean", params, grid, stream);
+}
+
+template <int VARIANT, bool X2, bool PREVT, int G>
+pw_status_t launch_lean_g(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
+{
+    if (params.topk == 64) return launch_lean_gk<VARIANT, X2, PREVT, G, 64>(params, grid, stream);
+    if (params.topk == 32) return launch_lean_gk<VARIANT, X2, PREVT, G, 32>(params, grid, stream);
+    return launch_lean_gk<VARIANT, X2, PREVT, G, pw::kTopK>(params, grid, stream);
 }
 
 template <int VARIANT, bool X2, bool PREVT = false>
@@ -845,6 +875,17 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     PW_TRY(pw_check_gpu_attention_args(problem, args, kernel)); // src/attention_args.c
     const pw_token_scales_t token_scales = pw_args_token_scales(args);
     const bool padded_g = problem->q_heads_per_kv != pw::kHeadsPerKv;
+    if (problem->topk > pw::kTopK) {
+        // K = 32 and 64 run on the lean kernels only (impls 9 and 10, with a longer page
+        // list): the library's Union4 kernel (impl 6) hands such calls to impl 9, which gives
+        // the same bytes as impl 6 would (every kernel of one arithmetic does).
+        if (impl == pw::kImplIdleVtDev) impl = pw::kImplLeanDev;
+        else if (impl != pw::kImplLeanDev && impl != pw::kImplLeanPreVtDev)
+            return pw_fail(PW_ERROR_UNSUPPORTED,
+                           "K=%d: dev impl %d runs K = 16 only (the library's kernels and dev impls 9 and 10 run "
+                           "K = 32 and 64)",
+                           problem->topk, impl);
+    }
     if (impl == pw::kImplDense8Dev || impl == pw::kImplDense4Dev) {
         const int dense_g = impl == pw::kImplDense8Dev ? 8 : 4;
         if (problem->q_heads_per_kv != dense_g)
@@ -906,11 +947,11 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
                            grouping->group_size);
         if (!perm || !meta || !meta->num_groups || !meta->groups || !meta->union_pages || !meta->member_masks)
             return pw_fail(PW_ERROR_INVALID_ARGUMENT, "perm and every meta buffer must be given for the union kernels");
-        if (meta->union_capacity < pw::kMaxUnion || meta->max_groups < pw_max_groups(problem, grouping))
+        if (meta->union_capacity < pw::kGroupSize * problem->topk || meta->max_groups < pw_max_groups(problem, grouping))
             return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                           "meta capacities too small: union_capacity %d (need >= %d), max_groups %lld "
+                           "meta capacities too small: union_capacity %d (need >= 8 K = %d), max_groups %lld "
                            "(need >= %lld)",
-                           meta->union_capacity, pw::kMaxUnion, (long long)meta->max_groups,
+                           meta->union_capacity, pw::kGroupSize * problem->topk, (long long)meta->max_groups,
                            (long long)pw_max_groups(problem, grouping));
     }
     PW_TRY(pw_check_attention_device());
@@ -950,6 +991,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     params.bad_page_count = args->bad_page_count;
     params.max_pages = problem->max_pages_per_request;
     params.heads_per_kv = problem->q_heads_per_kv;
+    params.topk = problem->topk;
     {
         // The longest-first CTA order: the full call's first launch on the tiles (union
         // preparation filled it for the kernel it chose: halves for the lean kernel, groups

@@ -150,6 +150,7 @@ struct AttentionParams {
     const int32_t *sched_list;       // [kSchedClasses, sched_stride]
     int64_t sched_stride;
     int32_t group_window;            // the union groups' window W (0: runs of 8 from each request start)
+    int32_t topk;                    // the device's K: 16, or 32 / 64 on the lean kernels (lean_attention_kernel<..., TOPK>)
 };
 
 constexpr int kSchedClasses = PW_SCHED_CLASSES;

@@ -51,7 +51,10 @@ namespace pw {
 constexpr int kLeanCtasPerSm = 3;
 constexpr int kLeanMaxWidth = 4; // softmax row-max tree width (attention_common.cuh): 16 spilled O
 
-struct __align__(1024) SmemPlanLean {
+/* CAP: entries of the page list (kMaxUnion = 128 for K = 16; 4 K for K = 32 and 64: the
+ * pages of one 4-query half or one query). */
+template <int CAP>
+struct __align__(1024) SmemPlanLeanT {
     uint8_t k[kTileBytes];              // K of the current page [token][d], TMA 128B-swizzled
     uint8_t v[kTileBytes];              // V of the current page [token][d], TMA 128B-swizzled
     uint8_t vt[kTileBytes];             // V^T [d][position], 128B-swizzled
@@ -61,16 +64,21 @@ struct __align__(1024) SmemPlanLean {
     uint64_t v_full;                    // V of page i landed (phase i)
     uint32_t k_done;                    // arrivals of warps done with the K tile (4 per page)
     uint32_t v_done;                    // arrivals of warps done with the V tile (4 per page)
-    int32_t page_logical[kMaxUnion];    // the pages this CTA walks, ascending
-    int32_t page_physical[kMaxUnion];
-    uint8_t page_members[kMaxUnion];    // bit w: slot w selected the page
-    uint8_t page_vlim[kMaxUnion];       // last token of the page a member slot may see
-    int32_t page_vt[kMaxUnion];         // PREVT: the pre-pass's tile of each page (vt_slots)
+    int32_t page_logical[CAP];          // the pages this CTA walks, ascending
+    int32_t page_physical[CAP];
+    uint8_t page_members[CAP];          // bit w: slot w selected the page
+    uint8_t page_vlim[CAP];             // last token of the page a member slot may see
+    int32_t page_vt[CAP];               // PREVT: the pre-pass's tile of each page (vt_slots)
     float row_factor[kRows];
     int32_t warp_count[kThreads / 32];
     int32_t num_pages;
 };
+using SmemPlanLean = SmemPlanLeanT<kMaxUnion>; // K = 16 (and 32), the dense tiles
 constexpr size_t kSmemBytesLean = sizeof(SmemPlanLean) + 1024;
+/* The page list's capacity of the lean kernel for the device's K. */
+constexpr int lean_list_capacity(int topk) { return topk <= 16 ? kMaxUnion : 4 * topk; }
+template <int TOPK> constexpr size_t kSmemBytesLeanK = sizeof(SmemPlanLeanT<lean_list_capacity(TOPK)>) + 1024;
+static_assert(kLeanCtasPerSm * (kSmemBytesLeanK<64> + 1024) <= 228 * 1024, "lean K = 64: three CTAs per SM no longer fit");
 static_assert(offsetof(SmemPlanLean, vt) == offsetof(SmemPlanLean, v) + kTileBytes, "lean: the f16 V^T tile fills v and vt");
 // 228 KiB per SM, 1 KiB of it reserved per CTA.
 static_assert(kLeanCtasPerSm * (kSmemBytesLean + 1024) <= 228 * 1024, "lean: three CTAs per SM no longer fit");
@@ -78,11 +86,14 @@ static_assert(kLeanCtasPerSm * (kSmemBytesLean + 1024) <= 228 * 1024, "lean: thr
 /* TS (per-token scales): each warp's copy of the current page's K and V scales. Two CTAs
  * per SM: at 168 registers (three) ptxas spilled ~230 bytes per thread; unbounded it takes
  * ~230 registers. */
-struct __align__(1024) SmemPlanLeanTs : SmemPlanLean {
+template <int CAP>
+struct __align__(1024) SmemPlanLeanTsT : SmemPlanLeanT<CAP> {
     float scales[kThreads / 32][2][kPageSize];
 };
+using SmemPlanLeanTs = SmemPlanLeanTsT<kMaxUnion>;
 constexpr int kLeanTsCtasPerSm = 2;
 constexpr size_t kSmemBytesLeanTs = sizeof(SmemPlanLeanTs) + 1024;
+template <int TOPK> constexpr size_t kSmemBytesLeanTsK = sizeof(SmemPlanLeanTsT<lean_list_capacity(TOPK)>) + 1024;
 static_assert(kLeanTsCtasPerSm * (kSmemBytesLeanTs + 1024) <= 228 * 1024, "lean TS: two CTAs per SM no longer fit");
 
 /* Thread 0: the page ring's full barriers and done counters (L1-L3), published by the page
@@ -169,17 +180,23 @@ static __device__ __forceinline__ void lean_release(uint32_t *done, int next, in
  * G = 8 or 4 Q heads per KV head (the padded tile): each slot's 16 rows hold its G heads
  * and 16 - G zero rows, whose scores, softmax and PV run like any other row's and are never
  * stored (quantize_q<G>, store_rows<G>): everything per row stays as for G = 16, at 16 / G
- * times the useful tensor work. */
-template <int VARIANT, bool X2, bool PREVT = false, bool TS = false, int G = kHeadsPerKv>
+ * times the useful tensor work.
+ *
+ * TOPK = 32 or 64 (the device's K): the same kernel with a page list of 4 K entries
+ * (build_page_list reads the group's 8 K union entries in passes); the page loop does not
+ * depend on K. */
+template <int VARIANT, bool X2, bool PREVT = false, bool TS = false, int G = kHeadsPerKv, int TOPK = kTopK>
 __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPerSm)
     lean_attention_kernel(const __grid_constant__ AttentionParams p)
 {
     static_assert(VARIANT != kUnion8, "lean: Union4 and per-query only");
+    using Plan = SmemPlanLeanT<lean_list_capacity(TOPK)>;
     extern __shared__ uint8_t smem_raw[];
-    SmemPlanLean &sm = *reinterpret_cast<SmemPlanLean *>(
+    Plan &sm = *reinterpret_cast<Plan *>(
         (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
     // TS: this warp's scale buffer (the plan's extension; not touched otherwise).
-    float(&ts_buf)[2][kPageSize] = reinterpret_cast<SmemPlanLeanTs &>(sm).scales[threadIdx.x / 32];
+    float(&ts_buf)[2][kPageSize] =
+        reinterpret_cast<SmemPlanLeanTsT<lean_list_capacity(TOPK)> &>(sm).scales[threadIdx.x / 32];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
     CtaWork work;
@@ -190,8 +207,9 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
     const int kv_head = work.kv_head;
 
     lean_init_ring(sm);
-    build_page_list<VARIANT>(sm, p, kv_head, work.group, work.half, work.request, work.query_rows[0],
-                                    work.limits, work.union_size, PREVT ? sm.page_vt : nullptr); // ends with __syncthreads
+    build_page_list<VARIANT, Plan, kSlotsPerCta, TOPK>(sm, p, kv_head, work.group, work.half, work.request,
+                                                       work.query_rows[0], work.limits, work.union_size,
+                                                       PREVT ? sm.page_vt : nullptr); // ends with __syncthreads
     const int num_pages = sm.num_pages;
     const uint64_t keep_kv = createpolicy_evict_last();
     // PREVT: the pre-pass's V^T tile of page i of the list.

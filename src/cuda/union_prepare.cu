@@ -1,7 +1,8 @@
 /* union_prepare.cu — union preparation on sm_90 (docs/semantics.md §4.1, paper §4.1).
  *
  * One warp per group, 8 groups per CTA: the warp loads its members' Top-K rows (lane l:
- * ids 4*(l%4) .. 4*(l%4)+3 of member l/4, one 16-byte load), makes the keys page*8 + slot
+ * ids KPL*(l%4) .. KPL*(l%4)+KPL-1 of member l/4, KPL = 4 / 8 / 16 for K <= 16 / 32 / 64:
+ * 16-byte loads when K = 4 KPL), makes the keys page*8 + slot
  * of the ids in S_i, and union_group_emit (union_group.cuh: warp sort, ballots, shared
  * mask bytes, row stores) writes the group. The fused regroup kernel (regroup.cu) emits
  * its groups with the same function.
@@ -22,12 +23,10 @@
 namespace {
 
 using pw_dev::kFullMask;
-using pw_dev::kMaxTopk;
 
 constexpr int kGroupsPerCta = 8; /* one warp per group */
 constexpr int kThreads = 32 * kGroupsPerCta;
 using pw_dev::kNoKey;
-constexpr int kCandidates = pw_dev::kUnionCandidates; /* 128: 4 per lane */
 constexpr uint32_t kMaxPageId = pw_dev::kMaxUnionPageId; /* page * 8 + slot fits 32 bits */
 
 struct UnionParams {
@@ -54,10 +53,13 @@ struct UnionParams {
 };
 
 /* Appends work item `item` of `pages` pages to its size class's list (any order inside a
- * class: the outputs do not depend on the CTA order). */
+ * class: the outputs do not depend on the CTA order). Classes of K / 2 pages (8 for K <= 16,
+ * KPL = 4), so that 0..8 K pages spread over the 17 classes. */
+template <int KPL>
 static __device__ __forceinline__ void sched_append(const UnionParams &p, int32_t pages, int64_t item)
 {
-    const int c = min(pages >> 3, PW_SCHED_CLASSES - 1);
+    constexpr int kShift = KPL == 4 ? 3 : KPL == 8 ? 4 : 5;
+    const int c = min(pages >> kShift, PW_SCHED_CLASSES - 1);
     const uint32_t at = atomicAdd(p.sched_count + c, 1u);
     p.sched_list[(int64_t)c * p.sched_stride + at] = (int32_t)item;
 }
@@ -67,9 +69,10 @@ static __device__ __forceinline__ int32_t groups_of(const UnionParams &p, int32_
     return pw_dev::groups_of_request(p.cu_seqlens, r, p.num_tokens, p.window, p.group_size);
 }
 
-template <bool kVecIn, bool kVecOut>
-__global__ void __launch_bounds__(kThreads) union_prepare_kernel(const UnionParams p)
+template <int KPL, bool kVecIn, bool kVecOut>
+static __device__ __forceinline__ void union_prepare_body(const UnionParams &p)
 {
+    constexpr int kCandidates = 32 * KPL; /* 8 members x K */
     __shared__ int32_t s_warp_sum[kGroupsPerCta];
     __shared__ int32_t s_request[kGroupsPerCta], s_offset[kGroupsPerCta];
     __shared__ alignas(16) int32_t s_pages[kGroupsPerCta][kCandidates];
@@ -142,7 +145,9 @@ __global__ void __launch_bounds__(kThreads) union_prepare_kernel(const UnionPara
     const int32_t prefix = __ldg(p.prefix_lens + r), kv_len = __ldg(p.kv_lens + r);
 
     /* --- Candidates: key = page * 8 + slot for the ids of S_i, else kNoKey. */
-    uint32_t key[4] = {kNoKey, kNoKey, kNoKey, kNoKey};
+    uint32_t key[KPL];
+#pragma unroll
+    for (int k = 0; k < KPL; k++) key[k] = kNoKey;
     if (member < members) {
         const int32_t orig =
             slot_begin == guess_slot0
@@ -153,27 +158,30 @@ __global__ void __launch_bounds__(kThreads) union_prepare_kernel(const UnionPara
                 pw_dev::visible_page_count((int64_t)prefix + (orig - b), kv_len, p.page_size);
             visible = min(visible, kMaxPageId);
             const int32_t *row = p.topk_ids + ((int64_t)head * p.num_tokens + orig) * p.topk;
-            int32_t ids[4];
+            int32_t ids[KPL];
             if (kVecIn) {
-                const int4 v = __ldcs(reinterpret_cast<const int4 *>(row) + part);
-                ids[0] = v.x;
-                ids[1] = v.y;
-                ids[2] = v.z;
-                ids[3] = v.w;
+#pragma unroll
+                for (int c = 0; c < KPL / 4; c++) {
+                    const int4 v = __ldcs(reinterpret_cast<const int4 *>(row) + part * (KPL / 4) + c);
+                    ids[4 * c + 0] = v.x;
+                    ids[4 * c + 1] = v.y;
+                    ids[4 * c + 2] = v.z;
+                    ids[4 * c + 3] = v.w;
+                }
             } else {
 #pragma unroll
-                for (int k = 0; k < 4; k++)
-                    ids[k] = part * 4 + k < p.topk ? __ldcs(row + part * 4 + k) : -1;
+                for (int k = 0; k < KPL; k++)
+                    ids[k] = part * KPL + k < p.topk ? __ldcs(row + part * KPL + k) : -1;
             }
 #pragma unroll
-            for (int k = 0; k < 4; k++)
+            for (int k = 0; k < KPL; k++)
                 if ((uint32_t)ids[k] < visible) key[k] = ((uint32_t)ids[k] << 3) | (uint32_t)member;
         }
     }
     if (p.touched) { /* the V^T pre-pass's pages (vt_prepare.cu); plain byte stores, repeats agree */
         const int64_t row = ((int64_t)head * p.num_requests + r) * p.max_pages;
 #pragma unroll
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < KPL; k++)
             if (key[k] != kNoKey && (int64_t)(key[k] >> 3) < p.max_pages) p.touched[row + (key[k] >> 3)] = 1;
     }
     const int64_t at = (int64_t)head * p.max_groups + first_group + warp;
@@ -185,7 +193,8 @@ __global__ void __launch_bounds__(kThreads) union_prepare_kernel(const UnionPara
     out.slot_begin = slot_begin;
     out.request = r;
     out.members = members;
-    const pw_dev::UnionGroupSizes sizes = pw_dev::union_group_emit<kVecOut>(key, lane, s_pages[warp], s_masks[warp], out);
+    const pw_dev::UnionGroupSizes sizes =
+        pw_dev::union_group_emit<kVecOut, KPL>(key, lane, s_pages[warp], s_masks[warp], out);
     if (p.sched_count && lane == 0) {
         // Every item the attention kernel runs: each group (dense), each pair of groups
         // (dense G = 4: dense4_work's pairing), each half with a member (the lean kernel's
@@ -202,21 +211,51 @@ __global__ void __launch_bounds__(kThreads) union_prepare_kernel(const UnionPara
                 window_groups = (min(p.window, q - w0) + g - 1) / g;
             }
             if (index % 2 == 0 && index + 1 >= window_groups) {
-                sched_append(p, sizes.size, at); // a leader without a partner
+                sched_append<KPL>(p, sizes.size, at); // a leader without a partner
             } else {
                 // The pair's second warp to get here appends it, with the two union sizes'
-                // sum (an upper bound of the merged union; each size <= 8 K = 128).
+                // sum (an upper bound of the merged union; each size <= 8 K <= 512).
                 const int64_t leader = at - (index % 2);
                 const uint32_t first = atomicAdd(p.sched_pairs + leader, (uint32_t)sizes.size | 0x10000u);
-                if (first >> 16) sched_append(p, (int32_t)(first & 0xffffu) + sizes.size, leader);
+                if (first >> 16) sched_append<KPL>(p, (int32_t)(first & 0xffffu) + sizes.size, leader);
             }
         } else if (p.sched_dense) {
-            sched_append(p, sizes.size, at);
+            sched_append<KPL>(p, sizes.size, at);
         } else {
-            sched_append(p, sizes.half0, 2 * at);
-            if (members > 4) sched_append(p, sizes.half1, 2 * at + 1);
+            sched_append<KPL>(p, sizes.half0, 2 * at);
+            if (members > 4) sched_append<KPL>(p, sizes.half1, 2 * at + 1);
         }
     }
+}
+
+/* K <= 32 (4 or 8 keys per lane); K = 64 (16 per lane) with a minimum of one CTA per SM,
+ * without which ptxas held the kernel at 64 registers and spilled 16 bytes (95 with it). */
+template <int KPL, bool kVecIn, bool kVecOut>
+__global__ void __launch_bounds__(kThreads) union_prepare_kernel(const UnionParams p)
+{
+    union_prepare_body<KPL, kVecIn, kVecOut>(p);
+}
+
+template <bool kVecIn, bool kVecOut>
+__global__ void __launch_bounds__(kThreads, 1) union_prepare_kernel_k64(const UnionParams p)
+{
+    union_prepare_body<16, kVecIn, kVecOut>(p);
+}
+
+template <int KPL, bool kVecIn, bool kVecOut>
+void launch_union_prepare_kernel(const UnionParams &params, dim3 grid, cudaStream_t st)
+{
+    if constexpr (KPL == 16) union_prepare_kernel_k64<kVecIn, kVecOut><<<grid, kThreads, 0, st>>>(params);
+    else union_prepare_kernel<KPL, kVecIn, kVecOut><<<grid, kThreads, 0, st>>>(params);
+}
+
+template <int KPL>
+void launch_union_prepare(const UnionParams &params, bool vec_in, bool vec_out, dim3 grid, cudaStream_t st)
+{
+    if (vec_in && vec_out) launch_union_prepare_kernel<KPL, true, true>(params, grid, st);
+    else if (vec_in) launch_union_prepare_kernel<KPL, true, false>(params, grid, st);
+    else if (vec_out) launch_union_prepare_kernel<KPL, false, true>(params, grid, st);
+    else launch_union_prepare_kernel<KPL, false, false>(params, grid, st);
 }
 
 } // namespace
@@ -248,10 +287,10 @@ extern "C" pw_status_t pw_check_union_prepare_args(const pw_problem_t *problem,
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "meta.union_capacity is %d, < group_size %d * topk %d",
                        meta->union_capacity, grouping->group_size, problem->topk);
-    if (problem->topk > kMaxTopk)
+    if (problem->topk > pw_dev::kMaxUnionTopk)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "pw_union_prepare: topk is %d; the GPU supports 1..%d", problem->topk,
-                       kMaxTopk);
+                       pw_dev::kMaxUnionTopk);
     if ((uint32_t)problem->max_pages_per_request > kMaxPageId)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "pw_union_prepare: max_pages_per_request %d > 2^29",
@@ -321,7 +360,8 @@ extern "C" pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, con
                                    ? (bound + kGroupsPerCta - 1) / kGroupsPerCta
                                    : 1),
                     (unsigned)problem->num_kv_heads);
-    const bool vec_in = problem->topk == kMaxTopk && ((uintptr_t)topk_ids % 16u) == 0;
+    const int kpl = problem->topk <= 16 ? 4 : problem->topk <= 32 ? 8 : 16; /* keys per lane */
+    const bool vec_in = problem->topk == 4 * kpl && ((uintptr_t)topk_ids % 16u) == 0;
     const bool vec_out = meta->union_capacity % 4 == 0 &&
                          ((uintptr_t)meta->union_pages % 16u) == 0 &&
                          ((uintptr_t)meta->member_masks % 4u) == 0;
@@ -342,14 +382,9 @@ extern "C" pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, con
         if (e != cudaSuccess)
             return pw_fail(PW_ERROR_CUDA, "pw_union_prepare: clearing the schedule's counts: %s", cudaGetErrorString(e));
     }
-    if (vec_in && vec_out)
-        union_prepare_kernel<true, true><<<grid, kThreads, 0, st>>>(params);
-    else if (vec_in)
-        union_prepare_kernel<true, false><<<grid, kThreads, 0, st>>>(params);
-    else if (vec_out)
-        union_prepare_kernel<false, true><<<grid, kThreads, 0, st>>>(params);
-    else
-        union_prepare_kernel<false, false><<<grid, kThreads, 0, st>>>(params);
+    if (kpl == 4) launch_union_prepare<4>(params, vec_in, vec_out, grid, st);
+    else if (kpl == 8) launch_union_prepare<8>(params, vec_in, vec_out, grid, st);
+    else launch_union_prepare<16>(params, vec_in, vec_out, grid, st);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess)
         return pw_fail(PW_ERROR_CUDA, "pw_union_prepare: kernel launch failed: %s (%s)",
@@ -357,27 +392,29 @@ extern "C" pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, con
     return PW_SUCCESS;
 }
 
-/* Top-K rows of K < 16 ids padded to 16 with -1 (pw_sparse_prefill, for K < 16): every
- * later step reads 16 ids per row, and -1 is an ignored id (semantics §1), so the support
- * sets, the unions and the outputs are those of the K ids. */
-__global__ void pad_topk_kernel(const int32_t *src, int32_t k, int32_t *dst, int64_t rows)
+/* Top-K rows of K ids padded to the device's K (16, 32 or 64) with -1 (pw_sparse_prefill):
+ * every later step reads k_padded ids per row, and -1 is an ignored id (semantics §1), so
+ * the support sets, the unions and the outputs are those of the K ids. */
+__global__ void pad_topk_kernel(const int32_t *src, int32_t k, int32_t k_padded, int32_t *dst, int64_t rows)
 {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; // one output id
-    if (i >= rows * 16) return;
-    const int64_t row = i / 16;
-    const int32_t j = (int32_t)(i % 16);
+    if (i >= rows * k_padded) return;
+    const int64_t row = i / k_padded;
+    const int32_t j = (int32_t)(i % k_padded);
     dst[i] = j < k ? src[row * k + j] : -1;
 }
 
-extern "C" pw_status_t pw_pad_topk(const int32_t *topk_ids, int32_t k, int32_t *padded, int64_t rows,
-                                   pw_stream_t stream)
+extern "C" pw_status_t pw_pad_topk(const int32_t *topk_ids, int32_t k, int32_t k_padded, int32_t *padded,
+                                   int64_t rows, pw_stream_t stream)
 {
     if (rows <= 0) return PW_SUCCESS;
-    if (k < 1 || k > 16 || !topk_ids || !padded)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_pad_topk: k %d (1..16) or a NULL buffer", k);
-    const int64_t blocks = (rows * 16 + 255) / 256;
+    if (k < 1 || k >= k_padded || k_padded > pw_dev::kMaxUnionTopk || !topk_ids || !padded)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_pad_topk: k %d, k_padded %d (1 <= k < k_padded <= %d) or a NULL buffer",
+                       k, k_padded, pw_dev::kMaxUnionTopk);
+    if (rows > INT64_MAX / 64 - 256) return pw_fail(PW_ERROR_UNSUPPORTED, "Top-K padding: %lld rows", (long long)rows);
+    const int64_t blocks = (rows * k_padded + 255) / 256;
     if (blocks > 0x7fffffff) return pw_fail(PW_ERROR_UNSUPPORTED, "Top-K padding: %lld rows", (long long)rows);
-    pad_topk_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(topk_ids, k, padded, rows);
+    pad_topk_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(topk_ids, k, k_padded, padded, rows);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "Top-K padding launch: %s", cudaGetErrorString(e));
     return PW_SUCCESS;

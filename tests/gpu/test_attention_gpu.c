@@ -6,8 +6,8 @@
  * bytes). Skips (exit 77) without
  * an sm_90 GPU.
  *
- * Usage: test_attention_gpu [--seed N] [--captures DIR...]  (default dirs: captures,
- * .data/workloads). */
+ * Usage: test_attention_gpu [--seed N] [--captures DIR...] [--topk-only]  (default dirs:
+ * captures, .data/workloads; --topk-only: test_topk_wide alone). */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -1565,6 +1565,161 @@ static void test_topk_padded(void **state)
     pw_capture_free(c);
 }
 
+/* Top-K 32 and 64 (docs/semantics.md §1: any K; the GPU's lean kernels take K = 32 and 64
+ * with a page list of 4 K entries, read from the group's 8 K union entries in passes; the
+ * library's Union4 kernel hands such calls to them; Union8 and the other dev impls refuse).
+ * A random problem per K with prefixes of 60K-120K tokens, so that a group's union has more
+ * than 128 pages (the list is read in passes) and, at K = 64, a 4-query half walks more
+ * than 128 pages (the list's capacity is 4 K): both precisions,
+ * Union4 guarded W128 (the reference's regroup) against the emulating and exact references,
+ * identity / random / per-query and dev impls 9 and 10 bitwise equal (FP8X2's impl 10: P in
+ * f16, against the f16-P emulation), the full call with and without the V^T pre-pass and
+ * per-query; then rows whose last K/4 ids are -1 against the same rows given as K = 3K/4
+ * ids (the plan pads them to K): the same bits. */
+static void test_topk_wide(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x3264ull);
+    const int quick = getenv("PW_TEST_QUICK") != NULL;
+    const int ks[2] = {32, 64};
+    const pw_precision_t precisions[2] = {PW_PRECISION_FP8, PW_PRECISION_FP8X2};
+    for (int ki = 0; ki < 2; ki++) {
+        const int K = ks[ki], kept = 3 * K / 4, hkv = 2;
+        pw_capture_t *c = pw_test_random_attention_problem_k(&rng, g_seed ^ 0x5eedull, hkv, 3, quick ? 24 : 80,
+                                                             quick ? 0 : 60000, quick ? 4000 : 120000, 5, K);
+        pw_problem_t *p = &c->problem;
+        const int64_t n = p->num_tokens, hq = (int64_t)hkv * 16, elems = n * hq * 128;
+        float *emu = malloc(elems * 4), *emu_lse = malloc(n * hq * 4), *ex_lse = malloc(n * hq * 4);
+        double *ex = malloc(elems * 8);
+        float *l0 = malloc(n * hq * 4), *l = malloc(n * hq * 4), *l10 = malloc(n * hq * 4);
+        pw_bf16_t *o0 = malloc(elems * 2), *o = malloc(elems * 2), *o10 = malloc(elems * 2);
+        int32_t *perm = malloc(n * hkv * 4);
+        assert_non_null(perm);
+        device_problem_t d;
+        upload(c, &d);
+        for (int pr = 0; pr < 2; pr++) {
+            g_precision = precisions[pr];
+            const int x2 = pr == 1;
+            uint32_t bad_ref = 0;
+            reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad_ref);
+            reference(c, PW_REF_EXACT, PW_DTYPE_FLOAT64, ex, ex_lse, &bad_ref);
+            const int arms[4] = {4, 1, 3, 5};
+            for (int a = 0; a < 4; a++) {
+                pw_grouping_t g;
+                pw_kernel_t kernel = setup_arm(arms[a], c, &rng, perm, &g, &d);
+                if (kernel == PW_KERNEL_UNION8) kernel = PW_KERNEL_UNION4;
+                const uint32_t bad = run_kernel(c, &d, kernel, &g, a == 0 ? o0 : o, a == 0 ? l0 : l);
+                assert_int_equal(bad, bad_ref);
+                if (a > 0) {
+                    const int same = same_outputs(c, o, l, o0, l0);
+                    printf("  K=%d %s arm %d (%s): bitwise %s to Union4 W128\n", K, x2 ? "FP8X2" : "FP8", arms[a],
+                           kernel_name(kernel), same ? "equal" : "DIFFERENT");
+                    assert_true(same);
+                    continue;
+                }
+                /* The largest 4-query half union of the metadata (lists past 128 pages). */
+                const int64_t groups = hkv * d.meta.max_groups;
+                pw_group_desc_t *desc = malloc(groups * sizeof *desc);
+                assert_non_null(desc);
+                CUDA_OK(cudaMemcpy(desc, d.meta.groups, groups * sizeof *desc, cudaMemcpyDeviceToHost));
+                int32_t num_groups[2] = {0, 0};
+                CUDA_OK(cudaMemcpy(num_groups, d.meta.num_groups, hkv * 4, cudaMemcpyDeviceToHost));
+                int largest = 0, largest_group = 0;
+                for (int h = 0; h < hkv; h++)
+                    for (int64_t gi = 0; gi < num_groups[h]; gi++) {
+                        const pw_group_desc_t *gd = &desc[h * d.meta.max_groups + gi];
+                        if (gd->union_size > largest_group) largest_group = gd->union_size;
+                        for (int half = 0; half < 2; half++)
+                            if (gd->half_union_size[half] > largest) largest = gd->half_union_size[half];
+                    }
+                free(desc);
+                const compare_t ce = compare_rows(c, o0, l0, emu, 0, emu_lse, NULL);
+                const compare_t cx = compare_rows(c, o0, l0, ex, 1, ex_lse, NULL);
+                printf("topk K=%d %s: N=%lld Hkv=%d R=%d, largest union %d pages, half union %d: union4 W128 vs "
+                       "emulate NRMS %.3e lse %.2e | vs exact NRMS %.5f\n",
+                       K, x2 ? "FP8X2" : "FP8", (long long)n, hkv, p->num_requests, largest_group, largest, ce.nrms,
+                       ce.lse_max_abs, cx.nrms);
+                if (!quick) assert_true(largest_group > 128 && (K < 64 || largest > 128));
+                assert_int_equal(ce.nan, 0);
+                assert_int_equal(ce.empty_bad, 0);
+                assert_true(ce.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
+                assert_true(ce.lse_max_abs <= (x2 ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND));
+                assert_true(cx.nrms <= (x2 ? EXACT_X2_NRMS_BOUND : EXACT_NRMS_BOUND));
+                /* Dev impls 9 (lean) and 10 (lean on the V^T pre-pass) on the same grouping. */
+                run_kernel_impl(c, &d, kernel, 9, &g, o, l);
+                const int same9 = same_outputs(c, o, l, o0, l0);
+                printf("  K=%d %s dev impl 9: bitwise %s\n", K, x2 ? "FP8X2" : "FP8", same9 ? "equal" : "DIFFERENT");
+                assert_true(same9);
+                run_kernel_impl(c, &d, kernel, 10, &g, o10, l10);
+                if (x2) {
+                    check_f16_p(c, o10, l10, 1.0, "dev impl 10 (K > 16)");
+                } else {
+                    const int same10 = same_outputs(c, o10, l10, o0, l0);
+                    printf("  K=%d FP8 dev impl 10: bitwise %s\n", K, same10 ? "equal" : "DIFFERENT");
+                    assert_true(same10);
+                }
+                /* Union8 and the impls without a wide list refuse. */
+                const pw_attention_args_t args = device_args(c, &d);
+                assert_int_equal(pw_union_attention(p, &args, &g, d.perm, &d.meta, PW_KERNEL_UNION8, NULL),
+                                 PW_ERROR_UNSUPPORTED);
+                printf("  K=%d Union8: %s\n", K, pw_last_error());
+                assert_int_equal(pw_union_attention_dev(2, p, &args, &g, d.perm, &d.meta, PW_KERNEL_UNION4, NULL),
+                                 PW_ERROR_UNSUPPORTED);
+                printf("  K=%d dev impl 2: %s\n", K, pw_last_error());
+            }
+            /* The full call: identity order (the GPU regroup runs K <= 16), Union4 with and
+             * without the pre-pass, per-query. */
+            const pw_kernel_t kernels[3] = {PW_KERNEL_UNION4, PW_KERNEL_UNION4, PW_KERNEL_PER_QUERY};
+            const uint32_t flags[3] = {PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS, 0u};
+            for (int f = 0; f < 3; f++) {
+                full_call_run(c, &d, kernels[f], flags[f], o, l);
+                const int f16 = x2 && f == 0;
+                const int same = same_outputs(c, o, l, f16 ? o10 : o0, f16 ? l10 : l0);
+                printf("  K=%d %s full call %s%s: bitwise %s%s\n", K, x2 ? "FP8X2" : "FP8", kernel_name(kernels[f]),
+                       f == 0 ? " (V^T pre-pass)" : f == 1 ? " (no pre-pass)" : "", same ? "equal" : "DIFFERENT",
+                       f16 ? " to dev impl 10" : "");
+                assert_true(same);
+            }
+            /* Rows whose last K/4 ids are -1, as K ids and as K = 3K/4 ids (padded by the plan
+             * to K): the same bits. */
+            int32_t *wide = c->topk_ids;
+            int32_t *cut = malloc(hkv * n * K * 4), *narrow = malloc(hkv * n * kept * 4);
+            assert_non_null(cut);
+            assert_non_null(narrow);
+            for (int64_t r = 0; r < hkv * n; r++) {
+                memcpy(narrow + r * kept, wide + r * K, kept * 4);
+                memcpy(cut + r * K, wide + r * K, kept * 4);
+                for (int k = kept; k < K; k++) cut[r * K + k] = -1;
+            }
+            int32_t *topk_dev = d.topk;
+            d.topk = dev_copy(cut, hkv * n * K * 4);
+            c->topk_ids = cut;
+            full_call_run(c, &d, PW_KERNEL_UNION4, PW_PLAN_NO_VT_PREPASS, o10, l10);
+            cudaFree(d.topk);
+            d.topk = dev_copy(narrow, hkv * n * kept * 4);
+            c->topk_ids = narrow;
+            p->topk = kept;
+            full_call_run(c, &d, PW_KERNEL_UNION4, PW_PLAN_NO_VT_PREPASS, o, l);
+            const int same_padded = same_outputs(c, o, l, o10, l10);
+            printf("  K=%d %s given as K=%d (padded to %d): bitwise %s\n", K, x2 ? "FP8X2" : "FP8", kept, K,
+                   same_padded ? "equal" : "DIFFERENT");
+            assert_true(same_padded);
+            p->topk = K;
+            c->topk_ids = wide;
+            cudaFree(d.topk);
+            d.topk = topk_dev;
+            free(narrow);
+            free(cut);
+        }
+        g_precision = PW_PRECISION_FP8;
+        release(&d);
+        free(emu); free(emu_lse); free(ex); free(ex_lse); free(l0); free(l); free(l10); free(o0); free(o); free(o10);
+        free(perm);
+        pw_capture_free(c);
+    }
+}
+
 /* Per-token scales (args.token_scales, docs/semantics.md §4.5), both precisions, two layouts
  * ([Hkv, slots] and vLLM-like [slots, Hkv], two KV heads): K scales 2^U(-1,1), V scales
  * 2^U(-3,3) with some negative and some 0, pages whose V scales are all 0 or all subnormal,
@@ -1717,6 +1872,11 @@ int main(int argc, char **argv)
         return 77;
     }
     printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--topk-only") == 0) { /* scripts/gpu-check topk */
+            const struct CMUnitTest topk_tests[] = {cmocka_unit_test_setup(test_topk_wide, reset_globals)};
+            return cmocka_run_group_tests(topk_tests, NULL, NULL);
+        }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_precision_arguments, reset_globals),
         cmocka_unit_test_setup(test_cache_poison, reset_globals),
@@ -1727,6 +1887,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(test_cache_layout, reset_globals),
         cmocka_unit_test_setup(test_gqa_padded, reset_globals),
         cmocka_unit_test_setup(test_topk_padded, reset_globals),
+        cmocka_unit_test_setup(test_topk_wide, reset_globals),
         cmocka_unit_test_setup(test_captures, reset_globals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -410,6 +410,59 @@ static void check_case(const host_case_t *hc, int misalign, int thorough)
     release(&dc);
 }
 
+/* Top-K wider than 16 (K 17..64; the GPU regroup runs K <= 16, union preparation any K up
+ * to 64): union preparation of host permutations (identity, a random bijection inside each
+ * request, the reference's guarded W128 g = 4 regroup: the default plan's Union4 objective)
+ * on the GPU equals the reference byte for byte; windows 128 / 0 / 64 / 5 and g = 8 / 3;
+ * the GPU regroup refuses GREEDY / GUARDED and runs IDENTITY. */
+static void check_wide_case(const host_case_t *hc, int misalign, int thorough)
+{
+    const pw_problem_t *p = &hc->problem;
+    const size_t n_perm = (size_t)p->num_kv_heads * (size_t)p->num_tokens;
+    dev_case_t dc;
+    upload(hc, &dc, misalign);
+    int32_t *perms[3];
+    for (int i = 0; i < 3; i++) {
+        perms[i] = malloc(n_perm * 4 + 4);
+        assert_non_null(perms[i]);
+    }
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ (uint64_t)p->num_tokens ^ ((uint64_t)p->topk << 40));
+    other_perms(hc, &rng, perms[0], perms[1]);
+    const pw_requests_t rq = host_requests(hc);
+    pw_grouping_t greedy = PW_GROUPING_INIT;
+    greedy.group_size = 4;
+    assert_pw_ok(pw_ref_regroup(p, hc->ids, &rq, &greedy, perms[2]));
+    for (int i = 0; i < 3; i++) {
+        int32_t *perm_dev = dev_copy(perms[i], n_perm * 4);
+        const int32_t windows[4] = {128, 0, 64, 5};
+        for (int w = 0; w < (thorough ? 4 : 1); w++) {
+            pw_grouping_t g = PW_GROUPING_INIT;
+            g.window = windows[w];
+            g.group_size = w == 3 ? 3 : 8;
+            check_union(hc, &dc, &g, perms[i], perm_dev, w == 2 ? 3 : 0, NULL);
+        }
+        CUDA_OK(cudaFree(perm_dev));
+    }
+    /* The GPU regroup: K > 16 only in identity order. */
+    int32_t *perm_dev = dev_alloc(n_perm * 4 + 4);
+    pw_grouping_t g = PW_GROUPING_INIT;
+    assert_int_equal(pw_regroup(p, dc.ids, &dc.requests, &g, perm_dev, NULL, 0, (pw_stream_t)g_stream),
+                     PW_ERROR_UNSUPPORTED);
+    assert_non_null(strstr(pw_last_error(), "topk"));
+    g.mode = PW_REGROUP_IDENTITY;
+    assert_pw_ok(pw_regroup(p, dc.ids, &dc.requests, &g, perm_dev, NULL, 0, (pw_stream_t)g_stream));
+    int32_t *got = malloc(n_perm * 4 + 4);
+    assert_non_null(got);
+    CUDA_OK(cudaMemcpyAsync(got, perm_dev, n_perm * 4, cudaMemcpyDeviceToHost, g_stream));
+    CUDA_OK(cudaStreamSynchronize(g_stream));
+    assert_same_bytes(perms[0], got, n_perm * 4, "identity perm", hc->name);
+    free(got);
+    CUDA_OK(cudaFree(perm_dev));
+    for (int i = 0; i < 3; i++) free(perms[i]);
+    release(&dc);
+}
+
 /* ---- problem generators ------------------------------------------------------------------ */
 
 enum case_kind {
@@ -495,6 +548,33 @@ static void make_case(host_case_t *hc, pw_rng_t *rng, int32_t num_requests, cons
     }
     snprintf(hc->name, sizeof hc->name, "%s (N=%d R=%d Hkv=%d K=%d P=%d)", name, p.num_tokens,
              num_requests, hkv, topk, page_size);
+}
+
+/* Top-K 17..64: union preparation on the GPU == the reference (check_wide_case) on every
+ * kind of row, several requests, contexts up to ~70K tokens; the widths between the
+ * device's (24, 40) run the scalar-load path, 32 and 64 the vector one (and misaligned). */
+static void test_wide_topk(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x61deull);
+    const int32_t ks[6] = {32, 64, 24, 40, 17, 64};
+    for (int iter = 0; iter < 6; iter++) {
+        const enum case_kind kind = (enum case_kind)(iter % 4);
+        const int32_t num_requests = (int32_t)pw_rng_range(&rng, 1, 4);
+        int32_t qlens[4], prefixes[4];
+        for (int32_t r = 0; r < num_requests; r++) {
+            qlens[r] = r == 1 ? 1 : (int32_t)pw_rng_range(&rng, 10, 700);
+            prefixes[r] = (int32_t)pw_rng_range(&rng, 0, 70000);
+        }
+        host_case_t hc;
+        make_case(&hc, &rng, num_requests, qlens, prefixes, (int32_t)pw_rng_range(&rng, 1, 3), ks[iter], 128, kind,
+                  "wide Top-K");
+        printf("%s kind %d\n", hc.name, (int)kind);
+        check_wide_case(&hc, iter == 5, iter < 2);
+        printf("  union preparation == reference (identity, shuffled, reference regroup)\n");
+        free_case(&hc);
+    }
 }
 
 /* ---- tests --------------------------------------------------------------------------------- */
@@ -808,11 +888,6 @@ static void test_captures(void **state)
         for (int k = 0; k < count; k++) {
             pw_capture_t *c = NULL;
             assert_pw_ok(pw_capture_read(names[k], 0, &c));
-            if (c->problem.topk > 16) {
-                printf("%s: skipped (K=%d > 16 has no GPU path)\n", names[k], c->problem.topk);
-                pw_capture_free(c);
-                continue;
-            }
             host_case_t hc;
             memset(&hc, 0, sizeof hc);
             hc.problem = c->problem;
@@ -821,6 +896,14 @@ static void test_captures(void **state)
             hc.kv = c->kv_lens;
             hc.ids = c->topk_ids;
             snprintf(hc.name, sizeof hc.name, "%.120s", names[k]);
+            if (c->problem.topk > 16) { /* no GPU regroup: union preparation of host perms */
+                check_wide_case(&hc, 0, 0);
+                printf("capture %s: K=%d: union preparation == reference (the GPU regroup runs K <= 16)\n",
+                       names[k], c->problem.topk);
+                pw_capture_free(c);
+                found++;
+                continue;
+            }
             dev_case_t dc;
             upload(&hc, &dc, 0);
             const size_t n_perm = (size_t)hc.problem.num_kv_heads * (size_t)hc.problem.num_tokens;
@@ -1026,6 +1109,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_random_problems), cmocka_unit_test(test_long_contexts),
         cmocka_unit_test(test_path_bounds),     cmocka_unit_test(test_broken_device_data),
         cmocka_unit_test(test_graph_capture),   cmocka_unit_test(test_captures),
+        cmocka_unit_test(test_wide_topk),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     cudaStreamDestroy(g_stream);
