@@ -346,7 +346,7 @@ static void bench_variants(const char *path, int replays)
     bench_problem_t b;
     setup(c, 1, &b);
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    enum { NUM_VARIANTS = 6 };
+    enum { NUM_VARIANTS = 7 };
     /* prep[v]: the prep-only variant of the same kernel and path, or -1 (v is prep only). */
     static const struct {
         const char *name;
@@ -354,6 +354,7 @@ static void bench_variants(const char *path, int replays)
     } variants[NUM_VARIANTS] = {
         {"v3 redux (library)", 2},  {"v3 shuffle argmin", 2}, {"v3 prep only", -1},
         {"v3 hash path forced", 5}, {"v3 match_any ORs", 2},  {"v3 hash forced prep", -1},
+        {"wide-K kernel", -2}, /* -2: no prep-only twin, perm checked */
     };
     const size_t n_perm = (size_t)b.problem.num_tokens;
     int32_t *got = malloc(n_perm * 4 + 4), *ref = malloc(n_perm * 4 + 4);
@@ -376,7 +377,7 @@ static void bench_variants(const char *path, int replays)
             const int same = memcmp(got, ref, n_perm * 4) == 0;
             printf("dev %-30.30s W%-4d variant %d %-22s %8.2f us (p10 %.2f, p90 %.2f)%s\n", base, w,
                    v, variants[v].name, cold.median, cold.p10, cold.p90,
-                   variants[v].prep < 0 ? ""
+                   variants[v].prep == -1 ? ""
                    : same               ? "  perm == reference"
                                         : "  perm DIFFERS from the reference");
         }
@@ -406,12 +407,50 @@ static void bench_variants(const char *path, int replays)
     pw_capture_free(c);
 }
 
+/* K > 16 (the library's regroup runs K <= 16): the wide-Top-K kernel (dev variant 6, not
+ * used by the plan yet) in greedy and guarded mode, each permutation checked against the
+ * reference, and union preparation of the guarded W128 permutation. */
+static void bench_wide_capture(const pw_capture_t *c, const char *path, int32_t hkv, int replays)
+{
+    bench_problem_t b;
+    setup(c, hkv, &b);
+    b.variant = 6;
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const size_t n_perm = (size_t)hkv * (size_t)b.problem.num_tokens;
+    int32_t *got = malloc(n_perm * 4 + 4), *ref = malloc(n_perm * 4 + 4);
+    const pw_regroup_mode_t modes[4] = {PW_REGROUP_GREEDY, PW_REGROUP_GUARDED, PW_REGROUP_GREEDY, PW_REGROUP_GUARDED};
+    const int32_t windows[4] = {64, 64, 128, 128};
+    for (int i = 0; i < 4; i++) {
+        pw_grouping_t g = PW_GROUPING_INIT;
+        g.mode = modes[i];
+        g.window = windows[i];
+        const timing_t cold = time_config(&b, REGROUP, &g, b.num_copies, replays);
+        enqueue(&b, REGROUP, &g, 1, 1);
+        CK(cudaMemcpyAsync(got, b.copies[0].perm, n_perm * 4, cudaMemcpyDeviceToHost, b.stream));
+        CK(cudaStreamSynchronize(b.stream));
+        PK(pw_ref_regroup(&b.problem, b.host_ids, &b.host_requests, &g, ref));
+        printf("%-36.36s %4d %-16s %4d %4d | %8.2f %8.2f %8.2f | K=%d dev variant 6%s\n", base, hkv,
+               modes[i] == PW_REGROUP_GREEDY ? "regroup greedy" : "regroup guarded", windows[i], b.num_copies,
+               cold.median, cold.p10, cold.p90, b.problem.topk,
+               memcmp(got, ref, n_perm * 4) == 0 ? ", perm == reference" : ", perm DIFFERS from the reference");
+    }
+    pw_grouping_t g128 = PW_GROUPING_INIT;
+    enqueue(&b, REGROUP, &g128, b.num_copies, b.num_copies);
+    CK(cudaStreamSynchronize(b.stream));
+    const timing_t up = time_config(&b, UNION_PREPARE, &g128, b.num_copies, replays);
+    printf("%-36.36s %4d %-16s %4d %4d | %8.2f %8.2f %8.2f | K=%d\n", base, hkv, "union prepare", 128, b.num_copies,
+           up.median, up.p10, up.p90, b.problem.topk);
+    free(got);
+    free(ref);
+    teardown(&b);
+}
+
 static void bench_capture(const char *path, int32_t hkv, int replays)
 {
     pw_capture_t *c = NULL;
     PK(pw_capture_read(path, 0, &c));
     if (c->problem.topk > 16) {
-        printf("%s: skipped (K=%d > 16)\n", path, c->problem.topk);
+        bench_wide_capture(c, path, hkv, replays);
         pw_capture_free(c);
         return;
     }

@@ -802,7 +802,7 @@ __global__ void identity_perm_kernel(int32_t *perm, int32_t num_tokens)
 
 pw_status_t check_regroup_args(const pw_problem_t *problem, const int32_t *topk_ids,
                                const pw_requests_t *requests, const pw_grouping_t *grouping,
-                               const int32_t *perm)
+                               const int32_t *perm, int32_t max_topk = kMaxTopk)
 {
     PW_TRY(pw_problem_check(problem, NULL));
     PW_TRY(pw_check_grouping(grouping));
@@ -825,9 +825,9 @@ pw_status_t check_regroup_args(const pw_problem_t *problem, const int32_t *topk_
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "pw_regroup: grouping.window is %d; the GPU regroup supports 64 and 128",
                        grouping->window);
-    if (problem->topk > kMaxTopk)
+    if (problem->topk > max_topk)
         return pw_fail(PW_ERROR_UNSUPPORTED, "pw_regroup: topk is %d; the GPU supports 1..%d",
-                       problem->topk, kMaxTopk);
+                       problem->topk, max_topk);
     const int32_t g = grouping->group_size;
     if (grouping->mode == PW_REGROUP_GUARDED && g != 1 && g != 2 && g != 4 && g != 8)
         return pw_fail(PW_ERROR_UNSUPPORTED,
@@ -843,7 +843,8 @@ enum {
     kDevHashForced = 3,    /* v3 with the hash path whatever max_pages_per_request */
     kDevMatch = 4,         /* v3, __match_any_sync mask ORs on the direct path */
     kDevHashPrepOnly = 5,  /* v3 hash path, no greedy loop */
-    kDevLast = kDevHashPrepOnly
+    kDevWide = 6,          /* regroup_wide.cu: K up to 64 (not run on a GPU yet) */
+    kDevLast = kDevWide
 };
 
 template <int W, int kArgmin, bool kMatch, bool kFused = false>
@@ -937,11 +938,13 @@ extern "C" pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *p
     if (variant < kDevLibrary || variant > kDevLast)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_regroup_dev_variant: variant %d (0..%d)",
                        variant, (int)kDevLast);
-    PW_TRY(check_regroup_args(problem, topk_ids, requests, grouping, perm));
+    PW_TRY(check_regroup_args(problem, topk_ids, requests, grouping, perm, variant == kDevWide ? 64 : kMaxTopk));
     if (problem->num_tokens == 0) return PW_SUCCESS;
     /* No GPU: PW_ERROR_NO_DEVICE as every device entry point, not a launch error. */
     PW_TRY(pw_check_attention_device());
     cudaStream_t st = (cudaStream_t)stream;
+    if (variant == kDevWide && grouping->mode != PW_REGROUP_IDENTITY)
+        return pw_regroup_wide(problem, topk_ids, requests, grouping, perm, stream);
     if (grouping->mode == PW_REGROUP_IDENTITY) {
         const int32_t threads = 256;
         int32_t blocks = (problem->num_tokens + threads - 1) / threads;

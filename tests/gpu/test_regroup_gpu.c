@@ -275,10 +275,10 @@ static void check_regroup(const host_case_t *hc, const dev_case_t *dc,
     CUDA_OK(cudaStreamSynchronize(g_stream));
     assert_same_bytes(perm_host, got, bytes, "perm", name);
     /* The same through the kernel's other mask paths: hash set forced (dev variant 3),
-     * match_any ORs (4). */
-    const int variants[2] = {3, 4};
+     * match_any ORs (4), and the wide-Top-K kernel (6, which takes any K <= 64). */
+    const int variants[3] = {3, 4, 6};
     int32_t *perm_var = dev_alloc(bytes);
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < 3; v++) {
         char what[64];
         snprintf(what, sizeof what, "perm (dev variant %d)", variants[v]);
         CUDA_OK(cudaMemsetAsync(perm_var, POISON, bytes, g_stream));
@@ -414,7 +414,8 @@ static void check_case(const host_case_t *hc, int misalign, int thorough)
  * to 64): union preparation of host permutations (identity, a random bijection inside each
  * request, the reference's guarded W128 g = 4 regroup: the default plan's Union4 objective)
  * on the GPU equals the reference byte for byte; windows 128 / 0 / 64 / 5 and g = 8 / 3;
- * the GPU regroup refuses GREEDY / GUARDED and runs IDENTITY. */
+ * the wide-Top-K regroup kernel (dev variant 6) equals pw_ref_regroup; the library's GPU
+ * regroup refuses GREEDY / GUARDED and runs IDENTITY. */
 static void check_wide_case(const host_case_t *hc, int misalign, int thorough)
 {
     const pw_problem_t *p = &hc->problem;
@@ -443,6 +444,34 @@ static void check_wide_case(const host_case_t *hc, int misalign, int thorough)
             check_union(hc, &dc, &g, perms[i], perm_dev, w == 2 ? 3 : 0, NULL);
         }
         CUDA_OK(cudaFree(perm_dev));
+    }
+    /* The wide-Top-K regroup kernel (dev variant 6, not used by the plan yet) == the
+     * reference, byte for byte, in poisoned buffers. */
+    {
+        const struct { pw_regroup_mode_t mode; int32_t window, g; } runs[4] = {
+            {PW_REGROUP_GREEDY, 128, 8}, {PW_REGROUP_GUARDED, 128, 4}, {PW_REGROUP_GREEDY, 64, 3},
+            {PW_REGROUP_GUARDED, 64, 8}};
+        int32_t *want = malloc(n_perm * 4 + 4), *got = malloc(n_perm * 4 + 4);
+        int32_t *perm_var = dev_alloc(n_perm * 4 + 4);
+        assert_non_null(want);
+        assert_non_null(got);
+        for (int r = 0; r < (thorough ? 4 : 2); r++) {
+            pw_grouping_t gw = PW_GROUPING_INIT;
+            gw.mode = runs[r].mode;
+            gw.window = runs[r].window;
+            gw.group_size = runs[r].g;
+            assert_pw_ok(pw_ref_regroup(p, hc->ids, &rq, &gw, want));
+            CUDA_OK(cudaMemsetAsync(perm_var, POISON, n_perm * 4, g_stream));
+            assert_pw_ok(pw_regroup_dev_variant(6, p, dc.ids, &dc.requests, &gw, perm_var, (pw_stream_t)g_stream));
+            CUDA_OK(cudaMemcpyAsync(got, perm_var, n_perm * 4, cudaMemcpyDeviceToHost, g_stream));
+            CUDA_OK(cudaStreamSynchronize(g_stream));
+            char what[96];
+            snprintf(what, sizeof what, "perm (dev variant 6, mode %d W=%d g=%d)", (int)gw.mode, gw.window, gw.group_size);
+            assert_same_bytes(want, got, n_perm * 4, what, hc->name);
+        }
+        CUDA_OK(cudaFree(perm_var));
+        free(want);
+        free(got);
     }
     /* The GPU regroup: K > 16 only in identity order. */
     int32_t *perm_dev = dev_alloc(n_perm * 4 + 4);

@@ -1,0 +1,308 @@
+/* regroup_wide.cu — Algorithm 1 (paper §3.1, docs/semantics.md §3) on sm_90 for Top-K rows
+ * of up to 64 ids: pw_regroup_dev_variant 6 (regroup_dev.h). A first, simple kernel for
+ * K > 16, where the library's kernel (regroup.cu, v3: 16-position masks and M rows) stops.
+ * NOT used by pw_sparse_prefill: written on 2026-12-02 (eleventh session) after the device
+ * time was spent, compiled but not run on a GPU yet; tests/gpu/test_regroup_gpu.c checks it
+ * byte for byte against pw_ref_regroup (test_wide_topk) the first time it runs.
+ *
+ * One CTA per (window, KV head) as v3 (N/W + R CTAs per KV head, request r owning CTAs
+ * cu[r]/W + r onwards; thread 0 finds the request by a binary search), one thread per query:
+ *  1. S_j: the row's ids that are visible (docs/semantics.md §1) and first in the row; a
+ *     shared-memory hash set (2 W K slots, linear probing) gives each distinct page a slot,
+ *     and each thread keeps its pages' slots in registers (16 bits each).
+ *  2. Guarded mode: the identity grouping's union visits, one warp per group, each member's
+ *     pages against a per-slot stamp (the group's number).
+ *  3. The greedy loop with every thread: the seed is the smallest unassigned id; each member
+ *     step, each unassigned query counts its pages whose slot does not carry the group's
+ *     stamp (K shared loads), a block minimum of (count << 8 | j) picks the winner, whose
+ *     thread stamps its slots. Two block barriers per step: ~K loads + ~200 clocks, so
+ *     ~30 us a W128 window at K = 64 (estimate; v3 takes ~77 ns a step at K = 16).
+ * Output: perm[h*N + row0 + s] = row0 + order[s] (identity order when guarded mode keeps it).
+ * Broken device data (cu_seqlens out of range) make a CTA exit without writing; nothing is
+ * read or written outside the buffers. */
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pageweaver.h"
+#include "pw_internal.h"
+#include "regroup_common.cuh"
+#include "regroup_dev.h"
+
+namespace {
+
+using pw_dev::kFullMask;
+
+constexpr int32_t kEmptyKey = -1;
+
+struct WideParams {
+    const int32_t *topk_ids;    /* [Hkv, N, topk] */
+    const int32_t *cu_seqlens;  /* [R+1] */
+    const int32_t *prefix_lens; /* [R] */
+    const int32_t *kv_lens;     /* [R] */
+    int32_t *perm;              /* [Hkv, N], written */
+    int32_t num_tokens, num_requests, topk, page_size, group_size, guarded;
+};
+
+/* Shared memory of one window (dynamic): the hash set's keys and stamps (2 W K slots), then
+ * one union bitmap over the slots per warp (guarded mode's identity visits). */
+template <int W, int K> struct WideTile {
+    static constexpr int kSlots = 2 * W * K; /* a power of two: W and K are */
+    static constexpr int kLog2Slots = W == 128 ? (K == 64 ? 14 : 13) : (K == 64 ? 13 : 12);
+    static constexpr size_t kKeyBytes = (size_t)kSlots * 4u;
+    static constexpr size_t kStampBytes = (size_t)kSlots; /* one uint8 per slot */
+    static constexpr int kBitmapWords = kSlots / 32;
+    static constexpr size_t kBytes = kKeyBytes + kStampBytes + (size_t)(W / 32) * kBitmapWords * 4u;
+};
+static_assert((1 << WideTile<128, 64>::kLog2Slots) == WideTile<128, 64>::kSlots, "slots W128 K64");
+static_assert((1 << WideTile<128, 32>::kLog2Slots) == WideTile<128, 32>::kSlots, "slots W128 K32");
+static_assert((1 << WideTile<64, 64>::kLog2Slots) == WideTile<64, 64>::kSlots, "slots W64 K64");
+static_assert((1 << WideTile<64, 32>::kLog2Slots) == WideTile<64, 32>::kSlots, "slots W64 K32");
+static_assert(WideTile<128, 64>::kSlots < 0xffff, "slot numbers fit 16 bits, 0xffff free");
+constexpr uint32_t kNoSlot = 0xffffu;
+
+template <int W, int K> static __device__ __forceinline__ uint32_t wide_hash(int32_t page)
+{
+    return ((uint32_t)page * 0x9E3779B1u) >> (32 - WideTile<W, K>::kLog2Slots);
+}
+
+/* Block minimum of v (every thread of the W-thread block calls it; one barrier). The caller
+ * places another barrier before the next call (s_min is rewritten there). */
+template <int W> static __device__ __forceinline__ uint32_t block_min(uint32_t v, uint32_t *s_min)
+{
+    const uint32_t r = __reduce_min_sync(kFullMask, v);
+    if ((threadIdx.x & 31) == 0) s_min[threadIdx.x >> 5] = r;
+    __syncthreads();
+    uint32_t m = s_min[0];
+#pragma unroll
+    for (int w = 1; w < W / 32; w++) m = min(m, s_min[w]);
+    return m;
+}
+
+/* Position i's slot (16 bits each, two per register; kNoSlot: not in S_j). */
+template <int K> static __device__ __forceinline__ uint32_t slot_at(const uint32_t (&sl)[K / 2], int i)
+{
+    return (sl[i / 2] >> (16 * (i & 1))) & 0xffffu;
+}
+
+/* |S_j \ U| for the group stamped gid, from this thread's slots. */
+template <int K>
+static __device__ __forceinline__ uint32_t fresh_pages(const uint32_t (&sl)[K / 2], const uint8_t *stamp, uint8_t gid)
+{
+    uint32_t cost = 0;
+#pragma unroll
+    for (int i = 0; i < K; i++) {
+        const uint32_t s = slot_at<K>(sl, i);
+        if (s != kNoSlot) cost += stamp[s] != gid;
+    }
+    return cost;
+}
+
+/* U := U + S_j (this thread's slots) for the group stamped gid. */
+template <int K> static __device__ __forceinline__ void stamp_pages(const uint32_t (&sl)[K / 2], uint8_t *stamp, uint8_t gid)
+{
+#pragma unroll
+    for (int i = 0; i < K; i++) {
+        const uint32_t s = slot_at<K>(sl, i);
+        if (s != kNoSlot) stamp[s] = gid;
+    }
+}
+
+template <int W, int K>
+__global__ void __launch_bounds__(W) regroup_wide_kernel(const WideParams p)
+{
+    using T = WideTile<W, K>;
+    extern __shared__ __align__(16) unsigned char dyn[];
+    int32_t *const keys = reinterpret_cast<int32_t *>(dyn);
+    uint8_t *const stamp = dyn + T::kKeyBytes;
+    __shared__ int32_t s_ok, s_row0, s_n, s_kv_len;
+    __shared__ int64_t s_causal0;
+    __shared__ uint8_t s_order[W];
+    __shared__ uint32_t s_min[W / 32];
+    __shared__ uint32_t s_seed_size;
+    __shared__ uint32_t s_identity_visits;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int32_t head = (int32_t)blockIdx.y, t = (int32_t)blockIdx.x;
+
+    for (int x = tid; x < T::kSlots; x += W) {
+        keys[x] = kEmptyKey;
+        stamp[x] = 0;
+    }
+    if (tid == 0) {
+        /* The last request r with cu[r] / W + r <= t (strictly increasing in r for a valid
+         * cu_seqlens), then this CTA's window in it. */
+        int32_t lo = 0, hi = p.num_requests - 1, found = -1;
+        while (lo <= hi) {
+            const int32_t mid = lo + (hi - lo) / 2;
+            const int32_t b = __ldg(p.cu_seqlens + mid);
+            if (b >= 0 && (int64_t)(b / W) + mid <= (int64_t)t) {
+                found = mid;
+                lo = mid + 1;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        s_ok = 0;
+        s_identity_visits = 0;
+        if (found >= 0) {
+            const int32_t b = __ldg(p.cu_seqlens + found), e = __ldg(p.cu_seqlens + found + 1);
+            if (b >= 0 && e >= b && e <= p.num_tokens) {
+                const int32_t k = t - (b / W + found);
+                const int32_t windows = (e - b) / W + ((e - b) % W != 0);
+                if (k >= 0 && k < windows) {
+                    s_row0 = b + k * W;
+                    s_n = min(W, e - s_row0);
+                    s_causal0 = (int64_t)__ldg(p.prefix_lens + found) + (int64_t)k * W;
+                    s_kv_len = __ldg(p.kv_lens + found);
+                    s_ok = 1;
+                }
+            }
+        }
+    }
+    __syncthreads();
+    if (!s_ok) return; /* block-uniform */
+    const int32_t row0 = s_row0, n = s_n;
+
+    /* --- 1. S_j (visible, first in the row) and each page's slot, by position. */
+    uint32_t sl[K / 2];
+#pragma unroll
+    for (int i = 0; i < K / 2; i++) sl[i] = 0xffffffffu; /* kNoSlot in both halves */
+    uint32_t size = 0; /* |S_j| */
+    if (tid < n) {
+        const uint32_t visible = pw_dev::visible_page_count(s_causal0 + tid, s_kv_len, p.page_size);
+        const int32_t *row = p.topk_ids + ((int64_t)head * p.num_tokens + row0 + tid) * p.topk;
+        int32_t ids[K];
+#pragma unroll
+        for (int i = 0; i < K; i++) {
+            const int32_t id = i < p.topk ? __ldcs(row + i) : -1;
+            ids[i] = (uint32_t)id < visible ? id : -1;
+        }
+#pragma unroll
+        for (int i = 1; i < K; i++) {
+            bool repeat = false;
+#pragma unroll
+            for (int k = 0; k < i; k++) repeat |= ids[i] == ids[k];
+            if (repeat) ids[i] = -1;
+        }
+#pragma unroll
+        for (int i = 0; i < K; i++) {
+            if (ids[i] < 0) continue;
+            uint32_t s = wide_hash<W, K>(ids[i]);
+            int32_t key = atomicCAS(&keys[s], kEmptyKey, ids[i]);
+            while (key != kEmptyKey && key != ids[i]) { /* linear probing; <= W K keys in 2 W K slots */
+                s = (s + 1u) & (uint32_t)(T::kSlots - 1);
+                key = atomicCAS(&keys[s], kEmptyKey, ids[i]);
+            }
+            sl[i / 2] = (sl[i / 2] & ~(0xffffu << (16 * (i & 1)))) | (s << (16 * (i & 1)));
+            size++;
+        }
+    }
+    __syncthreads(); /* every page has its slot; the stamps are clear */
+
+    /* --- 2. Guarded mode: the identity grouping's union visits. Guarded g is 1, 2, 4 or 8,
+     * so each group of g consecutive queries lies in one warp: the warp ORs its members'
+     * slots into its union bitmap, a group at a time, and counts the bits it set. */
+    const int32_t g = p.group_size;
+    if (p.guarded) {
+        uint32_t *const bitmap = reinterpret_cast<uint32_t *>(dyn + T::kKeyBytes + T::kStampBytes) +
+                                 (size_t)warp * T::kBitmapWords;
+        uint32_t visits = 0;
+        for (int32_t gl = 0; gl < 32 / g; gl++) { /* warp-uniform */
+            for (int x = lane; x < T::kBitmapWords; x += 32) bitmap[x] = 0u;
+            __syncwarp();
+            if (lane / g == gl) {
+#pragma unroll
+                for (int i = 0; i < K; i++) {
+                    const uint32_t s = slot_at<K>(sl, i);
+                    if (s == kNoSlot) continue;
+                    const uint32_t bit = 1u << (s & 31u);
+                    visits += (atomicOr(&bitmap[s >> 5], bit) & bit) == 0u;
+                }
+            }
+            __syncwarp();
+        }
+        visits = __reduce_add_sync(kFullMask, visits);
+        if (lane == 0 && visits) atomicAdd(&s_identity_visits, visits);
+    }
+
+    /* --- 3. Algorithm 1: groups of g slots, stamps 1, 2, ... per group (<= W groups). */
+    bool assigned = tid >= n;
+    uint32_t greedy_visits = 0; /* the same in every thread (block-wide values) */
+    int32_t s = 0;
+    uint8_t gid = 0;
+    while (s < n) { /* block-uniform */
+        gid++;
+        /* The seed: the smallest unassigned id; U = S_seed. */
+        const uint32_t seed = block_min<W>(assigned ? 0xffffffffu : (uint32_t)tid, s_min);
+        if ((uint32_t)tid == seed) {
+            stamp_pages<K>(sl, stamp, gid);
+            assigned = true;
+            s_order[s] = (uint8_t)tid;
+            s_seed_size = size;
+        }
+        __syncthreads();
+        greedy_visits += s_seed_size;
+        s++;
+        for (int m = 1; m < g && s < n; m++) { /* block-uniform */
+            const uint32_t cost = assigned ? 0u : fresh_pages<K>(sl, stamp, gid);
+            const uint32_t win = block_min<W>(assigned ? 0xffffffffu : (cost << 8) | (uint32_t)tid, s_min);
+            greedy_visits += win >> 8;
+            if ((uint32_t)tid == (win & 0xffu)) {
+                stamp_pages<K>(sl, stamp, gid);
+                assigned = true;
+                s_order[s] = (uint8_t)tid;
+            }
+            __syncthreads(); /* the stamps and s_min are read before the next step writes them */
+            s++;
+        }
+    }
+    const bool keep_greedy = !p.guarded || greedy_visits < s_identity_visits;
+    int32_t *out = p.perm + (int64_t)head * p.num_tokens + row0;
+    for (int32_t x = tid; x < n; x += W) out[x] = row0 + (keep_greedy ? (int32_t)s_order[x] : x);
+}
+
+template <int W, int K>
+pw_status_t launch_wide(const WideParams &params, int32_t num_kv_heads, cudaStream_t stream)
+{
+    void (*kernel)(WideParams) = regroup_wide_kernel<W, K>;
+    const size_t smem = WideTile<W, K>::kBytes;
+    cudaError_t e = cudaFuncSetAttribute((const void *)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess)
+        return pw_fail(PW_ERROR_CUDA, "regroup (wide Top-K): cudaFuncSetAttribute (%zu bytes): %s", smem,
+                       cudaGetErrorString(e));
+    const dim3 grid((unsigned)(params.num_tokens / W + params.num_requests), (unsigned)num_kv_heads);
+    kernel<<<grid, W, smem, stream>>>(params);
+    e = cudaGetLastError();
+    if (e != cudaSuccess)
+        return pw_fail(PW_ERROR_CUDA, "regroup (wide Top-K): kernel launch failed: %s", cudaGetErrorString(e));
+    return PW_SUCCESS;
+}
+
+} // namespace
+
+/* pw_regroup_dev_variant 6 (regroup.cu checks the arguments as for pw_regroup, except K up
+ * to 64; GREEDY / GUARDED only, N > 0, a device present). */
+extern "C" pw_status_t pw_regroup_wide(const pw_problem_t *problem, const int32_t *topk_ids,
+                                       const pw_requests_t *requests, const pw_grouping_t *grouping,
+                                       int32_t *perm, pw_stream_t stream)
+{
+    if (problem->topk > 64)
+        return pw_fail(PW_ERROR_UNSUPPORTED, "regroup (wide Top-K): topk is %d; 1..64", problem->topk);
+    WideParams params;
+    params.topk_ids = topk_ids;
+    params.cu_seqlens = requests->cu_seqlens_q;
+    params.prefix_lens = requests->prefix_lens;
+    params.kv_lens = requests->kv_lens;
+    params.perm = perm;
+    params.num_tokens = problem->num_tokens;
+    params.num_requests = problem->num_requests;
+    params.topk = problem->topk;
+    params.page_size = problem->page_size;
+    params.group_size = grouping->group_size;
+    params.guarded = grouping->mode == PW_REGROUP_GUARDED;
+    cudaStream_t st = (cudaStream_t)stream;
+    const int h = problem->num_kv_heads;
+    if (grouping->window == 64)
+        return problem->topk <= 32 ? launch_wide<64, 32>(params, h, st) : launch_wide<64, 64>(params, h, st);
+    return problem->topk <= 32 ? launch_wide<128, 32>(params, h, st) : launch_wide<128, 64>(params, h, st);
+}
