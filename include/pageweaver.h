@@ -200,7 +200,8 @@ typedef struct pw_group_desc {
  * reference, device for the GPU kernel; the capacities below size them. */
 typedef struct pw_union_meta {
     int64_t max_groups;        /* capacity per KV head (pw_max_groups) */
-    int32_t union_capacity;    /* pages per group list: g * K (128 on the fast path) */
+    int32_t union_capacity;    /* pages per group list: g * K (128 on the fast path; a plan's
+                                  8 x Kd: 128, 256 or 512, pw_plan_workspace_views) */
     int32_t *num_groups;       /* [Hkv] groups actually written per KV head */
     pw_group_desc_t *groups;   /* [Hkv, max_groups] */
     int32_t *union_pages;      /* [Hkv, max_groups, union_capacity] logical page ids,
@@ -606,7 +607,8 @@ enum {
     /* PW_KERNEL_UNION4 only: always (VT_PREPASS) or never (NO_VT_PREPASS) run the V^T
      * pre-pass and the lean attention kernel, instead of the plan's rule. The rule has a
      * host half and a device half. Host: the pre-pass when N >= 4096 (1,024-query chunks
-     * measured 10-16% slower with it) and R x max_pages_per_request <= 4 x N x K (each
+     * measured 10-16% slower with it) and R x max_pages_per_request <= 4 x N x K (K: the
+     * caller's Top-K, before padding; each
      * call clears and scans one byte per page-table entry and KV head; an engine's
      * 8,192-column table qualifies from 2,048 queries per request on), the scan's grid
      * fits (Hkv x ceil(R x max_pages / 256) <= 2^31 - 1), and, when the table has more
@@ -614,7 +616,7 @@ enum {
      * launches cost ~10 us: +2.4-3.0% at 4,096 queries over 256K / 1M tokens). Device, per
      * call and KV head: the
      * KV head runs on the pre-pass's tiles when its unions touch at most C = min(R x
-     * max_pages_per_request, N x K / 64, the tile limit) pages (each page selected 64
+     * max_pages_per_request, N x K / 64 (the caller's K), the tile limit) pages (each page selected 64
      * times on average: pages read by only a few CTAs made the pre-pass 16% slower, e.g.
      * 4,096 queries over a 1M-token context; bench/NOTES.md v8), else on the attention
      * kernel that transposes V itself, launched after the first (its CTAs of the other
@@ -636,8 +638,8 @@ enum {
      * A/B benchmarks; `pageweaver bench` times both); a G = 8 or 4 plan with the V^T
      * pre-pass does so without it (its dense tile walks 8-query unions, or pairs of them).
      * Outputs are bitwise the
-     * same either way; only the speed differs. Ignored by the other kernels and with
-     * PW_PLAN_CALLER_PERM. */
+     * same either way; only the speed differs. Ignored by the other kernels, with
+     * PW_PLAN_CALLER_PERM and for K > 16 (no regroup in the call). */
     PW_PLAN_REGROUP_GROUPS_OF_8 = 1u << 3
 };
 
@@ -678,8 +680,10 @@ typedef struct pw_plan_config {
  *            the device to Kd = 16, 32 or 64 ids (the smallest >= K; one [Hkv, N, Kd]
  *            int32 part of the workspace unless K = Kd). K > 16 runs Union4 (the default)
  *            or per-query, without the in-call regroup (the GPU regroup takes K <= 16):
- *            PW_REGROUP_AUTO keeps identity order (pw_plan_info says so), GREEDY and
- *            GUARDED are refused; PW_PLAN_CALLER_PERM takes a permutation of any K (e.g.
+ *            PW_REGROUP_AUTO keeps identity order (pw_plan_info says so), a Union4 plan
+ *            refuses GREEDY and GUARDED (per-query ignores the mode, as for any K), and
+ *            config.window is not restricted to 64 / 128 (it only cuts the union groups);
+ *            PW_PLAN_CALLER_PERM takes a permutation of any K (e.g.
  *            pw_ref_regroup's). At G = 8 / 4, K > 16 runs the padded tile (the dense
  *            tiles hold K <= 16).
  *   config:  NULL for the defaults (PW_PLAN_CONFIG_INIT).
@@ -697,7 +701,8 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
 
 /* Device workspace bytes one pw_sparse_prefill needs: the permutation [Hkv, N] int32
  * (none with PW_PLAN_CALLER_PERM), the union metadata of pw_union_meta_t for
- * pw_max_groups() groups of 8 x K pages ([Hkv] + [Hkv, groups] x (32 + 8K*4 + 8K) bytes),
+ * pw_max_groups() groups of 8 x Kd pages ([Hkv] + [Hkv, groups] x (32 + 8Kd*4 + 8Kd) bytes;
+ * Kd = 16, 32 or 64, the padded K of pw_plan_create),
  * pw_regroup_workspace_size(), and when a PW_KERNEL_UNION4 plan runs the V^T pre-pass
  * (PW_PLAN_VT_PREPASS, or the rule there) its parts: 5 bytes per (KV head, request, page of
  * the page table row), C tiles of 32 KiB + 8 bytes per KV head (C: PW_PLAN_VT_PREPASS) and

@@ -199,7 +199,7 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
                        g, problem->head_dim, problem->page_size, k);
     if (k > 16 && kernel == PW_KERNEL_UNION8)
         return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "K=%d: the Union8 kernel runs K <= 16 only (PW_KERNEL_UNION4, the default, and "
+                       "K=%d: the Union8 kernel runs K = 16 only (PW_KERNEL_UNION4, the default, and "
                        "PW_KERNEL_PER_QUERY run K = 32 and 64)",
                        k);
     if (g != 16 && kernel == PW_KERNEL_UNION8)

@@ -55,7 +55,7 @@
 #define PW_PLAN_UNION4_REGROUP_SIZE 4 /* Union4's regroup objective: 4-query unions (C_4) */
 
 enum {
-    PART_TOPK16, PART_PERM, PART_NUM_GROUPS, PART_GROUPS, PART_UNION_PAGES, PART_MASKS, PART_REGROUP, PART_VT_TOUCHED,
+    PART_TOPK_PADDED, PART_PERM, PART_NUM_GROUPS, PART_GROUPS, PART_UNION_PAGES, PART_MASKS, PART_REGROUP, PART_VT_TOUCHED,
     PART_VT_SLOTS, PART_VT_LIST, PART_VT_COUNT, PART_VT_TILES, PART_SCHED, NUM_PARTS
 };
 #define PW_PLAN_CONFIG_V1_SIZE offsetof(pw_plan_config_t, vt_max_pages) /* before vt_max_pages */
@@ -157,10 +157,6 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "config: PW_PLAN_CALLER_PERM with PW_KERNEL_PER_QUERY (it uses no permutation)");
     if (c->window < 0) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.window is %d (< 0)", c->window);
-    if (!caller_perm && c->regroup != PW_REGROUP_IDENTITY && c->kernel != PW_KERNEL_PER_QUERY &&
-        c->window != 64 && c->window != 128)
-        return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "config.window is %d; the in-call regroup supports 64 and 128", c->window);
     const int g = p->q_heads_per_kv;
     if ((g != 16 && g != 8 && g != 4) || p->head_dim != 128 || p->page_size != 128 || p->topk < 1 || p->topk > 64)
         return pw_fail(PW_ERROR_UNSUPPORTED,
@@ -169,22 +165,28 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
                        g, p->head_dim, p->page_size, p->topk);
     if (p->topk > 16 && c->kernel == PW_KERNEL_UNION8)
         return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "K=%d: the Union8 kernel runs K <= 16 only (PW_KERNEL_UNION4, the default, and "
+                       "K=%d: the Union8 kernel runs K = 16 (and K < 16, padded) only (PW_KERNEL_UNION4, the default, and "
                        "PW_KERNEL_PER_QUERY run K up to 64)",
                        p->topk);
-    if (p->topk > 16 && !caller_perm && c->kernel != PW_KERNEL_PER_QUERY &&
-        (c->regroup == PW_REGROUP_GREEDY || c->regroup == PW_REGROUP_GUARDED))
-        return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "K=%d with config.regroup %d: the GPU regroup runs K <= 16 (use PW_REGROUP_AUTO, the "
-                       "default, which keeps identity order for K > 16; PW_REGROUP_IDENTITY; or "
-                       "PW_PLAN_CALLER_PERM with a permutation of your own, e.g. pw_ref_regroup's)",
-                       p->topk, (int)c->regroup);
     if (g != 16 && c->kernel == PW_KERNEL_UNION8)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "G=%d Q heads per KV head: the Union8 kernel runs G=16 only (PW_KERNEL_UNION4, the "
                        "default, and PW_KERNEL_PER_QUERY run G=8 and 4: a padded tile, or on Union4's V^T "
                        "pre-pass a dense tile)",
                        g);
+    if (p->topk > 16 && !caller_perm && c->kernel == PW_KERNEL_UNION4 &&
+        (c->regroup == PW_REGROUP_GREEDY || c->regroup == PW_REGROUP_GUARDED))
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "K=%d with config.regroup %s: the GPU regroup runs K <= 16 (use PW_REGROUP_AUTO, the "
+                       "default, which keeps identity order for K > 16 -- Python: regroup=\"auto\" or "
+                       "\"identity\" --, or PW_PLAN_CALLER_PERM with a permutation of your own, e.g. "
+                       "pw_ref_regroup's)",
+                       p->topk, c->regroup == PW_REGROUP_GREEDY ? "PW_REGROUP_GREEDY" : "PW_REGROUP_GUARDED");
+    /* K > 16: no regroup runs in the call, so the window only cuts the union groups. */
+    if (!caller_perm && c->regroup != PW_REGROUP_IDENTITY && c->kernel != PW_KERNEL_PER_QUERY && p->topk <= 16 &&
+        c->window != 64 && c->window != 128)
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "config.window is %d; the in-call regroup supports 64 and 128", c->window);
     if (p->num_kv_heads > 65535)
         return pw_fail(PW_ERROR_UNSUPPORTED, "num_kv_heads %d > 65535", p->num_kv_heads);
     /* Limits of the device steps, checked here so that a plan that is accepted never fails
@@ -215,7 +217,7 @@ static pw_status_t layout(pw_plan_t *plan)
     const int64_t hkv = p->num_kv_heads, mg = plan->max_groups, cap = plan->union_capacity;
     int ok = 1;
     if (p->num_tokens == 0) return PW_SUCCESS; /* nothing is enqueued: no workspace (NULL and 0) */
-    if (plan->given_topk != p->topk) plan->part_bytes[PART_TOPK16] = mul_add(hkv * p->topk * 4, p->num_tokens, &ok);
+    if (plan->given_topk != p->topk) plan->part_bytes[PART_TOPK_PADDED] = mul_add(hkv * p->topk * 4, p->num_tokens, &ok);
     if (plan->config.kernel == PW_KERNEL_PER_QUERY) goto place;
     if (!caller_perm) {
         plan->part_bytes[PART_PERM] = mul_add(hkv * 4, p->num_tokens, &ok);
@@ -468,11 +470,11 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
         /* K not 16, 32 or 64: the rows padded to Kd ids with -1 (ignored ids) in the
          * workspace; every step below reads those. A copy of the caller's struct, its
          * struct_size kept. */
-        int32_t *topk16 = (int32_t *)(void *)parts[PART_TOPK16];
-        PW_TRY(pw_pad_topk(args->topk_ids, plan->given_topk, p->topk, topk16,
+        int32_t *topk_padded = (int32_t *)(void *)parts[PART_TOPK_PADDED];
+        PW_TRY(pw_pad_topk(args->topk_ids, plan->given_topk, p->topk, topk_padded,
                            (int64_t)p->num_kv_heads * p->num_tokens, stream));
         memcpy(&padded, args, args->struct_size < sizeof padded ? args->struct_size : sizeof padded);
-        padded.topk_ids = topk16;
+        padded.topk_ids = topk_padded;
         args = &padded;
     }
     if (plan->config.kernel == PW_KERNEL_PER_QUERY)

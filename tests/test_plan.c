@@ -398,6 +398,43 @@ static void test_create_errors(void **state)
             kc.regroup = PW_REGROUP_IDENTITY;
             assert_pw_ok(pw_plan_create(&q, &kc, &plan));
             pw_plan_destroy(plan);
+            /* Per-query ignores the regroup mode, for any K. */
+            kc = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
+            kc.kernel = PW_KERNEL_PER_QUERY;
+            kc.regroup = PW_REGROUP_GREEDY;
+            assert_pw_ok(pw_plan_create(&q, &kc, &plan));
+            pw_plan_destroy(plan);
+            /* No regroup runs: any window cuts the union groups (K = 16 keeps 64 / 128). */
+            kc = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
+            kc.window = i % 2 ? 0 : 32;
+            assert_pw_ok(pw_plan_create(&q, &kc, &plan));
+            pw_grouping_t grouping;
+            assert_pw_ok(pw_plan_workspace_views(plan, (void *)(uintptr_t)4096, SIZE_MAX, NULL, NULL, &grouping));
+            assert_int_equal(grouping.window, kc.window);
+            pw_plan_destroy(plan);
+            pw_problem_t q16 = q;
+            q16.topk = 16;
+            assert_int_equal(pw_plan_create(&q16, &kc, &plan), PW_ERROR_UNSUPPORTED);
+            assert_non_null(strstr(pw_last_error(), "window"));
+            /* G = 8 / 4 with the V^T pre-pass: the padded tile (the dense tiles hold K <= 16). */
+            for (int gq = 4; gq <= 8; gq += 4) {
+                pw_problem_t qg = q;
+                qg.q_heads_per_kv = gq;
+                kc = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
+                kc.flags = PW_PLAN_VT_PREPASS;
+                assert_pw_ok(pw_plan_create(&qg, &kc, &plan));
+                pw_plan_info_t gi = PW_PLAN_INFO_INIT;
+                assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &gi));
+                assert_int_equal(gi.vt_prepass, 1);
+                assert_int_equal(gi.dense_tile, 0);
+                assert_int_equal(gi.regroup, PW_REGROUP_IDENTITY);
+                pw_plan_destroy(plan);
+                qg.topk = 16; /* the dense tile at K = 16 */
+                assert_pw_ok(pw_plan_create(&qg, &kc, &plan));
+                assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &gi));
+                assert_int_equal(gi.dense_tile, 1);
+                pw_plan_destroy(plan);
+            }
         }
     }
     /* K < 16: the plan pads the rows to 16 (one [Hkv, N, 16] int32 part more; everything

@@ -309,6 +309,29 @@ def test_topk_above_16_on_the_gpu(seed, k, g):
     assert torch.equal(bits(out), bits(call(dict(p, topk_idx=topk.clone())))), f"seed {seed}: replay with new ids"
 
 
+@pytest.mark.parametrize("k,g", [(32, 16), (64, 4)])
+def test_topk_above_16_with_sinks_and_token_scales(seed, k, g):
+    """Top-K 32 / 64 with attention sinks and per-token K / V scales (the lean kernels' TS
+    form with the long page list), both precisions: the emulating CPU reference within its
+    bound, per_query the same bits as union4."""
+    cpu, p = gpu_problem(seed, k=k, g=g, max_prefix=20000)
+    hq = p["q"].shape[1]
+    gen = torch.Generator().manual_seed(seed + 23)
+    sinks_cpu = torch.randn(hq, generator=gen) * 2
+    slots, hkv = p["k_cache"].shape[:2]
+    ks_cpu = torch.exp2(torch.rand((hkv, slots), generator=gen) * 2 - 1)
+    vs_cpu = torch.exp2(torch.rand((hkv, slots), generator=gen) * 6 - 3)
+    extra_gpu = dict(sinks=sinks_cpu.cuda(), k_token_scales=ks_cpu.cuda(), v_token_scales=vs_cpu.cuda())
+    extra_cpu = dict(sinks=sinks_cpu, k_token_scales=ks_cpu, v_token_scales=vs_cpu)
+    for precision in ("fp8", "fp8x2"):
+        o = call(p, precision=precision, **extra_gpu)
+        o_pq = call(p, precision=precision, kernel="per_query", **extra_gpu)
+        assert torch.equal(bits(o), bits(o_pq)), f"seed {seed} K={k} G={g} {precision}"
+        want = call(cpu, precision=precision, **extra_cpu)
+        err = nrms(o.cpu(), want)
+        assert err < EMU_BOUND, f"seed {seed} K={k} G={g} {precision}: NRMS vs the emulating reference {err:.3e}"
+
+
 def test_cuda_graph_replay_with_new_inputs_in_place(seed):
     cpu_a, a = gpu_problem(seed, bad_pages=False)
     gen = torch.Generator().manual_seed(seed + 1)

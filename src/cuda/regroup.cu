@@ -826,7 +826,9 @@ pw_status_t check_regroup_args(const pw_problem_t *problem, const int32_t *topk_
                        "pw_regroup: grouping.window is %d; the GPU regroup supports 64 and 128",
                        grouping->window);
     if (problem->topk > max_topk)
-        return pw_fail(PW_ERROR_UNSUPPORTED, "pw_regroup: topk is %d; the GPU supports 1..%d",
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "pw_regroup: topk is %d; the GPU's GREEDY / GUARDED regroup supports 1..%d "
+                       "(IDENTITY takes any K)",
                        problem->topk, max_topk);
     const int32_t g = grouping->group_size;
     if (grouping->mode == PW_REGROUP_GUARDED && g != 1 && g != 2 && g != 4 && g != 8)

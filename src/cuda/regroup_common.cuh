@@ -10,7 +10,8 @@
 namespace pw_dev {
 
 constexpr uint32_t kFullMask = 0xffffffffu;
-constexpr int kMaxTopk = 16; /* Top-K ids per row the device kernels handle */
+constexpr int kMaxTopk = 16; /* Top-K ids per row the regroup kernel v3 handles (union
+                                preparation: kMaxUnionTopk, union_group.cuh) */
 
 /* Number of page ids a query may see: ids p with 0 <= p < count are in S_i when selected
  * (docs/semantics.md §1: p <= min(c, L - 1) / P). 0 when nothing is visible. 64-bit token arithmetic;

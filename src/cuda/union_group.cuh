@@ -23,7 +23,6 @@
 
 namespace pw_dev {
 
-constexpr int kUnionCandidates = 8 * kMaxTopk; /* K = 16: 128 keys, 4 per lane */
 constexpr int kMaxUnionTopk = 64;             /* the largest K of union preparation */
 constexpr uint32_t kNoKey = 0xffffffffu;
 constexpr uint32_t kMaxUnionPageId = 1u << 29; /* page * 8 + member fits 32 bits */

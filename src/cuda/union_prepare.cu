@@ -53,8 +53,9 @@ struct UnionParams {
 };
 
 /* Appends work item `item` of `pages` pages to its size class's list (any order inside a
- * class: the outputs do not depend on the CTA order). Classes of K / 2 pages (8 for K <= 16,
- * KPL = 4), so that 0..8 K pages spread over the 17 classes. */
+ * class: the outputs do not depend on the CTA order). Classes of Kd / 2 pages (Kd = 4 KPL:
+ * 8 pages for K <= 16, 16 for K 17..32, 32 above), so that 0..8 Kd pages spread over the 17
+ * classes. */
 template <int KPL>
 static __device__ __forceinline__ void sched_append(const UnionParams &p, int32_t pages, int64_t item)
 {
@@ -283,14 +284,14 @@ extern "C" pw_status_t pw_check_union_prepare_args(const pw_problem_t *problem,
     if (meta->max_groups < needed)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "meta.max_groups is %lld, < pw_max_groups %lld",
                        (long long)meta->max_groups, (long long)needed);
-    if ((int64_t)meta->union_capacity < (int64_t)grouping->group_size * problem->topk)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "meta.union_capacity is %d, < group_size %d * topk %d",
-                       meta->union_capacity, grouping->group_size, problem->topk);
     if (problem->topk > pw_dev::kMaxUnionTopk)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "pw_union_prepare: topk is %d; the GPU supports 1..%d", problem->topk,
                        pw_dev::kMaxUnionTopk);
+    if ((int64_t)meta->union_capacity < (int64_t)grouping->group_size * problem->topk)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "meta.union_capacity is %d, < group_size %d * topk %d",
+                       meta->union_capacity, grouping->group_size, problem->topk);
     if ((uint32_t)problem->max_pages_per_request > kMaxPageId)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "pw_union_prepare: max_pages_per_request %d > 2^29",

@@ -1094,7 +1094,11 @@ static void test_errors(void **state)
                      PW_ERROR_INVALID_ARGUMENT);
     dev.meta.union_capacity = 8 * 16;
     assert_int_equal(pw_union_prepare(&big_k, dc.ids, &dc.requests, &g, perm_dev, &dev.meta, st),
-                     PW_ERROR_INVALID_ARGUMENT); /* capacity < 8 * 17 first */
+                     PW_ERROR_INVALID_ARGUMENT); /* K = 17 is supported: capacity < 8 * 17 */
+    pw_problem_t huge_k = *p;
+    huge_k.topk = 65;
+    assert_int_equal(pw_union_prepare(&huge_k, dc.ids, &dc.requests, &g, perm_dev, &dev.meta, st),
+                     PW_ERROR_UNSUPPORTED); /* K > 64, before the capacity */
     assert_int_equal(pw_union_prepare(p, dc.ids, &dc.requests, &g, perm_dev, NULL, st),
                      PW_ERROR_INVALID_ARGUMENT);
     assert_pw_ok(pw_union_prepare(p, dc.ids, &dc.requests, &g, perm_dev, &dev.meta, st));
