@@ -25,18 +25,24 @@ each arm C graphs on C different Q / O buffers, replayed in turn, as FlashInfer'
 (bench/flashinfer_peer.py, 3 copies) and `pageweaver bench` rotate their inputs, so that a
 replay does not find the previous one's Q and O in L2; printed: median and p90 in
 microseconds, useful TFLOP/s (4 * D * visible query-token pairs * G per KV head, the
-definition of docs/bench.md), and each arm's time over G16's in the same precision.
+definition of docs/bench.md), each arm's time over G16's in the same precision, and the
+executed TFLOP/s with its ratio to the useful work (the attention kernel's CTA page steps,
+64 rows x 128 tokens x 128 x 4 FLOP each, twice for FP8X2, as `pageweaver bench` counts
+them: C_4 for the G16 / padded tiles, 8-query unions for the dense G = 8 tile, from the CPU
+reference's grouping with the plan's regroup mode; not printed for the dense G = 4 tile and
+the vt / novt arms).
 
 Run: python bench/shapes.py FILE.safetensors... [--replays 50] [--warmup 5] [--copies 1] [--arms ...]
 (PAGEWEAVER_LIBRARY or an installed package, as for the tests; needs an sm_90 GPU).
 """
 import argparse
+import ctypes
 import statistics
 
 import torch
 
 import pageweaver
-from pageweaver import _op
+from pageweaver import _lib, _op
 
 P, D = 128, 128
 ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys", "G8greedy", "G4greedy", "G16vt", "G8vt", "G4vt",
@@ -67,6 +73,50 @@ def visible_pairs(topk, cu, kv, prefix):
     return total
 
 
+class _Grouping(ctypes.Structure):  # pw_grouping_t
+    _fields_ = [("struct_size", ctypes.c_uint32), ("mode", ctypes.c_int), ("window", ctypes.c_int32),
+                ("group_size", ctypes.c_int32)]
+
+
+class _UnionStats(ctypes.Structure):  # pw_union_stats_t
+    _fields_ = [("queries", ctypes.c_int64), ("groups", ctypes.c_int64), ("selections", ctypes.c_int64),
+                ("union_visits", ctypes.c_int64), ("c4", ctypes.c_int64), ("rho_q", ctypes.c_double)]
+
+
+def union_visits(t, mode, window, g):
+    """Union visits of the CPU reference's grouping (pw_ref_grouping_stats: Algorithm 1 with
+    `mode`, windows of `window`, groups of g): with g = 4 the sum of the 4-query unions, which
+    is C_4 of the call's 8-slot groups (their halves are those groups)."""
+    topk = t["topk_ids"].to(torch.int32).contiguous()
+    hkv, n, k = topk.shape
+    cu = t["cu_seqlens_q"].to(torch.int32).contiguous()
+    kv = t["kv_lens"].to(torch.int32).contiguous()
+    prefix = t["prefix_lens"].to(torch.int32).contiguous()
+    prob = _lib.new_problem()
+    prob.num_tokens, prob.num_requests, prob.num_kv_heads, prob.topk = n, kv.numel(), hkv, k
+    prob.max_pages_per_request = max(1, -(-int(kv.max()) // P))
+    prob.num_cache_pages = prob.max_pages_per_request * kv.numel()
+    rq = _lib.Requests(cu.data_ptr(), prefix.data_ptr(), kv.data_ptr(), None, 0)
+    grouping = _Grouping(ctypes.sizeof(_Grouping), mode, window, g)
+    stats = _UnionStats()
+    fn = _lib.lib.pw_ref_grouping_stats
+    fn.restype = ctypes.c_int
+    _lib.check(fn(ctypes.byref(prob), ctypes.c_void_p(topk.data_ptr()), ctypes.byref(rq), ctypes.byref(grouping),
+                  ctypes.byref(stats), None), "pw_ref_grouping_stats")
+    return int(stats.union_visits)
+
+
+def executed_steps(t, info):
+    """CTA page steps of the call's attention kernel (64 rows x one 128-token page each), from
+    check_gpu_support's description: the padded / G16 tile walks each 4-query half's union
+    (C_4), the dense G = 8 tile each 8-query union; None for the dense G = 4 tile (merged
+    pairs of unions: not counted here)."""
+    mode = _lib.REGROUP_MODES[info["regroup"]]
+    if info["tile"] == "dense":
+        return None if info.get("g") == 4 else union_visits(t, mode, _lib.DEFAULT_WINDOW, 8)
+    return union_visits(t, mode, _lib.DEFAULT_WINDOW, 4)
+
+
 def build(path, device, copies=1):
     t, _ = pageweaver.load_capture(path, device="cpu")
     topk = t["topk_ids"].to(torch.int32)
@@ -92,7 +142,7 @@ def build(path, device, copies=1):
     dev = lambda x: x.to(device)  # noqa: E731
     rest = [dev(x) for x in (topk, table.to(torch.int32), cu, kv, prefix)]
     return dict(q16=[dev(x) for x in [q16] + more_q], kv_cache=dev(kv_cache), kc=dev(kc), vc=dev(vc), ks=dev(ks), vs=dev(vs),
-                keys=dev(keys), rest=rest, pairs=pairs, n=n, hkv=hkv)
+                keys=dev(keys), rest=rest, pairs=pairs, n=n, hkv=hkv, capture=t, steps={})
 
 
 def arm_call(arm, b, prec, outs, copy=0):
@@ -115,6 +165,10 @@ def arm_call(arm, b, prec, outs, copy=0):
     # empty_cache returned the block, and the next replay read unmapped memory).
     call = lambda: pageweaver.sparse_prefill(q, k, v, *b["rest"], k_scale=1 / 64, v_scale=1 / 64,  # noqa: E731
                                              out=out, precision=prec, **kw)
+    if (arm, prec) not in b["steps"]:  # the executed work of the default plan's path (not the vt / novt arms')
+        info = pageweaver.check_gpu_support(q, k, v, *b["rest"], precision=prec, **kw)
+        info["g"] = g
+        b["steps"][(arm, prec)] = None if arm.endswith("vt") else executed_steps(b["capture"], info)
     if not arm.endswith("vt"):
         return call, g
 
@@ -178,10 +232,17 @@ def main():
             for arm in arms:
                 x = sorted(times[arm])
                 med = statistics.median(x)
-                useful = 4.0 * D * b["pairs"] * gs[arm] / (med * 1e-6) / 1e12
+                useful_flop = 4.0 * D * b["pairs"] * gs[arm]
+                useful = useful_flop / (med * 1e-6) / 1e12
                 ratio = f"  x{med / base:.3f} of G16" if base else ""
+                steps = b["steps"].get((arm, prec))
+                executed = ""
+                if steps is not None:  # FP8X2: QK and PV twice (two FP8 terms, or PV once in f16 at half rate)
+                    flop = steps * 64.0 * P * D * 4 * (2 if prec == "fp8x2" else 1)
+                    executed = (f"  executed {flop / (med * 1e-6) / 1e12:6.1f} TFLOP/s "
+                                f"(x{flop / useful_flop:.2f} useful)")
                 print(f"{name} N={b['n']} Hkv={b['hkv']} {prec:5s} {arm:10s}: median {med:8.1f}  "
-                      f"p90 {x[int(0.9 * len(x))]:8.1f}  useful {useful:6.1f} TFLOP/s{ratio}")
+                      f"p90 {x[int(0.9 * len(x))]:8.1f}  useful {useful:6.1f} TFLOP/s{ratio}{executed}")
 
 
 if __name__ == "__main__":
