@@ -19,7 +19,7 @@
  * memcheck to see every read stay in bounds too).
  * Skips (exit 77) without an sm_90 device.
  *
- * Usage: test_regroup_gpu [--seed N] [--captures DIR...]  (default dirs: captures,
+ * Usage: test_regroup_gpu [--seed N] [--captures DIR...] [--wide-only]  (default dirs: captures,
  * .data/workloads). */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -1137,6 +1137,13 @@ int main(int argc, char **argv)
         printf("cannot create a CUDA stream\n");
         return 1;
     }
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--wide-only") == 0) { /* scripts/gpu-check topksan: test_wide_topk alone */
+            const struct CMUnitTest wide[] = {cmocka_unit_test(test_wide_topk)};
+            const int failed = cmocka_run_group_tests(wide, NULL, NULL);
+            cudaStreamDestroy(g_stream);
+            return failed;
+        }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors),          cmocka_unit_test(test_edges),
         cmocka_unit_test(test_random_problems), cmocka_unit_test(test_long_contexts),
