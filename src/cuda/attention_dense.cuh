@@ -322,11 +322,21 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
     if (row0 >= 0 || row1 >= 0) dense_store_rows<G>(p, o, row0, row1, kv_head, lane, m0, m1, l0, l1, v_scale);
 }
 
-template <bool X2>
+/* TOPK = 32 or 64 (dev only: pw_union_attention_dev impl 13; pw_sparse_prefill keeps the
+ * padded tile for K > 16 until this has run on a GPU): the same kernel with a page list of
+ * the group's 8 K union pages (build_page_list reads them in passes). Written 2026-12-02
+ * (eleventh session) after the device time was spent: not run yet. */
+constexpr int dense8_list_capacity(int topk) { return topk <= 16 ? kMaxUnion : 8 * topk; }
+template <int TOPK> constexpr size_t kSmemBytesDense8K = sizeof(SmemPlanLeanT<dense8_list_capacity(TOPK)>) + 1024;
+static_assert(kSmemBytesDense8K<16> == kSmemBytesLean, "dense G = 8, K = 16: the lean plan");
+static_assert(kLeanCtasPerSm * (kSmemBytesDense8K<64> + 1024) <= 228 * 1024, "dense G = 8, K = 64: three CTAs per SM no longer fit");
+
+template <bool X2, int TOPK = kTopK>
 __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_kernel(const __grid_constant__ AttentionParams p)
 {
+    using Plan = SmemPlanLeanT<dense8_list_capacity(TOPK)>;
     extern __shared__ uint8_t smem_raw[];
-    SmemPlanLean &sm = *reinterpret_cast<SmemPlanLean *>(
+    Plan &sm = *reinterpret_cast<Plan *>(
         (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
     const int tid = threadIdx.x;
 
@@ -337,8 +347,9 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_ker
     lean_init_ring(sm);
     // The group's whole union with its 8 slots' member bits (half 0, mask 0xff); ends with
     // __syncthreads.
-    build_page_list<kUnion4>(sm, p, kv_head, work.group, 0, work.request, work.query_rows[0], work.limits,
-                             work.union_size, sm.page_vt, 0xffu);
+    build_page_list<kUnion4, Plan, kDenseSlots, TOPK>(sm, p, kv_head, work.group, 0, work.request,
+                                                      work.query_rows[0], work.limits, work.union_size,
+                                                      sm.page_vt, 0xffu);
     dense_walk<X2, kDenseG>(sm, p, tid, kv_head, work.query_rows, work.limits);
 }
 

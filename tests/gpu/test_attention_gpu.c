@@ -1575,7 +1575,9 @@ static void test_topk_padded(void **state)
  * identity / random / per-query and dev impls 9 and 10 bitwise equal (FP8X2's impl 10: P in
  * f16, against the f16-P emulation), the full call with and without the V^T pre-pass and
  * per-query; then rows whose last K/4 ids are -1 against the same rows given as K = 3K/4
- * ids (the plan pads them to K): the same bits. */
+ * ids (the plan pads them to K): the same bits; then G = 8: dev impl 13 (the dense tile,
+ * not routed by the library for K > 16) against the padded tile (added 2026-12-02 after
+ * the device time: not run yet). */
 static void test_topk_wide(void **state)
 {
     (void)state;
@@ -1711,6 +1713,36 @@ static void test_topk_wide(void **state)
             d.topk = topk_dev;
             free(narrow);
             free(cut);
+        }
+        /* G = 8 (Q cut to each KV head's first 8 heads): dev impl 13, the dense tile with an
+         * 8 K-entry page list (not routed by the library for K > 16), against the padded
+         * tile the library runs: FP8 the same bits, FP8X2 P in f16 (its emulation). */
+        {
+            release(&d);
+            const int G = 8, old = p->q_heads_per_kv;
+            for (int64_t row = 0; row < n; row++)
+                for (int64_t kv = 0; kv < hkv; kv++)
+                    for (int64_t h = 0; h < G; h++)
+                        memmove(c->q + ((row * hkv + kv) * G + h) * 128, c->q + ((row * hkv + kv) * old + h) * 128,
+                                128 * 2);
+            p->q_heads_per_kv = G;
+            upload(c, &d);
+            for (int pr = 0; pr < 2; pr++) {
+                g_precision = precisions[pr];
+                pw_grouping_t g;
+                setup_arm(4, c, &rng, perm, &g, &d);
+                run_kernel(c, &d, PW_KERNEL_UNION4, &g, o0, l0);
+                run_kernel_impl(c, &d, PW_KERNEL_UNION4, 13, &g, o, l);
+                if (pr == 1) {
+                    check_f16_p(c, o, l, 1.0, "G = 8 dense tile (dev impl 13, K > 16)");
+                } else {
+                    const int same = same_outputs(c, o, l, o0, l0);
+                    printf("  K=%d G=8 FP8 dense tile (dev impl 13): bitwise %s to the padded tile\n", K,
+                           same ? "equal" : "DIFFERENT");
+                    assert_true(same);
+                }
+            }
+            p->q_heads_per_kv = old; /* the capture's Q buffer is freed with its size below */
         }
         g_precision = PW_PRECISION_FP8;
         release(&d);
