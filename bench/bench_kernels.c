@@ -237,7 +237,9 @@ static const slot_t slots[] = {
     {'t', 12, 1, 2, 1, "stack1X2"}, {'d', 13, 0, 1, 1, "dense8"}, {'e', 13, 1, 2, 1, "dense8X2"},
     {'f', 14, 0, 1, 1, "dense4"}, {'g', 14, 1, 2, 1, "dense4X2"},
 };
-/* Inputs with G != 16 Q heads per KV head: impls 0, 2, 8 and 12 and the Union8 arms have no
+/* Top-K above 16 (K 32 / 64): only impls 6 (which runs 9 there), 9, 10 and 13 take it (the
+ * others and the Union8 arms are skipped), and slot '6' is the bitwise reference.
+ * Inputs with G != 16 Q heads per KV head: impls 0, 2, 8 and 12 and the Union8 arms have no
  * path (PW_ERROR_UNSUPPORTED) and are skipped; slot '6' (the padded tile there) is the bitwise
  * reference instead of slot 0. Slots 'd' / 'e' (dev impl 13, the dense G = 8 tile) run on G = 8
  * inputs and Union4 arms only; their executed FLOP count union visits (one 64-row tile of 8
@@ -347,7 +349,7 @@ int main(int argc, char **argv)
         int32_t *kvl = to_dev(c->kv_lens, p->num_requests * 4);
         int32_t *pt = to_dev(c->page_table, (size_t)p->num_requests * p->max_pages_per_request * 4);
         const int g_heads = p->q_heads_per_kv;
-        const int ref_slot = g_heads == 16 ? 0 : G_REFERENCE_SLOT;
+        const int ref_slot = g_heads == 16 && p->topk <= 16 ? 0 : G_REFERENCE_SLOT;
         const double useful = visible_pairs(c) * g_heads * 128 * 4;
         pw_grouping_t gi = PW_GROUPING_INIT, gw = PW_GROUPING_INIT;
         gi.mode = PW_REGROUP_IDENTITY;
@@ -381,6 +383,9 @@ int main(int argc, char **argv)
                     continue;
                 const int si = slots[impl].impl;
                 if (g_heads != 16 && (si == 0 || si == 2 || si == 8 || si == 12 || arms[a].k == PW_KERNEL_UNION8))
+                    continue;
+                /* K > 16: the lean kernels (slot '6' runs 9 there) and the dense G = 8 tile only. */
+                if (p->topk > 16 && ((si != 6 && si != 9 && si != 10 && si != 13) || arms[a].k == PW_KERNEL_UNION8))
                     continue;
                 if (si == 13 && g_heads != 8) continue;
                 if (si == 14 && g_heads != 4) continue;
