@@ -845,7 +845,7 @@ enum {
     kDevHashForced = 3,    /* v3 with the hash path whatever max_pages_per_request */
     kDevMatch = 4,         /* v3, __match_any_sync mask ORs on the direct path */
     kDevHashPrepOnly = 5,  /* v3 hash path, no greedy loop */
-    kDevWide = 6,          /* regroup_wide.cu: K up to 64 (not run on a GPU yet) */
+    kDevWide = 6,          /* regroup_wide.cuh: K up to 64 (not run on a GPU yet) */
     kDevLast = kDevWide
 };
 
@@ -931,6 +931,8 @@ static pw_status_t launch_status(const char *what)
     return PW_SUCCESS;
 }
 
+#include "regroup_wide.cuh" /* dev variant 6: the wide-Top-K kernel (uses the three above) */
+
 extern "C" pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *problem,
                                               const int32_t *topk_ids,
                                               const pw_requests_t *requests,
@@ -946,7 +948,8 @@ extern "C" pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *p
     PW_TRY(pw_check_attention_device());
     cudaStream_t st = (cudaStream_t)stream;
     if (variant == kDevWide && grouping->mode != PW_REGROUP_IDENTITY)
-        return pw_regroup_wide(problem, topk_ids, requests, grouping, perm, stream);
+        return regroup_wide(regroup_params(problem, topk_ids, requests, grouping, perm), grouping,
+                            problem->num_kv_heads, st);
     if (grouping->mode == PW_REGROUP_IDENTITY) {
         const int32_t threads = 256;
         int32_t blocks = (problem->num_tokens + threads - 1) / threads;

@@ -20,17 +20,12 @@ extern "C" {
  * variant 3: v3 with the hash path whatever max_pages_per_request (same result).
  * variant 4: v3 with __match_any_sync mask ORs on the direct path (same result).
  * variant 5: v3 hash path forced, everything but the greedy loop (timing only).
- * variant 6: the wide-Top-K kernel (regroup_wide.cu): K up to 64 (the others: K <= 16), a
+ * variant 6: the wide-Top-K kernel (regroup_wide.cuh): K up to 64 (the others: K <= 16), a
  *            hash set always, every thread in the greedy loop; the same result. Written
  *            2026-12-02 and NOT run on a GPU yet; not used by pw_sparse_prefill.
  * (Kernel v2, variants 3 and 4 until it was removed, is in bench/NOTES.md.)
  * Other arguments and errors as pw_regroup (no workspace); a variant outside 0..6 is
  * PW_ERROR_INVALID_ARGUMENT. */
-/* Variant 6's kernel launch (regroup_wide.cu), after pw_regroup_dev_variant's checks. */
-pw_status_t pw_regroup_wide(const pw_problem_t *problem, const int32_t *topk_ids,
-                            const pw_requests_t *requests, const pw_grouping_t *grouping, int32_t *perm,
-                            pw_stream_t stream);
-
 pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *problem,
                                    const int32_t *topk_ids, const pw_requests_t *requests,
                                    const pw_grouping_t *grouping, int32_t *perm,

@@ -1,17 +1,19 @@
-/* regroup_wide.cu — Algorithm 1 (paper §3.1, docs/semantics.md §3) on sm_90 for Top-K rows
+/* regroup_wide.cuh — Algorithm 1 (paper §3.1, docs/semantics.md §3) on sm_90 for Top-K rows
  * of up to 64 ids: pw_regroup_dev_variant 6 (regroup_dev.h). A first, simple kernel for
  * K > 16, where the library's kernel (regroup.cu, v3: 16-position masks and M rows) stops.
  * NOT used by pw_sparse_prefill: written on 2026-12-02 (eleventh session) after the device
  * time was spent, compiled but not run on a GPU yet; tests/gpu/test_regroup_gpu.c checks it
- * byte for byte against pw_ref_regroup (test_wide_topk) the first time it runs.
+ * byte for byte against pw_ref_regroup (test_wide_topk) the first time it runs. Included by
+ * regroup.cu (after its RegroupParams, regroup_params and launch_status, which it uses).
  *
  * One CTA per (window, KV head) as v3 (N/W + R CTAs per KV head, request r owning CTAs
  * cu[r]/W + r onwards; thread 0 finds the request by a binary search), one thread per query:
  *  1. S_j: the row's ids that are visible (docs/semantics.md §1) and first in the row; a
  *     shared-memory hash set (2 W K slots, linear probing) gives each distinct page a slot,
  *     and each thread keeps its pages' slots in registers (16 bits each).
- *  2. Guarded mode: the identity grouping's union visits, one warp per group, each member's
- *     pages against a per-slot stamp (the group's number).
+ *  2. Guarded mode: the identity grouping's union visits; groups of g in 1, 2, 4, 8 lie in one
+ *     warp, which ORs its members' slots into its union bitmap a group at a time and counts
+ *     the bits it set.
  *  3. The greedy loop with every thread: the seed is the smallest unassigned id; each member
  *     step, each unassigned query counts its pages whose slot does not carry the group's
  *     stamp (K shared loads), a block minimum of (count << 8 | j) picks the winner, whose
@@ -20,39 +22,24 @@
  * Output: perm[h*N + row0 + s] = row0 + order[s] (identity order when guarded mode keeps it).
  * Broken device data (cu_seqlens out of range) make a CTA exit without writing; nothing is
  * read or written outside the buffers. */
-#include <cuda_runtime.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#include "pageweaver.h"
-#include "pw_internal.h"
-#include "regroup_common.cuh"
-#include "regroup_dev.h"
+#ifndef PW_REGROUP_WIDE_CUH
+#define PW_REGROUP_WIDE_CUH
 
 namespace {
 
-using pw_dev::kFullMask;
-
-constexpr int32_t kEmptyKey = -1;
-
-struct WideParams {
-    const int32_t *topk_ids;    /* [Hkv, N, topk] */
-    const int32_t *cu_seqlens;  /* [R+1] */
-    const int32_t *prefix_lens; /* [R] */
-    const int32_t *kv_lens;     /* [R] */
-    int32_t *perm;              /* [Hkv, N], written */
-    int32_t num_tokens, num_requests, topk, page_size, group_size, guarded;
-};
-
 /* Shared memory of one window (dynamic): the hash set's keys and stamps (2 W K slots), then
- * one union bitmap over the slots per warp (guarded mode's identity visits). */
+ * in guarded mode one union bitmap over the slots per warp (the identity visits). */
 template <int W, int K> struct WideTile {
     static constexpr int kSlots = 2 * W * K; /* a power of two: W and K are */
     static constexpr int kLog2Slots = W == 128 ? (K == 64 ? 14 : 13) : (K == 64 ? 13 : 12);
     static constexpr size_t kKeyBytes = (size_t)kSlots * 4u;
     static constexpr size_t kStampBytes = (size_t)kSlots; /* one uint8 per slot */
     static constexpr int kBitmapWords = kSlots / 32;
-    static constexpr size_t kBytes = kKeyBytes + kStampBytes + (size_t)(W / 32) * kBitmapWords * 4u;
+    /* Guarded mode adds the per-warp bitmaps. */
+    static size_t bytes(bool guarded)
+    {
+        return kKeyBytes + kStampBytes + (guarded ? (size_t)(W / 32) * kBitmapWords * 4u : 0u);
+    }
 };
 static_assert((1 << WideTile<128, 64>::kLog2Slots) == WideTile<128, 64>::kSlots, "slots W128 K64");
 static_assert((1 << WideTile<128, 32>::kLog2Slots) == WideTile<128, 32>::kSlots, "slots W128 K32");
@@ -109,7 +96,7 @@ template <int K> static __device__ __forceinline__ void stamp_pages(const uint32
 }
 
 template <int W, int K>
-__global__ void __launch_bounds__(W) regroup_wide_kernel(const WideParams p)
+__global__ void __launch_bounds__(W) regroup_wide_kernel(const RegroupParams p)
 {
     using T = WideTile<W, K>;
     extern __shared__ __align__(16) unsigned char dyn[];
@@ -124,10 +111,6 @@ __global__ void __launch_bounds__(W) regroup_wide_kernel(const WideParams p)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int32_t head = (int32_t)blockIdx.y, t = (int32_t)blockIdx.x;
 
-    for (int x = tid; x < T::kSlots; x += W) {
-        keys[x] = kEmptyKey;
-        stamp[x] = 0;
-    }
     if (tid == 0) {
         /* The last request r with cu[r] / W + r <= t (strictly increasing in r for a valid
          * cu_seqlens), then this CTA's window in it. */
@@ -160,8 +143,13 @@ __global__ void __launch_bounds__(W) regroup_wide_kernel(const WideParams p)
         }
     }
     __syncthreads();
-    if (!s_ok) return; /* block-uniform */
+    if (!s_ok) return; /* block-uniform: a surplus CTA leaves before touching the hash set */
     const int32_t row0 = s_row0, n = s_n;
+    for (int x = tid; x < T::kSlots; x += W) {
+        keys[x] = kEmptyKey;
+        stamp[x] = 0;
+    }
+    __syncthreads();
 
     /* --- 1. S_j (visible, first in the row) and each page's slot, by position. */
     uint32_t sl[K / 2];
@@ -262,47 +250,31 @@ __global__ void __launch_bounds__(W) regroup_wide_kernel(const WideParams p)
 }
 
 template <int W, int K>
-pw_status_t launch_wide(const WideParams &params, int32_t num_kv_heads, cudaStream_t stream)
+pw_status_t launch_wide(const RegroupParams &params, int32_t num_kv_heads, cudaStream_t stream)
 {
-    void (*kernel)(WideParams) = regroup_wide_kernel<W, K>;
-    const size_t smem = WideTile<W, K>::kBytes;
-    cudaError_t e = cudaFuncSetAttribute((const void *)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    void (*kernel)(RegroupParams) = regroup_wide_kernel<W, K>;
+    const size_t smem = WideTile<W, K>::bytes(params.guarded != 0);
+    const cudaError_t e =
+        cudaFuncSetAttribute((const void *)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess)
         return pw_fail(PW_ERROR_CUDA, "regroup (wide Top-K): cudaFuncSetAttribute (%zu bytes): %s", smem,
                        cudaGetErrorString(e));
     const dim3 grid((unsigned)(params.num_tokens / W + params.num_requests), (unsigned)num_kv_heads);
     kernel<<<grid, W, smem, stream>>>(params);
-    e = cudaGetLastError();
-    if (e != cudaSuccess)
-        return pw_fail(PW_ERROR_CUDA, "regroup (wide Top-K): kernel launch failed: %s", cudaGetErrorString(e));
-    return PW_SUCCESS;
+    return launch_status("regroup (wide Top-K)");
+}
+
+/* pw_regroup_dev_variant 6 for a GREEDY / GUARDED grouping (its checks made: K <= 64). */
+pw_status_t regroup_wide(const RegroupParams &params, const pw_grouping_t *grouping, int32_t num_kv_heads,
+                         cudaStream_t st)
+{
+    if (grouping->window == 64)
+        return params.topk <= 32 ? launch_wide<64, 32>(params, num_kv_heads, st)
+                                 : launch_wide<64, 64>(params, num_kv_heads, st);
+    return params.topk <= 32 ? launch_wide<128, 32>(params, num_kv_heads, st)
+                             : launch_wide<128, 64>(params, num_kv_heads, st);
 }
 
 } // namespace
 
-/* pw_regroup_dev_variant 6 (regroup.cu checks the arguments as for pw_regroup, except K up
- * to 64; GREEDY / GUARDED only, N > 0, a device present). */
-extern "C" pw_status_t pw_regroup_wide(const pw_problem_t *problem, const int32_t *topk_ids,
-                                       const pw_requests_t *requests, const pw_grouping_t *grouping,
-                                       int32_t *perm, pw_stream_t stream)
-{
-    if (problem->topk > 64)
-        return pw_fail(PW_ERROR_UNSUPPORTED, "regroup (wide Top-K): topk is %d; 1..64", problem->topk);
-    WideParams params;
-    params.topk_ids = topk_ids;
-    params.cu_seqlens = requests->cu_seqlens_q;
-    params.prefix_lens = requests->prefix_lens;
-    params.kv_lens = requests->kv_lens;
-    params.perm = perm;
-    params.num_tokens = problem->num_tokens;
-    params.num_requests = problem->num_requests;
-    params.topk = problem->topk;
-    params.page_size = problem->page_size;
-    params.group_size = grouping->group_size;
-    params.guarded = grouping->mode == PW_REGROUP_GUARDED;
-    cudaStream_t st = (cudaStream_t)stream;
-    const int h = problem->num_kv_heads;
-    if (grouping->window == 64)
-        return problem->topk <= 32 ? launch_wide<64, 32>(params, h, st) : launch_wide<64, 64>(params, h, st);
-    return problem->topk <= 32 ? launch_wide<128, 32>(params, h, st) : launch_wide<128, 64>(params, h, st);
-}
+#endif
