@@ -11,8 +11,9 @@ precisions:
              A-hot) the dense tiles of 8 queries x 8 heads / 16 queries x 4 heads,
              otherwise the padded tile (G16's tiles: G16's executed tensor work, G / 16
              of its useful work); the default regroup ("auto": the time guard);
-  G8greedy, G4greedy  the same with regroup="guarded" (the regroup always runs: W128,
-             g = 8 on the dense tiles), against "auto"'s choice;
+  G16greedy, G8greedy, G4greedy  the same with regroup="guarded" (the regroup always
+             runs: W128, g = 8 on the dense tiles, the wide-Top-K kernel for K > 16),
+             against "auto"'s choice;
   G16vt, G8vt, G4vt  the V^T pre-pass forced on (PW_PLAN_VT_PREPASS through the package's
              private plan-flags hook), e.g. on chunks below the rule's 4,096 queries;
   G16novt, G8novt, G4novt  forced off (PW_PLAN_NO_VT_PREPASS: the padded tile, the kernel
@@ -45,7 +46,7 @@ import pageweaver
 from pageweaver import _lib, _op
 
 P, D = 128, 128
-ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys", "G8greedy", "G4greedy", "G16vt", "G8vt", "G4vt",
+ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys", "G16greedy", "G8greedy", "G4greedy", "G16vt", "G8vt", "G4vt",
         "G16novt", "G8novt", "G4novt")
 PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS = 1 << 1, 1 << 2  # pageweaver.h
 DEFAULT_ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys")

@@ -114,7 +114,7 @@ typedef struct pw_problem {
     int32_t topk;                  /* K: Top-K ids per (KV head, query): 16 on the fast path;
                                       pw_sparse_prefill takes 1..64 (padded to 16, 32 or 64),
                                       the step entry points 16, 32 or 64 (attention; union
-                                      preparation any K <= 64, the GPU regroup K <= 16) */
+                                      preparation and the GPU regroup any K <= 64) */
     int32_t max_pages_per_request; /* logical pages addressable per request: columns of the
                                       page table; every kv_len <= this * P. PW_PROBLEM_INIT
                                       gives 0: set it (>= 1 when N > 0 for attention) */
@@ -487,16 +487,19 @@ pw_status_t pw_regroup_workspace_size(const pw_problem_t *problem, const pw_grou
  *   perm:     [Hkv, N] int32 device, written: perm[h*N + s] = original row of slot s, a
  *             bijection inside each request; windows never cross requests or KV heads.
  *   workspace: device, at least pw_regroup_workspace_size bytes (NULL when 0).
- * Any context length (no page-count capacity). K must be <= 16 for GREEDY / GUARDED
- * (IDENTITY takes any K: it does not read the ids). One CTA per (window, KV
- * head); N/W + R CTAs per KV head are launched and surplus ones exit. Speed: a window
+ * Any context length (no page-count capacity). K 1..64 for GREEDY / GUARDED (IDENTITY
+ * takes any K: it does not read the ids): K <= 16 runs the 16-id kernel, K 17..64 a
+ * wide-Top-K kernel with the same semantics (a hash set of the window's pages, every thread
+ * in the greedy loop; H200, A-hot W128: ~71 us at K = 32, ~123 us at K = 64, ~64 us at
+ * K = 16 where the 16-id kernel takes ~13 us). One CTA per (window, KV
+ * head); N/W + R CTAs per KV head are launched and surplus ones exit. Speed (K <= 16): a window
  * whose queries see at most 2048 (W = 128) or 4096 (W = 64) pages (256K / 512K tokens at
  * P = 128) indexes its page masks by page id (H200, 15,272 queries at 64K: W128 ~13 us,
  * W64 ~7 us), whatever max_pages_per_request is; a window past that renumbers its pages
  * through a hash set (~2x slower per window). A Top-K id >= max_pages_per_request counts as
  * not visible, as the contract (kv_len <= max_pages_per_request * P) already implies.
  * Errors: PW_ERROR_INVALID_ARGUMENT (shapes, NULL pointers, bad mode),
- *         PW_ERROR_UNSUPPORTED (window not 64/128, K > 16, guarded g not in {1,2,4,8},
+ *         PW_ERROR_UNSUPPORTED (window not 64/128, K > 64, guarded g not in {1,2,4,8},
  *         Hkv > 65535, no CUDA in the build, a device other than sm_90),
  *         PW_ERROR_NO_DEVICE (no usable CUDA device), PW_ERROR_CUDA (launch failed). */
 pw_status_t pw_regroup(const pw_problem_t *problem, const int32_t *topk_ids,
@@ -639,7 +642,7 @@ enum {
      * pre-pass does so without it (its dense tile walks 8-query unions, or pairs of them).
      * Outputs are bitwise the
      * same either way; only the speed differs. Ignored by the other kernels, with
-     * PW_PLAN_CALLER_PERM and for K > 16 (no regroup in the call). */
+     * PW_PLAN_CALLER_PERM and for K > 16 with AUTO (no regroup in the call). */
     PW_PLAN_REGROUP_GROUPS_OF_8 = 1u << 3
 };
 
@@ -679,13 +682,13 @@ typedef struct pw_plan_config {
  *            per-query), D = 128, P = 128, K = 1..64: the plan pads each row with -1 on
  *            the device to Kd = 16, 32 or 64 ids (the smallest >= K; one [Hkv, N, Kd]
  *            int32 part of the workspace unless K = Kd). K > 16 runs Union4 (the default)
- *            or per-query, without the in-call regroup (the GPU regroup takes K <= 16):
- *            PW_REGROUP_AUTO keeps identity order (pw_plan_info says so), a Union4 plan
- *            refuses GREEDY and GUARDED (per-query ignores the mode, as for any K), and
- *            config.window is not restricted to 64 / 128 (it only cuts the union groups);
- *            PW_PLAN_CALLER_PERM takes a permutation of any K (e.g.
- *            pw_ref_regroup's). At G = 8 / 4, K > 16 runs the padded tile (the dense
- *            tiles hold K <= 16).
+ *            or per-query: PW_REGROUP_AUTO keeps identity order there (pw_plan_info says
+ *            so; config.window is then not restricted to 64 / 128: it only cuts the union
+ *            groups), GREEDY and GUARDED run the wide-Top-K regroup kernel (pw_regroup;
+ *            windows 64 / 128; it costs more than it saves on A-hot-like inputs,
+ *            bench/NOTES.md), per-query ignores the mode as for any K, and
+ *            PW_PLAN_CALLER_PERM takes a permutation of any K. At G = 8 the dense tile
+ *            runs any K (8 K-entry page lists); at G = 4, K > 16 runs the padded tile.
  *   config:  NULL for the defaults (PW_PLAN_CONFIG_INIT).
  *   out:     receives the plan (free with pw_plan_destroy); NULL on failure.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL problem/out, bad shapes, struct_size, mode,
@@ -781,7 +784,8 @@ typedef struct pw_plan_info {
     uint32_t struct_size;      /* sizeof(pw_plan_info_t), set by PW_PLAN_INFO_INIT */
     pw_regroup_mode_t regroup; /* what the call runs: IDENTITY, GREEDY or GUARDED (AUTO
                                   resolved); IDENTITY for PW_KERNEL_PER_QUERY,
-                                  PW_PLAN_CALLER_PERM and K > 16 (no regroup in the call) */
+                                  PW_PLAN_CALLER_PERM and K > 16 with AUTO (no regroup in
+                                  the call) */
     pw_regroup_mode_t configured; /* config.regroup as given */
     int32_t window;            /* W of the regroup (and of the union groups) */
     pw_kernel_t kernel;

@@ -40,8 +40,9 @@ pw_token_scales_t pw_args_token_scales(const pw_attention_args_t *args)
 
 int pw_dense_tile_g(const pw_problem_t *problem)
 {
+    /* Any K <= 64 (page lists of 8 K entries, 16 K for the G = 4 pairs). */
     const int32_t g = problem->q_heads_per_kv;
-    return (g == 8 || g == 4) && problem->topk <= 16 ? g : 0;
+    return (g == 8 || g == 4) && problem->topk <= 64 ? g : 0;
 }
 
 int pw_vt_runs_dense(const pw_problem_t *problem, const pw_attention_args_t *args)

@@ -174,17 +174,10 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
                        "default, and PW_KERNEL_PER_QUERY run G=8 and 4: a padded tile, or on Union4's V^T "
                        "pre-pass a dense tile)",
                        g);
-    if (p->topk > 16 && !caller_perm && c->kernel == PW_KERNEL_UNION4 &&
-        (c->regroup == PW_REGROUP_GREEDY || c->regroup == PW_REGROUP_GUARDED))
-        return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "K=%d with config.regroup %s: the GPU regroup runs K <= 16 (use PW_REGROUP_AUTO, the "
-                       "default, which keeps identity order for K > 16 -- Python: regroup=\"auto\" or "
-                       "\"identity\" --, or PW_PLAN_CALLER_PERM with a permutation of your own, e.g. "
-                       "pw_ref_regroup's)",
-                       p->topk, c->regroup == PW_REGROUP_GREEDY ? "PW_REGROUP_GREEDY" : "PW_REGROUP_GUARDED");
-    /* K > 16: no regroup runs in the call, so the window only cuts the union groups. */
-    if (!caller_perm && c->regroup != PW_REGROUP_IDENTITY && c->kernel != PW_KERNEL_PER_QUERY && p->topk <= 16 &&
-        c->window != 64 && c->window != 128)
+    /* K > 16 with AUTO: no regroup runs in the call (the time guard's choice, below), so the
+     * window only cuts the union groups; GREEDY / GUARDED regroup in windows of 64 / 128. */
+    if (!caller_perm && c->regroup != PW_REGROUP_IDENTITY && c->kernel != PW_KERNEL_PER_QUERY &&
+        (p->topk <= 16 || c->regroup != PW_REGROUP_AUTO) && c->window != 64 && c->window != 128)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "config.window is %d; the in-call regroup supports 64 and 128", c->window);
     if (p->num_kv_heads > 65535)
@@ -315,10 +308,12 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
      * windows of W (runs of 8 from each request start, the same groups as window 0 since
      * W is a multiple of 8), so the workspace and pw_plan_workspace_views do not depend on
      * the choice. */
-    /* K > 16 (Kd 32, 64): the GPU regroup runs K <= 16, so AUTO keeps identity order
-     * (check_config refused GREEDY and GUARDED). */
+    /* K > 16 (Kd 32, 64): GREEDY / GUARDED run the wide-Top-K regroup kernel; AUTO keeps
+     * identity order there (the time guard's model is fitted at K = 16 only; the wide
+     * kernel's cost and what it saves: bench/NOTES.md twelfth session). */
     const int can_regroup = !caller_perm && config->kernel != PW_KERNEL_PER_QUERY &&
-                            config->regroup != PW_REGROUP_IDENTITY && problem->topk <= 16;
+                            config->regroup != PW_REGROUP_IDENTITY &&
+                            (problem->topk <= 16 || config->regroup != PW_REGROUP_AUTO);
     for (int prec = 0; prec < 2; prec++) {
         const pw_time_guard_inputs_t in = {problem->num_tokens, problem->num_requests,
                                            problem->num_kv_heads, problem->max_pages_per_request,

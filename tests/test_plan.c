@@ -388,9 +388,30 @@ static void test_create_errors(void **state)
             assert_int_equal(pw_plan_create(&q, &kc, &plan), PW_ERROR_UNSUPPORTED);
             assert_non_null(strstr(pw_last_error(), "Union8"));
             kc = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
+            /* GREEDY / GUARDED run the wide-Top-K regroup (windows 64 / 128 only); AUTO keeps
+             * identity order at K > 16. */
             kc.regroup = i % 2 ? PW_REGROUP_GREEDY : PW_REGROUP_GUARDED;
-            assert_int_equal(pw_plan_create(&q, &kc, &plan), PW_ERROR_UNSUPPORTED);
-            assert_non_null(strstr(pw_last_error(), "regroup"));
+            assert_pw_ok(pw_plan_create(&q, &kc, &plan));
+            {
+                pw_plan_info_t ri = PW_PLAN_INFO_INIT;
+                for (int x2 = 0; x2 < 2; x2++) {
+                    assert_pw_ok(pw_plan_info(plan, x2 ? PW_PRECISION_FP8X2 : PW_PRECISION_FP8, &ri));
+                    assert_int_equal(ri.regroup, kc.regroup);
+                }
+                pw_plan_destroy(plan);
+                kc.window = 32;
+                assert_int_equal(pw_plan_create(&q, &kc, &plan), PW_ERROR_UNSUPPORTED);
+                assert_non_null(strstr(pw_last_error(), "window"));
+                kc.window = 128;
+                kc.regroup = PW_REGROUP_AUTO;
+                assert_pw_ok(pw_plan_create(&q, &kc, &plan));
+                for (int x2 = 0; x2 < 2; x2++) {
+                    assert_pw_ok(pw_plan_info(plan, x2 ? PW_PRECISION_FP8X2 : PW_PRECISION_FP8, &ri));
+                    assert_int_equal(ri.regroup, PW_REGROUP_IDENTITY);
+                }
+                pw_plan_destroy(plan);
+                kc.regroup = i % 2 ? PW_REGROUP_GREEDY : PW_REGROUP_GUARDED;
+            }
             kc.flags = PW_PLAN_CALLER_PERM;
             assert_pw_ok(pw_plan_create(&q, &kc, &plan));
             pw_plan_destroy(plan);
@@ -416,7 +437,7 @@ static void test_create_errors(void **state)
             q16.topk = 16;
             assert_int_equal(pw_plan_create(&q16, &kc, &plan), PW_ERROR_UNSUPPORTED);
             assert_non_null(strstr(pw_last_error(), "window"));
-            /* G = 8 / 4 with the V^T pre-pass: the padded tile (the dense tiles hold K <= 16). */
+            /* G = 8 / 4 with the V^T pre-pass: the dense tiles (8 K / 16 K-entry page lists). */
             for (int gq = 4; gq <= 8; gq += 4) {
                 pw_problem_t qg = q;
                 qg.q_heads_per_kv = gq;
@@ -426,7 +447,7 @@ static void test_create_errors(void **state)
                 pw_plan_info_t gi = PW_PLAN_INFO_INIT;
                 assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &gi));
                 assert_int_equal(gi.vt_prepass, 1);
-                assert_int_equal(gi.dense_tile, 0);
+                assert_int_equal(gi.dense_tile, 1);
                 assert_int_equal(gi.regroup, PW_REGROUP_IDENTITY);
                 pw_plan_destroy(plan);
                 qg.topk = 16; /* the dense tile at K = 16 */

@@ -286,10 +286,10 @@ def test_topk_below_16_on_the_gpu(seed, k):
 
 @pytest.mark.parametrize("k,g", [(32, 16), (64, 16), (24, 8)])
 def test_topk_above_16_on_the_gpu(seed, k, g):
-    """Top-K 17..64 (padded to 32 or 64; Union4 and per-query, identity order: the GPU
-    regroup runs K <= 16): both precisions, both kernels the same bits, the emulating CPU
-    reference within its bound, a captured graph replays with new ids; Union8 and an
-    explicit regroup refuse, naming why."""
+    """Top-K 17..64 (padded to 32 or 64; Union4 and per-query; "auto" keeps identity
+    order, "greedy" / "guarded" run the wide-Top-K regroup): both precisions, both kernels
+    and both regroup modes the same bits, the emulating CPU reference within its bound, a
+    captured graph replays with new ids; Union8 refuses, naming why."""
     cpu, p = gpu_problem(seed, k=k, g=g, max_prefix=20000)
     for precision in ("fp8", "fp8x2"):
         info = pageweaver.check_gpu_support(*op_args(p), precision=precision)
@@ -301,8 +301,10 @@ def test_topk_above_16_on_the_gpu(seed, k, g):
         assert err < EMU_BOUND, f"seed {seed} K={k} {precision}: NRMS vs the emulating reference {err:.3e}"
     with pytest.raises(NotImplementedError, match="Union8"):
         call(p, kernel="union8")
-    with pytest.raises(NotImplementedError, match="regroup"):
-        call(p, regroup="guarded")
+        for mode in ("greedy", "guarded"):
+            assert pageweaver.check_gpu_support(*op_args(p), precision=precision, regroup=mode)["regroup"] == mode
+            o = call(p, precision=precision, regroup=mode)
+            assert torch.equal(bits(o), bits(outs[0][0])), f"seed {seed} K={k} {precision}: regroup {mode}"
     topk = p["topk_idx"].clone()
     other_rows = torch.flip(p["topk_idx"], dims=[1])
     out = replayed(dict(p, topk_idx=topk), lambda: topk.copy_(other_rows))

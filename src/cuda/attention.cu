@@ -809,7 +809,7 @@ pw_status_t launch_dense8_k(const pw::AttentionParams &params, unsigned grid, pw
                                "dense G = 8", params, grid / 2, stream);
 }
 
-/* K = 32 / 64: dev impl 13 only (not run on a GPU yet, attention_dense.cuh). */
+/* K = 32 / 64: an 8 K-entry page list (attention_dense.cuh). */
 template <bool X2>
 pw_status_t launch_dense8(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
@@ -819,13 +819,22 @@ pw_status_t launch_dense8(const pw::AttentionParams &params, unsigned grid, pw_s
 }
 
 /* Dev impl 14 (attention_dense.cuh): one CTA per (group of 8, KV head), the leaders of a
- * pair running, three per SM; `grid` counts two CTAs per (group, KV head). */
+ * pair running, three per SM (two at K = 64); `grid` counts two CTAs per (group, KV head). */
+template <bool X2, int TOPK>
+pw_status_t launch_dense4_k(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
+{
+    static std::atomic<uint64_t> configured{0};
+    return launch_one_cta_kind(pw::dense4_attention_kernel<X2, TOPK>, pw::kSmemBytesDense4K<TOPK>, configured,
+                               "dense G = 4", params, grid / 2, stream);
+}
+
+/* K = 32 / 64: dev impl 14 only (not run on a GPU yet, attention_dense.cuh). */
 template <bool X2>
 pw_status_t launch_dense4(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
-    static std::atomic<uint64_t> configured{0};
-    return launch_one_cta_kind(pw::dense4_attention_kernel<X2>, pw::kSmemBytesDense4, configured, "dense G = 4",
-                               params, grid / 2, stream);
+    if (params.topk == 64) return launch_dense4_k<X2, 64>(params, grid, stream);
+    if (params.topk == 32) return launch_dense4_k<X2, 32>(params, grid, stream);
+    return launch_dense4_k<X2, pw::kTopK>(params, grid, stream);
 }
 
 /* One implementation of one variant: impl (bits of pw::ImplBits: 0, 2, 6, 8 and their
@@ -887,15 +896,15 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     if (problem->topk > pw::kTopK) {
         // K = 32 and 64 run on the lean kernels (impls 9 and 10, with a longer page list):
         // the library's Union4 kernel (impl 6) hands such calls to impl 9, which gives the
-        // same bytes as impl 6 would (every kernel of one arithmetic does). Dev impl 13 (the
-        // dense G = 8 tile with an 8 K-entry list) takes them too, through
-        // pw_union_attention_dev only: not run on a GPU yet, so the library does not route
-        // to it (pw_dense_tile_g).
+        // same bytes as impl 6 would (every kernel of one arithmetic does). Dev impls 13 and
+        // 14 (the dense G = 8 / 4 tiles with 8 K / 16 K-entry lists) take them too: the
+        // library runs them at G = 8 / 4 on the pre-pass (pw_dense_tile_g).
         if (impl == pw::kImplIdleVtDev) impl = pw::kImplLeanDev;
-        else if (impl != pw::kImplLeanDev && impl != pw::kImplLeanPreVtDev && impl != pw::kImplDense8Dev)
+        else if (impl != pw::kImplLeanDev && impl != pw::kImplLeanPreVtDev && impl != pw::kImplDense8Dev &&
+                 impl != pw::kImplDense4Dev)
             return pw_fail(PW_ERROR_UNSUPPORTED,
-                           "K=%d: dev impl %d runs K = 16 only (the library's kernels and dev impls 9, 10 and 13 "
-                           "run K = 32 and 64)",
+                           "K=%d: dev impl %d runs K = 16 only (the library's kernels and dev impls 9, 10, 13 and "
+                           "14 run K = 32 and 64)",
                            problem->topk, impl);
     }
     if (impl == pw::kImplDense8Dev || impl == pw::kImplDense4Dev) {

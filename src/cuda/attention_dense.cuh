@@ -322,10 +322,10 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
     if (row0 >= 0 || row1 >= 0) dense_store_rows<G>(p, o, row0, row1, kv_head, lane, m0, m1, l0, l1, v_scale);
 }
 
-/* TOPK = 32 or 64 (dev only: pw_union_attention_dev impl 13; pw_sparse_prefill keeps the
- * padded tile for K > 16 until this has run on a GPU): the same kernel with a page list of
- * the group's 8 K union pages (build_page_list reads them in passes). Written 2026-12-02
- * (eleventh session) after the device time was spent: not run yet. */
+/* TOPK = 32 or 64 (pw_sparse_prefill at G = 8 on the pre-pass, dev impl 13): the same
+ * kernel with a page list of the group's 8 K union pages (build_page_list reads them in
+ * passes). First run on the H200 2026-12-02 (twelfth session): bitwise the padded tile's
+ * FP8 outputs, A-hot G = 8 K = 32 0.67x its time (bench/NOTES.md). */
 constexpr int dense8_list_capacity(int topk) { return topk <= 16 ? kMaxUnion : 8 * topk; }
 template <int TOPK> constexpr size_t kSmemBytesDense8K = sizeof(SmemPlanLeanT<dense8_list_capacity(TOPK)>) + 1024;
 static_assert(kSmemBytesDense8K<16> == kSmemBytesLean, "dense G = 8, K = 16: the lean plan");
@@ -372,7 +372,12 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_ker
  * (the quad of a row agrees), so the softmax's kBoth path needs all four slots of the warp
  * to be members (softmax_page_two_queries is per lane otherwise: its shuffles stay outside
  * its branches). Everything else is dev impl 13's: the member rows' arithmetic is
- * softmax_page's, so the outputs are the padded tile's bits. */
+ * softmax_page's, so the outputs are the padded tile's bits.
+ *
+ * TOPK = 32 or 64 (pw_sparse_prefill at G = 4 on the pre-pass, dev impl 14): the same
+ * kernel with a pair list of 2 x 8 K entries (SmemPlanDense4Wide); only the page list's
+ * construction differs, so the outputs are still the padded tile's bits (H200, 2026-12-02).
+ * Three CTAs per SM at K = 32, two at K = 64 (see dense4_ctas_per_sm). */
 constexpr int kDense4Slots = 16;
 constexpr int kDense4G = 4;
 constexpr int kPairUnion = 2 * kMaxUnion; // pages of a merged pair (K = 16: 256)
@@ -401,6 +406,64 @@ struct __align__(1024) SmemPlanDense4 {
 constexpr size_t kSmemBytesDense4 = sizeof(SmemPlanDense4) + 1024;
 static_assert(offsetof(SmemPlanDense4, vt) == offsetof(SmemPlanDense4, v) + kTileBytes, "dense G = 4: the f16 V^T tile fills v and vt");
 static_assert(kLeanCtasPerSm * (kSmemBytesDense4 + 1024) <= 228 * 1024, "dense G = 4: three CTAs per SM no longer fit");
+
+/* TOPK = 32 / 64: CAP = 2 x 8 K = 512 / 1024 entries. The K = 16 plan's merge scratch (6
+ * bytes an entry) is gone: build_pair_page_list merges into page_physical (pages) and
+ * page_vt (member masks, one int32 each), which it reads back only before its compaction's
+ * CTA barrier and overwrites after it; staging stays in page_logical / page_members. What
+ * remains is 15 bytes an entry beside the 64 KiB of tiles that the walk uses whole (FP8X2:
+ * K, the f16 V^T tile in v | vt, q and q_lo): 72 KiB at K = 32 (three CTAs per SM fit),
+ * 80 KiB at K = 64 (they would need 3 x 82 KiB of 228; at most ~9.7 bytes an entry fit). */
+template <int CAP>
+struct __align__(1024) SmemPlanDense4Wide {
+    uint8_t k[kTileBytes];               // as in SmemPlanDense4
+    uint8_t v[kTileBytes];
+    uint8_t vt[kTileBytes];
+    uint8_t q[kRows * kHeadDim];
+    uint8_t q_lo[kRows * kHeadDim];
+    uint64_t k_full;
+    uint64_t v_full;
+    uint32_t k_done;
+    uint32_t v_done;
+    int32_t page_logical[CAP];           // staging, then the pages this CTA walks, ascending
+    int32_t page_physical[CAP];          // the merged pages with repeats (scratch), then as named
+    uint16_t page_members[CAP];          // staging, then bit s: slot s selected the page
+    uint8_t page_vlim[CAP];
+    int32_t page_vt[CAP];                // the merged member masks (scratch), then as named
+    float row_factor[kRows];
+    int32_t warp_count[kThreads / 32];
+    int32_t num_pages;
+};
+
+/* The pair list's entries: two groups' union rows of 8 K pages each. */
+constexpr int dense4_list_capacity(int topk) { return 2 * kDenseSlots * topk; }
+template <int TOPK> struct Dense4Plan { using type = SmemPlanDense4Wide<dense4_list_capacity(TOPK)>; };
+template <> struct Dense4Plan<kTopK> { using type = SmemPlanDense4; };
+template <int TOPK> constexpr size_t kSmemBytesDense4K = sizeof(typename Dense4Plan<TOPK>::type) + 1024;
+/* K = 64: two CTAs per SM (its plan is 80 KiB, above). Three would need the list at <= 9.7
+ * bytes an entry: e.g. page_physical and page_vt looked up by the issuing lane instead of
+ * stored (a global load in front of every copy), or FP8 only, the list in the v tile and
+ * q_lo that its walk leaves unused. */
+constexpr int dense4_ctas_per_sm(int topk) { return topk <= 32 ? kLeanCtasPerSm : 2; }
+static_assert(dense4_list_capacity(kTopK) == kPairUnion && kSmemBytesDense4K<kTopK> == kSmemBytesDense4,
+              "dense G = 4, K = 16: the plan above");
+static_assert(offsetof(SmemPlanDense4Wide<1024>, vt) == offsetof(SmemPlanDense4Wide<1024>, v) + kTileBytes,
+              "dense G = 4 wide: the f16 V^T tile fills v and vt");
+static_assert(dense4_ctas_per_sm(32) * (kSmemBytesDense4K<32> + 1024) <= 228 * 1024,
+              "dense G = 4, K = 32: three CTAs per SM no longer fit");
+static_assert(dense4_ctas_per_sm(64) * (kSmemBytesDense4K<64> + 1024) <= 228 * 1024,
+              "dense G = 4, K = 64: two CTAs per SM no longer fit");
+static_assert(kLeanCtasPerSm * (kSmemBytesDense4K<64> + 1024) > 228 * 1024,
+              "dense G = 4, K = 64: three CTAs per SM fit now: set dense4_ctas_per_sm(64) to kLeanCtasPerSm");
+
+/* build_pair_page_list's merge scratch: its own arrays at K = 16; page_physical / page_vt
+ * in the wide plans (SmemPlanDense4Wide). */
+static __device__ __forceinline__ int32_t *dense4_merge_pages(SmemPlanDense4 &sm) { return sm.merge_page; }
+static __device__ __forceinline__ uint16_t *dense4_merge_masks(SmemPlanDense4 &sm) { return sm.merge_mask; }
+template <int CAP>
+static __device__ __forceinline__ int32_t *dense4_merge_pages(SmemPlanDense4Wide<CAP> &sm) { return sm.page_physical; }
+template <int CAP>
+static __device__ __forceinline__ int32_t *dense4_merge_masks(SmemPlanDense4Wide<CAP> &sm) { return sm.page_vt; }
 
 /* A dense G = 4 CTA's work: the leader group and its partner (-1: none). */
 struct Dense4Work {
@@ -461,13 +524,22 @@ static __device__ __forceinline__ bool dense4_work(const AttentionParams &p, Den
 /* The pair's page list: both groups' union rows (ascending) merged into one ascending list
  * with 16-bit member masks (group a's bits 0-7, b's 8-15), pages outside the cache dropped
  * and counted (once per member query, as build_page_list), each page's vlim and pre-pass
- * tile. Ends with __syncthreads. */
-static __device__ void build_pair_page_list(SmemPlanDense4 &sm, const AttentionParams &p, const Dense4Work &w)
+ * tile. TOPK: the device's K (rows of 8 K entries, a list of 2 x 8 K). Ends with
+ * __syncthreads. */
+template <int TOPK, class Plan>
+static __device__ void build_pair_page_list(Plan &sm, const AttentionParams &p, const Dense4Work &w)
 {
+    constexpr int kRowEntries = kDenseSlots * TOPK, kEntries = 2 * kRowEntries;
+    // Consecutive entries per thread in the dedupe step (K = 16: 2).
+    constexpr int kPerThread = kEntries / kThreads;
+    static_assert(kPerThread * kThreads == kEntries && sizeof(sm.page_logical) == kEntries * sizeof(int32_t),
+                  "dense G = 4: the plan's list holds the pair's 2 x 8 K entries, a whole number per thread");
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    // union_size <= union_capacity = 8 K = 128 for well-formed metadata; clamped so that
-    // corrupt sizes cannot write past the 256 entries.
-    const int na = min(w.size_a, kMaxUnion), nb = min(w.size_b, kMaxUnion), n = na + nb;
+    // union_size <= union_capacity = 8 K for well-formed metadata; clamped so that corrupt
+    // sizes cannot write past the 2 x 8 K entries.
+    const int na = min(w.size_a, kRowEntries), nb = min(w.size_b, kRowEntries), n = na + nb;
+    int32_t *const merge_page = dense4_merge_pages(sm);
+    auto *const merge_mask = dense4_merge_masks(sm); // K = 16: uint16_t; wide plans: int32_t
     const int64_t row_a = ((int64_t)w.kv_head * p.max_groups + w.group_a) * p.union_capacity;
     const int64_t row_b = ((int64_t)w.kv_head * p.max_groups + w.group_b) * p.union_capacity;
     // Stage the two rows: a at [0, na), b at [na, n) (both ascending, distinct inside a row).
@@ -491,24 +563,24 @@ static __device__ void build_pair_page_list(SmemPlanDense4 &sm, const AttentionP
             if (in_a ? other[mid] < page : other[mid] <= page) lo = mid + 1; else hi = mid;
         }
         const int at = (in_a ? e : e - na) + lo;
-        sm.merge_page[at] = page;
-        sm.merge_mask[at] = sm.page_members[e];
+        merge_page[at] = page;
+        merge_mask[at] = sm.page_members[e];
     }
     __syncthreads();
     // One entry per distinct page (a repeat joins its bits to the first copy), then the
     // checks of build_page_list, then an order-preserving compaction of the kept pages.
-    int32_t kept_logical[2], kept_physical[2], kept_vt[2];
-    uint32_t kept_members[2];
-    bool keep[2];
+    int32_t kept_logical[kPerThread], kept_physical[kPerThread], kept_vt[kPerThread];
+    uint32_t kept_members[kPerThread];
+    bool keep[kPerThread];
 #pragma unroll
-    for (int j = 0; j < 2; j++) {
-        const int e = 2 * tid + j; // two consecutive entries per thread: order kept below
+    for (int j = 0; j < kPerThread; j++) {
+        const int e = kPerThread * tid + j; // consecutive entries per thread: order kept below
         int32_t logical = -1, physical = -1, vt = 0;
         uint32_t members = 0;
-        if (e < n && (e == 0 || sm.merge_page[e - 1] != sm.merge_page[e])) {
-            logical = sm.merge_page[e];
-            members = sm.merge_mask[e];
-            if (e + 1 < n && sm.merge_page[e + 1] == logical) members |= sm.merge_mask[e + 1];
+        if (e < n && (e == 0 || merge_page[e - 1] != merge_page[e])) {
+            logical = merge_page[e];
+            members = merge_mask[e];
+            if (e + 1 < n && merge_page[e + 1] == logical) members |= merge_mask[e + 1];
         }
         if (logical >= 0) {
             physical = (int64_t)logical < p.max_pages ? p.page_table[(int64_t)w.request * p.page_table_stride + logical] : -1;
@@ -524,7 +596,9 @@ static __device__ void build_pair_page_list(SmemPlanDense4 &sm, const AttentionP
         kept_vt[j] = vt;
         kept_members[j] = members;
     }
-    const int mine = (int)keep[0] + (int)keep[1];
+    int mine = 0;
+#pragma unroll
+    for (int j = 0; j < kPerThread; j++) mine += (int)keep[j];
     // Exclusive prefix of `mine` over the CTA in thread order (= entry order).
     int incl = mine;
 #pragma unroll
@@ -536,10 +610,11 @@ static __device__ void build_pair_page_list(SmemPlanDense4 &sm, const AttentionP
     __syncthreads();
     int offset = incl - mine;
     for (int v = 0; v < warp; v++) offset += sm.warp_count[v];
-    // The staging arrays are dead now (merge_* hold the merged list): the kept pages go to
-    // page_* (positions <= the entry index, read only from merge_*).
+    // The staging arrays are dead now (merge_* hold the merged list), and so is merge_*
+    // (every read of it was before the barrier above; the wide plans' merge_* is
+    // page_physical / page_vt): the kept pages go to page_*.
 #pragma unroll
-    for (int j = 0; j < 2; j++) {
+    for (int j = 0; j < kPerThread; j++) {
         if (!keep[j]) continue;
         sm.page_logical[offset] = kept_logical[j];
         sm.page_physical[offset] = kept_physical[j];
@@ -556,11 +631,12 @@ static __device__ void build_pair_page_list(SmemPlanDense4 &sm, const AttentionP
     __syncthreads();
 }
 
-template <bool X2>
-__global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense4_attention_kernel(const __grid_constant__ AttentionParams p)
+template <bool X2, int TOPK = kTopK>
+__global__ void __launch_bounds__(kThreads, dense4_ctas_per_sm(TOPK)) dense4_attention_kernel(const __grid_constant__ AttentionParams p)
 {
+    using Plan = typename Dense4Plan<TOPK>::type;
     extern __shared__ uint8_t smem_raw[];
-    SmemPlanDense4 &sm = *reinterpret_cast<SmemPlanDense4 *>(
+    Plan &sm = *reinterpret_cast<Plan *>(
         (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
     const int tid = threadIdx.x;
 
@@ -569,7 +645,7 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense4_attention_ker
     const int kv_head = work.kv_head;
 
     lean_init_ring(sm);
-    build_pair_page_list(sm, p, work); // ends with __syncthreads
+    build_pair_page_list<TOPK>(sm, p, work); // ends with __syncthreads
     dense_walk<X2, kDense4G>(sm, p, tid, kv_head, work.query_rows, work.limits);
 }
 

@@ -974,8 +974,10 @@ extern "C" pw_status_t pw_regroup(const pw_problem_t *problem, const int32_t *to
 {
     (void)workspace;
     (void)workspace_bytes; /* the kernels need none (size query returns 0) */
-    return pw_regroup_dev_variant(kDevLibrary, problem, topk_ids, requests, grouping, perm,
-                                  stream);
+    /* K <= 16: v3; K 17..64: the wide-Top-K kernel (regroup_wide.cuh: the same
+     * permutations, ~5x v3's time per window at K = 16, bench/NOTES.md twelfth session). */
+    const int variant = problem && problem->topk > kMaxTopk ? kDevWide : kDevLibrary;
+    return pw_regroup_dev_variant(variant, problem, topk_ids, requests, grouping, perm, stream);
 }
 
 /* Fused variants (regroup_dev.h): 0 = one launch (library), 1 = one launch with the hash

@@ -73,6 +73,8 @@ static uint64_t g_seed;
 /* Arithmetic of the GPU runs and of the emulating reference in this file (set by the
  * FP8X2 sections, PW_PRECISION_FP8 otherwise). */
 static pw_precision_t g_precision = PW_PRECISION_FP8;
+/* config.regroup of full_call_run's plans (the Top-K-wide test sets GREEDY / GUARDED). */
+static pw_regroup_mode_t g_full_regroup = PW_REGROUP_AUTO;
 /* Attention sinks of the GPU runs (device, [Hq]) and of the references (host): test_sinks only. */
 static float *g_sinks_dev = NULL;
 static const float *g_sinks_host = NULL;
@@ -826,6 +828,7 @@ static void full_call_run_cap(const pw_capture_t *c, device_problem_t *d, pw_ker
     cfg.kernel = kernel;
     cfg.flags = flags;
     cfg.vt_max_pages = vt_max_pages;
+    cfg.regroup = g_full_regroup;
     pw_plan_t *plan = NULL;
     assert_pw_ok(pw_plan_create(p, &cfg, &plan));
     size_t bytes = 0;
@@ -848,6 +851,25 @@ static void full_call_run(const pw_capture_t *c, device_problem_t *d, pw_kernel_
                           float *l)
 {
     full_call_run_cap(c, d, kernel, flags, 0, o, l);
+}
+
+/* The full call at G = 8 / 4 with the pre-pass (the library's dense tile at any K), in
+ * identity order (AUTO) and after the regroup (GUARDED; the wide-Top-K kernel at K > 16):
+ * bitwise the dense tile's outputs o / l (dev impl 13 / 14 on another grouping). o_full /
+ * l_full: scratch of the same size. */
+static void check_dense_full_call(const pw_capture_t *c, device_problem_t *d, int dense_impl, const pw_bf16_t *o,
+                                  const float *l, pw_bf16_t *o_full, float *l_full)
+{
+    for (int m = 0; m < 2; m++) {
+        g_full_regroup = m ? PW_REGROUP_GUARDED : PW_REGROUP_AUTO;
+        full_call_run(c, d, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o_full, l_full);
+        g_full_regroup = PW_REGROUP_AUTO;
+        const int same = same_outputs(c, o_full, l_full, o, l);
+        printf("  K=%d G=%d %s full call (pre-pass, regroup %s): bitwise %s to dev impl %d\n", c->problem.topk,
+               c->problem.q_heads_per_kv, g_precision == PW_PRECISION_FP8X2 ? "FP8X2" : "FP8",
+               m ? "GUARDED" : "AUTO", same ? "equal" : "DIFFERENT", dense_impl);
+        assert_true(same);
+    }
 }
 
 static int64_t count_nan_bf16(const pw_bf16_t *o, int64_t count)
@@ -1574,10 +1596,11 @@ static void test_topk_padded(void **state)
  * Union4 guarded W128 (the reference's regroup) against the emulating and exact references,
  * identity / random / per-query and dev impls 9 and 10 bitwise equal (FP8X2's impl 10: P in
  * f16, against the f16-P emulation), the full call with and without the V^T pre-pass and
- * per-query; then rows whose last K/4 ids are -1 against the same rows given as K = 3K/4
- * ids (the plan pads them to K): the same bits; then G = 8: dev impl 13 (the dense tile,
- * not routed by the library for K > 16) against the padded tile (added 2026-12-02 after
- * the device time: not run yet). */
+ * per-query, and Union4 after the wide-Top-K regroup (GREEDY / GUARDED); then rows whose
+ * last K/4 ids are -1 against the same rows given as K = 3K/4 ids (the plan pads them to
+ * K): the same bits; then G = 8 and G = 4: dev impls 13 / 14 (the dense tiles) against the
+ * padded tile, and the full call (the library's dense tiles, identity and regrouped) against
+ * them. */
 static void test_topk_wide(void **state)
 {
     (void)state;
@@ -1670,16 +1693,22 @@ static void test_topk_wide(void **state)
                                  PW_ERROR_UNSUPPORTED);
                 printf("  K=%d dev impl 2: %s\n", K, pw_last_error());
             }
-            /* The full call: identity order (the GPU regroup runs K <= 16), Union4 with and
-             * without the pre-pass, per-query. */
-            const pw_kernel_t kernels[3] = {PW_KERNEL_UNION4, PW_KERNEL_UNION4, PW_KERNEL_PER_QUERY};
-            const uint32_t flags[3] = {PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS, 0u};
-            for (int f = 0; f < 3; f++) {
+            /* The full call: identity order (AUTO at K > 16), Union4 with and without the
+             * pre-pass, per-query; then Union4 with the wide-Top-K regroup (GREEDY / GUARDED,
+             * W128): the same bits. */
+            const pw_kernel_t kernels[5] = {PW_KERNEL_UNION4, PW_KERNEL_UNION4, PW_KERNEL_PER_QUERY,
+                                            PW_KERNEL_UNION4, PW_KERNEL_UNION4};
+            const uint32_t flags[5] = {PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS, 0u, PW_PLAN_VT_PREPASS,
+                                       PW_PLAN_NO_VT_PREPASS};
+            for (int f = 0; f < 5; f++) {
+                g_full_regroup = f == 3 ? PW_REGROUP_GREEDY : f == 4 ? PW_REGROUP_GUARDED : PW_REGROUP_AUTO;
                 full_call_run(c, &d, kernels[f], flags[f], o, l);
-                const int f16 = x2 && f == 0;
+                g_full_regroup = PW_REGROUP_AUTO;
+                const int f16 = x2 && (f == 0 || f == 3);
                 const int same = same_outputs(c, o, l, f16 ? o10 : o0, f16 ? l10 : l0);
-                printf("  K=%d %s full call %s%s: bitwise %s%s\n", K, x2 ? "FP8X2" : "FP8", kernel_name(kernels[f]),
-                       f == 0 ? " (V^T pre-pass)" : f == 1 ? " (no pre-pass)" : "", same ? "equal" : "DIFFERENT",
+                printf("  K=%d %s full call %s%s%s: bitwise %s%s\n", K, x2 ? "FP8X2" : "FP8", kernel_name(kernels[f]),
+                       flags[f] == PW_PLAN_VT_PREPASS ? " (V^T pre-pass)" : flags[f] ? " (no pre-pass)" : "",
+                       f == 3 ? " regroup GREEDY" : f == 4 ? " regroup GUARDED" : "", same ? "equal" : "DIFFERENT",
                        f16 ? " to dev impl 10" : "");
                 assert_true(same);
             }
@@ -1715,8 +1744,9 @@ static void test_topk_wide(void **state)
             free(cut);
         }
         /* G = 8 (Q cut to each KV head's first 8 heads): dev impl 13, the dense tile with an
-         * 8 K-entry page list (not routed by the library for K > 16), against the padded
-         * tile the library runs: FP8 the same bits, FP8X2 P in f16 (its emulation). */
+         * 8 K-entry page list, against the padded tile: FP8 the same bits, FP8X2 P in f16
+         * (its emulation); the full call (the library's dense tile) against it; then G = 4
+         * and dev impl 14 alike. */
         {
             release(&d);
             const int G = 8, old = p->q_heads_per_kv;
@@ -1741,6 +1771,66 @@ static void test_topk_wide(void **state)
                            same ? "equal" : "DIFFERENT");
                     assert_true(same);
                 }
+                check_dense_full_call(c, &d, 13, o, l, o10, l10);
+            }
+            /* G = 4 (Q cut again, to each KV head's first 4 heads): dev impl 14, the dense
+             * tile of two consecutive groups of one W128 window (dense4_work) with a pair list
+             * of 2 x 8 K entries, against the padded tile: the same comparisons. */
+            release(&d);
+            const int G4 = 4;
+            for (int64_t row = 0; row < n; row++)
+                for (int64_t kv = 0; kv < hkv; kv++)
+                    for (int64_t h = 0; h < G4; h++)
+                        memmove(c->q + ((row * hkv + kv) * G4 + h) * 128, c->q + ((row * hkv + kv) * G + h) * 128,
+                                128 * 2);
+            p->q_heads_per_kv = G4;
+            upload(c, &d);
+            for (int pr = 0; pr < 2; pr++) {
+                g_precision = precisions[pr];
+                pw_grouping_t g;
+                setup_arm(4, c, &rng, perm, &g, &d);
+                if (pr == 0) {
+                    /* The largest pair list before its dedupe (leader + partner union sizes,
+                     * paired as dense4_work does), printed: past the K = 16 list's 2 x 128
+                     * entries on this problem's mostly random pages once a request has 9+
+                     * queries (not asserted: it may have none). */
+                    const int64_t groups = hkv * d.meta.max_groups;
+                    pw_group_desc_t *desc = malloc(groups * sizeof *desc);
+                    assert_non_null(desc);
+                    CUDA_OK(cudaMemcpy(desc, d.meta.groups, groups * sizeof *desc, cudaMemcpyDeviceToHost));
+                    int32_t num_groups[2] = {0, 0};
+                    CUDA_OK(cudaMemcpy(num_groups, d.meta.num_groups, hkv * 4, cudaMemcpyDeviceToHost));
+                    int largest_pair = 0;
+                    for (int h = 0; h < hkv; h++)
+                        for (int64_t gi = 0; gi < num_groups[h]; gi++) {
+                            const pw_group_desc_t *a = &desc[h * d.meta.max_groups + gi];
+                            const int32_t rel = a->slot_begin - c->cu_seqlens_q[a->request];
+                            if (((g.window > 0 ? rel % g.window : rel) / 8) % 2) continue; /* a partner */
+                            int size = a->union_size;
+                            if (gi + 1 < num_groups[h]) {
+                                const pw_group_desc_t *b = a + 1;
+                                const int32_t rel_b = b->slot_begin - c->cu_seqlens_q[a->request];
+                                if (b->request == a->request && b->slot_begin == a->slot_begin + 8 &&
+                                    (g.window <= 0 || rel_b / g.window == rel / g.window))
+                                    size += b->union_size;
+                            }
+                            if (size > largest_pair) largest_pair = size;
+                        }
+                    free(desc);
+                    printf("  K=%d G=4: largest pair list %d entries (before its dedupe; capacity %d)\n", K,
+                           largest_pair, 2 * 8 * K);
+                }
+                run_kernel(c, &d, PW_KERNEL_UNION4, &g, o0, l0);
+                run_kernel_impl(c, &d, PW_KERNEL_UNION4, 14, &g, o, l);
+                if (pr == 1) {
+                    check_f16_p(c, o, l, 1.0, "G = 4 dense tile (dev impl 14, K > 16)");
+                } else {
+                    const int same = same_outputs(c, o, l, o0, l0);
+                    printf("  K=%d G=4 FP8 dense tile (dev impl 14): bitwise %s to the padded tile\n", K,
+                           same ? "equal" : "DIFFERENT");
+                    assert_true(same);
+                }
+                check_dense_full_call(c, &d, 14, o, l, o10, l10);
             }
             p->q_heads_per_kv = old; /* the capture's Q buffer is freed with its size below */
         }

@@ -410,12 +410,12 @@ static void check_case(const host_case_t *hc, int misalign, int thorough)
     release(&dc);
 }
 
-/* Top-K wider than 16 (K 17..64; the GPU regroup runs K <= 16, union preparation any K up
- * to 64): union preparation of host permutations (identity, a random bijection inside each
- * request, the reference's guarded W128 g = 4 regroup: the default plan's Union4 objective)
- * on the GPU equals the reference byte for byte; windows 128 / 0 / 64 / 5 and g = 8 / 3;
- * the wide-Top-K regroup kernel (dev variant 6) equals pw_ref_regroup; the library's GPU
- * regroup refuses GREEDY / GUARDED and runs IDENTITY. */
+/* Top-K wider than 16 (K 17..64: the wide-Top-K regroup kernel, union preparation any K
+ * up to 64): union preparation of host permutations (identity, a random bijection inside
+ * each request, the reference's guarded W128 g = 4 regroup: the default plan's Union4
+ * objective) on the GPU equals the reference byte for byte; windows 128 / 0 / 64 / 5 and
+ * g = 8 / 3; the wide-Top-K regroup kernel (dev variant 6, and pw_regroup, which runs it)
+ * equals pw_ref_regroup; pw_regroup runs IDENTITY. */
 static void check_wide_case(const host_case_t *hc, int misalign, int thorough)
 {
     const pw_problem_t *p = &hc->problem;
@@ -445,8 +445,8 @@ static void check_wide_case(const host_case_t *hc, int misalign, int thorough)
         }
         CUDA_OK(cudaFree(perm_dev));
     }
-    /* The wide-Top-K regroup kernel (dev variant 6, not used by the plan yet) == the
-     * reference, byte for byte, in poisoned buffers. */
+    /* The wide-Top-K regroup kernel (dev variant 6, which pw_regroup runs for K > 16) ==
+     * the reference, byte for byte, in poisoned buffers, through both entry points. */
     {
         const struct { pw_regroup_mode_t mode; int32_t window, g; } runs[4] = {
             {PW_REGROUP_GREEDY, 128, 8}, {PW_REGROUP_GUARDED, 128, 4}, {PW_REGROUP_GREEDY, 64, 3},
@@ -461,24 +461,27 @@ static void check_wide_case(const host_case_t *hc, int misalign, int thorough)
             gw.window = runs[r].window;
             gw.group_size = runs[r].g;
             assert_pw_ok(pw_ref_regroup(p, hc->ids, &rq, &gw, want));
-            CUDA_OK(cudaMemsetAsync(perm_var, POISON, n_perm * 4, g_stream));
-            assert_pw_ok(pw_regroup_dev_variant(6, p, dc.ids, &dc.requests, &gw, perm_var, (pw_stream_t)g_stream));
-            CUDA_OK(cudaMemcpyAsync(got, perm_var, n_perm * 4, cudaMemcpyDeviceToHost, g_stream));
-            CUDA_OK(cudaStreamSynchronize(g_stream));
-            char what[96];
-            snprintf(what, sizeof what, "perm (dev variant 6, mode %d W=%d g=%d)", (int)gw.mode, gw.window, gw.group_size);
-            assert_same_bytes(want, got, n_perm * 4, what, hc->name);
+            for (int entry = 0; entry < 2; entry++) {
+                CUDA_OK(cudaMemsetAsync(perm_var, POISON, n_perm * 4, g_stream));
+                if (entry == 0)
+                    assert_pw_ok(pw_regroup_dev_variant(6, p, dc.ids, &dc.requests, &gw, perm_var, (pw_stream_t)g_stream));
+                else
+                    assert_pw_ok(pw_regroup(p, dc.ids, &dc.requests, &gw, perm_var, NULL, 0, (pw_stream_t)g_stream));
+                CUDA_OK(cudaMemcpyAsync(got, perm_var, n_perm * 4, cudaMemcpyDeviceToHost, g_stream));
+                CUDA_OK(cudaStreamSynchronize(g_stream));
+                char what[96];
+                snprintf(what, sizeof what, "perm (%s, mode %d W=%d g=%d)", entry ? "pw_regroup" : "dev variant 6",
+                         (int)gw.mode, gw.window, gw.group_size);
+                assert_same_bytes(want, got, n_perm * 4, what, hc->name);
+            }
         }
         CUDA_OK(cudaFree(perm_var));
         free(want);
         free(got);
     }
-    /* The GPU regroup: K > 16 only in identity order. */
+    /* The GPU regroup in identity order. */
     int32_t *perm_dev = dev_alloc(n_perm * 4 + 4);
     pw_grouping_t g = PW_GROUPING_INIT;
-    assert_int_equal(pw_regroup(p, dc.ids, &dc.requests, &g, perm_dev, NULL, 0, (pw_stream_t)g_stream),
-                     PW_ERROR_UNSUPPORTED);
-    assert_non_null(strstr(pw_last_error(), "topk"));
     g.mode = PW_REGROUP_IDENTITY;
     assert_pw_ok(pw_regroup(p, dc.ids, &dc.requests, &g, perm_dev, NULL, 0, (pw_stream_t)g_stream));
     int32_t *got = malloc(n_perm * 4 + 4);
@@ -925,9 +928,9 @@ static void test_captures(void **state)
             hc.kv = c->kv_lens;
             hc.ids = c->topk_ids;
             snprintf(hc.name, sizeof hc.name, "%.120s", names[k]);
-            if (c->problem.topk > 16) { /* no GPU regroup: union preparation of host perms */
+            if (c->problem.topk > 16) { /* the wide-Top-K regroup and union preparation */
                 check_wide_case(&hc, 0, 0);
-                printf("capture %s: K=%d: union preparation == reference (the GPU regroup runs K <= 16)\n",
+                printf("capture %s: K=%d: wide-Top-K regroup and union preparation == reference\n",
                        names[k], c->problem.topk);
                 pw_capture_free(c);
                 found++;
@@ -1076,9 +1079,10 @@ static void test_errors(void **state)
     assert_int_equal(pw_regroup(p, dc.ids, NULL, &g, perm_dev, NULL, 0, st),
                      PW_ERROR_INVALID_ARGUMENT);
     pw_problem_t big_k = *p;
-    big_k.topk = 17;
+    big_k.topk = 65; /* the GPU regroup takes K <= 64 */
     assert_int_equal(pw_regroup(&big_k, dc.ids, &dc.requests, &g, perm_dev, NULL, 0, st),
                      PW_ERROR_UNSUPPORTED);
+    assert_non_null(strstr(pw_last_error(), "topk"));
     size_t bytes = 1;
     assert_pw_ok(pw_regroup_workspace_size(p, &g, &bytes));
     assert_int_equal(bytes, 0);
