@@ -1,10 +1,11 @@
 /* regroup_wide.cuh — Algorithm 1 (paper §3.1, docs/semantics.md §3) on sm_90 for Top-K rows
  * of up to 64 ids: pw_regroup_dev_variant 6 (regroup_dev.h). A first, simple kernel for
- * K > 16, where the library's kernel (regroup.cu, v3: 16-position masks and M rows) stops.
- * NOT used by pw_sparse_prefill: written on 2026-12-02 (eleventh session) after the device
- * time was spent, compiled but not run on a GPU yet; tests/gpu/test_regroup_gpu.c checks it
- * byte for byte against pw_ref_regroup (test_wide_topk) the first time it runs. Included by
- * regroup.cu (after its RegroupParams, regroup_params and launch_status, which it uses).
+ * K > 16, where v3 (regroup.cu: 16-position masks and M rows) stops: pw_regroup runs it
+ * for K 17..64 (pw_sparse_prefill with GREEDY / GUARDED; AUTO keeps identity order at
+ * K > 16 because of its cost, below). tests/gpu/test_regroup_gpu.c checks it byte for byte
+ * against pw_ref_regroup (test_wide_topk, the K 32 / 64 captures; H200 2026-12-02, racecheck
+ * clean). Included by regroup.cu (after its RegroupParams, regroup_params and launch_status,
+ * which it uses).
  *
  * One CTA per (window, KV head) as v3 (N/W + R CTAs per KV head, request r owning CTAs
  * cu[r]/W + r onwards; thread 0 finds the request by a binary search), one thread per query:
@@ -17,8 +18,9 @@
  *  3. The greedy loop with every thread: the seed is the smallest unassigned id; each member
  *     step, each unassigned query counts its pages whose slot does not carry the group's
  *     stamp (K shared loads), a block minimum of (count << 8 | j) picks the winner, whose
- *     thread stamps its slots. Two block barriers per step: ~K loads + ~200 clocks, so
- *     ~30 us a W128 window at K = 64 (estimate; v3 takes ~77 ns a step at K = 16).
+ *     thread stamps its slots. Two block barriers per step: measured on the H200 (A-hot,
+ *     W128 greedy) 64 / 71 / 123 us a call at K 16 / 32 / 64, ~500-960 ns a step (v3: ~77 ns
+ *     a step at K = 16; bench/NOTES.md twelfth session).
  * Output: perm[h*N + row0 + s] = row0 + order[s] (identity order when guarded mode keeps it).
  * Broken device data (cu_seqlens out of range) make a CTA exit without writing; nothing is
  * read or written outside the buffers. */
