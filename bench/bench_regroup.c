@@ -407,9 +407,9 @@ static void bench_variants(const char *path, int replays)
     pw_capture_free(c);
 }
 
-/* K > 16 (the library's regroup runs K <= 16): the wide-Top-K kernel (dev variant 6, not
- * used by the plan yet) in greedy and guarded mode, each permutation checked against the
- * reference, and union preparation of the guarded W128 permutation. */
+/* K > 16: the wide-Top-K kernel (dev variant 6, which pw_regroup runs for K 17..64) in
+ * greedy and guarded mode, each permutation checked against the reference, and union
+ * preparation of the guarded W128 permutation. */
 static void bench_wide_capture(const pw_capture_t *c, const char *path, int32_t hkv, int replays)
 {
     bench_problem_t b;

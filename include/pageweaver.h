@@ -685,10 +685,10 @@ typedef struct pw_plan_config {
  *            or per-query: PW_REGROUP_AUTO keeps identity order there (pw_plan_info says
  *            so; config.window is then not restricted to 64 / 128: it only cuts the union
  *            groups), GREEDY and GUARDED run the wide-Top-K regroup kernel (pw_regroup;
- *            windows 64 / 128; it costs more than it saves on A-hot-like inputs,
- *            bench/NOTES.md), per-query ignores the mode as for any K, and
- *            PW_PLAN_CALLER_PERM takes a permutation of any K. At G = 8 the dense tile
- *            runs any K (8 K-entry page lists); at G = 4, K > 16 runs the padded tile.
+ *            windows 64 / 128; H200 A-hot: -0.7..-4.2% at G = 16, +-1% at G = 8, up to
+ *            +2.2% at G = 4, bench/NOTES.md), per-query ignores the mode as for any K, and
+ *            PW_PLAN_CALLER_PERM takes a permutation of any K. The dense G = 8 / 4 tiles
+ *            run any K (page lists of 8 K / 16 K entries).
  *   config:  NULL for the defaults (PW_PLAN_CONFIG_INIT).
  *   out:     receives the plan (free with pw_plan_destroy); NULL on failure.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL problem/out, bad shapes, struct_size, mode,
@@ -789,8 +789,10 @@ typedef struct pw_plan_info {
     pw_regroup_mode_t configured; /* config.regroup as given */
     int32_t window;            /* W of the regroup (and of the union groups) */
     pw_kernel_t kernel;
-    double saving_us;          /* time guard: predicted attention time saved by regrouping */
-    double cost_us;            /* time guard: predicted in-call regroup cost */
+    double saving_us;          /* time guard: predicted attention time saved by regrouping
+                                  (0 when K > 16 or no regroup can run: the model is
+                                  fitted at K = 16) */
+    double cost_us;            /* time guard: predicted in-call regroup cost (0 likewise) */
     double margin_us;          /* regroup iff saving_us > cost_us + margin_us (AUTO) */
     int32_t regroup_group_size; /* g of the call's regroup (Algorithm 1's group size): 4 for
                                   PW_KERNEL_UNION4 (its objective is C_4), 8 for Union8,

@@ -318,8 +318,9 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
         const pw_time_guard_inputs_t in = {problem->num_tokens, problem->num_requests,
                                            problem->num_kv_heads, problem->max_pages_per_request,
                                            config->kernel, (pw_precision_t)prec, config->window};
-        const int pays = can_regroup && pw_time_guard(&in, pw_time_guard_model(), &plan->saving_us[prec],
-                                                      &plan->cost_us[prec]);
+        /* The model (fitted at K = 16) is not evaluated for K > 16: saving / cost stay 0. */
+        const int pays = can_regroup && problem->topk <= 16 &&
+                         pw_time_guard(&in, pw_time_guard_model(), &plan->saving_us[prec], &plan->cost_us[prec]);
         plan->regroup_pays[prec] = config->regroup == PW_REGROUP_AUTO ? pays : can_regroup;
     }
     /* Identity order: runs of 8 inside each request (window 0). A caller's permutation is

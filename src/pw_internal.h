@@ -153,7 +153,7 @@ pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, const int32_t 
                                      const pw_vt_buffers_t *vt, pw_stream_t stream);
 
 /* G if the problem's G Q heads per KV head have a dense tile on the V^T pre-pass (8: dev
- * impl 13; 4: dev impl 14, pairs of 8-query groups; both for K <= 16 only), else 0. */
+ * impl 13; 4: dev impl 14, pairs of 8-query groups; both for any K <= 64), else 0. */
 int pw_dense_tile_g(const pw_problem_t *problem);
 
 /* The G of the dense tile pw_union_attention_vt runs for these arguments (pw_dense_tile_g

@@ -357,9 +357,9 @@ static void test_create_errors(void **state)
     q.topk = 65;
     assert_int_equal(pw_plan_create(&q, NULL, &plan), PW_ERROR_UNSUPPORTED);
     assert_non_null(strstr(pw_last_error(), "K=65"));
-    /* K = 17..64: padded to 32 or 64; Union4 (default, AUTO keeps identity order) and
-     * per-query plans; Union8, GREEDY and GUARDED refuse, naming K; PW_PLAN_CALLER_PERM
-     * takes any regroup mode (the caller's perm). */
+    /* K = 17..64: padded to 32 or 64; Union4 (default, AUTO keeps identity order, GREEDY /
+     * GUARDED regroup in windows of 64 / 128) and per-query plans; Union8 refuses, naming K;
+     * PW_PLAN_CALLER_PERM takes any regroup mode (the caller's perm). */
     {
         const int32_t ks[4] = {17, 32, 40, 64};
         const int32_t kd[4] = {32, 32, 64, 64};
@@ -397,6 +397,7 @@ static void test_create_errors(void **state)
                 for (int x2 = 0; x2 < 2; x2++) {
                     assert_pw_ok(pw_plan_info(plan, x2 ? PW_PRECISION_FP8X2 : PW_PRECISION_FP8, &ri));
                     assert_int_equal(ri.regroup, kc.regroup);
+                    assert_true(ri.saving_us == 0.0 && ri.cost_us == 0.0); /* no K = 16 model */
                 }
                 pw_plan_destroy(plan);
                 kc.window = 32;

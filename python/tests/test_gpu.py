@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import pageweaver
-from pageweaver import _lib
+from pageweaver import _lib, _op
 from pageweaver.integrations import sglang, vllm
 from problems import nrms, op_args, random_problem
 
@@ -18,6 +18,7 @@ pytestmark = pytest.mark.gpu
 FAST = dict(hkv=2, g=16, d=128, k=16)
 PRECISIONS = ("fp8", "fp8x2")
 KERNELS = ("union4", "union8", "per_query")
+PW_PLAN_VT_PREPASS = 1 << 1  # pageweaver.h pw_plan_config_t.flags
 EMU_BOUND = 1e-2  # GPU vs the FP8-emulating reference (tests/gpu/test_attention_gpu.c)
 
 
@@ -284,7 +285,7 @@ def test_topk_below_16_on_the_gpu(seed, k):
     assert torch.equal(bits(out), bits(call(q2))), f"seed {seed}: replay with new ids"
 
 
-@pytest.mark.parametrize("k,g", [(32, 16), (64, 16), (24, 8)])
+@pytest.mark.parametrize("k,g", [(32, 16), (64, 16), (24, 8), (40, 4)])
 def test_topk_above_16_on_the_gpu(seed, k, g):
     """Top-K 17..64 (padded to 32 or 64; Union4 and per-query; "auto" keeps identity
     order, "greedy" / "guarded" run the wide-Top-K regroup): both precisions, both kernels
@@ -299,12 +300,28 @@ def test_topk_above_16_on_the_gpu(seed, k, g):
         want = call(cpu, precision=precision)
         err = nrms(outs[0][0].cpu(), want)
         assert err < EMU_BOUND, f"seed {seed} K={k} {precision}: NRMS vs the emulating reference {err:.3e}"
-    with pytest.raises(NotImplementedError, match="Union8"):
-        call(p, kernel="union8")
         for mode in ("greedy", "guarded"):
             assert pageweaver.check_gpu_support(*op_args(p), precision=precision, regroup=mode)["regroup"] == mode
             o = call(p, precision=precision, regroup=mode)
             assert torch.equal(bits(o), bits(outs[0][0])), f"seed {seed} K={k} {precision}: regroup {mode}"
+        if g != 16:
+            # The V^T pre-pass forced on (the package's private plan-flags hook; the plan's
+            # rule needs 4,096+ queries): the dense G = 8 / 4 tile at K > 16. FP8: the padded
+            # tile's bits; FP8X2: P in f16, within the emulating bound.
+            _op._plan_flags = PW_PLAN_VT_PREPASS
+            try:
+                dense = [call(p, precision=precision, regroup=mode) for mode in ("auto", "greedy")]
+            finally:
+                _op._plan_flags = 0
+            assert torch.equal(bits(dense[1]), bits(dense[0])), f"seed {seed} K={k} G={g} {precision}: dense greedy"
+            if precision == "fp8":
+                assert torch.equal(bits(dense[0]), bits(outs[0][0])), f"seed {seed} K={k} G={g}: dense vs padded"
+            else:  # P in f16: not the padded tile's bits (so the pre-pass path ran)
+                assert not torch.equal(bits(dense[0]), bits(outs[0][0])), f"seed {seed} K={k} G={g}: no pre-pass?"
+                err = nrms(dense[0].cpu(), want)
+                assert err < EMU_BOUND, f"seed {seed} K={k} G={g} fp8x2 dense: NRMS {err:.3e}"
+    with pytest.raises(NotImplementedError, match="Union8"):
+        call(p, kernel="union8")
     topk = p["topk_idx"].clone()
     other_rows = torch.flip(p["topk_idx"], dims=[1])
     out = replayed(dict(p, topk_idx=topk), lambda: topk.copy_(other_rows))

@@ -828,7 +828,7 @@ pw_status_t launch_dense4_k(const pw::AttentionParams &params, unsigned grid, pw
                                "dense G = 4", params, grid / 2, stream);
 }
 
-/* K = 32 / 64: dev impl 14 only (not run on a GPU yet, attention_dense.cuh). */
+/* K = 32 / 64: a pair list of 2 x 8 K entries (attention_dense.cuh; two CTAs per SM at K = 64). */
 template <bool X2>
 pw_status_t launch_dense4(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {

@@ -46,8 +46,8 @@ extern "C" {
  *         as impl 10): 16 queries x 4 heads per M64 tile, two consecutive 8-query groups of
  *         the metadata (a pair: the group at an even index of its window and the next one
  *         when it continues it) walking their merged union once (attention_dense.cuh).
- *         Meant to equal the padded tile's G = 4 outputs bitwise. Written without a GPU run
- *         (2026-12-02, eighth session): test_gqa_padded checks it on the next one.
+ *         The padded tile's G = 4 outputs bitwise (FP8; test_gqa_padded, test_topk_wide).
+ *         Impls 13 and 14 take K = 16, 32 and 64 (page lists of 8 K / 16 K entries).
  * impls 1, 3, 4, 5, 7, 11 were removed (measured slower or no faster; bench/NOTES.md v5, v6,
  *         v9): PW_ERROR_UNSUPPORTED.
  * O and LSE are bitwise identical for every impl but 12 in FP8; in FP8X2 impls 10, 13 and 14

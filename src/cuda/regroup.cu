@@ -845,7 +845,7 @@ enum {
     kDevHashForced = 3,    /* v3 with the hash path whatever max_pages_per_request */
     kDevMatch = 4,         /* v3, __match_any_sync mask ORs on the direct path */
     kDevHashPrepOnly = 5,  /* v3 hash path, no greedy loop */
-    kDevWide = 6,          /* regroup_wide.cuh: K up to 64 (not run on a GPU yet) */
+    kDevWide = 6,          /* regroup_wide.cuh: K up to 64 (pw_regroup's kernel for K > 16) */
     kDevLast = kDevWide
 };
 

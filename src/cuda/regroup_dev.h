@@ -21,8 +21,8 @@ extern "C" {
  * variant 4: v3 with __match_any_sync mask ORs on the direct path (same result).
  * variant 5: v3 hash path forced, everything but the greedy loop (timing only).
  * variant 6: the wide-Top-K kernel (regroup_wide.cuh): K up to 64 (the others: K <= 16), a
- *            hash set always, every thread in the greedy loop; the same result. Written
- *            2026-12-02 and NOT run on a GPU yet; not used by pw_sparse_prefill.
+ *            hash set always, every thread in the greedy loop; the same result.
+ *            pw_regroup runs it for K 17..64 (H200, 2026-12-02).
  * (Kernel v2, variants 3 and 4 until it was removed, is in bench/NOTES.md.)
  * Other arguments and errors as pw_regroup (no workspace); a variant outside 0..6 is
  * PW_ERROR_INVALID_ARGUMENT. */
