@@ -893,7 +893,9 @@ static int64_t count_nan_bf16(const pw_bf16_t *o, int64_t count)
 /* Issue 11: whatever bytes a cache slot outside every A_i holds (NaN codes 0x7F / 0xFF,
  * the largest finite codes 0x7E / 0xFE, random bytes), O and LSE are bitwise those of the
  * clean caches, for every kernel x precision x grouping (identity, guarded W128, a random
- * permutation), the library's impl and every dev impl of Union8 W128, and the full call.
+ * permutation), the library's impl and every dev impl of Union8 W128, and the full call;
+ * then Top-K 32 / 64 through the full call (Union4 with and without the pre-pass,
+ * per-query, the wide-Top-K regroup).
  * Problems: several requests with prefixes, kv_len % 128 != 0 and KV past the chunk's last
  * query (up to max_tail tokens), 1-query requests; the poisoned slots are those past kv_len,
  * past every query's causal position, on never-selected pages and on the spare pages.
@@ -1011,6 +1013,66 @@ static void test_cache_poison(void **state)
         assert_true(witness > 0);
         release(&d);
         free(visible); free(k_clean); free(v_clean); free(o_clean); free(o); free(l_clean); free(l); free(perm);
+        pw_capture_free(c);
+    }
+    /* Top-K 32 and 64 (quick: 32): the full call on the lean kernels' long page lists
+     * (Union4 without and with the V^T pre-pass, per-query, Union4 after the wide-Top-K
+     * regroup), both precisions, each poison code: the clean caches' bits. */
+    for (int wide = 0; wide < (quick ? 1 : 2); wide++) {
+        const int K = wide ? 64 : 32, hkv = 2;
+        pw_capture_t *c = pw_test_random_attention_problem_k(&rng, (g_seed ^ 0xca5e64ull) + (uint64_t)K, hkv, 4,
+                                                             quick ? 40 : 120, 0, quick ? 3000 : 20000, 300, K);
+        const pw_problem_t *p = &c->problem;
+        const int64_t n = p->num_tokens, hq = (int64_t)hkv * 16, elems = n * hq * 128;
+        const int64_t pairs = p->num_cache_pages * p->page_size * hkv;
+        const size_t cache_bytes = (size_t)(pairs * p->head_dim);
+        uint8_t *visible = malloc(pairs);
+        pw_test_visible_slots(c, visible);
+        uint8_t *k_clean = malloc(cache_bytes), *v_clean = malloc(cache_bytes);
+        memcpy(k_clean, c->k_cache, cache_bytes);
+        memcpy(v_clean, c->v_cache, cache_bytes);
+        int64_t hidden = 0;
+        for (int64_t i = 0; i < pairs; i++) hidden += !visible[i];
+        printf("poison K=%d: N=%lld Hkv=%d R=%d, %lld of %lld (slot, head) pairs outside every A_i\n", K,
+               (long long)n, hkv, p->num_requests, (long long)hidden, (long long)pairs);
+        assert_true(hidden > 0);
+        device_problem_t d;
+        upload(c, &d);
+        pw_bf16_t *o_clean = malloc(elems * 2), *o = malloc(elems * 2);
+        float *l_clean = malloc(n * hq * 4), *l = malloc(n * hq * 4);
+        const pw_kernel_t kernels[4] = {PW_KERNEL_UNION4, PW_KERNEL_UNION4, PW_KERNEL_PER_QUERY, PW_KERNEL_UNION4};
+        const uint32_t flags[4] = {PW_PLAN_NO_VT_PREPASS, PW_PLAN_VT_PREPASS, 0u, PW_PLAN_VT_PREPASS};
+        for (int pr = 0; pr < 2; pr++) {
+            g_precision = precisions[pr];
+            for (int a = 0; a < 4; a++) {
+                memcpy(c->k_cache, k_clean, cache_bytes);
+                memcpy(c->v_cache, v_clean, cache_bytes);
+                CUDA_OK(cudaMemcpy(d.k, c->k_cache, cache_bytes, cudaMemcpyHostToDevice));
+                CUDA_OK(cudaMemcpy(d.v, c->v_cache, cache_bytes, cudaMemcpyHostToDevice));
+                g_full_regroup = a == 3 ? PW_REGROUP_GREEDY : PW_REGROUP_AUTO;
+                full_call_run(c, &d, kernels[a], flags[a], o_clean, l_clean);
+                assert_int_equal(count_nan_bf16(o_clean, elems), 0);
+                for (int code = 0; code < 3; code++) {
+                    memcpy(c->k_cache, k_clean, cache_bytes);
+                    memcpy(c->v_cache, v_clean, cache_bytes);
+                    pw_test_poison_caches(c, visible, codes[code][0], codes[code][1], &rng);
+                    CUDA_OK(cudaMemcpy(d.k, c->k_cache, cache_bytes, cudaMemcpyHostToDevice));
+                    CUDA_OK(cudaMemcpy(d.v, c->v_cache, cache_bytes, cudaMemcpyHostToDevice));
+                    full_call_run(c, &d, kernels[a], flags[a], o, l);
+                    const int same = same_outputs(c, o, l, o_clean, l_clean);
+                    if (!same || code == 0)
+                        printf("  K=%d %s full call %s%s%s, %s: %s (NaN output elements %lld)\n", K,
+                               precisions[pr] == PW_PRECISION_FP8 ? "FP8" : "FP8X2", kernel_name(kernels[a]),
+                               flags[a] == PW_PLAN_VT_PREPASS ? " (V^T pre-pass)" : flags[a] ? " (no pre-pass)" : "",
+                               a == 3 ? " regroup GREEDY" : "", code_names[code],
+                               same ? "bitwise equal to clean caches" : "DIFFERENT", (long long)count_nan_bf16(o, elems));
+                    assert_true(same);
+                }
+                g_full_regroup = PW_REGROUP_AUTO;
+            }
+        }
+        release(&d);
+        free(visible); free(k_clean); free(v_clean); free(o_clean); free(o); free(l_clean); free(l);
         pw_capture_free(c);
     }
     g_precision = PW_PRECISION_FP8;
