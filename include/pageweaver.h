@@ -656,7 +656,9 @@ typedef struct pw_plan_config {
                                   window's union visits) */
     int32_t window;            /* W: 64 or 128 (default 128) query positions per regroup
                                   window; with PW_PLAN_CALLER_PERM any W >= 0 (0 = one
-                                  window per request); ignored for IDENTITY */
+                                  window per request); ignored for IDENTITY; with AUTO at
+                                  K > 16 (identity order) any W >= 0 too: it only cuts
+                                  the union groups */
     pw_kernel_t kernel;        /* UNION4 (default: the fastest measured on every input so
                                   far, README benchmark), UNION8 (the paper's 2-CTA
                                   cluster kernel) or PER_QUERY; FP8 outputs are bitwise
@@ -685,8 +687,8 @@ typedef struct pw_plan_config {
  *            or per-query: PW_REGROUP_AUTO keeps identity order there (pw_plan_info says
  *            so; config.window is then not restricted to 64 / 128: it only cuts the union
  *            groups), GREEDY and GUARDED run the wide-Top-K regroup kernel (pw_regroup;
- *            windows 64 / 128; H200 A-hot: -0.7..-4.2% at G = 16, +-1% at G = 8, up to
- *            +2.2% at G = 4, bench/NOTES.md), per-query ignores the mode as for any K, and
+ *            windows 64 / 128; H200 A-hot: -0.7..-4.2% at G = 16, -1.5..+0.9% at G = 8,
+ *            -0.2..+2.2% at G = 4, bench/NOTES.md), per-query ignores the mode as for any K, and
  *            PW_PLAN_CALLER_PERM takes a permutation of any K. The dense G = 8 / 4 tiles
  *            run any K (page lists of 8 K / 16 K entries).
  *   config:  NULL for the defaults (PW_PLAN_CONFIG_INIT).
@@ -746,7 +748,9 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
  * last call used (NULL with PW_PLAN_CALLER_PERM: it is the caller's; NULL for
  * PER_QUERY), *meta the device union metadata (all NULL for PER_QUERY), and *grouping the
  * union metadata's group boundaries (window, group size 8; the regroup that made *perm
- * may have used another group size: pw_plan_info's regroup_group_size, 4 for Union4).
+ * may have used another group size: pw_plan_info's regroup_group_size, 4 for Union4; its
+ * mode is the plan's regroup mode with AUTO as GUARDED, not what a call ran: that is
+ * pw_plan_info's regroup, e.g. IDENTITY for AUTO at K > 16).
  * The metadata's union_capacity is 8 x Kd (Kd = 16, 32 or 64: the padded K, e.g. 8 x 16
  * also for a plan of K < 16): size host copies from *meta, not from the problem's K.
  * Any output pointer may be NULL. After the call
@@ -829,8 +833,10 @@ typedef struct pw_plan_info {
 
 #define PW_PLAN_INFO_INIT {sizeof(pw_plan_info_t), PW_REGROUP_IDENTITY, PW_REGROUP_IDENTITY, 0, PW_KERNEL_UNION4, 0.0, 0.0, 0.0, 0, 0, 0, 0}
 
-/* Fills info for calls with args.precision == precision. The time-guard figures are
- * filled for every plan that could regroup in the call (whatever its mode), 0 otherwise.
+/* Fills info for calls with args.precision == precision. The time-guard figures
+ * (saving_us, cost_us) are filled for every plan of K <= 16 that could regroup in the call
+ * (whatever its mode), 0 otherwise (K > 16: the model is fitted at K = 16); margin_us
+ * always holds the model's margin.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL plan or info, info.struct_size too small, a
  * precision that is not a pw_precision_t). */
 pw_status_t pw_plan_info(const pw_plan_t *plan, pw_precision_t precision, pw_plan_info_t *info);

@@ -456,7 +456,8 @@ def _run_cuda(problem, args, device, k_scale, v_scale, k_value, v_value, precisi
         raise ValueError(f"precision={'exact' if precision == _EXACT else 'fp8x2_prepass'!r} is the CPU "
                          "reference only; on the GPU use 'fp8x2' (two-term FP8, which takes P in f16 on "
                          "the V^T pre-pass) or 'fp8'")
-    if problem.num_tokens == 0:
+    if problem.num_tokens == 0:  # nothing to run, but an unsupported shape still raises (host only)
+        _lib.Plan(problem, regroup, _lib.DEFAULT_WINDOW, kernel, _plan_flags)
         return
     args.precision = precision
     if args.o_dtype != _lib.PW_DTYPE_BFLOAT16:
@@ -532,7 +533,7 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    takes K up to 64 (padded with -1 to 16, 32 or 64); K > 16 runs the
                    "union4" (default) and "per_query" kernels; "auto" keeps identity
                    order there, "greedy" / "guarded" run the wide-Top-K GPU regroup
-                   (windows 64 / 128; the same outputs, bitwise).
+                   (windows of 128; the same outputs, bitwise).
       page_table   [R, max_pages] int32, rows may be strided: physical page per logical
                    page; kv_lens[r] <= max_pages * 128.
       cu_seqlens_q [R+1], kv_lens [R], prefix_lens [R] int32 contiguous: packed requests,
@@ -560,6 +561,8 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
       regroup      None (library default: "auto"), "identity", "greedy", "guarded" or
                    "auto" (guarded where the library's cost model says regrouping pays;
                    windows of the library's default size, 128). Outputs do not depend on it.
+                   CPU tensors (the reference) ignore regroup and kernel: the GPU's
+                   choices are what check_gpu_support reports.
       kernel       None (library default), "union4", "union8" or "per_query". In "fp8"
                    outputs do not depend on it; in "fp8x2" Union4 on large chunks (the V^T
                    pre-pass) takes P in f16, the other paths as two E4M3 terms (~1.7e-3
@@ -736,11 +739,13 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
                                         "16-byte aligned rows; this view starts at byte offset "
                                         f"{sink_keys.storage_offset() * 2} of its storage")
     kernel_name = {v: name for name, v in _lib.KERNELS.items()}[kern]
-    if n == 0:
-        return {"kernel": kernel_name, "regroup": "identity", "regroup_group_size": 0,
-                "vt_prepass": False, "vt_capacity": 0, "tile": None}
+    # The plan refuses unsupported shapes (G, D, P, K, kernel) at N = 0 too.
     plan = _lib.Plan(_problem(n, r, hkv, g, d, k, max_pages, num_pages, scale, psize), mode,
                      _lib.DEFAULT_WINDOW, kern)  # raises what the GPU would
+    if n == 0:
+        del plan
+        return {"kernel": kernel_name, "regroup": "identity", "regroup_group_size": 0,
+                "vt_prepass": False, "vt_capacity": 0, "tile": None}
     _check_gpu_layout(q, k_cache, v_cache, n, hkv * g, d, kv_stride, psize)
     info = plan.info(prec)
     del plan

@@ -148,6 +148,14 @@ def test_check_gpu_support_on_the_cpu(g, d, k, kw, ok):
     else:
         with pytest.raises(pageweaver.UnsupportedError):
             pageweaver.check_gpu_support(*op_args(p), **kw)
+    # The same verdict with no queries (a warm-up call, an empty chunk).
+    empty = dict(p, q=p["q"][:0], topk_idx=p["topk_idx"][:, :0].contiguous(),
+                 cu_seqlens_q=torch.zeros_like(p["cu_seqlens_q"]))
+    if ok:
+        assert pageweaver.check_gpu_support(*op_args(empty), **kw)["tile"] is None
+    else:
+        with pytest.raises(pageweaver.UnsupportedError):
+            pageweaver.check_gpu_support(*op_args(empty), **kw)
 
 
 def test_check_gpu_support_token_scales_and_sink_keys():
