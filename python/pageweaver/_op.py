@@ -456,24 +456,23 @@ def _run_cuda(problem, args, device, k_scale, v_scale, k_value, v_value, precisi
         raise ValueError(f"precision={'exact' if precision == _EXACT else 'fp8x2_prepass'!r} is the CPU "
                          "reference only; on the GPU use 'fp8x2' (two-term FP8, which takes P in f16 on "
                          "the V^T pre-pass) or 'fp8'")
-    if problem.num_tokens == 0:  # nothing to run, but an unsupported shape still raises (host only)
-        _lib.Plan(problem, regroup, _lib.DEFAULT_WINDOW, kernel, _plan_flags)
-        return
     args.precision = precision
-    if args.o_dtype != _lib.PW_DTYPE_BFLOAT16:
+    if problem.num_tokens and args.o_dtype != _lib.PW_DTYPE_BFLOAT16:
         raise TypeError("out: the GPU writes torch.bfloat16 only")
     index = device.index if device.index is not None else torch.cuda.current_device()
+    key = (index, problem.num_tokens, problem.num_requests, problem.num_kv_heads,
+           problem.q_heads_per_kv, problem.head_dim, problem.page_size, problem.topk,
+           problem.max_pages_per_request, problem.num_cache_pages, problem.softmax_scale,
+           regroup, kernel)
+    plan = _plan(key, problem, regroup, _lib.DEFAULT_WINDOW, kernel)  # raises for shapes the GPU does not run
+    if problem.num_tokens == 0:  # nothing to run (the cached plan checked the shapes, host only)
+        return
     # Held until the call returns: a scale tensor freed here would hand its block to the
     # workspace allocated below, which the call writes before the kernel reads the scale.
     k_scale_t = k_scale if k_scale is not None else _device_scale(k_value, device)
     v_scale_t = v_scale if v_scale is not None else _device_scale(v_value, device)
     args.k_scale = k_scale_t.data_ptr()
     args.v_scale = v_scale_t.data_ptr()
-    key = (index, problem.num_tokens, problem.num_requests, problem.num_kv_heads,
-           problem.q_heads_per_kv, problem.head_dim, problem.page_size, problem.topk,
-           problem.max_pages_per_request, problem.num_cache_pages, problem.softmax_scale,
-           regroup, kernel)
-    plan = _plan(key, problem, regroup, _lib.DEFAULT_WINDOW, kernel)
     nbytes = plan.workspace_bytes
     workspace = torch.empty((nbytes,), dtype=torch.uint8, device=device) if nbytes else None
     ws_ptr = workspace.data_ptr() if workspace is not None else None

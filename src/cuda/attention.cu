@@ -893,40 +893,37 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     PW_TRY(pw_check_gpu_attention_args(problem, args, kernel)); // src/attention_args.c
     const pw_token_scales_t token_scales = pw_args_token_scales(args);
     const bool padded_g = problem->q_heads_per_kv != pw::kHeadsPerKv;
-    if (problem->topk > pw::kTopK) {
-        // K = 32 and 64 run on the lean kernels (impls 9 and 10, with a longer page list):
-        // the library's Union4 kernel (impl 6) hands such calls to impl 9, which gives the
-        // same bytes as impl 6 would (every kernel of one arithmetic does). Dev impls 13 and
-        // 14 (the dense G = 8 / 4 tiles with 8 K / 16 K-entry lists) take them too: the
-        // library runs them at G = 8 / 4 on the pre-pass (pw_dense_tile_g).
-        if (impl == pw::kImplIdleVtDev) impl = pw::kImplLeanDev;
-        else if (impl != pw::kImplLeanDev && impl != pw::kImplLeanPreVtDev && impl != pw::kImplDense8Dev &&
-                 impl != pw::kImplDense4Dev)
-            return pw_fail(PW_ERROR_UNSUPPORTED,
-                           "K=%d: dev impl %d runs K = 16 only (the library's kernels and dev impls 9, 10, 13 and "
-                           "14 run K = 32 and 64)",
-                           problem->topk, impl);
-    }
-    if (impl == pw::kImplDense8Dev || impl == pw::kImplDense4Dev) {
+    const bool has_ts = token_scales.k || token_scales.v;
+    const bool wide_k = problem->topk > pw::kTopK;
+    // K = 32 / 64, per-token scales and G = 8 / 4 run on the lean kernels (impls 9 and 10:
+    // longer page lists, TS and G forms): the library's Union4 kernel (impl 6) hands such
+    // calls to impl 9, which gives the same bytes as impl 6 would (every kernel of one
+    // arithmetic does). Dev impls 13 and 14 (the dense G = 8 / 4 tiles, 8 K / 16 K-entry
+    // lists) take any K too: the library runs them at G = 8 / 4 on the pre-pass
+    // (pw_dense_tile_g).
+    if ((wide_k || has_ts || padded_g) && impl == pw::kImplIdleVtDev) impl = pw::kImplLeanDev;
+    const bool lean_impl = impl == pw::kImplLeanDev || impl == pw::kImplLeanPreVtDev;
+    const bool dense_impl = impl == pw::kImplDense8Dev || impl == pw::kImplDense4Dev;
+    if (wide_k && !lean_impl && !dense_impl)
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "K=%d: dev impl %d runs K = 16 only (the library's kernels and dev impls 9, 10, 13 and "
+                       "14 run K = 32 and 64)",
+                       problem->topk, impl);
+    if (dense_impl) {
         const int dense_g = impl == pw::kImplDense8Dev ? 8 : 4;
         if (problem->q_heads_per_kv != dense_g)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl %d (dense tile) runs G = %d only (G is %d)", impl, dense_g,
                            problem->q_heads_per_kv);
-        if (token_scales.k || token_scales.v)
+        if (has_ts)
             return pw_fail(PW_ERROR_UNSUPPORTED, "args.token_scales: dev impl %d (dense G = %d) does not read them", impl,
                            dense_g);
         if (kernel != PW_KERNEL_UNION4)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl %d (dense G = %d) runs with PW_KERNEL_UNION4 (its metadata)",
                            impl, dense_g);
-    } else if (token_scales.k || token_scales.v || padded_g) {
-        // Per-token scales and G = 8 / 4 run on the lean kernels' TS / G forms (impls 9 and
-        // 10): the library's Union4 kernel (impl 6) hands such calls to impl 9, which gives
-        // the same bytes as impl 6 would (every kernel of one arithmetic does).
-        if (impl == pw::kImplIdleVtDev) impl = pw::kImplLeanDev;
-        else if (impl != pw::kImplLeanDev && impl != pw::kImplLeanPreVtDev)
-            return pw_fail(PW_ERROR_UNSUPPORTED,
-                           "%s: dev impl %d does not run it (the library's kernels and dev impls 9 and 10 do)",
-                           padded_g ? "G != 16 Q heads per KV head" : "args.token_scales", impl);
+    } else if ((has_ts || padded_g) && !lean_impl) {
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "%s: dev impl %d does not run it (the library's kernels and dev impls 9 and 10 do)",
+                       padded_g ? "G != 16 Q heads per KV head" : "args.token_scales", impl);
     }
     if (impl == 1 || impl == 3 || impl == 4 || impl == 5 || impl == 7 || impl == 11)
         return pw_fail(PW_ERROR_UNSUPPORTED,

@@ -1660,6 +1660,85 @@ static void test_topk_padded(void **state)
     pw_capture_free(c);
 }
 
+/* The largest pair list of the dense G = 4 tile before its dedupe: leader + partner union
+ * sizes, paired as dense4_work does, from the union metadata on the device. */
+static int largest_pair_list(const pw_capture_t *c, const device_problem_t *d, const pw_grouping_t *g)
+{
+    const int hkv = c->problem.num_kv_heads;
+    const int64_t groups = hkv * d->meta.max_groups;
+    pw_group_desc_t *desc = malloc(groups * sizeof *desc);
+    assert_non_null(desc);
+    CUDA_OK(cudaMemcpy(desc, d->meta.groups, groups * sizeof *desc, cudaMemcpyDeviceToHost));
+    assert_true(hkv <= 2);
+    int32_t num_groups[2] = {0, 0};
+    CUDA_OK(cudaMemcpy(num_groups, d->meta.num_groups, hkv * 4, cudaMemcpyDeviceToHost));
+    int largest_pair = 0;
+    for (int h = 0; h < hkv; h++)
+        for (int64_t gi = 0; gi < num_groups[h]; gi++) {
+            const pw_group_desc_t *a = &desc[h * d->meta.max_groups + gi];
+            const int32_t rel = a->slot_begin - c->cu_seqlens_q[a->request];
+            if (((g->window > 0 ? rel % g->window : rel) / 8) % 2) continue; /* a partner */
+            int size = a->union_size;
+            if (gi + 1 < num_groups[h]) {
+                const pw_group_desc_t *b = a + 1;
+                const int32_t rel_b = b->slot_begin - c->cu_seqlens_q[a->request];
+                if (b->request == a->request && b->slot_begin == a->slot_begin + 8 &&
+                    (g->window <= 0 || rel_b / g->window == rel / g->window))
+                    size += b->union_size;
+            }
+            if (size > largest_pair) largest_pair = size;
+        }
+    free(desc);
+    return largest_pair;
+}
+
+/* test_topk_wide's dense tiles: Q cut in place from `from` to G (8 or 4) heads per KV head
+ * (each KV head's first G) and uploaded; per precision, on guarded W128 groups, dev impl 13
+ * (G = 8) or 14 (G = 4) against the padded tile (FP8 the same bits, FP8X2 P in f16 against
+ * its emulation), then the library's full calls (check_dense_full_call). At G = 4 the FP8
+ * pass also prints the largest pair list, asserted past the K = 16 list's 256 entries in
+ * full mode (whose problems have requests of 9+ queries; measured 301-315 / 574 at K 32 /
+ * 64). o0 / l0, o / l, o_full / l_full: scratch of the capture's output size. */
+static void check_dense_tile_wide(pw_capture_t *c, device_problem_t *d, pw_rng_t *rng, int32_t *perm, int from,
+                                  int G, int quick, pw_bf16_t *o0, float *l0, pw_bf16_t *o, float *l,
+                                  pw_bf16_t *o_full, float *l_full)
+{
+    pw_problem_t *p = &c->problem;
+    const int64_t n = p->num_tokens, hkv = p->num_kv_heads;
+    const int K = p->topk, impl = G == 8 ? 13 : 14;
+    const pw_precision_t precisions[2] = {PW_PRECISION_FP8, PW_PRECISION_FP8X2};
+    release(d);
+    for (int64_t row = 0; row < n; row++)
+        for (int64_t kv = 0; kv < hkv; kv++)
+            for (int64_t h = 0; h < G; h++)
+                memmove(c->q + ((row * hkv + kv) * G + h) * 128, c->q + ((row * hkv + kv) * from + h) * 128, 128 * 2);
+    p->q_heads_per_kv = G;
+    upload(c, d);
+    for (int pr = 0; pr < 2; pr++) {
+        g_precision = precisions[pr];
+        pw_grouping_t g;
+        setup_arm(4, c, rng, perm, &g, d);
+        if (pr == 0 && G == 4) {
+            const int largest_pair = largest_pair_list(c, d, &g);
+            printf("  K=%d G=4: largest pair list %d entries (before its dedupe; capacity %d)\n", K, largest_pair,
+                   2 * 8 * K);
+            if (!quick) assert_true(largest_pair > 256);
+        }
+        run_kernel(c, d, PW_KERNEL_UNION4, &g, o0, l0);
+        run_kernel_impl(c, d, PW_KERNEL_UNION4, impl, &g, o, l);
+        if (pr == 1) {
+            check_f16_p(c, o, l, 1.0, G == 8 ? "G = 8 dense tile (dev impl 13, K > 16)"
+                                             : "G = 4 dense tile (dev impl 14, K > 16)");
+        } else {
+            const int same = same_outputs(c, o, l, o0, l0);
+            printf("  K=%d G=%d FP8 dense tile (dev impl %d): bitwise %s to the padded tile\n", K, G, impl,
+                   same ? "equal" : "DIFFERENT");
+            assert_true(same);
+        }
+        check_dense_full_call(c, d, impl, o, l, o_full, l_full);
+    }
+}
+
 /* Top-K 32 and 64 (docs/semantics.md §1: any K; the GPU's lean kernels take K = 32 and 64
  * with a page list of 4 K entries, read from the group's 8 K union entries in passes; the
  * library's Union4 kernel hands such calls to them; Union8 and the other dev impls refuse).
@@ -1819,94 +1898,13 @@ static void test_topk_wide(void **state)
         /* G = 8 (Q cut to each KV head's first 8 heads): dev impl 13, the dense tile with an
          * 8 K-entry page list, against the padded tile: FP8 the same bits, FP8X2 P in f16
          * (its emulation); the full call (the library's dense tile) against it; then G = 4
-         * and dev impl 14 alike. */
+         * (Q cut again, to each KV head's first 4 heads) and dev impl 14 alike, the dense tile
+         * of two consecutive groups of one W128 window (dense4_work) with a pair list of
+         * 2 x 8 K entries. */
         {
-            release(&d);
-            const int G = 8, old = p->q_heads_per_kv;
-            for (int64_t row = 0; row < n; row++)
-                for (int64_t kv = 0; kv < hkv; kv++)
-                    for (int64_t h = 0; h < G; h++)
-                        memmove(c->q + ((row * hkv + kv) * G + h) * 128, c->q + ((row * hkv + kv) * old + h) * 128,
-                                128 * 2);
-            p->q_heads_per_kv = G;
-            upload(c, &d);
-            for (int pr = 0; pr < 2; pr++) {
-                g_precision = precisions[pr];
-                pw_grouping_t g;
-                setup_arm(4, c, &rng, perm, &g, &d);
-                run_kernel(c, &d, PW_KERNEL_UNION4, &g, o0, l0);
-                run_kernel_impl(c, &d, PW_KERNEL_UNION4, 13, &g, o, l);
-                if (pr == 1) {
-                    check_f16_p(c, o, l, 1.0, "G = 8 dense tile (dev impl 13, K > 16)");
-                } else {
-                    const int same = same_outputs(c, o, l, o0, l0);
-                    printf("  K=%d G=8 FP8 dense tile (dev impl 13): bitwise %s to the padded tile\n", K,
-                           same ? "equal" : "DIFFERENT");
-                    assert_true(same);
-                }
-                check_dense_full_call(c, &d, 13, o, l, o10, l10);
-            }
-            /* G = 4 (Q cut again, to each KV head's first 4 heads): dev impl 14, the dense
-             * tile of two consecutive groups of one W128 window (dense4_work) with a pair list
-             * of 2 x 8 K entries, against the padded tile: the same comparisons. */
-            release(&d);
-            const int G4 = 4;
-            for (int64_t row = 0; row < n; row++)
-                for (int64_t kv = 0; kv < hkv; kv++)
-                    for (int64_t h = 0; h < G4; h++)
-                        memmove(c->q + ((row * hkv + kv) * G4 + h) * 128, c->q + ((row * hkv + kv) * G + h) * 128,
-                                128 * 2);
-            p->q_heads_per_kv = G4;
-            upload(c, &d);
-            for (int pr = 0; pr < 2; pr++) {
-                g_precision = precisions[pr];
-                pw_grouping_t g;
-                setup_arm(4, c, &rng, perm, &g, &d);
-                if (pr == 0) {
-                    /* The largest pair list before its dedupe (leader + partner union sizes,
-                     * paired as dense4_work does), printed: past the K = 16 list's 2 x 128
-                     * entries on this problem's mostly random pages once a request has 9+
-                     * queries (asserted in full mode, whose problems have such requests). */
-                    const int64_t groups = hkv * d.meta.max_groups;
-                    pw_group_desc_t *desc = malloc(groups * sizeof *desc);
-                    assert_non_null(desc);
-                    CUDA_OK(cudaMemcpy(desc, d.meta.groups, groups * sizeof *desc, cudaMemcpyDeviceToHost));
-                    int32_t num_groups[2] = {0, 0};
-                    CUDA_OK(cudaMemcpy(num_groups, d.meta.num_groups, hkv * 4, cudaMemcpyDeviceToHost));
-                    int largest_pair = 0;
-                    for (int h = 0; h < hkv; h++)
-                        for (int64_t gi = 0; gi < num_groups[h]; gi++) {
-                            const pw_group_desc_t *a = &desc[h * d.meta.max_groups + gi];
-                            const int32_t rel = a->slot_begin - c->cu_seqlens_q[a->request];
-                            if (((g.window > 0 ? rel % g.window : rel) / 8) % 2) continue; /* a partner */
-                            int size = a->union_size;
-                            if (gi + 1 < num_groups[h]) {
-                                const pw_group_desc_t *b = a + 1;
-                                const int32_t rel_b = b->slot_begin - c->cu_seqlens_q[a->request];
-                                if (b->request == a->request && b->slot_begin == a->slot_begin + 8 &&
-                                    (g.window <= 0 || rel_b / g.window == rel / g.window))
-                                    size += b->union_size;
-                            }
-                            if (size > largest_pair) largest_pair = size;
-                        }
-                    free(desc);
-                    printf("  K=%d G=4: largest pair list %d entries (before its dedupe; capacity %d)\n", K,
-                           largest_pair, 2 * 8 * K);
-                    /* Past the K = 16 list's 256 entries (measured 313-315 / 574 at K 32 / 64). */
-                    if (!quick) assert_true(largest_pair > 256);
-                }
-                run_kernel(c, &d, PW_KERNEL_UNION4, &g, o0, l0);
-                run_kernel_impl(c, &d, PW_KERNEL_UNION4, 14, &g, o, l);
-                if (pr == 1) {
-                    check_f16_p(c, o, l, 1.0, "G = 4 dense tile (dev impl 14, K > 16)");
-                } else {
-                    const int same = same_outputs(c, o, l, o0, l0);
-                    printf("  K=%d G=4 FP8 dense tile (dev impl 14): bitwise %s to the padded tile\n", K,
-                           same ? "equal" : "DIFFERENT");
-                    assert_true(same);
-                }
-                check_dense_full_call(c, &d, 14, o, l, o10, l10);
-            }
+            const int old = p->q_heads_per_kv;
+            check_dense_tile_wide(c, &d, &rng, perm, old, 8, quick, o0, l0, o, l, o10, l10);
+            check_dense_tile_wide(c, &d, &rng, perm, 8, 4, quick, o0, l0, o, l, o10, l10);
             p->q_heads_per_kv = old; /* the capture's Q buffer is freed with its size below */
         }
         g_precision = PW_PRECISION_FP8;
