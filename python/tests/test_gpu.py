@@ -33,6 +33,14 @@ def bits(t):
     return t.view(torch.int16) if t.dtype == torch.bfloat16 else t
 
 
+def lse_gap(got, want, finite):
+    """Largest |got - want| over the finite LSE entries; 0.0 when there are none (a random
+    problem whose page-table entries are all outside the cache: every row sees no token,
+    and the caller has already checked that both sides are -inf there)."""
+    d = (got[finite] - want[finite]).abs()
+    return float(d.max()) if d.numel() else 0.0
+
+
 def call(p, **kw):
     return pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], **kw)
 
@@ -148,7 +156,7 @@ def test_sinks_on_the_gpu(seed, precision):
     assert err < EMU_BOUND, f"seed {seed}: NRMS vs the emulating reference {err:.3e}"
     finite = torch.isfinite(want_lse)
     assert torch.equal(torch.isfinite(outs[0][1].cpu()), finite), f"seed {seed}"
-    assert float((outs[0][1].cpu()[finite] - want_lse[finite]).abs().max()) < 2e-2, f"seed {seed}"
+    assert lse_gap(outs[0][1].cpu(), want_lse, finite) < 2e-2, f"seed {seed}"
     # Graph replay with new sink values.
     out = replayed(p, lambda: sinks.fill_(-float("inf")), precision=precision, sinks=sinks)
     assert torch.equal(bits(out), bits(call(p, precision=precision))), f"seed {seed}: -inf sinks == no sinks"
@@ -221,7 +229,7 @@ def test_token_scales_on_the_gpu(seed, precision):
     assert err < EMU_BOUND, f"seed {seed}: NRMS vs the emulating reference {err:.3e}"
     finite = torch.isfinite(want_lse)
     assert torch.equal(torch.isfinite(outs[0][1].cpu()), finite), f"seed {seed}"
-    assert float((outs[0][1].cpu()[finite] - want_lse[finite]).abs().max()) < 2e-2, f"seed {seed}"
+    assert lse_gap(outs[0][1].cpu(), want_lse, finite) < 2e-2, f"seed {seed}"
     with pytest.raises(NotImplementedError, match="token_scales"):
         call(p, kernel="union8", **kw)
     ones = torch.ones_like(ks)
@@ -249,7 +257,7 @@ def test_gqa_8_and_4_on_the_gpu(seed, g, precision):
     assert err < EMU_BOUND, f"seed {seed} G={g}: NRMS vs the emulating reference {err:.3e}"
     finite = torch.isfinite(want_lse)
     assert torch.equal(torch.isfinite(outs[0][1].cpu()), finite), f"seed {seed}"
-    assert float((outs[0][1].cpu()[finite] - want_lse[finite]).abs().max()) < 2e-2, f"seed {seed}"
+    assert lse_gap(outs[0][1].cpu(), want_lse, finite) < 2e-2, f"seed {seed}"
     with pytest.raises(NotImplementedError, match="Union8"):
         call(p, precision=precision, kernel="union8")
     # Sinks (per Q head: kv_head * G + h) and per-token scales on the padded tile.
