@@ -346,7 +346,7 @@ static void bench_variants(const char *path, int replays)
     bench_problem_t b;
     setup(c, 1, &b);
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    enum { NUM_VARIANTS = 7 };
+    enum { NUM_VARIANTS = 8 };
     /* prep[v]: the prep-only variant of the same kernel and path, or -1 (v is prep only). */
     static const struct {
         const char *name;
@@ -355,6 +355,7 @@ static void bench_variants(const char *path, int replays)
         {"v3 redux (library)", 2},  {"v3 shuffle argmin", 2}, {"v3 prep only", -1},
         {"v3 hash path forced", 5}, {"v3 match_any ORs", 2},  {"v3 hash forced prep", -1},
         {"wide-K kernel", -2}, /* -2: no prep-only twin, perm checked */
+        {"wide-K masks kernel", -2},
     };
     const size_t n_perm = (size_t)b.problem.num_tokens;
     int32_t *got = malloc(n_perm * 4 + 4), *ref = malloc(n_perm * 4 + 4);
@@ -407,9 +408,9 @@ static void bench_variants(const char *path, int replays)
     pw_capture_free(c);
 }
 
-/* K > 16: the wide-Top-K kernel (dev variant 6, which pw_regroup runs for K 17..64) in
- * greedy and guarded mode, each permutation checked against the reference, and union
- * preparation of the guarded W128 permutation. */
+/* K > 16: the wide-Top-K kernels (dev variant 6, the hash set; dev variant 7, v3's layout,
+ * which pw_regroup runs for K 17..64) in greedy and guarded mode, each permutation checked
+ * against the reference, and union preparation of the guarded W128 permutation. */
 static void bench_wide_capture(const pw_capture_t *c, const char *path, int32_t hkv, int replays)
 {
     bench_problem_t b;
@@ -420,18 +421,19 @@ static void bench_wide_capture(const pw_capture_t *c, const char *path, int32_t 
     int32_t *got = malloc(n_perm * 4 + 4), *ref = malloc(n_perm * 4 + 4);
     const pw_regroup_mode_t modes[4] = {PW_REGROUP_GREEDY, PW_REGROUP_GUARDED, PW_REGROUP_GREEDY, PW_REGROUP_GUARDED};
     const int32_t windows[4] = {64, 64, 128, 128};
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 8; i++) {
+        b.variant = 6 + i / 4; /* 6: hash set, every thread in the loop; 7: v3's layout (pw_regroup's) */
         pw_grouping_t g = PW_GROUPING_INIT;
-        g.mode = modes[i];
-        g.window = windows[i];
+        g.mode = modes[i % 4];
+        g.window = windows[i % 4];
         const timing_t cold = time_config(&b, REGROUP, &g, b.num_copies, replays);
         enqueue(&b, REGROUP, &g, 1, 1);
         CK(cudaMemcpyAsync(got, b.copies[0].perm, n_perm * 4, cudaMemcpyDeviceToHost, b.stream));
         CK(cudaStreamSynchronize(b.stream));
         PK(pw_ref_regroup(&b.problem, b.host_ids, &b.host_requests, &g, ref));
-        printf("%-36.36s %4d %-16s %4d %4d | %8.2f %8.2f %8.2f | K=%d dev variant 6%s\n", base, hkv,
-               modes[i] == PW_REGROUP_GREEDY ? "regroup greedy" : "regroup guarded", windows[i], b.num_copies,
-               cold.median, cold.p10, cold.p90, b.problem.topk,
+        printf("%-36.36s %4d %-16s %4d %4d | %8.2f %8.2f %8.2f | K=%d dev variant %d%s\n", base, hkv,
+               modes[i % 4] == PW_REGROUP_GREEDY ? "regroup greedy" : "regroup guarded", windows[i % 4], b.num_copies,
+               cold.median, cold.p10, cold.p90, b.problem.topk, b.variant,
                memcmp(got, ref, n_perm * 4) == 0 ? ", perm == reference" : ", perm DIFFERS from the reference");
     }
     pw_grouping_t g128 = PW_GROUPING_INIT;

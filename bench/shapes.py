@@ -14,6 +14,8 @@ precisions:
   G16greedy, G8greedy, G4greedy  the same with regroup="guarded" (the regroup always
              runs: W128, g = 8 on the dense tiles, the wide-Top-K kernel for K > 16),
              against "auto"'s choice;
+  G16id, G8id, G4id  the same with regroup="identity" (no regroup: what "auto" must not
+             lose to);
   G16vt, G8vt, G4vt  the V^T pre-pass forced on (PW_PLAN_VT_PREPASS through the package's
              private plan-flags hook), e.g. on chunks below the rule's 4,096 queries;
   G16novt, G8novt, G4novt  forced off (PW_PLAN_NO_VT_PREPASS: the padded tile, the kernel
@@ -46,8 +48,8 @@ import pageweaver
 from pageweaver import _lib, _op
 
 P, D = 128, 128
-ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys", "G16greedy", "G8greedy", "G4greedy", "G16vt", "G8vt", "G4vt",
-        "G16novt", "G8novt", "G4novt")
+ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys", "G16greedy", "G8greedy", "G4greedy", "G16id", "G8id", "G4id",
+        "G16vt", "G8vt", "G4vt", "G16novt", "G8novt", "G4novt")
 PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS = 1 << 1, 1 << 2  # pageweaver.h
 DEFAULT_ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys")
 
@@ -161,6 +163,8 @@ def arm_call(arm, b, prec, outs, copy=0):
         kw = dict(sink_keys=b["keys"])
     elif arm.endswith("greedy"):
         kw = dict(regroup="guarded")
+    elif arm.endswith("id"):
+        kw = dict(regroup="identity")
     # The graph captures q's address: the closure is the only owner of a G < 16 copy, and
     # graphs[arm] keeps the closure (a dropped closure freed q, torch.cuda.graph's
     # empty_cache returned the block, and the next replay read unmapped memory).

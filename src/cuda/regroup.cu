@@ -845,8 +845,9 @@ enum {
     kDevHashForced = 3,    /* v3 with the hash path whatever max_pages_per_request */
     kDevMatch = 4,         /* v3, __match_any_sync mask ORs on the direct path */
     kDevHashPrepOnly = 5,  /* v3 hash path, no greedy loop */
-    kDevWide = 6,          /* regroup_wide.cuh: K up to 64 (pw_regroup's kernel for K > 16) */
-    kDevLast = kDevWide
+    kDevWide = 6,          /* regroup_wide.cuh: K up to 64, a hash set, every thread in the loop */
+    kDevWideMasks = 7,     /* regroup_wide_masks.cuh: K up to 64, v3's layout (pw_regroup's kernel for K > 16) */
+    kDevLast = kDevWideMasks
 };
 
 template <int W, int kArgmin, bool kMatch, bool kFused = false>
@@ -931,7 +932,8 @@ static pw_status_t launch_status(const char *what)
     return PW_SUCCESS;
 }
 
-#include "regroup_wide.cuh" /* dev variant 6: the wide-Top-K kernel (uses the three above) */
+#include "regroup_wide.cuh"       /* dev variant 6: the wide-Top-K kernel (uses the three above) */
+#include "regroup_wide_masks.cuh" /* dev variant 7: the wide-Top-K kernel with v3's layout */
 
 extern "C" pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *problem,
                                               const int32_t *topk_ids,
@@ -942,7 +944,8 @@ extern "C" pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *p
     if (variant < kDevLibrary || variant > kDevLast)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_regroup_dev_variant: variant %d (0..%d)",
                        variant, (int)kDevLast);
-    PW_TRY(check_regroup_args(problem, topk_ids, requests, grouping, perm, variant == kDevWide ? 64 : kMaxTopk));
+    const bool wide = variant == kDevWide || variant == kDevWideMasks;
+    PW_TRY(check_regroup_args(problem, topk_ids, requests, grouping, perm, wide ? 64 : kMaxTopk));
     if (problem->num_tokens == 0) return PW_SUCCESS;
     /* No GPU: PW_ERROR_NO_DEVICE as every device entry point, not a launch error. */
     PW_TRY(pw_check_attention_device());
@@ -950,6 +953,9 @@ extern "C" pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *p
     if (variant == kDevWide && grouping->mode != PW_REGROUP_IDENTITY)
         return regroup_wide(regroup_params(problem, topk_ids, requests, grouping, perm), grouping,
                             problem->num_kv_heads, st);
+    if (variant == kDevWideMasks && grouping->mode != PW_REGROUP_IDENTITY)
+        return regroup_wide_masks(regroup_params(problem, topk_ids, requests, grouping, perm), grouping,
+                                  problem->num_kv_heads, st);
     if (grouping->mode == PW_REGROUP_IDENTITY) {
         const int32_t threads = 256;
         int32_t blocks = (problem->num_tokens + threads - 1) / threads;
@@ -974,9 +980,9 @@ extern "C" pw_status_t pw_regroup(const pw_problem_t *problem, const int32_t *to
 {
     (void)workspace;
     (void)workspace_bytes; /* the kernels need none (size query returns 0) */
-    /* K <= 16: v3; K 17..64: the wide-Top-K kernel (regroup_wide.cuh: the same
-     * permutations, ~5x v3's time per window at K = 16, bench/NOTES.md twelfth session). */
-    const int variant = problem && problem->topk > kMaxTopk ? kDevWide : kDevLibrary;
+    /* K <= 16: v3; K 17..64: v3's layout with K-bit rows (regroup_wide_masks.cuh), which
+     * runs the hash-set kernel (regroup_wide.cuh) past the direct-indexed page bound. */
+    const int variant = problem && problem->topk > kMaxTopk ? kDevWideMasks : kDevLibrary;
     return pw_regroup_dev_variant(variant, problem, topk_ids, requests, grouping, perm, stream);
 }
 

@@ -20,11 +20,14 @@ extern "C" {
  * variant 3: v3 with the hash path whatever max_pages_per_request (same result).
  * variant 4: v3 with __match_any_sync mask ORs on the direct path (same result).
  * variant 5: v3 hash path forced, everything but the greedy loop (timing only).
- * variant 6: the wide-Top-K kernel (regroup_wide.cuh): K up to 64 (the others: K <= 16), a
+ * variant 6: the wide-Top-K kernel (regroup_wide.cuh): K up to 64 (0..5: K <= 16), a
  *            hash set always, every thread in the greedy loop; the same result.
- *            pw_regroup runs it for K 17..64 (H200, 2026-12-02).
+ * variant 7: the wide-Top-K kernel with v3's layout (regroup_wide_masks.cuh): K up to 64,
+ *            direct-indexed masks, K-bit M rows, one warp in the greedy loop; variant 6
+ *            when max_pages_per_request exceeds 2048 (W128) / 4096 (W64); the same
+ *            result. pw_regroup runs it for K 17..64.
  * (Kernel v2, variants 3 and 4 until it was removed, is in bench/NOTES.md.)
- * Other arguments and errors as pw_regroup (no workspace); a variant outside 0..6 is
+ * Other arguments and errors as pw_regroup (no workspace); a variant outside 0..7 is
  * PW_ERROR_INVALID_ARGUMENT. */
 pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *problem,
                                    const int32_t *topk_ids, const pw_requests_t *requests,

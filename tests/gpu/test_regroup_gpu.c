@@ -445,33 +445,36 @@ static void check_wide_case(const host_case_t *hc, int misalign, int thorough)
         }
         CUDA_OK(cudaFree(perm_dev));
     }
-    /* The wide-Top-K regroup kernel (dev variant 6, which pw_regroup runs for K > 16) ==
-     * the reference, byte for byte, in poisoned buffers, through both entry points. */
+    /* The wide-Top-K regroup kernels (dev variant 6, the hash set; dev variant 7, v3's
+     * layout, which pw_regroup runs for K > 16) == the reference, byte for byte, in
+     * poisoned buffers, through both entry points. */
     {
-        const struct { pw_regroup_mode_t mode; int32_t window, g; } runs[4] = {
+        const struct { pw_regroup_mode_t mode; int32_t window, g; } runs[6] = {
             {PW_REGROUP_GREEDY, 128, 8}, {PW_REGROUP_GUARDED, 128, 4}, {PW_REGROUP_GREEDY, 64, 3},
-            {PW_REGROUP_GUARDED, 64, 8}};
+            {PW_REGROUP_GUARDED, 64, 8}, {PW_REGROUP_GUARDED, 128, 1}, {PW_REGROUP_GREEDY, 64, 5}};
         int32_t *want = malloc(n_perm * 4 + 4), *got = malloc(n_perm * 4 + 4);
         int32_t *perm_var = dev_alloc(n_perm * 4 + 4);
         assert_non_null(want);
         assert_non_null(got);
-        for (int r = 0; r < (thorough ? 4 : 2); r++) {
+        for (int r = 0; r < (thorough ? 6 : 2); r++) {
             pw_grouping_t gw = PW_GROUPING_INIT;
             gw.mode = runs[r].mode;
             gw.window = runs[r].window;
             gw.group_size = runs[r].g;
             assert_pw_ok(pw_ref_regroup(p, hc->ids, &rq, &gw, want));
-            for (int entry = 0; entry < 2; entry++) {
+            for (int entry = 0; entry < 3; entry++) {
                 CUDA_OK(cudaMemsetAsync(perm_var, POISON, n_perm * 4, g_stream));
-                if (entry == 0)
-                    assert_pw_ok(pw_regroup_dev_variant(6, p, dc.ids, &dc.requests, &gw, perm_var, (pw_stream_t)g_stream));
+                if (entry < 2)
+                    assert_pw_ok(pw_regroup_dev_variant(6 + entry, p, dc.ids, &dc.requests, &gw, perm_var,
+                                                        (pw_stream_t)g_stream));
                 else
                     assert_pw_ok(pw_regroup(p, dc.ids, &dc.requests, &gw, perm_var, NULL, 0, (pw_stream_t)g_stream));
                 CUDA_OK(cudaMemcpyAsync(got, perm_var, n_perm * 4, cudaMemcpyDeviceToHost, g_stream));
                 CUDA_OK(cudaStreamSynchronize(g_stream));
                 char what[96];
-                snprintf(what, sizeof what, "perm (%s, mode %d W=%d g=%d)", entry ? "pw_regroup" : "dev variant 6",
-                         (int)gw.mode, gw.window, gw.group_size);
+                snprintf(what, sizeof what, "perm (%s, mode %d W=%d g=%d)",
+                         entry == 2 ? "pw_regroup" : entry ? "dev variant 7" : "dev variant 6", (int)gw.mode, gw.window,
+                         gw.group_size);
                 assert_same_bytes(want, got, n_perm * 4, what, hc->name);
             }
         }
@@ -821,18 +824,23 @@ static void test_broken_device_data(void **state)
     const int32_t num_layouts = (int32_t)(sizeof layouts / sizeof layouts[0]);
     const int32_t declared_v[3] = {40, 2048, 4096}; /* direct at both W; W128 bound; W64 bound */
     const int32_t specials[12] = {imin, imax, -1, 0, 39, 40, 41, 2047, 2048, 4095, 4096, 4097};
-    const int32_t topks[2] = {16, 5};
+    /* K 16 and 5 on v3 (library, hash forced, match_any); K 32 and 64 on the wide-Top-K
+     * kernels (6: hash set; 7: v3's layout, which runs 6 past the direct bound, V = 4096
+     * at W128 here). */
+    const int32_t topks[4] = {16, 5, 32, 64};
     const size_t perm_words = (size_t)kHkv * kN + 2 * kGuard;
     int32_t *perm_host = malloc(perm_words * 4);
-    int32_t *ids_host = malloc((size_t)kHkv * kN * 16 * 4);
+    int32_t *ids_host = malloc((size_t)kHkv * kN * 64 * 4);
     assert_non_null(perm_host);
     assert_non_null(ids_host);
     int32_t *perm_base = dev_alloc(perm_words * 4);
-    int32_t *ids_dev = dev_alloc((size_t)kHkv * kN * 16 * 4);
+    int32_t *ids_dev = dev_alloc((size_t)kHkv * kN * 64 * 4);
     int32_t *cu_dev = dev_alloc(5 * 4), *prefix_dev = dev_alloc(4 * 4), *kv_dev = dev_alloc(4 * 4);
-    const int variants[3] = {0, 3, 4};
     int64_t runs = 0;
-    for (int kt = 0; kt < 2; kt++) {
+    for (int kt = 0; kt < 4; kt++) {
+        const int wide = kt >= 2;
+        const int variants[3] = {wide ? 6 : 0, wide ? 7 : 3, wide ? 7 : 4};
+        const int num_variants = wide ? 2 : 3;
         const int32_t k = topks[kt];
         for (size_t i = 0; i < (size_t)kHkv * kN * (size_t)k; i++) {
             const int64_t u = pw_rng_range(&rng, 0, 9);
@@ -860,7 +868,7 @@ static void test_broken_device_data(void **state)
                     g.mode = (m & 1) ? PW_REGROUP_GUARDED : PW_REGROUP_GREEDY;
                     g.window = (m & 2) ? 64 : 128;
                     g.group_size = (m & 4) ? ((m & 1) ? 2 : 3) : 8;
-                    for (int vi = 0; vi < 3; vi++) {
+                    for (int vi = 0; vi < num_variants; vi++) {
                         CUDA_OK(cudaMemsetAsync(perm_base, POISON, perm_words * 4, g_stream));
                         assert_pw_ok(pw_regroup_dev_variant(variants[vi], &p, ids_dev, &rq, &g,
                                                             perm_base + kGuard,
