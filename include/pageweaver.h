@@ -642,7 +642,7 @@ enum {
      * pre-pass does so without it (its dense tile walks 8-query unions, or pairs of them).
      * Outputs are bitwise the
      * same either way; only the speed differs. Ignored by the other kernels, with
-     * PW_PLAN_CALLER_PERM and for K > 16 with AUTO (no regroup in the call). */
+     * PW_PLAN_CALLER_PERM and in calls that keep identity order. */
     PW_PLAN_REGROUP_GROUPS_OF_8 = 1u << 3
 };
 
@@ -657,8 +657,10 @@ typedef struct pw_plan_config {
     int32_t window;            /* W: 64 or 128 (default 128) query positions per regroup
                                   window; with PW_PLAN_CALLER_PERM any W >= 0 (0 = one
                                   window per request); ignored for IDENTITY; with AUTO at
-                                  K > 16 (identity order) any W >= 0 too: it only cuts
-                                  the union groups */
+                                  K > 16 any W >= 0 too (kept from before the time guard
+                                  covered K > 16): a W other than 64 / 128 then means
+                                  identity order, the window only cutting the union
+                                  groups */
     pw_kernel_t kernel;        /* UNION4 (default: the fastest measured on every input so
                                   far, README benchmark), UNION8 (the paper's 2-CTA
                                   cluster kernel) or PER_QUERY; FP8 outputs are bitwise
@@ -684,11 +686,12 @@ typedef struct pw_plan_config {
  *            per-query), D = 128, P = 128, K = 1..64: the plan pads each row with -1 on
  *            the device to Kd = 16, 32 or 64 ids (the smallest >= K; one [Hkv, N, Kd]
  *            int32 part of the workspace unless K = Kd). K > 16 runs Union4 (the default)
- *            or per-query: PW_REGROUP_AUTO keeps identity order there (pw_plan_info says
- *            so; config.window is then not restricted to 64 / 128: it only cuts the union
- *            groups), GREEDY and GUARDED run the wide-Top-K regroup kernel (pw_regroup;
- *            windows 64 / 128; H200 A-hot: -0.7..-4.2% at G = 16, -1.5..+0.9% at G = 8,
- *            -0.2..+2.2% at G = 4, bench/NOTES.md), per-query ignores the mode as for any K, and
+ *            or per-query: GREEDY and GUARDED run the wide-Top-K regroup kernel (pw_regroup;
+ *            windows 64 / 128; H200 A-hot, regroup="guarded" against identity order:
+ *            -4.1..-6.7% at G = 16, -3.3..-5.0% at G = 8, -2.9..-3.9% at G = 4,
+ *            bench/NOTES.md), PW_REGROUP_AUTO asks the time guard's K > 16 form
+ *            (pw_plan_info; with a config.window other than 64 / 128 it keeps identity
+ *            order, the window only cutting the union groups), per-query ignores the mode as for any K, and
  *            PW_PLAN_CALLER_PERM takes a permutation of any K. The dense G = 8 / 4 tiles
  *            run any K (page lists of 8 K / 16 K entries).
  *   config:  NULL for the defaults (PW_PLAN_CONFIG_INIT).
@@ -750,7 +753,7 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
  * union metadata's group boundaries (window, group size 8; the regroup that made *perm
  * may have used another group size: pw_plan_info's regroup_group_size, 4 for Union4; its
  * mode is the plan's regroup mode with AUTO as GUARDED, not what a call ran: that is
- * pw_plan_info's regroup, e.g. IDENTITY for AUTO at K > 16).
+ * pw_plan_info's regroup, e.g. IDENTITY when AUTO keeps identity order).
  * The metadata's union_capacity is 8 x Kd (Kd = 16, 32 or 64: the padded K, e.g. 8 x 16
  * also for a plan of K < 16): size host copies from *meta, not from the problem's K.
  * Any output pointer may be NULL. After the call
@@ -783,19 +786,30 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * identity order, forgoing a few us.
  * The constants are H200 measurements of the default attention kernel, refitted by one
  * command from `pageweaver bench --json` output: python3 bench/fit_time_guard.py
- * BENCH.json --write src/time_guard_constants.h (docs/bench.md). */
+ * BENCH.json --write src/time_guard_constants.h (docs/bench.md).
+ * Top-K wider than 16 (Kd = 32 / 64; since 2026-12-02, thirteenth session): the same
+ * inputs, with
+ *   saving_us = saving_factor * (the formula above),
+ *   cost_us = wide_cost[Kd][W] * max(1, windows / fit_windows[W])
+ * where wide_cost is the wide-Top-K regroup kernel's measured time per A-hot call (H200,
+ * guarded: 21.2 / 30.7 us at W128, 13.0 / 19.1 at W64 for Kd 32 / 64; past the direct
+ * bound the hash-set kernel's 77.5 / 136.2 and 50.0 / 105.6), fit_windows A-hot's
+ * windows (120 at W128, 239 at W64), and saving_factor = 0.643, the least measured ratio
+ * of the attention time regrouping saved at K 32 / 64 (G 16 / 8 / 4, both precisions) to
+ * the K = 16 formula's: conservative at G = 16 (measured 1.3-2.2x the formula). So A-hot
+ * regroups at K 32 / 64; at W128 chunks below ~5,200 / 6,700 rows (Kd 32, FP8X2 / FP8)
+ * and ~7,200 / 9,300 rows (Kd 64) keep identity order. Constants: src/time_guard_wide_constants.h, with the command that
+ * re-measures them. */
 typedef struct pw_plan_info {
     uint32_t struct_size;      /* sizeof(pw_plan_info_t), set by PW_PLAN_INFO_INIT */
     pw_regroup_mode_t regroup; /* what the call runs: IDENTITY, GREEDY or GUARDED (AUTO
-                                  resolved); IDENTITY for PW_KERNEL_PER_QUERY,
-                                  PW_PLAN_CALLER_PERM and K > 16 with AUTO (no regroup in
-                                  the call) */
+                                  resolved); IDENTITY for PW_KERNEL_PER_QUERY and
+                                  PW_PLAN_CALLER_PERM (no regroup in the call) */
     pw_regroup_mode_t configured; /* config.regroup as given */
     int32_t window;            /* W of the regroup (and of the union groups) */
     pw_kernel_t kernel;
     double saving_us;          /* time guard: predicted attention time saved by regrouping
-                                  (0 when K > 16 or no regroup can run: the model is
-                                  fitted at K = 16) */
+                                  (0 when no regroup can run) */
     double cost_us;            /* time guard: predicted in-call regroup cost (0 likewise) */
     double margin_us;          /* regroup iff saving_us > cost_us + margin_us (AUTO) */
     int32_t regroup_group_size; /* g of the call's regroup (Algorithm 1's group size): 4 for
@@ -834,8 +848,8 @@ typedef struct pw_plan_info {
 #define PW_PLAN_INFO_INIT {sizeof(pw_plan_info_t), PW_REGROUP_IDENTITY, PW_REGROUP_IDENTITY, 0, PW_KERNEL_UNION4, 0.0, 0.0, 0.0, 0, 0, 0, 0}
 
 /* Fills info for calls with args.precision == precision. The time-guard figures
- * (saving_us, cost_us) are filled for every plan of K <= 16 that could regroup in the call
- * (whatever its mode), 0 otherwise (K > 16: the model is fitted at K = 16); margin_us
+ * (saving_us, cost_us) are filled for every plan that could regroup in the call (whatever
+ * its mode; K > 16 by the guard's K > 16 form), 0 otherwise; margin_us
  * always holds the model's margin.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL plan or info, info.struct_size too small, a
  * precision that is not a pw_precision_t). */

@@ -174,8 +174,9 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
                        "default, and PW_KERNEL_PER_QUERY run G=8 and 4: a padded tile, or on Union4's V^T "
                        "pre-pass a dense tile)",
                        g);
-    /* K > 16 with AUTO: no regroup runs in the call (the time guard's choice, below), so the
-     * window only cuts the union groups; GREEDY / GUARDED regroup in windows of 64 / 128. */
+    /* K > 16 with AUTO and a window other than 64 / 128: no regroup runs in the call (the
+     * time guard rejects the window, below), so the window only cuts the union groups (kept
+     * from before the guard covered K > 16); otherwise regroups run in windows of 64 / 128. */
     if (!caller_perm && c->regroup != PW_REGROUP_IDENTITY && c->kernel != PW_KERNEL_PER_QUERY &&
         (p->topk <= 16 || c->regroup != PW_REGROUP_AUTO) && c->window != 64 && c->window != 128)
         return pw_fail(PW_ERROR_UNSUPPORTED,
@@ -308,19 +309,24 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
      * windows of W (runs of 8 from each request start, the same groups as window 0 since
      * W is a multiple of 8), so the workspace and pw_plan_workspace_views do not depend on
      * the choice. */
-    /* K > 16 (Kd 32, 64): GREEDY / GUARDED run the wide-Top-K regroup kernel; AUTO keeps
-     * identity order there (the time guard's model is fitted at K = 16 only; the wide
-     * kernel's cost and what it saves: bench/NOTES.md twelfth session). */
+    /* K > 16 (Kd 32, 64): the wide-Top-K regroup kernels, and the time guard's K > 16 form
+     * (their measured cost, the K = 16 saving scaled down; src/time_guard_wide_constants.h).
+     * AUTO at K > 16 also takes a window other than 64 / 128 (accepted before the guard
+     * covered K > 16): it then keeps identity order, the guard rejecting that window. */
     const int can_regroup = !caller_perm && config->kernel != PW_KERNEL_PER_QUERY &&
-                            config->regroup != PW_REGROUP_IDENTITY &&
-                            (problem->topk <= 16 || config->regroup != PW_REGROUP_AUTO);
+                            config->regroup != PW_REGROUP_IDENTITY;
     for (int prec = 0; prec < 2; prec++) {
         const pw_time_guard_inputs_t in = {problem->num_tokens, problem->num_requests,
                                            problem->num_kv_heads, problem->max_pages_per_request,
                                            config->kernel, (pw_precision_t)prec, config->window};
-        /* The model (fitted at K = 16) is not evaluated for K > 16: saving / cost stay 0. */
-        const int pays = can_regroup && problem->topk <= 16 &&
-                         pw_time_guard(&in, pw_time_guard_model(), &plan->saving_us[prec], &plan->cost_us[prec]);
+        int pays = 0;
+        if (can_regroup && problem->topk <= 16) {
+            pays = pw_time_guard(&in, pw_time_guard_model(), &plan->saving_us[prec], &plan->cost_us[prec]);
+        } else if (can_regroup) {
+            const pw_time_guard_wide_inputs_t wide = {in, problem->topk};
+            pays = pw_time_guard_wide(&wide, pw_time_guard_model(), pw_time_guard_wide_model(),
+                                      &plan->saving_us[prec], &plan->cost_us[prec]);
+        }
         plan->regroup_pays[prec] = config->regroup == PW_REGROUP_AUTO ? pays : can_regroup;
     }
     /* Identity order: runs of 8 inside each request (window 0). A caller's permutation is

@@ -5,12 +5,19 @@
 #include "time_guard.h"
 
 #include "time_guard_constants.h"
+#include "time_guard_wide_constants.h"
 
 static const pw_time_guard_model_t g_fitted = PW_TIME_GUARD_FITTED;
+static const pw_time_guard_wide_model_t g_wide = PW_TIME_GUARD_WIDE;
 
 const pw_time_guard_model_t *pw_time_guard_model(void)
 {
     return &g_fitted;
+}
+
+const pw_time_guard_wide_model_t *pw_time_guard_wide_model(void)
+{
+    return &g_wide;
 }
 
 int pw_time_guard(const pw_time_guard_inputs_t *in, const pw_time_guard_model_t *m,
@@ -39,6 +46,33 @@ int pw_time_guard(const pw_time_guard_inputs_t *in, const pw_time_guard_model_t 
     const double windows = (double)per_head * (double)in->num_kv_heads;
     double cost = m->fixed_us[w] + m->per_window_us[w] * windows;
     if (in->max_pages_per_request > m->direct_max_pages[w]) cost *= m->hash_factor;
+    if (saving_us) *saving_us = saving;
+    if (cost_us) *cost_us = cost;
+    return saving > cost + m->margin_us;
+}
+
+int pw_time_guard_wide(const pw_time_guard_wide_inputs_t *in, const pw_time_guard_model_t *m,
+                       const pw_time_guard_wide_model_t *wide, double *saving_us, double *cost_us)
+{
+    if (saving_us) *saving_us = 0.0;
+    if (cost_us) *cost_us = 0.0;
+    if (!in || !m || !wide) return 0;
+    int kd;
+    if (in->topk == 32) kd = PW_TG_K32;
+    else if (in->topk == 64) kd = PW_TG_K64;
+    else return 0;
+    double saving16 = 0.0, cost16 = 0.0;
+    pw_time_guard(&in->base, m, &saving16, &cost16);
+    if (saving16 == 0.0 && cost16 == 0.0) return 0; /* an input pw_time_guard rejects */
+    const int w = in->base.window == 64 ? PW_TG_W64 : PW_TG_W128;
+    const int64_t per_head = (in->base.num_tokens + in->base.window - 1) / in->base.window +
+                             (in->base.num_requests > 1 ? in->base.num_requests - 1 : 0);
+    const double windows = (double)per_head * (double)in->base.num_kv_heads;
+    const double waves = windows > wide->fit_windows[w] && wide->fit_windows[w] > 0.0
+                             ? windows / wide->fit_windows[w] : 1.0;
+    const int hash = in->base.max_pages_per_request > m->direct_max_pages[w];
+    const double saving = wide->saving_factor * saving16;
+    const double cost = (hash ? wide->hash_cost_us[kd][w] : wide->cost_us[kd][w]) * waves;
     if (saving_us) *saving_us = saving;
     if (cost_us) *cost_us = cost;
     return saving > cost + m->margin_us;

@@ -43,14 +43,42 @@ typedef struct pw_time_guard_inputs {
     int32_t window;                /* W: 64 or 128 (anything else: never pays) */
 } pw_time_guard_inputs_t;
 
-/* The library's constants (src/time_guard_constants.h). */
+/* Top-K wider than 16 (the device's Kd = 32 or 64): the wide-Top-K regroup kernels' own
+ * cost, measured per call on the fit input, and a factor on the K = 16 saving. */
+enum { PW_TG_K32 = 0, PW_TG_K64 = 1, PW_TG_WIDE_KS = 2 };
+
+typedef struct pw_time_guard_wide_model {
+    /* C_online = cost_us[Kd][W] * max(1, windows / fit_windows[W]) us: cost_us with the
+     * direct-indexed masks (dev variant 7), hash_cost_us past the direct bound (variant 6) */
+    double cost_us[PW_TG_WIDE_KS][PW_TG_WINDOWS];
+    double hash_cost_us[PW_TG_WIDE_KS][PW_TG_WINDOWS];
+    double fit_windows[PW_TG_WINDOWS];
+    /* S_exec = saving_factor * the K = 16 model's S_exec (its rate, rows0, FP8X2 factor) */
+    double saving_factor;
+} pw_time_guard_wide_model_t;
+
+/* What the host knows, plus the device's Kd. */
+typedef struct pw_time_guard_wide_inputs {
+    pw_time_guard_inputs_t base;
+    int32_t topk; /* Kd: 32 or 64 (anything else: never pays) */
+} pw_time_guard_wide_inputs_t;
+
+/* The library's constants (src/time_guard_constants.h, src/time_guard_wide_constants.h). */
 const pw_time_guard_model_t *pw_time_guard_model(void);
+const pw_time_guard_wide_model_t *pw_time_guard_wide_model(void);
 
 /* Predicted saving and cost in microseconds (either pointer may be NULL); returns 1 when
  * regrouping pays (saving > cost + margin), else 0. PER_QUERY, N = 0, a window other than
  * 64 / 128, or a kernel / precision outside the enums: 0 with saving = cost = 0. */
 int pw_time_guard(const pw_time_guard_inputs_t *in, const pw_time_guard_model_t *model,
                   double *saving_us, double *cost_us);
+
+/* The same decision for Kd = 32 / 64: saving = wide->saving_factor * pw_time_guard's
+ * saving (model), cost = wide->cost_us[Kd][W] (hash_cost_us past model's direct bound)
+ * * max(1, windows / wide->fit_windows[W]); returns 1 iff saving > cost + model's margin.
+ * Kd other than 32 / 64, and every input pw_time_guard rejects: 0 with saving = cost = 0. */
+int pw_time_guard_wide(const pw_time_guard_wide_inputs_t *in, const pw_time_guard_model_t *model,
+                       const pw_time_guard_wide_model_t *wide, double *saving_us, double *cost_us);
 
 #ifdef __cplusplus
 }

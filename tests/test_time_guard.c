@@ -408,6 +408,100 @@ static void test_plan_info(void **state)
     assert_non_null(strstr(pw_last_error(), "mode"));
 }
 
+/* Kd = 32 / 64 (pw_time_guard_wide): saving = factor * the K = 16 saving; cost = the wide
+ * kernel's per-call cost (hash-set kernel's past the direct bound), times windows /
+ * fit_windows past the fit input's windows; the plan uses it under AUTO. */
+static void test_wide_topk(void **state)
+{
+    (void)state;
+    const pw_time_guard_model_t m = round_model();
+    pw_time_guard_wide_model_t wm;
+    memset(&wm, 0, sizeof wm);
+    wm.cost_us[PW_TG_K32][PW_TG_W64] = 4.0;
+    wm.cost_us[PW_TG_K32][PW_TG_W128] = 6.0;
+    wm.cost_us[PW_TG_K64][PW_TG_W64] = 8.0;
+    wm.cost_us[PW_TG_K64][PW_TG_W128] = 12.0;
+    wm.hash_cost_us[PW_TG_K32][PW_TG_W128] = 30.0;
+    wm.hash_cost_us[PW_TG_K64][PW_TG_W64] = 50.0;
+    wm.fit_windows[PW_TG_W64] = 40.0;
+    wm.fit_windows[PW_TG_W128] = 20.0;
+    wm.saving_factor = 0.5;
+    double s, c, s16, c16;
+    /* 3000 rows, W128: 24 windows (> 20: 1.2 waves); K = 16 saving 8 * 2000 / 1000 = 16 us */
+    pw_time_guard_wide_inputs_t in = {inputs(3000, 1, 1, 512, PW_KERNEL_UNION4, PW_PRECISION_FP8, 128), 32};
+    assert_int_equal(pw_time_guard_wide(&in, &m, &wm, &s, &c), 0);
+    pw_time_guard(&in.base, &m, &s16, &c16);
+    assert_close(s, 0.5 * s16);
+    assert_close(s, 8.0);
+    assert_close(c, 6.0 * 24.0 / 20.0); /* 7.2 us: 8 > 7.2 but not > 7.2 + margin 1 */
+    in.base.precision = PW_PRECISION_FP8X2; /* saving x1.5: 12 > 8.2 */
+    assert_int_equal(pw_time_guard_wide(&in, &m, &wm, &s, &c), 1);
+    assert_close(s, 12.0);
+    /* one wave or less: the fit cost itself; K = 64 its own cost */
+    in = (pw_time_guard_wide_inputs_t){inputs(2500, 1, 1, 512, PW_KERNEL_UNION4, PW_PRECISION_FP8, 128), 64};
+    pw_time_guard_wide(&in, &m, &wm, &s, &c);
+    assert_close(c, 12.0); /* 20 windows */
+    assert_close(s, 0.5 * 8.0 * 1.5);
+    /* past the direct bound: the hash-set kernel's cost */
+    in = (pw_time_guard_wide_inputs_t){inputs(2560, 1, 1, 2049, PW_KERNEL_UNION4, PW_PRECISION_FP8, 128), 32};
+    pw_time_guard_wide(&in, &m, &wm, &s, &c);
+    assert_close(c, 30.0);
+    in = (pw_time_guard_wide_inputs_t){inputs(2560, 1, 1, 4097, PW_KERNEL_UNION4, PW_PRECISION_FP8, 64), 64};
+    pw_time_guard_wide(&in, &m, &wm, &s, &c);
+    assert_close(c, 50.0); /* 40 windows at W64 */
+    in.base.max_pages_per_request = 4096;
+    pw_time_guard_wide(&in, &m, &wm, &s, &c);
+    assert_close(c, 8.0);
+    /* never: Kd other than 32 / 64, and what pw_time_guard rejects */
+    const pw_time_guard_wide_inputs_t never[] = {
+        {inputs(100000, 1, 1, 512, PW_KERNEL_UNION4, PW_PRECISION_FP8, 128), 16},
+        {inputs(100000, 1, 1, 512, PW_KERNEL_UNION4, PW_PRECISION_FP8, 128), 48},
+        {inputs(100000, 1, 1, 512, PW_KERNEL_PER_QUERY, PW_PRECISION_FP8, 128), 32},
+        {inputs(100000, 1, 1, 512, PW_KERNEL_UNION4, PW_PRECISION_FP8, 24), 32},
+        {inputs(0, 1, 1, 512, PW_KERNEL_UNION4, PW_PRECISION_FP8, 128), 64},
+    };
+    for (size_t i = 0; i < sizeof never / sizeof never[0]; i++) {
+        s = c = -1;
+        assert_int_equal(pw_time_guard_wide(&never[i], &m, &wm, &s, &c), 0);
+        assert_true(s == 0.0 && c == 0.0);
+    }
+    assert_int_equal(pw_time_guard_wide(&never[0], &m, NULL, &s, &c), 0);
+
+    /* The library's constants: A-hot's shape (15,272 queries, 504 pages) regroups at
+     * K 32 / 64 in both precisions (measured: -3..-7% per call on the H200); a 1,024-query
+     * chunk and a 4,096-query one do not (the saving is scaled down for G = 4, the least
+     * that was measured); the plan's info shows the same figures. */
+    const pw_time_guard_wide_model_t *lib = pw_time_guard_wide_model();
+    for (int kd = 32; kd <= 64; kd += 32)
+        for (int x2 = 0; x2 < 2; x2++) {
+            const pw_precision_t prec = x2 ? PW_PRECISION_FP8X2 : PW_PRECISION_FP8;
+            in = (pw_time_guard_wide_inputs_t){inputs(15272, 1, 1, 504, PW_KERNEL_UNION4, prec, 128), kd};
+            assert_int_equal(pw_time_guard_wide(&in, pw_time_guard_model(), lib, &s, &c), 1);
+            in.base.num_tokens = 1024;
+            assert_int_equal(pw_time_guard_wide(&in, pw_time_guard_model(), lib, &s, &c), 0);
+            in.base.num_tokens = 4096;
+            assert_int_equal(pw_time_guard_wide(&in, pw_time_guard_model(), lib, &s, &c), 0);
+            pw_problem_t p = problem_of(15272, 1, 1, 504);
+            p.topk = kd == 32 ? 20 : 64; /* padded to Kd */
+            pw_plan_t *plan = NULL;
+            assert_pw_ok(pw_plan_create(&p, NULL, &plan));
+            pw_plan_info_t info = PW_PLAN_INFO_INIT;
+            assert_pw_ok(pw_plan_info(plan, prec, &info));
+            assert_int_equal(info.regroup, PW_REGROUP_GUARDED);
+            in.base.num_tokens = 15272;
+            pw_time_guard_wide(&in, pw_time_guard_model(), lib, &s, &c);
+            assert_close(info.saving_us, s);
+            assert_close(info.cost_us, c);
+            pw_plan_destroy(plan);
+            p.num_tokens = 2048;
+            assert_pw_ok(pw_plan_create(&p, NULL, &plan));
+            assert_pw_ok(pw_plan_info(plan, prec, &info));
+            assert_int_equal(info.regroup, PW_REGROUP_IDENTITY);
+            assert_true(info.cost_us > 0.0 && info.saving_us < info.cost_us);
+            pw_plan_destroy(plan);
+        }
+}
+
 int main(int argc, char **argv)
 {
     g_seed = pw_test_seed(argc, argv);
@@ -417,6 +511,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_inputs),
         cmocka_unit_test(test_library_constants),
         cmocka_unit_test(test_plan_info),
+        cmocka_unit_test(test_wide_topk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -530,9 +530,10 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    place (args.cache_layout); slots are then page * 128 + offset too.
       topk_idx     [Hkv, N, K] int32 contiguous: logical page ids (any int32 value). The GPU
                    takes K up to 64 (padded with -1 to 16, 32 or 64); K > 16 runs the
-                   "union4" (default) and "per_query" kernels; "auto" keeps identity
-                   order there, "greedy" / "guarded" run the wide-Top-K GPU regroup
-                   (windows of 128; the same outputs, bitwise).
+                   "union4" (default) and "per_query" kernels; "greedy" / "guarded" run
+                   the wide-Top-K GPU regroup (windows of 128; the same outputs,
+                   bitwise), "auto" does where the time guard predicts a net saving
+                   (large chunks: A-hot's 15,272 queries do, a few thousand do not).
       page_table   [R, max_pages] int32, rows may be strided: physical page per logical
                    page; kv_lens[r] <= max_pages * 128.
       cu_seqlens_q [R+1], kv_lens [R], prefix_lens [R] int32 contiguous: packed requests,

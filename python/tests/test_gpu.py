@@ -296,7 +296,8 @@ def test_topk_below_16_on_the_gpu(seed, k):
 @pytest.mark.parametrize("k,g", [(32, 16), (64, 16), (24, 8), (40, 4)])
 def test_topk_above_16_on_the_gpu(seed, k, g):
     """Top-K 17..64 (padded to 32 or 64; Union4 and per-query; "auto" keeps identity
-    order, "greedy" / "guarded" run the wide-Top-K regroup): both precisions, both kernels
+    order for chunks this small (the time guard), "greedy" / "guarded" run the wide-Top-K
+    regroup): both precisions, both kernels
     and both regroup modes the same bits, the emulating CPU reference within its bound, a
     captured graph replays with new ids; Union8 refuses, naming why."""
     cpu, p = gpu_problem(seed, k=k, g=g, max_prefix=20000)

@@ -1,8 +1,9 @@
 /* regroup_wide.cuh — Algorithm 1 (paper §3.1, docs/semantics.md §3) on sm_90 for Top-K rows
  * of up to 64 ids: pw_regroup_dev_variant 6 (regroup_dev.h). A first, simple kernel for
- * K > 16, where v3 (regroup.cu: 16-position masks and M rows) stops: pw_regroup runs it
- * for K 17..64 (pw_sparse_prefill with GREEDY / GUARDED; AUTO keeps identity order at
- * K > 16 because of its cost, below). tests/gpu/test_regroup_gpu.c checks it byte for byte
+ * K > 16, where v3 (regroup.cu: 16-position masks and M rows) stops; since 2026-12-02
+ * (thirteenth session) pw_regroup runs it at K 17..64 only past the direct-indexed page
+ * bound (max_pages_per_request > 2048 at W128, 4096 at W64), and regroup_wide_masks.cuh
+ * (variant 7, 3.4-4x faster) below it. tests/gpu/test_regroup_gpu.c checks it byte for byte
  * against pw_ref_regroup (test_wide_topk, the K 32 / 64 captures; H200 2026-12-02, racecheck
  * clean). Included by regroup.cu (after its RegroupParams, regroup_params and launch_status,
  * which it uses).

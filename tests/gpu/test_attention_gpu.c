@@ -862,8 +862,9 @@ static void full_call_run(const pw_capture_t *c, device_problem_t *d, pw_kernel_
 }
 
 /* The full call at G = 8 / 4 with the pre-pass (the library's dense tile at any K), in
- * identity order (AUTO, W128 and W24: at K > 16 AUTO takes any window, which cuts the
- * groups and, at G = 4, the pairs) and after the regroup (GREEDY: the wide-Top-K kernel at
+ * identity order (AUTO, whose time guard keeps it for these small problems, W128 and W24:
+ * at K > 16 AUTO takes any window, which cuts the groups and, at G = 4, the pairs) and
+ * after the regroup (GREEDY: the wide-Top-K kernel at
  * K > 16): bitwise the dense tile's outputs o / l (dev impl 13 / 14 on another grouping).
  * o_full / l_full: scratch of the same size. */
 static void check_dense_full_call(const pw_capture_t *c, device_problem_t *d, int dense_impl, const pw_bf16_t *o,
@@ -1845,7 +1846,8 @@ static void test_topk_wide(void **state)
                                  PW_ERROR_UNSUPPORTED);
                 printf("  K=%d dev impl 2: %s\n", K, pw_last_error());
             }
-            /* The full call: identity order (AUTO at K > 16), Union4 with and without the
+            /* The full call: identity order (AUTO: the time guard keeps it for this small
+             * problem), Union4 with and without the
              * pre-pass, per-query; then Union4 with the wide-Top-K regroup (GREEDY / GUARDED,
              * W128): the same bits. */
             const pw_kernel_t kernels[5] = {PW_KERNEL_UNION4, PW_KERNEL_UNION4, PW_KERNEL_PER_QUERY,

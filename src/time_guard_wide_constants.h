@@ -1,0 +1,36 @@
+/* time_guard_wide_constants.h — the time guard's constants for Top-K wider than 16 (the
+ * device's Kd = 32 or 64; src/time_guard.h, pw_time_guard_wide). Not written by
+ * bench/fit_time_guard.py: H200 measurements of 2026-12-02 (thirteenth session, one device
+ * call), on bench/make_workload_captures.py's A-hot at K = 32 / 64 (15,272 queries, one KV
+ * head, 504 pages; 120 windows at W128, 239 at W64):
+ *   cost_us, hash_cost_us: `scripts/gpu-check regroupwide` (bench_regroup, graph replay of
+ *     the regroup alone, guarded mode, median): dev variant 7 (direct-indexed masks, what
+ *     pw_regroup runs while max_pages_per_request <= 2048 at W128 / 4096 at W64) and dev
+ *     variant 6 (the hash-set kernel it runs past that bound), us:
+ *         K32 W64 13.02 (variant 6: 49.98), K32 W128 21.20 (77.54),
+ *         K64 W64 19.14 (105.63), K64 W128 30.74 (136.20);
+ *   saving_factor: `PW_SHAPES_ARMS=G16id,G16greedy,G8id,G8greedy,G4id,G4greedy
+ *     PW_SHAPES_COPIES=3 scripts/gpu-check shapes` on the same captures: the attention time
+ *     regrouping saved (T_identity - T_guarded + the regroup's cost) over the K = 16 model's
+ *     S_exec for the same rows (85.1 us FP8, 110.9 us FP8X2), smallest over G 16 / 8 / 4,
+ *     K 32 / 64 and both precisions: 0.643 (G = 4, K = 32, FP8: 54.7 us); the others
+ *     0.67-2.15 (G = 16: 1.31-2.15). So the K > 16 guard is conservative for G = 16 and 8.
+ * Windows past fit_windows scale the cost linearly (more waves of CTAs; a guess on the
+ * safe side: A-hot fills less than one wave at W128).
+ * Re-measure after a change of the wide-Top-K regroup kernels or the attention kernels:
+ *     PW_SHAPES_FILES=".data/workloads_k32/sel_A_hot_k32.safetensors .data/workloads_k64/sel_A_hot_k64.safetensors" \
+ *     PW_SHAPES_ARMS=G16id,G16greedy,G8id,G8greedy,G4id,G4greedy PW_SHAPES_COPIES=3 \
+ *     scripts/gpu-check regroupwide shapes
+ * (bench/NOTES.md, thirteenth session, has the table). */
+#ifndef PW_TIME_GUARD_WIDE_CONSTANTS_H
+#define PW_TIME_GUARD_WIDE_CONSTANTS_H
+
+#define PW_TIME_GUARD_WIDE                                                                  \
+    {                                                                                       \
+        /* cost_us [K32, K64][W64, W128] */ {{13.02, 21.20}, {19.14, 30.74}},               \
+        /* hash_cost_us */ {{49.98, 77.54}, {105.63, 136.20}},                              \
+        /* fit_windows [W64, W128] */ {239.0, 120.0},                                       \
+        /* saving_factor */ 0.643                                                           \
+    }
+
+#endif
