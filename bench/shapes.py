@@ -145,7 +145,7 @@ def build(path, device, copies=1):
     dev = lambda x: x.to(device)  # noqa: E731
     rest = [dev(x) for x in (topk, table.to(torch.int32), cu, kv, prefix)]
     return dict(q16=[dev(x) for x in [q16] + more_q], kv_cache=dev(kv_cache), kc=dev(kc), vc=dev(vc), ks=dev(ks), vs=dev(vs),
-                keys=dev(keys), rest=rest, pairs=pairs, n=n, hkv=hkv, capture=t, steps={})
+                keys=dev(keys), rest=rest, pairs=pairs, n=n, hkv=hkv, capture=t, steps={}, modes={})
 
 
 def arm_call(arm, b, prec, outs, copy=0):
@@ -174,6 +174,7 @@ def arm_call(arm, b, prec, outs, copy=0):
         info = pageweaver.check_gpu_support(q, k, v, *b["rest"], precision=prec, **kw)
         info["g"] = g
         b["steps"][(arm, prec)] = None if arm.endswith("vt") else executed_steps(b["capture"], info)
+        b["modes"][(arm, prec)] = info["regroup"]
     if not arm.endswith("vt"):
         return call, g
 
@@ -247,7 +248,8 @@ def main():
                     executed = (f"  executed {flop / (med * 1e-6) / 1e12:6.1f} TFLOP/s "
                                 f"(x{flop / useful_flop:.2f} useful)")
                 print(f"{name} N={b['n']} Hkv={b['hkv']} {prec:5s} {arm:10s}: median {med:8.1f}  "
-                      f"p90 {x[int(0.9 * len(x))]:8.1f}  useful {useful:6.1f} TFLOP/s{ratio}{executed}")
+                      f"p90 {x[int(0.9 * len(x))]:8.1f}  useful {useful:6.1f} TFLOP/s{ratio}{executed}"
+                      f"  [regroup {b['modes'].get((arm, prec))}]")
 
 
 if __name__ == "__main__":
