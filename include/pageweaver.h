@@ -793,7 +793,9 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  *   cost_us = wide_cost[Kd][W] * max(1, windows / fit_windows[W])
  * where wide_cost is the wide-Top-K regroup kernel's measured time per A-hot call (H200,
  * guarded: 21.2 / 30.7 us at W128, 13.0 / 19.1 at W64 for Kd 32 / 64; past the direct
- * bound the hash-set kernel's 77.5 / 136.2 and 50.0 / 105.6), fit_windows A-hot's
+ * bound the hash-set kernel's 77.5 / 136.2 and 50.0 / 105.6, as at K = 16 assumed for
+ * every window although the regroup runs the fast kernel for each window whose pages
+ * fit), fit_windows A-hot's
  * windows (120 at W128, 239 at W64), and saving_factor = 0.643, the least measured ratio
  * of the attention time regrouping saved at K 32 / 64 (G 16 / 8 / 4, both precisions) to
  * the K = 16 formula's: conservative at G = 16 (measured 1.3-2.2x the formula). So A-hot

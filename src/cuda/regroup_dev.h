@@ -23,9 +23,11 @@ extern "C" {
  * variant 6: the wide-Top-K kernel (regroup_wide.cuh): K up to 64 (0..5: K <= 16), a
  *            hash set always, every thread in the greedy loop; the same result.
  * variant 7: the wide-Top-K kernel with v3's layout (regroup_wide_masks.cuh): K up to 64,
- *            direct-indexed masks, K-bit M rows, one warp in the greedy loop; variant 6
- *            when max_pages_per_request exceeds 2048 (W128) / 4096 (W64); the same
- *            result. pw_regroup runs it for K 17..64.
+ *            direct-indexed masks, K-bit M rows, one warp in the greedy loop; when
+ *            max_pages_per_request exceeds 2048 (W128) / 4096 (W64), a split call:
+ *            this kernel for the windows whose last query sees at most that many
+ *            pages, variant 6 for the others; the same result. pw_regroup runs it for
+ *            K 17..64.
  * (Kernel v2, variants 3 and 4 until it was removed, is in bench/NOTES.md.)
  * Other arguments and errors as pw_regroup (no workspace); a variant outside 0..7 is
  * PW_ERROR_INVALID_ARGUMENT. */

@@ -23,6 +23,8 @@
  *     W128 greedy) 64 / 71 / 123 us a call at K 16 / 32 / 64, ~500-960 ns a step (v3: ~77 ns
  *     a step at K = 16; bench/NOTES.md twelfth session).
  * Output: perm[h*N + row0 + s] = row0 + order[s] (identity order when guarded mode keeps it).
+ * With p.adaptive (the second launch of regroup_wide_masks' split call) a CTA whose window's
+ * last query sees at most 2048 (W128) / 4096 (W64) pages exits: the masks kernel did it.
  * Broken device data (cu_seqlens out of range) make a CTA exit without writing; nothing is
  * read or written outside the buffers. */
 #ifndef PW_REGROUP_WIDE_CUH
@@ -148,6 +150,11 @@ __global__ void __launch_bounds__(W) regroup_wide_kernel(const RegroupParams p)
     __syncthreads();
     if (!s_ok) return; /* block-uniform: a surplus CTA leaves before touching the hash set */
     const int32_t row0 = s_row0, n = s_n;
+    /* Second launch of a split call (regroup_wide_masks.cuh, p.adaptive): the windows whose
+     * last query sees at most the direct bound were the masks kernel's. Block-uniform. */
+    if (p.adaptive &&
+        pw_dev::visible_page_count(s_causal0 + n - 1, s_kv_len, p.page_size) <= (uint32_t)Tile<W>::kDirectMaxPages)
+        return;
     for (int x = tid; x < T::kSlots; x += W) {
         keys[x] = kEmptyKey;
         stamp[x] = 0;

@@ -12,10 +12,13 @@
  *  2. Direct-indexed page -> query masks qm[c][page] (bit l of word c: query 32c + l
  *     selected the page), word-major so that warp c writes only column c. S_j (visible,
  *     first in the row) comes out of the same atomicOr: only this thread sets its bit, so
- *     a repeated id finds its bit already set. Direct only: the host runs this kernel when
- *     max_pages_per_request <= 2048 (W128) / 4096 (W64), else variant 6 (a hash set); a
- *     page id >= max_pages_per_request is treated as outside S_j (v3's rule: it cannot be
- *     visible under the contract, and broken kv_lens never index outside the columns).
+ *     a repeated id finds its bit already set. Direct only: with max_pages_per_request <=
+ *     2048 (W128) / 4096 (W64) every window runs here (a page id >= max_pages_per_request
+ *     is treated as outside S_j: v3's rule, it cannot be visible under the contract, and
+ *     broken kv_lens never index outside the columns); past that bound the call is split
+ *     in two launches (p.adaptive): this kernel takes the windows whose last query sees
+ *     at most the bound (every id it keeps is below that count, which bounds the rows),
+ *     variant 6 (a hash set) the others, each CTA deciding by the same count.
  *  3. M[w][j] (K bits): bit i set iff page i of query j is in S_w, by a 32 x 32 bit
  *     transpose of the K mask rows' word c per thread (K/32 transposes per word).
  *     M is W x W x K/8 bytes: 64 KiB (W128, K32), 128 KiB (W128, K64).
@@ -89,7 +92,7 @@ static __device__ __forceinline__ void load_wide_m_row(const unsigned char *row_
 }
 
 template <int W, int K>
-__global__ void __launch_bounds__(W) regroup_wide_masks_kernel(const RegroupParams p)
+__global__ void __launch_bounds__(W, 1) regroup_wide_masks_kernel(const RegroupParams p)
 {
     using T = WideMaskTile<W, K>;
     constexpr int QPL = W / 32, PW = T::kPosWords;
@@ -137,10 +140,17 @@ __global__ void __launch_bounds__(W) regroup_wide_masks_kernel(const RegroupPara
             }
         }
     }
-    clear_column(qm_col, p.qm_rows, lane); /* only this warp writes its column until the barrier */
+    if (!p.adaptive) clear_column(qm_col, p.qm_rows, lane); /* only this warp writes its column */
     __syncthreads();
     if (!s_ok) return; /* block-uniform: a surplus CTA leaves */
     const int32_t row0 = s_row0, n = s_n;
+    /* The window's last query sees the most pages; its count bounds every id kept below. */
+    const uint32_t last_visible = pw_dev::visible_page_count(s_causal0 + n - 1, s_kv_len, p.page_size);
+    if (p.adaptive) { /* split call: the windows past the bound are variant 6's (block-uniform) */
+        if (last_visible > (uint32_t)T::kDirectMaxPages) return;
+        clear_column(qm_col, (int32_t)((last_visible + 3u) & ~3u), lane); /* kDirectMaxPages % 4 == 0 */
+        __syncwarp();
+    }
 
     /* --- 1. S_j and the mask columns: one atomicOr per visible id, which also finds the
      * repeats (this thread alone sets its bit of the column). */
@@ -150,7 +160,7 @@ __global__ void __launch_bounds__(W) regroup_wide_masks_kernel(const RegroupPara
     for (int h = 0; h < PW; h++) vm[h] = 0u;
     if (tid < n) {
         uint32_t visible = pw_dev::visible_page_count(s_causal0 + tid, s_kv_len, p.page_size);
-        visible = min(visible, (uint32_t)p.max_pages); /* see the file comment */
+        visible = min(visible, p.adaptive ? last_visible : (uint32_t)p.max_pages); /* see the file comment */
         const int32_t *row = p.topk_ids + ((int64_t)head * p.num_tokens + row0 + tid) * p.topk;
 #pragma unroll
         for (int i = 0; i < K; i++) {
@@ -180,8 +190,7 @@ __global__ void __launch_bounds__(W) regroup_wide_masks_kernel(const RegroupPara
 
     /* --- 2. Guarded mode: the identity grouping's union visits (g in 1, 2, 4, 8). */
     if (p.guarded) {
-        const uint32_t last_visible = pw_dev::visible_page_count(s_causal0 + n - 1, s_kv_len, p.page_size);
-        const int32_t num_rows = (int32_t)min(last_visible, (uint32_t)p.max_pages);
+        const int32_t num_rows = (int32_t)min(last_visible, p.adaptive ? last_visible : (uint32_t)p.max_pages);
         uint32_t v = 0;
         for (int x = tid; x < num_rows; x += W) {
 #pragma unroll
@@ -319,18 +328,24 @@ pw_status_t launch_wide_masks(const RegroupParams &params, int32_t num_kv_heads,
 }
 
 /* pw_regroup_dev_variant 7 for a GREEDY / GUARDED grouping (its checks made: K <= 64):
- * this kernel when max_pages_per_request fits the direct-indexed columns, else variant 6. */
+ * this kernel when max_pages_per_request fits the direct-indexed columns; past that bound
+ * (an engine's page table sized for its longest context) a split call: this kernel for the
+ * windows that fit, then variant 6 for the others. */
 pw_status_t regroup_wide_masks(RegroupParams params, const pw_grouping_t *grouping, int32_t num_kv_heads,
                                cudaStream_t st)
 {
     const int32_t bound = grouping->window == 64 ? Tile<64>::kDirectMaxPages : Tile<128>::kDirectMaxPages;
-    if (params.max_pages > bound) return regroup_wide(params, grouping, num_kv_heads, st);
     params.direct = 1;
+    params.adaptive = params.max_pages > bound;
+    pw_status_t status;
     if (grouping->window == 64)
-        return params.topk <= 32 ? launch_wide_masks<64, 32>(params, num_kv_heads, st)
-                                 : launch_wide_masks<64, 64>(params, num_kv_heads, st);
-    return params.topk <= 32 ? launch_wide_masks<128, 32>(params, num_kv_heads, st)
-                             : launch_wide_masks<128, 64>(params, num_kv_heads, st);
+        status = params.topk <= 32 ? launch_wide_masks<64, 32>(params, num_kv_heads, st)
+                                   : launch_wide_masks<64, 64>(params, num_kv_heads, st);
+    else
+        status = params.topk <= 32 ? launch_wide_masks<128, 32>(params, num_kv_heads, st)
+                                   : launch_wide_masks<128, 64>(params, num_kv_heads, st);
+    if (status != PW_SUCCESS || !params.adaptive) return status;
+    return regroup_wide(params, grouping, num_kv_heads, st);
 }
 
 } // namespace

@@ -789,6 +789,39 @@ static void test_path_bounds(void **state)
     free_case(&hc);
 }
 
+/* Top-K 17..64 at and past the direct-indexed bounds: pw_regroup runs dev variant 7 alone
+ * while max_pages_per_request <= 2048 (W128) / 4096 (W64), else a split call (variant 7
+ * for the windows whose last query sees at most the bound, variant 6 for the others).
+ * check_wide_case compares variants 6, 7 and pw_regroup with the reference: pages up to
+ * 2047 declared as V = 2048 and 2049, short contexts declared as V = 9000, and one
+ * request past 2048 pages next to short ones (W128: both kernels in one call). */
+static void test_wide_path_bounds(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed + 0x3b);
+    const int32_t q[2] = {300, 157}, pre[2] = {2048 * 128 - 300 - 201, 2048 * 128 - 157 - 201};
+    const int32_t declared[3] = {2048, 2049, 9000};
+    for (int v = 0; v < 3; v++) {
+        host_case_t hc;
+        make_case(&hc, &rng, 2, q, pre, 2, v == 1 ? 64 : 32, 128, v == 2 ? KIND_RANDOM : KIND_HOT, "wide bound");
+        assert_true(hc.problem.max_pages_per_request <= 2048);
+        hc.problem.max_pages_per_request = declared[v]; /* still >= every kv_len / P */
+        snprintf(hc.name, sizeof hc.name, "K=%d V=%d (N=%d, pages up to 2047)", hc.problem.topk, declared[v],
+                 hc.problem.num_tokens);
+        printf("%s\n", hc.name);
+        check_wide_case(&hc, 0, 1);
+        free_case(&hc);
+    }
+    const int32_t sq[3] = {200, 64, 257}, sp[3] = {5000, 0, 300000};
+    host_case_t hc;
+    make_case(&hc, &rng, 3, sq, sp, 2, 64, 128, KIND_HOT, "split call");
+    assert_true(hc.problem.max_pages_per_request > 2048);
+    printf("%s: request 2 past 2048 pages\n", hc.name);
+    check_wide_case(&hc, 0, 1);
+    free_case(&hc);
+}
+
 /* Device data that break the documented layout (pw_regroup cannot check them on the
  * host): non-monotone, negative or too large cu_seqlens_q, cu_seqlens_q[0] != 0, negative
  * or huge prefix and KV lengths (kv_len > max_pages_per_request * P), Top-K ids at and
@@ -1152,8 +1185,8 @@ int main(int argc, char **argv)
         return 1;
     }
     for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--wide-only") == 0) { /* scripts/gpu-check topksan: test_wide_topk alone */
-            const struct CMUnitTest wide[] = {cmocka_unit_test(test_wide_topk)};
+        if (strcmp(argv[i], "--wide-only") == 0) { /* scripts/gpu-check topksan: the wide-Top-K tests alone */
+            const struct CMUnitTest wide[] = {cmocka_unit_test(test_wide_topk), cmocka_unit_test(test_wide_path_bounds)};
             const int failed = cmocka_run_group_tests(wide, NULL, NULL);
             cudaStreamDestroy(g_stream);
             return failed;
@@ -1164,6 +1197,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_path_bounds),     cmocka_unit_test(test_broken_device_data),
         cmocka_unit_test(test_graph_capture),   cmocka_unit_test(test_captures),
         cmocka_unit_test(test_wide_topk),
+        cmocka_unit_test(test_wide_path_bounds),
     };
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     cudaStreamDestroy(g_stream);
