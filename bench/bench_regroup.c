@@ -415,7 +415,6 @@ static void bench_wide_capture(const pw_capture_t *c, const char *path, int32_t 
 {
     bench_problem_t b;
     setup(c, hkv, &b);
-    b.variant = 6;
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     const size_t n_perm = (size_t)hkv * (size_t)b.problem.num_tokens;
     int32_t *got = malloc(n_perm * 4 + 4), *ref = malloc(n_perm * 4 + 4);

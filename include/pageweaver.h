@@ -142,10 +142,11 @@ typedef struct pw_requests {
 /* Every pointer NULL, stride 0: set the arrays (and page_table_stride with a page table). */
 #define PW_REQUESTS_INIT {NULL, NULL, NULL, NULL, 0}
 
-/* Validates the shapes of a problem and (for host pointers) the request layout. When
- * requests_host has a page table and N > 0, the cache shapes are required too:
- * max_pages_per_request >= 1 and num_cache_pages >= 1 (the grouping functions, which take
- * no page table, do not need them). Errors: PW_ERROR_INVALID_ARGUMENT naming the field.
+/* Validates the shapes of a problem and (for host pointers) the request layout. With
+ * requests_host and N > 0, max_pages_per_request >= 1 is required (kv_lens[r] <=
+ * max_pages_per_request * P), the grouping functions included; with a page table too,
+ * num_cache_pages >= 1 (the grouping functions, which take no page table, do not need
+ * it). Errors: PW_ERROR_INVALID_ARGUMENT naming the field.
  * Does not look at Top-K ids: any int32 id is valid input. */
 pw_status_t pw_problem_check(const pw_problem_t *problem, const pw_requests_t *requests_host);
 
@@ -489,15 +490,17 @@ pw_status_t pw_regroup_workspace_size(const pw_problem_t *problem, const pw_grou
  *   workspace: device, at least pw_regroup_workspace_size bytes (NULL when 0).
  * Any context length (no page-count capacity). K 1..64 for GREEDY / GUARDED (IDENTITY
  * takes any K: it does not read the ids): K <= 16 runs the 16-id kernel, K 17..64 a
- * wide-Top-K kernel with the same semantics (a hash set of the window's pages, every thread
- * in the greedy loop; H200, A-hot W128: ~71 us at K = 32, ~123 us at K = 64, ~64 us at
- * K = 16 where the 16-id kernel takes ~13 us). One CTA per (window, KV
+ * wide-Top-K kernel with the same semantics and layout (K-bit mask rows; H200, A-hot,
+ * guarded: W128 ~21 us at K = 32, ~31 us at K = 64; W64 ~13 / ~19 us); a window of K > 16
+ * whose queries see more than 2048 (W = 128) / 4096 (W = 64) pages runs on a slower
+ * hash-set kernel (~78 / ~136 us at W128 if every window did). One CTA per (window, KV
  * head); N/W + R CTAs per KV head are launched and surplus ones exit. Speed (K <= 16): a window
  * whose queries see at most 2048 (W = 128) or 4096 (W = 64) pages (256K / 512K tokens at
  * P = 128) indexes its page masks by page id (H200, 15,272 queries at 64K: W128 ~13 us,
  * W64 ~7 us), whatever max_pages_per_request is; a window past that renumbers its pages
- * through a hash set (~2x slower per window). A Top-K id >= max_pages_per_request counts as
- * not visible, as the contract (kv_len <= max_pages_per_request * P) already implies.
+ * through a hash set (~2x slower per window). Where max_pages_per_request is at most those
+ * bounds, a Top-K id >= max_pages_per_request counts as not visible, as the contract
+ * (kv_len <= max_pages_per_request * P) already implies (the same result under it).
  * Errors: PW_ERROR_INVALID_ARGUMENT (shapes, NULL pointers, bad mode),
  *         PW_ERROR_UNSUPPORTED (window not 64/128, K > 64, guarded g not in {1,2,4,8},
  *         Hkv > 65535, no CUDA in the build, a device other than sm_90),
@@ -688,7 +691,7 @@ typedef struct pw_plan_config {
  *            int32 part of the workspace unless K = Kd). K > 16 runs Union4 (the default)
  *            or per-query: GREEDY and GUARDED run the wide-Top-K regroup kernel (pw_regroup;
  *            windows 64 / 128; H200 A-hot, regroup="guarded" against identity order:
- *            -4.1..-6.7% at G = 16, -3.3..-5.0% at G = 8, -2.9..-3.9% at G = 4,
+ *            -4.0..-6.7% at G = 16, -3.1..-5.1% at G = 8, -2.8..-3.5% at G = 4,
  *            bench/NOTES.md), PW_REGROUP_AUTO asks the time guard's K > 16 form
  *            (pw_plan_info; with a config.window other than 64 / 128 it keeps identity
  *            order, the window only cutting the union groups), per-query ignores the mode as for any K, and
@@ -773,7 +776,8 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * args.precision and W. With rows = N * Hkv and windows = Hkv * (ceil(N / W) + R - 1):
  *   saving_us = rate[kernel][W] * precision_factor * (rows - rows0[kernel][W]) / 1000
  *     (S_exec: attention time saved by the regrouped order; below rows0 the attention
- *     kernel does not fill the GPU and regrouping saves nothing),
+ *     kernel does not fill the GPU and regrouping saves nothing: the formula, and
+ *     saving_us, are then negative),
  *   cost_us = (fixed[W] + per_window[W] * windows) * (hash_factor when
  *     max_pages_per_request exceeds the direct-indexed bound, 2048 pages at W128 / 4096
  *     at W64, else 1)   (C_online: regroup + union preparation in the call),
@@ -790,18 +794,22 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * Top-K wider than 16 (Kd = 32 / 64; since 2026-12-02, thirteenth session): the same
  * inputs, with
  *   saving_us = saving_factor * (the formula above),
- *   cost_us = wide_cost[Kd][W] * max(1, windows / fit_windows[W])
- * where wide_cost is the wide-Top-K regroup kernel's measured time per A-hot call (H200,
- * guarded: 21.2 / 30.7 us at W128, 13.0 / 19.1 at W64 for Kd 32 / 64; past the direct
- * bound the hash-set kernel's 77.5 / 136.2 and 50.0 / 105.6, as at K = 16 assumed for
- * every window although the regroup runs the fast kernel for each window whose pages
- * fit), fit_windows A-hot's
- * windows (120 at W128, 239 at W64), and saving_factor = 0.643, the least measured ratio
- * of the attention time regrouping saved at K 32 / 64 (G 16 / 8 / 4, both precisions) to
- * the K = 16 formula's: conservative at G = 16 (measured 1.3-2.2x the formula). So A-hot
- * regroups at K 32 / 64; at W128 chunks below ~5,200 / 6,700 rows (Kd 32, FP8X2 / FP8)
- * and ~7,200 / 9,300 rows (Kd 64) keep identity order. Constants: src/time_guard_wide_constants.h, with the command that
- * re-measures them. */
+ *   cost_us = wide_cost[Kd][W] * max(1, windows / wave_windows[Kd][W])
+ * where wide_cost is the wide-Top-K regroup kernel's measured time per A-hot call, one
+ * wave of CTAs (H200, guarded: 21.2 / 30.7 us at W128, 13.0 / 19.1 at W64 for Kd 32 / 64;
+ * past the direct bound the hash-set kernel's 77.5 / 136.2 and 50.0 / 105.6, assumed for
+ * every window as at K = 16, although the regroup runs the fast kernel for each window
+ * whose pages fit), wave_windows the windows one wave holds (132 SMs x the CTAs per SM
+ * the kernel's shared memory allows: 264 / 132 at W128, hash-set kernel 660 / 264;
+ * derived, not measured), and saving_factor = 0.584, the least measured ratio of the
+ * attention time regrouping saved at K 32 / 64 (G 16 / 8 / 4, both precisions) to the
+ * K = 16 formula's: conservative at G = 16 (measured 1.3-2.2x the formula). So A-hot
+ * (504 pages) regroups at K 32 / 64; at W128 with a page table within the bound, chunks
+ * below ~5,700 / 7,300 rows (Kd 32, FP8X2 / FP8) and ~7,900 / 10,200 rows (Kd 64) keep
+ * identity order; with a wider table (e.g. one sized for 1M-token contexts) the hash
+ * cost makes that ~18,700 / 24,300 rows (Kd 32) and ~32,300 rows (Kd 64 FP8X2), and Kd 64
+ * FP8 at W128 never regroups (its cost per row past one wave exceeds the saving per row).
+ * Constants: src/time_guard_wide_constants.h, with the command that re-measures them. */
 typedef struct pw_plan_info {
     uint32_t struct_size;      /* sizeof(pw_plan_info_t), set by PW_PLAN_INFO_INIT */
     pw_regroup_mode_t regroup; /* what the call runs: IDENTITY, GREEDY or GUARDED (AUTO
@@ -811,7 +819,7 @@ typedef struct pw_plan_info {
     int32_t window;            /* W of the regroup (and of the union groups) */
     pw_kernel_t kernel;
     double saving_us;          /* time guard: predicted attention time saved by regrouping
-                                  (0 when no regroup can run) */
+                                  (negative below rows0; 0 when no regroup can run) */
     double cost_us;            /* time guard: predicted in-call regroup cost (0 likewise) */
     double margin_us;          /* regroup iff saving_us > cost_us + margin_us (AUTO) */
     int32_t regroup_group_size; /* g of the call's regroup (Algorithm 1's group size): 4 for

@@ -20,24 +20,32 @@ const pw_time_guard_wide_model_t *pw_time_guard_wide_model(void)
     return &g_wide;
 }
 
+/* The model's table indices for in (kernel, window) and the precision factor; 0 when the
+ * guard never regroups for these inputs (per-query, N = 0, another window, bad enums). */
+static int guard_indices(const pw_time_guard_inputs_t *in, const pw_time_guard_model_t *m, int *k, int *w,
+                         double *factor)
+{
+    if (!in || !m || in->num_tokens <= 0 || in->num_kv_heads <= 0) return 0;
+    if (in->kernel == PW_KERNEL_UNION8) *k = PW_TG_UNION8;
+    else if (in->kernel == PW_KERNEL_UNION4) *k = PW_TG_UNION4;
+    else return 0; /* per-query: no regroup, no metadata */
+    if (in->window == 64) *w = PW_TG_W64;
+    else if (in->window == 128) *w = PW_TG_W128;
+    else return 0;
+    if (in->precision == PW_PRECISION_FP8) *factor = 1.0;
+    else if (in->precision == PW_PRECISION_FP8X2) *factor = m->fp8x2_factor;
+    else return 0;
+    return 1;
+}
+
 int pw_time_guard(const pw_time_guard_inputs_t *in, const pw_time_guard_model_t *m,
                   double *saving_us, double *cost_us)
 {
     if (saving_us) *saving_us = 0.0;
     if (cost_us) *cost_us = 0.0;
-    if (!in || !m || in->num_tokens <= 0 || in->num_kv_heads <= 0) return 0;
-    int k;
-    if (in->kernel == PW_KERNEL_UNION8) k = PW_TG_UNION8;
-    else if (in->kernel == PW_KERNEL_UNION4) k = PW_TG_UNION4;
-    else return 0; /* per-query: no regroup, no metadata */
-    int w;
-    if (in->window == 64) w = PW_TG_W64;
-    else if (in->window == 128) w = PW_TG_W128;
-    else return 0;
+    int k, w;
     double factor;
-    if (in->precision == PW_PRECISION_FP8) factor = 1.0;
-    else if (in->precision == PW_PRECISION_FP8X2) factor = m->fp8x2_factor;
-    else return 0;
+    if (!guard_indices(in, m, &k, &w, &factor)) return 0;
 
     const double rows = (double)in->num_tokens * (double)in->num_kv_heads;
     const double saving = m->rate_ns_per_row[k][w] * factor * (rows - m->rows0[k][w]) / 1000.0;
@@ -61,16 +69,17 @@ int pw_time_guard_wide(const pw_time_guard_wide_inputs_t *in, const pw_time_guar
     if (in->topk == 32) kd = PW_TG_K32;
     else if (in->topk == 64) kd = PW_TG_K64;
     else return 0;
-    double saving16 = 0.0, cost16 = 0.0;
-    pw_time_guard(&in->base, m, &saving16, &cost16);
-    if (saving16 == 0.0 && cost16 == 0.0) return 0; /* an input pw_time_guard rejects */
-    const int w = in->base.window == 64 ? PW_TG_W64 : PW_TG_W128;
+    int k, w;
+    double factor;
+    if (!guard_indices(&in->base, m, &k, &w, &factor)) return 0; /* as pw_time_guard */
+    double saving16 = 0.0;
+    pw_time_guard(&in->base, m, &saving16, NULL);
     const int64_t per_head = (in->base.num_tokens + in->base.window - 1) / in->base.window +
                              (in->base.num_requests > 1 ? in->base.num_requests - 1 : 0);
     const double windows = (double)per_head * (double)in->base.num_kv_heads;
-    const double waves = windows > wide->fit_windows[w] && wide->fit_windows[w] > 0.0
-                             ? windows / wide->fit_windows[w] : 1.0;
     const int hash = in->base.max_pages_per_request > m->direct_max_pages[w];
+    const double per_wave = hash ? wide->hash_wave_windows[kd][w] : wide->wave_windows[kd][w];
+    const double waves = per_wave > 0.0 && windows > per_wave ? windows / per_wave : 1.0;
     const double saving = wide->saving_factor * saving16;
     const double cost = (hash ? wide->hash_cost_us[kd][w] : wide->cost_us[kd][w]) * waves;
     if (saving_us) *saving_us = saving;

@@ -48,11 +48,13 @@ typedef struct pw_time_guard_inputs {
 enum { PW_TG_K32 = 0, PW_TG_K64 = 1, PW_TG_WIDE_KS = 2 };
 
 typedef struct pw_time_guard_wide_model {
-    /* C_online = cost_us[Kd][W] * max(1, windows / fit_windows[W]) us: cost_us with the
-     * direct-indexed masks (dev variant 7), hash_cost_us past the direct bound (variant 6) */
+    /* C_online = cost_us[Kd][W] * max(1, windows / wave_windows[Kd][W]) us: one wave of
+     * CTAs with the direct-indexed masks (dev variant 7); past the direct bound the
+     * hash-set kernel's (variant 6) hash_cost_us and hash_wave_windows */
     double cost_us[PW_TG_WIDE_KS][PW_TG_WINDOWS];
     double hash_cost_us[PW_TG_WIDE_KS][PW_TG_WINDOWS];
-    double fit_windows[PW_TG_WINDOWS];
+    double wave_windows[PW_TG_WIDE_KS][PW_TG_WINDOWS];
+    double hash_wave_windows[PW_TG_WIDE_KS][PW_TG_WINDOWS];
     /* S_exec = saving_factor * the K = 16 model's S_exec (its rate, rows0, FP8X2 factor) */
     double saving_factor;
 } pw_time_guard_wide_model_t;
@@ -74,8 +76,9 @@ int pw_time_guard(const pw_time_guard_inputs_t *in, const pw_time_guard_model_t 
                   double *saving_us, double *cost_us);
 
 /* The same decision for Kd = 32 / 64: saving = wide->saving_factor * pw_time_guard's
- * saving (model), cost = wide->cost_us[Kd][W] (hash_cost_us past model's direct bound)
- * * max(1, windows / wide->fit_windows[W]); returns 1 iff saving > cost + model's margin.
+ * saving (model), cost = wide->cost_us[Kd][W] * max(1, windows / wave_windows[Kd][W])
+ * (hash_cost_us and hash_wave_windows past model's direct bound); returns 1 iff
+ * saving > cost + model's margin.
  * Kd other than 32 / 64, and every input pw_time_guard rejects: 0 with saving = cost = 0. */
 int pw_time_guard_wide(const pw_time_guard_wide_inputs_t *in, const pw_time_guard_model_t *model,
                        const pw_time_guard_wide_model_t *wide, double *saving_us, double *cost_us);

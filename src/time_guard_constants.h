@@ -4,6 +4,9 @@
  *     build-gpu/pageweaver bench --json bench.json <scaling set + A-hot + captures>
  *     python3 bench/fit_time_guard.py bench.json --write src/time_guard_constants.h
  * (`scripts/gpu-check scaling13` runs the bench on the scaling set and the fit; bench/NOTES.md).
+ * Captures of Top-K > 16 are skipped (the fit script since 2026-12-02). The K > 16 form
+ * (src/time_guard_wide_constants.h) scales this model's saving: re-measure its factor
+ * after a refit.
  *
  * Written by bench/fit_time_guard.py on 2026-12-01 (fourth session) from scaling.json:
  * `PW_BENCH_REPLAYS=20 scripts/gpu-check scaling13` on the H200 (A-hot +

@@ -9,14 +9,23 @@
  *     variant 6 (the hash-set kernel it runs past that bound), us:
  *         K32 W64 13.02 (variant 6: 49.98), K32 W128 21.20 (77.54),
  *         K64 W64 19.14 (105.63), K64 W128 30.74 (136.20);
- *   saving_factor: `PW_SHAPES_ARMS=G16id,G16greedy,G8id,G8greedy,G4id,G4greedy
- *     PW_SHAPES_COPIES=3 scripts/gpu-check shapes` on the same captures: the attention time
+ *   saving_factor: `bench/shapes.py --copies 3` on the same captures, two device calls
+ *     (`PW_SHAPES_ARMS=G16id,G16greedy,G8id,G8greedy,G4id,G4greedy`, then
+ *     `G16,G16id,G8,G8id,G4,G4id`, the default plan choosing GUARDED): the attention time
  *     regrouping saved (T_identity - T_guarded + the regroup's cost) over the K = 16 model's
- *     S_exec for the same rows (85.1 us FP8, 110.9 us FP8X2), smallest over G 16 / 8 / 4,
- *     K 32 / 64 and both precisions: 0.643 (G = 4, K = 32, FP8: 54.7 us); the others
- *     0.67-2.15 (G = 16: 1.31-2.15). So the K > 16 guard is conservative for G = 16 and 8.
- * Windows past fit_windows scale the cost linearly (more waves of CTAs; a guess on the
- * safe side: A-hot fills less than one wave at W128).
+ *     S_exec for the same rows (85.1 us FP8, 110.9 us FP8X2), smallest over both calls,
+ *     G 16 / 8 / 4, K 32 / 64 and both precisions: 0.584 (G = 4, K = 32, FP8, second call:
+ *     1033.9 - 1005.4 + 21.2 = 49.7 us; the first call gave 0.643 there); the others
+ *     0.59-2.15 (G = 16: 1.31-2.15). So the K > 16 guard is conservative for G = 16 and 8.
+ *     The factor multiplies the K = 16 model (src/time_guard_constants.h): a refit of that
+ *     model (bench/fit_time_guard.py) changes the K > 16 saving too, so re-measure this
+ *     factor after one.
+ * wave_windows, hash_wave_windows: windows one wave of CTAs holds on the H200 (132 SMs x
+ * the CTAs per SM the kernel's shared memory allows: variant 7 48 / 64 KiB at W64, 96 /
+ * 160 KiB at W128 for Kd 32 / 64, i.e. 4 / 3 and 2 / 1 per SM; variant 6 in guarded mode
+ * 21 / 42 KiB and 44 / 88 KiB, i.e. 10 / 5 and 5 / 2 per SM). Derived, not measured: A-hot
+ * (120 windows at W128, 239 at W64) fits one wave of each kernel, so the measured costs are
+ * one wave's; past a wave the cost is taken to grow linearly.
  * Re-measure after a change of the wide-Top-K regroup kernels or the attention kernels:
  *     PW_SHAPES_FILES=".data/workloads_k32/sel_A_hot_k32.safetensors .data/workloads_k64/sel_A_hot_k64.safetensors" \
  *     PW_SHAPES_ARMS=G16id,G16greedy,G8id,G8greedy,G4id,G4greedy PW_SHAPES_COPIES=3 \
@@ -29,8 +38,9 @@
     {                                                                                       \
         /* cost_us [K32, K64][W64, W128] */ {{13.02, 21.20}, {19.14, 30.74}},               \
         /* hash_cost_us */ {{49.98, 77.54}, {105.63, 136.20}},                              \
-        /* fit_windows [W64, W128] */ {239.0, 120.0},                                       \
-        /* saving_factor */ 0.643                                                           \
+        /* wave_windows [K32, K64][W64, W128] */ {{528.0, 264.0}, {396.0, 132.0}},          \
+        /* hash_wave_windows */ {{1320.0, 660.0}, {660.0, 264.0}},                          \
+        /* saving_factor */ 0.584                                                           \
     }
 
 #endif

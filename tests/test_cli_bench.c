@@ -303,7 +303,8 @@ static void test_cpu_figures(void **state)
     pw_capture_free(c);
 }
 
-/* A shape without a GPU path (G = 4) still gets the CPU figures. */
+/* A shape the bench's GPU arms do not run (G = 4) still gets the CPU figures and the
+ * default plan's choice (printed for every shape a plan takes, K > 16 too). */
 static void test_cpu_other_shape(void **state)
 {
     (void)state;
@@ -317,6 +318,7 @@ static void test_cpu_other_shape(void **state)
     assert_int_equal(bench(args), 0);
     assert_non_null(strstr(g_stdout, "G=4"));
     assert_non_null(strstr(g_stdout, "reference check on 4 rows"));
+    assert_non_null(strstr(g_stdout, "default plan (W128, union4, regroup auto"));
     remove(path);
     pw_capture_free(c);
 }

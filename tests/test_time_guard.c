@@ -409,8 +409,8 @@ static void test_plan_info(void **state)
 }
 
 /* Kd = 32 / 64 (pw_time_guard_wide): saving = factor * the K = 16 saving; cost = the wide
- * kernel's per-call cost (hash-set kernel's past the direct bound), times windows /
- * fit_windows past the fit input's windows; the plan uses it under AUTO. */
+ * kernel's cost for one wave of CTAs (the hash-set kernel's past the direct bound), times
+ * windows / wave_windows past one wave; the plan uses it under AUTO. */
 static void test_wide_topk(void **state)
 {
     (void)state;
@@ -423,8 +423,12 @@ static void test_wide_topk(void **state)
     wm.cost_us[PW_TG_K64][PW_TG_W128] = 12.0;
     wm.hash_cost_us[PW_TG_K32][PW_TG_W128] = 30.0;
     wm.hash_cost_us[PW_TG_K64][PW_TG_W64] = 50.0;
-    wm.fit_windows[PW_TG_W64] = 40.0;
-    wm.fit_windows[PW_TG_W128] = 20.0;
+    for (int kd = 0; kd < PW_TG_WIDE_KS; kd++) {
+        wm.wave_windows[kd][PW_TG_W64] = 40.0;
+        wm.wave_windows[kd][PW_TG_W128] = 20.0;
+        wm.hash_wave_windows[kd][PW_TG_W64] = 10.0; /* the hash-set kernel: fewer CTAs per SM */
+        wm.hash_wave_windows[kd][PW_TG_W128] = 16.0;
+    }
     wm.saving_factor = 0.5;
     double s, c, s16, c16;
     /* 3000 rows, W128: 24 windows (> 20: 1.2 waves); K = 16 saving 8 * 2000 / 1000 = 16 us */
@@ -442,16 +446,16 @@ static void test_wide_topk(void **state)
     pw_time_guard_wide(&in, &m, &wm, &s, &c);
     assert_close(c, 12.0); /* 20 windows */
     assert_close(s, 0.5 * 8.0 * 1.5);
-    /* past the direct bound: the hash-set kernel's cost */
+    /* past the direct bound: the hash-set kernel's cost and waves */
     in = (pw_time_guard_wide_inputs_t){inputs(2560, 1, 1, 2049, PW_KERNEL_UNION4, PW_PRECISION_FP8, 128), 32};
     pw_time_guard_wide(&in, &m, &wm, &s, &c);
-    assert_close(c, 30.0);
+    assert_close(c, 30.0 * 20.0 / 16.0); /* 20 windows, 16 per wave */
     in = (pw_time_guard_wide_inputs_t){inputs(2560, 1, 1, 4097, PW_KERNEL_UNION4, PW_PRECISION_FP8, 64), 64};
     pw_time_guard_wide(&in, &m, &wm, &s, &c);
-    assert_close(c, 50.0); /* 40 windows at W64 */
+    assert_close(c, 50.0 * 40.0 / 10.0); /* 40 windows at W64, 10 per wave */
     in.base.max_pages_per_request = 4096;
     pw_time_guard_wide(&in, &m, &wm, &s, &c);
-    assert_close(c, 8.0);
+    assert_close(c, 8.0); /* 40 windows: one wave of the masks kernel */
     /* never: Kd other than 32 / 64, and what pw_time_guard rejects */
     const pw_time_guard_wide_inputs_t never[] = {
         {inputs(100000, 1, 1, 512, PW_KERNEL_UNION4, PW_PRECISION_FP8, 128), 16},
@@ -481,6 +485,15 @@ static void test_wide_topk(void **state)
             assert_int_equal(pw_time_guard_wide(&in, pw_time_guard_model(), lib, &s, &c), 0);
             in.base.num_tokens = 4096;
             assert_int_equal(pw_time_guard_wide(&in, pw_time_guard_model(), lib, &s, &c), 0);
+            /* a page table sized for 1M-token contexts: the hash-set kernel's cost is assumed,
+             * A-hot's rows keep identity order; 65,536 rows regroup except Kd 64 FP8 (its
+             * cost per row past one wave exceeds the saving per row: never at W128) */
+            in.base.num_tokens = 15272;
+            in.base.max_pages_per_request = 8192;
+            assert_int_equal(pw_time_guard_wide(&in, pw_time_guard_model(), lib, &s, &c), 0);
+            in.base.num_tokens = 65536;
+            assert_int_equal(pw_time_guard_wide(&in, pw_time_guard_model(), lib, &s, &c), kd == 32 || x2);
+            in.base.max_pages_per_request = 504;
             pw_problem_t p = problem_of(15272, 1, 1, 504);
             p.topk = kd == 32 ? 20 : 64; /* padded to Kd */
             pw_plan_t *plan = NULL;

@@ -980,8 +980,9 @@ extern "C" pw_status_t pw_regroup(const pw_problem_t *problem, const int32_t *to
 {
     (void)workspace;
     (void)workspace_bytes; /* the kernels need none (size query returns 0) */
-    /* K <= 16: v3; K 17..64: v3's layout with K-bit rows (regroup_wide_masks.cuh), which
-     * runs the hash-set kernel (regroup_wide.cuh) past the direct-indexed page bound. */
+    /* K <= 16: v3; K 17..64: v3's layout with K-bit rows (regroup_wide_masks.cuh); past the
+     * direct-indexed page bound, a split call that runs the hash-set kernel
+     * (regroup_wide.cuh) for the windows whose pages do not fit. */
     const int variant = problem && problem->topk > kMaxTopk ? kDevWideMasks : kDevLibrary;
     return pw_regroup_dev_variant(variant, problem, topk_ids, requests, grouping, perm, stream);
 }

@@ -3,7 +3,7 @@
  * K > 16, where v3 (regroup.cu: 16-position masks and M rows) stops; since 2026-12-02
  * (thirteenth session) pw_regroup runs it at K 17..64 only past the direct-indexed page
  * bound (max_pages_per_request > 2048 at W128, 4096 at W64), and regroup_wide_masks.cuh
- * (variant 7, 3.4-4x faster) below it. tests/gpu/test_regroup_gpu.c checks it byte for byte
+ * (variant 7, 3.4-5.5x faster on A-hot) below it. tests/gpu/test_regroup_gpu.c checks it byte for byte
  * against pw_ref_regroup (test_wide_topk, the K 32 / 64 captures; H200 2026-12-02, racecheck
  * clean). Included by regroup.cu (after its RegroupParams, regroup_params and launch_status,
  * which it uses).

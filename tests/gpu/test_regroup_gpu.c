@@ -414,8 +414,9 @@ static void check_case(const host_case_t *hc, int misalign, int thorough)
  * up to 64): union preparation of host permutations (identity, a random bijection inside
  * each request, the reference's guarded W128 g = 4 regroup: the default plan's Union4
  * objective) on the GPU equals the reference byte for byte; windows 128 / 0 / 64 / 5 and
- * g = 8 / 3; the wide-Top-K regroup kernel (dev variant 6, and pw_regroup, which runs it)
- * equals pw_ref_regroup; pw_regroup runs IDENTITY. */
+ * g = 8 / 3; the wide-Top-K regroup kernels (dev variants 6 and 7, and pw_regroup, which
+ * runs 7, split with 6 past the direct bound) equal pw_ref_regroup; pw_regroup runs
+ * IDENTITY. */
 static void check_wide_case(const host_case_t *hc, int misalign, int thorough)
 {
     const pw_problem_t *p = &hc->problem;
@@ -449,14 +450,15 @@ static void check_wide_case(const host_case_t *hc, int misalign, int thorough)
      * layout, which pw_regroup runs for K > 16) == the reference, byte for byte, in
      * poisoned buffers, through both entry points. */
     {
-        const struct { pw_regroup_mode_t mode; int32_t window, g; } runs[6] = {
-            {PW_REGROUP_GREEDY, 128, 8}, {PW_REGROUP_GUARDED, 128, 4}, {PW_REGROUP_GREEDY, 64, 3},
-            {PW_REGROUP_GUARDED, 64, 8}, {PW_REGROUP_GUARDED, 128, 1}, {PW_REGROUP_GREEDY, 64, 5}};
+        const struct { pw_regroup_mode_t mode; int32_t window, g; } runs[7] = {
+            {PW_REGROUP_GREEDY, 128, 8}, {PW_REGROUP_GUARDED, 128, 4}, {PW_REGROUP_GUARDED, 64, 2},
+            {PW_REGROUP_GREEDY, 64, 3},  {PW_REGROUP_GUARDED, 64, 8},  {PW_REGROUP_GUARDED, 128, 1},
+            {PW_REGROUP_GREEDY, 64, 5}};
         int32_t *want = malloc(n_perm * 4 + 4), *got = malloc(n_perm * 4 + 4);
         int32_t *perm_var = dev_alloc(n_perm * 4 + 4);
         assert_non_null(want);
         assert_non_null(got);
-        for (int r = 0; r < (thorough ? 6 : 2); r++) {
+        for (int r = 0; r < (thorough ? 7 : 3); r++) {
             pw_grouping_t gw = PW_GROUPING_INIT;
             gw.mode = runs[r].mode;
             gw.window = runs[r].window;
@@ -586,16 +588,16 @@ static void make_case(host_case_t *hc, pw_rng_t *rng, int32_t num_requests, cons
 }
 
 /* Top-K 17..64: union preparation on the GPU == the reference (check_wide_case) on every
- * kind of row, several requests, contexts up to ~70K tokens; the widths between the
+ * kind of row (the last case: every id -1), several requests, contexts up to ~70K tokens; the widths between the
  * device's (24, 40) run the scalar-load path, 32 and 64 the vector one (and misaligned). */
 static void test_wide_topk(void **state)
 {
     (void)state;
     pw_rng_t rng;
     pw_rng_init(&rng, g_seed ^ 0x61deull);
-    const int32_t ks[6] = {32, 64, 24, 40, 17, 64};
-    for (int iter = 0; iter < 6; iter++) {
-        const enum case_kind kind = (enum case_kind)(iter % 4);
+    const int32_t ks[7] = {32, 64, 24, 40, 17, 64, 33};
+    for (int iter = 0; iter < 7; iter++) {
+        const enum case_kind kind = iter == 6 ? KIND_EMPTY : (enum case_kind)(iter % 4);
         const int32_t num_requests = (int32_t)pw_rng_range(&rng, 1, 4);
         int32_t qlens[4], prefixes[4];
         for (int32_t r = 0; r < num_requests; r++) {
@@ -794,7 +796,7 @@ static void test_path_bounds(void **state)
  * for the windows whose last query sees at most the bound, variant 6 for the others).
  * check_wide_case compares variants 6, 7 and pw_regroup with the reference: pages up to
  * 2047 declared as V = 2048 and 2049, short contexts declared as V = 9000, and one
- * request past 2048 pages next to short ones (W128: both kernels in one call). */
+ * request past 4096 pages next to short ones (W128 and W64: both kernels in one call). */
 static void test_wide_path_bounds(void **state)
 {
     (void)state;
@@ -813,11 +815,11 @@ static void test_wide_path_bounds(void **state)
         check_wide_case(&hc, 0, 1);
         free_case(&hc);
     }
-    const int32_t sq[3] = {200, 64, 257}, sp[3] = {5000, 0, 300000};
+    const int32_t sq[3] = {200, 64, 257}, sp[3] = {5000, 0, 600000}; /* 4,690+ pages: past both bounds */
     host_case_t hc;
     make_case(&hc, &rng, 3, sq, sp, 2, 64, 128, KIND_HOT, "split call");
     assert_true(hc.problem.max_pages_per_request > 2048);
-    printf("%s: request 2 past 2048 pages\n", hc.name);
+    printf("%s: request 2 past 4096 pages\n", hc.name);
     check_wide_case(&hc, 0, 1);
     free_case(&hc);
 }
@@ -828,7 +830,7 @@ static void test_wide_path_bounds(void **state)
  * past the direct path's bounds, INT32_MIN / INT32_MAX. The contract: no fault, no write
  * outside perm[Hkv, N] (guard words on both sides stay poisoned), and every slot written
  * holds a row in [0, N); the values are otherwise unspecified. Every kernel variant runs
- * (library, hash forced, match_any). Run this binary under compute-sanitizer
+ * (K <= 16: library, hash forced, match_any; K 32 / 64: dev variants 6 and 7). Run this binary under compute-sanitizer
  * (memcheck) to also see that no shared or global read leaves its buffer. */
 static void test_broken_device_data(void **state)
 {
@@ -872,7 +874,7 @@ static void test_broken_device_data(void **state)
     int64_t runs = 0;
     for (int kt = 0; kt < 4; kt++) {
         const int wide = kt >= 2;
-        const int variants[3] = {wide ? 6 : 0, wide ? 7 : 3, wide ? 7 : 4};
+        const int variants[3] = {wide ? 6 : 0, wide ? 7 : 3, 4}; /* wide: the first two */
         const int num_variants = wide ? 2 : 3;
         const int32_t k = topks[kt];
         for (size_t i = 0; i < (size_t)kHkv * kN * (size_t)k; i++) {

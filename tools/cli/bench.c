@@ -1071,7 +1071,8 @@ int pw_cli_bench(int argc, char **argv)
         }
         const pw_problem_t *p = &bc->capture->problem;
         bc->fast_path = p->q_heads_per_kv == 16 && p->head_dim == 128 && p->page_size == 128 && p->topk == 16;
-        if (bc->fast_path) { /* the default plan's choice: host arithmetic, no GPU needed */
+        { /* the default plan's choice for any shape a plan takes (G 16 / 8 / 4, K <= 64):
+           * host arithmetic, no GPU needed; none when pw_plan_create refuses the shape */
             pw_plan_t *plan = NULL;
             bc->default_info = (pw_plan_info_t)PW_PLAN_INFO_INIT;
             if (pw_plan_create(p, NULL, &plan) == PW_SUCCESS &&
