@@ -14,7 +14,11 @@ one KV head, page 128, Top-16, "hot" selections:
     scale_n01024_pre8k    1,024 queries after an 8K-token prefix (a short chunk whose pages
                           many queries share: where the V^T pre-pass's rule is decided)
 
-Usage: make_scaling_set.py [OUTDIR] [--only NAME,...] [--seed N]   (default .data/scaling)
+Usage: make_scaling_set.py [OUTDIR] [--only NAME,...] [--seed N] [--topk K]   (default .data/scaling)
+
+--topk K (default 16; 17..64 for the time guard's K > 16 form) selects K pages per row by
+the same rule (files get a _kK suffix), e.g. .data/scaling_k32 for `scripts/gpu-check
+scalingwide`.
 
 "Hot" selections (this file's own generator; the same kind of statistics as the shared
 workloads' "hot" kind): query i at causal position c sees pages 0 .. cp = c // 128 and
@@ -49,9 +53,9 @@ SHAPES = {
 }
 
 
-def hot_rows(prefix, n, rng, hot_size=24, renew_every=256, renew=3, p_hot=0.7, recent=6, n_recent=4):
-    """[n, 16] int32 Top-K page ids of n consecutive queries after `prefix` tokens."""
-    rows = np.full((n, TOPK), -1, dtype=np.int32)
+def hot_rows(prefix, n, rng, topk=TOPK, hot_size=24, renew_every=256, renew=3, p_hot=0.7, recent=6, n_recent=4):
+    """[n, topk] int32 Top-K page ids of n consecutive queries after `prefix` tokens."""
+    rows = np.full((n, topk), -1, dtype=np.int32)
     hot = []
     for i in range(n):
         cp = (prefix + i) // PAGE
@@ -66,7 +70,7 @@ def hot_rows(prefix, n, rng, hot_size=24, renew_every=256, renew=3, p_hot=0.7, r
         near = list(range(max(1, cp - recent), cp))
         if near:
             chosen.update(int(x) for x in rng.choice(near, size=min(n_recent, len(near)), replace=False))
-        want = min(TOPK, cp + 1)
+        want = min(topk, cp + 1)
         spare_hot = [p for p in hot if p <= cp and p not in chosen]
         while len(chosen) < want:
             if spare_hot and rng.random() < p_hot:
@@ -83,7 +87,11 @@ def main():
     ap.add_argument("outdir", nargs="?", default=".data/scaling")
     ap.add_argument("--only", default="", help="comma list of names (default: all)")
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--topk", type=int, default=TOPK, help="pages per row (default 16; up to 64)")
     a = ap.parse_args()
+    if not 1 <= a.topk <= 64:
+        sys.exit(f"make_scaling_set: --topk {a.topk} (1..64)")
+    suffix = "" if a.topk == TOPK else f"_k{a.topk}"
     only = [x for x in a.only.split(",") if x]
     for x in only:
         if x not in SHAPES:
@@ -93,8 +101,8 @@ def main():
         if only and name not in only:
             continue
         seed = a.seed * 1000 + k
-        ids = hot_rows(prefix, n, np.random.default_rng(seed))[None, :, :]
-        out = os.path.join(a.outdir, name + ".safetensors")
+        ids = hot_rows(prefix, n, np.random.default_rng(seed), a.topk)[None, :, :]
+        out = os.path.join(a.outdir, name + suffix + ".safetensors")
         save_capture(out, ids, np.array([0, n], np.int32), np.array([prefix], np.int32),
                      np.array([prefix + n], np.int32), qkv_seed=seed, topk_dtype=np.int32,
                      metadata={"generator": "bench/make_scaling_set.py", "selector": "synthetic hot",
