@@ -537,8 +537,9 @@ pw_status_t pw_plan_info(const pw_plan_t *plan, pw_precision_t precision, pw_pla
     const size_t v1_size = offsetof(pw_plan_info_t, regroup_group_size);
     if (info->struct_size < v1_size)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "info.struct_size is %u, expected %zu (initialise with PW_PLAN_INFO_INIT)",
-                       info->struct_size, sizeof(pw_plan_info_t));
+                       "info.struct_size is %u, expected %zu (at least %zu, an older header's; "
+                       "initialise with PW_PLAN_INFO_INIT)",
+                       info->struct_size, sizeof(pw_plan_info_t), (size_t)v1_size);
     /* The struct before vt_prepass (2026-12-01 headers): regroup_group_size, not the rest. */
     const size_t v2_size = offsetof(pw_plan_info_t, vt_prepass);
     const int has_v2 = info->struct_size >= v2_size;

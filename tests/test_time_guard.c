@@ -394,6 +394,7 @@ static void test_plan_info(void **state)
     info.struct_size = 8;
     assert_int_equal(pw_plan_info(plan, PW_PRECISION_FP8, &info), PW_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(pw_last_error(), "struct_size"));
+    assert_non_null(strstr(pw_last_error(), "at least")); /* names the oldest size accepted */
     pw_plan_destroy(plan);
 
     /* AUTO is a plan mode only: the grouping functions reject it */
