@@ -100,6 +100,50 @@ template <int K> static __device__ __forceinline__ void stamp_pages(const uint32
     }
 }
 
+/* CTA t's window (thread 0 of the wide-Top-K kernels, both variants): the last request r
+ * with cu[r] / W + r <= t (strictly increasing in r for a valid cu_seqlens), then the
+ * window in it. ok = 0 for a surplus CTA and for broken device data (cu_seqlens out of
+ * range); else row0, n (queries), causal0 (the first query's causal position) and kv_len. */
+template <int W>
+static __device__ __forceinline__ void wide_find_window(const RegroupParams &p, int32_t t, int32_t &ok, int32_t &row0,
+                                                        int32_t &n, int64_t &causal0, int32_t &kv_len)
+{
+    int32_t lo = 0, hi = p.num_requests - 1, found = -1;
+    while (lo <= hi) {
+        const int32_t mid = lo + (hi - lo) / 2;
+        const int32_t b = __ldg(p.cu_seqlens + mid);
+        if (b >= 0 && (int64_t)(b / W) + mid <= (int64_t)t) {
+            found = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    ok = 0;
+    if (found >= 0) {
+        const int32_t b = __ldg(p.cu_seqlens + found), e = __ldg(p.cu_seqlens + found + 1);
+        if (b >= 0 && e >= b && e <= p.num_tokens) {
+            const int32_t k = t - (b / W + found);
+            const int32_t windows = (e - b) / W + ((e - b) % W != 0);
+            if (k >= 0 && k < windows) {
+                row0 = b + k * W;
+                n = min(W, e - row0);
+                causal0 = (int64_t)__ldg(p.prefix_lens + found) + (int64_t)k * W;
+                kv_len = __ldg(p.kv_lens + found);
+                ok = 1;
+            }
+        }
+    }
+}
+
+/* The split call's rule (p.adaptive, regroup_wide_masks.cuh): a window whose last query
+ * sees last_visible pages runs on the masks kernel iff they fit its direct-indexed columns;
+ * the other windows on this kernel. Both kernels decide by this one function. */
+template <int W> static __device__ __forceinline__ bool wide_window_fits_masks(uint32_t last_visible)
+{
+    return last_visible <= (uint32_t)Tile<W>::kDirectMaxPages;
+}
+
 template <int W, int K>
 __global__ void __launch_bounds__(W) regroup_wide_kernel(const RegroupParams p)
 {
@@ -117,43 +161,15 @@ __global__ void __launch_bounds__(W) regroup_wide_kernel(const RegroupParams p)
     const int32_t head = (int32_t)blockIdx.y, t = (int32_t)blockIdx.x;
 
     if (tid == 0) {
-        /* The last request r with cu[r] / W + r <= t (strictly increasing in r for a valid
-         * cu_seqlens), then this CTA's window in it. */
-        int32_t lo = 0, hi = p.num_requests - 1, found = -1;
-        while (lo <= hi) {
-            const int32_t mid = lo + (hi - lo) / 2;
-            const int32_t b = __ldg(p.cu_seqlens + mid);
-            if (b >= 0 && (int64_t)(b / W) + mid <= (int64_t)t) {
-                found = mid;
-                lo = mid + 1;
-            } else {
-                hi = mid - 1;
-            }
-        }
-        s_ok = 0;
+        wide_find_window<W>(p, t, s_ok, s_row0, s_n, s_causal0, s_kv_len);
         s_identity_visits = 0;
-        if (found >= 0) {
-            const int32_t b = __ldg(p.cu_seqlens + found), e = __ldg(p.cu_seqlens + found + 1);
-            if (b >= 0 && e >= b && e <= p.num_tokens) {
-                const int32_t k = t - (b / W + found);
-                const int32_t windows = (e - b) / W + ((e - b) % W != 0);
-                if (k >= 0 && k < windows) {
-                    s_row0 = b + k * W;
-                    s_n = min(W, e - s_row0);
-                    s_causal0 = (int64_t)__ldg(p.prefix_lens + found) + (int64_t)k * W;
-                    s_kv_len = __ldg(p.kv_lens + found);
-                    s_ok = 1;
-                }
-            }
-        }
     }
     __syncthreads();
     if (!s_ok) return; /* block-uniform: a surplus CTA leaves before touching the hash set */
     const int32_t row0 = s_row0, n = s_n;
     /* Second launch of a split call (regroup_wide_masks.cuh, p.adaptive): the windows whose
      * last query sees at most the direct bound were the masks kernel's. Block-uniform. */
-    if (p.adaptive &&
-        pw_dev::visible_page_count(s_causal0 + n - 1, s_kv_len, p.page_size) <= (uint32_t)Tile<W>::kDirectMaxPages)
+    if (p.adaptive && wide_window_fits_masks<W>(pw_dev::visible_page_count(s_causal0 + n - 1, s_kv_len, p.page_size)))
         return;
     for (int x = tid; x < T::kSlots; x += W) {
         keys[x] = kEmptyKey;

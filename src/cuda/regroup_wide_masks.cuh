@@ -1,7 +1,7 @@
 /* regroup_wide_masks.cuh — Algorithm 1 (paper §3.1, docs/semantics.md §3) on sm_90 for Top-K
  * rows of 17..64 ids with v3's layout (regroup.cu): pw_regroup_dev_variant 7 (regroup_dev.h).
  * Included by regroup.cu after regroup_wide.cuh (it uses Tile, RegroupParams, nonzero_runs,
- * clear_column, launch_status and the wide kernel's window lookup rule).
+ * clear_column, launch_status and the wide kernels' window lookup, wide_find_window).
  *
  * Why: the wide kernel (variant 6) spends ~500-960 ns a greedy step (two block barriers and
  * K shared loads per thread), 71 / 123 us per A-hot call at K = 32 / 64; v3 spends ~77 ns a
@@ -110,35 +110,8 @@ __global__ void __launch_bounds__(W, 1) regroup_wide_masks_kernel(const RegroupP
     uint32_t *const qm_col = qm + warp * T::kColStride;
 
     if (tid == 0) {
-        /* The last request r with cu[r] / W + r <= t (strictly increasing in r for a valid
-         * cu_seqlens), then this CTA's window in it (variant 6's rule). */
-        int32_t lo = 0, hi = p.num_requests - 1, found = -1;
-        while (lo <= hi) {
-            const int32_t mid = lo + (hi - lo) / 2;
-            const int32_t b = __ldg(p.cu_seqlens + mid);
-            if (b >= 0 && (int64_t)(b / W) + mid <= (int64_t)t) {
-                found = mid;
-                lo = mid + 1;
-            } else {
-                hi = mid - 1;
-            }
-        }
-        s_ok = 0;
+        wide_find_window<W>(p, t, s_ok, s_row0, s_n, s_causal0, s_kv_len); /* variant 6's rule */
         s_identity_visits = 0;
-        if (found >= 0) {
-            const int32_t b = __ldg(p.cu_seqlens + found), e = __ldg(p.cu_seqlens + found + 1);
-            if (b >= 0 && e >= b && e <= p.num_tokens) {
-                const int32_t k = t - (b / W + found);
-                const int32_t windows = (e - b) / W + ((e - b) % W != 0);
-                if (k >= 0 && k < windows) {
-                    s_row0 = b + k * W;
-                    s_n = min(W, e - s_row0);
-                    s_causal0 = (int64_t)__ldg(p.prefix_lens + found) + (int64_t)k * W;
-                    s_kv_len = __ldg(p.kv_lens + found);
-                    s_ok = 1;
-                }
-            }
-        }
     }
     if (!p.adaptive) clear_column(qm_col, p.qm_rows, lane); /* only this warp writes its column */
     __syncthreads();
@@ -147,7 +120,7 @@ __global__ void __launch_bounds__(W, 1) regroup_wide_masks_kernel(const RegroupP
     /* The window's last query sees the most pages; its count bounds every id kept below. */
     const uint32_t last_visible = pw_dev::visible_page_count(s_causal0 + n - 1, s_kv_len, p.page_size);
     if (p.adaptive) { /* split call: the windows past the bound are variant 6's (block-uniform) */
-        if (last_visible > (uint32_t)T::kDirectMaxPages) return;
+        if (!wide_window_fits_masks<W>(last_visible)) return;
         clear_column(qm_col, (int32_t)((last_visible + 3u) & ~3u), lane); /* kDirectMaxPages % 4 == 0 */
         __syncwarp();
     }
