@@ -319,14 +319,13 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
         const pw_time_guard_inputs_t in = {problem->num_tokens, problem->num_requests,
                                            problem->num_kv_heads, problem->max_pages_per_request,
                                            config->kernel, (pw_precision_t)prec, config->window};
-        int pays = 0;
-        if (can_regroup && problem->topk <= 16) {
-            pays = pw_time_guard(&in, pw_time_guard_model(), &plan->saving_us[prec], &plan->cost_us[prec]);
-        } else if (can_regroup) {
-            const pw_time_guard_wide_inputs_t wide = {in, problem->topk};
-            pays = pw_time_guard_wide(&wide, pw_time_guard_model(), pw_time_guard_wide_model(),
-                                      &plan->saving_us[prec], &plan->cost_us[prec]);
-        }
+        const pw_time_guard_wide_inputs_t wide = {in, problem->topk};
+        const int pays =
+            can_regroup &&
+            (problem->topk <= 16
+                 ? pw_time_guard(&in, pw_time_guard_model(), &plan->saving_us[prec], &plan->cost_us[prec])
+                 : pw_time_guard_wide(&wide, pw_time_guard_model(), pw_time_guard_wide_model(),
+                                      &plan->saving_us[prec], &plan->cost_us[prec]));
         plan->regroup_pays[prec] = config->regroup == PW_REGROUP_AUTO ? pays : can_regroup;
     }
     /* Identity order: runs of 8 inside each request (window 0). A caller's permutation is

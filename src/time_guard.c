@@ -38,6 +38,14 @@ static int guard_indices(const pw_time_guard_inputs_t *in, const pw_time_guard_m
     return 1;
 }
 
+/* Regroup windows of the call, over every KV head: Hkv (ceil(N / W) + R - 1). */
+static double guard_windows(const pw_time_guard_inputs_t *in)
+{
+    const int64_t per_head = (in->num_tokens + in->window - 1) / in->window +
+                             (in->num_requests > 1 ? in->num_requests - 1 : 0);
+    return (double)per_head * (double)in->num_kv_heads;
+}
+
 int pw_time_guard(const pw_time_guard_inputs_t *in, const pw_time_guard_model_t *m,
                   double *saving_us, double *cost_us)
 {
@@ -49,10 +57,7 @@ int pw_time_guard(const pw_time_guard_inputs_t *in, const pw_time_guard_model_t 
 
     const double rows = (double)in->num_tokens * (double)in->num_kv_heads;
     const double saving = m->rate_ns_per_row[k][w] * factor * (rows - m->rows0[k][w]) / 1000.0;
-    const int64_t per_head = (in->num_tokens + in->window - 1) / in->window +
-                             (in->num_requests > 1 ? in->num_requests - 1 : 0);
-    const double windows = (double)per_head * (double)in->num_kv_heads;
-    double cost = m->fixed_us[w] + m->per_window_us[w] * windows;
+    double cost = m->fixed_us[w] + m->per_window_us[w] * guard_windows(in);
     if (in->max_pages_per_request > m->direct_max_pages[w]) cost *= m->hash_factor;
     if (saving_us) *saving_us = saving;
     if (cost_us) *cost_us = cost;
@@ -74,9 +79,7 @@ int pw_time_guard_wide(const pw_time_guard_wide_inputs_t *in, const pw_time_guar
     if (!guard_indices(&in->base, m, &k, &w, &factor)) return 0; /* as pw_time_guard */
     double saving16 = 0.0;
     pw_time_guard(&in->base, m, &saving16, NULL);
-    const int64_t per_head = (in->base.num_tokens + in->base.window - 1) / in->base.window +
-                             (in->base.num_requests > 1 ? in->base.num_requests - 1 : 0);
-    const double windows = (double)per_head * (double)in->base.num_kv_heads;
+    const double windows = guard_windows(&in->base);
     const int hash = in->base.max_pages_per_request > m->direct_max_pages[w];
     const double per_wave = hash ? wide->hash_wave_windows[kd][w] : wide->wave_windows[kd][w];
     const double waves = per_wave > 0.0 && windows > per_wave ? windows / per_wave : 1.0;

@@ -884,6 +884,21 @@ static void check_dense_full_call(const pw_capture_t *c, device_problem_t *d, in
     }
 }
 
+/* c's caches (host) and d's (device) reset to the clean copies; with poison, every slot no
+ * query may see (visible[] == 0) then set by pw_test_poison_caches(code_even, code_odd)
+ * before the upload. Returns the poisoned (slot, head) pairs (0 when clean). */
+static int64_t load_caches(pw_capture_t *c, device_problem_t *d, const uint8_t *k_clean, const uint8_t *v_clean,
+                           size_t cache_bytes, int poison, const uint8_t *visible, int code_even, int code_odd,
+                           pw_rng_t *rng)
+{
+    memcpy(c->k_cache, k_clean, cache_bytes);
+    memcpy(c->v_cache, v_clean, cache_bytes);
+    const int64_t poisoned = poison ? pw_test_poison_caches(c, visible, code_even, code_odd, rng) : 0;
+    CUDA_OK(cudaMemcpy(d->k, c->k_cache, cache_bytes, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d->v, c->v_cache, cache_bytes, cudaMemcpyHostToDevice));
+    return poisoned;
+}
+
 static int64_t count_nan_bf16(const pw_bf16_t *o, int64_t count)
 {
     int64_t nan = 0;
@@ -967,10 +982,7 @@ static void test_cache_poison(void **state)
                 const int stacked = arm->impl == STACKED_IMPL;
                 if (pr == 0 && stacked) continue; // FP8X2 only
                 if (pr == 1 && arm->impl != 0 && !impl_has_x2(arm->impl) && !stacked) continue; // FP8X2 impls only
-                memcpy(c->k_cache, k_clean, cache_bytes);
-                memcpy(c->v_cache, v_clean, cache_bytes);
-                CUDA_OK(cudaMemcpy(d.k, c->k_cache, cache_bytes, cudaMemcpyHostToDevice));
-                CUDA_OK(cudaMemcpy(d.v, c->v_cache, cache_bytes, cudaMemcpyHostToDevice));
+                load_caches(c, &d, k_clean, v_clean, cache_bytes, 0, NULL, 0, 0, &rng);
                 pw_grouping_t g = PW_GROUPING_INIT;
                 if (!arm->full) {
                     setup_arm(arm->grouping, c, &rng, perm, &g, &d); // metadata kept for the poisoned runs
@@ -980,11 +992,7 @@ static void test_cache_poison(void **state)
                 }
                 assert_int_equal(count_nan_bf16(o_clean, elems), 0);
                 for (int code = 0; code < 3; code++) {
-                    memcpy(c->k_cache, k_clean, cache_bytes);
-                    memcpy(c->v_cache, v_clean, cache_bytes);
-                    pw_test_poison_caches(c, visible, codes[code][0], codes[code][1], &rng);
-                    CUDA_OK(cudaMemcpy(d.k, c->k_cache, cache_bytes, cudaMemcpyHostToDevice));
-                    CUDA_OK(cudaMemcpy(d.v, c->v_cache, cache_bytes, cudaMemcpyHostToDevice));
+                    load_caches(c, &d, k_clean, v_clean, cache_bytes, 1, visible, codes[code][0], codes[code][1], &rng);
                     if (!arm->full) run_kernel_impl(c, &d, arm->kernel, arm->impl, &g, o, l);
                     else full_call_run(c, &d, arm->kernel, arm->full == 2 ? PW_PLAN_VT_PREPASS : 0u, o, l);
                     const int same = same_outputs(c, o, l, o_clean, l_clean);
@@ -1000,11 +1008,7 @@ static void test_cache_poison(void **state)
         }
         // The witness: dev impl 8 (no V zeroing) on the NaN-poisoned caches, Union4 W128.
         g_precision = PW_PRECISION_FP8;
-        memcpy(c->k_cache, k_clean, cache_bytes);
-        memcpy(c->v_cache, v_clean, cache_bytes);
-        pw_test_poison_caches(c, visible, 0x7f, 0xff, &rng);
-        CUDA_OK(cudaMemcpy(d.k, c->k_cache, cache_bytes, cudaMemcpyHostToDevice));
-        CUDA_OK(cudaMemcpy(d.v, c->v_cache, cache_bytes, cudaMemcpyHostToDevice));
+        load_caches(c, &d, k_clean, v_clean, cache_bytes, 1, visible, 0x7f, 0xff, &rng);
         pw_grouping_t g;
         const pw_kernel_t kernel = setup_arm(4, c, &rng, perm, &g, &d); // Union4, guarded W128
         run_kernel_impl(c, &d, kernel, 8, &g, o, l);
@@ -1046,19 +1050,12 @@ static void test_cache_poison(void **state)
         for (int pr = 0; pr < 2; pr++) {
             g_precision = precisions[pr];
             for (int a = 0; a < 4; a++) {
-                memcpy(c->k_cache, k_clean, cache_bytes);
-                memcpy(c->v_cache, v_clean, cache_bytes);
-                CUDA_OK(cudaMemcpy(d.k, c->k_cache, cache_bytes, cudaMemcpyHostToDevice));
-                CUDA_OK(cudaMemcpy(d.v, c->v_cache, cache_bytes, cudaMemcpyHostToDevice));
+                load_caches(c, &d, k_clean, v_clean, cache_bytes, 0, NULL, 0, 0, &rng);
                 g_full_regroup = a == 3 ? PW_REGROUP_GREEDY : PW_REGROUP_AUTO;
                 full_call_run(c, &d, kernels[a], flags[a], o_clean, l_clean);
                 assert_int_equal(count_nan_bf16(o_clean, elems), 0);
                 for (int code = 0; code < 3; code++) {
-                    memcpy(c->k_cache, k_clean, cache_bytes);
-                    memcpy(c->v_cache, v_clean, cache_bytes);
-                    pw_test_poison_caches(c, visible, codes[code][0], codes[code][1], &rng);
-                    CUDA_OK(cudaMemcpy(d.k, c->k_cache, cache_bytes, cudaMemcpyHostToDevice));
-                    CUDA_OK(cudaMemcpy(d.v, c->v_cache, cache_bytes, cudaMemcpyHostToDevice));
+                    load_caches(c, &d, k_clean, v_clean, cache_bytes, 1, visible, codes[code][0], codes[code][1], &rng);
                     full_call_run(c, &d, kernels[a], flags[a], o, l);
                     const int same = same_outputs(c, o, l, o_clean, l_clean);
                     if (!same || code == 0)
@@ -1539,9 +1536,8 @@ static void test_gqa_padded(void **state)
                             memcpy(k_clean, c->k_cache, cache_bytes);
                             memcpy(v_clean, c->v_cache, cache_bytes);
                             pw_test_visible_slots(c, visible);
-                            const int64_t poisoned = pw_test_poison_caches(c, visible, 0x7f, 0xff, &rng);
-                            CUDA_OK(cudaMemcpy(dg.k, c->k_cache, cache_bytes, cudaMemcpyHostToDevice));
-                            CUDA_OK(cudaMemcpy(dg.v, c->v_cache, cache_bytes, cudaMemcpyHostToDevice));
+                            const int64_t poisoned =
+                                load_caches(c, &dg, k_clean, v_clean, cache_bytes, 1, visible, 0x7f, 0xff, &rng);
                             setup_arm(4, c, &rng, perm, &g, &dg);
                             run_kernel_impl(c, &dg, PW_KERNEL_UNION4, dense_impl, &g, o, l);
                             const int same_dense = same_outputs(c, o, l, f16 ? od : o0, f16 ? ld : l0);
@@ -1554,10 +1550,7 @@ static void test_gqa_padded(void **state)
                             assert_true(poisoned > 0);
                             assert_true(same_dense);
                             assert_true(same_full);
-                            memcpy(c->k_cache, k_clean, cache_bytes);
-                            memcpy(c->v_cache, v_clean, cache_bytes);
-                            CUDA_OK(cudaMemcpy(dg.k, c->k_cache, cache_bytes, cudaMemcpyHostToDevice));
-                            CUDA_OK(cudaMemcpy(dg.v, c->v_cache, cache_bytes, cudaMemcpyHostToDevice));
+                            load_caches(c, &dg, k_clean, v_clean, cache_bytes, 0, NULL, 0, 0, &rng);
                             free(visible);
                             free(k_clean);
                             free(v_clean);
