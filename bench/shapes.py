@@ -47,14 +47,14 @@ import torch
 import pageweaver
 from pageweaver import _lib, _op
 
-P, D = 128, 128
+D = 128  # head dim; the page size P is each capture's (metadata page_size: 128 or 64)
 ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys", "G16greedy", "G8greedy", "G4greedy", "G16id", "G8id", "G4id",
         "G16vt", "G8vt", "G4vt", "G16novt", "G8novt", "G4novt")
 PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS = 1 << 1, 1 << 2  # pageweaver.h
 DEFAULT_ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys")
 
 
-def visible_pairs(topk, cu, kv, prefix):
+def visible_pairs(topk, cu, kv, prefix, P):
     """Visible (query, token) pairs summed over KV heads (docs/semantics.md §1)."""
     hkv, n, _ = topk.shape
     total = 0
@@ -86,7 +86,7 @@ class _UnionStats(ctypes.Structure):  # pw_union_stats_t
                 ("union_visits", ctypes.c_int64), ("c4", ctypes.c_int64), ("rho_q", ctypes.c_double)]
 
 
-def union_visits(t, mode, window, g):
+def union_visits(t, mode, window, g, P):
     """Union visits of the CPU reference's grouping (pw_ref_grouping_stats: Algorithm 1 with
     `mode`, windows of `window`, groups of g): with g = 4 the sum of the 4-query unions, which
     is C_4 of the call's 8-slot groups (their halves are those groups)."""
@@ -98,6 +98,7 @@ def union_visits(t, mode, window, g):
     prob = _lib.new_problem()
     prob.num_tokens, prob.num_requests, prob.num_kv_heads, prob.topk = n, kv.numel(), hkv, k
     prob.max_pages_per_request = max(1, -(-int(kv.max()) // P))
+    prob.page_size = P
     prob.num_cache_pages = prob.max_pages_per_request * kv.numel()
     rq = _lib.Requests(cu.data_ptr(), prefix.data_ptr(), kv.data_ptr(), None, 0)
     grouping = _Grouping(ctypes.sizeof(_Grouping), mode, window, g)
@@ -109,19 +110,20 @@ def union_visits(t, mode, window, g):
     return int(stats.union_visits)
 
 
-def executed_steps(t, info):
+def executed_steps(t, info, P):
     """CTA page steps of the call's attention kernel (64 rows x one 128-token page each), from
     check_gpu_support's description: the padded / G16 tile walks each 4-query half's union
     (C_4), the dense G = 8 tile each 8-query union; None for the dense G = 4 tile (merged
     pairs of unions: not counted here)."""
     mode = _lib.REGROUP_MODES[info["regroup"]]
     if info["tile"] == "dense":
-        return None if info.get("g") == 4 else union_visits(t, mode, _lib.DEFAULT_WINDOW, 8)
-    return union_visits(t, mode, _lib.DEFAULT_WINDOW, 4)
+        return None if info.get("g") == 4 else union_visits(t, mode, _lib.DEFAULT_WINDOW, 8, P)
+    return union_visits(t, mode, _lib.DEFAULT_WINDOW, 4, P)
 
 
 def build(path, device, copies=1):
-    t, _ = pageweaver.load_capture(path, device="cpu")
+    t, meta = pageweaver.load_capture(path, device="cpu")
+    P = int(meta.get("page_size", "128"))
     topk = t["topk_ids"].to(torch.int32)
     hkv, n, _ = topk.shape
     cu, kv, prefix = t["cu_seqlens_q"], t["kv_lens"], t["prefix_lens"]
@@ -141,11 +143,11 @@ def build(path, device, copies=1):
     ks = torch.exp2(torch.rand((hkv, pages * P), generator=gen) * 2 - 1)
     vs = torch.exp2(torch.rand((hkv, pages * P), generator=gen) * 6 - 3)
     keys = (torch.randn((hkv * 16, D), generator=gen) * 0.5).to(torch.bfloat16)
-    pairs = visible_pairs(topk, cu, kv, prefix)
+    pairs = visible_pairs(topk, cu, kv, prefix, P)
     dev = lambda x: x.to(device)  # noqa: E731
     rest = [dev(x) for x in (topk, table.to(torch.int32), cu, kv, prefix)]
     return dict(q16=[dev(x) for x in [q16] + more_q], kv_cache=dev(kv_cache), kc=dev(kc), vc=dev(vc), ks=dev(ks), vs=dev(vs),
-                keys=dev(keys), rest=rest, pairs=pairs, n=n, hkv=hkv, capture=t, steps={}, modes={})
+                keys=dev(keys), rest=rest, pairs=pairs, n=n, hkv=hkv, capture=t, steps={}, modes={}, P=P)
 
 
 def arm_call(arm, b, prec, outs, copy=0):
@@ -169,11 +171,11 @@ def arm_call(arm, b, prec, outs, copy=0):
     # graphs[arm] keeps the closure (a dropped closure freed q, torch.cuda.graph's
     # empty_cache returned the block, and the next replay read unmapped memory).
     call = lambda: pageweaver.sparse_prefill(q, k, v, *b["rest"], k_scale=1 / 64, v_scale=1 / 64,  # noqa: E731
-                                             out=out, precision=prec, **kw)
+                                             out=out, precision=prec, page_size=b["P"], **kw)
     if (arm, prec) not in b["steps"]:  # the executed work of the default plan's path (not the vt / novt arms')
-        info = pageweaver.check_gpu_support(q, k, v, *b["rest"], precision=prec, **kw)
+        info = pageweaver.check_gpu_support(q, k, v, *b["rest"], precision=prec, page_size=b["P"], **kw)
         info["g"] = g
-        b["steps"][(arm, prec)] = None if arm.endswith("vt") else executed_steps(b["capture"], info)
+        b["steps"][(arm, prec)] = None if arm.endswith("vt") else executed_steps(b["capture"], info, b["P"])
         b["modes"][(arm, prec)] = info["regroup"]
     if not arm.endswith("vt"):
         return call, g
@@ -244,7 +246,8 @@ def main():
                 steps = b["steps"].get((arm, prec))
                 executed = ""
                 if steps is not None:  # FP8X2: QK and PV twice (two FP8 terms, or PV once in f16 at half rate)
-                    flop = steps * 64.0 * P * D * 4 * (2 if prec == "fp8x2" else 1)
+                    # A step is 128 columns whatever P: a 64-token page runs one with 64 masked.
+                    flop = steps * 64.0 * 128 * D * 4 * (2 if prec == "fp8x2" else 1)
                     executed = (f"  executed {flop / (med * 1e-6) / 1e12:6.1f} TFLOP/s "
                                 f"(x{flop / useful_flop:.2f} useful)")
                 print(f"{name} N={b['n']} Hkv={b['hkv']} {prec:5s} {arm:10s}: median {med:8.1f}  "

@@ -544,8 +544,9 @@ typedef enum pw_kernel {
 } pw_kernel_t;
 
 /* Sparse attention of semantics §1 with the arithmetic of semantics §4.5 on an sm_90 GPU.
- *   problem: fast path only: G = 16 (8 and 4 on Union4 and per-query), D = 128, P = 128,
- *            K = 16, 32 or 64 (32 and 64 on Union4 and per-query, where the kernel's page
+ *   problem: fast path only: G = 16 (8 and 4 on Union4 and per-query), D = 128, P = 128
+ *            (64 on Union4 and per-query: each page one 128-column step, columns 64..127
+ *            masked), K = 16, 32 or 64 (32 and 64 on Union4 and per-query, where the kernel's page
  *            list holds 4 K pages; K = 16 on Union8) (else PW_ERROR_UNSUPPORTED).
  *   args: device pointers; q bf16, caches e4m3 (16-byte aligned, kv_stride % 16 == 0),
  *         o bf16 (o_dtype must be PW_DTYPE_BFLOAT16), lse optional, bad_page_count
@@ -686,7 +687,7 @@ typedef struct pw_plan_config {
 
 /* Creates a plan (host only; touches no device).
  *   problem: copied. Fast path only: G = 16 (8 and 4 with Union4, the default, or
- *            per-query), D = 128, P = 128, K = 1..64: the plan pads each row with -1 on
+ *            per-query), D = 128, P = 128 (64 with Union4 or per-query), K = 1..64: the plan pads each row with -1 on
  *            the device to Kd = 16, 32 or 64 ids (the smallest >= K; one [Hkv, N, Kd]
  *            int32 part of the workspace unless K = Kd). K > 16 runs Union4 (the default)
  *            or per-query: GREEDY and GUARDED run the wide-Top-K regroup kernel (pw_regroup;

@@ -40,9 +40,10 @@ pw_token_scales_t pw_args_token_scales(const pw_attention_args_t *args)
 
 int pw_dense_tile_g(const pw_problem_t *problem)
 {
-    /* Any K <= 64 (page lists of 8 K entries, 16 K for the G = 4 pairs). */
+    /* Any K <= 64 (page lists of 8 K entries, 16 K for the G = 4 pairs); pages of 128 tokens
+     * (P = 64 runs G = 8 / 4 on the lean kernels' padded tile). */
     const int32_t g = problem->q_heads_per_kv;
-    return (g == 8 || g == 4) && problem->topk <= 64 ? g : 0;
+    return (g == 8 || g == 4) && problem->topk <= 64 && problem->page_size == 128 ? g : 0;
 }
 
 int pw_vt_runs_dense(const pw_problem_t *problem, const pw_attention_args_t *args)
@@ -192,12 +193,16 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "kernel is %d (not a pw_kernel_t)", (int)kernel);
     const int g = problem->q_heads_per_kv;
     const int k = problem->topk;
-    if ((g != 16 && g != 8 && g != 4) || problem->head_dim != 128 || problem->page_size != 128 ||
-        (k != 16 && k != 32 && k != 64))
+    if ((g != 16 && g != 8 && g != 4) || problem->head_dim != 128 ||
+        (problem->page_size != 128 && problem->page_size != 64) || (k != 16 && k != 32 && k != 64))
         return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "no GPU path for G=%d D=%d P=%d K=%d (supported: G=16, 8 or 4, D=128 P=128 K=16, 32 or 64; "
-                       "pw_sparse_prefill also takes any K in 1..64, padded with -1 to 16, 32 or 64)",
+                       "no GPU path for G=%d D=%d P=%d K=%d (supported: G=16, 8 or 4, D=128, P=128 or 64, K=16, 32 or "
+                       "64; pw_sparse_prefill also takes any K in 1..64, padded with -1 to 16, 32 or 64)",
                        g, problem->head_dim, problem->page_size, k);
+    if (problem->page_size == 64 && kernel == PW_KERNEL_UNION8)
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "P=64: the Union8 kernel runs pages of 128 tokens only (PW_KERNEL_UNION4, the default, and "
+                       "PW_KERNEL_PER_QUERY run P = 64)");
     if (k > 16 && kernel == PW_KERNEL_UNION8)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "K=%d: the Union8 kernel runs K = 16 only (PW_KERNEL_UNION4, the default, and "

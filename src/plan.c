@@ -158,11 +158,16 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
                        "config: PW_PLAN_CALLER_PERM with PW_KERNEL_PER_QUERY (it uses no permutation)");
     if (c->window < 0) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.window is %d (< 0)", c->window);
     const int g = p->q_heads_per_kv;
-    if ((g != 16 && g != 8 && g != 4) || p->head_dim != 128 || p->page_size != 128 || p->topk < 1 || p->topk > 64)
+    if ((g != 16 && g != 8 && g != 4) || p->head_dim != 128 || (p->page_size != 128 && p->page_size != 64) ||
+        p->topk < 1 || p->topk > 64)
         return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "no GPU path for G=%d D=%d P=%d K=%d (supported: G=16, 8 or 4, D=128 P=128, K=1..64; "
+                       "no GPU path for G=%d D=%d P=%d K=%d (supported: G=16, 8 or 4, D=128, P=128 or 64, K=1..64; "
                        "K is padded with -1 to 16, 32 or 64)",
                        g, p->head_dim, p->page_size, p->topk);
+    if (p->page_size == 64 && c->kernel == PW_KERNEL_UNION8)
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "P=64: the Union8 kernel runs pages of 128 tokens only (PW_KERNEL_UNION4, the default, and "
+                       "PW_KERNEL_PER_QUERY run P = 64)");
     if (p->topk > 16 && c->kernel == PW_KERNEL_UNION8)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "K=%d: the Union8 kernel runs K = 16 (and K < 16, padded) only (PW_KERNEL_UNION4, the default, and "

@@ -5,6 +5,7 @@
  * Usage: test_plan [--seed N] */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -482,9 +483,30 @@ static void test_create_errors(void **state)
             else assert_int_equal(bytes_k, pad + 255); /* per-query: only the padded rows */
         }
     }
+    /* Pages of 64 tokens: Union4 (default) and per-query plans; Union8 and other sizes refuse. */
     q = p;
     q.page_size = 64;
-    assert_int_equal(pw_plan_create(&q, NULL, &plan), PW_ERROR_UNSUPPORTED);
+    assert_pw_ok(pw_plan_create(&q, NULL, &plan));
+    pw_plan_destroy(plan);
+    {
+        pw_plan_config_t c64 = PW_PLAN_CONFIG_INIT;
+        c64.kernel = PW_KERNEL_PER_QUERY;
+        assert_pw_ok(pw_plan_create(&q, &c64, &plan));
+        pw_plan_destroy(plan);
+        c64.kernel = PW_KERNEL_UNION8;
+        assert_int_equal(pw_plan_create(&q, &c64, &plan), PW_ERROR_UNSUPPORTED);
+        assert_non_null(strstr(pw_last_error(), "P=64"));
+        assert_non_null(strstr(pw_last_error(), "Union8"));
+    }
+    const int32_t other_pages[3] = {32, 256, 100};
+    for (int i = 0; i < 3; i++) {
+        q = p;
+        q.page_size = other_pages[i];
+        assert_int_equal(pw_plan_create(&q, NULL, &plan), PW_ERROR_UNSUPPORTED);
+        char want[16];
+        snprintf(want, sizeof want, "P=%d", other_pages[i]);
+        assert_non_null(strstr(pw_last_error(), want));
+    }
     /* G = 8 and 4 (the padded tile): Union4 (default) and per-query plans; Union8 refuses. */
     for (int g = 4; g <= 8; g += 4) {
         q = p;

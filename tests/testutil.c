@@ -177,7 +177,16 @@ pw_capture_t *pw_test_random_attention_problem(pw_rng_t *rng, uint64_t qkv_seed,
 pw_capture_t *pw_test_random_attention_problem_k(pw_rng_t *rng, uint64_t qkv_seed, int hkv, int num_requests,
                                                  int max_q, int min_prefix, int max_prefix, int max_tail, int topk)
 {
+    return pw_test_random_attention_problem_kp(rng, qkv_seed, hkv, num_requests, max_q, min_prefix, max_prefix,
+                                               max_tail, topk, 128);
+}
+
+pw_capture_t *pw_test_random_attention_problem_kp(pw_rng_t *rng, uint64_t qkv_seed, int hkv, int num_requests,
+                                                  int max_q, int min_prefix, int max_prefix, int max_tail, int topk,
+                                                  int page_size)
+{
     pw_problem_t p = PW_PROBLEM_INIT;
+    p.page_size = page_size;
     p.num_requests = num_requests;
     p.num_kv_heads = hkv;
     p.topk = topk;
@@ -188,7 +197,7 @@ pw_capture_t *pw_test_random_attention_problem_k(pw_rng_t *rng, uint64_t qkv_see
         prefix[r] = (int32_t)pw_rng_range(rng, min_prefix, max_prefix);
         kvlen[r] = prefix[r] + qlen[r] + (int32_t)pw_rng_range(rng, 0, max_tail); // L >= prefix + qlen
         n += qlen[r];
-        const int64_t pages = (kvlen[r] + 127) / 128;
+        const int64_t pages = (kvlen[r] + page_size - 1) / page_size;
         if (pages > max_pages) max_pages = pages;
     }
     p.num_tokens = (int32_t)n;
@@ -208,7 +217,7 @@ pw_capture_t *pw_test_random_attention_problem_k(pw_rng_t *rng, uint64_t qkv_see
             for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
                 int32_t *row = c->topk_ids + ((int64_t)h * n + i) * topk;
                 const int64_t cpos = prefix[r] + (i - c->cu_seqlens_q[r]);
-                const int64_t last = (cpos < kvlen[r] - 1 ? cpos : kvlen[r] - 1) / 128;
+                const int64_t last = (cpos < kvlen[r] - 1 ? cpos : kvlen[r] - 1) / page_size;
                 const int kind = (int)pw_rng_range(rng, 0, 19);
                 for (int k = 0; k < topk; k++) {
                     int32_t id = (int32_t)pw_rng_range(rng, 0, last);

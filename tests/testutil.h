@@ -76,6 +76,10 @@ pw_capture_t *pw_test_random_attention_problem(pw_rng_t *rng, uint64_t qkv_seed,
  * (pw_test_random_attention_problem: 16 and 0). */
 pw_capture_t *pw_test_random_attention_problem_k(pw_rng_t *rng, uint64_t qkv_seed, int hkv, int num_requests,
                                                  int max_q, int min_prefix, int max_prefix, int max_tail, int topk);
+/* The same with pages of page_size tokens (pw_test_random_attention_problem_k: 128). */
+pw_capture_t *pw_test_random_attention_problem_kp(pw_rng_t *rng, uint64_t qkv_seed, int hkv, int num_requests,
+                                                  int max_q, int min_prefix, int max_prefix, int max_tail, int topk,
+                                                  int page_size);
 
 /* Fills c->page_table's first num_requests rows (max_pages_per_request columns each) with a
  * random permutation of the physical pages 0 .. num_cache_pages - 1 (Fisher-Yates from rng)

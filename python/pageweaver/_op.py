@@ -597,8 +597,10 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    kernel="union8" raises UnsupportedError.
       page_size    None (128) or the tokens per KV page P, 1..2^20: every "128" above is
                    then P (slots, the 4-D caches' third dimension, the page of a causal
-                   position). The GPU runs P = 128 only (UnsupportedError naming it); the
-                   CPU reference takes any P.
+                   position). The GPU runs P = 128 and 64 (64: the Union4, default, and
+                   per-query kernels, each page one 128-column step with half its columns
+                   masked; kernel="union8" and other P raise UnsupportedError naming it);
+                   the CPU reference takes any P.
     Returns out, or (out, lse) with return_lse.
 
     Runs on q's device and the current CUDA stream, asynchronously: no synchronisation, no

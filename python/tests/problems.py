@@ -19,8 +19,9 @@ E4M3_NAN = 0x7F  # a NaN code: put in every cache byte no query may see
 
 
 def random_problem(gen, *, hkv=1, g=16, d=128, k=16, max_requests=3, max_qlen=40,
-                   max_prefix=300, bad_pages=True):
-    """CPU tensors of one random problem (dict), generated from torch.Generator gen."""
+                   max_prefix=300, bad_pages=True, page=P):
+    """CPU tensors of one random problem (dict), generated from torch.Generator gen, with
+    pages of `page` tokens (pass page_size=page to the op when it is not 128)."""
     def rint(lo, hi):  # inclusive
         return int(torch.randint(lo, hi + 1, (1,), generator=gen))
 
@@ -30,7 +31,7 @@ def random_problem(gen, *, hkv=1, g=16, d=128, k=16, max_requests=3, max_qlen=40
         qlens[0] = 1
     prefix = [rint(0, max_prefix) for _ in range(r)]
     kv = [prefix[i] + qlens[i] + rint(0, 20) for i in range(r)]
-    max_pages = max(-(-x // P) for x in kv) + rint(0, 2)
+    max_pages = max(-(-x // page) for x in kv) + rint(0, 2)
     num_pages = r * max_pages + rint(1, 3)
     perm = torch.randperm(num_pages, generator=gen)
     table = perm[: r * max_pages].view(r, max_pages).to(torch.int32).clone()
@@ -49,13 +50,13 @@ def random_problem(gen, *, hkv=1, g=16, d=128, k=16, max_requests=3, max_qlen=40
     topk[pad] = -1
     q = torch.randn((n, hkv * g, d), generator=gen).to(torch.bfloat16)
     # Caches: NaN codes everywhere, real values only in the slots of tokens t < L.
-    kc = torch.full((num_pages * P, hkv, d), E4M3_NAN, dtype=torch.uint8)
+    kc = torch.full((num_pages * page, hkv, d), E4M3_NAN, dtype=torch.uint8)
     vc = kc.clone()
     for i in range(r):
         for t in range(kv[i]):
-            phys = int(table[i, t // P])
+            phys = int(table[i, t // page])
             if 0 <= phys < num_pages:
-                s = phys * P + t % P
+                s = phys * page + t % page
                 kc[s] = (torch.randn((hkv, d), generator=gen) * 64).to(torch.float8_e4m3fn).view(torch.uint8)
                 vc[s] = (torch.randn((hkv, d), generator=gen) * 64).to(torch.float8_e4m3fn).view(torch.uint8)
     i32 = lambda v: torch.tensor(v, dtype=torch.int32)  # noqa: E731

@@ -267,9 +267,10 @@ def test_head_dim_mismatch_is_named():
 
 
 def test_page_size_64_on_the_cpu_equals_the_128_token_problem():
-    """page_size=64 on the CPU reference (issue 16's page size; the GPU refuses it): a problem
-    whose queries select both 64-token halves of 128-token pages gives the 128-token
-    problem's output exactly (precision='exact'), and check_gpu_support names the page size."""
+    """page_size=64 on the CPU reference (issue 16's page size): a problem whose queries
+    select both 64-token halves of 128-token pages gives the 128-token problem's output
+    exactly (precision='exact'); check_gpu_support takes P = 64 (Union4) and names the page
+    size where the GPU refuses it (Union8, P = 32)."""
     gen = torch.Generator().manual_seed(64)
     n, hkv, g, d, prefix = 40, 1, 16, 128, 300
     kv = prefix + n
@@ -296,9 +297,14 @@ def test_page_size_64_on_the_cpu_equals_the_128_token_problem():
     other = pageweaver.sparse_prefill(q, kc, vc, sel64.clamp(max=pages - 1),
                                       torch.arange(pages, dtype=torch.int32).view(1, -1), *req, precision="exact")
     assert not torch.equal(other, o128)
+    table64 = torch.arange(2 * pages, dtype=torch.int32).view(1, -1)
+    info = pageweaver.check_gpu_support(q, kc, vc, sel64, table64, *req, page_size=64)
+    assert info["kernel"] == "union4"
     with pytest.raises(pageweaver.UnsupportedError, match="P=64"):
-        pageweaver.check_gpu_support(q, kc, vc, sel64, torch.arange(2 * pages, dtype=torch.int32).view(1, -1),
-                                     *req, page_size=64)
+        pageweaver.check_gpu_support(q, kc, vc, sel64, table64, *req, page_size=64, kernel="union8")
+    with pytest.raises(pageweaver.UnsupportedError, match="P=32"):
+        pageweaver.check_gpu_support(q, kc, vc, sel64, torch.arange(4 * pages, dtype=torch.int32).view(1, -1),
+                                     *req, page_size=32)
     with pytest.raises(ValueError, match="page_size"):
         pageweaver.sparse_prefill(q, kc, vc, sel128, torch.arange(pages, dtype=torch.int32).view(1, -1), *req,
                                   page_size=0)

@@ -337,6 +337,33 @@ def test_topk_above_16_on_the_gpu(seed, k, g):
     assert torch.equal(bits(out), bits(call(dict(p, topk_idx=topk.clone())))), f"seed {seed}: replay with new ids"
 
 
+@pytest.mark.parametrize("k,g", [(16, 16), (32, 8)])
+def test_page_size_64_on_the_gpu(seed, k, g):
+    """Pages of 64 tokens (page_size=64: the Union4, default, and per-query kernels, each page
+    one 128-column step with half its columns masked) on caches whose every slot outside
+    the visible tokens holds NaN codes: both precisions and kernels and the regroup the same
+    bits, the emulating CPU reference within its bound, a captured graph replays with new
+    ids; Union8 refuses, naming the page size."""
+    cpu, p = gpu_problem(seed, k=k, g=g, page=64, max_prefix=3000)
+    for precision in PRECISIONS:
+        outs = [call(p, precision=precision, kernel=kernel, return_lse=True, page_size=64)
+                for kernel in ("union4", "per_query")]
+        assert torch.equal(bits(outs[1][0]), bits(outs[0][0])) and torch.equal(outs[1][1], outs[0][1]), f"seed {seed}"
+        assert not torch.isnan(outs[0][0]).any(), f"seed {seed} P=64 {precision}: NaN in the output"
+        want = call(cpu, precision=precision, page_size=64)
+        err = nrms(outs[0][0].cpu(), want)
+        assert err < EMU_BOUND, f"seed {seed} P=64 K={k} {precision}: NRMS vs the emulating reference {err:.3e}"
+        o = call(p, precision=precision, regroup="greedy", page_size=64)
+        assert torch.equal(bits(o), bits(outs[0][0])), f"seed {seed} P=64 K={k} {precision}: regroup greedy"
+    with pytest.raises(NotImplementedError, match="P=64"):
+        call(p, kernel="union8", page_size=64)
+    topk = p["topk_idx"].clone()
+    other_rows = torch.flip(p["topk_idx"], dims=[1])
+    out = replayed(dict(p, topk_idx=topk), lambda: topk.copy_(other_rows), page_size=64)
+    want = call(dict(p, topk_idx=topk.clone()), page_size=64)
+    assert torch.equal(bits(out), bits(want)), f"seed {seed}: P=64 replay with new ids"
+
+
 @pytest.mark.parametrize("k,g", [(32, 16), (64, 4)])
 def test_topk_above_16_with_sinks_and_token_scales(seed, k, g):
     """Top-K 32 / 64 with attention sinks and per-token K / V scales (the lean kernels' TS

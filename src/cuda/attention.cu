@@ -132,6 +132,8 @@
 #include "attention_common.cuh"
 #include "attention_config.cuh"
 #include "attention_dev.h"
+#include "attention_launch.cuh"
+#include "attention_work.cuh"
 #include "ptx.cuh"
 #include "pw_internal.h"
 #include <string.h>
@@ -139,136 +141,6 @@
 #include <atomic>
 
 namespace pw {
-
-/* The per-CTA page list: the pages this CTA walks (ascending logical id), their physical
- * pages and the member bits of this CTA's 4 slots (SLOTS = 8, half 0 and slot_mask 0xff:
- * the whole group, the dense tile of attention_dense.cuh). Pages whose physical id is
- * outside the cache are dropped (and counted). Every CTA of a cluster builds the same page
- * sequence. TOPK: the device's K (16, 32, 64; the lean kernel only above 16): the
- * per-query row's stride, and the group rows' 8 K entries, read in passes of one entry per
- * thread; the list keeps at most its capacity (4 K >= the pages of 4 queries, so only
- * broken device metadata could reach it). */
-template <int VARIANT, class Plan, int SLOTS = kSlotsPerCta, int TOPK = kTopK>
-static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int kv_head,
-                                       int64_t group, int half, int request, int32_t query_row,
-                                       const int64_t (&limits)[SLOTS], int union_size,
-                                       int32_t *page_vt = nullptr, uint32_t slot_mask = 0xFu)
-{
-    constexpr int kEntries = VARIANT == kPerQuery ? TOPK : kGroupSize * TOPK;
-    constexpr int kPasses = (kEntries + kThreads - 1) / kThreads;
-    constexpr int kCapacity = (int)(sizeof(sm.page_logical) / sizeof(sm.page_logical[0]));
-    static_assert(VARIANT != kPerQuery || TOPK <= kThreads, "per-query: one thread per Top-K id");
-    const int64_t query_limit = limits[0]; // per-query: the query's last visible token
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    int kept = 0; // kPasses > 1: entries kept by the earlier passes (CTA-uniform)
-#pragma unroll 1
-    for (int pass = 0; pass < kPasses; pass++) {
-        const int e = pass * kThreads + tid; // this thread's entry
-        int32_t logical = -1;
-        uint32_t members = 0; // this CTA's 4 slot bits
-        if (VARIANT == kPerQuery) {
-            // The query's own Top-K row: valid ids (docs/semantics.md §1), distinct, ascending.
-            if (tid < TOPK) {
-                const int32_t *row = p.topk_ids + ((int64_t)kv_head * p.num_tokens + query_row) * TOPK;
-                const int32_t id = row[tid];
-                // query_limit < 0 (no visible token: broken device lengths) keeps nothing.
-                const bool valid = id >= 0 && query_limit >= 0 && (int64_t)id <= query_limit / kPageSize;
-                bool first = valid;
-                for (int k = 0; k < tid; k++) first = first && row[k] != id;
-                if (first) {
-                    logical = id;
-                    members = 1u;
-                }
-            }
-        } else {
-            if (e < union_size && (kPasses == 1 || e < kEntries)) {
-                const int64_t base = ((int64_t)kv_head * p.max_groups + group) * p.union_capacity;
-                logical = p.union_pages[base + e];
-                members = (p.member_masks[base + e] >> (4 * half)) & slot_mask; // dev impl 12: 2 of the 4 slots
-                if (VARIANT == kUnion4 && members == 0) logical = -1; // Union4 skips its half's non-pages
-            }
-        }
-        int32_t physical = -1;
-        if (logical >= 0) {
-            // Page-table rows (and the pre-pass's V^T tiles) hold max_pages_per_request pages: a
-            // larger id needs kv_len > max_pages_per_request * P, broken device data; it is a bad
-            // page, and the table is not read past the row.
-            physical = (int64_t)logical < p.max_pages ? p.page_table[(int64_t)request * p.page_table_stride + logical] : -1;
-            if (physical < 0 || (int64_t)physical >= p.num_cache_pages) {
-                // Invalid physical page: never read, contributes nothing, counted once per
-                // (query, KV head, page) by the CTA that owns the query.
-                if (p.bad_page_count && members) atomicAdd(p.bad_page_count, (uint32_t)__popc(members));
-                logical = -1;
-            }
-        }
-        // The pre-pass's tile of the page (page_vt: the lean kernel on the pre-pass only).
-        int32_t vt = 0;
-        if (page_vt && logical >= 0) vt = p.vt_slots[vt_entry(kv_head, request, logical, p.num_requests, p.max_pages)];
-        // Order-preserving compaction of the kept entries.
-        const bool keep = logical >= 0;
-        const uint32_t ballot = __ballot_sync(0xffffffffu, keep);
-        if (kPasses > 1 && pass > 0) __syncthreads(); // every thread read the previous pass's counts
-        if (lane == 0) sm.warp_count[warp] = __popc(ballot);
-        __syncthreads();
-        int offset = kept;
-        for (int w = 0; w < warp; w++) offset += sm.warp_count[w];
-        if (keep) {
-            const int at = offset + __popc(ballot & ((1u << lane) - 1u));
-            if (kPasses == 1 || at < kCapacity) {
-                sm.page_logical[at] = logical;
-                sm.page_physical[at] = physical;
-                sm.page_members[at] = (uint8_t)members;
-                sm.page_vlim[at] = page_v_limit(members, limits, logical);
-                if (page_vt) page_vt[at] = vt;
-            }
-        }
-        if constexpr (kPasses == 1) {
-            if (tid == 0) {
-                int total = 0;
-                for (int w = 0; w < kThreads / 32; w++) total += sm.warp_count[w];
-                sm.num_pages = total;
-            }
-        } else {
-            for (int w = 0; w < kThreads / 32; w++) kept += sm.warp_count[w];
-            if (tid == 0 && pass == kPasses - 1) sm.num_pages = min(kept, kCapacity);
-        }
-    }
-    // For the per-query variant the kept ids are distinct but not yet sorted: sort the (at
-    // most K) entries by rank after the barrier.
-    __syncthreads();
-    if (VARIANT == kPerQuery) {
-        const int n = sm.num_pages;
-        int32_t my_page = -1, my_phys = -1, my_vt = 0;
-        uint8_t my_vlim = 0;
-        int rank = 0;
-        if (tid < n) {
-            my_page = sm.page_logical[tid];
-            my_phys = sm.page_physical[tid];
-            my_vlim = sm.page_vlim[tid];
-            if (page_vt) my_vt = page_vt[tid];
-            for (int k = 0; k < n; k++) rank += sm.page_logical[k] < my_page;
-        }
-        __syncthreads();
-        if (tid < n) {
-            sm.page_logical[rank] = my_page;
-            sm.page_physical[rank] = my_phys;
-            sm.page_members[rank] = 1;
-            sm.page_vlim[rank] = my_vlim;
-            if (page_vt) page_vt[rank] = my_vt;
-        }
-        __syncthreads();
-    }
-}
-
-/* q_lo_addr: 0, or (PW_PRECISION_FP8X2) the tile for Q's second term. */
-template <int G = kHeadsPerKv, class Plan>
-static __device__ __forceinline__ void quantize_q(Plan &sm, const AttentionParams &p, int kv_head,
-                                                  const int32_t (&query_rows)[kSlotsPerCta], float score_scale,
-                                                  uint32_t q_lo_addr)
-{
-    quantize_q_rows<false, G>(smem_u32(sm.q), q_lo_addr, sm.row_factor, threadIdx.x, p, kv_head, query_rows,
-                              score_scale);
-}
 
 /* CTA 0's thread 0: load page `i` of the page list (K and V tiles of this KV head) into
  * stage `s` of every CTA of the cluster. */
@@ -306,71 +178,6 @@ static __device__ __forceinline__ void refill_stage(Plan &sm, const AttentionPar
         else mbarrier_wait_parity(&sm.empty[s], (i / kStages) & 1);
         issue_page_load<CLUSTER>(sm, p, i + kStages, s, kv_head, l2_policy);
     }
-}
-
-/* Which work a CTA owns: its KV head, request, group (union variants) and half (Union8: the
- * cluster rank), the original rows of its 4 query slots (-1: empty slot) and each slot's
- * last visible token. false: nothing to do (a group past num_groups, or the empty second
- * half of a Union4 group); CTA-uniform, and both CTAs of a cluster agree. */
-struct CtaWork {
-    int kv_head, half, request, union_size;
-    int64_t group;
-    int32_t query_rows[kSlotsPerCta];
-    int64_t limits[kSlotsPerCta];
-};
-
-template <int VARIANT>
-static __device__ __forceinline__ bool cta_work(const AttentionParams &p, uint32_t rank, CtaWork &w,
-                                                int64_t block_arg = -1)
-{
-    // dev impl 12 passes blockIdx.x / 2 (two CTAs per half); 32-bit unsigned as blockIdx.x, so
-    // that the other kernels' index arithmetic (and code) stays what it was.
-    const uint32_t block = block_arg < 0 ? blockIdx.x : (uint32_t)block_arg;
-    int num_members = 0;
-    w.half = 0;
-    w.request = 0;
-    w.union_size = 0;
-    w.group = 0;
-#pragma unroll
-    for (int k = 0; k < kSlotsPerCta; k++) w.query_rows[k] = -1;
-    if (VARIANT == kPerQuery) {
-        w.kv_head = block / p.num_tokens;
-        if (vt_skips_head(p, w.kv_head)) return false;
-        w.query_rows[0] = block % p.num_tokens;
-        int lo = 0, hi = p.num_requests - 1; // request r with cu[r] <= n < cu[r+1]
-        while (lo < hi) {
-            const int mid = (lo + hi + 1) / 2;
-            if (p.cu_seqlens_q[mid] <= w.query_rows[0]) lo = mid; else hi = mid - 1;
-        }
-        w.request = lo;
-        num_members = 1;
-    } else {
-        const int64_t item = block / 2;
-        w.half = VARIANT == kUnion8 ? (int)rank : (int)(block % 2);
-        w.kv_head = (int)(item / p.max_groups);
-        if (vt_skips_head(p, w.kv_head)) return false; // both CTAs of a cluster agree
-        w.group = item % p.max_groups;
-        if (w.group >= p.num_groups[w.kv_head]) return false;
-        const pw_group_desc_t g = p.groups[(int64_t)w.kv_head * p.max_groups + w.group];
-        w.request = g.request;
-        num_members = g.num_members;
-        w.union_size = g.union_size;
-        if (VARIANT == kUnion4 && num_members <= 4 * w.half) return false; // empty half, no cluster peer
-        for (int k = 0; k < kSlotsPerCta; k++) {
-            const int slot = 4 * w.half + k;
-            if (slot < num_members)
-                w.query_rows[k] = p.perm[(int64_t)w.kv_head * p.num_tokens + g.slot_begin + slot];
-        }
-    }
-    const int32_t cu_begin = p.cu_seqlens_q[w.request];
-    const int64_t prefix = p.prefix_lens[w.request], kv_len = p.kv_lens[w.request];
-    // Last visible token of each slot's query: min(c, L - 1) (docs/semantics.md §1).
-#pragma unroll
-    for (int k = 0; k < kSlotsPerCta; k++) {
-        const int64_t c = prefix + (w.query_rows[k] - cu_begin);
-        w.limits[k] = w.query_rows[k] >= 0 ? (c < kv_len - 1 ? c : kv_len - 1) : -1;
-    }
-    return true;
 }
 
 template <int VARIANT, int IMPL>
@@ -639,18 +446,19 @@ pw_status_t get_encode_tiled(EncodeTiledFn *fn)
 }
 
 /* A cache [pages][P][Hkv][D] e4m3 as a 4-D tensor map (innermost first) with one page of
- * one KV head (128 tokens x 128 bytes) per box, 128B-swizzled for the wgmma descriptors. */
+ * one KV head (P tokens x 128 bytes; P = 64 lands in rows 0..63 of a 128-row tile) per box,
+ * 128B-swizzled for the wgmma descriptors. */
 pw_status_t make_cache_map(CUtensorMap *map, const void *cache, const char *name, int64_t pages,
-                           int kv_heads, const pw_cache_strides_t &cs)
+                           int kv_heads, int page_size, const pw_cache_strides_t &cs)
 {
     EncodeTiledFn encode = nullptr;
     PW_TRY(get_encode_tiled(&encode));
     // Dimensions (d, KV head, token, page) whatever the layout (args.cache_layout): the
-    // kernels' coordinates and the box ([128 tokens][128 d] of one head and page) stay.
-    const cuuint64_t dims[4] = {(cuuint64_t)pw::kHeadDim, (cuuint64_t)kv_heads, (cuuint64_t)pw::kPageSize,
+    // kernels' coordinates and the box ([P tokens][128 d] of one head and page) stay.
+    const cuuint64_t dims[4] = {(cuuint64_t)pw::kHeadDim, (cuuint64_t)kv_heads, (cuuint64_t)page_size,
                                 (cuuint64_t)pages};
     const cuuint64_t strides[3] = {(cuuint64_t)cs.head, (cuuint64_t)cs.token, (cuuint64_t)cs.page};
-    const cuuint32_t box[4] = {(cuuint32_t)pw::kHeadDim, 1, (cuuint32_t)pw::kPageSize, 1};
+    const cuuint32_t box[4] = {(cuuint32_t)pw::kHeadDim, 1, (cuuint32_t)page_size, 1};
     const cuuint32_t elem[4] = {1, 1, 1, 1};
     const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void *>(cache), dims,
                               strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
@@ -739,10 +547,10 @@ pw_status_t launch(const pw::AttentionParams &params, unsigned grid, pw_stream_t
     return PW_SUCCESS;
 }
 
-/* One launch of a cluster-free kernel with `smem` bytes of dynamic shared memory (maximum
- * carve-out), its attributes set once per device (`configured`: the caller's, one per
- * kernel). `what`: the kernel's name in messages, e.g. "lean". */
-pw_status_t launch_one_cta_kind(void (*kernel)(pw::AttentionParams), size_t smem, std::atomic<uint64_t> &configured,
+} // namespace
+
+/* attention_launch.cuh */
+pw_status_t pw::launch_one_cta_kind(void (*kernel)(pw::AttentionParams), size_t smem, std::atomic<uint64_t> &configured,
                                 const char *what, const pw::AttentionParams &params, unsigned grid,
                                 pw_stream_t stream)
 {
@@ -756,36 +564,13 @@ pw_status_t launch_one_cta_kind(void (*kernel)(pw::AttentionParams), size_t smem
     return PW_SUCCESS;
 }
 
-/* Dev impl 9 ("lean", attention_lean.cuh) for G Q heads per KV head and the device's K:
- * Union4 and per-query, three CTAs per SM; its TS form (two per SM) when the call has
- * per-token scales. */
-template <int VARIANT, bool X2, bool PREVT, int G, int TOPK>
-pw_status_t launch_lean_gk(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
-{
-    static std::atomic<uint64_t> configured{0}; // devices this kernel's attributes are set on
-    static std::atomic<uint64_t> configured_ts{0};
-    if (params.ts_k || params.ts_v)
-        return launch_one_cta_kind(pw::lean_attention_kernel<VARIANT, X2, PREVT, true, G, TOPK>,
-                                   pw::kSmemBytesLeanTsK<TOPK>, configured_ts, "lean, per-token scales", params,
-                                   grid, stream);
-    return launch_one_cta_kind(pw::lean_attention_kernel<VARIANT, X2, PREVT, false, G, TOPK>, pw::kSmemBytesLeanK<TOPK>,
-                               configured, "lean", params, grid, stream);
-}
-
-template <int VARIANT, bool X2, bool PREVT, int G>
-pw_status_t launch_lean_g(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
-{
-    if (params.topk == 64) return launch_lean_gk<VARIANT, X2, PREVT, G, 64>(params, grid, stream);
-    if (params.topk == 32) return launch_lean_gk<VARIANT, X2, PREVT, G, 32>(params, grid, stream);
-    return launch_lean_gk<VARIANT, X2, PREVT, G, pw::kTopK>(params, grid, stream);
-}
+namespace {
 
 template <int VARIANT, bool X2, bool PREVT = false>
 pw_status_t launch_lean(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
-    if (params.heads_per_kv == 8) return launch_lean_g<VARIANT, X2, PREVT, 8>(params, grid, stream);
-    if (params.heads_per_kv == 4) return launch_lean_g<VARIANT, X2, PREVT, 4>(params, grid, stream);
-    return launch_lean_g<VARIANT, X2, PREVT, pw::kHeadsPerKv>(params, grid, stream);
+    if (params.page_size == 64) return pw::launch_lean_page64<VARIANT, X2, PREVT>(params, grid, stream);
+    return pw::launch_lean_page<VARIANT, X2, PREVT, pw::kPageSize>(params, grid, stream);
 }
 
 /* Dev impl 12 (attention_stacked.cuh): one 2-slot tile per CTA, four CTAs per SM; `grid`
@@ -795,7 +580,7 @@ pw_status_t launch_stack1(const pw::AttentionParams &params, unsigned grid, pw_s
 {
     static std::atomic<uint64_t> configured{0};
     if (grid > 0x7fffffffu / 2) return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12: grid too large");
-    return launch_one_cta_kind(pw::stack1_attention_kernel<VARIANT>, pw::kSmemBytesStack1, configured, "stack1",
+    return pw::launch_one_cta_kind(pw::stack1_attention_kernel<VARIANT>, pw::kSmemBytesStack1, configured, "stack1",
                                params, 2 * grid, stream);
 }
 
@@ -805,7 +590,7 @@ template <bool X2, int TOPK>
 pw_status_t launch_dense8_k(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
     static std::atomic<uint64_t> configured{0};
-    return launch_one_cta_kind(pw::dense8_attention_kernel<X2, TOPK>, pw::kSmemBytesDense8K<TOPK>, configured,
+    return pw::launch_one_cta_kind(pw::dense8_attention_kernel<X2, TOPK>, pw::kSmemBytesDense8K<TOPK>, configured,
                                "dense G = 8", params, grid / 2, stream);
 }
 
@@ -824,7 +609,7 @@ template <bool X2, int TOPK>
 pw_status_t launch_dense4_k(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
     static std::atomic<uint64_t> configured{0};
-    return launch_one_cta_kind(pw::dense4_attention_kernel<X2, TOPK>, pw::kSmemBytesDense4K<TOPK>, configured,
+    return pw::launch_one_cta_kind(pw::dense4_attention_kernel<X2, TOPK>, pw::kSmemBytesDense4K<TOPK>, configured,
                                "dense G = 4", params, grid / 2, stream);
 }
 
@@ -901,9 +686,16 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     // arithmetic does). Dev impls 13 and 14 (the dense G = 8 / 4 tiles, 8 K / 16 K-entry
     // lists) take any K too: the library runs them at G = 8 / 4 on the pre-pass
     // (pw_dense_tile_g).
-    if ((wide_k || has_ts || padded_g) && impl == pw::kImplIdleVtDev) impl = pw::kImplLeanDev;
+    // Pages of 64 tokens run on the lean kernels only (their PAGE = 64 forms).
+    const bool page64 = problem->page_size == 64;
+    if ((wide_k || has_ts || padded_g || page64) && impl == pw::kImplIdleVtDev) impl = pw::kImplLeanDev;
     const bool lean_impl = impl == pw::kImplLeanDev || impl == pw::kImplLeanPreVtDev;
     const bool dense_impl = impl == pw::kImplDense8Dev || impl == pw::kImplDense4Dev;
+    if (page64 && !lean_impl)
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "P=64: dev impl %d runs pages of 128 tokens only (the library's Union4 and per-query "
+                       "kernels and dev impls 9 and 10 run P = 64)",
+                       impl);
     if (wide_k && !lean_impl && !dense_impl)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "K=%d: dev impl %d runs K = 16 only (the library's kernels and dev impls 9, 10, 13 and "
@@ -978,9 +770,9 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     memset(&params, 0, sizeof params);
     const pw_cache_strides_t cache_strides = pw_args_cache_strides(problem, args);
     PW_TRY(make_cache_map(&params.k_map, args->k_cache, "k_cache", problem->num_cache_pages,
-                          problem->num_kv_heads, cache_strides));
+                          problem->num_kv_heads, problem->page_size, cache_strides));
     PW_TRY(make_cache_map(&params.v_map, args->v_cache, "v_cache", problem->num_cache_pages,
-                          problem->num_kv_heads, cache_strides));
+                          problem->num_kv_heads, problem->page_size, cache_strides));
     params.q = args->q;
     params.q_stride = args->q_stride;
     params.o = static_cast<uint16_t *>(args->o);
@@ -1010,6 +802,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     params.max_pages = problem->max_pages_per_request;
     params.heads_per_kv = problem->q_heads_per_kv;
     params.topk = problem->topk;
+    params.page_size = problem->page_size;
     {
         // The longest-first CTA order: the full call's first launch on the tiles (union
         // preparation filled it for the kernel it chose: halves for the lean kernel, groups

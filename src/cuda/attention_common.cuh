@@ -28,15 +28,17 @@ static __device__ __forceinline__ uint32_t sw128(uint32_t row, uint32_t chunk)
     return row * 128u + ((chunk ^ (row & 7u)) << 4);
 }
 
-/* Last token (0..127) of page `logical` that one of the member slots may see: the largest
+/* Last token (0..PAGE - 1) of page `logical` that one of the member slots may see: the largest
  * last visible token min(c, L - 1) of the slots in `members` (limits[w], bit w), relative to
  * the page. Every token past it lies outside the A_i of every member row, so its V bytes may
  * hold anything (NaN codes in unwritten or recycled slots, docs/semantics.md); the V
  * transpose stores zeros there instead (load_v_chunk), since P = 0 alone would still let
  * 0 x NaN = NaN into the PV sums of every row. Tokens up to it are inside some member's
  * A_i, hence caller data, and stay as they are. A member page always holds one visible
- * token of each member (S_i), so the value is >= 0 for well-formed metadata. */
-template <int SLOTS>
+ * token of each member (S_i), so the value is >= 0 for well-formed metadata. PAGE = 64 (the
+ * lean kernels' page-64 forms): at most 63, so positions 64..127 of the 128-column step,
+ * which hold no token of the page, are zeroed too. */
+template <int SLOTS, int PAGE = kPageSize>
 static __device__ __forceinline__ uint8_t page_v_limit(uint32_t members, const int64_t (&limits)[SLOTS],
                                                        int32_t logical)
 {
@@ -44,8 +46,8 @@ static __device__ __forceinline__ uint8_t page_v_limit(uint32_t members, const i
 #pragma unroll
     for (int w = 0; w < SLOTS; w++)
         if ((members >> w) & 1u) last = limits[w] > last ? limits[w] : last;
-    const int64_t v = last - (int64_t)logical * kPageSize;
-    return (uint8_t)(v < 0 ? 0 : v > kPageSize - 1 ? kPageSize - 1 : v);
+    const int64_t v = last - (int64_t)logical * PAGE;
+    return (uint8_t)(v < 0 ? 0 : v > PAGE - 1 ? PAGE - 1 : v);
 }
 
 /* Quantises one warpgroup's 64 Q rows to FP8 into the tile at q_addr (per-row scale,
@@ -548,15 +550,17 @@ static __device__ __forceinline__ void pv_add_to_o(float (&o)[64], const float (
  * one vmax per warp and page. */
 
 /* One warp copies the K and V scales of page `physical` (KV head kv_head) into its buffer,
- * buf[0] K and buf[1] V, all 128 slots (semantics §4.5: any slot of a selected page may be
- * read; the ones a row cannot see are never used); cp.async, committed; a side without
- * scales is written as 1. The reader waits (cp_async_wait_all) and __syncwarp()s first. */
+ * buf[0] K and buf[1] V, all PAGE slots (semantics §4.5: any slot of a selected page may be
+ * read; the ones a row cannot see are never used; PAGE = 64: entries 64..127 are not
+ * loaded, and ts_mask_page sets them, every step of a 64-token page being masked past 63);
+ * cp.async, committed; a side without scales is written as 1. The reader waits (cp_async_wait_all) and __syncwarp()s first. */
+template <int PAGE = kPageSize>
 static __device__ __forceinline__ void ts_load_page(float (&buf)[2][kPageSize], const AttentionParams &p,
                                                     int kv_head, int32_t physical, int lane)
 {
-    const int64_t head = (int64_t)kv_head * p.ts_stride_h, slot0 = (int64_t)physical * kPageSize;
+    const int64_t head = (int64_t)kv_head * p.ts_stride_h, slot0 = (int64_t)physical * PAGE;
 #pragma unroll
-    for (int j = 0; j < kPageSize / 32; j++) {
+    for (int j = 0; j < PAGE / 32; j++) {
         const int t = lane + 32 * j;
         const int64_t at = head + (slot0 + t) * p.ts_stride_t;
         if (p.ts_k) cp_async_4(&buf[0][t], p.ts_k + at);

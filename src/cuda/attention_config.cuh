@@ -92,7 +92,7 @@ static_assert(2 * kSmemBytes <= 228 * 1024, "two CTAs per SM no longer fit");
 
 /* Kernel parameters (by value; the tensor maps must stay in parameter space). */
 struct AttentionParams {
-    CUtensorMap k_map;               // k_cache as [pages][P][Hkv][D] e4m3, box [1][128][1][128]
+    CUtensorMap k_map;               // k_cache as [pages][P][Hkv][D] e4m3, box [1][P][1][128]
     CUtensorMap v_map;               // v_cache, same
     const uint16_t *q;               // [N, Hq, D] bf16, row stride q_stride elements
     int64_t q_stride;
@@ -151,6 +151,7 @@ struct AttentionParams {
     int64_t sched_stride;
     int32_t group_window;            // the union groups' window W (0: runs of 8 from each request start)
     int32_t topk;                    // the device's K: 16, or 32 / 64 on the lean kernels (lean_attention_kernel<..., TOPK>)
+    int32_t page_size;               // P: 128, or 64 on the lean kernels (lean_attention_kernel<..., PAGE>; host dispatch only)
 };
 
 constexpr int kSchedClasses = PW_SCHED_CLASSES;

@@ -1,7 +1,7 @@
 /* attention_lean.cuh — dev impl 9, "lean" (v8 in bench/NOTES.md): the Union4 and per-query
- * kernels rebuilt for three CTAs per SM instead of two. Included by attention.cu (it uses
- * that file's cta_work, build_page_list and quantize_q); same rows, same arithmetic, same
- * bytes as impl 6.
+ * kernels rebuilt for three CTAs per SM instead of two. Included by attention.cu and by
+ * attention_page64.cu (its 64-token-page forms); it uses attention_work.cuh's cta_work,
+ * build_page_list and quantize_q; same rows, same arithmetic, same bytes as impl 6.
  *
  * Why: every profile of impls 2-7 (bench/NOTES.md) says the kernels are latency-bound on one
  * warpgroup's serial page chain with only two chains per SM (issue slots ~70% idle, tensor
@@ -45,6 +45,9 @@
  */
 #ifndef PW_ATTENTION_LEAN_CUH
 #define PW_ATTENTION_LEAN_CUH
+
+#include "attention_launch.cuh"
+#include "attention_work.cuh"
 
 namespace pw {
 
@@ -130,19 +133,32 @@ static __device__ __forceinline__ const uint8_t *prevt_tile(const AttentionParam
 }
 
 /* The pre-pass's V^T tile of page phase `parity`: every thread waits for it; on a page past a
- * member's last visible token (vlim < 127, CTA-uniform) every thread zeroes the positions past
- * vlim (zero_vt_after on the E4M3 tile in sm.vt, F16: zero_vt16_after on the f16 tile in
- * sm.v | sm.vt) before one CTA barrier. The lean and dense kernels' PREVT step before PV. */
-template <bool F16, class Plan>
+ * member's last visible token (vlim < PAGE - 1, CTA-uniform) every thread zeroes the positions
+ * past vlim (zero_vt_after on the E4M3 tile in sm.vt, F16: zero_vt16_after on the f16 tile in
+ * sm.v | sm.vt) before one CTA barrier. The lean and dense kernels' PREVT step before PV.
+ * PAGE = 64: the pre-pass wrote zeros at positions 64..127 (vt_prepare.cu). */
+template <bool F16, class Plan, int PAGE = kPageSize>
 static __device__ __forceinline__ void prevt_wait_zeroed(Plan &sm, uint32_t parity, int vlim)
 {
     mbarrier_wait_parity(&sm.v_full, parity);
-    if (vlim < kPageSize - 1) {
+    if (vlim < PAGE - 1) {
         if constexpr (F16) zero_vt16_after(smem_u32(sm.v), vlim);
         else zero_vt_after(smem_u32(sm.vt), vlim);
         fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
         __syncthreads();
     }
+}
+
+/* The last visible column of a query (last visible token my_limit) on page `logical` of
+ * PAGE tokens: PAGE = 64 clamps it to 63, so that the 128-column step masks the columns
+ * that hold no token of the page. (A function, not a lambda: a lambda capturing my_limit
+ * changed the P = 128 kernels' instruction order.) */
+template <int PAGE>
+static __device__ __forceinline__ int64_t page_column_limit(int64_t my_limit, int32_t logical)
+{
+    const int64_t lim = my_limit - (int64_t)logical * PAGE;
+    if constexpr (PAGE < kPageSize) return lim < PAGE - 1 ? lim : (int64_t)(PAGE - 1);
+    else return lim;
 }
 
 /* One warp (lane 0 after __syncwarp) says it is done with a tile; the arrival that completes
@@ -184,12 +200,25 @@ static __device__ __forceinline__ void lean_release(uint32_t *done, int next, in
  *
  * TOPK = 32 or 64 (the device's K): the same kernel with a page list of 4 K entries
  * (build_page_list reads the group's 8 K union entries in passes); the page loop does not
- * depend on K. */
-template <int VARIANT, bool X2, bool PREVT = false, bool TS = false, int G = kHeadsPerKv, int TOPK = kTopK>
+ * depend on K.
+ *
+ * PAGE = 64 (pages of 64 tokens; instantiated in attention_page64.cu): each page is one
+ * 128-column step whose columns 64..127 hold no token. K and V (without the pre-pass) come
+ * by TMA boxes of 64 rows into rows 0..63 of their tiles, so rows 64..127 keep whatever an
+ * earlier page (or nothing) left there; every member's limit on the page is clamped to 63,
+ * so softmax_page masks those columns on every step (a select: stale bytes, even NaN codes,
+ * never reach p), and page_v_limit <= 63 zeroes their V^T positions (the in-kernel
+ * transpose's load_v_chunk; on the pre-pass vt_prepare.cu writes zeros there), so that
+ * P = 0 meets V = 0. The arithmetic of every visible token is the P = 128 kernel's; the
+ * tensor work per page is the same, i.e. twice it per token (bench/NOTES.md). */
+template <int VARIANT, bool X2, bool PREVT = false, bool TS = false, int G = kHeadsPerKv, int TOPK = kTopK,
+          int PAGE = kPageSize>
 __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPerSm)
     lean_attention_kernel(const __grid_constant__ AttentionParams p)
 {
     static_assert(VARIANT != kUnion8, "lean: Union4 and per-query only");
+    static_assert(PAGE == kPageSize || PAGE == 64, "lean: pages of 128 or 64 tokens");
+    constexpr uint32_t kKvTxBytes = PAGE * kHeadDim; // one TMA box of K (or V): PAGE rows of 128 bytes
     using Plan = SmemPlanLeanT<lean_list_capacity(TOPK)>;
     extern __shared__ uint8_t smem_raw[];
     Plan &sm = *reinterpret_cast<Plan *>(
@@ -207,22 +236,22 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
     const int kv_head = work.kv_head;
 
     lean_init_ring(sm);
-    build_page_list<VARIANT, Plan, kSlotsPerCta, TOPK>(sm, p, kv_head, work.group, work.half, work.request,
-                                                       work.query_rows[0], work.limits, work.union_size,
-                                                       PREVT ? sm.page_vt : nullptr); // ends with __syncthreads
+    build_page_list<VARIANT, Plan, kSlotsPerCta, TOPK, PAGE>(sm, p, kv_head, work.group, work.half, work.request,
+                                                             work.query_rows[0], work.limits, work.union_size,
+                                                             PREVT ? sm.page_vt : nullptr); // ends with __syncthreads
     const int num_pages = sm.num_pages;
     const uint64_t keep_kv = createpolicy_evict_last();
     // PREVT: the pre-pass's V^T tile of page i of the list.
     auto vt_tile = [&](int i) { return prevt_tile(p, kv_head, sm.page_vt[i]); };
     auto issue_k = [&](int next) {
-        mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);
+        mbarrier_arrive_expect_tx(&sm.k_full, kKvTxBytes);
         tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[next], keep_kv);
     };
     // FP8X2 on the pre-pass without per-token scales: P in f16 on the f16 V^T tile, which
     // fills the v and vt tiles (32 KiB; the raw V tile is unused with the pre-pass).
     constexpr bool kF16 = PREVT && X2 && !TS;
     auto issue_v = [&](int next) {
-        mbarrier_arrive_expect_tx(&sm.v_full, kF16 ? kVtTileBytes : kTileBytes);
+        mbarrier_arrive_expect_tx(&sm.v_full, kF16 ? kVtTileBytes : PREVT ? kTileBytes : kKvTxBytes);
         if constexpr (kF16)
             bulk_load(sm.v, vt_tile(next), kVtTileBytes, &sm.v_full, keep_kv);
         else if constexpr (PREVT)
@@ -233,7 +262,7 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
     if (tid == 0 && num_pages > 0) {
         prefetch_tensormap(&p.k_map);
         prefetch_tensormap(&p.v_map);
-        mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);
+        mbarrier_arrive_expect_tx(&sm.k_full, kKvTxBytes);
         tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[0], keep_kv);
         issue_v(0);
     }
@@ -267,7 +296,7 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
 
     if constexpr (TS) {
         if (num_pages > 0 && ((sm.page_members[0] >> warp) & 1u))
-            ts_load_page(ts_buf, p, kv_head, sm.page_physical[0], lane);
+            ts_load_page<PAGE>(ts_buf, p, kv_head, sm.page_physical[0], lane);
     }
 
     float acc[64]; // the page's scores, then 256 p
@@ -298,7 +327,7 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
         [[maybe_unused]] float vmax = 1.0f;
         if constexpr (TS) {
             if (member) {
-                const int64_t lim = my_limit - (int64_t)sm.page_logical[i] * kPageSize;
+                const int64_t lim = page_column_limit<PAGE>(my_limit, sm.page_logical[i]);
                 cp_async_wait_all();
                 __syncwarp();
                 if (lim < kPageSize - 1) ts_mask_page(acc, lim, q, ts_buf, lane); // warp-uniform
@@ -308,10 +337,10 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
             // The next member page's scales, once every lane has read this page's.
             if (i + 1 < num_pages && ((sm.page_members[i + 1] >> warp) & 1u)) {
                 __syncwarp();
-                ts_load_page(ts_buf, p, kv_head, sm.page_physical[i + 1], lane);
+                ts_load_page<PAGE>(ts_buf, p, kv_head, sm.page_physical[i + 1], lane);
             }
         } else if (member) {
-            softmax_page<kLeanMaxWidth>(acc, my_limit - (int64_t)sm.page_logical[i] * kPageSize, q, f0, f1, m0,
+            softmax_page<kLeanMaxWidth>(acc, page_column_limit<PAGE>(my_limit, sm.page_logical[i]), q, f0, f1, m0,
                                         m1, l0, l1, alpha0, alpha1);
         }
         // P as the PV wgmma's A fragments, converted by every warp: a non-member warp
@@ -322,7 +351,7 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
         if constexpr (kF16) { // f16 P on the f16 V^T tile (v | vt), then the next page
             uint32_t ph[32];
             p_fragments_f16(acc, ph, member);
-            prevt_wait_zeroed<true>(sm, parity, vlim);
+            prevt_wait_zeroed<true, Plan, PAGE>(sm, parity, vlim);
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 float pv[32];
@@ -358,7 +387,7 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
         }
         if (!PREVT && idle != 0u) lean_release(&sm.v_done, i + 1, num_pages, issue_v);
         if constexpr (PREVT) {
-            prevt_wait_zeroed<false>(sm, parity, vlim);
+            prevt_wait_zeroed<false, Plan, PAGE>(sm, parity, vlim);
         } else {
             fence_proxy_async_shared_cta(); // V^T (generic stores) -> PV wgmma
             __syncthreads();
@@ -383,6 +412,40 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
             __syncthreads(); // L4: V^T free for the next page's transpose
     }
     if (my_row >= 0) store_rows<G>(p, o, my_row, kv_head, lane, m0, m1, l0, l1, v_scale);
+}
+
+/* ---- Host: one launch of the lean kernel for the call's G, K and per-token scales ---- */
+
+/* Dev impl 9 ("lean") for G Q heads per KV head, the device's K and pages of PAGE tokens:
+ * Union4 and per-query, three CTAs per SM; its TS form (two per SM) when the call has
+ * per-token scales. */
+template <int VARIANT, bool X2, bool PREVT, int G, int TOPK, int PAGE>
+pw_status_t launch_lean_gk(const AttentionParams &params, unsigned grid, pw_stream_t stream)
+{
+    static std::atomic<uint64_t> configured{0}; // devices this kernel's attributes are set on
+    static std::atomic<uint64_t> configured_ts{0};
+    if (params.ts_k || params.ts_v)
+        return launch_one_cta_kind(lean_attention_kernel<VARIANT, X2, PREVT, true, G, TOPK, PAGE>,
+                                   kSmemBytesLeanTsK<TOPK>, configured_ts, "lean, per-token scales", params, grid,
+                                   stream);
+    return launch_one_cta_kind(lean_attention_kernel<VARIANT, X2, PREVT, false, G, TOPK, PAGE>, kSmemBytesLeanK<TOPK>,
+                               configured, "lean", params, grid, stream);
+}
+
+template <int VARIANT, bool X2, bool PREVT, int G, int PAGE>
+pw_status_t launch_lean_g(const AttentionParams &params, unsigned grid, pw_stream_t stream)
+{
+    if (params.topk == 64) return launch_lean_gk<VARIANT, X2, PREVT, G, 64, PAGE>(params, grid, stream);
+    if (params.topk == 32) return launch_lean_gk<VARIANT, X2, PREVT, G, 32, PAGE>(params, grid, stream);
+    return launch_lean_gk<VARIANT, X2, PREVT, G, kTopK, PAGE>(params, grid, stream);
+}
+
+template <int VARIANT, bool X2, bool PREVT, int PAGE>
+pw_status_t launch_lean_page(const AttentionParams &params, unsigned grid, pw_stream_t stream)
+{
+    if (params.heads_per_kv == 8) return launch_lean_g<VARIANT, X2, PREVT, 8, PAGE>(params, grid, stream);
+    if (params.heads_per_kv == 4) return launch_lean_g<VARIANT, X2, PREVT, 4, PAGE>(params, grid, stream);
+    return launch_lean_g<VARIANT, X2, PREVT, kHeadsPerKv, PAGE>(params, grid, stream);
 }
 
 } // namespace pw

@@ -65,6 +65,8 @@ static __device__ __forceinline__ void copy_tile_out(uint8_t *dst, const uint8_t
     }
 }
 
+/* PAGE: tokens per page (128, or 64: each page still takes a whole tile). */
+template <int PAGE>
 __global__ void __launch_bounds__(kScanThreads) vt_scan_kernel(const VtParams p)
 {
     const int64_t per_head = (int64_t)p.num_requests * p.max_pages;
@@ -83,7 +85,7 @@ __global__ void __launch_bounds__(kScanThreads) vt_scan_kernel(const VtParams p)
             const int64_t r = rl / p.max_pages, l = rl % p.max_pages;
             const int64_t q_len = (int64_t)p.cu_seqlens_q[r + 1] - p.cu_seqlens_q[r];
             const int64_t last = min((int64_t)p.kv_lens[r], (int64_t)p.prefix_lens[r] + q_len);
-            touched = l * pw::kPageSize < last;
+            touched = l * PAGE < last;
         }
     }
     // Lanes of one KV head take consecutive tiles with one atomic (the lowest such lane's).
@@ -98,6 +100,10 @@ __global__ void __launch_bounds__(kScanThreads) vt_scan_kernel(const VtParams p)
     if (fits) p.vt.list[(int64_t)h * p.vt.capacity + tile] = rl;
 }
 
+/* PAGE = 64: the page's 64 rows are staged, rows 64..127 of the staged tile are zeros, so
+ * the tile's positions 64..127 (no token) hold zeros whatever the cache holds: the 64-token
+ * lean kernel's steps multiply P = 0 by them (attention_lean.cuh). */
+template <int PAGE>
 __global__ void __launch_bounds__(128) vt_transpose_kernel(const VtParams p)
 {
     __shared__ __align__(1024) uint8_t v[pw::kTileBytes];
@@ -116,7 +122,12 @@ __global__ void __launch_bounds__(128) vt_transpose_kernel(const VtParams p)
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             const int idx = tid + 128 * k, t = idx / 8, c = idx % 8;
-            const uint4 x = __ldg(reinterpret_cast<const uint4 *>(src + (int64_t)t * p.token_stride + 16 * c));
+            uint4 x;
+            if constexpr (PAGE < pw::kPageSize)
+                x = t < PAGE ? __ldg(reinterpret_cast<const uint4 *>(src + (int64_t)t * p.token_stride + 16 * c))
+                             : make_uint4(0u, 0u, 0u, 0u);
+            else
+                x = __ldg(reinterpret_cast<const uint4 *>(src + (int64_t)t * p.token_stride + 16 * c));
             pw::st_shared_v4_u32(pw::smem_u32(v) + pw::sw128((uint32_t)t, (uint32_t)c), x);
         }
         __syncthreads(); // v written; also: every thread's reads of the previous tile's vt are done
@@ -155,6 +166,8 @@ extern "C" pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_atten
                                      const pw_vt_buffers_t *vt, pw_stream_t stream)
 {
     if (problem->num_tokens == 0 || problem->num_requests == 0) return PW_SUCCESS;
+    if (problem->page_size != pw::kPageSize && problem->page_size != 64)
+        return pw_fail(PW_ERROR_UNSUPPORTED, "V^T pre-pass: page_size %d (64 or 128)", problem->page_size);
     if (!vt || !vt->slots || !vt->list || !vt->count || !vt->tiles || vt->capacity < 1)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "V^T pre-pass: buffers missing or capacity < 1");
     VtParams p;
@@ -178,13 +191,15 @@ extern "C" pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_atten
     if (scan_ctas > 0x7fffffff || problem->num_kv_heads > 65535)
         return pw_fail(PW_ERROR_UNSUPPORTED, "V^T pre-pass: %lld page-table entries exceed the scan's grid",
                        (long long)entries);
-    vt_scan_kernel<<<(unsigned)scan_ctas, kScanThreads, 0, (cudaStream_t)stream>>>(p);
+    if (problem->page_size == 64) vt_scan_kernel<64><<<(unsigned)scan_ctas, kScanThreads, 0, (cudaStream_t)stream>>>(p);
+    else vt_scan_kernel<pw::kPageSize><<<(unsigned)scan_ctas, kScanThreads, 0, (cudaStream_t)stream>>>(p);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "V^T pre-pass scan launch: %s", cudaGetErrorString(e));
     // Enough CTAs to fill the GPU (4 of 48 KiB of static shared memory fit an SM), each striding over its head's tiles.
     const int64_t per_head = vt->capacity < 1024 ? vt->capacity : 1024;
     const dim3 grid((unsigned)per_head, (unsigned)problem->num_kv_heads);
-    vt_transpose_kernel<<<grid, 128, 0, (cudaStream_t)stream>>>(p);
+    if (problem->page_size == 64) vt_transpose_kernel<64><<<grid, 128, 0, (cudaStream_t)stream>>>(p);
+    else vt_transpose_kernel<pw::kPageSize><<<grid, 128, 0, (cudaStream_t)stream>>>(p);
     e = cudaGetLastError();
     if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "V^T pre-pass transpose launch: %s", cudaGetErrorString(e));
     return PW_SUCCESS;

@@ -1910,6 +1910,219 @@ static void test_topk_wide(void **state)
     }
 }
 
+/* Pages of 64 tokens (docs/semantics.md §6: the lean kernels' PAGE = 64 forms, each page a
+ * 128-column step with columns 64..127 masked). Random problems at P = 64 (kv_len % 64 != 0,
+ * KV past the chunk, several requests, 1-query requests, every row kind) at K 16 and 32,
+ * both precisions: Union4 guarded W128 against the emulating and exact references (the
+ * P = 128 bounds), identity / random / per-query and dev impls 9 and 10 bitwise equal to it
+ * (FP8X2's impl 10: P in f16, its emulation), the full call with and without the V^T pre-pass,
+ * per-query and after the regroup (GREEDY, GUARDED) bitwise equal; Union8 and the other dev
+ * impls refuse (PW_ERROR_UNSUPPORTED); G = 8 (each KV head's first 8 heads) bitwise the G = 16
+ * run's heads; per-token scales all 1 (NaN where invisible) the bytes of no scales; NaN, max
+ * finite and random bytes in every slot no query may see give the clean caches' bits. */
+static void test_page64(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x6464ull);
+    const int quick = getenv("PW_TEST_QUICK") != NULL;
+    const pw_precision_t precisions[2] = {PW_PRECISION_FP8, PW_PRECISION_FP8X2};
+    const int codes[3][2] = {{0x7f, 0xff}, {0x7e, 0xfe}, {-1, -1}};
+    for (int trial = 0; trial < 2; trial++) {
+        const int K = trial == 0 ? 16 : 32, hkv = 2;
+        pw_capture_t *c = pw_test_random_attention_problem_kp(&rng, (g_seed ^ 0x64a5eedull) + (uint64_t)trial, hkv,
+                                                              4, quick ? 30 : 90, 0, quick ? 1500 : 6000, 150, K, 64);
+        pw_problem_t *p = &c->problem;
+        assert_int_equal(p->page_size, 64);
+        const int64_t n = p->num_tokens, hq = (int64_t)hkv * 16, elems = n * hq * 128;
+        const int64_t pairs = p->num_cache_pages * p->page_size * hkv;
+        const size_t cache_bytes = (size_t)(pairs * p->head_dim);
+        int partial = 0;
+        for (int r = 0; r < p->num_requests; r++) partial += c->kv_lens[r] % 64 != 0;
+        float *emu = malloc(elems * 4), *emu_lse = malloc(n * hq * 4), *ex_lse = malloc(n * hq * 4);
+        double *ex = malloc(elems * 8);
+        float *l0 = malloc(n * hq * 4), *l = malloc(n * hq * 4), *l10 = malloc(n * hq * 4);
+        pw_bf16_t *o0 = malloc(elems * 2), *o = malloc(elems * 2), *o10 = malloc(elems * 2);
+        int32_t *perm = malloc(n * hkv * 4);
+        uint8_t *visible = malloc(pairs), *k_clean = malloc(cache_bytes), *v_clean = malloc(cache_bytes);
+        float *ones = malloc(pairs * 4);
+        assert_non_null(ones);
+        pw_test_visible_slots(c, visible); /* [slot * hkv + h] */
+        memcpy(k_clean, c->k_cache, cache_bytes);
+        memcpy(v_clean, c->v_cache, cache_bytes);
+        int64_t hidden = 0;
+        for (int64_t i = 0; i < pairs; i++) {
+            hidden += !visible[i];
+            ones[i] = visible[i] ? 1.0f : NAN; /* [slot * hkv + h]: stride_t hkv, stride_h 1 */
+        }
+        printf("page64 K=%d: N=%lld Hkv=%d R=%d (%d with kv_len %% 64 != 0), %lld cache pages of 64 tokens, %lld of "
+               "%lld (slot, head) pairs outside every A_i\n",
+               K, (long long)n, hkv, p->num_requests, partial, (long long)p->num_cache_pages, (long long)hidden,
+               (long long)pairs);
+        assert_true(hidden > 0);
+        device_problem_t d;
+        upload(c, &d);
+        for (int pr = 0; pr < 2; pr++) {
+            g_precision = precisions[pr];
+            const int x2 = pr == 1;
+            const char *prec = x2 ? "FP8X2" : "FP8";
+            uint32_t bad_ref = 0;
+            reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad_ref);
+            reference(c, PW_REF_EXACT, PW_DTYPE_FLOAT64, ex, ex_lse, &bad_ref);
+            const int arms[4] = {4, 1, 3, 5};
+            for (int a = 0; a < 4; a++) {
+                pw_grouping_t g;
+                pw_kernel_t kernel = setup_arm(arms[a], c, &rng, perm, &g, &d);
+                if (kernel == PW_KERNEL_UNION8) kernel = PW_KERNEL_UNION4;
+                const uint32_t bad = run_kernel(c, &d, kernel, &g, a == 0 ? o0 : o, a == 0 ? l0 : l);
+                assert_int_equal(bad, bad_ref);
+                if (a > 0) {
+                    const int same = same_outputs(c, o, l, o0, l0);
+                    printf("  P=64 K=%d %s arm %d (%s): bitwise %s to Union4 W128\n", K, prec, arms[a],
+                           kernel_name(kernel), same ? "equal" : "DIFFERENT");
+                    assert_true(same);
+                    continue;
+                }
+                const compare_t ce = compare_rows(c, o0, l0, emu, 0, emu_lse, NULL);
+                const compare_t cx = compare_rows(c, o0, l0, ex, 1, ex_lse, NULL);
+                printf("page64 K=%d %s: union4 W128 vs emulate NRMS %.3e lse %.2e | vs exact NRMS %.5f (bad pages %u)\n",
+                       K, prec, ce.nrms, ce.lse_max_abs, cx.nrms, bad);
+                assert_int_equal(ce.nan, 0);
+                assert_int_equal(ce.empty_bad, 0);
+                assert_true(ce.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
+                assert_true(ce.lse_max_abs <= (x2 ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND));
+                assert_true(cx.nrms <= (x2 ? EXACT_X2_NRMS_BOUND : EXACT_WIDE_NRMS_BOUND));
+                run_kernel_impl(c, &d, kernel, 9, &g, o, l);
+                const int same9 = same_outputs(c, o, l, o0, l0);
+                printf("  P=64 K=%d %s dev impl 9: bitwise %s\n", K, prec, same9 ? "equal" : "DIFFERENT");
+                assert_true(same9);
+                run_kernel_impl(c, &d, kernel, 10, &g, o10, l10);
+                if (x2) {
+                    check_f16_p(c, o10, l10, 1.0, "P=64 dev impl 10");
+                } else {
+                    const int same10 = same_outputs(c, o10, l10, o0, l0);
+                    printf("  P=64 K=%d FP8 dev impl 10: bitwise %s\n", K, same10 ? "equal" : "DIFFERENT");
+                    assert_true(same10);
+                }
+                const pw_attention_args_t args = device_args(c, &d);
+                assert_int_equal(pw_union_attention(p, &args, &g, d.perm, &d.meta, PW_KERNEL_UNION8, NULL),
+                                 PW_ERROR_UNSUPPORTED);
+                printf("  P=64 Union8: %s\n", pw_last_error());
+                const int refused[3] = {2, 6, 13};
+                for (int r = 0; r < 3; r++) {
+                    assert_int_equal(pw_union_attention_dev(refused[r], p, &args, &g, d.perm, &d.meta,
+                                                            PW_KERNEL_UNION4, NULL),
+                                     PW_ERROR_UNSUPPORTED);
+                    printf("  P=64 dev impl %d: %s\n", refused[r], pw_last_error());
+                }
+            }
+            /* The full call: AUTO (identity order for this small problem) with and without the
+             * pre-pass, per-query, the regroup (GREEDY with the pre-pass, GUARDED without). */
+            const pw_kernel_t kernels[5] = {PW_KERNEL_UNION4, PW_KERNEL_UNION4, PW_KERNEL_PER_QUERY, PW_KERNEL_UNION4,
+                                            PW_KERNEL_UNION4};
+            const uint32_t flags[5] = {PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS, 0u, PW_PLAN_VT_PREPASS,
+                                       PW_PLAN_NO_VT_PREPASS};
+            for (int f = 0; f < 5; f++) {
+                g_full_regroup = f == 3 ? PW_REGROUP_GREEDY : f == 4 ? PW_REGROUP_GUARDED : PW_REGROUP_AUTO;
+                full_call_run(c, &d, kernels[f], flags[f], o, l);
+                g_full_regroup = PW_REGROUP_AUTO;
+                const int f16 = x2 && (f == 0 || f == 3);
+                const int same = same_outputs(c, o, l, f16 ? o10 : o0, f16 ? l10 : l0);
+                printf("  P=64 K=%d %s full call %s%s%s: bitwise %s%s\n", K, prec, kernel_name(kernels[f]),
+                       flags[f] == PW_PLAN_VT_PREPASS ? " (V^T pre-pass)" : flags[f] ? " (no pre-pass)" : "",
+                       f == 3 ? " regroup GREEDY" : f == 4 ? " regroup GUARDED" : "", same ? "equal" : "DIFFERENT",
+                       f16 ? " to dev impl 10" : "");
+                assert_true(same);
+            }
+            /* Per-token scales all 1, NaN in every slot no row may see ([slots, Hkv]): the bytes
+             * of no scales (the scale buffer's entries 64..127 are never loaded). */
+            float *ones_dev = dev_copy(ones, pairs * 4);
+            g_ts_dev = (pw_token_scales_t){ones_dev, ones_dev, 1, hkv};
+            pw_grouping_t g_w128;
+            setup_arm(4, c, &rng, perm, &g_w128, &d);
+            run_kernel(c, &d, PW_KERNEL_UNION4, &g_w128, o, l);
+            const int same_ts = same_outputs(c, o, l, o0, l0);
+            full_call_run(c, &d, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o10, l10);
+            const int same_ts_full = same_outputs(c, o10, l10, o0, l0);
+            printf("  P=64 K=%d %s token scales all 1: Union4 W128 bitwise %s, full call (pre-pass) bitwise %s to no "
+                   "scales\n",
+                   K, prec, same_ts ? "equal" : "DIFFERENT", same_ts_full ? "equal" : "DIFFERENT");
+            assert_true(same_ts);
+            assert_true(same_ts_full);
+            g_ts_dev = (pw_token_scales_t){NULL, NULL, 0, 0};
+            cudaFree(ones_dev);
+            /* Poisoned caches: Union4 W128, per-query, the full call on the pre-pass. */
+            for (int a = 0; a < 3; a++) {
+                load_caches(c, &d, k_clean, v_clean, cache_bytes, 0, NULL, 0, 0, &rng);
+                pw_grouping_t g;
+                const pw_kernel_t kernel = a == 1 ? PW_KERNEL_PER_QUERY : PW_KERNEL_UNION4;
+                if (a < 2) {
+                    setup_arm(a == 0 ? 4 : 5, c, &rng, perm, &g, &d);
+                    run_kernel(c, &d, kernel, &g, o0, l0);
+                } else {
+                    full_call_run(c, &d, kernel, PW_PLAN_VT_PREPASS, o0, l0);
+                }
+                for (int code = 0; code < 3; code++) {
+                    load_caches(c, &d, k_clean, v_clean, cache_bytes, 1, visible, codes[code][0], codes[code][1], &rng);
+                    if (a < 2) run_kernel(c, &d, kernel, &g, o, l);
+                    else full_call_run(c, &d, kernel, PW_PLAN_VT_PREPASS, o, l);
+                    const int same = same_outputs(c, o, l, o0, l0);
+                    if (!same || code == 0)
+                        printf("  P=64 K=%d %s poison %d, %s%s: %s (NaN output elements %lld)\n", K, prec, code,
+                               a == 2 ? "full call (V^T pre-pass) " : "", kernel_name(kernel),
+                               same ? "bitwise equal to clean caches" : "DIFFERENT", (long long)count_nan_bf16(o, elems));
+                    assert_true(same);
+                }
+            }
+            load_caches(c, &d, k_clean, v_clean, cache_bytes, 0, NULL, 0, 0, &rng);
+        }
+        /* G = 8: each KV head's first 8 Q heads, on the padded lean tile (the dense tiles run
+         * P = 128 only): bitwise the G = 16 run's rows for those heads. */
+        for (int pr = 0; pr < 2; pr++) {
+            g_precision = precisions[pr];
+            pw_grouping_t g;
+            p->q_heads_per_kv = 16;
+            release(&d);
+            upload(c, &d);
+            setup_arm(4, c, &rng, perm, &g, &d);
+            run_kernel(c, &d, PW_KERNEL_UNION4, &g, o0, l0);
+            pw_bf16_t *q16 = malloc((size_t)n * hq * 128 * 2);
+            assert_non_null(q16);
+            memcpy(q16, c->q, (size_t)n * hq * 128 * 2);
+            for (int64_t row = 0; row < n; row++)
+                for (int64_t kv = 0; kv < hkv; kv++)
+                    for (int64_t h = 0; h < 8; h++)
+                        memmove(c->q + ((row * hkv + kv) * 8 + h) * 128, q16 + ((row * hkv + kv) * 16 + h) * 128,
+                                128 * 2);
+            p->q_heads_per_kv = 8;
+            release(&d);
+            upload(c, &d);
+            setup_arm(4, c, &rng, perm, &g, &d);
+            run_kernel(c, &d, PW_KERNEL_UNION4, &g, o, l);
+            full_call_run(c, &d, PW_KERNEL_UNION4, PW_PLAN_NO_VT_PREPASS, o10, l10);
+            int64_t differ = 0;
+            for (int64_t row = 0; row < n; row++)
+                for (int64_t kv = 0; kv < hkv; kv++)
+                    for (int64_t h = 0; h < 8; h++) {
+                        const int64_t at8 = (row * hkv + kv) * 8 + h, at16 = (row * hkv + kv) * 16 + h;
+                        differ += memcmp(o + at8 * 128, o0 + at16 * 128, 256) != 0 || memcmp(l + at8, l0 + at16, 4) != 0 ||
+                                  memcmp(o10 + at8 * 128, o0 + at16 * 128, 256) != 0 || memcmp(l10 + at8, l0 + at16, 4) != 0;
+                    }
+            printf("  P=64 K=%d G=8 %s: rows x heads differing from the G=16 run (Union4 W128, full call): %lld\n", K,
+                   precisions[pr] == PW_PRECISION_FP8X2 ? "FP8X2" : "FP8", (long long)differ);
+            assert_int_equal(differ, 0);
+            memcpy(c->q, q16, (size_t)n * hq * 128 * 2);
+            free(q16);
+        }
+        p->q_heads_per_kv = 16;
+        g_precision = PW_PRECISION_FP8;
+        release(&d);
+        free(emu); free(emu_lse); free(ex); free(ex_lse); free(l0); free(l); free(l10); free(o0); free(o); free(o10);
+        free(perm); free(visible); free(k_clean); free(v_clean); free(ones);
+        pw_capture_free(c);
+    }
+}
+
 /* Per-token scales (args.token_scales, docs/semantics.md §4.5), both precisions, two layouts
  * ([Hkv, slots] and vLLM-like [slots, Hkv], two KV heads): K scales 2^U(-1,1), V scales
  * 2^U(-3,3) with some negative and some 0, pages whose V scales are all 0 or all subnormal,
@@ -2066,6 +2279,9 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--topk-only") == 0) { /* scripts/gpu-check topk */
             const struct CMUnitTest topk_tests[] = {cmocka_unit_test_setup(test_topk_wide, reset_globals)};
             return cmocka_run_group_tests(topk_tests, NULL, NULL);
+        } else if (strcmp(argv[i], "--page64-only") == 0) { /* scripts/gpu-check page64 */
+            const struct CMUnitTest page64_tests[] = {cmocka_unit_test_setup(test_page64, reset_globals)};
+            return cmocka_run_group_tests(page64_tests, NULL, NULL);
         }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_precision_arguments, reset_globals),
@@ -2078,6 +2294,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(test_gqa_padded, reset_globals),
         cmocka_unit_test_setup(test_topk_padded, reset_globals),
         cmocka_unit_test_setup(test_topk_wide, reset_globals),
+        cmocka_unit_test_setup(test_page64, reset_globals),
         cmocka_unit_test_setup(test_captures, reset_globals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
