@@ -1090,7 +1090,7 @@ int pw_cli_bench(int argc, char **argv)
         if (reference_check(bc, &o, &cs) != 0) failed = 1;
         if (gpu && !bc->fast_path) {
             snprintf(bc->gpu_note, sizeof bc->gpu_note,
-                     "shape G=%d D=%d P=%d K=%d: this bench's arms run G=16 K=16 only (G=8 / 4 and K other "
+                     "shape G=%d D=%d P=%d K=%d: this bench's arms run G=16 P=128 K=16 only (G=8 / 4, P=64 and K other "
                      "than 16: bench/shapes.py)",
                      p->q_heads_per_kv, p->head_dim, p->page_size, p->topk);
         } else if (gpu) {
