@@ -40,10 +40,10 @@ pw_token_scales_t pw_args_token_scales(const pw_attention_args_t *args)
 
 int pw_dense_tile_g(const pw_problem_t *problem)
 {
-    /* Any K <= 64 (page lists of 8 K entries, 16 K for the G = 4 pairs); pages of 128 tokens
-     * (P = 64 runs G = 8 / 4 on the lean kernels' padded tile). */
+    /* Any K <= 64 (page lists of 8 K entries, 16 K for the G = 4 pairs), pages of 128 or 64
+     * tokens. */
     const int32_t g = problem->q_heads_per_kv;
-    return (g == 8 || g == 4) && problem->topk <= 64 && problem->page_size == 128 ? g : 0;
+    return (g == 8 || g == 4) && problem->topk <= 64 ? g : 0;
 }
 
 int pw_vt_runs_dense(const pw_problem_t *problem, const pw_attention_args_t *args)

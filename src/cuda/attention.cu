@@ -584,42 +584,20 @@ pw_status_t launch_stack1(const pw::AttentionParams &params, unsigned grid, pw_s
                                params, 2 * grid, stream);
 }
 
-/* Dev impl 13 (attention_dense.cuh): one CTA per (group of 8, KV head), three per SM;
- * `grid` counts two CTAs per (group, KV head) as for the other union kernels. */
-template <bool X2, int TOPK>
-pw_status_t launch_dense8_k(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
-{
-    static std::atomic<uint64_t> configured{0};
-    return pw::launch_one_cta_kind(pw::dense8_attention_kernel<X2, TOPK>, pw::kSmemBytesDense8K<TOPK>, configured,
-                               "dense G = 8", params, grid / 2, stream);
-}
-
-/* K = 32 / 64: an 8 K-entry page list (attention_dense.cuh). */
+/* Dev impls 13 and 14 (attention_dense.cuh): the dense G = 8 / 4 tiles for the call's K;
+ * pages of 64 tokens in attention_page64.cu. */
 template <bool X2>
 pw_status_t launch_dense8(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
-    if (params.topk == 64) return launch_dense8_k<X2, 64>(params, grid, stream);
-    if (params.topk == 32) return launch_dense8_k<X2, 32>(params, grid, stream);
-    return launch_dense8_k<X2, pw::kTopK>(params, grid, stream);
+    if (params.page_size == 64) return pw::launch_dense_page64<8, X2>(params, grid, stream);
+    return pw::launch_dense8_page<X2, pw::kPageSize>(params, grid, stream);
 }
 
-/* Dev impl 14 (attention_dense.cuh): one CTA per (group of 8, KV head), the leaders of a
- * pair running, three per SM (two at K = 64); `grid` counts two CTAs per (group, KV head). */
-template <bool X2, int TOPK>
-pw_status_t launch_dense4_k(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
-{
-    static std::atomic<uint64_t> configured{0};
-    return pw::launch_one_cta_kind(pw::dense4_attention_kernel<X2, TOPK>, pw::kSmemBytesDense4K<TOPK>, configured,
-                               "dense G = 4", params, grid / 2, stream);
-}
-
-/* K = 32 / 64: a pair list of 2 x 8 K entries (attention_dense.cuh; two CTAs per SM at K = 64). */
 template <bool X2>
 pw_status_t launch_dense4(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
-    if (params.topk == 64) return launch_dense4_k<X2, 64>(params, grid, stream);
-    if (params.topk == 32) return launch_dense4_k<X2, 32>(params, grid, stream);
-    return launch_dense4_k<X2, pw::kTopK>(params, grid, stream);
+    if (params.page_size == 64) return pw::launch_dense_page64<4, X2>(params, grid, stream);
+    return pw::launch_dense4_page<X2, pw::kPageSize>(params, grid, stream);
 }
 
 /* One implementation of one variant: impl (bits of pw::ImplBits: 0, 2, 6, 8 and their
@@ -686,15 +664,15 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     // arithmetic does). Dev impls 13 and 14 (the dense G = 8 / 4 tiles, 8 K / 16 K-entry
     // lists) take any K too: the library runs them at G = 8 / 4 on the pre-pass
     // (pw_dense_tile_g).
-    // Pages of 64 tokens run on the lean kernels only (their PAGE = 64 forms).
+    // Pages of 64 tokens run on the lean and dense kernels only (their PAGE = 64 forms).
     const bool page64 = problem->page_size == 64;
     if ((wide_k || has_ts || padded_g || page64) && impl == pw::kImplIdleVtDev) impl = pw::kImplLeanDev;
     const bool lean_impl = impl == pw::kImplLeanDev || impl == pw::kImplLeanPreVtDev;
     const bool dense_impl = impl == pw::kImplDense8Dev || impl == pw::kImplDense4Dev;
-    if (page64 && !lean_impl)
+    if (page64 && !lean_impl && !dense_impl)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "P=64: dev impl %d runs pages of 128 tokens only (the library's Union4 and per-query "
-                       "kernels and dev impls 9 and 10 run P = 64)",
+                       "kernels and dev impls 9, 10, 13 and 14 run P = 64)",
                        impl);
     if (wide_k && !lean_impl && !dense_impl)
         return pw_fail(PW_ERROR_UNSUPPORTED,

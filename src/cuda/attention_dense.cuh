@@ -26,7 +26,10 @@
  *
  * test_gqa_padded compares it bitwise with the padded tile (H200, 2026-12-02: equal);
  * pw_sparse_prefill runs it for G = 8 on the V^T pre-pass without per-token scales
- * (pw_union_attention_vt), its CTAs in the longest-first order of the plan's schedule. */
+ * (pw_union_attention_vt), its CTAs in the longest-first order of the plan's schedule.
+ * PAGE = 64 (both dense tiles, instantiated in attention_page64.cu): as the lean kernel's
+ * PAGE = 64 form (attention_lean.cuh): K by 64-row boxes, member limits clamped to 63
+ * (page_column_limit), the pre-pass's tiles zero past 63. */
 #ifndef PW_ATTENTION_DENSE_CUH
 #define PW_ATTENTION_DENSE_CUH
 
@@ -190,7 +193,7 @@ static __device__ __forceinline__ void pv_add_to_o_two_queries(float (&o)[64], c
  * G = 8: warp w holds slots 2w and 2w + 1 (membership warp-uniform per row half); G = 4:
  * slots 4w + lane / 16 and 4w + 2 + lane / 16 (per lane, the quad of a row agrees; the
  * both-members path needs all four slots of the warp). */
-template <bool X2, int G, class Plan, int SLOTS>
+template <bool X2, int G, class Plan, int SLOTS, int PAGE = kPageSize>
 static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParams &p, int tid, int kv_head,
                                                   const int32_t (&query_rows)[SLOTS], const int64_t (&limits)[SLOTS])
 {
@@ -200,7 +203,7 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
     const uint64_t keep_kv = createpolicy_evict_last();
     auto vt_tile = [&](int i) { return prevt_tile(p, kv_head, sm.page_vt[i]); };
     auto issue_k = [&](int next) {
-        mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);
+        mbarrier_arrive_expect_tx(&sm.k_full, PAGE * kHeadDim); // PAGE = 64: rows 0..63 of the K tile
         tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[next], keep_kv);
     };
     // FP8X2 (these kernels have no per-token scales): P in f16 on the f16 V^T tile, which
@@ -275,18 +278,19 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
 
         float alpha0 = 1.0f, alpha1 = 1.0f;
         if (member) {
-            const int64_t first = (int64_t)sm.page_logical[i] * kPageSize;
+            // PAGE = 64: each row's limit clamped to 63 (page_column_limit), columns 64..127 masked.
+            const int64_t lim0 = page_column_limit<PAGE>(limit0, sm.page_logical[i]);
+            const int64_t lim1 = page_column_limit<PAGE>(limit1, sm.page_logical[i]);
             if (all)
-                softmax_page_two_queries<true>(acc, limit0 - first, limit1 - first, mem0, mem1, q, f0, f1, m0, m1, l0,
-                                               l1, alpha0, alpha1);
+                softmax_page_two_queries<true>(acc, lim0, lim1, mem0, mem1, q, f0, f1, m0, m1, l0, l1, alpha0, alpha1);
             else
-                softmax_page_two_queries<false>(acc, limit0 - first, limit1 - first, mem0, mem1, q, f0, f1, m0, m1,
-                                                l0, l1, alpha0, alpha1);
+                softmax_page_two_queries<false>(acc, lim0, lim1, mem0, mem1, q, f0, f1, m0, m1, l0, l1, alpha0,
+                                                alpha1);
         }
         if constexpr (kF16) { // f16 P on the f16 V^T tile (v | vt), then the next page
             uint32_t ph[32];
             p_fragments_f16(acc, ph, member);
-            prevt_wait_zeroed<true>(sm, parity, vlim);
+            prevt_wait_zeroed<true, Plan, PAGE>(sm, parity, vlim);
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 float pv[32];
@@ -307,7 +311,7 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
 #pragma unroll
             for (int k = 0; k < (X2 ? 16 : 1); k++) pl[k] = 0u;
         }
-        prevt_wait_zeroed<false>(sm, parity, vlim);
+        prevt_wait_zeroed<false, Plan, PAGE>(sm, parity, vlim);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             float pv[32];
@@ -331,7 +335,7 @@ template <int TOPK> constexpr size_t kSmemBytesDense8K = sizeof(SmemPlanLeanT<de
 static_assert(kSmemBytesDense8K<16> == kSmemBytesLean, "dense G = 8, K = 16: the lean plan");
 static_assert(kLeanCtasPerSm * (kSmemBytesDense8K<64> + 1024) <= 228 * 1024, "dense G = 8, K = 64: three CTAs per SM no longer fit");
 
-template <bool X2, int TOPK = kTopK>
+template <bool X2, int TOPK = kTopK, int PAGE = kPageSize>
 __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_kernel(const __grid_constant__ AttentionParams p)
 {
     using Plan = SmemPlanLeanT<dense8_list_capacity(TOPK)>;
@@ -347,10 +351,10 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_ker
     lean_init_ring(sm);
     // The group's whole union with its 8 slots' member bits (half 0, mask 0xff); ends with
     // __syncthreads.
-    build_page_list<kUnion4, Plan, kDenseSlots, TOPK>(sm, p, kv_head, work.group, 0, work.request,
-                                                      work.query_rows[0], work.limits, work.union_size,
-                                                      sm.page_vt, 0xffu);
-    dense_walk<X2, kDenseG>(sm, p, tid, kv_head, work.query_rows, work.limits);
+    build_page_list<kUnion4, Plan, kDenseSlots, TOPK, PAGE>(sm, p, kv_head, work.group, 0, work.request,
+                                                            work.query_rows[0], work.limits, work.union_size,
+                                                            sm.page_vt, 0xffu);
+    dense_walk<X2, kDenseG, Plan, kDenseSlots, PAGE>(sm, p, tid, kv_head, work.query_rows, work.limits);
 }
 
 /* ---- Dev impl 14: G = 4 on a dense tile (issue 16; bench/NOTES.md, eighth and ninth
@@ -526,7 +530,7 @@ static __device__ __forceinline__ bool dense4_work(const AttentionParams &p, Den
  * and counted (once per member query, as build_page_list), each page's vlim and pre-pass
  * tile. TOPK: the device's K (rows of 8 K entries, a list of 2 x 8 K). Ends with
  * __syncthreads. */
-template <int TOPK, class Plan>
+template <int TOPK, class Plan, int PAGE = kPageSize>
 static __device__ void build_pair_page_list(Plan &sm, const AttentionParams &p, const Dense4Work &w)
 {
     constexpr int kRowEntries = kDenseSlots * TOPK, kEntries = 2 * kRowEntries;
@@ -619,7 +623,7 @@ static __device__ void build_pair_page_list(Plan &sm, const AttentionParams &p, 
         sm.page_logical[offset] = kept_logical[j];
         sm.page_physical[offset] = kept_physical[j];
         sm.page_members[offset] = (uint16_t)kept_members[j];
-        sm.page_vlim[offset] = page_v_limit(kept_members[j], w.limits, kept_logical[j]);
+        sm.page_vlim[offset] = page_v_limit<kDense4Slots, PAGE>(kept_members[j], w.limits, kept_logical[j]);
         sm.page_vt[offset] = kept_vt[j];
         offset++;
     }
@@ -631,7 +635,7 @@ static __device__ void build_pair_page_list(Plan &sm, const AttentionParams &p, 
     __syncthreads();
 }
 
-template <bool X2, int TOPK = kTopK>
+template <bool X2, int TOPK = kTopK, int PAGE = kPageSize>
 __global__ void __launch_bounds__(kThreads, dense4_ctas_per_sm(TOPK)) dense4_attention_kernel(const __grid_constant__ AttentionParams p)
 {
     using Plan = typename Dense4Plan<TOPK>::type;
@@ -645,8 +649,39 @@ __global__ void __launch_bounds__(kThreads, dense4_ctas_per_sm(TOPK)) dense4_att
     const int kv_head = work.kv_head;
 
     lean_init_ring(sm);
-    build_pair_page_list<TOPK>(sm, p, work); // ends with __syncthreads
-    dense_walk<X2, kDense4G>(sm, p, tid, kv_head, work.query_rows, work.limits);
+    build_pair_page_list<TOPK, Plan, PAGE>(sm, p, work); // ends with __syncthreads
+    dense_walk<X2, kDense4G, Plan, kDense4Slots, PAGE>(sm, p, tid, kv_head, work.query_rows, work.limits);
+}
+
+/* ---- Host: one launch of a dense tile for the call's K, pages of PAGE tokens ---- */
+
+/* Dev impl 13: one CTA per (group of 8, KV head), three per SM; `grid` counts two CTAs per
+ * (group, KV head) as for the other union kernels. K = 32 / 64: an 8 K-entry page list. */
+template <bool X2, int PAGE>
+pw_status_t launch_dense8_page(const AttentionParams &params, unsigned grid, pw_stream_t stream)
+{
+    static std::atomic<uint64_t> configured[3];
+    const int k = params.topk == 64 ? 2 : params.topk == 32 ? 1 : 0;
+    void (*const kernels[3])(AttentionParams) = {dense8_attention_kernel<X2, kTopK, PAGE>,
+                                                 dense8_attention_kernel<X2, 32, PAGE>,
+                                                 dense8_attention_kernel<X2, 64, PAGE>};
+    const size_t smem[3] = {kSmemBytesDense8K<kTopK>, kSmemBytesDense8K<32>, kSmemBytesDense8K<64>};
+    return launch_one_cta_kind(kernels[k], smem[k], configured[k], "dense G = 8", params, grid / 2, stream);
+}
+
+/* Dev impl 14: one CTA per (group of 8, KV head), the leaders of a pair running, three per
+ * SM (two at K = 64); `grid` counts two CTAs per (group, KV head). K = 32 / 64: a pair list
+ * of 2 x 8 K entries. */
+template <bool X2, int PAGE>
+pw_status_t launch_dense4_page(const AttentionParams &params, unsigned grid, pw_stream_t stream)
+{
+    static std::atomic<uint64_t> configured[3];
+    const int k = params.topk == 64 ? 2 : params.topk == 32 ? 1 : 0;
+    void (*const kernels[3])(AttentionParams) = {dense4_attention_kernel<X2, kTopK, PAGE>,
+                                                 dense4_attention_kernel<X2, 32, PAGE>,
+                                                 dense4_attention_kernel<X2, 64, PAGE>};
+    const size_t smem[3] = {kSmemBytesDense4K<kTopK>, kSmemBytesDense4K<32>, kSmemBytesDense4K<64>};
+    return launch_one_cta_kind(kernels[k], smem[k], configured[k], "dense G = 4", params, grid / 2, stream);
 }
 
 } // namespace pw

@@ -24,6 +24,11 @@ pw_status_t launch_one_cta_kind(void (*kernel)(AttentionParams), size_t smem, st
 template <int VARIANT, bool X2, bool PREVT>
 pw_status_t launch_lean_page64(const AttentionParams &params, unsigned grid, pw_stream_t stream);
 
+/* The dense G = 8 / 4 tiles (attention_dense.cuh, G = 8 or 4) on pages of 64 tokens, for the
+ * call's K. Defined in attention_page64.cu. */
+template <int G, bool X2>
+pw_status_t launch_dense_page64(const AttentionParams &params, unsigned grid, pw_stream_t stream);
+
 } // namespace pw
 
 #endif

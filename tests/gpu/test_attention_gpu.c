@@ -1917,8 +1917,9 @@ static void test_topk_wide(void **state)
  * P = 128 bounds), identity / random / per-query and dev impls 9 and 10 bitwise equal to it
  * (FP8X2's impl 10: P in f16, its emulation), the full call with and without the V^T pre-pass,
  * per-query and after the regroup (GREEDY, GUARDED) bitwise equal; Union8 and the other dev
- * impls refuse (PW_ERROR_UNSUPPORTED); G = 8 (each KV head's first 8 heads) bitwise the G = 16
- * run's heads; per-token scales all 1 (NaN where invisible) the bytes of no scales; NaN, max
+ * impls refuse (PW_ERROR_UNSUPPORTED); G = 8 and 4 (each KV head's first G heads): the padded
+ * tile bitwise the G = 16 run's heads, the dense tiles (dev impls 13 / 14 and the full call
+ * on the pre-pass) its bits in FP8 and P in f16 in FP8X2; per-token scales all 1 (NaN where invisible) the bytes of no scales; NaN, max
  * finite and random bytes in every slot no query may see give the clean caches' bits. */
 static void test_page64(void **state)
 {
@@ -2008,7 +2009,7 @@ static void test_page64(void **state)
                 assert_int_equal(pw_union_attention(p, &args, &g, d.perm, &d.meta, PW_KERNEL_UNION8, NULL),
                                  PW_ERROR_UNSUPPORTED);
                 printf("  P=64 Union8: %s\n", pw_last_error());
-                const int refused[4] = {0, 2, 12, 13}; /* impl 6 (the library's Union4) hands P = 64 to impl 9 */
+                const int refused[4] = {0, 2, 8, 12}; /* impl 6 (the library's Union4) hands P = 64 to impl 9 */
                 for (int r = 0; r < 4; r++) {
                     assert_int_equal(pw_union_attention_dev(refused[r], p, &args, &g, d.perm, &d.meta,
                                                             PW_KERNEL_UNION4, NULL),
@@ -2076,43 +2077,62 @@ static void test_page64(void **state)
             }
             load_caches(c, &d, k_clean, v_clean, cache_bytes, 0, NULL, 0, 0, &rng);
         }
-        /* G = 8: each KV head's first 8 Q heads, on the padded lean tile (the dense tiles run
-         * P = 128 only): bitwise the G = 16 run's rows for those heads. */
-        for (int pr = 0; pr < 2; pr++) {
-            g_precision = precisions[pr];
-            pw_grouping_t g;
-            p->q_heads_per_kv = 16;
-            release(&d);
-            upload(c, &d);
-            setup_arm(4, c, &rng, perm, &g, &d);
-            run_kernel(c, &d, PW_KERNEL_UNION4, &g, o0, l0);
-            pw_bf16_t *q16 = malloc((size_t)n * hq * 128 * 2);
-            assert_non_null(q16);
-            memcpy(q16, c->q, (size_t)n * hq * 128 * 2);
-            for (int64_t row = 0; row < n; row++)
-                for (int64_t kv = 0; kv < hkv; kv++)
-                    for (int64_t h = 0; h < 8; h++)
-                        memmove(c->q + ((row * hkv + kv) * 8 + h) * 128, q16 + ((row * hkv + kv) * 16 + h) * 128,
-                                128 * 2);
-            p->q_heads_per_kv = 8;
-            release(&d);
-            upload(c, &d);
-            setup_arm(4, c, &rng, perm, &g, &d);
-            run_kernel(c, &d, PW_KERNEL_UNION4, &g, o, l);
-            full_call_run(c, &d, PW_KERNEL_UNION4, PW_PLAN_NO_VT_PREPASS, o10, l10);
-            int64_t differ = 0;
-            for (int64_t row = 0; row < n; row++)
-                for (int64_t kv = 0; kv < hkv; kv++)
-                    for (int64_t h = 0; h < 8; h++) {
-                        const int64_t at8 = (row * hkv + kv) * 8 + h, at16 = (row * hkv + kv) * 16 + h;
-                        differ += memcmp(o + at8 * 128, o0 + at16 * 128, 256) != 0 || memcmp(l + at8, l0 + at16, 4) != 0 ||
-                                  memcmp(o10 + at8 * 128, o0 + at16 * 128, 256) != 0 || memcmp(l10 + at8, l0 + at16, 4) != 0;
-                    }
-            printf("  P=64 K=%d G=8 %s: rows x heads differing from the G=16 run (Union4 W128, full call): %lld\n", K,
-                   precisions[pr] == PW_PRECISION_FP8X2 ? "FP8X2" : "FP8", (long long)differ);
-            assert_int_equal(differ, 0);
-            memcpy(c->q, q16, (size_t)n * hq * 128 * 2);
-            free(q16);
+        /* G = 8 and 4: each KV head's first G Q heads. The padded lean tile (Union4 W128, and
+         * the full call without the pre-pass) bitwise the G = 16 run's rows for those heads;
+         * the dense tile (dev impl 13 / 14) FP8 the padded tile's bits, FP8X2 P in f16
+         * against its emulation; the full call on the pre-pass (the library's dense tile,
+         * identity and regrouped: check_dense_full_call) the dense tile's bits. */
+        for (int gi = 0; gi < 2; gi++) {
+            const int G = gi == 0 ? 8 : 4, dense_impl = G == 8 ? 13 : 14;
+            for (int pr = 0; pr < 2; pr++) {
+                g_precision = precisions[pr];
+                const char *prec = pr ? "FP8X2" : "FP8";
+                pw_grouping_t g;
+                p->q_heads_per_kv = 16;
+                release(&d);
+                upload(c, &d);
+                setup_arm(4, c, &rng, perm, &g, &d);
+                run_kernel(c, &d, PW_KERNEL_UNION4, &g, o0, l0);
+                pw_bf16_t *q16 = malloc((size_t)n * hq * 128 * 2);
+                assert_non_null(q16);
+                memcpy(q16, c->q, (size_t)n * hq * 128 * 2);
+                for (int64_t row = 0; row < n; row++)
+                    for (int64_t kv = 0; kv < hkv; kv++)
+                        for (int64_t h = 0; h < G; h++)
+                            memmove(c->q + ((row * hkv + kv) * G + h) * 128, q16 + ((row * hkv + kv) * 16 + h) * 128,
+                                    128 * 2);
+                p->q_heads_per_kv = G;
+                release(&d);
+                upload(c, &d);
+                setup_arm(4, c, &rng, perm, &g, &d);
+                run_kernel(c, &d, PW_KERNEL_UNION4, &g, o, l);
+                full_call_run(c, &d, PW_KERNEL_UNION4, PW_PLAN_NO_VT_PREPASS, o10, l10);
+                int64_t differ = 0;
+                for (int64_t row = 0; row < n; row++)
+                    for (int64_t kv = 0; kv < hkv; kv++)
+                        for (int64_t h = 0; h < G; h++) {
+                            const int64_t at = (row * hkv + kv) * G + h, at16 = (row * hkv + kv) * 16 + h;
+                            differ += memcmp(o + at * 128, o0 + at16 * 128, 256) != 0 || memcmp(l + at, l0 + at16, 4) != 0 ||
+                                      memcmp(o10 + at * 128, o0 + at16 * 128, 256) != 0 ||
+                                      memcmp(l10 + at, l0 + at16, 4) != 0;
+                        }
+                printf("  P=64 K=%d G=%d %s padded tile: rows x heads differing from the G=16 run (Union4 W128, full "
+                       "call without the pre-pass): %lld\n",
+                       K, G, prec, (long long)differ);
+                assert_int_equal(differ, 0);
+                run_kernel_impl(c, &d, PW_KERNEL_UNION4, dense_impl, &g, o10, l10);
+                if (pr == 1) {
+                    check_f16_p(c, o10, l10, 1.0, G == 8 ? "P=64 G=8 dense tile (dev impl 13)" : "P=64 G=4 dense tile (dev impl 14)");
+                } else {
+                    const int same = same_outputs(c, o10, l10, o, l);
+                    printf("  P=64 K=%d G=%d FP8 dense tile (dev impl %d): bitwise %s to the padded tile\n", K, G,
+                           dense_impl, same ? "equal" : "DIFFERENT");
+                    assert_true(same);
+                }
+                check_dense_full_call(c, &d, dense_impl, o10, l10, o0, l0);
+                memcpy(c->q, q16, (size_t)n * hq * 128 * 2);
+                free(q16);
+            }
         }
         p->q_heads_per_kv = 16;
         g_precision = PW_PRECISION_FP8;
