@@ -925,6 +925,30 @@ extern "C" pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const 
     return PW_SUCCESS;
 }
 
+namespace {
+__global__ void poison_shared_memory_kernel(uint32_t word, uint32_t words)
+{
+    extern __shared__ uint32_t smem_words[];
+    for (uint32_t i = threadIdx.x; i < words; i += blockDim.x) smem_words[i] = word;
+}
+} // namespace
+
+extern "C" pw_status_t pw_dev_poison_shared_memory(uint32_t word, pw_stream_t stream)
+{
+    int dev = 0, sms = 0, smem = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(poison_shared_memory_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e == cudaSuccess) {
+        poison_shared_memory_kernel<<<sms, 1024, smem, (cudaStream_t)stream>>>(word, (uint32_t)smem / 4u);
+        e = cudaGetLastError();
+    }
+    if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "pw_dev_poison_shared_memory: %s", cudaGetErrorString(e));
+    return PW_SUCCESS;
+}
+
 extern "C" void pw_dev_set_schedule(const uint32_t *count, const int32_t *list, int64_t stride, int dense)
 {
     const int kind = dense == 1 || dense == 2 ? dense : 0;

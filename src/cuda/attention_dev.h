@@ -73,6 +73,13 @@ pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem, const 
  * check of the arrays. */
 void pw_dev_set_schedule(const uint32_t *count, const int32_t *list, int64_t stride, int dense);
 
+/* Fills the shared memory of every SM of the current device with the 32-bit `word`
+ * (tests: 0xFFFFFFFF is a NaN in E4M3, f16 and FP32), one CTA per SM holding the largest
+ * dynamic shared memory a CTA may have, so that the kernels launched after it find those
+ * bytes wherever they read shared memory they did not write (the 64-token pages' tile
+ * halves, attention_lean.cuh). Enqueued on `stream`; PW_ERROR_CUDA on a launch error. */
+pw_status_t pw_dev_poison_shared_memory(uint32_t word, pw_stream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -95,6 +95,10 @@ static pw_cache_layout_t g_layout = {0, 0, 0};
 /* Sinks as keys ([Hq, D] bf16), device and host: test_sink_keys only. */
 static pw_bf16_t *g_sink_keys_dev = NULL;
 static const pw_bf16_t *g_sink_keys_host = NULL;
+/* test_page64: every SM's shared memory filled with NaN bytes (pw_dev_poison_shared_memory)
+ * before each kernel run, so that what a kernel reads without writing (a 64-token page's
+ * tile halves) is NaN, not whatever an earlier kernel left. */
+static int g_poison_smem = 0;
 
 /* Each test's setup: the globals above back to "none", so that a test that failed half-way
  * (cmocka leaves it at the failed assertion) cannot hand its sinks, scales or layout to the
@@ -111,6 +115,7 @@ static int reset_globals(void **state)
     g_layout = (pw_cache_layout_t){0, 0, 0};
     g_sink_keys_dev = NULL;
     g_sink_keys_host = NULL;
+    g_poison_smem = 0;
     return 0;
 }
 
@@ -240,6 +245,7 @@ static uint32_t run_kernel_impl(const pw_capture_t *c, device_problem_t *d, pw_k
     CUDA_OK(cudaMemset(d->o, 0xff, (size_t)(n * hq * p->head_dim) * 2));
     CUDA_OK(cudaMemset(d->lse, 0xff, (size_t)(n * hq) * 4));
     CUDA_OK(cudaMemset(d->bad, 0, 4));
+    if (g_poison_smem) assert_pw_ok(pw_dev_poison_shared_memory(0xffffffffu, NULL));
     const pw_attention_args_t a = device_args(c, d);
     if (impl == 0) assert_pw_ok(pw_union_attention(p, &a, grouping, d->perm, &d->meta, kernel, NULL));
     else assert_pw_ok(pw_union_attention_dev(impl, p, &a, grouping, d->perm, &d->meta, kernel, NULL));
@@ -845,6 +851,7 @@ static void full_call_run_cap(const pw_capture_t *c, device_problem_t *d, pw_ker
     if (bytes) CUDA_OK(cudaMalloc(&ws, bytes));
     CUDA_OK(cudaMemset(d->o, 0xff, (size_t)(n * hq * dim) * 2));
     CUDA_OK(cudaMemset(d->lse, 0xff, (size_t)(n * hq) * 4));
+    if (g_poison_smem) assert_pw_ok(pw_dev_poison_shared_memory(0xffffffffu, NULL));
     const pw_attention_args_t a = device_args(c, d);
     assert_pw_ok(pw_sparse_prefill(plan, &a, NULL, ws, bytes, NULL));
     CUDA_OK(cudaDeviceSynchronize());
@@ -1929,8 +1936,9 @@ static void test_page64(void **state)
     const int quick = getenv("PW_TEST_QUICK") != NULL;
     const pw_precision_t precisions[2] = {PW_PRECISION_FP8, PW_PRECISION_FP8X2};
     const int codes[3][2] = {{0x7f, 0xff}, {0x7e, 0xfe}, {-1, -1}};
-    for (int trial = 0; trial < 2; trial++) {
-        const int K = trial == 0 ? 16 : 32, hkv = 2;
+    g_poison_smem = 1; /* NaN in every byte of shared memory a kernel reads without writing */
+    for (int trial = 0; trial < (quick ? 1 : 3); trial++) {
+        const int K = trial == 0 ? 16 : trial == 1 ? 32 : 64, hkv = 2;
         pw_capture_t *c = pw_test_random_attention_problem_kp(&rng, (g_seed ^ 0x64a5eedull) + (uint64_t)trial, hkv,
                                                               4, quick ? 30 : 90, 0, quick ? 1500 : 6000, 150, K, 64);
         pw_problem_t *p = &c->problem;
@@ -1961,6 +1969,18 @@ static void test_page64(void **state)
                K, (long long)n, hkv, p->num_requests, partial, (long long)p->num_cache_pages, (long long)hidden,
                (long long)pairs);
         assert_true(hidden > 0);
+        assert_true(partial > 0);
+        /* Per-token scales (K 2^U(-1,1), V 2^U(-3,3), NaN where invisible) and sink logits
+         * (N(0, 2) per Q head), [slot * hkv + h] as `ones`. */
+        float *ks = malloc(pairs * 4), *vs = malloc(pairs * 4), *sinks = malloc(hq * 4);
+        assert_non_null(ks);
+        assert_non_null(vs);
+        assert_non_null(sinks);
+        for (int64_t i = 0; i < pairs; i++) {
+            ks[i] = visible[i] ? (float)exp2(2.0 * pw_rng_uniform(&rng) - 1.0) : NAN;
+            vs[i] = visible[i] ? (float)exp2(6.0 * pw_rng_uniform(&rng) - 3.0) : NAN;
+        }
+        for (int64_t h = 0; h < hq; h++) sinks[h] = (float)(2.0 * (pw_rng_uniform(&rng) + pw_rng_uniform(&rng) - 1.0));
         device_problem_t d;
         upload(c, &d);
         for (int pr = 0; pr < 2; pr++) {
@@ -2052,6 +2072,61 @@ static void test_page64(void **state)
             assert_true(same_ts_full);
             g_ts_dev = (pw_token_scales_t){NULL, NULL, 0, 0};
             cudaFree(ones_dev);
+            /* Random per-token scales: Union4 W128 against the emulating reference, per-query
+             * and the full call on the pre-pass bitwise equal to it. */
+            {
+                float *ks_dev = dev_copy(ks, pairs * 4), *vs_dev = dev_copy(vs, pairs * 4);
+                g_ts_host = (pw_token_scales_t){ks, vs, 1, hkv};
+                uint32_t bad_ts = 0;
+                reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad_ts);
+                g_ts_host = (pw_token_scales_t){NULL, NULL, 0, 0};
+                g_ts_dev = (pw_token_scales_t){ks_dev, vs_dev, 1, hkv};
+                setup_arm(4, c, &rng, perm, &g_w128, &d);
+                run_kernel(c, &d, PW_KERNEL_UNION4, &g_w128, o, l);
+                const compare_t ce = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
+                pw_grouping_t gq;
+                setup_arm(5, c, &rng, perm, &gq, &d);
+                run_kernel(c, &d, PW_KERNEL_PER_QUERY, &gq, o10, l10);
+                const int same_pq = same_outputs(c, o10, l10, o, l);
+                full_call_run(c, &d, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o10, l10);
+                const int same_full = same_outputs(c, o10, l10, o, l);
+                printf("  P=64 K=%d %s token scales: union4 W128 vs emulate NRMS %.3e lse %.2e; per-query bitwise %s, "
+                       "full call (pre-pass) bitwise %s\n",
+                       K, prec, ce.nrms, ce.lse_max_abs, same_pq ? "equal" : "DIFFERENT", same_full ? "equal" : "DIFFERENT");
+                assert_int_equal(ce.nan, 0);
+                assert_true(ce.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
+                assert_true(ce.lse_max_abs <= (x2 ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND) * EMU_TS_LSE_FACTOR);
+                assert_true(same_pq);
+                assert_true(same_full);
+                g_ts_dev = (pw_token_scales_t){NULL, NULL, 0, 0};
+                cudaFree(ks_dev);
+                cudaFree(vs_dev);
+            }
+            /* Sink logits: Union4 W128 against the emulating reference, per-query bitwise equal. */
+            {
+                float *sinks_dev = dev_copy(sinks, hq * 4);
+                g_sinks_host = sinks;
+                uint32_t bad_s = 0;
+                reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad_s);
+                g_sinks_host = NULL;
+                g_sinks_dev = sinks_dev;
+                setup_arm(4, c, &rng, perm, &g_w128, &d);
+                run_kernel(c, &d, PW_KERNEL_UNION4, &g_w128, o, l);
+                const compare_t ce = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
+                pw_grouping_t gq;
+                setup_arm(5, c, &rng, perm, &gq, &d);
+                run_kernel(c, &d, PW_KERNEL_PER_QUERY, &gq, o10, l10);
+                const int same_pq = same_outputs(c, o10, l10, o, l);
+                printf("  P=64 K=%d %s sinks: union4 W128 vs emulate NRMS %.3e lse %.2e; per-query bitwise %s\n", K,
+                       prec, ce.nrms, ce.lse_max_abs, same_pq ? "equal" : "DIFFERENT");
+                assert_int_equal(ce.nan, 0);
+                assert_int_equal(ce.empty_bad, 0);
+                assert_true(ce.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
+                assert_true(ce.lse_max_abs <= (x2 ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND));
+                assert_true(same_pq);
+                g_sinks_dev = NULL;
+                cudaFree(sinks_dev);
+            }
             /* Poisoned caches: Union4 W128, per-query, the full call on the pre-pass. */
             for (int a = 0; a < 3; a++) {
                 load_caches(c, &d, k_clean, v_clean, cache_bytes, 0, NULL, 0, 0, &rng);
@@ -2130,6 +2205,14 @@ static void test_page64(void **state)
                     assert_true(same);
                 }
                 check_dense_full_call(c, &d, dense_impl, o10, l10, o0, l0);
+                /* The dense tile on NaN-poisoned caches: the clean caches' bits. */
+                load_caches(c, &d, k_clean, v_clean, cache_bytes, 1, visible, 0x7f, 0xff, &rng);
+                full_call_run(c, &d, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o0, l0);
+                load_caches(c, &d, k_clean, v_clean, cache_bytes, 0, NULL, 0, 0, &rng);
+                const int same_poison = same_outputs(c, o0, l0, o10, l10);
+                printf("  P=64 K=%d G=%d %s dense full call on NaN-poisoned caches: bitwise %s to clean caches\n", K, G,
+                       prec, same_poison ? "equal" : "DIFFERENT");
+                assert_true(same_poison);
                 memcpy(c->q, q16, (size_t)n * hq * 128 * 2);
                 free(q16);
             }
@@ -2138,9 +2221,10 @@ static void test_page64(void **state)
         g_precision = PW_PRECISION_FP8;
         release(&d);
         free(emu); free(emu_lse); free(ex); free(ex_lse); free(l0); free(l); free(l10); free(o0); free(o); free(o10);
-        free(perm); free(visible); free(k_clean); free(v_clean); free(ones);
+        free(perm); free(visible); free(k_clean); free(v_clean); free(ones); free(ks); free(vs); free(sinks);
         pw_capture_free(c);
     }
+    g_poison_smem = 0;
 }
 
 /* Per-token scales (args.token_scales, docs/semantics.md §4.5), both precisions, two layouts
