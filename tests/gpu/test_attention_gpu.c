@@ -869,8 +869,8 @@ static void full_call_run(const pw_capture_t *c, device_problem_t *d, pw_kernel_
 }
 
 /* The full call at G = 8 / 4 with the pre-pass (the library's dense tile at any K), in
- * identity order (AUTO, whose time guard keeps it for these small problems, W128 and W24:
- * at K > 16 AUTO takes any window, which cuts the groups and, at G = 4, the pairs) and
+ * identity order (AUTO, whose time guard keeps it for these small problems, W128 and, at
+ * K > 16, W24: AUTO takes any window there, which cuts the groups and, at G = 4, the pairs) and
  * after the regroup (GREEDY: the wide-Top-K kernel at
  * K > 16): bitwise the dense tile's outputs o / l (dev impl 13 / 14 on another grouping).
  * o_full / l_full: scratch of the same size. */
@@ -878,6 +878,7 @@ static void check_dense_full_call(const pw_capture_t *c, device_problem_t *d, in
                                   const float *l, pw_bf16_t *o_full, float *l_full)
 {
     for (int m = 0; m < 3; m++) {
+        if (m == 1 && c->problem.topk <= 16) continue; /* AUTO takes other windows at K > 16 only */
         g_full_regroup = m == 2 ? PW_REGROUP_GREEDY : PW_REGROUP_AUTO;
         g_full_window = m == 1 ? 24 : 0;
         full_call_run(c, d, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o_full, l_full);
