@@ -10,7 +10,7 @@
  *  - N  = query rows (tokens) of the current prefill chunk, all requests packed.
  *  - R  = requests in the chunk.       Hkv = KV heads.
  *  - G  = Q heads per KV head (16 on the fast path); Hq = Hkv * G; Q head h uses KV head h / G.
- *  - D  = head dim (128),  P = page size in tokens (128),  K = Top-K pages per row (16;
+ *  - D  = head dim (128),  P = page size in tokens (128; the GPU also runs 64),  K = Top-K pages per row (16;
  *    the GPU runs any K up to 64).
  *  - Top-K ids are LOGICAL page ids of the query's request, int32, layout [Hkv, N, K]
  *    (the layout SGLang's MiniMax sparse prefill uses). Any int32 value is allowed; ids
@@ -110,7 +110,7 @@ typedef struct pw_problem {
                                       pre-pass kernel, semantics §4.5); 1..64 for the
                                       reference */
     int32_t head_dim;              /* D: 128 on the fast path */
-    int32_t page_size;             /* P in tokens: 128 on the fast path */
+    int32_t page_size;             /* P in tokens: 128 on the fast path, 64 on Union4 / per-query */
     int32_t topk;                  /* K: Top-K ids per (KV head, query): 16 on the fast path;
                                       pw_sparse_prefill takes 1..64 (padded to 16, 32 or 64),
                                       the step entry points 16, 32 or 64 (attention; union
@@ -676,7 +676,7 @@ typedef struct pw_plan_config {
     int32_t vt_max_pages;      /* Union4 with the V^T pre-pass: most pages of V^T per KV head
                                   the workspace holds (32 KiB each); 0 = min(2048, 32768 /
                                   Hkv) (64 MiB per KV head, 256K tokens of touched
-                                  context; 1 GiB in all); a KV head whose call touches
+                                  context at P = 128, 128K at P = 64; 1 GiB in all); a KV head whose call touches
                                   more runs on the kernel that transposes V (FP8: the
                                   same outputs; FP8X2: semantics §4.5). Added after the first release: a config whose
                                   struct_size is that of the earlier struct (20 bytes) is

@@ -26,7 +26,7 @@ import torch
 
 from . import _lib
 
-PAGE_SIZE = 128  # tokens per KV page (the page table's unit); the only size on the fast path
+PAGE_SIZE = 128  # tokens per KV page (the page table's unit), the default; the GPU also runs 64
 MAX_PAGE_SIZE = 1 << 20  # the reference's limit (pageweaver.h)
 
 _BF16 = torch.bfloat16
@@ -103,8 +103,9 @@ def _check_cache(name, c, dev, d, page_size=PAGE_SIZE):
         if c.shape[2] != page_size or c.stride(3) != 1 or any(
                 st <= 0 and n > 1 for st, n in zip(c.stride()[:3], c.shape[:3])):
             raise ValueError(f"{name}: shape {list(c.shape)}, strides {list(c.stride())}: a "
-                             f"4-D cache is [pages, Hkv, {page_size}, D] with D contiguous and "
-                             f"positive page / head / token strides (no broadcast views)")
+                             f"4-D cache is [pages, Hkv, {page_size}, D] (page_size={page_size}: pass "
+                             f"page_size= for other pages) with D contiguous and positive page / head / "
+                             f"token strides (no broadcast views)")
         return
     if c.dim() != 3:
         raise ValueError(f"{name}: shape {list(c.shape)}, expected [slots, Hkv, D] (slot = "
@@ -134,7 +135,7 @@ def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
     if isinstance(page_size, bool) or not isinstance(page_size, (int, torch.SymInt)) or \
             not 1 <= page_size <= MAX_PAGE_SIZE:
         raise ValueError(f"page_size is {page_size!r}: an int in 1..{MAX_PAGE_SIZE} (tokens per "
-                         f"KV page; the GPU runs {PAGE_SIZE})")
+                         f"KV page; the GPU runs 128 and 64)")
     if not isinstance(q, torch.Tensor):
         raise TypeError(f"q: expected a torch.Tensor, got {type(q).__name__}")
     if q.dtype != _BF16:
@@ -595,9 +596,11 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    (P times vs / the page's largest |vs| before quantisation) is
                    docs/semantics.md §4.5. GPU: the Union4 (default) and per-query kernels;
                    kernel="union8" raises UnsupportedError.
-      page_size    None (128) or the tokens per KV page P, 1..2^20: every "128" above is
-                   then P (slots, the 4-D caches' third dimension, the page of a causal
-                   position). The GPU runs P = 128 and 64 (64: the Union4, default, and
+      page_size    None (128) or the tokens per KV page P, 1..2^20: every page "128" above
+                   is then P (slots, the 4-D caches' third dimension, the page of a causal
+                   position; not the regroup's windows). A [slots, Hkv, D] cache does not
+                   carry P: a cache of 64-token pages read with the default P = 128 gives
+                   wrong pages, not an error. The GPU runs P = 128 and 64 (64: the Union4, default, and
                    per-query kernels, each page one 128-column step with half its columns
                    masked; kernel="union8" and other P raise UnsupportedError naming it);
                    the CPU reference takes any P.
