@@ -590,14 +590,14 @@ template <bool X2>
 pw_status_t launch_dense8(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
     if (params.page_size == 64) return pw::launch_dense_page64<8, X2>(params, grid, stream);
-    return pw::launch_dense8_page<X2, pw::kPageSize>(params, grid, stream);
+    return pw::launch_dense_page<8, X2, pw::kPageSize>(params, grid, stream);
 }
 
 template <bool X2>
 pw_status_t launch_dense4(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
     if (params.page_size == 64) return pw::launch_dense_page64<4, X2>(params, grid, stream);
-    return pw::launch_dense4_page<X2, pw::kPageSize>(params, grid, stream);
+    return pw::launch_dense_page<4, X2, pw::kPageSize>(params, grid, stream);
 }
 
 /* One implementation of one variant: impl (bits of pw::ImplBits: 0, 2, 6, 8 and their

@@ -655,33 +655,30 @@ __global__ void __launch_bounds__(kThreads, dense4_ctas_per_sm(TOPK)) dense4_att
 
 /* ---- Host: one launch of a dense tile for the call's K, pages of PAGE tokens ---- */
 
-/* Dev impl 13: one CTA per (group of 8, KV head), three per SM; `grid` counts two CTAs per
- * (group, KV head) as for the other union kernels. K = 32 / 64: an 8 K-entry page list. */
-template <bool X2, int PAGE>
-pw_status_t launch_dense8_page(const AttentionParams &params, unsigned grid, pw_stream_t stream)
+/* The dense kernel for G (8: dev impl 13, 4: dev impl 14), precision, K and page size, and
+ * its dynamic shared memory. */
+template <int G, bool X2, int TOPK, int PAGE>
+constexpr void (*dense_kernel())(AttentionParams)
 {
-    static std::atomic<uint64_t> configured[3];
-    const int k = params.topk == 64 ? 2 : params.topk == 32 ? 1 : 0;
-    void (*const kernels[3])(AttentionParams) = {dense8_attention_kernel<X2, kTopK, PAGE>,
-                                                 dense8_attention_kernel<X2, 32, PAGE>,
-                                                 dense8_attention_kernel<X2, 64, PAGE>};
-    const size_t smem[3] = {kSmemBytesDense8K<kTopK>, kSmemBytesDense8K<32>, kSmemBytesDense8K<64>};
-    return launch_one_cta_kind(kernels[k], smem[k], configured[k], "dense G = 8", params, grid / 2, stream);
+    if constexpr (G == 8) return dense8_attention_kernel<X2, TOPK, PAGE>;
+    else return dense4_attention_kernel<X2, TOPK, PAGE>;
 }
+template <int G, int TOPK> constexpr size_t dense_smem_bytes() { return G == 8 ? kSmemBytesDense8K<TOPK> : kSmemBytesDense4K<TOPK>; }
 
-/* Dev impl 14: one CTA per (group of 8, KV head), the leaders of a pair running, three per
- * SM (two at K = 64); `grid` counts two CTAs per (group, KV head). K = 32 / 64: a pair list
- * of 2 x 8 K entries. */
-template <bool X2, int PAGE>
-pw_status_t launch_dense4_page(const AttentionParams &params, unsigned grid, pw_stream_t stream)
+/* Dev impl 13 (G = 8): one CTA per (group of 8, KV head), three per SM; dev impl 14 (G = 4):
+ * one CTA per (group of 8, KV head), the leaders of a pair running, three per SM (two at
+ * K = 64). `grid` counts two CTAs per (group, KV head) as for the other union kernels.
+ * K = 32 / 64: page lists of 8 K entries (G = 8) or pair lists of 2 x 8 K (G = 4). */
+template <int G, bool X2, int PAGE>
+pw_status_t launch_dense_page(const AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
     static std::atomic<uint64_t> configured[3];
     const int k = params.topk == 64 ? 2 : params.topk == 32 ? 1 : 0;
-    void (*const kernels[3])(AttentionParams) = {dense4_attention_kernel<X2, kTopK, PAGE>,
-                                                 dense4_attention_kernel<X2, 32, PAGE>,
-                                                 dense4_attention_kernel<X2, 64, PAGE>};
-    const size_t smem[3] = {kSmemBytesDense4K<kTopK>, kSmemBytesDense4K<32>, kSmemBytesDense4K<64>};
-    return launch_one_cta_kind(kernels[k], smem[k], configured[k], "dense G = 4", params, grid / 2, stream);
+    void (*const kernels[3])(AttentionParams) = {dense_kernel<G, X2, kTopK, PAGE>(), dense_kernel<G, X2, 32, PAGE>(),
+                                                 dense_kernel<G, X2, 64, PAGE>()};
+    const size_t smem[3] = {dense_smem_bytes<G, kTopK>(), dense_smem_bytes<G, 32>(), dense_smem_bytes<G, 64>()};
+    return launch_one_cta_kind(kernels[k], smem[k], configured[k], G == 8 ? "dense G = 8" : "dense G = 4", params,
+                               grid / 2, stream);
 }
 
 } // namespace pw

@@ -38,8 +38,7 @@ template pw_status_t launch_lean_page64<kPerQuery, true, true>(const AttentionPa
 template <int G, bool X2>
 pw_status_t launch_dense_page64(const AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
-    if constexpr (G == 8) return launch_dense8_page<X2, 64>(params, grid, stream);
-    else return launch_dense4_page<X2, 64>(params, grid, stream);
+    return launch_dense_page<G, X2, 64>(params, grid, stream);
 }
 
 template pw_status_t launch_dense_page64<8, false>(const AttentionParams &, unsigned, pw_stream_t);

@@ -1741,6 +1741,53 @@ static void check_dense_tile_wide(pw_capture_t *c, device_problem_t *d, pw_rng_t
     }
 }
 
+/* Dev impls 9 (lean) and 10 (lean on the V^T pre-pass) on grouping g: impl 9 bitwise o0 / l0
+ * (the library's run on the same grouping); impl 10 into o10 / l10, FP8 bitwise o0, FP8X2
+ * (P in f16) against its emulation. `what`: the printed label, e.g. "K=32 FP8". */
+static void check_lean_dev_impls(const pw_capture_t *c, device_problem_t *d, pw_kernel_t kernel, const pw_grouping_t *g,
+                                 const char *what, const pw_bf16_t *o0, const float *l0, pw_bf16_t *o, float *l,
+                                 pw_bf16_t *o10, float *l10)
+{
+    run_kernel_impl(c, d, kernel, 9, g, o, l);
+    const int same9 = same_outputs(c, o, l, o0, l0);
+    printf("  %s dev impl 9: bitwise %s\n", what, same9 ? "equal" : "DIFFERENT");
+    assert_true(same9);
+    run_kernel_impl(c, d, kernel, 10, g, o10, l10);
+    if (g_precision == PW_PRECISION_FP8X2) {
+        check_f16_p(c, o10, l10, 1.0, what);
+    } else {
+        const int same10 = same_outputs(c, o10, l10, o0, l0);
+        printf("  %s dev impl 10: bitwise %s\n", what, same10 ? "equal" : "DIFFERENT");
+        assert_true(same10);
+    }
+}
+
+/* The full call: identity order (AUTO: the time guard keeps it for these small problems)
+ * with and without the V^T pre-pass, per-query; then Union4 regrouped (GREEDY with the
+ * pre-pass, GUARDED without): bitwise o0 / l0 (the Union4 run), or o10 / l10 (dev impl 10's
+ * f16-P bytes) for FP8X2 on the pre-pass. o / l: scratch. */
+static void check_full_calls(const pw_capture_t *c, device_problem_t *d, const char *what, const pw_bf16_t *o0,
+                             const float *l0, const pw_bf16_t *o10, const float *l10, pw_bf16_t *o, float *l)
+{
+    const int x2 = g_precision == PW_PRECISION_FP8X2;
+    const pw_kernel_t kernels[5] = {PW_KERNEL_UNION4, PW_KERNEL_UNION4, PW_KERNEL_PER_QUERY, PW_KERNEL_UNION4,
+                                    PW_KERNEL_UNION4};
+    const uint32_t flags[5] = {PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS, 0u, PW_PLAN_VT_PREPASS,
+                               PW_PLAN_NO_VT_PREPASS};
+    for (int f = 0; f < 5; f++) {
+        g_full_regroup = f == 3 ? PW_REGROUP_GREEDY : f == 4 ? PW_REGROUP_GUARDED : PW_REGROUP_AUTO;
+        full_call_run(c, d, kernels[f], flags[f], o, l);
+        g_full_regroup = PW_REGROUP_AUTO;
+        const int f16 = x2 && (f == 0 || f == 3);
+        const int same = same_outputs(c, o, l, f16 ? o10 : o0, f16 ? l10 : l0);
+        printf("  %s full call %s%s%s: bitwise %s%s\n", what, kernel_name(kernels[f]),
+               flags[f] == PW_PLAN_VT_PREPASS ? " (V^T pre-pass)" : flags[f] ? " (no pre-pass)" : "",
+               f == 3 ? " regroup GREEDY" : f == 4 ? " regroup GUARDED" : "", same ? "equal" : "DIFFERENT",
+               f16 ? " to dev impl 10" : "");
+        assert_true(same);
+    }
+}
+
 /* Top-K 32 and 64 (docs/semantics.md §1: any K; the GPU's lean kernels take K = 32 and 64
  * with a page list of 4 K entries, read from the group's 8 K union entries in passes; the
  * library's Union4 kernel hands such calls to them; Union8 and the other dev impls refuse).
@@ -1780,6 +1827,8 @@ static void test_topk_wide(void **state)
         for (int pr = 0; pr < 2; pr++) {
             g_precision = precisions[pr];
             const int x2 = pr == 1;
+            char label[32];
+            snprintf(label, sizeof label, "K=%d %s", K, x2 ? "FP8X2" : "FP8");
             uint32_t bad_ref = 0;
             reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad_ref);
             reference(c, PW_REF_EXACT, PW_DTYPE_FLOAT64, ex, ex_lse, &bad_ref);
@@ -1826,18 +1875,7 @@ static void test_topk_wide(void **state)
                 assert_true(ce.lse_max_abs <= (x2 ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND));
                 assert_true(cx.nrms <= (x2 ? EXACT_X2_NRMS_BOUND : EXACT_WIDE_NRMS_BOUND));
                 /* Dev impls 9 (lean) and 10 (lean on the V^T pre-pass) on the same grouping. */
-                run_kernel_impl(c, &d, kernel, 9, &g, o, l);
-                const int same9 = same_outputs(c, o, l, o0, l0);
-                printf("  K=%d %s dev impl 9: bitwise %s\n", K, x2 ? "FP8X2" : "FP8", same9 ? "equal" : "DIFFERENT");
-                assert_true(same9);
-                run_kernel_impl(c, &d, kernel, 10, &g, o10, l10);
-                if (x2) {
-                    check_f16_p(c, o10, l10, 1.0, "dev impl 10 (K > 16)");
-                } else {
-                    const int same10 = same_outputs(c, o10, l10, o0, l0);
-                    printf("  K=%d FP8 dev impl 10: bitwise %s\n", K, same10 ? "equal" : "DIFFERENT");
-                    assert_true(same10);
-                }
+                check_lean_dev_impls(c, &d, kernel, &g, label, o0, l0, o, l, o10, l10);
                 /* Union8 and the impls without a wide list refuse. */
                 const pw_attention_args_t args = device_args(c, &d);
                 assert_int_equal(pw_union_attention(p, &args, &g, d.perm, &d.meta, PW_KERNEL_UNION8, NULL),
@@ -1847,26 +1885,8 @@ static void test_topk_wide(void **state)
                                  PW_ERROR_UNSUPPORTED);
                 printf("  K=%d dev impl 2: %s\n", K, pw_last_error());
             }
-            /* The full call: identity order (AUTO: the time guard keeps it for this small
-             * problem), Union4 with and without the
-             * pre-pass, per-query; then Union4 with the wide-Top-K regroup (GREEDY / GUARDED,
-             * W128): the same bits. */
-            const pw_kernel_t kernels[5] = {PW_KERNEL_UNION4, PW_KERNEL_UNION4, PW_KERNEL_PER_QUERY,
-                                            PW_KERNEL_UNION4, PW_KERNEL_UNION4};
-            const uint32_t flags[5] = {PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS, 0u, PW_PLAN_VT_PREPASS,
-                                       PW_PLAN_NO_VT_PREPASS};
-            for (int f = 0; f < 5; f++) {
-                g_full_regroup = f == 3 ? PW_REGROUP_GREEDY : f == 4 ? PW_REGROUP_GUARDED : PW_REGROUP_AUTO;
-                full_call_run(c, &d, kernels[f], flags[f], o, l);
-                g_full_regroup = PW_REGROUP_AUTO;
-                const int f16 = x2 && (f == 0 || f == 3);
-                const int same = same_outputs(c, o, l, f16 ? o10 : o0, f16 ? l10 : l0);
-                printf("  K=%d %s full call %s%s%s: bitwise %s%s\n", K, x2 ? "FP8X2" : "FP8", kernel_name(kernels[f]),
-                       flags[f] == PW_PLAN_VT_PREPASS ? " (V^T pre-pass)" : flags[f] ? " (no pre-pass)" : "",
-                       f == 3 ? " regroup GREEDY" : f == 4 ? " regroup GUARDED" : "", same ? "equal" : "DIFFERENT",
-                       f16 ? " to dev impl 10" : "");
-                assert_true(same);
-            }
+            /* The full call (the wide-Top-K regroup in the GREEDY / GUARDED arms): the same bits. */
+            check_full_calls(c, &d, label, o0, l0, o10, l10, o, l);
             /* Rows whose last K/4 ids are -1, as K ids and as K = 3K/4 ids (padded by the plan
              * to K): the same bits. */
             int32_t *wide = c->topk_ids;
@@ -1988,6 +2008,8 @@ static void test_page64(void **state)
             g_precision = precisions[pr];
             const int x2 = pr == 1;
             const char *prec = x2 ? "FP8X2" : "FP8";
+            char label[32];
+            snprintf(label, sizeof label, "P=64 K=%d %s", K, prec);
             uint32_t bad_ref = 0;
             reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad_ref);
             reference(c, PW_REF_EXACT, PW_DTYPE_FLOAT64, ex, ex_lse, &bad_ref);
@@ -2014,18 +2036,7 @@ static void test_page64(void **state)
                 assert_true(ce.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
                 assert_true(ce.lse_max_abs <= (x2 ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND));
                 assert_true(cx.nrms <= (x2 ? EXACT_X2_NRMS_BOUND : EXACT_WIDE_NRMS_BOUND));
-                run_kernel_impl(c, &d, kernel, 9, &g, o, l);
-                const int same9 = same_outputs(c, o, l, o0, l0);
-                printf("  P=64 K=%d %s dev impl 9: bitwise %s\n", K, prec, same9 ? "equal" : "DIFFERENT");
-                assert_true(same9);
-                run_kernel_impl(c, &d, kernel, 10, &g, o10, l10);
-                if (x2) {
-                    check_f16_p(c, o10, l10, 1.0, "P=64 dev impl 10");
-                } else {
-                    const int same10 = same_outputs(c, o10, l10, o0, l0);
-                    printf("  P=64 K=%d FP8 dev impl 10: bitwise %s\n", K, same10 ? "equal" : "DIFFERENT");
-                    assert_true(same10);
-                }
+                check_lean_dev_impls(c, &d, kernel, &g, label, o0, l0, o, l, o10, l10);
                 const pw_attention_args_t args = device_args(c, &d);
                 assert_int_equal(pw_union_attention(p, &args, &g, d.perm, &d.meta, PW_KERNEL_UNION8, NULL),
                                  PW_ERROR_UNSUPPORTED);
@@ -2038,24 +2049,7 @@ static void test_page64(void **state)
                     printf("  P=64 dev impl %d: %s\n", refused[r], pw_last_error());
                 }
             }
-            /* The full call: AUTO (identity order for this small problem) with and without the
-             * pre-pass, per-query, the regroup (GREEDY with the pre-pass, GUARDED without). */
-            const pw_kernel_t kernels[5] = {PW_KERNEL_UNION4, PW_KERNEL_UNION4, PW_KERNEL_PER_QUERY, PW_KERNEL_UNION4,
-                                            PW_KERNEL_UNION4};
-            const uint32_t flags[5] = {PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS, 0u, PW_PLAN_VT_PREPASS,
-                                       PW_PLAN_NO_VT_PREPASS};
-            for (int f = 0; f < 5; f++) {
-                g_full_regroup = f == 3 ? PW_REGROUP_GREEDY : f == 4 ? PW_REGROUP_GUARDED : PW_REGROUP_AUTO;
-                full_call_run(c, &d, kernels[f], flags[f], o, l);
-                g_full_regroup = PW_REGROUP_AUTO;
-                const int f16 = x2 && (f == 0 || f == 3);
-                const int same = same_outputs(c, o, l, f16 ? o10 : o0, f16 ? l10 : l0);
-                printf("  P=64 K=%d %s full call %s%s%s: bitwise %s%s\n", K, prec, kernel_name(kernels[f]),
-                       flags[f] == PW_PLAN_VT_PREPASS ? " (V^T pre-pass)" : flags[f] ? " (no pre-pass)" : "",
-                       f == 3 ? " regroup GREEDY" : f == 4 ? " regroup GUARDED" : "", same ? "equal" : "DIFFERENT",
-                       f16 ? " to dev impl 10" : "");
-                assert_true(same);
-            }
+            check_full_calls(c, &d, label, o0, l0, o10, l10, o, l);
             /* Per-token scales all 1, NaN in every slot no row may see ([slots, Hkv]): the bytes
              * of no scales (the scale buffer's entries 64..127 are never loaded). */
             float *ones_dev = dev_copy(ones, pairs * 4);
