@@ -8,14 +8,15 @@ from pageweaver.integrations import sglang, vllm
 from problems import P
 
 
-def packed(gen, *, b, hkv, g, d, k, max_qlen=30, max_prefix=400):
-    """Requests, Q and Top-K ids (engine conventions: seq_lens = KV length)."""
+def packed(gen, *, b, hkv, g, d, k, max_qlen=30, max_prefix=400, page=P):
+    """Requests, Q and Top-K ids of pages of `page` tokens (engine conventions: seq_lens =
+    KV length)."""
     qlen = torch.randint(1, max_qlen + 1, (b,), generator=gen)
     prefix = torch.randint(0, max_prefix + 1, (b,), generator=gen)
     seq = prefix + qlen + torch.randint(0, 5, (b,), generator=gen)
     cu = torch.cat([torch.zeros(1, dtype=torch.long), qlen.cumsum(0)])
     n = int(cu[-1])
-    max_pages = int((seq.max() + P - 1) // P)
+    max_pages = int((seq.max() + page - 1) // page)
     topk = torch.randint(-1, max_pages + 1, (hkv, n, k), generator=gen, dtype=torch.int32)
     q = torch.randn((n, hkv * g, d), generator=gen).to(torch.bfloat16)
     i32 = lambda t: t.to(torch.int32)  # noqa: E731
@@ -31,25 +32,25 @@ def bits(t):
 
 
 # ---- SGLang ---------------------------------------------------------------------------
-def sglang_case(gen, *, b=3, hkv=2, g=4, d=64, k=6):
-    q, topk, cu, seq, prefix = packed(gen, b=b, hkv=hkv, g=g, d=d, k=k)
-    pool_pages = 64
-    num_slots = pool_pages * P + 1  # SGLang pools carry a padding slot: not a whole page
+def sglang_case(gen, *, b=3, hkv=2, g=4, d=64, k=6, page=P):
+    q, topk, cu, seq, prefix = packed(gen, b=b, hkv=hkv, g=g, d=d, k=k, page=page)
+    pool_pages = 64 * P // page
+    num_slots = pool_pages * page + 1  # SGLang pools carry a padding slot: not a whole page
     k_cache, v_cache = fp8((num_slots, hkv, d), gen), fp8((num_slots, hkv, d), gen)
     max_reqs, max_context = b + 3, 700  # not a multiple of 128
     req_to_token = torch.randint(0, num_slots, (max_reqs, max_context), generator=gen, dtype=torch.int32)
     rows = torch.randperm(max_reqs, generator=gen)[:b]
     phys = torch.randperm(pool_pages, generator=gen)
-    pages = -(-max_context // P)
+    pages = -(-max_context // page)
     table = torch.full((b, pages), -1, dtype=torch.int32)
     used = 0
     for i in range(b):
-        for p in range(-(-int(seq[i]) // P)):
-            page = int(phys[used])
+        for p in range(-(-int(seq[i]) // page)):
+            where = int(phys[used])
             used += 1
-            table[i, p] = page
-            lo, hi = p * P, min((p + 1) * P, int(seq[i]))
-            req_to_token[rows[i], lo:hi] = page * P + torch.arange(hi - lo, dtype=torch.int32)
+            table[i, p] = where
+            lo, hi = p * page, min((p + 1) * page, int(seq[i]))
+            req_to_token[rows[i], lo:hi] = where * page + torch.arange(hi - lo, dtype=torch.int32)
     return dict(q=q, k_cache=k_cache, v_cache=v_cache, req_to_token=req_to_token,
                 slot_ids=rows.to(torch.int64), topk_idx=topk, cu_seqlens=cu, seq_lens=seq,
                 prefix_lens=prefix), table
@@ -133,6 +134,25 @@ def test_sglang_per_token_scales(seed):
     assert torch.equal(bits(o), bits(want)), f"seed {seed}"
 
 
+def test_sglang_pages_of_64_tokens(seed):
+    """block_size_k=64: the page table of 64-token pages (a run aligned to 64 but not to 128
+    is a good page) and the same bits as sparse_prefill(page_size=64) on it."""
+    gen = torch.Generator().manual_seed(seed)
+    c, table = sglang_case(gen, page=64)
+    errors = torch.zeros(1, dtype=torch.int64)
+    got = sglang.page_table_from_req_to_token(c["req_to_token"], c["slot_ids"], c["seq_lens"],
+                                              layout_errors=errors, page_size=64)
+    assert torch.equal(got, table) and int(errors) == 0, f"seed {seed}"
+    assert bool((table % 2 == 1).any()), "the case should hold pages that are not 128-aligned"
+    o = sglang_call(c, block_size_k=64, k_scale=0.03125, v_scale=0.0625)
+    want = direct(c, table, k_scale=0.03125, v_scale=0.0625, page_size=64)
+    assert torch.equal(bits(o), bits(want)), f"seed {seed}"
+    # Read as 128-token pages, the same mapping is a layout error on most pages.
+    sglang.page_table_from_req_to_token(c["req_to_token"], c["slot_ids"], c["seq_lens"],
+                                        layout_errors=errors)
+    assert int(errors) > 0, f"seed {seed}"
+
+
 def test_sglang_refuses_what_it_cannot_do():
     c, _ = sglang_case(torch.Generator().manual_seed(3), b=1, hkv=1, g=2, d=32, k=4)
     with pytest.raises(TypeError, match="sink"):
@@ -147,8 +167,12 @@ def test_sglang_refuses_what_it_cannot_do():
         sglang_call(c, k_scale=torch.ones(3))
     with pytest.raises(TypeError, match="bfloat16"):
         sglang_call(dict(c, q=c["q"].to(torch.float8_e4m3fn)))
-    with pytest.raises(ValueError, match="block_size_k"):
-        sglang_call(c, block_size_k=64)
+    for bad in (0, 64.0, True):
+        with pytest.raises(ValueError, match="block_size_k"):
+            sglang_call(c, block_size_k=bad)
+    with pytest.raises(ValueError, match="page_size"):
+        sglang.page_table_from_req_to_token(c["req_to_token"], c["slot_ids"], c["seq_lens"],
+                                            page_size=0)
     # Per-token scales of the wrong shape: the error names SGLang's argument and the shape
     # it needs ([Hkv, >= slots]), not the keyword it is passed on as.
     slots = c["k_cache"].shape[0]
@@ -161,16 +185,16 @@ def test_sglang_refuses_what_it_cannot_do():
 
 
 # ---- vLLM -----------------------------------------------------------------------------
-def vllm_case(gen, *, b=3, hkv=2, g=4, d=64, k=6, extra_heads=0):
-    q, topk, cu, seq, prefix = packed(gen, b=b, hkv=hkv, g=g, d=d, k=k)
-    nb = 40
-    store = fp8((nb, hkv + extra_heads, P, 2 * d), gen)
+def vllm_case(gen, *, b=3, hkv=2, g=4, d=64, k=6, extra_heads=0, page=P):
+    q, topk, cu, seq, prefix = packed(gen, b=b, hkv=hkv, g=g, d=d, k=k, page=page)
+    nb = 40 * P // page
+    store = fp8((nb, hkv + extra_heads, page, 2 * d), gen)
     kv_cache = store[:, :hkv]  # extra_heads > 0: a padded (strided) cache
-    max_blocks = int((seq.max() + P - 1) // P) + 1
+    max_blocks = int((seq.max() + page - 1) // page) + 1
     block_table = torch.randperm(nb, generator=gen)[: b * max_blocks].view(b, max_blocks).to(torch.int32)
-    # The same data token-major: K[b * 128 + t, h] = kv_cache[b, h, t, :D].
-    k_tm = kv_cache[..., :d].permute(0, 2, 1, 3).reshape(nb * P, hkv, d).contiguous()
-    v_tm = kv_cache[..., d:].permute(0, 2, 1, 3).reshape(nb * P, hkv, d).contiguous()
+    # The same data token-major: K[b * page + t, h] = kv_cache[b, h, t, :D].
+    k_tm = kv_cache[..., :d].permute(0, 2, 1, 3).reshape(nb * page, hkv, d).contiguous()
+    v_tm = kv_cache[..., d:].permute(0, 2, 1, 3).reshape(nb * page, hkv, d).contiguous()
     return q, kv_cache, topk, block_table, cu, seq, prefix, k_tm, v_tm
 
 
@@ -204,6 +228,27 @@ def test_vllm_per_token_scales_and_padded_rows(seed):
     vllm.minimax_m3_sparse_attn(q, wide, topk, bt, cu, seq, prefix, 30, 2, 0.1, out)
     want = pageweaver.sparse_prefill(q, k_tm, v_tm, topk, bt, cu, seq, prefix, softmax_scale=0.1)
     assert torch.equal(bits(out), bits(want)), f"seed {seed}"
+
+
+@pytest.mark.parametrize("page", [64, 16])
+def test_vllm_blocks_of_other_sizes(seed, page):
+    """kv_cache [num_blocks, Hkv, P, 2*D] with P = 64 (and 16 on the CPU): P is the page size
+    (read from the cache), the same bits as the token-major call with page_size=P, per-token
+    scales indexed slot = block * P + offset."""
+    gen = torch.Generator().manual_seed(seed)
+    q, kv_cache, topk, bt, cu, seq, prefix, k_tm, v_tm = vllm_case(gen, hkv=2, g=2, d=32, page=page)
+    out = torch.full(q.shape, float("nan"), dtype=torch.bfloat16)
+    vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 30, 2, 0.1, out, 0.5, 0.25)
+    want = pageweaver.sparse_prefill(q, k_tm, v_tm, topk, bt, cu, seq, prefix, k_scale=0.5,
+                                     v_scale=0.25, softmax_scale=0.1, page_size=page)
+    assert torch.equal(bits(out), bits(want)), f"seed {seed}"
+    slots = kv_cache.shape[0] * page
+    kt = torch.exp2(torch.rand(2, slots, generator=gen) * 2 - 1)
+    vt = torch.exp2(torch.rand(2, slots, generator=gen) * 6 - 3)
+    vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 30, 2, 0.1, out, kt, vt)
+    want = pageweaver.sparse_prefill(q, k_tm, v_tm, topk, bt, cu, seq, prefix, softmax_scale=0.1,
+                                     k_token_scales=kt, v_token_scales=vt, page_size=page)
+    assert torch.equal(bits(out), bits(want)), f"seed {seed}: per-token scales"
 
 
 def test_vllm_refuses_what_it_cannot_do():

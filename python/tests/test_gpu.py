@@ -548,6 +548,59 @@ def test_sglang_adapter_eager_and_graph(seed):
     assert torch.equal(bits(out), bits(call(dict(p, page_table=broken)))), f"seed {seed}"
 
 
+def test_adapters_with_pages_of_64_tokens(seed):
+    """vLLM's interleaved cache of 64-token blocks and SGLang's block_size_k=64 on the GPU:
+    the same bits as sparse_prefill(page_size=64) on the equivalent token-major cache and
+    page table; SGLang's also when captured and replayed."""
+    gen = torch.Generator().manual_seed(seed)
+    d, nb, hkv = 128, 96, 2
+    cpu, p = gpu_problem(seed, hkv=hkv, page=64, bad_pages=False)
+    kv_cache = (torch.randn(nb, hkv, 64, 2 * d, generator=gen) * 32).to(torch.float8_e4m3fn).cuda()
+    r, m = p["page_table"].shape
+    table = torch.randperm(nb, generator=gen)[: r * m].view(r, m).to(torch.int32).cuda()
+    k_tm = kv_cache[..., :d].permute(0, 2, 1, 3).reshape(nb * 64, hkv, d).contiguous()
+    v_tm = kv_cache[..., d:].permute(0, 2, 1, 3).reshape(nb * 64, hkv, d).contiguous()
+    out = torch.full_like(p["q"], float("nan"))
+    vllm.minimax_m3_sparse_attn(p["q"], kv_cache, p["topk_idx"], table, p["cu_seqlens_q"],
+                                p["kv_lens"], p["prefix_lens"], 150, hkv, 0.09, out, 0.5, 0.25)
+    want = pageweaver.sparse_prefill(p["q"], k_tm, v_tm, p["topk_idx"], table, p["cu_seqlens_q"],
+                                     p["kv_lens"], p["prefix_lens"], k_scale=0.5, v_scale=0.25,
+                                     softmax_scale=0.09, page_size=64)
+    torch.cuda.synchronize()
+    assert torch.equal(bits(out), bits(want)), f"seed {seed}: vLLM, blocks of 64"
+    assert not torch.isnan(out).any(), f"seed {seed}"
+    # SGLang: req_to_token laid out from the problem's 64-token page table.
+    slots = p["k_cache"].shape[0]
+    r2t = torch.randint(0, slots, (r + 1, m * 64 + 30), generator=gen, dtype=torch.int32)
+    rows = torch.randperm(r + 1, generator=gen)[:r]
+    ptab = cpu["page_table"]
+    for i in range(r):
+        t = torch.arange(int(cpu["kv_lens"][i]), dtype=torch.int32)
+        r2t[rows[i], : t.numel()] = ptab[i, (t // 64).long()] * 64 + t % 64
+    r2t, rows = r2t.cuda(), rows.cuda()
+    errors = torch.zeros(1, dtype=torch.int64, device="cuda")
+
+    def adapter(out=None):
+        return sglang.minimax_sparse_prefill(p["q"], p["k_cache"], p["v_cache"], None, r2t, rows,
+                                             p["topk_idx"], p["cu_seqlens_q"], p["kv_lens"],
+                                             p["prefix_lens"], block_size_k=64, k_scale=p["k_scale"],
+                                             v_scale=p["v_scale"], layout_errors=errors, out=out)
+
+    want = call(p, page_size=64)
+    o = adapter()
+    torch.cuda.synchronize()
+    assert torch.equal(bits(o), bits(want)) and int(errors) == 0, f"seed {seed}: SGLang, block_size_k=64"
+    out = torch.full_like(p["q"], float("nan"))
+    adapter(out)  # warm-up: the plan
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        adapter(out)
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(bits(out), bits(want)), f"seed {seed}: SGLang, block_size_k=64, replayed"
+
+
 def test_two_streams_and_two_threads(seed):
     _, a = gpu_problem(seed)
     _, b = gpu_problem(seed + 1)

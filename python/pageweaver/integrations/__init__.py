@@ -1,9 +1,11 @@
 """Adapters that take serving engines' sparse-attention arguments as they are.
 
 - pageweaver.integrations.sglang.minimax_sparse_prefill: SGLang's MiniMax sparse prefill
-  (token-level req_to_token page mapping, [slots, Hkv, D] caches).
+  (token-level req_to_token page mapping to pages of block_size_k = 128 or 64 tokens,
+  [slots, Hkv, D] caches).
 - pageweaver.integrations.vllm.minimax_m3_sparse_attn: vLLM's MiniMax-M3 sparse attention
-  (block_table, the interleaved [num_blocks, Hkv, 128, 2*D] cache), a drop-in for its
+  (block_table, the interleaved [num_blocks, Hkv, P, 2*D] cache, blocks of P = 128 or 64
+  tokens), a drop-in for its
   prefill call.
 """
 from . import sglang, vllm  # noqa: F401

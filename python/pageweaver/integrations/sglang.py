@@ -4,16 +4,16 @@ SGLang (python/sglang/kernels/ops/attention/minimax_sparse/prefill/) calls its s
 prefill kernels with
   q [total_q, Hq, 128], k_cache / v_cache [slots, Hkv, 128] (token-level pools: slot =
   the token's index in the KV pool), topk_idx [Hkv, total_q, topk] int32 logical page ids
-  of 128 tokens (-1 padded), cu_seqlens [B+1], seq_lens [B] (KV length, this chunk
-  included), prefix_lens [B], and the token-level page mapping req_to_token
+  of block_size_k tokens (-1 padded), cu_seqlens [B+1], seq_lens [B] (KV length, this
+  chunk included), prefix_lens [B], and the token-level page mapping req_to_token
   [max_reqs, max_context] int32 with slot_ids [B] (the requests' rows in it, int64).
-PageWeaver reads 128-token pages through a page table: page_table_from_req_to_token
-derives it on the device (torch ops, no synchronisation, capturable): logical page p of
-request b is physical page s // 128 when its token slots s, s+1, ... (those below the
-request's KV length) are one contiguous run starting at a multiple of 128. A page whose
-slots are not is a layout error: it is counted in the caller's `layout_errors` word and
-mapped outside the cache, so it contributes nothing (and every selection of it is counted
-in `bad_page_count` by the kernel).
+PageWeaver reads pages of P = block_size_k tokens (128 or 64 on the GPU) through a page
+table: page_table_from_req_to_token derives it on the device (torch ops, no
+synchronisation, capturable): logical page p of request b is physical page s // P when its
+token slots s, s+1, ... (those below the request's KV length) are one contiguous run
+starting at a multiple of P. A page whose slots are not is a layout error: it is counted in
+the caller's `layout_errors` word and mapped outside the cache, so it contributes nothing
+(and every selection of it is counted in `bad_page_count` by the kernel).
 """
 import torch
 
@@ -22,41 +22,45 @@ from ._common import i32 as _i32, scale_kwargs
 
 __all__ = ["page_table_from_req_to_token", "minimax_sparse_prefill"]
 
-
-def page_table_from_req_to_token(req_to_token, slot_ids, seq_lens, *, layout_errors=None):
-    """Physical page table [B, ceil(max_context / 128)] int32 of SGLang's token mapping.
+def page_table_from_req_to_token(req_to_token, slot_ids, seq_lens, *, layout_errors=None,
+                                 page_size=PAGE_SIZE):
+    """Physical page table [B, ceil(max_context / P)] int32 of SGLang's token mapping, for
+    pages of P = page_size tokens (int >= 1; the GPU kernels run 128 and 64).
 
     req_to_token [max_reqs, max_context] int32: KV-pool slot of each token of each request
     row. slot_ids [B] (any integer dtype): each request's row. seq_lens [B]: KV lengths.
     layout_errors: optional one-element int32 / int64 tensor on the same device; the number
     of pages (holding at least one token of its request) whose slots are not one
-    contiguous, 128-aligned run is ADDED to it (never reset here). Such pages, and pages
+    contiguous, P-aligned run is ADDED to it (never reset here). Such pages, and pages
     past the request's KV length, get physical page -1. All on the device: no sync.
     Compute it once per forward pass and pass it to every layer's call (page_table=)."""
     if req_to_token.dtype != torch.int32 or req_to_token.dim() != 2:
         raise TypeError(f"req_to_token: expected int32 [max_reqs, max_context], got "
                         f"{req_to_token.dtype} {list(req_to_token.shape)}")
+    if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+        raise ValueError(f"page_size is {page_size!r}: expected an int >= 1 (tokens per page)")
+    P = page_size
     b = slot_ids.shape[0]
     max_context = req_to_token.shape[1]
-    pages = max(1, -(-max_context // PAGE_SIZE))
+    pages = max(1, -(-max_context // P))
     dev = req_to_token.device
     rows = req_to_token.index_select(0, slot_ids.to(device=dev, dtype=torch.long))
-    if pages * PAGE_SIZE != max_context:
-        rows = torch.nn.functional.pad(rows, (0, pages * PAGE_SIZE - max_context), value=-1)
-    tok = rows.view(b, pages, PAGE_SIZE)
+    if pages * P != max_context:
+        rows = torch.nn.functional.pad(rows, (0, pages * P - max_context), value=-1)
+    tok = rows.view(b, pages, P)
     first = tok[:, :, 0]
-    offsets = torch.arange(PAGE_SIZE, dtype=torch.int32, device=dev)
-    position = torch.arange(pages * PAGE_SIZE, dtype=torch.int32, device=dev).view(pages, PAGE_SIZE)
+    offsets = torch.arange(P, dtype=torch.int32, device=dev)
+    position = torch.arange(pages * P, dtype=torch.int32, device=dev).view(pages, P)
     lens = seq_lens.to(device=dev, dtype=torch.int32).view(b, 1, 1)
-    holds = position.unsqueeze(0) < lens                        # [B, pages, 128] token exists
+    holds = position.unsqueeze(0) < lens                        # [B, pages, P] token exists
     run = (tok == first.unsqueeze(-1) + offsets) | ~holds        # slot = first + offset
-    aligned = torch.remainder(first, PAGE_SIZE) == 0
+    aligned = torch.remainder(first, P) == 0
     used = holds[:, :, 0]                                        # page holds >= 1 token
     good = run.all(dim=-1) & aligned & used
     if layout_errors is not None:
         bad = (used & ~good).sum()
         layout_errors.add_(bad.to(layout_errors.dtype))
-    phys = torch.div(first, PAGE_SIZE, rounding_mode="floor")
+    phys = torch.div(first, P, rounding_mode="floor")
     return torch.where(good, phys, torch.full_like(phys, -1)).to(torch.int32)
 
 
@@ -75,9 +79,11 @@ def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, to
     pageweaver.sparse_prefill(sink_keys=...); a dtype other than bfloat16 is rounded to
     bfloat16 first, a copy). req_to_token, slot_ids: SGLang's token mapping (see
     page_table_from_req_to_token), or page_table= a table made by it earlier in the
-    forward pass (then they are not read). topk_idx [Hkv, total_q, topk] int32,
-    cu_seqlens [B+1], seq_lens [B] (KV lengths), prefix_lens [B] (int32 or int64).
-    block_size_k: must be 128. sm_scale: None for 1/sqrt(128); q_scale (a float) multiplies
+    forward pass for the same block_size_k (then they are not read). topk_idx [Hkv,
+    total_q, topk] int32 logical pages of block_size_k tokens, cu_seqlens [B+1], seq_lens
+    [B] (KV lengths), prefix_lens [B] (int32 or int64). block_size_k: the page size P
+    (the GPU runs 128 and 64, other P raise pageweaver.UnsupportedError there; the CPU
+    any P). sm_scale: None for 1/sqrt(128); q_scale (a float) multiplies
     every logit (folded into the softmax scale, as SGLang does); k_scale / v_scale: None
     (1.0), floats, one-element device tensors, or per-token scales [Hkv, slots] (passed as
     k_token_scales / v_token_scales). layout_errors: see
@@ -92,16 +98,17 @@ def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, to
                              f"head, [Hq, 128] (logits [Hq] go to pageweaver.sparse_prefill("
                              f"sinks=...))")
         sink = sink.to(torch.bfloat16).contiguous()  # no copy when already bf16 and contiguous
-    if block_size_k != PAGE_SIZE:
-        raise ValueError(f"block_size_k is {block_size_k}: PageWeaver's pages are "
-                         f"{PAGE_SIZE} tokens")
+    if isinstance(block_size_k, bool) or not isinstance(block_size_k, int) or block_size_k < 1:
+        raise ValueError(f"block_size_k is {block_size_k!r}: expected an int >= 1 (tokens per "
+                         f"page; the GPU runs 128 and 64)")
     if isinstance(q, torch.Tensor) and q.dtype != torch.bfloat16:
         raise TypeError(f"q: dtype {q.dtype}, expected torch.bfloat16 (PageWeaver quantises "
                         f"Q itself; pass the unquantised Q)")
     lens = _i32("seq_lens", seq_lens)
     if page_table is None:
         page_table = page_table_from_req_to_token(req_to_token, slot_ids, lens,
-                                                  layout_errors=layout_errors)
+                                                  layout_errors=layout_errors,
+                                                  page_size=block_size_k)
     for name, x in (("sm_scale", sm_scale), ("q_scale", q_scale)):
         if isinstance(x, torch.Tensor) and x.device.type != "cpu":
             raise TypeError(f"{name}: a {x.device.type} tensor; pass a Python float (reading a "
@@ -114,5 +121,6 @@ def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, to
                           _i32("cu_seqlens", cu_seqlens), lens, _i32("prefix_lens", prefix_lens),
                           softmax_scale=scale, out=out, precision=precision, regroup=regroup,
                           kernel=kernel, bad_page_count=bad_page_count, sink_keys=sink,
+                          page_size=block_size_k,
                           **scale_kwargs(k_scale, v_scale, k_cache.shape[1] if cache_ok else None,
                                          k_cache.shape[0] if cache_ok else None))

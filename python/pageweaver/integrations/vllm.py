@@ -1,19 +1,20 @@
 """vLLM's MiniMax-M3 sparse attention (prefill), taken with vLLM's own arguments.
 
 vLLM (vllm/models/minimax_m3/common/ops/sparse_attn.py, minimax_m3_sparse_attn) keeps K
-and V of a layer in ONE cache tensor [num_blocks, Hkv, 128, 2*D]: block b, KV head h,
+and V of a layer in ONE cache tensor [num_blocks, Hkv, P, 2*D]: block b, KV head h,
 token offset t holds K in [..., :D] and V in [..., D:] ("interleaved", head-major inside a
-block), with blocks of 128 tokens = PageWeaver's pages and block_table [B, max_blocks]
-as the page table.
+block), with blocks of P tokens = PageWeaver's pages (page_size = P, read from the cache's
+shape; the GPU runs P = 128 and 64) and block_table [B, max_blocks] as the page table;
+topk_idx holds logical block ids in the same blocks of P tokens.
 
 PageWeaver reads it in place: kv_cache[..., :D] and kv_cache[..., D:] are passed as
-[pages, Hkv, 128, D] views, whose strides (page, head, token) become the library's
+[pages, Hkv, P, D] views, whose strides (page, head, token) become the library's
 args.cache_layout (one call for every KV head, no copy). Per-token scales [Hkv, slots]
-(slot = block * 128 + offset, vLLM's indexing) go to k_token_scales / v_token_scales.
+(slot = block * P + offset, vLLM's indexing) go to k_token_scales / v_token_scales.
 """
 import torch
 
-from .._op import PAGE_SIZE, sparse_prefill
+from .._op import sparse_prefill
 from ._common import i32 as _i32, scale_kwargs
 
 __all__ = ["minimax_m3_sparse_attn"]
@@ -22,18 +23,18 @@ _FP8 = torch.float8_e4m3fn
 
 
 def _views(kv_cache):
-    """K and V of the interleaved cache as [num_blocks, Hkv, 128, D] views (no copy)."""
+    """K and V of the interleaved cache as [num_blocks, Hkv, P, D] views (no copy)."""
     if kv_cache.dim() != 4:
         raise ValueError(f"kv_cache: shape {list(kv_cache.shape)}, expected "
-                         f"[num_blocks, Hkv, {PAGE_SIZE}, 2*D]")
+                         f"[num_blocks, Hkv, P, 2*D] (P = block size)")
     if kv_cache.dtype != _FP8:
         raise TypeError(f"kv_cache: dtype {kv_cache.dtype}: PageWeaver reads FP8 E4M3 "
                         f"caches (torch.float8_e4m3fn) only")
     nb, hkv, p, two_d = kv_cache.shape
-    if p != PAGE_SIZE or two_d % 2 or kv_cache.stride(3) != 1:
+    if two_d % 2 or kv_cache.stride(3) != 1:
         raise ValueError(f"kv_cache: shape {list(kv_cache.shape)}, strides "
-                         f"{list(kv_cache.stride())}: blocks of {PAGE_SIZE} tokens, an even "
-                         f"last dim (K | V) and contiguous rows expected")
+                         f"{list(kv_cache.stride())}: an even last dim (K | V) and contiguous "
+                         f"rows expected")
     d = two_d // 2
     return kv_cache[..., :d], kv_cache[..., d:]
 
@@ -44,14 +45,16 @@ def minimax_m3_sparse_attn(q, kv_cache, topk_idx, block_table, cu_seqlens_q, seq
                            precision=None, regroup=None, kernel=None):
     """Drop-in for vLLM's minimax_m3_sparse_attn (prefill): writes `output`, returns None.
 
-    q [total_q, Hq, D] bfloat16; kv_cache [num_blocks, Hkv, 128, 2*D] float8_e4m3fn (K in
-    [..., :D], V in [..., D:]); topk_idx [Hkv, total_q, topk] int32 logical block ids;
+    q [total_q, Hq, D] bfloat16; kv_cache [num_blocks, Hkv, P, 2*D] float8_e4m3fn (K in
+    [..., :D], V in [..., D:]; P, the block size, is the page size: 128 or 64 on the GPU,
+    other P raise pageweaver.UnsupportedError there; any P on the CPU);
+    topk_idx [Hkv, total_q, topk] int32 logical block ids (blocks of P tokens);
     block_table [B, max_blocks] int32: physical block of each logical block; cu_seqlens_q
     [B+1], seq_lens [B] (KV lengths), prefix_lens [B] (int32 or int64). max_query_len:
     unused (kept for the signature). num_kv_heads: must equal kv_cache.shape[1].
     sm_scale: softmax scale. output [total_q, Hq, D] bfloat16, written. k_scale / v_scale:
     None (1.0), floats, one-element tensors (per-tensor), or per-token scales [Hkv, slots]
-    (slot = block * 128 + offset; float32, or converted to it; passed as
+    (slot = block * P + offset; float32, or converted to it; passed as
     k_token_scales / v_token_scales: Union4 and per-query kernels only). Keywords as for
     pageweaver.sparse_prefill. One library call for every KV head; no synchronisation;
     capturable."""
@@ -69,8 +72,9 @@ def minimax_m3_sparse_attn(q, kv_cache, topk_idx, block_table, cu_seqlens_q, seq
     topk = _i32("topk_idx", topk_idx)
     cu, lens, pre = (_i32("cu_seqlens_q", cu_seqlens_q), _i32("seq_lens", seq_lens),
                      _i32("prefix_lens", prefix_lens))
-    scales = scale_kwargs(k_scale, v_scale, hkv, kv_cache.shape[0] * PAGE_SIZE)
+    page_size = kv_cache.shape[2]
+    scales = scale_kwargs(k_scale, v_scale, hkv, kv_cache.shape[0] * page_size)
     sparse_prefill(q, k, v, topk, block_table, cu, lens, pre, softmax_scale=sm_scale, out=output,
                    precision=precision, regroup=regroup, kernel=kernel,
-                   bad_page_count=bad_page_count, **scales)
+                   bad_page_count=bad_page_count, page_size=page_size, **scales)
     return None
