@@ -310,13 +310,14 @@ static __device__ __forceinline__ void softmax_rows_sum(float s0, float s1, floa
  * scores in acc, as a tree (instead of a chain of 32 dependent FMNMX per row; the max is
  * exact, so the order changes nothing): kMaxWidth independent partial maxima per row (16:
  * a 5-level tree; fewer hold fewer registers at once, for kernels short of them). */
-template <int kMaxWidth>
+template <int kMaxWidth, int NCOLS = kPageSize>
 static __device__ __forceinline__ void row_max_tree(const float (&acc)[64], float &mx0, float &mx1)
 {
     static_assert(kMaxWidth >= 2 && kMaxWidth <= 16 && (kMaxWidth & (kMaxWidth - 1)) == 0, "tree width");
+    static_assert(NCOLS == kPageSize || NCOLS == 64, "columns 0..127 or 0..63");
     float t0[kMaxWidth], t1[kMaxWidth];
 #pragma unroll
-    for (int j = 0; j < 16; j++) {
+    for (int j = 0; j < NCOLS / 8; j++) { // acc[4j..4j+3]: columns 8j + 2q, +1 (NCOLS = 64: k < 32)
         const float a0 = fmaxf(acc[4 * j], acc[4 * j + 1]), a1 = fmaxf(acc[4 * j + 2], acc[4 * j + 3]);
         if (j < kMaxWidth) {
             t0[j] = a0;
@@ -344,16 +345,21 @@ static __device__ __forceinline__ void row_max_tree(const float (&acc)[64], floa
  * score factors. Updates the running max m (log2 units) and l (kept as 256 * sum p), and
  * returns the rescale factors alpha = 2^(m_old - m_new) of O. Warp-collective (quad
  * shuffles); only for a warp whose query selected the page. */
-template <int kMaxWidth = 16>
+template <int kMaxWidth = 16, int NCOLS = kPageSize>
 static __device__ __forceinline__ void softmax_page(float (&acc)[64], int64_t lim, uint32_t q, float f0,
                                                     float f1, float &m0, float &m1, float &l0, float &l1,
                                                     float &alpha0, float &alpha1)
 {
+    // NCOLS = 64 (pages of 64 tokens: lim <= 63): columns 64..127, acc[32..63], hold no
+    // token and are masked by position, at compile time: p = 0 there without a compare, a
+    // max or an exponential (the bits of masking them to -inf: 2^-inf = +0 adds nothing to
+    // the sums, and -inf changes no maximum).
+    constexpr int kK = NCOLS / 2; // acc elements of columns 0..NCOLS-1
     // Only the query's own (partial) page and a page past the KV length mask tokens: a
     // warp-uniform branch keeps the compares off every other page.
-    if (lim < kPageSize - 1) {
+    if (lim < NCOLS - 1) {
 #pragma unroll
-        for (int k = 0; k < 64; k++) {
+        for (int k = 0; k < kK; k++) {
             const int col = 8 * (k / 4) + 2 * q + (k % 2);
             acc[k] = col <= lim ? acc[k] : -INFINITY;
         }
@@ -365,22 +371,24 @@ static __device__ __forceinline__ void softmax_page(float (&acc)[64], int64_t li
     float g0 = f0, g1 = f1;
     if (!(f0 > 0.0f && f1 > 0.0f)) {
 #pragma unroll
-        for (int k = 0; k < 64; k++) acc[k] *= (k % 4) < 2 ? f0 : f1;
+        for (int k = 0; k < kK; k++) acc[k] *= (k % 4) < 2 ? f0 : f1;
         g0 = g1 = 1.0f;
     }
     float mx0, mx1;
-    row_max_tree<kMaxWidth>(acc, mx0, mx1);
+    row_max_tree<kMaxWidth, NCOLS>(acc, mx0, mx1);
     // A member page always holds a visible token, so mx is finite.
     softmax_rows_max(mx0, mx1, g0, g1, m0, m1, alpha0, alpha1);
     const float c0 = 8.0f - m0, c1 = 8.0f - m1;
     float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
-    for (int k = 0; k < 64; k++) {
+    for (int k = 0; k < kK; k++) {
         const bool first_row = (k % 4) < 2;
         const float pk = ex2_approx(fmaf(acc[k], first_row ? g0 : g1, first_row ? c0 : c1));
         acc[k] = pk; // 256 * p
         if (first_row) s0 += pk; else s1 += pk;
     }
+#pragma unroll
+    for (int k = kK; k < 64; k++) acc[k] = 0.0f; // NCOLS = 64: no token
     softmax_rows_sum(s0, s1, alpha0, alpha1, l0, l1);
 }
 

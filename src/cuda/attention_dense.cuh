@@ -84,28 +84,31 @@ static __device__ __forceinline__ bool dense_work(const AttentionParams &p, Dens
  * row half. (Before 2026-12-02 a non-member row was masked whole through a limit of -1,
  * which ran the 64 compares of a partial page on most steps: 21% of the kernel's
  * instructions were compares and selects, ncu, bench/NOTES.md.) */
-template <bool kBoth>
+template <bool kBoth, int NCOLS = kPageSize>
 static __device__ __forceinline__ void softmax_page_two_queries(float (&acc)[64], int64_t lim0, int64_t lim1,
                                                                 bool mem0, bool mem1, uint32_t q, float f0,
                                                                 float f1, float &m0, float &m1, float &l0,
                                                                 float &l1, float &alpha0, float &alpha1)
 {
+    // NCOLS = 64 (pages of 64 tokens): acc[32..63] (columns 64..127) masked by position,
+    // as softmax_page<.., 64> does.
+    constexpr int kK = NCOLS / 2;
     if (!kBoth) {
         if (!mem0) {
-            lim0 = kPageSize - 1;
+            lim0 = NCOLS - 1;
             f0 = 1.0f;
         }
         if (!mem1) {
-            lim1 = kPageSize - 1;
+            lim1 = NCOLS - 1;
             f1 = 1.0f;
         }
     }
-    if (lim0 < kPageSize - 1 || lim1 < kPageSize - 1) { // a member's partial page (rare)
-        // Columns 0..127: a limit clamped to -1..127 masks the same columns, in 32 bits.
-        const int c0 = lim0 < 0 ? -1 : (int)(lim0 < kPageSize - 1 ? lim0 : kPageSize - 1);
-        const int c1 = lim1 < 0 ? -1 : (int)(lim1 < kPageSize - 1 ? lim1 : kPageSize - 1);
+    if (lim0 < NCOLS - 1 || lim1 < NCOLS - 1) { // a member's partial page (rare)
+        // Columns 0..NCOLS-1: a limit clamped to -1..NCOLS-1 masks the same columns, in 32 bits.
+        const int c0 = lim0 < 0 ? -1 : (int)(lim0 < NCOLS - 1 ? lim0 : NCOLS - 1);
+        const int c1 = lim1 < 0 ? -1 : (int)(lim1 < NCOLS - 1 ? lim1 : NCOLS - 1);
 #pragma unroll
-        for (int k = 0; k < 64; k++) {
+        for (int k = 0; k < kK; k++) {
             const int col = 8 * (k / 4) + 2 * q + (k % 2);
             acc[k] = col <= ((k % 4) < 2 ? c0 : c1) ? acc[k] : -INFINITY;
         }
@@ -114,12 +117,12 @@ static __device__ __forceinline__ void softmax_page_two_queries(float (&acc)[64]
     const float g0 = plain0 ? 1.0f : f0, g1 = plain1 ? 1.0f : f1;
     if (plain0 || plain1) {
 #pragma unroll
-        for (int k = 0; k < 64; k++)
+        for (int k = 0; k < kK; k++)
             if ((k % 4) < 2 ? plain0 : plain1) acc[k] *= (k % 4) < 2 ? f0 : f1;
     }
     // softmax_page<kLeanMaxWidth>'s row-max tree (width 4), element for element.
     float mx0, mx1;
-    row_max_tree<kLeanMaxWidth>(acc, mx0, mx1);
+    row_max_tree<kLeanMaxWidth, NCOLS>(acc, mx0, mx1);
     const float m0_before = m0, m1_before = m1;
     softmax_rows_max(mx0, mx1, g0, g1, m0, m1, alpha0, alpha1);
     if (!kBoth) {
@@ -129,13 +132,15 @@ static __device__ __forceinline__ void softmax_page_two_queries(float (&acc)[64]
     const float c0 = 8.0f - m0, c1 = 8.0f - m1;
     float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
-    for (int k = 0; k < 64; k++) {
+    for (int k = 0; k < kK; k++) {
         const bool first_row = (k % 4) < 2;
         float pk = ex2_approx(fmaf(acc[k], first_row ? g0 : g1, first_row ? c0 : c1));
         if (!kBoth && !(first_row ? mem0 : mem1)) pk = 0.0f;
         acc[k] = pk; // 256 * p
         if (first_row) s0 += pk; else s1 += pk;
     }
+#pragma unroll
+    for (int k = kK; k < 64; k++) acc[k] = 0.0f; // NCOLS = 64: no token
     softmax_rows_sum(s0, s1, alpha0, alpha1, l0, l1);
 }
 
@@ -282,10 +287,11 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
             const int64_t lim0 = page_column_limit<PAGE>(limit0, sm.page_logical[i]);
             const int64_t lim1 = page_column_limit<PAGE>(limit1, sm.page_logical[i]);
             if (all)
-                softmax_page_two_queries<true>(acc, lim0, lim1, mem0, mem1, q, f0, f1, m0, m1, l0, l1, alpha0, alpha1);
+                softmax_page_two_queries<true, PAGE>(acc, lim0, lim1, mem0, mem1, q, f0, f1, m0, m1, l0, l1, alpha0,
+                                                     alpha1);
             else
-                softmax_page_two_queries<false>(acc, lim0, lim1, mem0, mem1, q, f0, f1, m0, m1, l0, l1, alpha0,
-                                                alpha1);
+                softmax_page_two_queries<false, PAGE>(acc, lim0, lim1, mem0, mem1, q, f0, f1, m0, m1, l0, l1, alpha0,
+                                                      alpha1);
         }
         if constexpr (kF16) { // f16 P on the f16 V^T tile (v | vt), then the next page
             uint32_t ph[32];

@@ -205,9 +205,12 @@ static __device__ __forceinline__ void lean_release(uint32_t *done, int next, in
  * PAGE = 64 (pages of 64 tokens; instantiated in attention_page64.cu): each page is one
  * 128-column step whose columns 64..127 hold no token. K and V (without the pre-pass) come
  * by TMA boxes of 64 rows into rows 0..63 of their tiles, so rows 64..127 keep whatever an
- * earlier page (or nothing) left there; every member's limit on the page is clamped to 63,
- * so softmax_page masks those columns on every step (a select: stale bytes, even NaN codes,
- * never reach p), and page_v_limit <= 63 zeroes their V^T positions (the in-kernel
+ * earlier page (or nothing) left there; softmax_page<.., 64> (and the dense tiles' softmax)
+ * never reads those columns' scores: acc[32..63] get p = 0 by position, at compile time,
+ * without a compare, a max or an exponential (the bits the earlier select to -inf gave), so
+ * stale bytes, even NaN codes, never reach p; every member's limit is clamped to 63, so only
+ * a page holding a member's last visible token compares; page_v_limit <= 63 zeroes their
+ * V^T positions (the in-kernel
  * transpose's load_v_chunk; on the pre-pass vt_prepare.cu writes zeros there), so that
  * P = 0 meets V = 0. The arithmetic of every visible token is the P = 128 kernel's; the
  * tensor work per page is the same, i.e. twice it per token (bench/NOTES.md). */
@@ -340,8 +343,8 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
                 ts_load_page<PAGE>(ts_buf, p, kv_head, sm.page_physical[i + 1], lane);
             }
         } else if (member) {
-            softmax_page<kLeanMaxWidth>(acc, page_column_limit<PAGE>(my_limit, sm.page_logical[i]), q, f0, f1, m0,
-                                        m1, l0, l1, alpha0, alpha1);
+            softmax_page<kLeanMaxWidth, PAGE>(acc, page_column_limit<PAGE>(my_limit, sm.page_logical[i]), q, f0,
+                                              f1, m0, m1, l0, l1, alpha0, alpha1);
         }
         // P as the PV wgmma's A fragments, converted by every warp: a non-member warp
         // converts its raw scores and zeroes the words after its transpose share, so that
