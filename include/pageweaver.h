@@ -160,7 +160,9 @@ typedef enum pw_regroup_mode {
                                 not strictly reduce the window's union visits */
     PW_REGROUP_AUTO = 3      /* plans only (pw_plan_config_t): per call, GUARDED when the
                                 time guard predicts that regrouping saves more attention
-                                time than it costs, else IDENTITY (see pw_plan_info); the
+                                time than it costs, else IDENTITY (see pw_plan_info; a plan
+                                that keeps IDENTITY in both precisions is the identity
+                                plan, window 0: the same launches and workspace); the
                                 grouping functions (pw_regroup, pw_ref_regroup, ...) reject
                                 it with PW_ERROR_INVALID_ARGUMENT */
 } pw_regroup_mode_t;
@@ -817,7 +819,12 @@ typedef struct pw_plan_info {
                                   resolved); IDENTITY for PW_KERNEL_PER_QUERY and
                                   PW_PLAN_CALLER_PERM (no regroup in the call) */
     pw_regroup_mode_t configured; /* config.regroup as given */
-    int32_t window;            /* W of the regroup (and of the union groups) */
+    int32_t window;            /* W of the regroup (and of the union groups); 0 (the identity
+                                  plan's runs of 8 per request) when no call regroups: IDENTITY,
+                                  and since 2026-12-02 (fifteenth session) an AUTO plan with
+                                  W 64 / 128 whose time guard keeps identity order in both
+                                  precisions (it is then the identity plan, launch for
+                                  launch) */
     pw_kernel_t kernel;
     double saving_us;          /* time guard: predicted attention time saved by regrouping
                                   (negative below rows0; 0 when no regroup can run) */

@@ -335,8 +335,14 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
     }
     /* Identity order: runs of 8 inside each request (window 0). A caller's permutation is
      * grouped in the caller's windows. Either way the groups are runs of 8 slots from the
-     * request start whenever W is a multiple of 8. */
+     * request start whenever W is a multiple of 8. An AUTO plan with a regroup window (64 /
+     * 128) whose time guard keeps identity order in both precisions is the identity plan
+     * (window 0: the same group slots, grids and launches), so that its calls are the
+     * identity plan's calls (a K > 16 plan's other window keeps cutting its groups). */
     if (caller_perm) plan->grouping.window = config->window;
+    else if (config->regroup == PW_REGROUP_AUTO && (config->window == 64 || config->window == 128) &&
+             !plan->regroup_pays[0] && !plan->regroup_pays[1])
+        plan->grouping.window = 0;
     plan->max_groups = pw_max_groups(problem, &plan->grouping);
     plan->union_capacity = PW_PLAN_GROUP_SIZE * problem->topk;
     /* The attention kernels' 1-D grids (attention.cu), checked here for the same reason. */

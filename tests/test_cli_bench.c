@@ -318,7 +318,10 @@ static void test_cpu_other_shape(void **state)
     assert_int_equal(bench(args), 0);
     assert_non_null(strstr(g_stdout, "G=4"));
     assert_non_null(strstr(g_stdout, "reference check on 4 rows"));
-    assert_non_null(strstr(g_stdout, "default plan (W128, union4, regroup auto"));
+    /* W128, or W0 where the time guard keeps identity order in both precisions (the plan is
+     * then the identity plan). */
+    assert_true(strstr(g_stdout, "default plan (W128, union4, regroup auto") ||
+                strstr(g_stdout, "default plan (W0, union4, regroup auto"));
     remove(path);
     pw_capture_free(c);
 }

@@ -334,6 +334,28 @@ static void test_plan_info(void **state)
     assert_int_equal(info.vt_prepass, 0);          /* 1,024 queries: below the rule */
     assert_int_equal(info.vt_capacity, 0);
     assert_true(info.saving_us < info.cost_us + info.margin_us);
+    /* Identity order in both precisions: the AUTO plan is the identity plan (window 0, the
+     * same group slots and workspace), so its calls are the identity plan's launches. */
+    assert_int_equal(info.window, 0);
+    {
+        pw_plan_info_t x2 = PW_PLAN_INFO_INIT;
+        assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &x2));
+        assert_int_equal(x2.regroup, PW_REGROUP_IDENTITY);
+        pw_plan_config_t ci = PW_PLAN_CONFIG_INIT;
+        ci.regroup = PW_REGROUP_IDENTITY;
+        pw_plan_t *identity = NULL;
+        assert_pw_ok(pw_plan_create(&p, &ci, &identity));
+        size_t wa = 0, wi = 1;
+        assert_pw_ok(pw_plan_workspace_size(plan, &wa));
+        assert_pw_ok(pw_plan_workspace_size(identity, &wi));
+        assert_int_equal(wa, wi);
+        pw_grouping_t ga, gi;
+        assert_pw_ok(pw_plan_workspace_views(plan, (void *)(uintptr_t)4096, SIZE_MAX, NULL, NULL, &ga));
+        assert_pw_ok(pw_plan_workspace_views(identity, (void *)(uintptr_t)4096, SIZE_MAX, NULL, NULL, &gi));
+        assert_int_equal(ga.window, gi.window);
+        assert_int_equal(ga.group_size, gi.group_size);
+        pw_plan_destroy(identity);
+    }
     pw_plan_destroy(plan);
 
     /* a size where FP8X2 (larger saving) regroups and FP8 does not, found with the
@@ -354,6 +376,7 @@ static void test_plan_info(void **state)
         assert_int_equal(info.regroup, PW_REGROUP_IDENTITY);
         assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &info));
         assert_int_equal(info.regroup, PW_REGROUP_GUARDED);
+        assert_int_equal(info.window, 128); /* one precision regroups: the plan keeps W */
         pw_plan_destroy(plan);
     }
 
