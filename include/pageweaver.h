@@ -161,8 +161,9 @@ typedef enum pw_regroup_mode {
     PW_REGROUP_AUTO = 3      /* plans only (pw_plan_config_t): per call, GUARDED when the
                                 time guard predicts that regrouping saves more attention
                                 time than it costs, else IDENTITY (see pw_plan_info; a plan
-                                that keeps IDENTITY in both precisions is the identity
-                                plan, window 0: the same launches and workspace); the
+                                with config.window 64 / 128 that keeps IDENTITY in both
+                                precisions is the identity plan, window 0: the same
+                                launches and workspace); the
                                 grouping functions (pw_regroup, pw_ref_regroup, ...) reject
                                 it with PW_ERROR_INVALID_ARGUMENT */
 } pw_regroup_mode_t;
@@ -824,7 +825,8 @@ typedef struct pw_plan_info {
                                   and since 2026-12-02 (fifteenth session) an AUTO plan with
                                   W 64 / 128 whose time guard keeps identity order in both
                                   precisions (it is then the identity plan, launch for
-                                  launch) */
+                                  launch; pw_plan_workspace_views gives its grouping as
+                                  IDENTITY, window 0) */
     pw_kernel_t kernel;
     double saving_us;          /* time guard: predicted attention time saved by regrouping
                                   (negative below rows0; 0 when no regroup can run) */

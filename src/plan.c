@@ -310,10 +310,10 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
                                    : PW_PLAN_GROUP_SIZE;
     plan->grouping = plan->regroup;
     plan->grouping.group_size = PW_PLAN_GROUP_SIZE;
-    /* AUTO: the time guard per precision. Calls that keep identity order still group in
-     * windows of W (runs of 8 from each request start, the same groups as window 0 since
-     * W is a multiple of 8), so the workspace and pw_plan_workspace_views do not depend on
-     * the choice. */
+    /* AUTO: the time guard per precision. A plan that regroups in either precision groups
+     * in windows of W for both (a call that keeps identity order then has runs of 8 from
+     * each request start, the same groups as window 0 since W is a multiple of 8); one that
+     * keeps identity order in both is the identity plan (below). */
     /* K > 16 (Kd 32, 64): the wide-Top-K regroup kernels, and the time guard's K > 16 form
      * (their measured cost, the K = 16 saving scaled down; src/time_guard_wide_constants.h).
      * AUTO at K > 16 also takes a window other than 64 / 128 (accepted before the guard
@@ -341,8 +341,10 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
      * identity plan's calls (a K > 16 plan's other window keeps cutting its groups). */
     if (caller_perm) plan->grouping.window = config->window;
     else if (config->regroup == PW_REGROUP_AUTO && (config->window == 64 || config->window == 128) &&
-             !plan->regroup_pays[0] && !plan->regroup_pays[1])
+             !plan->regroup_pays[0] && !plan->regroup_pays[1]) {
         plan->grouping.window = 0;
+        plan->grouping.mode = PW_REGROUP_IDENTITY; /* pw_plan_workspace_views: what ran */
+    }
     plan->max_groups = pw_max_groups(problem, &plan->grouping);
     plan->union_capacity = PW_PLAN_GROUP_SIZE * problem->topk;
     /* The attention kernels' 1-D grids (attention.cu), checked here for the same reason. */

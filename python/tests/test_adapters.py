@@ -1,5 +1,6 @@
 """pageweaver.integrations on synthetic engine tensors (CPU): each adapter's output equals
 pageweaver.sparse_prefill on the equivalent token-major caches and page table, bitwise."""
+import numpy
 import pytest
 import torch
 
@@ -147,6 +148,8 @@ def test_sglang_pages_of_64_tokens(seed):
     o = sglang_call(c, block_size_k=64, k_scale=0.03125, v_scale=0.0625)
     want = direct(c, table, k_scale=0.03125, v_scale=0.0625, page_size=64)
     assert torch.equal(bits(o), bits(want)), f"seed {seed}"
+    o = sglang_call(c, block_size_k=numpy.int64(64), k_scale=0.03125, v_scale=0.0625)  # any integer type
+    assert torch.equal(bits(o), bits(want)), f"seed {seed}"
     # Read as 128-token pages, the same mapping is a layout error on most pages.
     sglang.page_table_from_req_to_token(c["req_to_token"], c["slot_ids"], c["seq_lens"],
                                         layout_errors=errors)
@@ -167,7 +170,7 @@ def test_sglang_refuses_what_it_cannot_do():
         sglang_call(c, k_scale=torch.ones(3))
     with pytest.raises(TypeError, match="bfloat16"):
         sglang_call(dict(c, q=c["q"].to(torch.float8_e4m3fn)))
-    for bad in (0, 64.0, True):
+    for bad in (0, 64.0, True, 2 ** 21, "64"):
         with pytest.raises(ValueError, match="block_size_k"):
             sglang_call(c, block_size_k=bad)
     with pytest.raises(ValueError, match="page_size"):
@@ -264,6 +267,8 @@ def test_vllm_refuses_what_it_cannot_do():
     with pytest.raises(TypeError, match="FP8"):
         vllm.minimax_m3_sparse_attn(q, kv_cache.to(torch.bfloat16), topk, bt, cu, seq, prefix,
                                     30, 1, 0.1, out)
+    with pytest.raises(ValueError, match="kv_cache"):  # blocks of 0 tokens
+        vllm.minimax_m3_sparse_attn(q, kv_cache[:, :, :0], topk, bt, cu, seq, prefix, 30, 1, 0.1, out)
     with pytest.raises(ValueError, match="num_kv_heads"):
         vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 30, 2, 0.1, out)
     with pytest.raises(TypeError, match="output"):  # vLLM's op only writes into output

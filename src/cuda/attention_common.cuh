@@ -315,6 +315,7 @@ static __device__ __forceinline__ void row_max_tree(const float (&acc)[64], floa
 {
     static_assert(kMaxWidth >= 2 && kMaxWidth <= 16 && (kMaxWidth & (kMaxWidth - 1)) == 0, "tree width");
     static_assert(NCOLS == kPageSize || NCOLS == 64, "columns 0..127 or 0..63");
+    static_assert(kMaxWidth <= NCOLS / 8, "every partial maximum takes at least one pair");
     float t0[kMaxWidth], t1[kMaxWidth];
 #pragma unroll
     for (int j = 0; j < NCOLS / 8; j++) { // acc[4j..4j+3]: columns 8j + 2q, +1 (NCOLS = 64: k < 32)

@@ -17,15 +17,30 @@ the caller's `layout_errors` word and mapped outside the cache, so it contribute
 """
 import torch
 
-from .._op import PAGE_SIZE, sparse_prefill
+import operator
+
+from .._op import MAX_PAGE_SIZE, PAGE_SIZE, sparse_prefill
 from ._common import i32 as _i32, scale_kwargs
 
 __all__ = ["page_table_from_req_to_token", "minimax_sparse_prefill"]
 
+
+def _page_size(name, value):
+    """An int page size 1..MAX_PAGE_SIZE (any integer type but bool), else ValueError naming
+    `name`."""
+    try:
+        size = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        size = None
+    if size is None or not 1 <= size <= MAX_PAGE_SIZE:
+        raise ValueError(f"{name} is {value!r}: expected an int in 1..{MAX_PAGE_SIZE} (tokens per "
+                         f"page; the GPU runs 128 and 64)")
+    return size
+
 def page_table_from_req_to_token(req_to_token, slot_ids, seq_lens, *, layout_errors=None,
                                  page_size=PAGE_SIZE):
     """Physical page table [B, ceil(max_context / P)] int32 of SGLang's token mapping, for
-    pages of P = page_size tokens (int >= 1; the GPU kernels run 128 and 64).
+    pages of P = page_size tokens (1..2^20; the GPU kernels run 128 and 64).
 
     req_to_token [max_reqs, max_context] int32: KV-pool slot of each token of each request
     row. slot_ids [B] (any integer dtype): each request's row. seq_lens [B]: KV lengths.
@@ -37,9 +52,7 @@ def page_table_from_req_to_token(req_to_token, slot_ids, seq_lens, *, layout_err
     if req_to_token.dtype != torch.int32 or req_to_token.dim() != 2:
         raise TypeError(f"req_to_token: expected int32 [max_reqs, max_context], got "
                         f"{req_to_token.dtype} {list(req_to_token.shape)}")
-    if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
-        raise ValueError(f"page_size is {page_size!r}: expected an int >= 1 (tokens per page)")
-    P = page_size
+    P = _page_size("page_size", page_size)
     b = slot_ids.shape[0]
     max_context = req_to_token.shape[1]
     pages = max(1, -(-max_context // P))
@@ -98,9 +111,7 @@ def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, to
                              f"head, [Hq, 128] (logits [Hq] go to pageweaver.sparse_prefill("
                              f"sinks=...))")
         sink = sink.to(torch.bfloat16).contiguous()  # no copy when already bf16 and contiguous
-    if isinstance(block_size_k, bool) or not isinstance(block_size_k, int) or block_size_k < 1:
-        raise ValueError(f"block_size_k is {block_size_k!r}: expected an int >= 1 (tokens per "
-                         f"page; the GPU runs 128 and 64)")
+    block_size_k = _page_size("block_size_k", block_size_k)
     if isinstance(q, torch.Tensor) and q.dtype != torch.bfloat16:
         raise TypeError(f"q: dtype {q.dtype}, expected torch.bfloat16 (PageWeaver quantises "
                         f"Q itself; pass the unquantised Q)")

@@ -31,10 +31,10 @@ def _views(kv_cache):
         raise TypeError(f"kv_cache: dtype {kv_cache.dtype}: PageWeaver reads FP8 E4M3 "
                         f"caches (torch.float8_e4m3fn) only")
     nb, hkv, p, two_d = kv_cache.shape
-    if two_d % 2 or kv_cache.stride(3) != 1:
+    if p < 1 or two_d % 2 or kv_cache.stride(3) != 1:
         raise ValueError(f"kv_cache: shape {list(kv_cache.shape)}, strides "
-                         f"{list(kv_cache.stride())}: an even last dim (K | V) and contiguous "
-                         f"rows expected")
+                         f"{list(kv_cache.stride())}: blocks of >= 1 token, an even last dim "
+                         f"(K | V) and contiguous rows expected")
     d = two_d // 2
     return kv_cache[..., :d], kv_cache[..., d:]
 
