@@ -584,20 +584,13 @@ pw_status_t launch_stack1(const pw::AttentionParams &params, unsigned grid, pw_s
                                params, 2 * grid, stream);
 }
 
-/* Dev impls 13 and 14 (attention_dense.cuh): the dense G = 8 / 4 tiles for the call's K;
- * pages of 64 tokens in attention_page64.cu. */
-template <bool X2>
-pw_status_t launch_dense8(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
+/* Dev impls 13 (G = 8) and 14 (G = 4) (attention_dense.cuh): the dense tiles for the call's
+ * K; pages of 64 tokens in attention_page64.cu. */
+template <int G, bool X2>
+pw_status_t launch_dense(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
-    if (params.page_size == 64) return pw::launch_dense_page64<8, X2>(params, grid, stream);
-    return pw::launch_dense_page<8, X2, pw::kPageSize>(params, grid, stream);
-}
-
-template <bool X2>
-pw_status_t launch_dense4(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
-{
-    if (params.page_size == 64) return pw::launch_dense_page64<4, X2>(params, grid, stream);
-    return pw::launch_dense_page<4, X2, pw::kPageSize>(params, grid, stream);
+    if (params.page_size == 64) return pw::launch_dense_page64<G, X2>(params, grid, stream);
+    return pw::launch_dense_page<G, X2, pw::kPageSize>(params, grid, stream);
 }
 
 /* One implementation of one variant: impl (bits of pw::ImplBits: 0, 2, 6, 8 and their
@@ -622,14 +615,14 @@ pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned gr
     if (impl == pw::kImplDense8 || impl == pw::kImplDense8X2) {
         if constexpr (VARIANT != pw::kUnion4)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 13 (dense G = 8) runs on Union4 plans' groups only");
-        else if (impl == pw::kImplDense8X2) return launch_dense8<true>(params, grid, stream);
-        else return launch_dense8<false>(params, grid, stream);
+        else if (impl == pw::kImplDense8X2) return launch_dense<8, true>(params, grid, stream);
+        else return launch_dense<8, false>(params, grid, stream);
     }
     if (impl == pw::kImplDense4 || impl == pw::kImplDense4X2) {
         if constexpr (VARIANT != pw::kUnion4)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 14 (dense G = 4) runs on Union4 plans' groups only");
-        else if (impl == pw::kImplDense4X2) return launch_dense4<true>(params, grid, stream);
-        else return launch_dense4<false>(params, grid, stream);
+        else if (impl == pw::kImplDense4X2) return launch_dense<4, true>(params, grid, stream);
+        else return launch_dense<4, false>(params, grid, stream);
     }
     if (impl == pw::kImplStack1PreVtX2) {
         if constexpr (VARIANT != pw::kUnion4)

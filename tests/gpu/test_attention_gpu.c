@@ -1741,6 +1741,20 @@ static void check_dense_tile_wide(pw_capture_t *c, device_problem_t *d, pw_rng_t
     }
 }
 
+/* Union4 on W128 groups (setup_arm 4) into o / l, then per-query (setup_arm 5) into o_pq /
+ * l_pq: whether the two are bitwise equal (grouping invariance with the globals' sinks or
+ * per-token scales). */
+static int union4_w128_and_per_query(const pw_capture_t *c, device_problem_t *d, pw_rng_t *rng, int32_t *perm,
+                                     pw_bf16_t *o, float *l, pw_bf16_t *o_pq, float *l_pq)
+{
+    pw_grouping_t g;
+    setup_arm(4, c, rng, perm, &g, d);
+    run_kernel(c, d, PW_KERNEL_UNION4, &g, o, l);
+    setup_arm(5, c, rng, perm, &g, d);
+    run_kernel(c, d, PW_KERNEL_PER_QUERY, &g, o_pq, l_pq);
+    return same_outputs(c, o_pq, l_pq, o, l);
+}
+
 /* Dev impls 9 (lean) and 10 (lean on the V^T pre-pass) on grouping g: impl 9 bitwise o0 / l0
  * (the library's run on the same grouping); impl 10 into o10 / l10, FP8 bitwise o0, FP8X2
  * (P in f16) against its emulation. `what`: the printed label, e.g. "K=32 FP8". */
@@ -2076,13 +2090,8 @@ static void test_page64(void **state)
                 reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad_ts);
                 g_ts_host = (pw_token_scales_t){NULL, NULL, 0, 0};
                 g_ts_dev = (pw_token_scales_t){ks_dev, vs_dev, 1, hkv};
-                setup_arm(4, c, &rng, perm, &g_w128, &d);
-                run_kernel(c, &d, PW_KERNEL_UNION4, &g_w128, o, l);
+                const int same_pq = union4_w128_and_per_query(c, &d, &rng, perm, o, l, o10, l10);
                 const compare_t ce = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
-                pw_grouping_t gq;
-                setup_arm(5, c, &rng, perm, &gq, &d);
-                run_kernel(c, &d, PW_KERNEL_PER_QUERY, &gq, o10, l10);
-                const int same_pq = same_outputs(c, o10, l10, o, l);
                 full_call_run(c, &d, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o10, l10);
                 const int same_full = same_outputs(c, o10, l10, o, l);
                 printf("  P=64 K=%d %s token scales: union4 W128 vs emulate NRMS %.3e lse %.2e; per-query bitwise %s, "
@@ -2105,13 +2114,8 @@ static void test_page64(void **state)
                 reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad_s);
                 g_sinks_host = NULL;
                 g_sinks_dev = sinks_dev;
-                setup_arm(4, c, &rng, perm, &g_w128, &d);
-                run_kernel(c, &d, PW_KERNEL_UNION4, &g_w128, o, l);
+                const int same_pq = union4_w128_and_per_query(c, &d, &rng, perm, o, l, o10, l10);
                 const compare_t ce = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
-                pw_grouping_t gq;
-                setup_arm(5, c, &rng, perm, &gq, &d);
-                run_kernel(c, &d, PW_KERNEL_PER_QUERY, &gq, o10, l10);
-                const int same_pq = same_outputs(c, o10, l10, o, l);
                 printf("  P=64 K=%d %s sinks: union4 W128 vs emulate NRMS %.3e lse %.2e; per-query bitwise %s\n", K,
                        prec, ce.nrms, ce.lse_max_abs, same_pq ? "equal" : "DIFFERENT");
                 assert_int_equal(ce.nan, 0);

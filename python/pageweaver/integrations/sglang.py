@@ -37,6 +37,7 @@ def _page_size(name, value):
                          f"page; the GPU runs 128 and 64)")
     return size
 
+
 def page_table_from_req_to_token(req_to_token, slot_ids, seq_lens, *, layout_errors=None,
                                  page_size=PAGE_SIZE):
     """Physical page table [B, ceil(max_context / P)] int32 of SGLang's token mapping, for
