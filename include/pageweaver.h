@@ -387,7 +387,8 @@ typedef struct pw_attention_args {
                                      (slot,h,d) at slot*kv_stride + h*D + d */
     const pw_fp8_e4m3_t *v_cache; /* same layout as k_cache */
     int64_t kv_stride;           /* elements between cache slots, >= Hkv*D */
-    const float *k_scale;        /* one float: real K = k_scale * e4m3 value */
+    const float *k_scale;        /* one float: real K = k_scale * e4m3 value; any finite
+                                    value (0 and negative too: semantics §4.5) */
     const float *v_scale;        /* one float */
     const int32_t *topk_ids;     /* [Hkv, N, K] logical page ids */
     pw_requests_t requests;      /* page_table required */

@@ -356,6 +356,17 @@ static __device__ __forceinline__ void softmax_page(float (&acc)[64], int64_t li
     // max or an exponential (the bits of masking them to -inf: 2^-inf = +0 adds nothing to
     // the sums, and -inf changes no maximum).
     constexpr int kK = NCOLS / 2; // acc elements of columns 0..NCOLS-1
+    // Scores x = acc * f (log2 units). With f > 0 the row max is taken on acc and the scale
+    // is folded into one FFMA per element together with the max and the x256 of P:
+    // p256 = 2^(acc*f - m + 8) = 256 * p. A non-positive f (k_scale <= 0, never in
+    // practice) takes the plain path: scale first, before the mask below (a masked -inf
+    // times f would be +inf for f < 0, NaN for f = 0), then the same code with f = 1.
+    float g0 = f0, g1 = f1;
+    if (!(f0 > 0.0f && f1 > 0.0f)) {
+#pragma unroll
+        for (int k = 0; k < kK; k++) acc[k] *= (k % 4) < 2 ? f0 : f1;
+        g0 = g1 = 1.0f;
+    }
     // Only the query's own (partial) page and a page past the KV length mask tokens: a
     // warp-uniform branch keeps the compares off every other page.
     if (lim < NCOLS - 1) {
@@ -364,16 +375,6 @@ static __device__ __forceinline__ void softmax_page(float (&acc)[64], int64_t li
             const int col = 8 * (k / 4) + 2 * q + (k % 2);
             acc[k] = col <= lim ? acc[k] : -INFINITY;
         }
-    }
-    // Scores x = acc * f (log2 units). With f > 0 the row max is taken on acc and the scale
-    // is folded into one FFMA per element together with the max and the x256 of P:
-    // p256 = 2^(acc*f - m + 8) = 256 * p. A non-positive f (k_scale or softmax scale <= 0,
-    // never in practice) takes the plain path: scale first, then the same code with f = 1.
-    float g0 = f0, g1 = f1;
-    if (!(f0 > 0.0f && f1 > 0.0f)) {
-#pragma unroll
-        for (int k = 0; k < kK; k++) acc[k] *= (k % 4) < 2 ? f0 : f1;
-        g0 = g1 = 1.0f;
     }
     float mx0, mx1;
     row_max_tree<kMaxWidth, NCOLS>(acc, mx0, mx1);
@@ -586,11 +587,24 @@ static __device__ __forceinline__ void ts_load_page(float (&buf)[2][kPageSize], 
  * scale 1 and V scale 0 there (the slots' own values may be NaN: semantics §4.5 never
  * reads them). Then x = -inf x f past lim, the products softmax_page forms, so scales of 1
  * still give its bits; p = 0 there, and P x 0 = 0. Warp-collective (the lanes write the
- * buffer, then __syncwarp). */
+ * buffer, then __syncwarp).
+ * f0 / f1: the rows' score factors, in and out. A non-positive one (k_scale
+ * <= 0, never in practice) would make -inf x f +inf or NaN, so then the page's
+ * scores are formed here as softmax_page_ts's plain form forms them, x = acc x (f x ks_t)
+ * (-inf past lim), every K scale of the buffer becomes 1 and f0 = f1 = 1: softmax_page_ts
+ * then takes x x 1 and 2^(x + c) with one rounding, its plain form's bits. */
 static __device__ __forceinline__ void ts_mask_page(float (&acc)[64], int64_t lim, uint32_t q,
-                                                    float (&buf)[2][kPageSize], int lane)
+                                                    float (&buf)[2][kPageSize], int lane, float &f0, float &f1)
 {
     const int lim32 = lim < 0 ? -1 : (int)lim; // lim < 127 here
+    const bool plain = !(f0 > 0.0f && f1 > 0.0f);
+    if (plain) { // scaled before the mask (a masked slot's product, NaN or not, is replaced)
+#pragma unroll
+        for (int k = 0; k < 64; k++)
+            acc[k] = acc[k] * (((k % 4) < 2 ? f0 : f1) * buf[0][8 * (k / 4) + 2 * q + (k % 2)]);
+        __syncwarp(); // every lane has read its K scales
+        f0 = f1 = 1.0f;
+    }
 #pragma unroll
     for (int k = 0; k < 64; k++) {
         const int col = 8 * (k / 4) + 2 * (int)q + (k % 2);
@@ -599,10 +613,8 @@ static __device__ __forceinline__ void ts_mask_page(float (&acc)[64], int64_t li
 #pragma unroll
     for (int j = 0; j < kPageSize / 32; j++) {
         const int t = lane + 32 * j;
-        if (t > lim32) {
-            buf[0][t] = 1.0f;
-            buf[1][t] = 0.0f;
-        }
+        if (t > lim32 || plain) buf[0][t] = 1.0f;
+        if (t > lim32) buf[1][t] = 0.0f;
     }
     __syncwarp();
 }

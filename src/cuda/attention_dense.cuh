@@ -103,6 +103,15 @@ static __device__ __forceinline__ void softmax_page_two_queries(float (&acc)[64]
             f1 = 1.0f;
         }
     }
+    // A non-positive factor (k_scale <= 0, never in practice): that row's scores scaled
+    // first, before the mask (-inf x f would be +inf or NaN), then the code below with f = 1.
+    const bool plain0 = !(f0 > 0.0f), plain1 = !(f1 > 0.0f);
+    const float g0 = plain0 ? 1.0f : f0, g1 = plain1 ? 1.0f : f1;
+    if (plain0 || plain1) {
+#pragma unroll
+        for (int k = 0; k < kK; k++)
+            if ((k % 4) < 2 ? plain0 : plain1) acc[k] *= (k % 4) < 2 ? f0 : f1;
+    }
     if (lim0 < NCOLS - 1 || lim1 < NCOLS - 1) { // a member's partial page (rare)
         // Columns 0..NCOLS-1: a limit clamped to -1..NCOLS-1 masks the same columns, in 32 bits.
         const int c0 = lim0 < 0 ? -1 : (int)(lim0 < NCOLS - 1 ? lim0 : NCOLS - 1);
@@ -112,13 +121,6 @@ static __device__ __forceinline__ void softmax_page_two_queries(float (&acc)[64]
             const int col = 8 * (k / 4) + 2 * q + (k % 2);
             acc[k] = col <= ((k % 4) < 2 ? c0 : c1) ? acc[k] : -INFINITY;
         }
-    }
-    const bool plain0 = !(f0 > 0.0f), plain1 = !(f1 > 0.0f);
-    const float g0 = plain0 ? 1.0f : f0, g1 = plain1 ? 1.0f : f1;
-    if (plain0 || plain1) {
-#pragma unroll
-        for (int k = 0; k < kK; k++)
-            if ((k % 4) < 2 ? plain0 : plain1) acc[k] *= (k % 4) < 2 ? f0 : f1;
     }
     // softmax_page<kLeanMaxWidth>'s row-max tree (width 4), element for element.
     float mx0, mx1;

@@ -333,8 +333,9 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
                 const int64_t lim = page_column_limit<PAGE>(my_limit, sm.page_logical[i]);
                 cp_async_wait_all();
                 __syncwarp();
-                if (lim < kPageSize - 1) ts_mask_page(acc, lim, q, ts_buf, lane); // warp-uniform
-                softmax_page_ts(acc, q, f0, f1, ts_buf[0], m0, m1, l0, l1, alpha0, alpha1);
+                float g0 = f0, g1 = f1; // 1 after ts_mask_page applied a non-positive factor
+                if (lim < kPageSize - 1) ts_mask_page(acc, lim, q, ts_buf, lane, g0, g1); // warp-uniform
+                softmax_page_ts(acc, q, g0, g1, ts_buf[0], m0, m1, l0, l1, alpha0, alpha1);
                 vmax = ts_scale_p(acc, q, ts_buf[1]);
             }
             // The next member page's scales, once every lane has read this page's.

@@ -42,18 +42,18 @@ namespace pw {
 static __device__ __forceinline__ void softmax_row32(float (&s)[32], int64_t lim, uint32_t q, float f, float &m,
                                                      float &l, float &alpha)
 {
+    float g = f;
+    if (!(f > 0.0f)) { // scaled before the mask (-inf x f would be +inf or NaN)
+#pragma unroll
+        for (int k = 0; k < 32; k++) s[k] *= f;
+        g = 1.0f;
+    }
     if (lim < kPageSize - 1) {
 #pragma unroll
         for (int k = 0; k < 32; k++) {
             const int col = 8 * (k / 2) + 2 * q + (k % 2);
             s[k] = col <= lim ? s[k] : -INFINITY;
         }
-    }
-    float g = f;
-    if (!(f > 0.0f)) {
-#pragma unroll
-        for (int k = 0; k < 32; k++) s[k] *= f;
-        g = 1.0f;
     }
     float t[4];
 #pragma unroll
