@@ -1841,7 +1841,7 @@ static void test_topk_wide(void **state)
          * 8-query groups), which the coverage assertions below need: without one the largest
          * union can be 66 pages (seed 7135736910495: N = 10); with one, 20,000 problems
          * simulated on the CPU (same draws, the library's regroup and union preparation) gave
-         * a largest pair list of at least 276 entries at K = 32 and 469 at K = 64. */
+         * a largest pair list of at least 275 entries at K = 32 and 454 at K = 64. */
         pw_capture_t *c = NULL;
         for (;;) {
             c = pw_test_random_attention_problem_k(&rng, g_seed ^ 0x5eedull, hkv, 3, quick ? 24 : 80,
