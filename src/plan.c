@@ -199,9 +199,9 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
                        PW_PLAN_VT_DEFAULT_PAGES, PW_PLAN_VT_DEFAULT_TOTAL);
     if ((c->flags & PW_PLAN_VT_PREPASS) && !vt_scan_fits(p))
         return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "PW_PLAN_VT_PREPASS with Hkv x R x max_pages = %lld page-table entries (the V^T "
+                       "PW_PLAN_VT_PREPASS with Hkv x R x max_pages = %.4g page-table entries (the V^T "
                        "pre-pass's scan grid)",
-                       (long long)p->num_kv_heads * p->num_requests * p->max_pages_per_request);
+                       (double)p->num_kv_heads * p->num_requests * p->max_pages_per_request); /* may pass 2^63 */
     return PW_SUCCESS;
 }
 

@@ -22,8 +22,8 @@ pw_status_t pw_union_meta_alloc_host(const pw_problem_t *problem, const pw_group
     const double cells = (double)hkv * (double)groups;
     if (cells * (double)capacity * 4.0 > (double)SIZE_MAX / 2)
         return pw_fail(PW_ERROR_OUT_OF_MEMORY,
-                       "pw_union_meta_alloc_host: %lld groups x %lld pages do not fit in memory",
-                       (long long)(hkv * groups), (long long)capacity);
+                       "pw_union_meta_alloc_host: %.4g groups x %lld pages do not fit in memory",
+                       cells, (long long)capacity); /* cells: a double (hkv x groups may pass 2^63) */
     const size_t n_groups = (size_t)(hkv * groups) + 1, n_pages = n_groups * (size_t)capacity;
     pw_union_meta_t m = empty;
     m.max_groups = groups;

@@ -180,6 +180,14 @@ static void test_create_errors(void **state)
     cfg = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
     cfg.kernel = (pw_kernel_t)7;
     assert_int_equal(pw_plan_create(&p, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
+    /* A product past 2^63 in a message is printed as a double, not a wrapped integer (it
+     * printed -1709652929499103232 here). */
+    pw_problem_t vast = fast_problem(100, 1000000, 65535);
+    vast.max_pages_per_request = 1 << 29;
+    cfg = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
+    cfg.flags = PW_PLAN_VT_PREPASS;
+    assert_int_equal(pw_plan_create(&vast, &cfg, &plan), PW_ERROR_UNSUPPORTED);
+    assert_non_null(strstr(pw_last_error(), "= 3.518e+19 page-table entries"));
     cfg = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
     cfg.regroup = (pw_regroup_mode_t)9;
     assert_int_equal(pw_plan_create(&p, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);

@@ -533,6 +533,16 @@ static void test_meta_alloc_host(void **state)
     assert_pw_ok(pw_union_meta_alloc_host(&p, &g, &m)); /* N = 0: R groups of capacity, allocated */
     assert_non_null(m.groups);
     pw_union_meta_free_host(&m);
+    /* Too large: OUT_OF_MEMORY, the group count printed as a double (Hkv x groups passes
+     * 2^63 here: it printed a negative integer). */
+    pw_problem_t huge = PW_PROBLEM_INIT;
+    huge.num_tokens = huge.num_requests = huge.num_kv_heads = INT32_MAX;
+    huge.max_pages_per_request = huge.num_cache_pages = 1;
+    g.group_size = 1;
+    g.window = 1;
+    assert_int_equal(pw_union_meta_alloc_host(&huge, &g, &m), PW_ERROR_OUT_OF_MEMORY);
+    assert_non_null(strstr(pw_last_error(), "1.384e+19 groups"));
+    assert_null(m.groups);
     const pw_requests_t rq = PW_REQUESTS_INIT;
     assert_null(rq.page_table);
     assert_int_equal(rq.page_table_stride, 0);

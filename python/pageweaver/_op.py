@@ -18,6 +18,7 @@ precision, or PW_REF_EXACT for precision="exact".
 """
 import ctypes
 import math
+import numbers
 import threading
 from collections import OrderedDict
 from typing import Optional
@@ -67,8 +68,8 @@ def _scale_arg(name, s):
         raise TypeError(f"{name}: expected a float or a 0-dim / 1-element float32 tensor, "
                         f"got {type(s).__name__}")
     v = float(s)
-    if not (math.isfinite(v) and v > 0.0):
-        raise ValueError(f"{name} is {v!r}: must be finite and > 0")
+    if not math.isfinite(v):
+        raise ValueError(f"{name} is {v!r}: must be finite")
     return None, v
 
 
@@ -178,6 +179,12 @@ def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
     if not isinstance(topk_idx, torch.Tensor) or topk_idx.dim() != 3:
         raise ValueError("topk_idx: expected an int32 tensor [Hkv, N, K]")
     k = topk_idx.shape[2]
+    if topk_idx.shape[0] != hkv:
+        raise ValueError(f"topk_idx: {topk_idx.shape[0]} KV heads (shape {list(topk_idx.shape)}), "
+                         f"the caches {hkv}: topk_idx is [Hkv, N, K] with the caches' Hkv")
+    if k < 1:
+        raise ValueError(f"topk_idx: shape {list(topk_idx.shape)}: no Top-K column (K = 0); "
+                         f"pad a row that selects nothing with -1")
     _check_index("topk_idx", topk_idx, (hkv, n, k), dev)
     if not isinstance(prefix_lens, torch.Tensor) or prefix_lens.dim() != 1:
         raise ValueError("prefix_lens: expected an int32 tensor [R]")
@@ -545,10 +552,11 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    (the chunk's own K/V are already in the cache).
     Keywords:
       k_scale, v_scale  per-tensor dequantisation scales (real K = k_scale * e4m3 value):
-                   a Python float (finite, > 0), or a 0-dim / 1-element float32 tensor on
-                   q's device, read by the kernel at run time (a captured CUDA graph
-                   replays with whatever the tensor holds then; its value is not checked:
-                   any finite value is used as given, 0 and negative ones included).
+                   a Python float (finite), or a 0-dim / 1-element float32 tensor on q's
+                   device, read by the kernel at run time (a captured CUDA graph replays
+                   with whatever the tensor holds then; its value is not checked). Any
+                   finite value is used as given, 0 and negative ones included
+                   (docs/semantics.md §4.5: k_scale = 0 makes every visible score 0).
       softmax_scale  None for 1/sqrt(D).
       out          None (allocated) or [N, Hq, D] bfloat16 (CPU also float32 / float64),
                    rows may be strided; written in place.
@@ -614,9 +622,11 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
     but no out-of-bounds access; the CPU path validates it. On both paths a page-table
     entry outside the cache (negative, or >= the cache's pages) is a bad page, not an
     error: it contributes nothing and is counted in bad_page_count (pass one to see it).
-    Non-finite data a row sees: on the CPU a NaN / Inf score raises InvalidArgumentError
-    (naming the row); NaN in V gives NaN output rows on both paths (the GPU cannot raise
-    on data). Data in cache slots no row may see is never read into an output.
+    Non-finite data a row sees: on the CPU in "fp8" / "fp8x2" a NaN / Inf score raises
+    InvalidArgumentError (naming the row: the emulated arithmetic has no answer then), in
+    "exact" it propagates (NaN output and LSE for that row, as FP64 arithmetic gives);
+    NaN in V gives NaN output rows on every path (the GPU cannot raise on data). Data in
+    cache slots no row may see is never read into an output.
 
     Errors: TypeError / ValueError naming the tensor (dtype, shape, device, strides);
     pageweaver.InvalidArgumentError (a ValueError) / UnsupportedError (a
@@ -628,10 +638,15 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
     if softmax_scale is None:
         scale = 0.0
     else:
+        if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real):
+            raise TypeError(f"softmax_scale: {type(softmax_scale).__name__} {softmax_scale!r}: "
+                            f"expected None or a Python float (a tensor would need a host read)")
         scale = float(softmax_scale)
         if not (math.isfinite(scale) and scale > 0.0):
             raise ValueError(f"softmax_scale is {softmax_scale!r}: must be finite and > 0 "
                              f"(None for 1/sqrt(D))")
+    if not isinstance(return_lse, bool):
+        raise TypeError(f"return_lse: {type(return_lse).__name__} {return_lse!r}, expected a bool")
     prec = _precision_code(precision)
     mode = _enum("regroup", regroup, _lib.REGROUP_MODES, _lib.DEFAULT_REGROUP)
     kern = _enum("kernel", kernel, _lib.KERNELS, _lib.DEFAULT_KERNEL)

@@ -275,3 +275,43 @@ def test_vllm_refuses_what_it_cannot_do():
         vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 30, 1, 0.1, None)
     with pytest.raises(TypeError, match="k_scale: list"):
         vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 30, 1, 0.1, out, [1.0])
+
+
+# ---- both ------------------------------------------------------------------------------
+def test_int64_indices_past_int32_saturate_instead_of_wrapping(seed):
+    """int64 Top-K ids and block-table entries outside int32 are out of range (an ignored id,
+    a bad page), never wrapped onto a real page: ids + 2^32 used to alias the ids."""
+    gen = torch.Generator().manual_seed(seed)
+    q, kv_cache, topk, bt, cu, seq, prefix, _, _ = vllm_case(gen, hkv=2, g=2, d=32)
+    def call(t, b, bad=None):
+        out = torch.empty(q.shape, dtype=torch.bfloat16)
+        vllm.minimax_m3_sparse_attn(q, kv_cache, t, b, cu, seq, prefix, 30, 2, 0.1, out,
+                                    bad_page_count=bad)
+        return out
+
+    far = topk.to(torch.int64)
+    far = torch.where(far >= 0, far + (1 << 32), far - (1 << 32))
+    got = call(far, bt)
+    none = call(torch.full_like(topk, -1), bt)
+    assert torch.equal(bits(got), bits(none)), f"seed {seed}"
+    assert not torch.equal(bits(call(topk, bt)), bits(none))  # the ids themselves select pages
+    huge = bt.to(torch.int64) + (1 << 32)
+    bad = torch.zeros(1, dtype=torch.int32)
+    got = call(topk, huge, bad)
+    assert torch.equal(bits(got), bits(call(topk, torch.full_like(bt, -1))))
+    assert int(bad) > 0
+
+
+def test_sglang_slot_ids_are_checked():
+    c, _ = sglang_case(torch.Generator().manual_seed(4))
+    rows = c["req_to_token"].shape[0]
+    with pytest.raises(IndexError, match="slot_ids"):
+        sglang.page_table_from_req_to_token(c["req_to_token"], c["slot_ids"] + rows, c["seq_lens"])
+    with pytest.raises(ValueError, match="slot_ids has 2 requests, seq_lens 3"):
+        sglang.page_table_from_req_to_token(c["req_to_token"], c["slot_ids"][:2], c["seq_lens"])
+    with pytest.raises(TypeError, match="slot_ids"):
+        sglang.page_table_from_req_to_token(c["req_to_token"], c["slot_ids"].float(), c["seq_lens"])
+    with pytest.raises(TypeError, match="sm_scale"):
+        sglang_call(c, sm_scale=torch.tensor(0.1, device="meta"))
+    o = sglang_call(c, sm_scale=torch.tensor(0.1))  # a CPU tensor is a number
+    assert torch.equal(bits(o), bits(sglang_call(c, sm_scale=0.1)))

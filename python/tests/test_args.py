@@ -29,7 +29,8 @@ def run(p, **kw):
     ("v_cache", lambda p: p["v_cache"][:-128], ValueError, ["v_cache", "differs"]),
     ("q", lambda p: p["q"][:, :3], ValueError, ["heads", "multiple"]),
     ("topk_idx", lambda p: p["topk_idx"].long(), TypeError, ["topk_idx", "int32"]),
-    ("topk_idx", lambda p: p["topk_idx"][:1], ValueError, ["topk_idx", "shape"]),
+    ("topk_idx", lambda p: p["topk_idx"][:1], ValueError, ["topk_idx", "KV heads", "the caches 2"]),
+    ("topk_idx", lambda p: p["topk_idx"][:, :, :0], ValueError, ["topk_idx", "K = 0"]),
     ("topk_idx", lambda p: p["topk_idx"].transpose(0, 1).contiguous().transpose(0, 1), ValueError,
      ["topk_idx", "contiguous"]),
     ("page_table", lambda p: p["page_table"][:, :0], ValueError, ["page_table"]),
@@ -48,12 +49,15 @@ def test_tensor_errors_name_the_tensor(p, field, value, exc, words):
 
 
 @pytest.mark.parametrize("kw,exc,words", [
-    (dict(k_scale=-1.0), ValueError, ["k_scale", "> 0"]),
+    (dict(k_scale=float("inf")), ValueError, ["k_scale", "finite"]),
     (dict(v_scale=float("nan")), ValueError, ["v_scale"]),
     (dict(k_scale="1"), TypeError, ["k_scale"]),
     (dict(k_scale=torch.ones(2)), ValueError, ["k_scale", "one"]),
     (dict(v_scale=torch.ones(1, dtype=torch.float64)), TypeError, ["v_scale", "float32"]),
     (dict(softmax_scale=0.0), ValueError, ["softmax_scale"]),
+    (dict(softmax_scale="0.5"), TypeError, ["softmax_scale", "str"]),
+    (dict(softmax_scale=torch.tensor(0.5)), TypeError, ["softmax_scale", "Tensor"]),
+    (dict(return_lse="yes"), TypeError, ["return_lse", "bool"]),
     (dict(precision="fp16"), ValueError, ["precision", "fp8x2", "exact"]),
     (dict(regroup="random"), ValueError, ["regroup", "guarded"]),
     (dict(kernel="union16"), ValueError, ["kernel", "union4"]),
@@ -69,6 +73,21 @@ def test_keyword_errors(p, kw, exc, words):
         run(p, **kw)
     for w in words:
         assert w in str(e.value), (w, str(e.value))
+
+
+def test_scales_of_zero_and_below_are_values(p):
+    """k_scale / v_scale: any finite value, 0 and negative ones included (docs/semantics.md
+    §4.5), the same as a Python float or a one-element tensor; k_scale = 0 makes every
+    visible score 0 (each head's output the mean of V over the row's visible tokens)."""
+    for ks in (0.0, -0.6):
+        a = run(p, k_scale=ks, precision="exact", out=torch.empty(p["q"].shape, dtype=torch.float64))
+        b = run(p, k_scale=torch.tensor(ks), precision="exact",
+                out=torch.empty(p["q"].shape, dtype=torch.float64))
+        assert torch.equal(a, b)
+        assert torch.isfinite(a).all()
+    flipped = run(p, k_scale=-1.0, precision="exact", out=torch.empty(p["q"].shape, dtype=torch.float64))
+    negated = run(p, q=-p["q"], precision="exact", out=torch.empty(p["q"].shape, dtype=torch.float64))
+    assert torch.allclose(flipped, negated, rtol=0, atol=1e-12)  # (-q) . k = q . (-k)
 
 
 def test_library_errors_carry_its_message(p):

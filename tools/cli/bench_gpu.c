@@ -902,7 +902,7 @@ int bench_gpu_capture(bench_capture_t *bc, const bench_options_t *o)
 
 int bench_gpu_available(char *reason, size_t reason_size)
 {
-    snprintf(reason, reason_size, "this build has no CUDA (configured without nvcc)");
+    snprintf(reason, reason_size, "this build has no CUDA (configured without nvcc, or with PW_WITH_CUDA=OFF)");
     return 0;
 }
 

@@ -2,13 +2,22 @@
 import torch
 
 
+_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
+
+
 def i32(name, t):
     """An engine's int32 / int64 index tensor as int32, contiguous (no copy when it already
-    is). TypeError naming `name` otherwise."""
+    is int32 and contiguous). int64 values outside int32 saturate to -2^31 / 2^31 - 1 (on
+    the tensor's device, no synchronisation) instead of wrapping: every index field reads
+    those as out of range (a Top-K id past any context or below 0 is ignored, a physical
+    page outside the cache is a bad page, a length that large is refused), where a wrapped
+    value could land on a real page. TypeError naming `name` for other dtypes."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor")
     if t.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"{name}: dtype {t.dtype}, expected an integer tensor (int32 / int64)")
+    if t.dtype == torch.int64:
+        t = t.clamp(_I32_MIN, _I32_MAX)
     return t.to(torch.int32).contiguous()
 
 

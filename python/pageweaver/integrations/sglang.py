@@ -44,7 +44,9 @@ def page_table_from_req_to_token(req_to_token, slot_ids, seq_lens, *, layout_err
     pages of P = page_size tokens (1..2^20; the GPU kernels run 128 and 64).
 
     req_to_token [max_reqs, max_context] int32: KV-pool slot of each token of each request
-    row. slot_ids [B] (any integer dtype): each request's row. seq_lens [B]: KV lengths.
+    row. slot_ids [B] (any integer dtype): each request's row (a CPU tensor is checked
+    against req_to_token's rows: IndexError; on the device a row outside it gives pages of
+    -1, counted in layout_errors). seq_lens [B]: KV lengths.
     layout_errors: optional one-element int32 / int64 tensor on the same device; the number
     of pages (holding at least one token of its request) whose slots are not one
     contiguous, P-aligned run is ADDED to it (never reset here). Such pages, and pages
@@ -54,11 +56,27 @@ def page_table_from_req_to_token(req_to_token, slot_ids, seq_lens, *, layout_err
         raise TypeError(f"req_to_token: expected int32 [max_reqs, max_context], got "
                         f"{req_to_token.dtype} {list(req_to_token.shape)}")
     P = _page_size("page_size", page_size)
+    for name, t in (("slot_ids", slot_ids), ("seq_lens", seq_lens)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 1 or t.is_floating_point() or t.is_complex():
+            raise TypeError(f"{name}: expected a 1-D integer tensor [B], got "
+                            f"{t.dtype if isinstance(t, torch.Tensor) else type(t).__name__} "
+                            f"{list(t.shape) if isinstance(t, torch.Tensor) else ''}")
     b = slot_ids.shape[0]
-    max_context = req_to_token.shape[1]
+    if seq_lens.shape[0] != b:
+        raise ValueError(f"slot_ids has {b} requests, seq_lens {seq_lens.shape[0]}: one row of "
+                         f"req_to_token and one KV length per request")
+    max_reqs, max_context = req_to_token.shape
     pages = max(1, -(-max_context // P))
     dev = req_to_token.device
-    rows = req_to_token.index_select(0, slot_ids.to(device=dev, dtype=torch.long))
+    ids = slot_ids.to(device=dev, dtype=torch.long)
+    if slot_ids.device.type == "cpu" and b and not bool(((slot_ids >= 0) & (slot_ids < max_reqs)).all()):
+        raise IndexError(f"slot_ids {slot_ids.tolist()[:8]}: a row outside req_to_token's "
+                         f"{max_reqs} rows")
+    # On the device a row outside req_to_token cannot be refused without a host read: its
+    # pages become -1 (layout errors: they contribute nothing) instead of an out-of-bounds read.
+    valid = (ids >= 0) & (ids < max_reqs)
+    rows = req_to_token.index_select(0, torch.where(valid, ids, torch.zeros_like(ids)))
+    rows = torch.where(valid.unsqueeze(1), rows, torch.full_like(rows, -1))
     if pages * P != max_context:
         rows = torch.nn.functional.pad(rows, (0, pages * P - max_context), value=-1)
     tok = rows.view(b, pages, P)
@@ -125,7 +143,7 @@ def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, to
         if isinstance(x, torch.Tensor) and x.device.type != "cpu":
             raise TypeError(f"{name}: a {x.device.type} tensor; pass a Python float (reading a "
                             f"device tensor would synchronise the stream)")
-    scale = sm_scale if sm_scale is not None else q.shape[-1] ** -0.5
+    scale = float(sm_scale) if sm_scale is not None else q.shape[-1] ** -0.5
     if q_scale is not None:
         scale = scale * float(q_scale)
     cache_ok = isinstance(k_cache, torch.Tensor) and k_cache.dim() == 3
