@@ -248,7 +248,8 @@ typedef struct pw_union_stats {
 
 /* Algorithm 1 (paper §3.1, semantics §3) on the CPU.
  *   topk_ids: [Hkv, N, K] int32 host.   perm: [Hkv, N] int32 host, written: perm[h*N + s]
- *   is the original row executed in slot s; a bijection inside each request.
+ *   is the original row executed in slot s; a bijection inside each request. With N = 0
+ *   both may be NULL (nothing is read or written).
  * The result does not depend on any page-count capacity (no 64K cliff).
  * Errors: PW_ERROR_INVALID_ARGUMENT (shapes, layout, window < 0, g outside 1..8),
  *         PW_ERROR_UNSUPPORTED (a window's queries x K over 2^31 - 1),

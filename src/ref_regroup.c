@@ -134,9 +134,11 @@ pw_status_t pw_ref_regroup(const pw_problem_t *problem, const int32_t *topk_ids,
         grouping->mode != PW_REGROUP_GUARDED)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "grouping.mode is %d (0..2)",
                        (int)grouping->mode);
-    if (!perm) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "perm is NULL");
     const int32_t n_rows = problem->num_tokens, g = grouping->group_size;
+    /* N = 0 writes and reads nothing: NULL is accepted, as pw_ref_attention accepts it. */
+    if (n_rows > 0 && !perm) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "perm is NULL");
     if (n_rows > 0 && !topk_ids) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "topk_ids is NULL");
+    if (n_rows == 0) return PW_SUCCESS;
 
     /* Largest window: W, or the longest request when W = 0 (or W is larger). */
     int32_t max_window = 0;

@@ -469,6 +469,7 @@ static void test_degenerate_requests(void **state)
     const pw_grouping_t grouping = grouping_of(PW_REGROUP_GUARDED, 128, 8);
     assert_pw_ok(pw_ref_regroup(&tc.problem, tc.topk, &tc.requests, &grouping, &dummy));
     assert_int_equal(dummy, -7);
+    assert_pw_ok(pw_ref_regroup(&tc.problem, NULL, &tc.requests, &grouping, NULL)); /* N = 0: NULL too */
     case_free(&tc);
 }
 

@@ -588,21 +588,20 @@ static __device__ __forceinline__ void ts_load_page(float (&buf)[2][kPageSize], 
  * reads them). Then x = -inf x f past lim, the products softmax_page forms, so scales of 1
  * still give its bits; p = 0 there, and P x 0 = 0. Warp-collective (the lanes write the
  * buffer, then __syncwarp).
- * f0 / f1: the rows' score factors, in and out. A non-positive one (k_scale
- * <= 0, never in practice) would make -inf x f +inf or NaN, so then the page's
- * scores are formed here as softmax_page_ts's plain form forms them, x = acc x (f x ks_t)
- * (-inf past lim), every K scale of the buffer becomes 1 and f0 = f1 = 1: softmax_page_ts
- * then takes x x 1 and 2^(x + c) with one rounding, its plain form's bits. */
+ * f0 / f1: this thread's rows' score factors, in and out. A non-positive one (k_scale <= 0,
+ * never in practice) would make -inf x f +inf or NaN, so then (per thread, as
+ * softmax_page's plain form decides: lanes may differ, e.g. a head whose factor underflows
+ * to 0) the thread's scores are scaled here, x = acc x f, before the mask, and f0 = f1 = 1:
+ * softmax_page_ts then takes x x ks_t and 2^(x ks_t - m + 8) in one FFMA, so that with
+ * every ks_t = 1 the bits are softmax_page's plain form's (x rounded, then 2^(x - m + 8)).
+ * The shared scale buffer is not touched on visible columns (other lanes read it). */
 static __device__ __forceinline__ void ts_mask_page(float (&acc)[64], int64_t lim, uint32_t q,
                                                     float (&buf)[2][kPageSize], int lane, float &f0, float &f1)
 {
     const int lim32 = lim < 0 ? -1 : (int)lim; // lim < 127 here
-    const bool plain = !(f0 > 0.0f && f1 > 0.0f);
-    if (plain) { // scaled before the mask (a masked slot's product, NaN or not, is replaced)
+    if (!(f0 > 0.0f && f1 > 0.0f)) { // scaled before the mask
 #pragma unroll
-        for (int k = 0; k < 64; k++)
-            acc[k] = acc[k] * (((k % 4) < 2 ? f0 : f1) * buf[0][8 * (k / 4) + 2 * q + (k % 2)]);
-        __syncwarp(); // every lane has read its K scales
+        for (int k = 0; k < 64; k++) acc[k] *= (k % 4) < 2 ? f0 : f1;
         f0 = f1 = 1.0f;
     }
 #pragma unroll
@@ -613,8 +612,10 @@ static __device__ __forceinline__ void ts_mask_page(float (&acc)[64], int64_t li
 #pragma unroll
     for (int j = 0; j < kPageSize / 32; j++) {
         const int t = lane + 32 * j;
-        if (t > lim32 || plain) buf[0][t] = 1.0f;
-        if (t > lim32) buf[1][t] = 0.0f;
+        if (t > lim32) {
+            buf[0][t] = 1.0f;
+            buf[1][t] = 0.0f;
+        }
     }
     __syncwarp();
 }

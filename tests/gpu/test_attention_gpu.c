@@ -2247,19 +2247,15 @@ static void test_page64(void **state)
     g_poison_smem = 0;
 }
 
-/* Per-token scales (args.token_scales, docs/semantics.md §4.5), both precisions, two layouts
- * ([Hkv, slots] and vLLM-like [slots, Hkv], two KV heads): K scales 2^U(-1,1), V scales
- * 2^U(-3,3) with some negative and some 0, pages whose V scales are all 0 or all subnormal,
- * NaN in every slot no row may see. Union4 W128 against the emulating
- * reference (the bounds without scales) and the exact one; Union4 on every other grouping,
- * per-query and the full call (V^T pre-pass on and off) bitwise equal to it; Union8 refuses;
- * scales all 1 (NaN where invisible) give the bytes of no scales. */
 /* A non-positive k_scale (0, or negative: never in practice; the reference accepts any finite
- * value) on every GPU softmax: Union4 at G = 16, 8 and 4, per-query, Union8, the dense tiles
- * (dev impls 13, 14), dev impls 9 / 10, with and without per-token scales, and the full call;
- * against the emulation, other kernels bitwise. The factor f = q_scale x k_scale x scale is
- * then <= 0, the softmax's plain form (scores scaled first); before 2026-12-02 it scaled the
- * masked scores of a partial page too: -inf x f = +inf or NaN, so NaN rows on the GPU. */
+ * value) on every GPU softmax, pages of 128 and 64 tokens: Union4 at G = 16, 8 and 4,
+ * per-query, Union8 (softmax_page), dev impl 12 (softmax_row32), the dense tiles (dev impls
+ * 13, 14: softmax_page_two_queries), dev impls 9 / 10, with and without per-token scales
+ * (ts_mask_page), and the full call; Union4 against the emulation, the others bitwise to it
+ * (FP8X2 on the pre-pass and impl 12: against their own emulation / bounds). The factor
+ * f = q_scale x k_scale x scale is then <= 0, the softmax's plain form (scores scaled first);
+ * before 2026-12-02 it scaled the masked scores of a partial page too: -inf x f = +inf or
+ * NaN, so NaN rows on the GPU. */
 static void test_nonpositive_k_scale(void **state)
 {
     (void)state;
@@ -2270,103 +2266,126 @@ static void test_nonpositive_k_scale(void **state)
     const int64_t d = 128;
     const float k_scales[2] = {0.0f, -0.6f};
     const pw_precision_t precisions[2] = {PW_PRECISION_FP8, PW_PRECISION_FP8X2};
-    for (int si = 0; si < 2; si++)
-        for (int ts = 0; ts < 2; ts++) {
-            pw_capture_t *c = random_problem(&rng, hkv, 3, quick ? 24 : 100, quick ? 600 : 2000);
-            pw_problem_t *p = &c->problem;
-            c->k_scale = k_scales[si];
-            const int64_t n = p->num_tokens, slots = p->num_cache_pages * p->page_size, rows = n * hkv * 16;
-            float *l0 = malloc(rows * 4), *l = malloc(rows * 4), *l10 = malloc(rows * 4);
-            pw_bf16_t *o0 = malloc(rows * d * 2), *o = malloc(rows * d * 2), *o10 = malloc(rows * d * 2);
-            float *emu = malloc(rows * d * 4), *emu_lse = malloc(rows * 4);
-            float *ks = malloc(hkv * slots * 4), *vs = malloc(hkv * slots * 4);
-            int32_t *perm = malloc(n * hkv * 4);
-            assert_non_null(perm);
-            for (int64_t i = 0; i < hkv * slots; i++) {
-                ks[i] = (float)exp2(2.0 * pw_rng_uniform(&rng) - 1.0);
-                vs[i] = (float)exp2(6.0 * pw_rng_uniform(&rng) - 3.0);
-            }
-            float *ks_dev = dev_copy(ks, hkv * slots * 4), *vs_dev = dev_copy(vs, hkv * slots * 4);
-            const pw_token_scales_t none = {NULL, NULL, 0, 0}, host_ts = {ks, vs, slots, 1},
-                                    dev_ts = {ks_dev, vs_dev, slots, 1};
-            for (int G = 16; G >= 4; G /= 2) {
-                if (G < 16) { /* Q cut to each KV head's first G heads */
-                    const int old = p->q_heads_per_kv;
-                    for (int64_t row = 0; row < n; row++)
-                        for (int64_t kv = 0; kv < hkv; kv++)
-                            for (int64_t h = 0; h < G; h++)
-                                memmove(c->q + ((row * hkv + kv) * G + h) * d, c->q + ((row * hkv + kv) * old + h) * d,
-                                        d * 2);
-                    p->q_heads_per_kv = G;
+    for (int page = 128; page >= 64; page /= 2)
+        for (int si = 0; si < 2; si++)
+            for (int ts = 0; ts < 2; ts++) {
+                pw_capture_t *c = pw_test_random_attention_problem_kp(&rng, g_seed ^ 0x5eedull ^ (uint64_t)page, hkv, 3,
+                                                                      quick ? 24 : 100, 0, quick ? 600 : 2000, 5, 16,
+                                                                      page);
+                pw_problem_t *p = &c->problem;
+                c->k_scale = k_scales[si];
+                const int64_t n = p->num_tokens, slots = p->num_cache_pages * p->page_size, rows = n * hkv * 16;
+                float *l0 = malloc(rows * 4), *l = malloc(rows * 4), *l10 = malloc(rows * 4);
+                pw_bf16_t *o0 = malloc(rows * d * 2), *o = malloc(rows * d * 2), *o10 = malloc(rows * d * 2);
+                float *emu = malloc(rows * d * 4), *emu_lse = malloc(rows * 4);
+                float *ks = malloc(hkv * slots * 4), *vs = malloc(hkv * slots * 4);
+                int32_t *perm = malloc(n * hkv * 4);
+                assert_non_null(perm);
+                for (int64_t i = 0; i < hkv * slots; i++) {
+                    ks[i] = (float)exp2(2.0 * pw_rng_uniform(&rng) - 1.0);
+                    vs[i] = (float)exp2(6.0 * pw_rng_uniform(&rng) - 3.0);
                 }
-                device_problem_t dg;
-                upload(c, &dg);
-                for (int pr = 0; pr < 2; pr++) {
-                    g_precision = precisions[pr];
-                    g_ts_host = ts ? host_ts : none;
-                    g_ts_dev = ts ? dev_ts : none;
-                    char what[96];
-                    snprintf(what, sizeof what, "k_scale %g G=%d %s%s", (double)c->k_scale, G,
-                             pr ? "FP8X2" : "FP8", ts ? " token scales" : "");
-                    uint32_t bad_ref = 0;
-                    reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad_ref);
-                    pw_grouping_t g;
-                    setup_arm(4, c, &rng, perm, &g, &dg);
-                    assert_int_equal(run_kernel(c, &dg, PW_KERNEL_UNION4, &g, o0, l0), bad_ref);
-                    const compare_t ce = compare_rows(c, o0, l0, emu, 0, emu_lse, NULL);
-                    printf("%s: N=%lld, union4 W128 vs emulate NRMS %.3e lse %.2e, NaN %lld\n", what, (long long)n,
-                           ce.nrms, ce.lse_max_abs, (long long)ce.nan);
-                    assert_int_equal(ce.nan, 0);
-                    assert_int_equal(ce.empty_bad, 0);
-                    assert_true(ce.nrms <= (pr ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
-                    assert_true(ce.lse_max_abs <=
-                                (pr ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND) * (ts ? EMU_TS_LSE_FACTOR : 1.0));
-                    /* Per-query and (G = 16 without token scales) Union8: the same bits. */
-                    for (int a = 0; a < 2; a++) {
-                        if (a == 1 && (G != 16 || ts)) continue;
-                        const pw_kernel_t kernel = setup_arm(a == 0 ? 5 : 0, c, &rng, perm, &g, &dg);
-                        run_kernel(c, &dg, kernel, &g, o, l);
-                        const int same = same_outputs(c, o, l, o0, l0);
-                        printf("  %s %s: bitwise %s\n", what, kernel_name(kernel), same ? "equal" : "DIFFERENT");
-                        assert_true(same);
+                float *ks_dev = dev_copy(ks, hkv * slots * 4), *vs_dev = dev_copy(vs, hkv * slots * 4);
+                const pw_token_scales_t none = {NULL, NULL, 0, 0}, host_ts = {ks, vs, slots, 1},
+                                        dev_ts = {ks_dev, vs_dev, slots, 1};
+                for (int G = 16; G >= 4; G /= 2) {
+                    if (G < 16) { /* Q cut to each KV head's first G heads */
+                        const int old = p->q_heads_per_kv;
+                        for (int64_t row = 0; row < n; row++)
+                            for (int64_t kv = 0; kv < hkv; kv++)
+                                for (int64_t h = 0; h < G; h++)
+                                    memmove(c->q + ((row * hkv + kv) * G + h) * d,
+                                            c->q + ((row * hkv + kv) * old + h) * d, d * 2);
+                        p->q_heads_per_kv = G;
                     }
-                    setup_arm(4, c, &rng, perm, &g, &dg);
-                    if (!ts && G == 16) check_lean_dev_impls(c, &dg, PW_KERNEL_UNION4, &g, what, o0, l0, o, l, o10, l10);
-                    if (!ts && G < 16) { /* the dense tiles: FP8 the same bits, FP8X2 P in f16 */
-                        run_kernel_impl(c, &dg, PW_KERNEL_UNION4, G == 8 ? 13 : 14, &g, o, l);
-                        if (pr) {
-                            check_f16_p(c, o, l, 1.0, what);
-                        } else {
+                    device_problem_t dg;
+                    upload(c, &dg);
+                    for (int pr = 0; pr < 2; pr++) {
+                        g_precision = precisions[pr];
+                        g_ts_host = ts ? host_ts : none;
+                        g_ts_dev = ts ? dev_ts : none;
+                        char what[96];
+                        snprintf(what, sizeof what, "k_scale %g P=%d G=%d %s%s", (double)c->k_scale, page, G,
+                                 pr ? "FP8X2" : "FP8", ts ? " token scales" : "");
+                        uint32_t bad_ref = 0;
+                        reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad_ref);
+                        pw_grouping_t g;
+                        setup_arm(4, c, &rng, perm, &g, &dg);
+                        assert_int_equal(run_kernel(c, &dg, PW_KERNEL_UNION4, &g, o0, l0), bad_ref);
+                        const compare_t ce = compare_rows(c, o0, l0, emu, 0, emu_lse, NULL);
+                        printf("%s: N=%lld, union4 W128 vs emulate NRMS %.3e lse %.2e, NaN %lld\n", what, (long long)n,
+                               ce.nrms, ce.lse_max_abs, (long long)ce.nan);
+                        assert_int_equal(ce.nan, 0);
+                        assert_int_equal(ce.empty_bad, 0);
+                        assert_true(ce.nrms <= (pr ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
+                        assert_true(ce.lse_max_abs <=
+                                    (pr ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND) * (ts ? EMU_TS_LSE_FACTOR : 1.0));
+                        /* Per-query and (P = 128, G = 16, no token scales) Union8: the same bits. */
+                        for (int a = 0; a < 2; a++) {
+                            if (a == 1 && (page != 128 || G != 16 || ts)) continue;
+                            const pw_kernel_t kernel = setup_arm(a == 0 ? 5 : 0, c, &rng, perm, &g, &dg);
+                            run_kernel(c, &dg, kernel, &g, o, l);
                             const int same = same_outputs(c, o, l, o0, l0);
-                            printf("  %s dense tile: bitwise %s\n", what, same ? "equal" : "DIFFERENT");
+                            printf("  %s %s: bitwise %s\n", what, kernel_name(kernel), same ? "equal" : "DIFFERENT");
+                            assert_true(same);
+                        }
+                        setup_arm(4, c, &rng, perm, &g, &dg);
+                        if (!ts && G == 16) {
+                            check_lean_dev_impls(c, &dg, PW_KERNEL_UNION4, &g, what, o0, l0, o, l, o10, l10);
+                            if (pr && page == 128) { /* dev impl 12 (softmax_row32): its own rounding */
+                                run_kernel_impl(c, &dg, PW_KERNEL_UNION4, STACKED_IMPL, &g, o, l);
+                                const compare_t cs = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
+                                printf("  %s dev impl %d: vs emulate NRMS %.3e lse %.2e, NaN %lld\n", what,
+                                       STACKED_IMPL, cs.nrms, cs.lse_max_abs, (long long)cs.nan);
+                                assert_int_equal(cs.nan, 0);
+                                assert_int_equal(cs.empty_bad, 0);
+                                assert_true(cs.nrms <= EMU_X2_NRMS_BOUND);
+                                assert_true(cs.lse_max_abs <= EMU_X2_LSE_BOUND);
+                            }
+                        }
+                        if (!ts && G < 16) { /* the dense tiles: FP8 the same bits, FP8X2 P in f16 */
+                            run_kernel_impl(c, &dg, PW_KERNEL_UNION4, G == 8 ? 13 : 14, &g, o, l);
+                            if (pr) {
+                                check_f16_p(c, o, l, 1.0, what);
+                            } else {
+                                const int same = same_outputs(c, o, l, o0, l0);
+                                printf("  %s dense tile: bitwise %s\n", what, same ? "equal" : "DIFFERENT");
+                                assert_true(same);
+                            }
+                        }
+                        /* The full call without and with the V^T pre-pass (FP8X2 there without
+                         * token scales: P in f16, against its emulation). */
+                        for (int f = 0; f < 2; f++) {
+                            full_call_run(c, &dg, PW_KERNEL_UNION4, f ? PW_PLAN_VT_PREPASS : PW_PLAN_NO_VT_PREPASS, o,
+                                          l);
+                            if (f && f16_p_arithmetic()) {
+                                check_f16_p(c, o, l, 1.0, what);
+                                continue;
+                            }
+                            const int same = same_outputs(c, o, l, o0, l0);
+                            printf("  %s full call (pre-pass %s): bitwise %s\n", what, f ? "on" : "off",
+                                   same ? "equal" : "DIFFERENT");
                             assert_true(same);
                         }
                     }
-                    /* The full call without and with the V^T pre-pass (FP8X2 there without
-                     * token scales: P in f16, against its emulation). */
-                    for (int f = 0; f < 2; f++) {
-                        full_call_run(c, &dg, PW_KERNEL_UNION4, f ? PW_PLAN_VT_PREPASS : PW_PLAN_NO_VT_PREPASS, o, l);
-                        if (f && f16_p_arithmetic()) {
-                            check_f16_p(c, o, l, 1.0, what);
-                            continue;
-                        }
-                        const int same = same_outputs(c, o, l, o0, l0);
-                        printf("  %s full call (pre-pass %s): bitwise %s\n", what, f ? "on" : "off",
-                               same ? "equal" : "DIFFERENT");
-                        assert_true(same);
-                    }
+                    g_ts_host = g_ts_dev = none;
+                    release(&dg);
                 }
-                g_ts_host = g_ts_dev = none;
-                release(&dg);
+                CUDA_OK(cudaFree(ks_dev));
+                CUDA_OK(cudaFree(vs_dev));
+                free(perm); free(vs); free(ks); free(emu_lse); free(emu);
+                free(o10); free(o); free(o0); free(l10); free(l); free(l0);
+                pw_capture_free(c);
             }
-            CUDA_OK(cudaFree(ks_dev));
-            CUDA_OK(cudaFree(vs_dev));
-            free(perm); free(vs); free(ks); free(emu_lse); free(emu);
-            free(o10); free(o); free(o0); free(l10); free(l); free(l0);
-            pw_capture_free(c);
-        }
 }
 
+/* Per-token scales (args.token_scales, docs/semantics.md §4.5), both precisions, two layouts
+ * ([Hkv, slots] and vLLM-like [slots, Hkv], two KV heads): K scales 2^U(-1,1), V scales
+ * 2^U(-3,3) with some negative and some 0, pages whose V scales are all 0 or all subnormal,
+ * NaN in every slot no row may see. Union4 W128 against the emulating
+ * reference (the bounds without scales) and the exact one; Union4 on every other grouping,
+ * per-query and the full call (V^T pre-pass on and off) bitwise equal to it; Union8 refuses;
+ * scales all 1 (NaN where invisible) give the bytes of no scales. */
 static void test_token_scales(void **state)
 {
     (void)state;
