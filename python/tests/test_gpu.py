@@ -548,6 +548,57 @@ def test_sglang_adapter_eager_and_graph(seed):
     assert torch.equal(bits(out), bits(call(dict(p, page_table=broken)))), f"seed {seed}"
 
 
+def test_adapter_indices_out_of_range_on_the_device(seed):
+    """On the device (no host read): an SGLang slot id outside req_to_token gives that
+    request pages of -1, counted in layout_errors, and no out-of-bounds index; int64 Top-K
+    ids past int32 saturate (ignored) instead of wrapping onto the ids' pages."""
+    gen = torch.Generator().manual_seed(seed)
+    cpu, p = gpu_problem(seed, bad_pages=False)
+    r, m = p["page_table"].shape
+    slots = p["k_cache"].shape[0]
+    r2t = torch.randint(0, slots, (r, m * 128), generator=gen, dtype=torch.int32)
+    for i in range(r):
+        for t in range(int(cpu["kv_lens"][i])):
+            r2t[i, t] = int(cpu["page_table"][i, t // 128]) * 128 + t % 128
+    r2t = r2t.cuda()
+    rows = torch.arange(r, device="cuda")
+    rows[0] = r + 5  # outside req_to_token
+    errors = torch.zeros(1, dtype=torch.int64, device="cuda")
+    table = sglang.page_table_from_req_to_token(r2t, rows, p["kv_lens"], layout_errors=errors)
+    torch.cuda.synchronize()
+    pages0 = -(-int(cpu["kv_lens"][0]) // 128)
+    assert (table[0] == -1).all() and int(errors) == pages0
+    for i in range(1, r):  # the other requests' pages as the page table holds them
+        used = -(-int(cpu["kv_lens"][i]) // 128)
+        assert torch.equal(table[i, :used].cpu(), cpu["page_table"][i, :used])
+    far = p["topk_idx"].to(torch.int64)
+    far = torch.where(far >= 0, far + (1 << 32), far)
+    o = sglang.minimax_sparse_prefill(p["q"], p["k_cache"], p["v_cache"], None, r2t, rows, far,
+                                      p["cu_seqlens_q"], p["kv_lens"], p["prefix_lens"],
+                                      page_table=p["page_table"], k_scale=p["k_scale"],
+                                      v_scale=p["v_scale"])
+    torch.cuda.synchronize()
+    assert torch.equal(bits(o), bits(call(dict(p, topk_idx=torch.full_like(p["topk_idx"], -1)))))
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_nonpositive_k_scale_on_the_gpu(seed, precision):
+    """k_scale 0 and -0.6 (docs/semantics.md §4.5): no NaN (a partial page's masked scores
+    stay -inf), within the emulation bound of the CPU reference; a float and a tensor the
+    same bits."""
+    cpu, p = gpu_problem(seed, bad_pages=False)
+    for ks in (0.0, -0.6):
+        o = pageweaver.sparse_prefill(*op_args(p), k_scale=ks, v_scale=p["v_scale"], precision=precision)
+        o_t = pageweaver.sparse_prefill(*op_args(p), k_scale=torch.tensor([ks], device="cuda"),
+                                        v_scale=p["v_scale"], precision=precision)
+        want = pageweaver.sparse_prefill(*op_args(cpu), k_scale=ks, v_scale=cpu["v_scale"],
+                                         precision=precision)
+        torch.cuda.synchronize()
+        assert torch.isfinite(o.float()).all(), f"seed {seed} k_scale {ks}"
+        assert torch.equal(bits(o), bits(o_t))
+        assert nrms(o.cpu().float(), want.float()) <= EMU_BOUND, f"seed {seed} k_scale {ks}"
+
+
 def test_adapters_with_pages_of_64_tokens(seed):
     """vLLM's interleaved cache of 64-token blocks and SGLang's block_size_k=64 on the GPU:
     the same bits as sparse_prefill(page_size=64) on the equivalent token-major cache and
