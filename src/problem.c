@@ -86,7 +86,8 @@ pw_status_t pw_check_problem_layout(const pw_problem_t *p, const pw_requests_t *
                            rq->kv_lens[r], rq->prefix_lens[r], e - b);
         if ((int64_t)rq->kv_lens[r] > kv_cap)
             return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                           "requests.kv_lens[%d] is %d, > max_pages_per_request %d * page_size %d",
+                           "requests.kv_lens[%d] is %d, > max_pages_per_request %d * page_size %d (the page "
+                           "table's columns hold fewer tokens than the request's KV length)",
                            r, rq->kv_lens[r], p->max_pages_per_request, p->page_size);
     }
     return PW_SUCCESS;
