@@ -138,6 +138,19 @@ static void *dev_copy(const void *host, size_t bytes)
     return d;
 }
 
+/* Q cut in place to each KV head's first G heads (from the capture's q_heads_per_kv, which
+ * becomes G); the buffer keeps its size (freed with the capture). */
+static void cut_q_heads(pw_capture_t *c, int G)
+{
+    pw_problem_t *p = &c->problem;
+    const int64_t n = p->num_tokens, hkv = p->num_kv_heads, d = p->head_dim, old = p->q_heads_per_kv;
+    for (int64_t row = 0; row < n; row++)
+        for (int64_t kv = 0; kv < hkv; kv++)
+            for (int64_t h = 0; h < G; h++)
+                memmove(c->q + ((row * hkv + kv) * G + h) * d, c->q + ((row * hkv + kv) * old + h) * d, d * 2);
+    p->q_heads_per_kv = G;
+}
+
 static void upload(const pw_capture_t *c, device_problem_t *d)
 {
     const pw_problem_t *p = &c->problem;
@@ -1449,17 +1462,12 @@ static void test_gqa_padded(void **state)
             for (int G = 16; G >= 4; G /= 2) {
                 if (G < 16) { /* cut Q (and the per-head extras) to the first G heads of each KV head */
                     const int old = p->q_heads_per_kv;
-                    for (int64_t row = 0; row < n; row++)
-                        for (int64_t kv = 0; kv < hkv; kv++)
-                            for (int64_t h = 0; h < G; h++)
-                                memmove(c->q + ((row * hkv + kv) * G + h) * d, c->q + ((row * hkv + kv) * old + h) * d,
-                                        d * 2);
+                    cut_q_heads(c, G);
                     for (int64_t kv = 0; kv < hkv; kv++)
                         for (int64_t h = 0; h < G; h++) {
                             sinks[kv * G + h] = sinks[kv * old + h];
                             memmove(keys + (kv * G + h) * d, keys + (kv * old + h) * d, d * 2);
                         }
-                    p->q_heads_per_kv = G;
                 }
                 const int64_t hq = (int64_t)hkv * G;
                 float *sinks_dev = dev_copy(sinks, hq * 4);
@@ -1712,20 +1720,15 @@ static int32_t longest_request(const pw_capture_t *c)
  * full mode (whose problems have a request of 32+ queries, test_topk_wide; measured
  * 301-315 / 574 at K 32 / 64 on the H200). o0 / l0, o / l, o_full / l_full: scratch of the
  * capture's output size. */
-static void check_dense_tile_wide(pw_capture_t *c, device_problem_t *d, pw_rng_t *rng, int32_t *perm, int from,
-                                  int G, int quick, pw_bf16_t *o0, float *l0, pw_bf16_t *o, float *l,
+static void check_dense_tile_wide(pw_capture_t *c, device_problem_t *d, pw_rng_t *rng, int32_t *perm, int G,
+                                  int quick, pw_bf16_t *o0, float *l0, pw_bf16_t *o, float *l,
                                   pw_bf16_t *o_full, float *l_full)
 {
     pw_problem_t *p = &c->problem;
-    const int64_t n = p->num_tokens, hkv = p->num_kv_heads;
     const int K = p->topk, impl = G == 8 ? 13 : 14;
     const pw_precision_t precisions[2] = {PW_PRECISION_FP8, PW_PRECISION_FP8X2};
     release(d);
-    for (int64_t row = 0; row < n; row++)
-        for (int64_t kv = 0; kv < hkv; kv++)
-            for (int64_t h = 0; h < G; h++)
-                memmove(c->q + ((row * hkv + kv) * G + h) * 128, c->q + ((row * hkv + kv) * from + h) * 128, 128 * 2);
-    p->q_heads_per_kv = G;
+    cut_q_heads(c, G);
     upload(c, d);
     for (int pr = 0; pr < 2; pr++) {
         g_precision = precisions[pr];
@@ -1961,8 +1964,8 @@ static void test_topk_wide(void **state)
          * 2 x 8 K entries. */
         {
             const int old = p->q_heads_per_kv;
-            check_dense_tile_wide(c, &d, &rng, perm, old, 8, quick, o0, l0, o, l, o10, l10);
-            check_dense_tile_wide(c, &d, &rng, perm, 8, 4, quick, o0, l0, o, l, o10, l10);
+            check_dense_tile_wide(c, &d, &rng, perm, 8, quick, o0, l0, o, l, o10, l10);
+            check_dense_tile_wide(c, &d, &rng, perm, 4, quick, o0, l0, o, l, o10, l10);
             p->q_heads_per_kv = old; /* the capture's Q buffer is freed with its size below */
         }
         g_precision = PW_PRECISION_FP8;
@@ -2289,15 +2292,7 @@ static void test_nonpositive_k_scale(void **state)
                 const pw_token_scales_t none = {NULL, NULL, 0, 0}, host_ts = {ks, vs, slots, 1},
                                         dev_ts = {ks_dev, vs_dev, slots, 1};
                 for (int G = 16; G >= 4; G /= 2) {
-                    if (G < 16) { /* Q cut to each KV head's first G heads */
-                        const int old = p->q_heads_per_kv;
-                        for (int64_t row = 0; row < n; row++)
-                            for (int64_t kv = 0; kv < hkv; kv++)
-                                for (int64_t h = 0; h < G; h++)
-                                    memmove(c->q + ((row * hkv + kv) * G + h) * d,
-                                            c->q + ((row * hkv + kv) * old + h) * d, d * 2);
-                        p->q_heads_per_kv = G;
-                    }
+                    if (G < 16) cut_q_heads(c, G);
                     device_problem_t dg;
                     upload(c, &dg);
                     for (int pr = 0; pr < 2; pr++) {
