@@ -21,6 +21,18 @@ def i32(name, t):
     return t.to(torch.int32).contiguous()
 
 
+def host_float(name, x):
+    """A scalar an adapter folds into the softmax scale on the host: a CPU tensor of one
+    element as a Python float, anything else as given. A device tensor is refused
+    (TypeError naming `name`): reading it would synchronise the stream."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    if x.device.type != "cpu" or x.numel() != 1:
+        raise TypeError(f"{name}: a {x.device.type} tensor of {x.numel()} elements; pass a "
+                        f"Python float (reading a device tensor would synchronise the stream)")
+    return float(x)
+
+
 def scale_kwargs(k_scale, v_scale, hkv=None, slots=None):
     """An engine's k_scale / v_scale as pageweaver.sparse_prefill keywords: None (1.0), a
     float or a one-element tensor go to k_scale / v_scale (float32); a 2-D tensor holds

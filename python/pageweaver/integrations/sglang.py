@@ -20,7 +20,7 @@ import torch
 import operator
 
 from .._op import MAX_PAGE_SIZE, PAGE_SIZE, sparse_prefill
-from ._common import i32 as _i32, scale_kwargs
+from ._common import host_float, i32 as _i32, scale_kwargs
 
 __all__ = ["page_table_from_req_to_token", "minimax_sparse_prefill"]
 
@@ -139,10 +139,7 @@ def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, to
         page_table = page_table_from_req_to_token(req_to_token, slot_ids, lens,
                                                   layout_errors=layout_errors,
                                                   page_size=block_size_k)
-    for name, x in (("sm_scale", sm_scale), ("q_scale", q_scale)):
-        if isinstance(x, torch.Tensor) and x.device.type != "cpu":
-            raise TypeError(f"{name}: a {x.device.type} tensor; pass a Python float (reading a "
-                            f"device tensor would synchronise the stream)")
+    sm_scale, q_scale = host_float("sm_scale", sm_scale), host_float("q_scale", q_scale)
     scale = float(sm_scale) if sm_scale is not None else q.shape[-1] ** -0.5
     if q_scale is not None:
         scale = scale * float(q_scale)

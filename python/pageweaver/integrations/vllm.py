@@ -15,7 +15,7 @@ args.cache_layout (one call for every KV head, no copy). Per-token scales [Hkv, 
 import torch
 
 from .._op import sparse_prefill
-from ._common import i32 as _i32, scale_kwargs
+from ._common import host_float, i32 as _i32, scale_kwargs
 
 __all__ = ["minimax_m3_sparse_attn"]
 
@@ -72,12 +72,7 @@ def minimax_m3_sparse_attn(q, kv_cache, topk_idx, block_table, cu_seqlens_q, seq
     topk = _i32("topk_idx", topk_idx)
     cu, lens, pre = (_i32("cu_seqlens_q", cu_seqlens_q), _i32("seq_lens", seq_lens),
                      _i32("prefix_lens", prefix_lens))
-    if isinstance(sm_scale, torch.Tensor):
-        if sm_scale.device.type != "cpu" or sm_scale.numel() != 1:
-            raise TypeError(f"sm_scale: a {sm_scale.device.type} tensor of {sm_scale.numel()} "
-                            f"elements; pass a Python float (reading a device tensor would "
-                            f"synchronise the stream)")
-        sm_scale = float(sm_scale)
+    sm_scale = host_float("sm_scale", sm_scale)
     page_size = kv_cache.shape[2]
     scales = scale_kwargs(k_scale, v_scale, hkv, kv_cache.shape[0] * page_size)
     sparse_prefill(q, k, v, topk, block_table, cu, lens, pre, softmax_scale=sm_scale, out=output,
