@@ -583,11 +583,12 @@ def test_adapter_indices_out_of_range_on_the_device(seed):
 
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_nonpositive_k_scale_on_the_gpu(seed, precision):
-    """k_scale 0 and -0.6 (docs/semantics.md §4.5): no NaN (a partial page's masked scores
-    stay -inf), within the emulation bound of the CPU reference; a float and a tensor the
-    same bits."""
+    """k_scale 0 and the problem's own negated (docs/semantics.md §4.5; scores of the
+    magnitudes the emulation bound is set for): no NaN (a partial page's masked scores stay
+    -inf), within the emulation bound of the CPU reference; a float and a tensor the same
+    bits."""
     cpu, p = gpu_problem(seed, bad_pages=False)
-    for ks in (0.0, -0.6):
+    for ks in (0.0, -float(p["k_scale"])):
         o = pageweaver.sparse_prefill(*op_args(p), k_scale=ks, v_scale=p["v_scale"], precision=precision)
         o_t = pageweaver.sparse_prefill(*op_args(p), k_scale=torch.tensor([ks], device="cuda"),
                                         v_scale=p["v_scale"], precision=precision)
