@@ -191,8 +191,7 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
     static_assert(!kIdleVt || kPRegs, "idle-warp V transpose: on B only");
     static_assert(!kX2 || kPRegs, "FP8X2 keeps Q's second term in the P tile: B (P from registers) only");
     extern __shared__ uint8_t smem_raw[];
-    SmemPlan &sm = *reinterpret_cast<SmemPlan *>(
-        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+    SmemPlan &sm = smem_plan<SmemPlan>(smem_raw);
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const uint32_t rank = kCluster == 2 ? cluster_ctarank() : 0;

@@ -224,8 +224,7 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
     constexpr uint32_t kKvTxBytes = PAGE * kHeadDim; // one TMA box of K (or V): PAGE rows of 128 bytes
     using Plan = SmemPlanLeanT<lean_list_capacity(TOPK)>;
     extern __shared__ uint8_t smem_raw[];
-    Plan &sm = *reinterpret_cast<Plan *>(
-        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+    Plan &sm = smem_plan<Plan>(smem_raw);
     // TS: this warp's scale buffer (the plan's extension; not touched otherwise).
     float(&ts_buf)[2][kPageSize] =
         reinterpret_cast<SmemPlanLeanTsT<lean_list_capacity(TOPK)> &>(sm).scales[threadIdx.x / 32];

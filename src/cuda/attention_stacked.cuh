@@ -125,8 +125,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
 {
     static_assert(VARIANT == kUnion4, "stack1: Union4 only");
     extern __shared__ uint8_t smem_raw[];
-    SmemPlanStack1 &sm = *reinterpret_cast<SmemPlanStack1 *>(
-        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+    SmemPlanStack1 &sm = smem_plan<SmemPlanStack1>(smem_raw);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int tile = (int)(blockIdx.x % 2);
 

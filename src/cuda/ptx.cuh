@@ -13,6 +13,18 @@ static __device__ __forceinline__ uint32_t smem_u32(const void *p)
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+/* The kernel's shared-memory plan at the dynamic shared memory's first 1024-byte boundary
+ * (the 128B-swizzled TMA / wgmma tiles need it), formed as an offset into the __shared__
+ * array so that the compiler keeps the shared address space: 32-bit LDS / STS addressing.
+ * Through an integer round trip ((uintptr_t)smem_raw + 1023 & ~1023, before 2026-12-02) it
+ * was a generic pointer: 64-bit generic loads and stores, two registers per address, and
+ * the default call 3% slower (bench/NOTES.md, seventeenth session). */
+template <class Plan>
+static __device__ __forceinline__ Plan &smem_plan(uint8_t *smem_raw)
+{
+    return *reinterpret_cast<Plan *>(smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u));
+}
+
 /* ---- shared memory by 32-bit address (PTX ISA 9.7.9.8 ld, 9.7.9.9 st) ----------------
  * 32-bit shared addresses instead of 64-bit generic pointers: loop-invariant addresses the
  * compiler hoists then cost one register each, not two. */
