@@ -583,7 +583,7 @@ def test_adapter_indices_out_of_range_on_the_device(seed):
 
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_nonpositive_k_scale_on_the_gpu(seed, precision):
-    """k_scale 0 and the problem's own negated (docs/semantics.md §4.5; scores of the
+    """k_scale 0 and the problem's own k_scale negated (docs/semantics.md §4.5; scores of the
     magnitudes the emulation bound is set for): no NaN (a partial page's masked scores stay
     -inf), within the emulation bound of the CPU reference; a float and a tensor the same
     bits."""

@@ -650,8 +650,8 @@ __global__ void __launch_bounds__(kThreads, dense4_ctas_per_sm(TOPK)) dense4_att
 {
     using Plan = typename Dense4Plan<TOPK>::type;
     extern __shared__ uint8_t smem_raw[];
-    // The integer round-trip form (a generic pointer): FP8X2 at K 16 spills 4 bytes at 168
-    // registers with smem_plan's shared addressing (ptx.cuh).
+    // The integer round-trip form (a generic pointer): FP8X2 at K 16 / 32 spills 4 bytes at
+    // 168 registers with smem_plan's shared addressing (ptx.cuh).
     Plan &sm = *reinterpret_cast<Plan *>(
         (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
     const int tid = threadIdx.x;
