@@ -331,7 +331,11 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
         if constexpr (X2) wgmma_fence_operand(pl);
         lean_release(&sm.v_done, i + 1, num_pages, issue_v);
     }
-    if (row0 >= 0 || row1 >= 0) dense_store_rows<G>(p, o, row0, row1, kv_head, lane, m0, m1, l0, l1, v_scale);
+    // The lane re-read here (%laneid, volatile): its derived values (lane / 4, ...) are
+    // not held in registers across the page loop.
+    int lane_end;
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane_end));
+    if (row0 >= 0 || row1 >= 0) dense_store_rows<G>(p, o, row0, row1, kv_head, lane_end, m0, m1, l0, l1, v_scale);
 }
 
 /* TOPK = 32 or 64 (pw_sparse_prefill at G = 8 on the pre-pass, dev impl 13): the same
@@ -348,10 +352,7 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_ker
 {
     using Plan = SmemPlanLeanT<dense8_list_capacity(TOPK)>;
     extern __shared__ uint8_t smem_raw[];
-    // The integer round-trip form (a generic pointer): FP8X2 at K 32 / 64 spills 4 bytes at
-    // 168 registers with smem_plan's shared addressing (ptx.cuh).
-    Plan &sm = *reinterpret_cast<Plan *>(
-        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+    Plan &sm = smem_plan<Plan>(smem_raw);
     const int tid = threadIdx.x;
 
     DenseWork work;
@@ -650,10 +651,7 @@ __global__ void __launch_bounds__(kThreads, dense4_ctas_per_sm(TOPK)) dense4_att
 {
     using Plan = typename Dense4Plan<TOPK>::type;
     extern __shared__ uint8_t smem_raw[];
-    // The integer round-trip form (a generic pointer): FP8X2 at K 16 / 32 spills 4 bytes at
-    // 168 registers with smem_plan's shared addressing (ptx.cuh).
-    Plan &sm = *reinterpret_cast<Plan *>(
-        (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+    Plan &sm = smem_plan<Plan>(smem_raw);
     const int tid = threadIdx.x;
 
     Dense4Work work;
