@@ -21,6 +21,8 @@ precisions:
   G16novt, G8novt, G4novt  forced off (PW_PLAN_NO_VT_PREPASS: the padded tile, the kernel
              transposing V itself);
   scales     G16 with per-token K / V scales [Hkv, slots] (K 2^U(-1,1), V 2^U(-3,3));
+  scalesnovt the same with the V^T pre-pass forced off (the per-token-scale kernel that
+             transposes V itself); G8scales: per-token scales at G = 8 (the padded tile);
   interleave G16 reading vLLM's interleaved [pages, Hkv, 128, 2*D] cache through strides;
   sinkkeys   G16 with per-Q-head sink keys.
 Arms are replayed interleaved (--replays each after --warmup); --copies C (default 1) gives
@@ -49,7 +51,7 @@ from pageweaver import _lib, _op
 
 D = 128  # head dim; the page size P is each capture's (metadata page_size: 128 or 64)
 ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys", "G16greedy", "G8greedy", "G4greedy", "G16id", "G8id", "G4id",
-        "G16vt", "G8vt", "G4vt", "G16novt", "G8novt", "G4novt")
+        "G16vt", "G8vt", "G4vt", "G16novt", "G8novt", "G4novt", "scalesnovt", "G8scales")
 PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS = 1 << 1, 1 << 2  # pageweaver.h
 DEFAULT_ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys")
 
@@ -157,7 +159,7 @@ def arm_call(arm, b, prec, outs, copy=0):
     q = b["q16"][copy].view(b["n"], hkv, 16, D)[:, :, :g].reshape(b["n"], hkv * g, D).contiguous()
     out = outs.setdefault((g, copy), torch.empty_like(q))
     k, v, kw = b["kc"], b["vc"], {}
-    if arm == "scales":
+    if "scales" in arm:
         kw = dict(k_token_scales=b["ks"], v_token_scales=b["vs"])
     elif arm == "interleave":
         k, v = b["kv_cache"][..., :D], b["kv_cache"][..., D:]

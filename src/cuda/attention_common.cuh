@@ -582,7 +582,7 @@ static __device__ __forceinline__ void ts_load_page(float (&buf)[2][kPageSize], 
 }
 
 /* The masked columns of a page (lim < 127: warp-uniform, only a query's own page and pages
- * past the KV length), before softmax_page_ts and ts_scale_p, so that those two run without
+ * past the KV length), before softmax_page_ts and ts_scale_p, so that they run without
  * compares: acc = -inf past lim (as softmax_page masks), and in the warp's scale buffer K
  * scale 1 and V scale 0 there (the slots' own values may be NaN: semantics §4.5 never
  * reads them). Then x = -inf x f past lim, the products softmax_page forms, so scales of 1
@@ -620,6 +620,47 @@ static __device__ __forceinline__ void ts_mask_page(float (&acc)[64], int64_t li
     __syncwarp();
 }
 
+/* The smallest power of two >= a (a finite, > 0); past FLT_MAX's exponent: +inf. */
+static __device__ __forceinline__ float pow2_at_least(float a)
+{
+    const uint32_t u = __float_as_uint(a);
+    if (u >= 0x00800000u) return (u & 0x007fffffu) ? __uint_as_float((u & 0x7f800000u) + 0x00800000u) : a;
+    return __uint_as_float((u & (u - 1u)) ? 1u << (32 - __clz(u)) : u); // subnormal: the integer's next power
+}
+
+/* A float2 from shared memory, loaded where it is written in the program (volatile): the
+ * per-token-scale softmax reads a page's scales once per pass instead of keeping 32 of them
+ * (or their products) live between passes. */
+static __device__ __forceinline__ float2 lds_float2_here(const float *at)
+{
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"((uint32_t)__cvta_generic_to_shared(at)));
+    return v;
+}
+
+/* The page's V-scale normaliser: vmax = the smallest power of two >= the largest |vs| of its
+ * tokens (ts_mask_page set the masked slots' to 0; 1 if none is finite and > 0), and the
+ * factors with which vs_t / vmax is correctly rounded by multiplications only (no division
+ * in the page loop): vmax = 2^e, so vs_t * 2^-e rounds once; a subnormal vmax (2^-e would
+ * overflow) first takes vs_t up by pre = 2^64 (exact: a visible |vs_t| <= vmax < 2^-126)
+ * and multiplies by inv = 2^(-e-64) (the quotient >= 2^-23 is normal: exact). Lane l reads
+ * tokens l, l + 32, ... (4 loads, not the 32 values of its columns, which would stay live),
+ * then the warp's maximum; fmaxf drops NaN, as the reference's comparison does. */
+static __device__ __forceinline__ float ts_v_normaliser(const float *vs, float &pre, float &inv)
+{
+    const int lane = threadIdx.x % 32;
+    float vabs = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kPageSize / 32; j++) vabs = fmaxf(vabs, fabsf(vs[lane + 32 * j]));
+#pragma unroll
+    for (int d = 16; d >= 1; d /= 2) vabs = fmaxf(vabs, __shfl_xor_sync(0xffffffffu, vabs, d));
+    const float vmax = (vabs > 0.0f && vabs <= 3.402823466e38f) ? pow2_at_least(vabs) : 1.0f;
+    const bool tiny = vmax < 1.17549435e-38f;
+    pre = tiny ? 18446744073709551616.0f : 1.0f; // 2^64
+    inv = __frcp_rn(__fmul_rn(vmax, pre));       // a power of two: exact
+    return vmax;
+}
+
 /* softmax_page with per-token K scales ks (the warp's shared-memory copy of the page's,
  * masked by ts_mask_page on a page with masked columns): the score factor of column t is
  * f * ks_t (rounded once), so x_t = acc * (f * ks_t) and 256 p = 2^(acc * (f ks_t) - m + 8)
@@ -627,12 +668,21 @@ static __device__ __forceinline__ void ts_mask_page(float (&acc)[64], int64_t li
  * results, bit for bit (rounding is monotonic, so the row max of the rounded products is
  * softmax_page's rounded max times f). A non-positive f (k_scale <= 0, never in practice)
  * takes softmax_page's plain form: x rounded first, then 2^(x - m + 8), so that there too
- * scales of 1 give its bits. Same outputs and updates as softmax_page. */
-static __device__ __forceinline__ void softmax_page_ts(float (&acc)[64], uint32_t q, float f0, float f1,
-                                                       const float *ks, float &m0, float &m1, float &l0, float &l1,
-                                                       float &alpha0, float &alpha1)
+ * scales of 1 give its bits. Same outputs and updates as softmax_page; acc = 256 p.
+ * kFoldV (the three-CTA instances, 168 registers): P's per-token V scales in the same pass,
+ * acc = 256 p * (vs_t / vmax) (ts_v_normaliser; l sums the unscaled p), returning vmax (by
+ * which the page's PV sum is multiplied, pv_add_to_o_ts), and the second pass reads the
+ * scales by volatile shared loads (lds_float2_here), so that ptxas does not keep the first
+ * pass's 32 values, or their products, live between the passes. Otherwise ts_scale_p
+ * follows (the same bits; at two CTAs per SM the separate pass measured faster). */
+template <bool kFoldV>
+static __device__ __forceinline__ float softmax_page_ts(float (&acc)[64], uint32_t q, float f0, float f1,
+                                                        const float *ks, const float *vs, float &m0, float &m1,
+                                                        float &l0, float &l1, float &alpha0, float &alpha1)
 {
     const bool plain = !(f0 > 0.0f && f1 > 0.0f); // softmax_page's non-positive-factor form
+    float vmax = 1.0f, pre = 1.0f, inv = 1.0f;
+    if constexpr (kFoldV) vmax = ts_v_normaliser(vs, pre, inv);
     float t0[4], t1[4]; // row maxima, four partial chains per row
 #pragma unroll
     for (int j = 0; j < 4; j++) t0[j] = t1[j] = -INFINITY;
@@ -654,7 +704,13 @@ static __device__ __forceinline__ void softmax_page_ts(float (&acc)[64], uint32_
     float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
     for (int b = 0; b < 16; b++) {
-        const float2 s = *reinterpret_cast<const float2 *>(ks + 8 * b + 2 * q);
+        const float2 s = kFoldV ? lds_float2_here(ks + 8 * b + 2 * q) : *reinterpret_cast<const float2 *>(ks + 8 * b + 2 * q);
+        float rx = 1.0f, ry = 1.0f;
+        if constexpr (kFoldV) {
+            const float2 v = lds_float2_here(vs + 8 * b + 2 * q);
+            rx = __fmul_rn(__fmul_rn(v.x, pre), inv);
+            ry = __fmul_rn(__fmul_rn(v.y, pre), inv);
+        }
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int k = 4 * b + e;
@@ -663,47 +719,23 @@ static __device__ __forceinline__ void softmax_page_ts(float (&acc)[64], uint32_
             const float cr = first_row ? c0 : c1;
             const float arg = plain ? __fadd_rn(__fmul_rn(acc[k], fk), cr) : fmaf(acc[k], fk, cr);
             const float pk = ex2_approx(arg);
-            acc[k] = pk; // 256 * p
+            acc[k] = kFoldV ? __fmul_rn(pk, e % 2 ? ry : rx) : pk; // 256 p (x vs / vmax)
             if (first_row) s0 += pk; else s1 += pk;
         }
     }
     softmax_rows_sum(s0, s1, alpha0, alpha1, l0, l1);
+    return vmax;
 }
 
-/* The smallest power of two >= a (a finite, > 0); past FLT_MAX's exponent: +inf. */
-static __device__ __forceinline__ float pow2_at_least(float a)
-{
-    const uint32_t u = __float_as_uint(a);
-    if (u >= 0x00800000u) return (u & 0x007fffffu) ? __uint_as_float((u & 0x7f800000u) + 0x00800000u) : a;
-    return __uint_as_float((u & (u - 1u)) ? 1u << (32 - __clz(u)) : u); // subnormal: the integer's next power
-}
 
-/* P with per-token V scales, after softmax_page (acc = 256 p; l already summed the unscaled
- * p): vmax = the smallest power of two >= the largest |vs| of the row's visible tokens on
- * the page (1 if none is finite and > 0); acc = 256 p * (vs_t / vmax) (past lim p = 0 and,
- * by ts_mask_page, vs = 0: a masked slot's own scale may be NaN). vs_t / vmax is correctly rounded, with multiplications only (no
- * division in the page loop). Returns vmax, by which the page's PV sum is multiplied
- * (pv_add_to_o_ts). */
+/* P with per-token V scales after softmax_page_ts<false> (acc = 256 p; l already summed the
+ * unscaled p): acc = 256 p * (vs_t / vmax) (past lim p = 0 and, by ts_mask_page, vs = 0: a
+ * masked slot's own scale may be NaN), vmax and the rounding as ts_v_normaliser says.
+ * Returns vmax, by which the page's PV sum is multiplied (pv_add_to_o_ts). */
 static __device__ __forceinline__ float ts_scale_p(float (&acc)[64], uint32_t q, const float *vs)
 {
-    // The largest |vs| over the page (ts_mask_page set the masked slots' to 0): lane l reads
-    // tokens l, l + 32, ... (4 loads, not the 32 values of its columns, which would stay live
-    // into the loop below), then the warp's maximum. fmaxf drops NaN, as the reference's
-    // comparison does.
-    const int lane = threadIdx.x % 32;
-    float vabs = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kPageSize / 32; j++) vabs = fmaxf(vabs, fabsf(vs[lane + 32 * j]));
-#pragma unroll
-    for (int d = 16; d >= 1; d /= 2) vabs = fmaxf(vabs, __shfl_xor_sync(0xffffffffu, vabs, d));
-    const float vmax = (vabs > 0.0f && vabs <= 3.402823466e38f) ? pow2_at_least(vabs) : 1.0f;
-    // vs_t / vmax, correctly rounded, without a division: vmax = 2^e, so vs_t * 2^-e rounds
-    // once. A subnormal vmax (2^-e would overflow) first takes vs_t up by 2^64 (exact: a
-    // visible |vs_t| <= vmax < 2^-126) and multiplies by 2^(-e-64) (the quotient >= 2^-23 is
-    // normal: exact).
-    const bool tiny = vmax < 1.17549435e-38f;
-    const float pre = tiny ? 18446744073709551616.0f : 1.0f; // 2^64
-    const float inv = __frcp_rn(__fmul_rn(vmax, pre));       // a power of two: exact
+    float pre, inv;
+    const float vmax = ts_v_normaliser(vs, pre, inv);
 #pragma unroll
     for (int b = 0; b < 16; b++) {
         const float2 s = *reinterpret_cast<const float2 *>(vs + 8 * b + 2 * q);

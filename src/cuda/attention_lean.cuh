@@ -86,18 +86,59 @@ static_assert(offsetof(SmemPlanLean, vt) == offsetof(SmemPlanLean, v) + kTileByt
 // 228 KiB per SM, 1 KiB of it reserved per CTA.
 static_assert(kLeanCtasPerSm * (kSmemBytesLean + 1024) <= 228 * 1024, "lean: three CTAs per SM no longer fit");
 
-/* TS (per-token scales): each warp's copy of the current page's K and V scales. Two CTAs
- * per SM: at 168 registers (three) ptxas spilled ~230 bytes per thread; unbounded it takes
- * ~230 registers. */
+/* TS (per-token scales): each warp's copy of the current page's K and V scales, and the
+ * values the page loop reloads instead of holding them in registers (volatile shared loads:
+ * the warp's last visible token, its query row and KV head). */
 template <int CAP>
 struct __align__(1024) SmemPlanLeanTsT : SmemPlanLeanT<CAP> {
     float scales[kThreads / 32][2][kPageSize];
+    int64_t warp_limit[kThreads / 32];
+    int32_t warp_row[kThreads / 32];
+    int32_t warp_kv_head[kThreads / 32];
 };
 using SmemPlanLeanTs = SmemPlanLeanTsT<kMaxUnion>;
-constexpr int kLeanTsCtasPerSm = 2;
 constexpr size_t kSmemBytesLeanTs = sizeof(SmemPlanLeanTs) + 1024;
 template <int TOPK> constexpr size_t kSmemBytesLeanTsK = sizeof(SmemPlanLeanTsT<lean_list_capacity(TOPK)>) + 1024;
-static_assert(kLeanTsCtasPerSm * (kSmemBytesLeanTs + 1024) <= 228 * 1024, "lean TS: two CTAs per SM no longer fit");
+/* CTAs per SM of a TS instance. Three (168 registers) where ptxas fits the instance without
+ * spilling (checked by the build: spills are errors) and shared memory allows: the Union4
+ * kernel on the V^T pre-pass at G = 16, K = 16, i.e. what pw_sparse_prefill runs with
+ * per-token scales on large chunks (-16% on A-hot against two, bench/NOTES.md, 2026-12-03).
+ * Two elsewhere: at 168 registers the other instances spill 4-72 bytes. */
+template <int VARIANT, bool PREVT, int G, int TOPK>
+constexpr int lean_ts_ctas_per_sm()
+{
+    return VARIANT == kUnion4 && PREVT && G == kHeadsPerKv && TOPK == kTopK ? 3 : 2;
+}
+static_assert(3 * (kSmemBytesLeanTs + 1024) <= 228 * 1024, "lean TS, K = 16: three CTAs per SM no longer fit");
+
+/* The three-CTA TS instances' reloads: this warp's entry of a per-warp shared array, or
+ * this thread's two rows' factors, loaded where the call stands (volatile, the address
+ * formed from %tid.x inside the asm), so that ptxas neither hoists the load nor keeps the
+ * value in a register across the page loop. */
+static __device__ __forceinline__ int32_t lds_warp_s32_here(const int32_t *base)
+{
+    int32_t v;
+    asm volatile("{\n\t.reg .u32 t;\n\tmov.u32 t, %%tid.x;\n\tshr.u32 t, t, 5;\n\tshl.b32 t, t, 2;\n\t"
+                 "add.u32 t, t, %1;\n\tld.shared.s32 %0, [t];\n\t}"
+                 : "=r"(v) : "r"(smem_u32(base)));
+    return v;
+}
+static __device__ __forceinline__ int64_t lds_warp_s64_here(const int64_t *base)
+{
+    int64_t v;
+    asm volatile("{\n\t.reg .u32 t;\n\tmov.u32 t, %%tid.x;\n\tshr.u32 t, t, 5;\n\tshl.b32 t, t, 3;\n\t"
+                 "add.u32 t, t, %1;\n\tld.shared.s64 %0, [t];\n\t}"
+                 : "=l"(v) : "r"(smem_u32(base)));
+    return v;
+}
+/* row_factor[r0] and row_factor[r0 + 8], r0 = 16 warp + lane / 4 = tid / 4 + 8 (tid / 32). */
+static __device__ __forceinline__ void lds_row_factors_here(const float *row_factor, float &g0, float &g1)
+{
+    asm volatile("{\n\t.reg .u32 t, u;\n\tmov.u32 t, %%tid.x;\n\tshr.u32 u, t, 5;\n\tshr.u32 t, t, 2;\n\t"
+                 "mad.lo.u32 t, u, 8, t;\n\tmad.lo.u32 t, t, 4, %2;\n\tld.shared.f32 %0, [t];\n\t"
+                 "ld.shared.f32 %1, [t+32];\n\t}"
+                 : "=f"(g0), "=f"(g1) : "r"(smem_u32(row_factor)));
+}
 
 /* Thread 0: the page ring's full barriers and done counters (L1-L3), published by the page
  * list's CTA barrier. Any plan with k_full / v_full / k_done / v_done (the stacked kernel's
@@ -191,7 +232,7 @@ static __device__ __forceinline__ void lean_release(uint32_t *done, int next, in
  * softmax has read the current page's, so the copy flies during PV and the next QK), runs
  * the softmax with the score factor f * ks_t (softmax_page_ts), scales P by vs / vmax after
  * it and the page's PV sum by vmax. With every scale 1 the bytes of the kernel without.
- * Warp-private: no barrier beyond __syncwarp. Two CTAs per SM (kLeanTsCtasPerSm).
+ * Warp-private: no barrier beyond __syncwarp. Two or three CTAs per SM (lean_ts_ctas_per_sm).
  *
  * G = 8 or 4 Q heads per KV head (the padded tile): each slot's 16 rows hold its G heads
  * and 16 - G zero rows, whose scores, softmax and PV run like any other row's and are never
@@ -216,7 +257,7 @@ static __device__ __forceinline__ void lean_release(uint32_t *done, int next, in
  * tensor work per page is the same, i.e. twice it per token (bench/NOTES.md). */
 template <int VARIANT, bool X2, bool PREVT = false, bool TS = false, int G = kHeadsPerKv, int TOPK = kTopK,
           int PAGE = kPageSize>
-__global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPerSm)
+__global__ void __launch_bounds__(kThreads, TS ? lean_ts_ctas_per_sm<VARIANT, PREVT, G, TOPK>() : kLeanCtasPerSm)
     lean_attention_kernel(const __grid_constant__ AttentionParams p)
 {
     static_assert(VARIANT != kUnion8, "lean: Union4 and per-query only");
@@ -228,6 +269,12 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
     // TS: this warp's scale buffer (the plan's extension; not touched otherwise).
     float(&ts_buf)[2][kPageSize] =
         reinterpret_cast<SmemPlanLeanTsT<lean_list_capacity(TOPK)> &>(sm).scales[threadIdx.x / 32];
+    // TS at three CTAs per SM (168 registers): the page loop reloads the warp's limit, the
+    // rows' factors and the KV head from shared memory, the epilogue the warp's row, and the
+    // softmax folds P x vs / vmax into its second pass. At two CTAs these cost 2.5-3.6% (the
+    // per-token-scale kernel without the pre-pass, bench/NOTES.md): there the plain forms.
+    constexpr bool kTs3 = TS && lean_ts_ctas_per_sm<VARIANT, PREVT, G, TOPK>() == 3;
+    auto &ts_sm = reinterpret_cast<SmemPlanLeanTsT<lean_list_capacity(TOPK)> &>(sm);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
     CtaWork work;
@@ -297,6 +344,14 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
     const uint32_t vt_addr = smem_u32(sm.vt), v_addr = smem_u32(sm.v);
 
     if constexpr (TS) {
+        if constexpr (kTs3) {
+            if (lane == 0) {
+                ts_sm.warp_limit[warp] = my_limit;
+                ts_sm.warp_row[warp] = my_row;
+                ts_sm.warp_kv_head[warp] = kv_head;
+            }
+            __syncwarp();
+        }
         if (num_pages > 0 && ((sm.page_members[0] >> warp) & 1u))
             ts_load_page<PAGE>(ts_buf, p, kv_head, sm.page_physical[0], lane);
     }
@@ -329,18 +384,21 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
         [[maybe_unused]] float vmax = 1.0f;
         if constexpr (TS) {
             if (member) {
-                const int64_t lim = page_column_limit<PAGE>(my_limit, sm.page_logical[i]);
+                const int64_t lim = page_column_limit<PAGE>(kTs3 ? lds_warp_s64_here(ts_sm.warp_limit) : my_limit,
+                                                            sm.page_logical[i]);
                 cp_async_wait_all();
                 __syncwarp();
                 float g0 = f0, g1 = f1; // 1 after ts_mask_page applied a non-positive factor
+                if constexpr (kTs3) lds_row_factors_here(sm.row_factor, g0, g1);
                 if (lim < kPageSize - 1) ts_mask_page(acc, lim, q, ts_buf, lane, g0, g1); // warp-uniform
-                softmax_page_ts(acc, q, g0, g1, ts_buf[0], m0, m1, l0, l1, alpha0, alpha1);
-                vmax = ts_scale_p(acc, q, ts_buf[1]);
+                vmax = softmax_page_ts<kTs3>(acc, q, g0, g1, ts_buf[0], ts_buf[1], m0, m1, l0, l1, alpha0, alpha1);
+                if constexpr (!kTs3) vmax = ts_scale_p(acc, q, ts_buf[1]);
             }
             // The next member page's scales, once every lane has read this page's.
             if (i + 1 < num_pages && ((sm.page_members[i + 1] >> warp) & 1u)) {
                 __syncwarp();
-                ts_load_page<PAGE>(ts_buf, p, kv_head, sm.page_physical[i + 1], lane);
+                ts_load_page<PAGE>(ts_buf, p, kTs3 ? lds_warp_s32_here(ts_sm.warp_kv_head) : kv_head,
+                                   sm.page_physical[i + 1], lane);
             }
         } else if (member) {
             softmax_page<kLeanMaxWidth, PAGE>(acc, page_column_limit<PAGE>(my_limit, sm.page_logical[i]), q, f0,
@@ -402,19 +460,26 @@ __global__ void __launch_bounds__(kThreads, TS ? kLeanTsCtasPerSm : kLeanCtasPer
             float pv[32];
             pv_part<X2, 64>(pv, pa, pl, desc_vt + (uint64_t)(h * 64 * kPageSize >> 4));
             if constexpr (TS) {
+                if (kTs3 && h == 1) { // P's registers free before the last O update (pv_part waited)
+                    wgmma_fence_operand(pa);
+                    if constexpr (X2) wgmma_fence_operand(pl);
+                }
                 if (member) pv_add_to_o_ts<64>(o, pv, h, alpha0, alpha1, vmax);
             } else {
                 if (member) pv_add_to_o<64>(o, pv, h, alpha0, alpha1);
             }
         }
-        wgmma_fence_operand(pa);
-        if constexpr (X2) wgmma_fence_operand(pl);
+        if constexpr (!kTs3) {
+            wgmma_fence_operand(pa);
+            if constexpr (X2) wgmma_fence_operand(pl);
+        }
         if constexpr (PREVT)
             lean_release(&sm.v_done, i + 1, num_pages, issue_v);
         else
             __syncthreads(); // L4: V^T free for the next page's transpose
     }
-    if (my_row >= 0) store_rows<G>(p, o, my_row, kv_head, lane, m0, m1, l0, l1, v_scale);
+    const int32_t row_end = kTs3 ? lds_warp_s32_here(ts_sm.warp_row) : my_row;
+    if (row_end >= 0) store_rows<G>(p, o, row_end, kv_head, lane, m0, m1, l0, l1, v_scale);
 }
 
 /* ---- Host: one launch of the lean kernel for the call's G, K and per-token scales ---- */
