@@ -352,9 +352,10 @@ typedef enum pw_precision {
  * §4.5). Strides in elements, >= 0. The FP8 arithmetic with them
  * (P times vs / the page's largest vs before quantisation): semantics §4.5. k and v
  * 4-byte aligned. GPU: the Union4 (default) and per-query kernels read them (each warp
- * copies a selected page's 2 x 128 scales into shared memory; two CTAs per SM instead of
- * three, see bench/NOTES.md); PW_KERNEL_UNION8 returns PW_ERROR_UNSUPPORTED. Added in
- * 0.2.0. */
+ * copies a selected page's 2 x 128 scales into shared memory; three CTAs per SM on the
+ * Union4 kernel with the V^T pre-pass at G = 16, K = 16, two elsewhere: ~1.5x and
+ * ~1.75-1.85x the time without, see bench/NOTES.md); PW_KERNEL_UNION8 returns
+ * PW_ERROR_UNSUPPORTED. Added in 0.2.0. */
 typedef struct pw_token_scales {
     const float *k;   /* NULL: none */
     const float *v;   /* NULL: none */
