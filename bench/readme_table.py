@@ -75,7 +75,9 @@ def headline(cap, x2=False):
         rows.insert(0, (f"**Default call: Union4 + regroup when it pays (AUTO), {dk.get('precision', 'fp8').upper()}**",
                         arms["default"],
                         f"T_identity / T_default {dk['t_identity_over_t_default']:.3f} (identity order "
-                        f"{dk['t_identity_ms']:.3f} ms), {dk['interleaved_replays']} interleaved replays"))
+                        f"{dk['t_identity_ms']:.3f} ms), {dk['interleaved_replays']} interleaved replays"
+                        + (f"; timed alone {arms['default_alone']['median_ms']:.3f} ms"
+                           if arms.get("default_alone", {}).get("ran") else "")))
     out = ["| arm | ms | time / floor | note |", "| --- | --- | --- | --- |"]
     for name, arm, note in rows:
         out.append(f"| {name} | {ms(arm)} | {ratio(arm)} | {note} |")
@@ -123,9 +125,17 @@ def per_capture(caps, x2=False):
 def peer_table(caps, peer):
     """Default call vs FlashInfer per capture (matched by file name)."""
     by_name = {os.path.basename(p["capture"]): p for p in peer.get("captures", []) if p.get("status") == "ok"}
-    out = ["| capture | default call (FP8X2), ms | NRMS | FlashInfer run(), ms | + out *= v_scale, ms | NRMS "
-           "| FlashInfer / default call |",
-           "| --- | --- | --- | --- | --- | --- | --- |"]
+    # With the default_alone arm (pageweaver bench since 2026-12-03): the call timed by itself
+    # too, the protocol of the peer's own harness, and the ratios against it.
+    alone = any(c.get("gpu", {}).get("arms", {}).get("default_alone", {}).get("ran") for c in caps)
+    if alone:
+        out = ["| capture | default call (FP8X2), ms | timed alone, ms | NRMS | FlashInfer run(), ms | "
+               "+ out *= v_scale, ms | NRMS | FlashInfer / default call | FlashInfer / default call alone |",
+               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    else:
+        out = ["| capture | default call (FP8X2), ms | NRMS | FlashInfer run(), ms | + out *= v_scale, ms | NRMS "
+               "| FlashInfer / default call |",
+               "| --- | --- | --- | --- | --- | --- | --- |"]
     for cap in caps:
         name = os.path.basename(cap["path"])
         p = by_name.get(name)
@@ -134,6 +144,14 @@ def peer_table(caps, peer):
             continue
         nrms = cap.get("reference_check", {}).get("nrms_gpu_fp8x2_vs_exact")
         t, tv = p["time_ms"]["median"], p["time_with_v_scale_ms"]["median"]
+        if alone:
+            a = cap["gpu"]["arms"].get("default_alone", {})
+            ta = a["median_ms"] if a.get("ran") else None
+            out.append(f"| {name.replace('.safetensors', '')} | {arm['median_ms']:.3f} | "
+                       f"{f'{ta:.3f}' if ta else '-'} | {pct(nrms)} | {t:.3f} | {tv:.3f} | {pct(p['nrms'])} | "
+                       f"{t / arm['median_ms']:.3f} / {tv / arm['median_ms']:.3f} | "
+                       f"{f'{t / ta:.3f} / {tv / ta:.3f}' if ta else '-'} |")
+            continue
         out.append(f"| {name.replace('.safetensors', '')} | {arm['median_ms']:.3f} | {pct(nrms)} | {t:.3f} | {tv:.3f} | "
                    f"{pct(p['nrms'])} | {t / arm['median_ms']:.3f} / {tv / arm['median_ms']:.3f} |")
     return "\n".join(out)

@@ -6,6 +6,8 @@
 - A JSON without GPU timings exits 1 with a message; no argument exits 2.
 - With the FP8X2 arms added to a copy (fake times): the Union4 FP8X2 row and columns
   appear, every capture row has the header's column count.
+- With a default_alone arm added to a copy: the default row names it and the FlashInfer
+  table gains the "timed alone" column and ratios.
 """
 import copy
 import json
@@ -78,6 +80,27 @@ def main():
         cols = header[0].count("|")
         caps = [l for l in x2_rows if l.count("|") == cols and not l.startswith("| capture")]
         assert len(caps) == len(timed) and all("| 8.765 |" in l and "| 0.12% |" in l for l in caps), caps
+
+        # pageweaver bench's default_alone arm (the call timed by itself): the headline's
+        # default row names it, the peer table gains its column and ratios, every row has
+        # the header's column count.
+        if os.path.exists("docs/flashinfer-h200.json"):
+            alone = copy.deepcopy(data)
+            for cap in alone["captures"]:
+                if cap.get("gpu", {}).get("ran") and cap["gpu"]["arms"].get("default", {}).get("ran"):
+                    cap["gpu"]["arms"]["default_alone"] = dict(cap["gpu"]["arms"]["default"], median_ms=0.5)
+            path = os.path.join(d, "alone.json")
+            with open(path, "w") as f:
+                json.dump(alone, f)
+            r = run(path, "--peer", "docs/flashinfer-h200.json")
+            assert r.returncode == 0, r.stderr
+            lines = [l for l in r.stdout.splitlines() if l.startswith("| ")]
+            assert any(l.startswith("| **Default call") and "timed alone 0.500 ms" in l for l in lines), lines
+            head = [i for i, l in enumerate(lines) if l.startswith("| capture | default call")]
+            assert len(head) == 1 and "| timed alone, ms |" in lines[head[0]], lines
+            cols = lines[head[0]].count("|")
+            rows = lines[head[0] + 2:]
+            assert len(rows) == len(timed) and all(l.count("|") == cols and "| 0.500 |" in l for l in rows), rows
 
         path = os.path.join(d, "cpu.json")
         with open(path, "w") as f:

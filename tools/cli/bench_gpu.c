@@ -404,7 +404,8 @@ static arm_spec_t arm_spec(int arm)
     case ARM_UNION4_IDENTITY: s.mode = PW_REGROUP_IDENTITY; s.kernel = PW_KERNEL_UNION4; break;
     /* Union4's caller perm: the 4-query objective its in-call regroup uses (C_online compares the two) */
     case ARM_UNION4_FIXED_W128: s.caller_perm = PERM_W128_GUARDED_G4; s.kernel = PW_KERNEL_UNION4; break;
-    case ARM_DEFAULT: s.mode = PW_REGROUP_AUTO; s.kernel = PW_KERNEL_UNION4; break; /* PW_PLAN_CONFIG_INIT */
+    case ARM_DEFAULT:
+    case ARM_DEFAULT_ALONE: s.mode = PW_REGROUP_AUTO; s.kernel = PW_KERNEL_UNION4; break; /* PW_PLAN_CONFIG_INIT */
     case ARM_DEFAULT_G8:
         s.mode = PW_REGROUP_AUTO;
         s.kernel = PW_KERNEL_UNION4;
@@ -860,14 +861,18 @@ int bench_gpu_capture(bench_capture_t *bc, const bench_options_t *o)
         device_set_free(&d);
         return 1;
     }
-    /* Every arm alone, in order, except the default kernel's four (the Union4 arm in the
-     * default arithmetic, bench_default_online_arm, and the last three), which run together
-     * by interleaved replays at that arm's turn. */
+    /* Every arm alone, in order, except the default kernel's group (the Union4 arm in the
+     * default arithmetic, bench_default_online_arm, and ARM_UNION4_IDENTITY ..
+     * ARM_DEFAULT_G8), which run together by interleaved replays at that arm's turn; right
+     * after the group, ARM_DEFAULT_ALONE: the default plan alone. */
     int group[DEFAULT_GROUP];
     default_group(group);
     int failures = 0;
-    for (int arm = 0; arm < ARM_UNION4_IDENTITY; arm++) {
-        const int interleaved = arm == bench_default_online_arm();
+    for (int step = 0; step < ARM_UNION4_IDENTITY + 1; step++) {
+        const int online = bench_default_online_arm();
+        /* steps: the arms before the group's turn, the group, ARM_DEFAULT_ALONE, the rest */
+        const int arm = step <= online ? step : step == online + 1 ? ARM_DEFAULT_ALONE : step - 1;
+        const int interleaved = arm == online;
         failures += interleaved ? run_interleaved(bc, o, &d, s, t0_out, scratch)
                                 : run_arm(bc, arm, o, &d, s, t0_out, scratch) != 0;
         for (int g = 0; g < (interleaved ? DEFAULT_GROUP : 1) && !o->quiet; g++) {
