@@ -826,21 +826,21 @@ static __device__ __forceinline__ float sink_of(const AttentionParams &p, int64_
 }
 
 /* Epilogue of one warp's query: o = O * v_scale / (256 l), BF16, straight to the original row
- * my_row (>= 0), and LSE = m + ln l when asked for (finish_row: with the heads' sinks).
- * G < 16: only the rows of heads h < G exist (head0 = lane / 4 < G; head1 = head0 + 8 never
- * with G <= 8). */
-template <int G = kHeadsPerKv>
-static __device__ __forceinline__ void store_rows(const AttentionParams &p, const float (&o)[64], int32_t my_row,
-                                                  int kv_head, int lane, float m0, float m1, float l0,
-                                                  float l1, float v_scale)
+ * my_row (>= 0), and LSE = m + ln l when asked for (finish_row: with the heads' sinks,
+ * sink_of_head(h) for head h of the KV head). G < 16: only the rows of heads h < G exist
+ * (head0 = lane / 4 < G; head1 = head0 + 8 never with G <= 8). */
+template <int G, class SinkOf>
+static __device__ __forceinline__ void store_rows_with(const AttentionParams &p, const float (&o)[64], int32_t my_row,
+                                                       int kv_head, int lane, float m0, float m1, float l0,
+                                                       float l1, float v_scale, SinkOf sink_of_head)
 {
     static_assert(G == 16 || G == 8 || G == 4, "G: 16, 8 or 4");
     const int q = lane % 4, head0 = lane / 4, head1 = head0 + 8;
     if (G < kHeadsPerKv && head0 >= G) return;
     constexpr bool kTwo = G == kHeadsPerKv; // both rows of the thread are heads
     float inv0, inv1 = 0.0f, lse0, lse1 = 0.0f;
-    finish_row(m0, l0, v_scale, sink_of(p, (int64_t)kv_head * G + head0, my_row), inv0, lse0);
-    if (kTwo) finish_row(m1, l1, v_scale, sink_of(p, (int64_t)kv_head * G + head1, my_row), inv1, lse1);
+    finish_row(m0, l0, v_scale, sink_of_head(head0), inv0, lse0);
+    if (kTwo) finish_row(m1, l1, v_scale, sink_of_head(head1), inv1, lse1);
     uint16_t *out0 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * G + head0) * kHeadDim;
     uint16_t *out1 = p.o + (int64_t)my_row * p.o_stride + ((int64_t)kv_head * G + head1) * kHeadDim;
 #pragma unroll
@@ -860,6 +860,17 @@ static __device__ __forceinline__ void store_rows(const AttentionParams &p, cons
         lse[head0] = lse0;
         if (kTwo) lse[head1] = lse1;
     }
+}
+
+/* store_rows_with with sink_of's sinks for the warp's query row my_row (each head's logit,
+ * a sink key's dot product computed here, or -inf without sinks). */
+template <int G = kHeadsPerKv>
+static __device__ __forceinline__ void store_rows(const AttentionParams &p, const float (&o)[64], int32_t my_row,
+                                                  int kv_head, int lane, float m0, float m1, float l0,
+                                                  float l1, float v_scale)
+{
+    store_rows_with<G>(p, o, my_row, kv_head, lane, m0, m1, l0, l1, v_scale,
+                       [&](int head) { return sink_of(p, (int64_t)kv_head * G + head, my_row); });
 }
 
 } // namespace pw

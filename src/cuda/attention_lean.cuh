@@ -95,19 +95,21 @@ struct __align__(1024) SmemPlanLeanTsT : SmemPlanLeanT<CAP> {
     int64_t warp_limit[kThreads / 32];
     int32_t warp_row[kThreads / 32];
     int32_t warp_kv_head[kThreads / 32];
+    float row_sink[kRows]; // three-CTA instances: each row's sink logit (-inf: none), from the prologue
 };
 using SmemPlanLeanTs = SmemPlanLeanTsT<kMaxUnion>;
 constexpr size_t kSmemBytesLeanTs = sizeof(SmemPlanLeanTs) + 1024;
 template <int TOPK> constexpr size_t kSmemBytesLeanTsK = sizeof(SmemPlanLeanTsT<lean_list_capacity(TOPK)>) + 1024;
 /* CTAs per SM of a TS instance. Three (168 registers) where ptxas fits the instance without
  * spilling (checked by the build: spills are errors) and shared memory allows: the Union4
- * kernel on the V^T pre-pass at G = 16, K = 16, i.e. what pw_sparse_prefill runs with
- * per-token scales on large chunks (-16% on A-hot against two, bench/NOTES.md, 2026-12-03).
- * Two elsewhere: at 168 registers the other instances spill 4-72 bytes. */
-template <int VARIANT, bool PREVT, int G, int TOPK>
+ * kernel on the V^T pre-pass at K = 16, at G = 16 in both precisions and at G = 8 / 4 in
+ * FP8X2, i.e. what pw_sparse_prefill runs with per-token scales on large chunks (-13..-15% on
+ * A-hot at G = 16 against two, bench/NOTES.md, 2026-12-03). Two elsewhere: at 168 registers
+ * the other instances spill 4-72 bytes. */
+template <int VARIANT, bool X2, bool PREVT, int G, int TOPK>
 constexpr int lean_ts_ctas_per_sm()
 {
-    return VARIANT == kUnion4 && PREVT && G == kHeadsPerKv && TOPK == kTopK ? 3 : 2;
+    return VARIANT == kUnion4 && PREVT && TOPK == kTopK && (G == kHeadsPerKv || X2) ? 3 : 2;
 }
 static_assert(3 * (kSmemBytesLeanTs + 1024) <= 228 * 1024, "lean TS, K = 16: three CTAs per SM no longer fit");
 
@@ -131,13 +133,14 @@ static __device__ __forceinline__ int64_t lds_warp_s64_here(const int64_t *base)
                  : "=l"(v) : "r"(smem_u32(base)));
     return v;
 }
-/* row_factor[r0] and row_factor[r0 + 8], r0 = 16 warp + lane / 4 = tid / 4 + 8 (tid / 32). */
-static __device__ __forceinline__ void lds_row_factors_here(const float *row_factor, float &g0, float &g1)
+/* base[r0] and base[r0 + 8] of a per-row shared array (row_factor, row_sink): this thread's
+ * two rows, r0 = 16 warp + lane / 4 = tid / 4 + 8 (tid / 32). */
+static __device__ __forceinline__ void lds_thread_rows_here(const float *base, float &g0, float &g1)
 {
     asm volatile("{\n\t.reg .u32 t, u;\n\tmov.u32 t, %%tid.x;\n\tshr.u32 u, t, 5;\n\tshr.u32 t, t, 2;\n\t"
                  "mad.lo.u32 t, u, 8, t;\n\tmad.lo.u32 t, t, 4, %2;\n\tld.shared.f32 %0, [t];\n\t"
                  "ld.shared.f32 %1, [t+32];\n\t}"
-                 : "=f"(g0), "=f"(g1) : "r"(smem_u32(row_factor)));
+                 : "=f"(g0), "=f"(g1) : "r"(smem_u32(base)));
 }
 
 /* Thread 0: the page ring's full barriers and done counters (L1-L3), published by the page
@@ -257,7 +260,7 @@ static __device__ __forceinline__ void lean_release(uint32_t *done, int next, in
  * tensor work per page is the same, i.e. twice it per token (bench/NOTES.md). */
 template <int VARIANT, bool X2, bool PREVT = false, bool TS = false, int G = kHeadsPerKv, int TOPK = kTopK,
           int PAGE = kPageSize>
-__global__ void __launch_bounds__(kThreads, TS ? lean_ts_ctas_per_sm<VARIANT, PREVT, G, TOPK>() : kLeanCtasPerSm)
+__global__ void __launch_bounds__(kThreads, TS ? lean_ts_ctas_per_sm<VARIANT, X2, PREVT, G, TOPK>() : kLeanCtasPerSm)
     lean_attention_kernel(const __grid_constant__ AttentionParams p)
 {
     static_assert(VARIANT != kUnion8, "lean: Union4 and per-query only");
@@ -270,10 +273,12 @@ __global__ void __launch_bounds__(kThreads, TS ? lean_ts_ctas_per_sm<VARIANT, PR
     float(&ts_buf)[2][kPageSize] =
         reinterpret_cast<SmemPlanLeanTsT<lean_list_capacity(TOPK)> &>(sm).scales[threadIdx.x / 32];
     // TS at three CTAs per SM (168 registers): the page loop reloads the warp's limit, the
-    // rows' factors and the KV head from shared memory, the epilogue the warp's row, and the
-    // softmax folds P x vs / vmax into its second pass. At two CTAs these cost 2.5-3.6% (the
-    // per-token-scale kernel without the pre-pass, bench/NOTES.md): there the plain forms.
-    constexpr bool kTs3 = TS && lean_ts_ctas_per_sm<VARIANT, PREVT, G, TOPK>() == 3;
+    // rows' factors and the KV head from shared memory, the epilogue the warp's row and the
+    // rows' sinks (computed in the prologue: no call in the epilogue, whose calling
+    // convention kept values in local memory), and the softmax folds P x vs / vmax into its
+    // second pass. At two CTAs these cost 2.5-3.6% (the per-token-scale kernel without the
+    // pre-pass, bench/NOTES.md): there the plain forms.
+    constexpr bool kTs3 = TS && lean_ts_ctas_per_sm<VARIANT, X2, PREVT, G, TOPK>() == 3;
     auto &ts_sm = reinterpret_cast<SmemPlanLeanTsT<lean_list_capacity(TOPK)> &>(sm);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
@@ -350,6 +355,17 @@ __global__ void __launch_bounds__(kThreads, TS ? lean_ts_ctas_per_sm<VARIANT, PR
                 ts_sm.warp_row[warp] = my_row;
                 ts_sm.warp_kv_head[warp] = kv_head;
             }
+            // This thread's two rows' sinks (heads lane / 4 and lane / 4 + 8; rows of heads
+            // >= G are padding), written by the quad's first lane.
+            float s0 = -INFINITY, s1 = -INFINITY;
+            if (my_row >= 0 && (G == kHeadsPerKv || (int)(lane / 4) < G)) {
+                s0 = sink_of(p, (int64_t)kv_head * G + lane / 4, my_row);
+                if (G == kHeadsPerKv) s1 = sink_of(p, (int64_t)kv_head * G + lane / 4 + 8, my_row);
+            }
+            if (q == 0) {
+                ts_sm.row_sink[r0] = s0;
+                ts_sm.row_sink[r0 + 8] = s1;
+            }
             __syncwarp();
         }
         if (num_pages > 0 && ((sm.page_members[0] >> warp) & 1u))
@@ -389,7 +405,7 @@ __global__ void __launch_bounds__(kThreads, TS ? lean_ts_ctas_per_sm<VARIANT, PR
                 cp_async_wait_all();
                 __syncwarp();
                 float g0 = f0, g1 = f1; // 1 after ts_mask_page applied a non-positive factor
-                if constexpr (kTs3) lds_row_factors_here(sm.row_factor, g0, g1);
+                if constexpr (kTs3) lds_thread_rows_here(sm.row_factor, g0, g1);
                 if (lim < kPageSize - 1) ts_mask_page(acc, lim, q, ts_buf, lane, g0, g1); // warp-uniform
                 vmax = softmax_page_ts<kTs3>(acc, q, g0, g1, ts_buf[0], ts_buf[1], m0, m1, l0, l1, alpha0, alpha1);
                 if constexpr (!kTs3) vmax = ts_scale_p(acc, q, ts_buf[1]);
@@ -478,8 +494,16 @@ __global__ void __launch_bounds__(kThreads, TS ? lean_ts_ctas_per_sm<VARIANT, PR
         else
             __syncthreads(); // L4: V^T free for the next page's transpose
     }
-    const int32_t row_end = kTs3 ? lds_warp_s32_here(ts_sm.warp_row) : my_row;
-    if (row_end >= 0) store_rows<G>(p, o, row_end, kv_head, lane, m0, m1, l0, l1, v_scale);
+    if constexpr (kTs3) {
+        const int32_t row_end = lds_warp_s32_here(ts_sm.warp_row);
+        float s0, s1; // the rows' sinks from the prologue
+        lds_thread_rows_here(ts_sm.row_sink, s0, s1);
+        if (row_end >= 0)
+            store_rows_with<G>(p, o, row_end, kv_head, lane, m0, m1, l0, l1, v_scale,
+                               [&](int head) { return head < 8 ? s0 : s1; });
+    } else {
+        if (my_row >= 0) store_rows<G>(p, o, my_row, kv_head, lane, m0, m1, l0, l1, v_scale);
+    }
 }
 
 /* ---- Host: one launch of the lean kernel for the call's G, K and per-token scales ---- */

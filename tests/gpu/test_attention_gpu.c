@@ -1417,7 +1417,9 @@ static void test_cache_layout(void **state)
  * otherwise). Each row's arithmetic does not depend on G, so every G's output and LSE equal
  * the G = 16 run's for the same heads bit for bit, on Union4 (guarded W128 and identity),
  * per-query and the full call (V^T pre-pass on and off), both precisions, without and with
- * sinks given as logits or as keys and with per-token scales (cut like Q); and within the
+ * sinks given as logits or as keys, with per-token scales, and with both per-token scales and
+ * sink keys (the extras cut like Q; the full call on the V^T pre-pass runs the three-CTA
+ * per-token-scale kernel, whose sinks come from its prologue); and within the
  * emulating reference's bounds; Union8 refuses. At G = 8 the dense tile (dev impl 13: 8
  * queries x 8 heads per M64 tile) gives the same bits on W128 and identity groups, and
  * refuses per-token scales. */
@@ -1430,10 +1432,13 @@ static void test_gqa_padded(void **state)
     const int64_t d = 128;
     int32_t *perm = NULL;
     const pw_precision_t precisions[2] = {PW_PRECISION_FP8, PW_PRECISION_FP8X2};
-    static const char *const extras[4] = {"plain", "sink logits", "sink keys", "token scales"};
+    static const char *const extras[5] = {"plain", "sink logits", "sink keys", "token scales",
+                                          "token scales + sink keys"};
     for (int pr = 0; pr < 2; pr++) {
-        for (int extra = 0; extra < 4; extra++) {
-            if (quick && extra != pr * 2 + 1 && extra != 0) continue; /* quick: plain + one extra each */
+        for (int extra = 0; extra < 5; extra++) {
+            /* quick: plain + one extra each (FP8X2: token scales with sink keys) */
+            if (quick && extra != (pr ? 4 : 1) && extra != 0) continue;
+            const int ts = extra == 3 || extra == 4; /* per-token scales */
             g_precision = precisions[pr];
             const char *name = pr ? "FP8X2" : "FP8";
             pw_rng_init(&rng, g_seed ^ 0x6a4ull ^ (uint64_t)extra);
@@ -1474,11 +1479,11 @@ static void test_gqa_padded(void **state)
                 pw_bf16_t *keys_dev = dev_copy(keys, hq * d * 2);
                 g_sinks_host = extra == 1 ? sinks : NULL;
                 g_sinks_dev = extra == 1 ? sinks_dev : NULL;
-                g_sink_keys_host = extra == 2 ? keys : NULL;
-                g_sink_keys_dev = extra == 2 ? keys_dev : NULL;
+                g_sink_keys_host = extra == 2 || extra == 4 ? keys : NULL;
+                g_sink_keys_dev = extra == 2 || extra == 4 ? keys_dev : NULL;
                 const pw_token_scales_t none = {NULL, NULL, 0, 0}, host_ts = {ks, vs, slots, 1}, dev_ts = {ks_dev, vs_dev, slots, 1};
-                g_ts_host = extra == 3 ? host_ts : none;
-                g_ts_dev = extra == 3 ? dev_ts : none;
+                g_ts_host = ts ? host_ts : none;
+                g_ts_dev = ts ? dev_ts : none;
                 device_problem_t dg;
                 upload(c, &dg);
                 pw_grouping_t g;
@@ -1519,7 +1524,7 @@ static void test_gqa_padded(void **state)
                         const int dense_arms[4] = {4, 1, 2, 6};
                         for (int a = 0; a < 4; a++) {
                             setup_arm(dense_arms[a], c, &rng, perm, &g, &dg);
-                            if (extra == 3) {
+                            if (ts) {
                                 const pw_attention_args_t args = device_args(c, &dg);
                                 assert_int_equal(pw_union_attention_dev(dense_impl, p, &args, &g, dg.perm, &dg.meta,
                                                                         PW_KERNEL_UNION4, NULL),
@@ -1613,7 +1618,7 @@ static void test_gqa_padded(void **state)
                     assert_int_equal(ce.nan, 0);
                     assert_true(ce.nrms <= (pr ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
                     assert_true(ce.lse_max_abs <=
-                                (pr ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND) * (extra == 3 ? EMU_TS_LSE_FACTOR : 1.0));
+                                (pr ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND) * (ts ? EMU_TS_LSE_FACTOR : 1.0));
                 }
                 release(&dg);
                 cudaFree(sinks_dev);
@@ -2383,7 +2388,9 @@ static void test_nonpositive_k_scale(void **state)
  * NaN in every slot no row may see. Union4 W128 against the emulating
  * reference (the bounds without scales) and the exact one; Union4 on every other grouping,
  * per-query and the full call (V^T pre-pass on and off) bitwise equal to it; Union8 refuses;
- * scales all 1 (NaN where invisible) give the bytes of no scales. */
+ * scales all 1 (NaN where invisible) give the bytes of no scales. Trial 1 adds sink logits
+ * (N(1, 4) per Q head) to everything, the references included: the full call on the pre-pass
+ * runs the three-CTA form, which takes its sinks from its prologue. */
 static void test_token_scales(void **state)
 {
     (void)state;
@@ -2420,6 +2427,11 @@ static void test_token_scales(void **state)
                 }
             }
         float *ks_dev = dev_copy(ks, count * 4), *vs_dev = dev_copy(vs, count * 4), *ones_dev = dev_copy(ones, count * 4);
+        float *sinks = malloc(hq * 4);
+        for (int64_t h = 0; h < hq; h++) sinks[h] = (float)(1.0 + 2.0 * pw_rng_normal(&rng));
+        float *sinks_dev = dev_copy(sinks, hq * 4);
+        g_sinks_host = trial == 1 ? sinks : NULL;
+        g_sinks_dev = trial == 1 ? sinks_dev : NULL;
         device_problem_t d;
         upload(c, &d);
         float *emu = malloc(elems * 4), *emu_lse = malloc(n * hq * 4);
@@ -2456,10 +2468,11 @@ static void test_token_scales(void **state)
                 }
                 const compare_t ce = compare_rows(c, o0, l0, emu, 0, emu_lse, NULL);
                 const compare_t cx = compare_rows(c, o0, l0, ex, 1, ex_lse, NULL);
-                printf("token scales trial %d %s (%s layout): N=%lld Hkv=%d R=%d, %lld of %lld slot scales NaN "
+                printf("token scales trial %d %s (%s layout%s): N=%lld Hkv=%d R=%d, %lld of %lld slot scales NaN "
                        "(invisible): union4 W128 vs emulate NRMS %.3e lse %.2e | vs exact NRMS %.5f | other "
                        "groupings, per-query bitwise equal\n",
-                       trial, x2 ? "FP8X2" : "FP8", trial == 0 ? "[Hkv, slots]" : "[slots, Hkv]", (long long)n, hkv,
+                       trial, x2 ? "FP8X2" : "FP8", trial == 0 ? "[Hkv, slots]" : "[slots, Hkv]",
+                       trial == 1 ? ", sink logits" : "", (long long)n, hkv,
                        p->num_requests, (long long)invisible, (long long)count, ce.nrms, ce.lse_max_abs, cx.nrms);
                 assert_int_equal(ce.nan, 0);
                 assert_int_equal(ce.empty_bad, 0);
@@ -2496,9 +2509,12 @@ static void test_token_scales(void **state)
             assert_true(same_ones);
         }
         g_ts_dev.k = g_ts_dev.v = NULL;
+        g_sinks_host = NULL;
+        g_sinks_dev = NULL;
         g_precision = PW_PRECISION_FP8;
         release(&d);
-        cudaFree(ks_dev); cudaFree(vs_dev); cudaFree(ones_dev);
+        cudaFree(ks_dev); cudaFree(vs_dev); cudaFree(ones_dev); cudaFree(sinks_dev);
+        free(sinks);
         free(visible); free(ks); free(vs); free(ones); free(emu); free(emu_lse); free(ex); free(ex_lse);
         free(l0); free(l); free(o0); free(o); free(perm);
         pw_capture_free(c);
