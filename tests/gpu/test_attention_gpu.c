@@ -2555,6 +2555,10 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--page64-only") == 0) { /* scripts/gpu-check page64 */
             const struct CMUnitTest page64_tests[] = {cmocka_unit_test_setup(test_page64, reset_globals)};
             return cmocka_run_group_tests(page64_tests, NULL, NULL);
+        } else if (strcmp(argv[i], "--scales-only") == 0) { /* scripts/gpu-check scales */
+            const struct CMUnitTest scales_tests[] = {cmocka_unit_test_setup(test_token_scales, reset_globals),
+                                                      cmocka_unit_test_setup(test_gqa_padded, reset_globals)};
+            return cmocka_run_group_tests(scales_tests, NULL, NULL);
         }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_precision_arguments, reset_globals),
