@@ -353,9 +353,10 @@ typedef enum pw_precision {
  * (P times vs / the page's largest vs before quantisation): semantics §4.5. k and v
  * 4-byte aligned. GPU: the Union4 (default) and per-query kernels read them (each warp
  * copies a selected page's 2 x 128 scales into shared memory; three CTAs per SM on the
- * Union4 kernel with the V^T pre-pass at G = 16, K = 16, two elsewhere: ~1.5x and
- * ~1.75-1.85x the time without, see bench/NOTES.md); PW_KERNEL_UNION8 returns
- * PW_ERROR_UNSUPPORTED. Added in 0.2.0. */
+ * Union4 kernel with the V^T pre-pass at K = 16, G = 16 (G = 8 / 4 in FP8X2), two elsewhere;
+ * on the H200 1.5x the time of the call without them at G = 16, 1.9-2.4x at G = 8 and
+ * without the pre-pass, see bench/NOTES.md); PW_KERNEL_UNION8 returns PW_ERROR_UNSUPPORTED.
+ * Added in 0.2.0. */
 typedef struct pw_token_scales {
     const float *k;   /* NULL: none */
     const float *v;   /* NULL: none */

@@ -86,9 +86,9 @@ static_assert(offsetof(SmemPlanLean, vt) == offsetof(SmemPlanLean, v) + kTileByt
 // 228 KiB per SM, 1 KiB of it reserved per CTA.
 static_assert(kLeanCtasPerSm * (kSmemBytesLean + 1024) <= 228 * 1024, "lean: three CTAs per SM no longer fit");
 
-/* TS (per-token scales): each warp's copy of the current page's K and V scales, and the
- * values the page loop reloads instead of holding them in registers (volatile shared loads:
- * the warp's last visible token, its query row and KV head). */
+/* TS (per-token scales): each warp's copy of the current page's K and V scales, and what the
+ * three-CTA form reloads instead of holding it in registers: the warp's last visible token
+ * and KV head (in the page loop), its query row and the rows' sinks (in the epilogue). */
 template <int CAP>
 struct __align__(1024) SmemPlanLeanTsT : SmemPlanLeanT<CAP> {
     float scales[kThreads / 32][2][kPageSize];
@@ -102,10 +102,11 @@ constexpr size_t kSmemBytesLeanTs = sizeof(SmemPlanLeanTs) + 1024;
 template <int TOPK> constexpr size_t kSmemBytesLeanTsK = sizeof(SmemPlanLeanTsT<lean_list_capacity(TOPK)>) + 1024;
 /* CTAs per SM of a TS instance. Three (168 registers) where ptxas fits the instance without
  * spilling (checked by the build: spills are errors) and shared memory allows: the Union4
- * kernel on the V^T pre-pass at K = 16, at G = 16 in both precisions and at G = 8 / 4 in
- * FP8X2, i.e. what pw_sparse_prefill runs with per-token scales on large chunks (-13..-15% on
- * A-hot at G = 16 against two, bench/NOTES.md, 2026-12-03). Two elsewhere: at 168 registers
- * the other instances spill 4-72 bytes. */
+ * kernel on the V^T pre-pass at K = 16 (pages of 128 or 64 tokens), at G = 16 in both
+ * precisions and at G = 8 / 4 in FP8X2, i.e. what pw_sparse_prefill runs with per-token
+ * scales on large chunks at K = 16 (A-hot against two CTAs: G = 16 -15.0% FP8, -13.2% FP8X2;
+ * G = 8 FP8X2 -17.4%; bench/NOTES.md, 2026-12-03; G = 4 and P = 64 not timed). Two
+ * elsewhere: forced to three, the other instances spill 4-72 bytes. */
 template <int VARIANT, bool X2, bool PREVT, int G, int TOPK>
 constexpr int lean_ts_ctas_per_sm()
 {
@@ -114,9 +115,12 @@ constexpr int lean_ts_ctas_per_sm()
 static_assert(3 * (kSmemBytesLeanTs + 1024) <= 228 * 1024, "lean TS, K = 16: three CTAs per SM no longer fit");
 
 /* The three-CTA TS instances' reloads: this warp's entry of a per-warp shared array, or
- * this thread's two rows' factors, loaded where the call stands (volatile, the address
- * formed from %tid.x inside the asm), so that ptxas neither hoists the load nor keeps the
- * value in a register across the page loop. */
+ * this thread's two rows of a per-row one, loaded where the call stands. asm volatile keeps
+ * the compiler front end from moving or merging the load, and the address is formed from
+ * %tid.x inside the asm, so no value computed in the prologue feeds it; ptxas sees a plain
+ * ld.shared and could still hoist it, but has not (checked in the SASS of the three-CTA
+ * instances, e.g. the limit's LDS.64 inside the member branch): what this buys is register
+ * allocation (no value held across the page loop), never results. */
 static __device__ __forceinline__ int32_t lds_warp_s32_here(const int32_t *base)
 {
     int32_t v;
@@ -234,7 +238,8 @@ static __device__ __forceinline__ void lean_release(uint32_t *done, int next, in
  * next member page into its own shared-memory buffer (cp.async, issued right after its
  * softmax has read the current page's, so the copy flies during PV and the next QK), runs
  * the softmax with the score factor f * ks_t (softmax_page_ts), scales P by vs / vmax after
- * it and the page's PV sum by vmax. With every scale 1 the bytes of the kernel without.
+ * it (ts_scale_p; the three-CTA form folds it into the softmax's second pass, the same bits)
+ * and the page's PV sum by vmax. With every scale 1 the bytes of the kernel without.
  * Warp-private: no barrier beyond __syncwarp. Two or three CTAs per SM (lean_ts_ctas_per_sm).
  *
  * G = 8 or 4 Q heads per KV head (the padded tile): each slot's 16 rows hold its G heads
@@ -509,8 +514,8 @@ __global__ void __launch_bounds__(kThreads, TS ? lean_ts_ctas_per_sm<VARIANT, X2
 /* ---- Host: one launch of the lean kernel for the call's G, K and per-token scales ---- */
 
 /* Dev impl 9 ("lean") for G Q heads per KV head, the device's K and pages of PAGE tokens:
- * Union4 and per-query, three CTAs per SM; its TS form (two per SM) when the call has
- * per-token scales. */
+ * Union4 and per-query, three CTAs per SM; its TS form (two or three per SM,
+ * lean_ts_ctas_per_sm) when the call has per-token scales. */
 template <int VARIANT, bool X2, bool PREVT, int G, int TOPK, int PAGE>
 pw_status_t launch_lean_gk(const AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
