@@ -128,14 +128,10 @@ def peer_table(caps, peer):
     # With the default_alone arm (pageweaver bench since 2026-12-03): the call timed by itself
     # too, the protocol of the peer's own harness, and the ratios against it.
     alone = any(c.get("gpu", {}).get("arms", {}).get("default_alone", {}).get("ran") for c in caps)
-    if alone:
-        out = ["| capture | default call (FP8X2), ms | timed alone, ms | NRMS | FlashInfer run(), ms | "
-               "+ out *= v_scale, ms | NRMS | FlashInfer / default call | FlashInfer / default call alone |",
-               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    else:
-        out = ["| capture | default call (FP8X2), ms | NRMS | FlashInfer run(), ms | + out *= v_scale, ms | NRMS "
-               "| FlashInfer / default call |",
-               "| --- | --- | --- | --- | --- | --- | --- |"]
+    head = ["capture", "default call (FP8X2), ms"] + (["timed alone, ms"] if alone else []) + \
+        ["NRMS", "FlashInfer run(), ms", "+ out *= v_scale, ms", "NRMS", "FlashInfer / default call"] + \
+        (["FlashInfer / default call alone"] if alone else [])
+    out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for cap in caps:
         name = os.path.basename(cap["path"])
         p = by_name.get(name)
@@ -144,16 +140,14 @@ def peer_table(caps, peer):
             continue
         nrms = cap.get("reference_check", {}).get("nrms_gpu_fp8x2_vs_exact")
         t, tv = p["time_ms"]["median"], p["time_with_v_scale_ms"]["median"]
-        if alone:
-            a = cap["gpu"]["arms"].get("default_alone", {})
-            ta = a["median_ms"] if a.get("ran") else None
-            out.append(f"| {name.replace('.safetensors', '')} | {arm['median_ms']:.3f} | "
-                       f"{f'{ta:.3f}' if ta else '-'} | {pct(nrms)} | {t:.3f} | {tv:.3f} | {pct(p['nrms'])} | "
-                       f"{t / arm['median_ms']:.3f} / {tv / arm['median_ms']:.3f} | "
-                       f"{f'{t / ta:.3f} / {tv / ta:.3f}' if ta else '-'} |")
-            continue
-        out.append(f"| {name.replace('.safetensors', '')} | {arm['median_ms']:.3f} | {pct(nrms)} | {t:.3f} | {tv:.3f} | "
-                   f"{pct(p['nrms'])} | {t / arm['median_ms']:.3f} / {tv / arm['median_ms']:.3f} |")
+        ratios = lambda ms: f"{t / ms:.3f} / {tv / ms:.3f}"  # noqa: E731
+        a = cap["gpu"]["arms"].get("default_alone", {})
+        ta = a["median_ms"] if a.get("ran") else None
+        row = [name.replace(".safetensors", ""), f"{arm['median_ms']:.3f}"] + \
+            ([f"{ta:.3f}" if ta else "-"] if alone else []) + \
+            [pct(nrms), f"{t:.3f}", f"{tv:.3f}", pct(p["nrms"]), ratios(arm["median_ms"])] + \
+            ([ratios(ta) if ta else "-"] if alone else [])
+        out.append("| " + " | ".join(row) + " |")
     return "\n".join(out)
 
 

@@ -868,20 +868,21 @@ int bench_gpu_capture(bench_capture_t *bc, const bench_options_t *o)
     int group[DEFAULT_GROUP];
     default_group(group);
     int failures = 0;
-    for (int step = 0; step < ARM_UNION4_IDENTITY + 1; step++) {
-        const int online = bench_default_online_arm();
-        /* steps: the arms before the group's turn, the group, ARM_DEFAULT_ALONE, the rest */
-        const int arm = step <= online ? step : step == online + 1 ? ARM_DEFAULT_ALONE : step - 1;
-        const int interleaved = arm == online;
-        failures += interleaved ? run_interleaved(bc, o, &d, s, t0_out, scratch)
-                                : run_arm(bc, arm, o, &d, s, t0_out, scratch) != 0;
-        for (int g = 0; g < (interleaved ? DEFAULT_GROUP : 1) && !o->quiet; g++) {
-            const int shown = interleaved ? group[g] : arm;
+    for (int arm = 0; arm < ARM_UNION4_IDENTITY; arm++) {
+        const int interleaved = arm == bench_default_online_arm();
+        if (interleaved) {
+            failures += run_interleaved(bc, o, &d, s, t0_out, scratch);
+            failures += run_arm(bc, ARM_DEFAULT_ALONE, o, &d, s, t0_out, scratch) != 0;
+        } else {
+            failures += run_arm(bc, arm, o, &d, s, t0_out, scratch) != 0;
+        }
+        for (int g = 0; g < (interleaved ? DEFAULT_GROUP + 1 : 1) && !o->quiet; g++) {
+            const int shown = !interleaved ? arm : g < DEFAULT_GROUP ? group[g] : ARM_DEFAULT_ALONE;
             const bench_arm_result_t *ar = &bc->arms[shown];
             if (ar->ran)
                 fprintf(stderr, "[bench] %s: %-40s median %.4f ms (min %.4f, p90 %.4f)%s\n", bc->path,
                         bench_arm_name(shown), ar->t.median_ms, ar->t.min_ms, ar->t.p90_ms,
-                        interleaved ? " [interleaved]" : "");
+                        interleaved && g < DEFAULT_GROUP ? " [interleaved]" : "");
             else
                 fprintf(stderr, "[bench] %s: %-40s FAILED: %s\n", bc->path, bench_arm_name(shown), ar->error);
         }
