@@ -729,7 +729,6 @@ static __device__ __forceinline__ float softmax_page_ts(float (&acc)[64], uint32
     return vmax;
 }
 
-
 /* P with per-token V scales after softmax_page_ts<false> (acc = 256 p; l already summed the
  * unscaled p): acc = 256 p * (vs_t / vmax) (past lim p = 0 and, by ts_mask_page, vs = 0: a
  * masked slot's own scale may be NaN), vmax and the rounding as ts_v_normaliser says.

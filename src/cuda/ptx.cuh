@@ -16,10 +16,10 @@ static __device__ __forceinline__ uint32_t smem_u32(const void *p)
 /* The kernel's shared-memory plan at the dynamic shared memory's first 1024-byte boundary
  * (the 128B-swizzled TMA / wgmma tiles need it), formed as an offset into the __shared__
  * array so that the compiler keeps the shared address space: 32-bit LDS / STS addressing.
- * Through an integer round trip ((uintptr_t)smem_raw + 1023 & ~1023, the form until the
- * seventeenth session of 2026-12-02, still the dense tiles') it
- * was a generic pointer: 64-bit generic loads and stores, two registers per address, and
- * the default call 3% slower (bench/NOTES.md, seventeenth session). */
+ * Through an integer round trip ((uintptr_t)smem_raw + 1023 & ~1023, every kernel's form
+ * until 2026-12-02/03) it was a generic pointer: 64-bit generic loads and stores, two
+ * registers per address, and the default call 3% slower (bench/NOTES.md, seventeenth and
+ * eighteenth sessions). */
 template <class Plan>
 static __device__ __forceinline__ Plan &smem_plan(uint8_t *smem_raw)
 {
