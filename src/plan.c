@@ -22,7 +22,8 @@
  *   union_pages   [Hkv, max_groups, 8 Kd] int32
  *   member_masks  [Hkv, max_groups, 8 Kd] uint8
  *   regroup       pw_regroup_workspace_size() bytes (absent with PW_PLAN_CALLER_PERM)
- *   vt_touched    [Hkv, R, max_pages] uint8  (Union4 with the V^T pre-pass only: pages of any union)
+ *   vt_touched    [Hkv, R, max_pages] uint8  (Union4 with the V^T pre-pass only: pages of any union,
+ *                                            marked from the Top-K ids)
  *   vt_slots      [Hkv, R, max_pages] int32  (the same: each touched page's tile)
  *   vt_list       [Hkv, C] int64             (the page of each tile)
  *   vt_count      [Hkv] uint32               (pages touched per KV head)
@@ -34,13 +35,14 @@
  *                 followed by [Hkv max_groups] uint32 pair sizes (cleared with them), then
  *                 [17, Hkv max_groups] lists: 256 + 72 Hkv max_groups bytes of the part
  * Whether a Union4 plan runs the pre-pass: PW_PLAN_VT_PREPASS / NO_VT_PREPASS, else the rule
- * in pw_plan_create (pageweaver.h). Such a call enqueues two more kernels, the V^T pre-pass's
- * scan and transpose (src/cuda/vt_prepare.cu), between union preparation (which sets
- * vt_touched and zeroes vt_count) and attention (which reads vt_slots and vt_tiles), and, when
- * the table has more entries than C (R x max_pages > C), a fallback attention launch for the
- * KV heads whose pages did not fit. Union preparation clears vt_touched (a memset) before
- * marking, and every other part is written before it is read in each call, so the
- * workspace may hold anything between calls. */
+ * in pw_plan_create (pageweaver.h). Such a call enqueues the V^T pre-pass (src/cuda/
+ * vt_prepare.cu: a memset of vt_touched, then three kernels: mark from the Top-K ids, which
+ * also zeroes vt_count; scan; transpose) before attention (which reads vt_slots and
+ * vt_tiles), and, when the table has more entries than C (R x max_pages > C), a fallback
+ * attention launch for the KV heads whose pages did not fit. The pre-pass reads none of the
+ * regroup's or union preparation's outputs: under stream capture the call makes those two
+ * a parallel branch of the graph beside it (pw_capture_branch_open). Every part is written
+ * before it is read in each call, so the workspace may hold anything between calls. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -450,6 +452,24 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
     return PW_SUCCESS;
 }
 
+#ifdef PW_HAVE_CUDA
+/* The call's permutation into own_perm: the regroup, or, where the time guard says it does
+ * not pay, the identity permutation (both pw_regroup). The fused regroup + union
+ * preparation kernel (pw_regroup_union_prepare_dev_variant 0; sanitizer-clean on the H200
+ * since 2026-12-01) is not used: it takes one group size for the greedy pass and the
+ * emitted groups, while Union4 regroups with g = 4 and prepares 8-slot groups, and it
+ * measured no faster at one KV head (bench/NOTES.md, regroup v3.2). */
+static pw_status_t regroup_step(const pw_plan_t *plan, const pw_attention_args_t *args, int dense_g,
+                                int32_t *own_perm, unsigned char *const *parts, pw_stream_t stream)
+{
+    pw_grouping_t g = plan->regroup;
+    if (!plan->regroup_pays[pw_args_precision(args) == PW_PRECISION_FP8X2]) g.mode = PW_REGROUP_IDENTITY;
+    g.group_size = regroup_size(plan, dense_g);
+    return pw_regroup(&plan->problem, args->topk_ids, &args->requests, &g, own_perm, parts[PART_REGROUP],
+                      plan->part_bytes[PART_REGROUP], stream);
+}
+#endif
+
 pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *args,
                               const int32_t *perm, void *workspace, size_t workspace_bytes,
                               pw_stream_t stream)
@@ -496,27 +516,17 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     const int dense_g = plan->vt_prepass ? pw_vt_runs_dense(p, args) : 0; /* the tile this call runs */
     const pw_union_meta_t meta = meta_view(plan, parts);
     int32_t *own_perm = (int32_t *)(void *)parts[PART_PERM];
-    if (!caller_perm) {
-        /* The regroup (or, where the time guard says it does not pay, the identity
-         * permutation), then union preparation: two launches. The fused regroup + union
-         * preparation kernel (pw_regroup_union_prepare_dev_variant 0; sanitizer-clean on
-         * the H200 since 2026-12-01) is not used: it takes one group size for the greedy
-         * pass and the emitted groups, while Union4 regroups with g = 4 and prepares 8-slot
-         * groups; it does not mark the V^T pre-pass's pages; and it measured no faster at
-         * one KV head (bench/NOTES.md, regroup v3.2). */
-        pw_grouping_t g = plan->regroup;
-        if (!plan->regroup_pays[pw_args_precision(args) == PW_PRECISION_FP8X2]) g.mode = PW_REGROUP_IDENTITY;
-        g.group_size = regroup_size(plan, dense_g);
-        PW_TRY(pw_regroup(p, args->topk_ids, &args->requests, &g, own_perm, parts[PART_REGROUP],
-                          plan->part_bytes[PART_REGROUP], stream));
-        perm = own_perm;
-    }
+    if (!caller_perm) perm = own_perm;
     if (!plan->vt_prepass) {
+        if (!caller_perm) PW_TRY(regroup_step(plan, args, dense_g, own_perm, parts, stream));
         PW_TRY(pw_union_prepare(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, stream));
         return pw_union_attention(p, args, &plan->grouping, perm, &meta, plan->config.kernel, stream);
     }
-    /* Union4: union preparation marks the union pages, the pre-pass gives them tiles and
-     * writes their V^T, the lean kernel reads them (bench/NOTES.md v8, v8.1). */
+    /* Union4 on the pre-pass: the pre-pass marks the union pages from the Top-K ids, gives
+     * them tiles and writes their V^T; the lean kernel reads them (bench/NOTES.md v8, v8.1).
+     * It needs neither the permutation nor the union metadata, so under stream capture the
+     * regroup and union preparation become a branch of the graph beside it, and attention
+     * waits for both (bench/NOTES.md, "the pre-pass beside the regroup"). */
     pw_vt_buffers_t vt;
     vt.touched = parts[PART_VT_TOUCHED];
     vt.slots = (int32_t *)(void *)parts[PART_VT_SLOTS];
@@ -535,8 +545,13 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     vt.sched_list = (int32_t *)(void *)(parts[PART_SCHED] + PW_SCHED_COUNTS_BYTES + pairs_bytes);
     vt.sched_stride = dense_g == 4 ? rows : 2 * rows;
     vt.sched_dense = dense_g == 8 ? 1 : dense_g == 4 ? 2 : 0;
-    PW_TRY(pw_union_prepare_touched(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, &vt, stream));
+    pw_capture_branch_t branch;
+    PW_TRY(pw_capture_branch_open(stream, &branch));
+    if (!caller_perm) PW_TRY(regroup_step(plan, args, dense_g, own_perm, parts, stream));
+    PW_TRY(pw_union_prepare_scheduled(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, &vt, stream));
+    PW_TRY(pw_capture_branch_next(stream, &branch));
     PW_TRY(pw_vt_prepare(p, args, &vt, stream));
+    PW_TRY(pw_capture_branch_join(stream, &branch));
     return pw_union_attention_vt(p, args, &plan->grouping, perm, &meta, &vt, stream);
 #endif
 }

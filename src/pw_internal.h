@@ -98,13 +98,15 @@ pw_status_t pw_check_union_prepare_args(const pw_problem_t *problem, const int32
                                         const int32_t *perm, const pw_union_meta_t *meta);
 
 /* The V^T pre-pass's device buffers (parts of a plan's workspace; bench/NOTES.md v8.1).
- *   touched [Hkv, R, max_pages] uint8: union preparation clears it (a memset) and sets the
- *           byte of every union page (NULL: every page a query of its request may see);
- *   slots   [Hkv, R, max_pages] int32: the tile of each touched page this call (-1: past
- *           capacity), written by the scan, read by the attention kernel;
+ *   touched [Hkv, R, max_pages] uint8: the pre-pass clears it (a memset) and sets the byte
+ *           of every Top-K id in S_i of a query of the request, i.e. of every union page
+ *           (NULL: every page a query of its request may see);
+ *   slots   [Hkv, R, max_pages] int32: the tile of each touched page this call, -1 for
+ *           every other column and past capacity; written by the scan, read by the
+ *           attention kernels (which drop a union page whose slot is -1);
  *   list    [Hkv, capacity] int64: the page (r * max_pages + l) of each tile;
- *   count   [Hkv] uint32: pages each KV head touched; zeroed by union preparation (or by
- *           the caller) before the scan; a head with count > capacity has no tiles and runs
+ *   count   [Hkv] uint32: pages each KV head touched; zeroed by the mark (touched set) or by
+ *           the caller (touched NULL) before the scan; a head with count > capacity has no tiles and runs
  *           on the kernel that transposes V itself (the fallback launch);
  *   tiles   [Hkv, capacity] x 32 KiB (kVtTileBytes): V^T tiles in the attention kernels'
  *           shared-memory order, E4M3 in the first 16 KiB, or f16 (f16_tiles);
@@ -142,15 +144,35 @@ typedef struct pw_vt_buffers {
 #define PW_SCHED_CLASSES 17       /* pages / (K / 2) for 0..8 K pages (K = 16: 8-page classes) */
 #define PW_SCHED_COUNTS_BYTES 256 /* the class counts' room before the pairs' scratch or the lists */
 
-/* CUDA build: pw_union_prepare that, with vt (the full call's pre-pass buffers), also
- * clears vt->touched [Hkv, R, max_pages] (a memset before the kernel), sets
- * touched[(h * R + r) * max_pages + l] = 1 for every page l of request r in a union of KV
- * head h, zeroes vt->count [Hkv] and, with vt->sched_count, clears (memset) and fills the
- * schedule lists. vt NULL: pw_union_prepare. */
-pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, const int32_t *topk_ids,
-                                     const pw_requests_t *requests, const pw_grouping_t *grouping,
-                                     const int32_t *perm, const pw_union_meta_t *meta,
-                                     const pw_vt_buffers_t *vt, pw_stream_t stream);
+/* CUDA build: pw_union_prepare that, with vt->sched_count (the full call's pre-pass
+ * buffers), also clears (memset) and fills the attention CTAs' schedule lists; no other
+ * field of vt is used. vt NULL: pw_union_prepare. */
+pw_status_t pw_union_prepare_scheduled(const pw_problem_t *problem, const int32_t *topk_ids,
+                                       const pw_requests_t *requests, const pw_grouping_t *grouping,
+                                       const int32_t *perm, const pw_union_meta_t *meta,
+                                       const pw_vt_buffers_t *vt, pw_stream_t stream);
+
+/* Two parallel branches of a captured graph on one stream (CUDA build,
+ * src/cuda/capture_branch.cu). When `stream` is capturing, open remembers the capture's
+ * current dependencies (the fork), next remembers where the first branch ended and makes
+ * the stream's next work depend on the fork again, and join adds the first branch's end to
+ * the stream's dependencies, so that what follows waits for both branches. When the stream
+ * is not capturing (or the fork or the first branch's end has more than
+ * PW_CAPTURE_BRANCH_MAX_DEPS nodes), the three calls do nothing and the branches run one
+ * after the other in stream order: the same work, the same results. No allocation, no
+ * stream or event of the library's own; a failing CUDA call gives PW_ERROR_CUDA. */
+#define PW_CAPTURE_BRANCH_MAX_DEPS 16
+typedef struct pw_capture_branch {
+    int active;                                       /* the branches are being built */
+    size_t fork_count, first_count;
+    void *fork_nodes[PW_CAPTURE_BRANCH_MAX_DEPS];     /* cudaGraphNode_t */
+    void *first_nodes[PW_CAPTURE_BRANCH_MAX_DEPS];
+    unsigned char fork_edges[PW_CAPTURE_BRANCH_MAX_DEPS][8]; /* cudaGraphEdgeData */
+    unsigned char first_edges[PW_CAPTURE_BRANCH_MAX_DEPS][8];
+} pw_capture_branch_t;
+pw_status_t pw_capture_branch_open(pw_stream_t stream, pw_capture_branch_t *branch);
+pw_status_t pw_capture_branch_next(pw_stream_t stream, pw_capture_branch_t *branch);
+pw_status_t pw_capture_branch_join(pw_stream_t stream, pw_capture_branch_t *branch);
 
 /* G if the problem's G Q heads per KV head have a dense tile on the V^T pre-pass (8: dev
  * impl 13; 4: dev impl 14, pairs of 8-query groups; both for any K <= 64), else 0. */
@@ -166,9 +188,12 @@ int pw_vt_runs_dense(const pw_problem_t *problem, const pw_attention_args_t *arg
 pw_status_t pw_pad_topk(const int32_t *topk_ids, int32_t k, int32_t k_padded, int32_t *padded, int64_t rows,
                         pw_stream_t stream);
 
-/* CUDA build (src/cuda/vt_prepare.cu): the V^T pre-pass of the Union4 full call, two
- * launches: the scan gives each touched page a tile (vt->count must be zero before it),
- * then each tile receives its page's V^T. Arguments as checked for pw_union_attention. */
+/* CUDA build (src/cuda/vt_prepare.cu): the V^T pre-pass of the Union4 full call. With
+ * vt->touched: a memset and the mark (touched bytes from args->topk_ids and the request
+ * layout; count zeroed), so that it depends on no regroup or union preparation; without
+ * (every visible page; vt->count must be zero before the call): no mark. Then the scan
+ * gives each touched page a tile and each tile receives its page's V^T. Arguments as
+ * checked for pw_union_attention. */
 pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_attention_args_t *args,
                           const pw_vt_buffers_t *vt, pw_stream_t stream);
 

@@ -132,7 +132,7 @@ struct AttentionParams {
                                      // ids are bad pages) and of a request's V^T tile row
     // Lean kernel with the V^T pre-pass (vt_prepare.cu): V^T tiles [Hkv, vt_capacity] of
     // kVtTileBytes each, in the kernel's shared-memory byte order (E4M3 or f16: kVtTileBytes); vt_slots [Hkv, R, max_pages]
-    // (vt_entry) holds the tile of each page the pre-pass wrote this call; vt_count [Hkv] the
+    // (vt_entry) holds the tile of each page the pre-pass wrote this call (-1: none); vt_count [Hkv] the
     // pages each KV head touched. A KV head with vt_count > vt_capacity has no tiles: its
     // CTAs of the pre-pass kernel exit and the kernel that transposes V itself runs them,
     // launched after it with vt_fallback = true (whose CTAs of the other heads exit).
@@ -183,7 +183,7 @@ static __device__ __forceinline__ int64_t scheduled_block(const AttentionParams 
 }
 
 /* Index of (KV head h, request r, logical page l) in the pre-pass's per-page arrays
- * ([Hkv, R, max_pages]: union preparation's `touched` bytes and the tile index vt_slots). */
+ * ([Hkv, R, max_pages]: the pre-pass's `touched` bytes and the tile index vt_slots). */
 static __host__ __device__ __forceinline__ int64_t vt_entry(int64_t h, int64_t r, int64_t l, int64_t num_requests,
                                                             int64_t max_pages)
 {

@@ -604,7 +604,10 @@ static __device__ void build_pair_page_list(Plan &sm, const AttentionParams &p, 
                 logical = -1;
             }
         }
-        if (logical >= 0) vt = p.vt_slots[vt_entry(w.kv_head, w.request, logical, p.num_requests, p.max_pages)];
+        if (logical >= 0) {
+            vt = p.vt_slots[vt_entry(w.kv_head, w.request, logical, p.num_requests, p.max_pages)];
+            if (vt < 0) logical = -1; // not marked (broken device data only, vt_prepare.cu): dropped
+        }
         keep[j] = logical >= 0;
         kept_logical[j] = logical;
         kept_physical[j] = physical;

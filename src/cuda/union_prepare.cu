@@ -42,9 +42,6 @@ struct UnionParams {
     int64_t max_groups;
     int32_t capacity;
     int32_t num_tokens, num_requests, topk, page_size, window, group_size;
-    uint8_t *touched;           /* [Hkv, R, max_pages] or NULL: 1 for every page of a union */
-    uint32_t *vt_count;         /* [Hkv] or NULL: zeroed for the V^T pre-pass's scan */
-    int64_t max_pages;
     uint32_t *sched_count;      /* [PW_SCHED_CLASSES] or NULL: the attention CTAs' order */
     int32_t *sched_list;        /* [PW_SCHED_CLASSES, sched_stride] (pw_vt_buffers_t) */
     int64_t sched_stride;
@@ -112,7 +109,6 @@ static __device__ __forceinline__ void union_prepare_body(const UnionParams &p)
     int32_t before = incl - local;
     for (int w = 0; w < warp; w++) before += s_warp_sum[w];
     if (blockIdx.x == 0 && tid == kThreads - 1) p.num_groups[head] = before + local;
-    if (p.vt_count && blockIdx.x == 0 && tid == 0) p.vt_count[head] = 0u; /* read by the next launch only */
     const int32_t last_group = first_group + kGroupsPerCta;
     for (int32_t r = r_begin; r < r_end && before < last_group; r++) {
         const int32_t count = groups_of(p, r);
@@ -178,12 +174,6 @@ static __device__ __forceinline__ void union_prepare_body(const UnionParams &p)
             for (int k = 0; k < KPL; k++)
                 if ((uint32_t)ids[k] < visible) key[k] = ((uint32_t)ids[k] << 3) | (uint32_t)member;
         }
-    }
-    if (p.touched) { /* the V^T pre-pass's pages (vt_prepare.cu); plain byte stores, repeats agree */
-        const int64_t row = ((int64_t)head * p.num_requests + r) * p.max_pages;
-#pragma unroll
-        for (int k = 0; k < KPL; k++)
-            if (key[k] != kNoKey && (int64_t)(key[k] >> 3) < p.max_pages) p.touched[row + (key[k] >> 3)] = 1;
     }
     const int64_t at = (int64_t)head * p.max_groups + first_group + warp;
     pw_dev::UnionGroupOut out;
@@ -311,16 +301,15 @@ extern "C" pw_status_t pw_union_prepare(const pw_problem_t *problem, const int32
                                         const pw_grouping_t *grouping, const int32_t *perm,
                                         const pw_union_meta_t *meta, pw_stream_t stream)
 {
-    return pw_union_prepare_touched(problem, topk_ids, requests, grouping, perm, meta, NULL, stream);
+    return pw_union_prepare_scheduled(problem, topk_ids, requests, grouping, perm, meta, NULL, stream);
 }
 
-extern "C" pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, const int32_t *topk_ids,
+extern "C" pw_status_t pw_union_prepare_scheduled(const pw_problem_t *problem, const int32_t *topk_ids,
                                                 const pw_requests_t *requests,
                                                 const pw_grouping_t *grouping, const int32_t *perm,
                                                 const pw_union_meta_t *meta, const pw_vt_buffers_t *vt,
                                                 pw_stream_t stream)
 {
-    uint8_t *touched = vt ? vt->touched : NULL;
     PW_TRY(pw_check_union_prepare_args(problem, topk_ids, requests, grouping, perm, meta));
     /* No GPU: PW_ERROR_NO_DEVICE as every device entry point, not a launch error. */
     PW_TRY(pw_check_attention_device());
@@ -342,9 +331,6 @@ extern "C" pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, con
     params.page_size = problem->page_size;
     params.window = grouping->window;
     params.group_size = grouping->group_size;
-    params.touched = touched;
-    params.vt_count = vt ? vt->count : NULL;
-    params.max_pages = problem->max_pages_per_request;
     params.sched_count = vt ? vt->sched_count : NULL;
     params.sched_list = vt ? vt->sched_list : NULL;
     params.sched_stride = vt ? vt->sched_stride : 0;
@@ -367,14 +353,6 @@ extern "C" pw_status_t pw_union_prepare_touched(const pw_problem_t *problem, con
                          ((uintptr_t)meta->union_pages % 16u) == 0 &&
                          ((uintptr_t)meta->member_masks % 4u) == 0;
     cudaStream_t st = (cudaStream_t)stream;
-    if (touched) { /* the marks start at zero in every call, whatever the workspace held */
-        const size_t bytes = (size_t)problem->num_kv_heads * (size_t)problem->num_requests *
-                             (size_t)problem->max_pages_per_request;
-        const cudaError_t e = cudaMemsetAsync(touched, 0, bytes, st);
-        if (e != cudaSuccess)
-            return pw_fail(PW_ERROR_CUDA, "pw_union_prepare: clearing the V^T pre-pass's marks: %s",
-                           cudaGetErrorString(e));
-    }
     if (params.sched_count) { /* the class counts (and the pairs' sizes) start at zero in every call */
         const size_t bytes = params.sched_pairs ? PW_SCHED_COUNTS_BYTES + (size_t)problem->num_kv_heads *
                                                                            (size_t)meta->max_groups * sizeof(uint32_t)

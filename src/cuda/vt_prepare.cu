@@ -6,11 +6,21 @@
  * that lets P go from the QK accumulator straight into the A fragments, attention.cu). Done
  * inside the attention kernel, the transpose and the barrier that publishes it sit on every
  * page's chain (bench/NOTES.md v8: 9-14% of the lean kernel's time). Here each page that
- * some group's union holds is transposed once per call, in two launches:
+ * some group's union holds is transposed once per call, in three launches after a memset:
+ *  0. mark (one thread per Top-K id): touched[h][r][l] = 1 for every id l that is in S_i
+ *     (docs/semantics.md §1) of a query i of request r; zeroes count[h]. These are exactly
+ *     the pages of the call's unions, whatever the grouping (every union page is some
+ *     member's id, every query is a member of one group), so the pre-pass does not wait
+ *     for the regroup or union preparation: in a captured graph the full call runs them as
+ *     a parallel branch beside these launches (plan.c, pw_capture_branch_open).
  *  1. scan (one thread per (KV head, request, page-table column)): a page whose `touched`
- *     byte union preparation set (touched NULL: every page a query of its request may see)
- *     takes the next tile of its KV head (a warp-aggregated atomic on count[h]), records it
- *     in slots[h][r][l] and, below capacity, in list[h][tile]. Tiles are handed out densely, so the workspace holds `capacity` tiles per
+ *     byte is set (touched NULL: every page a query of its request may see) takes the next
+ *     tile of its KV head (a warp-aggregated atomic on count[h]), records it in
+ *     slots[h][r][l] and, below capacity, in list[h][tile]; every other column's slot
+ *     becomes -1, so no slot read in this call is left from an earlier one (with broken
+ *     device data, e.g. a non-monotone cu_seqlens_q, union preparation may place a query
+ *     in a request the mark did not: the attention kernels drop a page whose slot is -1).
+ *     Tiles are handed out densely, so the workspace holds `capacity` tiles per
  *     KV head whatever the page table's width (an engine's table sized for its longest
  *     context costs 4 bytes of slots per column, not a 32 KiB tile).
  *  2. transpose (CTAs striding over the tiles of each KV head): tile i receives V^T of page
@@ -25,9 +35,10 @@
  * the positions past its members' last visible token (zero_vt_after), as the in-kernel
  * transpose does, so the bytes the tensor cores read are the same and so are the outputs.
  * Pages whose physical id is outside the cache are skipped (the attention kernel drops
- * them). Union preparation clears the `touched` bytes (a memset) and zeroes `count` in
- * every call before marking, so nothing carries over between calls: the workspace may hold
- * anything before a call (e.g. torch's caching allocator hands out used memory).
+ * them). The `touched` bytes are cleared (a memset) and `count` zeroed in every call before
+ * marking, and every slot is rewritten by the scan, so nothing carries over between calls:
+ * the workspace may hold anything before a call (e.g. torch's caching allocator hands out
+ * used memory).
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -37,10 +48,14 @@
 #include "pageweaver.h"
 #include "ptx.cuh"
 #include "pw_internal.h"
+#include "regroup_common.cuh"
+#include "union_group.cuh"
 
 namespace {
 
 struct VtParams {
+    const int32_t *topk_ids;    // [Hkv, N, K] (the mark)
+    int32_t num_tokens, topk, page_size;
     const uint8_t *v_cache;     // e4m3, (page, h, t, d) at page * page_stride + h * head_stride + t * token_stride + d
     int64_t page_stride, head_stride, token_stride; // pw_args_cache_strides (16-byte multiples)
     const int32_t *page_table;  // [R, page_table_stride]
@@ -52,6 +67,39 @@ struct VtParams {
 };
 
 constexpr int kScanThreads = 256;
+constexpr int kMarkThreads = 256;
+constexpr int64_t kMarkMaxCtas = 8192; // the mark strides over the ids past this grid
+
+/* touched[h][r][l] = 1 for every Top-K id l in S_i of a query i of request r (the ids union
+ * preparation keys: 0 <= l < min(visible pages, 2^29), and l < max_pages, the table's
+ * width); count[h] = 0 for the scan. The request of query i: the largest r with
+ * cu_seqlens_q[r] <= i, kept only when i lies in its row range (pw_dev::request_rows). Plain
+ * byte stores: every writer of a byte writes 1. */
+__global__ void __launch_bounds__(kMarkThreads) vt_mark_kernel(const VtParams p)
+{
+    if (blockIdx.x == 0)
+        for (int32_t h = threadIdx.x; h < p.num_kv_heads; h += kMarkThreads) p.vt.count[h] = 0u; // read by the next launch only
+    const int64_t total = (int64_t)p.num_kv_heads * p.num_tokens * p.topk;
+    for (int64_t e = (int64_t)blockIdx.x * kMarkThreads + threadIdx.x; e < total;
+         e += (int64_t)gridDim.x * kMarkThreads) {
+        const int32_t id = __ldcs(p.topk_ids + e);
+        const int64_t row = e / p.topk; // h * N + i
+        const int32_t h = (int32_t)(row / p.num_tokens), i = (int32_t)(row % p.num_tokens);
+        if (id < 0 || (int64_t)id >= p.max_pages) continue;
+        int32_t lo = 0, hi = p.num_requests; // cu_seqlens_q[lo] <= i < cu_seqlens_q[hi] if monotone
+        while (hi - lo > 1) {
+            const int32_t mid = lo + (hi - lo) / 2;
+            if (__ldg(p.cu_seqlens_q + mid) <= i) lo = mid;
+            else hi = mid;
+        }
+        int32_t b, end;
+        if (!pw_dev::request_rows(p.cu_seqlens_q, lo, p.num_tokens, &b, &end) || i < b || i >= end) continue;
+        uint32_t visible =
+            pw_dev::visible_page_count((int64_t)__ldg(p.prefix_lens + lo) + (i - b), __ldg(p.kv_lens + lo), p.page_size);
+        visible = min(visible, pw_dev::kMaxUnionPageId);
+        if ((uint32_t)id < visible) p.vt.touched[((int64_t)h * p.num_requests + lo) * p.max_pages + id] = 1;
+    }
+}
 
 /* The staged tile's first kUnits x 2 KiB (E4M3: 8, f16: 16) from shared memory to dst,
  * coalesced: 16 bytes per thread and pass. */
@@ -93,7 +141,10 @@ __global__ void __launch_bounds__(kScanThreads) vt_scan_kernel(const VtParams p)
     uint32_t base = 0;
     if (touched && lane == __ffs(same) - 1) base = atomicAdd(p.vt.count + h, (uint32_t)__popc(same));
     base = __shfl_sync(0xffffffffu, base, __ffs(same) - 1);
-    if (!touched) return;
+    if (!touched) {
+        if (h >= 0) p.vt.slots[e] = -1; // no tile: nothing of this call reads the column (see the file's note)
+        return;
+    }
     const uint32_t tile = base + (uint32_t)__popc(same & ((1u << lane) - 1u));
     const bool fits = (int64_t)tile < p.vt.capacity;
     p.vt.slots[e] = fits ? (int32_t)tile : -1;
@@ -171,6 +222,10 @@ extern "C" pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_atten
     if (!vt || !vt->slots || !vt->list || !vt->count || !vt->tiles || vt->capacity < 1)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "V^T pre-pass: buffers missing or capacity < 1");
     VtParams p;
+    p.topk_ids = args->topk_ids;
+    p.num_tokens = problem->num_tokens;
+    p.topk = problem->topk;
+    p.page_size = problem->page_size;
     p.v_cache = static_cast<const uint8_t *>(args->v_cache);
     const pw_cache_strides_t cs = pw_args_cache_strides(problem, args);
     p.page_stride = cs.page;
@@ -191,9 +246,21 @@ extern "C" pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_atten
     if (scan_ctas > 0x7fffffff || problem->num_kv_heads > 65535)
         return pw_fail(PW_ERROR_UNSUPPORTED, "V^T pre-pass: %lld page-table entries exceed the scan's grid",
                        (long long)entries);
+    cudaError_t e;
+    if (vt->touched) { // the marks: cleared, then set from the Top-K ids (count zeroed there)
+        e = cudaMemsetAsync(vt->touched, 0, (size_t)entries, (cudaStream_t)stream);
+        if (e != cudaSuccess)
+            return pw_fail(PW_ERROR_CUDA, "V^T pre-pass: clearing the marks: %s", cudaGetErrorString(e));
+        const int64_t ids = (int64_t)problem->num_kv_heads * problem->num_tokens * problem->topk;
+        const int64_t need = (ids + kMarkThreads - 1) / kMarkThreads;
+        const unsigned mark_ctas = (unsigned)(need < 1 ? 1 : need < kMarkMaxCtas ? need : kMarkMaxCtas);
+        vt_mark_kernel<<<mark_ctas, kMarkThreads, 0, (cudaStream_t)stream>>>(p);
+        e = cudaGetLastError();
+        if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "V^T pre-pass mark launch: %s", cudaGetErrorString(e));
+    }
     if (problem->page_size == 64) vt_scan_kernel<64><<<(unsigned)scan_ctas, kScanThreads, 0, (cudaStream_t)stream>>>(p);
     else vt_scan_kernel<pw::kPageSize><<<(unsigned)scan_ctas, kScanThreads, 0, (cudaStream_t)stream>>>(p);
-    cudaError_t e = cudaGetLastError();
+    e = cudaGetLastError();
     if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "V^T pre-pass scan launch: %s", cudaGetErrorString(e));
     // Enough CTAs to fill the GPU (4 of 48 KiB of static shared memory fit an SM), each striding over its head's tiles.
     const int64_t per_head = vt->capacity < 1024 ? vt->capacity : 1024;

@@ -651,6 +651,16 @@ static void graph_replay_case(pw_kernel_t kernel, uint32_t flags)
     const pw_status_t st = pw_sparse_prefill(plan, &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s);
     CUDA_OK(cudaStreamEndCapture(s, &graph));
     assert_pw_ok(st);
+    /* On the pre-pass the regroup and union preparation are a branch beside the pre-pass
+     * (plan.c): the captured call starts at two roots (the regroup kernel and the marks'
+     * memset), every other call at one. */
+    size_t nodes = 0, roots = 0;
+    CUDA_OK(cudaGraphGetNodes(graph, NULL, &nodes));
+    CUDA_OK(cudaGraphGetRootNodes(graph, NULL, &roots));
+    printf("  captured call (%s): %zu nodes, %zu root nodes\n", flags & PW_PLAN_VT_PREPASS ? "pre-pass" : "no pre-pass",
+           nodes, roots);
+    if (flags & PW_PLAN_VT_PREPASS) assert_int_equal(roots, 2);
+    else assert_int_equal(roots, 1);
     CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
 
     result_t replay, direct, before, eager;
@@ -836,6 +846,64 @@ static void test_kv_len_past_page_table(void **state)
     pw_capture_free(c);
 }
 
+/* Device data past the contract: cu_seqlens_q made non-monotone after the plan ({0, c1,
+ * N - 1, c3, N}: request 1 then spans the rows of requests 1-3, request 2 is inverted,
+ * request 3 keeps its rows). The pre-pass marks a query's pages under the request a binary
+ * search finds (request 1 for most of request 3's rows), union preparation groups request
+ * 3 as request 3: its pages have no tile (slot -1), which the attention kernels must drop
+ * instead of reading a tile that is not there. The call must succeed without a fault
+ * (compute-sanitizer memcheck in the `fullcall` stage) and request 0's rows, which no
+ * broken length reaches, must equal the valid run bitwise. */
+static void test_broken_cu_seqlens_prepass(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0xb40c5e9ull);
+    pw_capture_t *c = make_problem(&rng);
+    const pw_problem_t *p = &c->problem;
+    device_problem_t d;
+    device_alloc(p, &d);
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    const int32_t c1 = c->cu_seqlens_q[1], broken2 = p->num_tokens - 1;
+    static const struct {
+        pw_regroup_mode_t mode;
+        const char *name;
+    } arms[] = {{PW_REGROUP_GUARDED, "union4+vt W128"}, {PW_REGROUP_IDENTITY, "union4+vt identity"}};
+    result_t valid, broken;
+    result_alloc(p, &valid);
+    result_alloc(p, &broken);
+    const int64_t hq = (int64_t)p->num_kv_heads * 16;
+    for (size_t a = 0; a < sizeof arms / sizeof arms[0]; a++) {
+        pw_plan_t *plan = make_plan(p, arms[a].mode, 128, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, &d);
+        const pw_attention_args_t args = device_args(p, &d);
+        upload(c, &d, 1);
+        full_call(p, &d, plan, &args, d.workspace, d.workspace_bytes, s, &valid);
+        put(d.cu + 2, &broken2, 4);
+        full_call(p, &d, plan, &args, d.workspace, d.workspace_bytes, s, &broken);
+        int64_t first_diff = 0, other_diff = 0;
+        for (int64_t i = 0; i < p->num_tokens; i++)
+            for (int64_t h = 0; h < hq; h++) {
+                const int64_t row = i * hq + h;
+                const int diff = memcmp(broken.o + row * 128, valid.o + row * 128, 256) != 0 ||
+                                 memcmp(broken.lse + row, valid.lse + row, 4) != 0;
+                if (i < c1) first_diff += diff;
+                else other_diff += diff;
+            }
+        printf("  non-monotone cu_seqlens_q (0, %d, %d, %d, %d), %s: request 0 rows different %lld (of %lld), "
+               "other rows different %lld (unspecified)\n",
+               c1, broken2, c->cu_seqlens_q[3], c->cu_seqlens_q[4], arms[a].name, (long long)first_diff,
+               (long long)(c1 * hq), (long long)other_diff);
+        assert_int_equal(first_diff, 0);
+        pw_plan_destroy(plan);
+    }
+    result_free(&valid);
+    result_free(&broken);
+    CUDA_OK(cudaStreamDestroy(s));
+    device_free(&d);
+    pw_capture_free(c);
+}
+
 /* Pages the unions of KV head h touch (distinct (request, page)), from the reference
  * metadata of the plan's grouping: what the V^T pre-pass's scan counts. */
 static int64_t touched_pages(const pw_capture_t *c, const int32_t *perm, int h)
@@ -995,6 +1063,9 @@ static void test_vt_graph_crosses_capacity(void **state)
     const pw_status_t st = pw_sparse_prefill(plan, &args, NULL, ws, bytes, (pw_stream_t)s);
     CUDA_OK(cudaStreamEndCapture(s, &graph));
     assert_pw_ok(st);
+    size_t roots = 0; /* the regroup branch beside the pre-pass (as in graph_replay_case) */
+    CUDA_OK(cudaGraphGetRootNodes(graph, NULL, &roots));
+    assert_int_equal(roots, 2);
     CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
     result_t plain, replay;
     result_alloc(p, &plain);
@@ -1081,6 +1152,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_full_call_matches_direct),
         cmocka_unit_test(test_graph_replay_new_inputs),
         cmocka_unit_test(test_kv_len_past_page_table),
+        cmocka_unit_test(test_broken_cu_seqlens_prepass),
         cmocka_unit_test(test_vt_capacity),
         cmocka_unit_test(test_vt_graph_crosses_capacity),
         cmocka_unit_test(test_errors),
