@@ -584,12 +584,17 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      caller gives the permutation;
  *   2. pw_union_prepare (groups of 8 slots, union page lists, member masks);
  *   3. with PW_KERNEL_UNION4 (the default) on large enough inputs (PW_PLAN_VT_PREPASS
- *      has the rule): the V^T pre-pass. Union preparation clears a byte array of the
- *      workspace (a memset before its kernel) and marks the union pages in it; the scan
+ *      has the rule): the V^T pre-pass. A memset clears a byte array of the workspace and
+ *      the mark kernel sets the byte of every page some query selected and may see (from
+ *      the Top-K ids: the pages of the call's unions, whatever the grouping); the scan
  *      (one thread per page-table entry and KV head) gives each marked page one of the KV
  *      head's tiles; the transpose writes each tile's page of V transposed (the attention
  *      kernel then needs no transpose: bench/NOTES.md v8, v8.1). Nothing carries over
- *      between calls: the workspace may hold anything before each call;
+ *      between calls: the workspace may hold anything before each call. The pre-pass
+ *      reads nothing that steps 1-2 write, so when the stream is being captured into a
+ *      CUDA graph the call captures steps 1-2 and step 3 as two parallel branches that
+ *      step 4 waits for (no stream or event of the library's: the capture's dependency
+ *      set; eager calls run them in the order above);
  *   4. the attention kernel: pw_union_attention's with the chosen kernel; with the pre-pass,
  *      Union4's lean kernel reading the tiles (without per-token scales, at G = 8 a dense
  *      tile of 8 queries x 8 heads, at G = 4 one of 16 queries x 4 heads walking two
