@@ -390,6 +390,9 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
              * only chunks of 8,192+ queries take that risk (bench/NOTES.md v8.1). */
             plan->vt_prepass = entries <= cap || problem->num_tokens >= PW_PLAN_VT_MIN_QUERIES_WIDE;
         }
+        /* A table of no pages (max_pages_per_request 0) has nothing to transpose and no tile
+         * to hand out: no pre-pass, whatever the flags. */
+        if (cap < 1) plan->vt_prepass = 0;
         plan->vt_capacity = cap;
     }
     const pw_status_t st = layout(plan);
@@ -550,8 +553,12 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     if (!caller_perm) PW_TRY(regroup_step(plan, args, dense_g, own_perm, parts, stream));
     PW_TRY(pw_union_prepare_scheduled(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, &vt, stream));
     PW_TRY(pw_capture_branch_next(stream, &branch));
-    PW_TRY(pw_vt_prepare(p, args, &vt, stream));
-    PW_TRY(pw_capture_branch_join(stream, &branch));
+    /* Joined also when the pre-pass fails, so that a capture the caller continues still
+     * holds the first branch before whatever it enqueues next. */
+    const pw_status_t prepass = pw_vt_prepare(p, args, &vt, stream);
+    const pw_status_t joined = pw_capture_branch_join(stream, &branch);
+    PW_TRY(prepass);
+    PW_TRY(joined);
     return pw_union_attention_vt(p, args, &plan->grouping, perm, &meta, &vt, stream);
 #endif
 }

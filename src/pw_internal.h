@@ -101,9 +101,10 @@ pw_status_t pw_check_union_prepare_args(const pw_problem_t *problem, const int32
  *   touched [Hkv, R, max_pages] uint8: the pre-pass clears it (a memset) and sets the byte
  *           of every Top-K id in S_i of a query of the request, i.e. of every union page
  *           (NULL: every page a query of its request may see);
- *   slots   [Hkv, R, max_pages] int32: the tile of each touched page this call, -1 for
- *           every other column and past capacity; written by the scan, read by the
- *           attention kernels (which drop a union page whose slot is -1);
+ *   slots   [Hkv, R, max_pages] int32: the tile of each touched page this call (-1 past
+ *           capacity), written by the scan; the attention kernels read it only where
+ *           `touched` is set (a union page without the mark, possible only with broken
+ *           device data, is dropped);
  *   list    [Hkv, capacity] int64: the page (r * max_pages + l) of each tile;
  *   count   [Hkv] uint32: pages each KV head touched; zeroed by the mark (touched set) or by
  *           the caller (touched NULL) before the scan; a head with count > capacity has no tiles and runs

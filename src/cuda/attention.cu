@@ -800,6 +800,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     if (vt) { // the full call's pre-pass: its tiles (impl 10), or the fallback launch's head test
         params.vt_tiles = vt_fallback ? nullptr : vt->tiles;
         params.vt_slots = vt_fallback ? nullptr : vt->slots;
+        params.vt_touched = vt_fallback ? nullptr : vt->touched;
         params.vt_count = vt->count;
         params.vt_capacity = vt->capacity;
         params.vt_fallback = vt_fallback;
@@ -844,6 +845,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         }
         params.vt_tiles = b.tiles;
         params.vt_slots = b.slots;
+        params.vt_touched = nullptr; // every visible page has a tile
         params.vt_count = b.count;
         params.vt_capacity = b.capacity;
     }

@@ -132,12 +132,14 @@ struct AttentionParams {
                                      // ids are bad pages) and of a request's V^T tile row
     // Lean kernel with the V^T pre-pass (vt_prepare.cu): V^T tiles [Hkv, vt_capacity] of
     // kVtTileBytes each, in the kernel's shared-memory byte order (E4M3 or f16: kVtTileBytes); vt_slots [Hkv, R, max_pages]
-    // (vt_entry) holds the tile of each page the pre-pass wrote this call (-1: none); vt_count [Hkv] the
+    // (vt_entry) holds the tile of each page the pre-pass marked this call (vt_touched; the
+    // other entries may hold anything); vt_count [Hkv] the
     // pages each KV head touched. A KV head with vt_count > vt_capacity has no tiles: its
     // CTAs of the pre-pass kernel exit and the kernel that transposes V itself runs them,
     // launched after it with vt_fallback = true (whose CTAs of the other heads exit).
     // All NULL / 0 for every other launch.
     const uint8_t *vt_tiles;
+    const uint8_t *vt_touched;       // the pre-pass's marks (NULL: every visible page has a tile)
     const int32_t *vt_slots;
     const uint32_t *vt_count;
     int64_t vt_capacity;

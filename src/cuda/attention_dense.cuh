@@ -605,8 +605,9 @@ static __device__ void build_pair_page_list(Plan &sm, const AttentionParams &p, 
             }
         }
         if (logical >= 0) {
-            vt = p.vt_slots[vt_entry(w.kv_head, w.request, logical, p.num_requests, p.max_pages)];
-            if (vt < 0) logical = -1; // not marked (broken device data only, vt_prepare.cu): dropped
+            const int64_t entry = vt_entry(w.kv_head, w.request, logical, p.num_requests, p.max_pages);
+            if (p.vt_touched && !p.vt_touched[entry]) logical = -1; // not marked: broken device data only (vt_prepare.cu)
+            else vt = p.vt_slots[entry];
         }
         keep[j] = logical >= 0;
         kept_logical[j] = logical;

@@ -76,8 +76,11 @@ static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int k
         // The pre-pass's tile of the page (page_vt: the lean kernel on the pre-pass only).
         int32_t vt = 0;
         if (page_vt && logical >= 0) {
-            vt = p.vt_slots[vt_entry(kv_head, request, logical, p.num_requests, p.max_pages)];
-            if (vt < 0) logical = -1; // not marked (broken device data only, vt_prepare.cu): dropped, no tile to read
+            const int64_t entry = vt_entry(kv_head, request, logical, p.num_requests, p.max_pages);
+            // A page the pre-pass did not mark has no tile (broken device data only,
+            // vt_prepare.cu): dropped, its stale slot never read.
+            if (p.vt_touched && !p.vt_touched[entry]) logical = -1;
+            else vt = p.vt_slots[entry];
         }
         // Order-preserving compaction of the kept entries.
         const bool keep = logical >= 0;

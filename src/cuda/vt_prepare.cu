@@ -7,7 +7,7 @@
  * inside the attention kernel, the transpose and the barrier that publishes it sit on every
  * page's chain (bench/NOTES.md v8: 9-14% of the lean kernel's time). Here each page that
  * some group's union holds is transposed once per call, in three launches after a memset:
- *  0. mark (one thread per Top-K id): touched[h][r][l] = 1 for every id l that is in S_i
+ *  0. mark (one thread per Top-K row): touched[h][r][l] = 1 for every id l that is in S_i
  *     (docs/semantics.md §1) of a query i of request r; zeroes count[h]. These are exactly
  *     the pages of the call's unions, whatever the grouping (every union page is some
  *     member's id, every query is a member of one group), so the pre-pass does not wait
@@ -15,12 +15,12 @@
  *     a parallel branch beside these launches (plan.c, pw_capture_branch_open).
  *  1. scan (one thread per (KV head, request, page-table column)): a page whose `touched`
  *     byte is set (touched NULL: every page a query of its request may see) takes the next
- *     tile of its KV head (a warp-aggregated atomic on count[h]), records it in
- *     slots[h][r][l] and, below capacity, in list[h][tile]; every other column's slot
- *     becomes -1, so no slot read in this call is left from an earlier one (with broken
- *     device data, e.g. a non-monotone cu_seqlens_q, union preparation may place a query
- *     in a request the mark did not: the attention kernels drop a page whose slot is -1).
- *     Tiles are handed out densely, so the workspace holds `capacity` tiles per
+ *     tile of its KV head (a warp-aggregated atomic on count[h]) and records it in
+ *     slots[h][r][l] (-1 past capacity) and, below capacity, in list[h][tile]. Other slots
+ *     keep whatever they held: the attention kernels read a slot only when its `touched`
+ *     byte is set (with broken device data, e.g. a non-monotone cu_seqlens_q, union
+ *     preparation may place a query in a request the mark did not: such a page is
+ *     dropped). Tiles are handed out densely, so the workspace holds `capacity` tiles per
  *     KV head whatever the page table's width (an engine's table sized for its longest
  *     context costs 4 bytes of slots per column, not a 32 KiB tile).
  *  2. transpose (CTAs striding over the tiles of each KV head): tile i receives V^T of page
@@ -36,7 +36,7 @@
  * transpose does, so the bytes the tensor cores read are the same and so are the outputs.
  * Pages whose physical id is outside the cache are skipped (the attention kernel drops
  * them). The `touched` bytes are cleared (a memset) and `count` zeroed in every call before
- * marking, and every slot is rewritten by the scan, so nothing carries over between calls:
+ * marking, and a slot is read only when this call's mark is set, so nothing carries over between calls:
  * the workspace may hold anything before a call (e.g. torch's caching allocator hands out
  * used memory).
  */
@@ -68,24 +68,21 @@ struct VtParams {
 
 constexpr int kScanThreads = 256;
 constexpr int kMarkThreads = 256;
-constexpr int64_t kMarkMaxCtas = 8192; // the mark strides over the ids past this grid
+constexpr int64_t kMarkMaxCtas = 8192; // the mark strides over the rows past this grid
 
 /* touched[h][r][l] = 1 for every Top-K id l in S_i of a query i of request r (the ids union
  * preparation keys: 0 <= l < min(visible pages, 2^29), and l < max_pages, the table's
- * width); count[h] = 0 for the scan. The request of query i: the largest r with
- * cu_seqlens_q[r] <= i, kept only when i lies in its row range (pw_dev::request_rows). Plain
- * byte stores: every writer of a byte writes 1. */
+ * width); count[h] = 0 for the scan. One thread per (KV head, query) row of K ids. The
+ * request of query i: the largest r with cu_seqlens_q[r] <= i, kept only when i lies in its
+ * row range (pw_dev::request_rows). Plain byte stores: every writer of a byte writes 1. */
 __global__ void __launch_bounds__(kMarkThreads) vt_mark_kernel(const VtParams p)
 {
     if (blockIdx.x == 0)
         for (int32_t h = threadIdx.x; h < p.num_kv_heads; h += kMarkThreads) p.vt.count[h] = 0u; // read by the next launch only
-    const int64_t total = (int64_t)p.num_kv_heads * p.num_tokens * p.topk;
-    for (int64_t e = (int64_t)blockIdx.x * kMarkThreads + threadIdx.x; e < total;
-         e += (int64_t)gridDim.x * kMarkThreads) {
-        const int32_t id = __ldcs(p.topk_ids + e);
-        const int64_t row = e / p.topk; // h * N + i
-        const int32_t h = (int32_t)(row / p.num_tokens), i = (int32_t)(row % p.num_tokens);
-        if (id < 0 || (int64_t)id >= p.max_pages) continue;
+    const int64_t rows = (int64_t)p.num_kv_heads * p.num_tokens;
+    for (int64_t row = (int64_t)blockIdx.x * kMarkThreads + threadIdx.x; row < rows;
+         row += (int64_t)gridDim.x * kMarkThreads) {
+        const int32_t h = (int32_t)(row / p.num_tokens), i = (int32_t)(row - (int64_t)h * p.num_tokens);
         int32_t lo = 0, hi = p.num_requests; // cu_seqlens_q[lo] <= i < cu_seqlens_q[hi] if monotone
         while (hi - lo > 1) {
             const int32_t mid = lo + (hi - lo) / 2;
@@ -94,10 +91,26 @@ __global__ void __launch_bounds__(kMarkThreads) vt_mark_kernel(const VtParams p)
         }
         int32_t b, end;
         if (!pw_dev::request_rows(p.cu_seqlens_q, lo, p.num_tokens, &b, &end) || i < b || i >= end) continue;
-        uint32_t visible =
-            pw_dev::visible_page_count((int64_t)__ldg(p.prefix_lens + lo) + (i - b), __ldg(p.kv_lens + lo), p.page_size);
-        visible = min(visible, pw_dev::kMaxUnionPageId);
-        if ((uint32_t)id < visible) p.vt.touched[((int64_t)h * p.num_requests + lo) * p.max_pages + id] = 1;
+        const uint32_t visible = min(
+            pw_dev::visible_page_count((int64_t)__ldg(p.prefix_lens + lo) + (i - b), __ldg(p.kv_lens + lo), p.page_size),
+            pw_dev::kMaxUnionPageId);
+        const int64_t limit = min((int64_t)visible, p.max_pages);
+        uint8_t *const marks = p.vt.touched + ((int64_t)h * p.num_requests + lo) * p.max_pages;
+        const int32_t *ids = p.topk_ids + row * p.topk;
+        if (p.topk % 4 == 0 && ((uintptr_t)ids % 16u) == 0) { // K = 16 / 32 / 64 rows: 16-byte loads
+            for (int k = 0; k < p.topk; k += 4) {
+                const int4 v = __ldcs(reinterpret_cast<const int4 *>(ids + k));
+                if ((int64_t)(uint32_t)v.x < limit) marks[v.x] = 1;
+                if ((int64_t)(uint32_t)v.y < limit) marks[v.y] = 1;
+                if ((int64_t)(uint32_t)v.z < limit) marks[v.z] = 1;
+                if ((int64_t)(uint32_t)v.w < limit) marks[v.w] = 1;
+            }
+        } else {
+            for (int k = 0; k < p.topk; k++) {
+                const int32_t id = __ldcs(ids + k);
+                if ((int64_t)(uint32_t)id < limit) marks[id] = 1;
+            }
+        }
     }
 }
 
@@ -141,10 +154,7 @@ __global__ void __launch_bounds__(kScanThreads) vt_scan_kernel(const VtParams p)
     uint32_t base = 0;
     if (touched && lane == __ffs(same) - 1) base = atomicAdd(p.vt.count + h, (uint32_t)__popc(same));
     base = __shfl_sync(0xffffffffu, base, __ffs(same) - 1);
-    if (!touched) {
-        if (h >= 0) p.vt.slots[e] = -1; // no tile: nothing of this call reads the column (see the file's note)
-        return;
-    }
+    if (!touched) return;
     const uint32_t tile = base + (uint32_t)__popc(same & ((1u << lane) - 1u));
     const bool fits = (int64_t)tile < p.vt.capacity;
     p.vt.slots[e] = fits ? (int32_t)tile : -1;
@@ -251,8 +261,8 @@ extern "C" pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_atten
         e = cudaMemsetAsync(vt->touched, 0, (size_t)entries, (cudaStream_t)stream);
         if (e != cudaSuccess)
             return pw_fail(PW_ERROR_CUDA, "V^T pre-pass: clearing the marks: %s", cudaGetErrorString(e));
-        const int64_t ids = (int64_t)problem->num_kv_heads * problem->num_tokens * problem->topk;
-        const int64_t need = (ids + kMarkThreads - 1) / kMarkThreads;
+        const int64_t rows = (int64_t)problem->num_kv_heads * problem->num_tokens;
+        const int64_t need = (rows + kMarkThreads - 1) / kMarkThreads;
         const unsigned mark_ctas = (unsigned)(need < 1 ? 1 : need < kMarkMaxCtas ? need : kMarkMaxCtas);
         vt_mark_kernel<<<mark_ctas, kMarkThreads, 0, (cudaStream_t)stream>>>(p);
         e = cudaGetLastError();

@@ -653,7 +653,7 @@ static void graph_replay_case(pw_kernel_t kernel, uint32_t flags)
     assert_pw_ok(st);
     /* On the pre-pass the regroup and union preparation are a branch beside the pre-pass
      * (plan.c): the captured call starts at two roots (the regroup kernel and the marks'
-     * memset), every other call at one. */
+     * memset), every other call at one (K = 16 here: no padding kernel before the fork). */
     size_t nodes = 0, roots = 0;
     CUDA_OK(cudaGraphGetNodes(graph, NULL, &nodes));
     CUDA_OK(cudaGraphGetRootNodes(graph, NULL, &roots));
@@ -850,8 +850,8 @@ static void test_kv_len_past_page_table(void **state)
  * N - 1, c3, N}: request 1 then spans the rows of requests 1-3, request 2 is inverted,
  * request 3 keeps its rows). The pre-pass marks a query's pages under the request a binary
  * search finds (request 1 for most of request 3's rows), union preparation groups request
- * 3 as request 3: its pages have no tile (slot -1), which the attention kernels must drop
- * instead of reading a tile that is not there. The call must succeed without a fault
+ * 3 as request 3: its pages are not marked and have no tile, which the attention kernels
+ * must drop instead of reading a stale slot. The call must succeed without a fault
  * (compute-sanitizer memcheck in the `fullcall` stage) and request 0's rows, which no
  * broken length reaches, must equal the valid run bitwise. */
 static void test_broken_cu_seqlens_prepass(void **state)
