@@ -647,8 +647,7 @@ enum {
      * KV head, 1 GiB in all). FP8 outputs are bitwise the same either way; FP8X2 takes P in
      * f16 on the tiles and as two E4M3 terms otherwise (semantics §4.5: bytes that differ,
      * within the same accuracy) (H200: the pre-pass path 3-20% faster on large inputs). Both bits together are an argument error; VT_PREPASS
-     * where the scan's grid does not fit is PW_ERROR_UNSUPPORTED; a problem with
-     * max_pages_per_request 0 (no page to transpose) never runs the pre-pass. */
+     * where the scan's grid does not fit is PW_ERROR_UNSUPPORTED. */
     PW_PLAN_VT_PREPASS = 1u << 1,
     PW_PLAN_NO_VT_PREPASS = 1u << 2,
     /* PW_KERNEL_UNION4 regroups to minimise the two 4-query halves' unions (C_4, the pages

@@ -390,8 +390,8 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
              * only chunks of 8,192+ queries take that risk (bench/NOTES.md v8.1). */
             plan->vt_prepass = entries <= cap || problem->num_tokens >= PW_PLAN_VT_MIN_QUERIES_WIDE;
         }
-        /* A table of no pages (max_pages_per_request 0) has nothing to transpose and no tile
-         * to hand out: no pre-pass, whatever the flags. */
+        /* No tile to hand out (a table of no pages: only with N = 0, which enqueues
+         * nothing): no pre-pass, whatever the flags. */
         if (cap < 1) plan->vt_prepass = 0;
         plan->vt_capacity = cap;
     }
