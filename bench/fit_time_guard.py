@@ -167,7 +167,7 @@ def header(m, sources, rows):
  * device after a kernel change:
  *     build-gpu/pageweaver bench --json bench.json <scaling set + A-hot + captures>
  *     python3 bench/fit_time_guard.py bench.json --write src/time_guard_constants.h
- * (`scripts/gpu-check regroup13` runs the bench on the scaling set; bench/NOTES.md).
+ * (`scripts/gpu-check scaling13` runs the bench on the scaling set and the fit; bench/NOTES.md).
  * Captures of Top-K > 16 are skipped. The K > 16 form (src/time_guard_wide_constants.h)
  * scales this model's saving: re-measure its factor after a refit.
  *
