@@ -13,6 +13,8 @@ one KV head, page 128, Top-16, "hot" selections:
     scale_n04096_ctx1m    4,096 queries ending a 1M-token context (8,192 pages: hash path)
     scale_n01024_pre8k    1,024 queries after an 8K-token prefix (a short chunk whose pages
                           many queries share: where the V^T pre-pass's rule is decided)
+    scale_n02048_pre48k   2,048 queries, 48K prefix  } around the time guard's threshold
+    scale_n03072_pre48k   3,072 queries, 48K prefix  } (~2,300 queries in FP8X2, 2026-12-03)
 
 Usage: make_scaling_set.py [OUTDIR] [--only NAME,...] [--seed N] [--topk K]   (default .data/scaling)
 
@@ -50,6 +52,9 @@ SHAPES = {
     "scale_n04096_ctx256k": (4096, 256 * 1024 - 4096),
     "scale_n04096_ctx1m": (4096, 1024 * 1024 - 4096),
     "scale_n01024_pre8k": (1024, 8 * 1024),
+    # Appended (seeds follow the position): the time guard's threshold region.
+    "scale_n02048_pre48k": (2048, K48),
+    "scale_n03072_pre48k": (3072, K48),
 }
 
 

@@ -803,7 +803,13 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * identity order, forgoing a few us.
  * The constants are H200 measurements of the default attention kernel, refitted by one
  * command from `pageweaver bench --json` output: python3 bench/fit_time_guard.py
- * BENCH.json --write src/time_guard_constants.h (docs/bench.md).
+ * BENCH.json --write src/time_guard_constants.h (docs/bench.md). The saving is fitted on
+ * chunks of at most 20,000 rows (where the choice is made) and the cost on calls without
+ * the V^T pre-pass: under stream capture the pre-pass runs beside the regroup and hides
+ * most of it (C_online 4-8 us measured instead of ~15), but it runs only from 4,096
+ * queries, where regrouping pays anyway. With the constants of 2026-12-03 (H200, one
+ * request, one KV head, W128, page table within the bound) Union4 regroups from ~2,530
+ * queries in FP8X2 and ~3,070 in FP8 (~4,640 / ~5,730 with a table past the bound).
  * Top-K wider than 16 (Kd = 32 / 64; since 2026-12-02, thirteenth session): the same
  * inputs, with
  *   saving_us = saving_factor * (the formula above),
@@ -816,11 +822,12 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * the kernel's shared memory allows: 264 / 132 at W128, hash-set kernel 660 / 264;
  * derived, not measured), and saving_factor = 0.584, the least measured ratio of the
  * attention time regrouping saved at K 32 / 64 (G 16 / 8 / 4, both precisions) to the
- * K = 16 formula's: conservative at G = 16 (measured 1.3-2.2x the formula). So A-hot
- * (504 pages) regroups at K 32 / 64; at W128 with a page table within the bound, chunks
- * below ~5,700 / 7,300 rows (Kd 32, FP8X2 / FP8) and ~7,900 / 10,200 rows (Kd 64) keep
- * identity order; with a wider table (e.g. one sized for 1M-token contexts) the hash
- * cost makes that ~18,700 / 24,300 rows (Kd 32) and ~32,300 rows (Kd 64 FP8X2), and Kd 64
+ * K = 16 formula's: conservative at G = 16 (measured 1.3-2.2x the formula; measured
+ * against the K = 16 constants of 2026-12-01, whose saving is 2-11% below today's). So
+ * A-hot (504 pages) regroups at K 32 / 64; at W128 with a page table within the bound,
+ * chunks below ~5,400 / 6,700 rows (Kd 32, FP8X2 / FP8) and ~7,400 / 9,200 rows (Kd 64)
+ * keep identity order; with a wider table (e.g. one sized for 1M-token contexts) the hash
+ * cost makes that ~17,500 / 21,900 rows (Kd 32) and ~30,100 rows (Kd 64 FP8X2), and Kd 64
  * FP8 at W128 never regroups (its cost per row past one wave exceeds the saving per row).
  * Constants: src/time_guard_wide_constants.h, with the command that re-measures them. */
 typedef struct pw_plan_info {

@@ -864,6 +864,10 @@ static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates
         add_num(pj2, "predicted_saving_us", bc->default_info.saving_us);
         add_num(pj2, "predicted_cost_us", bc->default_info.cost_us);
         add_num(pj2, "margin_us", bc->default_info.margin_us);
+        /* Whether the call runs the V^T pre-pass: under capture it is a graph branch beside
+         * the regroup, which then costs the call less (bench/fit_time_guard.py fits the
+         * guard's cost on calls without it). */
+        cJSON_AddBoolToObject(pj2, "vt_prepass", bc->default_info.vt_prepass != 0);
     }
     return j;
 }
