@@ -222,7 +222,21 @@ def report(m, pts):
             meas = f"predicted S {s:.1f}, C {c:.1f} -> {'regroup' if pays else 'identity'}"
         name = p["path"].rsplit("/", 1)[-1]
         rows.append(f"{name}: N*Hkv {p['rows']}, {p['pages']} pages: {meas}")
+    rows.append("Thresholds (Union4, W128, one request, one KV head; the fewest queries that regroup, "
+                "page table within / past the direct bound): " +
+                ", ".join(f"{name} {threshold(m, x2, 504)} / {threshold(m, x2, 8192)}"
+                          for name, x2 in (("FP8X2", True), ("FP8", False))))
     return rows
+
+
+def threshold(m, x2, pages, limit=1 << 20):
+    """The fewest queries (multiple of 16) for which the model regroups, or 'never'."""
+    for n in range(16, limit, 16):
+        prob = {"num_tokens": n, "num_requests": 1, "num_kv_heads": 1}
+        pt = {"rows": n, "w128": windows_of(prob, 128), "w64": windows_of(prob, 64), "pages": pages}
+        if predict(m, pt, U4, x2=x2)[2]:
+            return f"~{n:,}"
+    return "never"
 
 
 def self_test():

@@ -30,6 +30,7 @@
  *   scale_n04096_pre48k.safetensors: N*Hkv 4096, 416 pages: S 36.8/29.6, C 7.8/15.1, S_net +29.1 -> regroup
  *   scale_n16384_pre48k.safetensors: N*Hkv 16384, 512 pages: S 132.4/127.3, C 3.7/15.1, S_net +128.7 -> regroup
  *   scale_n65536_pre48k.safetensors: N*Hkv 65536, 896 pages: S 497.2/518.3, C 7.1/15.1, S_net +490.1 -> regroup
+ *   Thresholds (Union4, W128, one request, one KV head; the fewest queries that regroup, page table within / past the direct bound): FP8X2 ~2,528 / ~4,640, FP8 ~3,072 / ~5,728
  */
 #ifndef PW_TIME_GUARD_CONSTANTS_H
 #define PW_TIME_GUARD_CONSTANTS_H
