@@ -14,7 +14,7 @@ one KV head, page 128, Top-16, "hot" selections:
     scale_n01024_pre8k    1,024 queries after an 8K-token prefix (a short chunk whose pages
                           many queries share: where the V^T pre-pass's rule is decided)
     scale_n02048_pre48k   2,048 queries, 48K prefix  } around the time guard's threshold
-    scale_n03072_pre48k   3,072 queries, 48K prefix  } (~2,300 queries in FP8X2, 2026-12-03)
+    scale_n03072_pre48k   3,072 queries, 48K prefix  } (~2,520 queries in FP8X2, 2026-12-03)
 
 Usage: make_scaling_set.py [OUTDIR] [--only NAME,...] [--seed N] [--topk K]   (default .data/scaling)
 

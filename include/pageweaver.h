@@ -808,8 +808,8 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * the V^T pre-pass: under stream capture the pre-pass runs beside the regroup and hides
  * most of it (C_online 4-8 us measured instead of ~15), but it runs only from 4,096
  * queries, where regrouping pays anyway. With the constants of 2026-12-03 (H200, one
- * request, one KV head, W128, page table within the bound) Union4 regroups from ~2,530
- * queries in FP8X2 and ~3,070 in FP8 (~4,640 / ~5,730 with a table past the bound).
+ * request, one KV head, W128, page table within the bound) Union4 regroups from ~2,520
+ * queries in FP8X2 and ~3,070 in FP8 (~4,630 / ~5,720 with a table past the bound).
  * Top-K wider than 16 (Kd = 32 / 64; since 2026-12-02, thirteenth session): the same
  * inputs, with
  *   saving_us = saving_factor * (the formula above),

@@ -17,7 +17,7 @@
  * KV head, direct path: Union4 regroups from ~2,520 queries in FP8X2 (measured: 2,048 lost
  * 4.7 us, 3,072 gained 0.8 us) and ~3,070 in FP8 (the fourth session's constants: ~2,300 /
  * ~2,890). The K > 16 form's saving factor was not re-measured: this fit's K = 16 saving
- * is 2-7% above the previous one's in FP8X2 (2-11% in FP8) from 1,024 to 15,272 rows.
+ * is within -2% .. +7% of the previous one's in FP8X2 (+2% .. +11% in FP8) from 1,024 to 15,272 rows.
  * Per capture (measured / predicted, us; Union4 = the default kernel, W128, in the arithmetic its group ran):
  *   sel_A_hot.safetensors: N*Hkv 15272, 504 pages: S 118.2/118.5, C 4.6/15.1, S_net +113.6 -> regroup
  *   scale_n01024_pre48k.safetensors: N*Hkv 1024, 392 pages: S 3.4/5.2, C 14.5/15.1, S_net -11.1 -> identity
@@ -30,7 +30,7 @@
  *   scale_n04096_pre48k.safetensors: N*Hkv 4096, 416 pages: S 36.8/29.6, C 7.8/15.1, S_net +29.1 -> regroup
  *   scale_n16384_pre48k.safetensors: N*Hkv 16384, 512 pages: S 132.4/127.3, C 3.7/15.1, S_net +128.7 -> regroup
  *   scale_n65536_pre48k.safetensors: N*Hkv 65536, 896 pages: S 497.2/518.3, C 7.1/15.1, S_net +490.1 -> regroup
- *   Thresholds (Union4, W128, one request, one KV head; the fewest queries that regroup, page table within / past the direct bound): FP8X2 ~2,528 / ~4,640, FP8 ~3,072 / ~5,728
+ *   Thresholds (Union4, W128, one request, one KV head; the fewest queries that regroup, page table within / past the direct bound): FP8X2 ~2,521 / ~4,625, FP8 ~3,071 / ~5,715
  */
 #ifndef PW_TIME_GUARD_CONSTANTS_H
 #define PW_TIME_GUARD_CONSTANTS_H
