@@ -116,6 +116,12 @@ def points(docs):
     return out
 
 
+def unhidden_cost(p, key):
+    """Point p has the cost `key`, measured on a call whose regroup no pre-pass hides:
+    Union8 never runs the pre-pass; Union4 only where it is known not to have run."""
+    return key in p and (key != "c_u4" or p.get("prepass") is False)
+
+
 def fit(pts, margin, s_max_rows=20000):
     m = json.loads(json.dumps(DEFAULTS))
     m["margin"] = margin
@@ -138,8 +144,7 @@ def fit(pts, margin, s_max_rows=20000):
             notes.append(f"{name} W64 rate: no W64/W128 reduction ratio; scaled as the defaults")
     for w, key, wkey in ((W128, ("c_u8", "c_u4"), "w128"), (W64, ("c64",), "w64")):
         bound = m["direct_max_pages"][w]
-        data = [(p[wkey], p[k]) for p in pts for k in key if k in p and p["pages"] <= bound
-                and (k != "c_u4" or p.get("prepass") is False)]
+        data = [(p[wkey], p[k]) for p in pts for k in key if unhidden_cost(p, k) and p["pages"] <= bound]
         if not data:
             notes.append(f"C_online W{64 if w == W64 else 128}: no direct-path data; kept the defaults")
             continue
@@ -148,8 +153,7 @@ def fit(pts, margin, s_max_rows=20000):
             a, b = 0.0, sum(y for _, y in data) / len(data)
         m["fixed"][w], m["per_window"][w] = b, a
         if w == W128:
-            hashed = [y / (b + a * x) for p in pts for k in key if k in p and p["pages"] > bound
-                      and (k != "c_u4" or p.get("prepass") is False)
+            hashed = [y / (b + a * x) for p in pts for k in key if unhidden_cost(p, k) and p["pages"] > bound
                       for x, y in [(p[wkey], p[k])] if b + a * x > 0]
             if hashed:
                 m["hash_factor"] = max(1.0, statistics.median(hashed))

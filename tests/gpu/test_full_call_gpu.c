@@ -181,6 +181,12 @@ static void result_free(result_t *r)
     free(r->lse);
 }
 
+/* Whether output row `row` (one query x one Q head: 128 BF16 and its LSE) differs bitwise. */
+static int row_differs(const result_t *a, const result_t *b, int64_t row)
+{
+    return memcmp(a->o + row * 128, b->o + row * 128, 256) != 0 || memcmp(a->lse + row, b->lse + row, 4) != 0;
+}
+
 static void poison(const pw_problem_t *p, device_problem_t *d, cudaStream_t s)
 {
     CUDA_OK(cudaMemsetAsync(d->o, 0xff, out_elems(p) * 2, s));
@@ -826,8 +832,7 @@ static void test_kv_len_past_page_table(void **state)
                     for (int e = 0; e < 128; e++) nonzero |= broken.o[row * 128 + e] != 0;
                     not_empty += nonzero || !(isinf(l) && l < 0);
                 } else {
-                    other_diff += memcmp(broken.o + row * 128, valid.o + row * 128, 256) != 0 ||
-                                  memcmp(broken.lse + row, valid.lse + row, 4) != 0;
+                    other_diff += row_differs(&broken, &valid, row);
                 }
             }
         printf("  kv_lens past the page table, %s: rows of the broken request not empty %lld, other rows "
@@ -887,8 +892,7 @@ static void test_broken_cu_seqlens_prepass(void **state)
         for (int64_t i = 0; i < p->num_tokens; i++)
             for (int64_t h = 0; h < hq; h++) {
                 const int64_t row = i * hq + h;
-                const int diff = memcmp(broken.o + row * 128, valid.o + row * 128, 256) != 0 ||
-                                 memcmp(broken.lse + row, valid.lse + row, 4) != 0;
+                const int diff = row_differs(&broken, &valid, row);
                 if (i < c1) first_diff += diff;
                 else other_diff += diff;
             }
