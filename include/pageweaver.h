@@ -599,7 +599,9 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      Union4's lean kernel reading the tiles (without per-token scales, at G = 8 a dense
  *      tile of 8 queries x 8 heads, at G = 4 one of 16 queries x 4 heads walking two
  *      consecutive groups' merged union; FP8: the same outputs, FP8X2: P in f16 on the
- *      pre-pass's f16 tiles, semantics §4.5), its CTAs longest union first
+ *      pre-pass's f16 tiles, semantics §4.5; at G = 16, K <= 16, P = 128 FP8X2 also the
+      stacked 2-slot tile, chosen per call on the device: PW_PLAN_FP8X2_STACKED), its CTAs
+      longest union first
  *      (union preparation lists them by size; pairs by the sum of the two unions), and,
  *      when R x max_pages_per_request exceeds
  *      the tile capacity, a second Union4 launch (the kernel that transposes V) for the KV
@@ -659,7 +661,27 @@ enum {
      * Outputs are bitwise the
      * same either way; only the speed differs. Ignored by the other kernels, with
      * PW_PLAN_CALLER_PERM and in calls that keep identity order. */
-    PW_PLAN_REGROUP_GROUPS_OF_8 = 1u << 3
+    PW_PLAN_REGROUP_GROUPS_OF_8 = 1u << 3,
+    /* PW_PRECISION_FP8X2 calls on the V^T pre-pass at G = 16, K <= 16, P = 128 without
+     * per-token scales have two tiles (semantics §4.5): the lean kernel (a 4-query half's
+     * 64 rows per page, P in f16 on f16 tiles) and the stacked 2-slot tile (2 queries x 16
+     * heads x FP8X2's two terms per 64 rows, both terms summed in FP32; a tile whose 2
+     * queries did not select a page skips it; E4M3 tiles). Which is faster depends on how
+     * many pages consecutive queries share: H200, the stacked tile 0.76-0.96x the lean
+     * kernel's time on the synthetic A/B/C workloads and 1.02-1.14x on the captures
+     * (bench/NOTES.md, 21st session). By default the call decides on the device, from two
+     * counts the pre-pass's mark launch takes over the Top-K rows in identity order (the
+     * distinct pages of each pair of consecutive queries and of each block of four): the
+     * stacked tile when the pairs' pages are under 0.71 x twice the blocks' pages (the
+     * 2-slot tile steps per Union4 half step, ~0.73 at the measured break-even). The
+     * choice is a function of the call's inputs, never of the grouping, so a call's outputs
+     * stay independent of the grouping; they are the bytes of one of the two tiles
+     * (within the same accuracy: NRMS vs exact ~0.2% either way). Both kernels are
+     * launched; the CTAs of the one not chosen exit at once. These flags fix the choice
+     * (STACKED: always the stacked tile, NO_FP8X2_STACKED: always the lean kernel);
+     * both together are an argument error; other calls ignore them. */
+    PW_PLAN_FP8X2_STACKED = 1u << 4,
+    PW_PLAN_NO_FP8X2_STACKED = 1u << 5
 };
 
 typedef struct pw_plan_config {
@@ -683,7 +705,8 @@ typedef struct pw_plan_config {
                                   equal; FP8X2 ones are on each path, and Union4 on the
                                   V^T pre-pass takes P in f16 (semantics §4.5) */
     uint32_t flags;            /* PW_PLAN_CALLER_PERM, PW_PLAN_VT_PREPASS or
-                                  PW_PLAN_NO_VT_PREPASS, PW_PLAN_REGROUP_GROUPS_OF_8
+                                  PW_PLAN_NO_VT_PREPASS, PW_PLAN_REGROUP_GROUPS_OF_8,
+                                  PW_PLAN_FP8X2_STACKED or PW_PLAN_NO_FP8X2_STACKED
                                   (or-ed), or 0 */
     int32_t vt_max_pages;      /* Union4 with the V^T pre-pass: most pages of V^T per KV head
                                   the workspace holds (32 KiB each); 0 = min(2048, 32768 /
@@ -879,9 +902,16 @@ typedef struct pw_plan_info {
                                   kernel that transposes V in that call (decided on the
                                   device; FP8: the same outputs; FP8X2: P as two E4M3
                                   terms there, in f16 on the tiles, semantics §4.5) */
+    /* Since 2026-12-03 (21st session; a caller whose struct_size ends before it gets the
+     * fields above): */
+    int32_t fp8x2_stacked;     /* for calls in `precision` without per-token scales: 0 the
+                                  lean kernel (FP8, or a plan the stacked tile does not
+                                  cover), 1 the stacked tile or the lean kernel as the
+                                  device decides per call (PW_PLAN_FP8X2_STACKED's rule),
+                                  2 always the stacked tile (the flag) */
 } pw_plan_info_t;
 
-#define PW_PLAN_INFO_INIT {sizeof(pw_plan_info_t), PW_REGROUP_IDENTITY, PW_REGROUP_IDENTITY, 0, PW_KERNEL_UNION4, 0.0, 0.0, 0.0, 0, 0, 0, 0}
+#define PW_PLAN_INFO_INIT {sizeof(pw_plan_info_t), PW_REGROUP_IDENTITY, PW_REGROUP_IDENTITY, 0, PW_KERNEL_UNION4, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0}
 
 /* Fills info for calls with args.precision == precision. The time-guard figures
  * (saving_us, cost_us) are filled for every plan that could regroup in the call (whatever
@@ -890,6 +920,19 @@ typedef struct pw_plan_info {
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL plan or info, info.struct_size too small, a
  * precision that is not a pw_precision_t). */
 pw_status_t pw_plan_info(const pw_plan_t *plan, pw_precision_t precision, pw_plan_info_t *info);
+
+/* Which FP8X2 tile a call with these inputs runs where pw_plan_info's fp8x2_stacked is 1
+ * (host; the same counts and rule as the device's, PW_PLAN_FP8X2_STACKED): counts[0] = the
+ * distinct pages of each pair of consecutive queries (2i, 2i + 1) summed over the pairs and
+ * KV heads, counts[1] = those of each block of four (4i .. 4i + 3); a query's pages are its
+ * Top-K ids in [0, min(visible pages, max_pages_per_request)) of its request (blocks do
+ * not follow request starts; ids of different requests are different pages). *stacked = 1
+ * when counts[0] x 1000 < 710 x 2 x counts[1] (the stacked 2-slot tile), else 0 (the lean
+ * kernel). For tests, benchmarks and engines that want to know which bytes a call gives.
+ *   topk_ids: [Hkv, N, K] host, K <= 16; requests: host arrays (pw_problem_check).
+ * Errors: PW_ERROR_INVALID_ARGUMENT (NULL, shapes, requests), PW_ERROR_UNSUPPORTED (K > 16). */
+pw_status_t pw_fp8x2_stack_choice(const pw_problem_t *problem, const int32_t *topk_ids, const pw_requests_t *requests,
+                                  uint64_t counts[2], int *stacked);
 
 /* Releases a plan. Accepts NULL. */
 void pw_plan_destroy(pw_plan_t *plan);

@@ -84,6 +84,8 @@ struct pw_plan {
     int64_t max_groups;     /* per KV head: pw_max_groups(problem, grouping) */
     int32_t union_capacity; /* 8 * Kd */
     int vt_prepass;         /* Union4: the V^T pre-pass + lean kernel (else impl 6 transposes V) */
+    int stack_eligible;     /* vt_prepass at G = 16, Kd = 16, P = 128: FP8X2 calls without
+                               per-token scales may run the stacked tile (stack_mode) */
     int64_t vt_capacity;    /* V^T tiles per KV head (C); a head touching more falls back */
     size_t part_offset[NUM_PARTS]; /* from the aligned base */
     size_t part_bytes[NUM_PARTS];
@@ -107,6 +109,17 @@ static int plan_runs_dense(const pw_plan_t *plan)
 static int32_t regroup_size(const pw_plan_t *plan, int dense_g)
 {
     return dense_g ? PW_PLAN_GROUP_SIZE : plan->regroup.group_size;
+}
+
+/* Which FP8X2 tile a call on the tiles runs (pw_vt_buffers_t.stack_mode): for FP8X2 without
+ * per-token scales on an eligible plan, the flag's choice or, by default, the device's per
+ * call; PW_STACK_NEVER for every other call. */
+static int stack_mode(const pw_plan_t *plan, const pw_attention_args_t *args)
+{
+    if (!plan->stack_eligible || !pw_args_f16_vt(args)) return PW_STACK_NEVER;
+    if (plan->config.flags & PW_PLAN_FP8X2_STACKED) return PW_STACK_ALWAYS;
+    if (plan->config.flags & PW_PLAN_NO_FP8X2_STACKED) return PW_STACK_NEVER;
+    return PW_STACK_PER_CALL;
 }
 
 /* a * b + c, or 0 (with *ok = 0) past SIZE_MAX. */
@@ -140,8 +153,11 @@ static int vt_scan_fits(const pw_problem_t *p)
 static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c)
 {
     if (c->flags & ~(uint32_t)(PW_PLAN_CALLER_PERM | PW_PLAN_VT_PREPASS | PW_PLAN_NO_VT_PREPASS |
-                               PW_PLAN_REGROUP_GROUPS_OF_8))
+                               PW_PLAN_REGROUP_GROUPS_OF_8 | PW_PLAN_FP8X2_STACKED | PW_PLAN_NO_FP8X2_STACKED))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.flags 0x%x has unknown bits", c->flags);
+    if ((c->flags & PW_PLAN_FP8X2_STACKED) && (c->flags & PW_PLAN_NO_FP8X2_STACKED))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "config.flags has both PW_PLAN_FP8X2_STACKED and PW_PLAN_NO_FP8X2_STACKED");
     if ((c->flags & PW_PLAN_VT_PREPASS) && (c->flags & PW_PLAN_NO_VT_PREPASS))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "config.flags has both PW_PLAN_VT_PREPASS and PW_PLAN_NO_VT_PREPASS");
@@ -235,7 +251,11 @@ static pw_status_t layout(pw_plan_t *plan)
     plan->part_bytes[PART_MASKS] = mul_add((int64_t)rows, cap, &ok);
     if (plan->vt_prepass) {
         const size_t entries = mul_add(hkv * (int64_t)p->num_requests, p->max_pages_per_request, &ok);
-        plan->part_bytes[PART_VT_TOUCHED] = entries;
+        /* The marks, then (plans that may run the stacked tile) its two counts, cleared by
+         * the same memset (pw_vt_buffers_t.stack_stat). */
+        plan->part_bytes[PART_VT_TOUCHED] =
+            plan->stack_eligible ? (entries > SIZE_MAX - 64 ? (ok = 0, 0) : PW_STACK_STAT_OFFSET(entries) + PW_STACK_STAT_BYTES)
+                                 : entries;
         plan->part_bytes[PART_VT_SLOTS] = mul_add((int64_t)entries, 4, &ok);
         plan->part_bytes[PART_VT_LIST] = mul_add(hkv * 8, plan->vt_capacity, &ok);
         plan->part_bytes[PART_VT_COUNT] = (size_t)hkv * 4;
@@ -395,6 +415,10 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
         if (cap < 1) plan->vt_prepass = 0;
         plan->vt_capacity = cap;
     }
+    /* FP8X2 calls on the tiles at G = 16, K <= 16, P = 128 (without per-token scales) run
+     * the lean kernel or the stacked 2-slot tile (pw_plan_config_t's flags). */
+    plan->stack_eligible = plan->vt_prepass && problem->q_heads_per_kv == 16 && problem->topk == 16 &&
+                           problem->page_size == 128;
     const pw_status_t st = layout(plan);
     if (st != PW_SUCCESS) {
         free(plan);
@@ -538,6 +562,12 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     vt.tiles = parts[PART_VT_TILES];
     vt.capacity = plan->vt_capacity;
     vt.f16_tiles = pw_args_f16_vt(args);
+    vt.stack_mode = stack_mode(plan, args);
+    vt.stack_stat = vt.stack_mode == PW_STACK_PER_CALL
+                        ? (unsigned long long *)(void *)(vt.touched +
+                                                         PW_STACK_STAT_OFFSET((int64_t)p->num_kv_heads * p->num_requests *
+                                                                              p->max_pages_per_request))
+                        : NULL;
     /* Longest-first CTA order: union preparation lists the work items of the kernel
      * pw_union_attention_vt will run (lean: halves; dense G = 8 tile: groups; dense G = 4
      * tile: pairs of groups, whose sizes it adds up in a scratch of `rows` words right
@@ -577,19 +607,30 @@ pw_status_t pw_plan_info(const pw_plan_t *plan, pw_precision_t precision, pw_pla
     /* The struct before vt_prepass (2026-12-01 headers): regroup_group_size, not the rest. */
     const size_t v2_size = offsetof(pw_plan_info_t, vt_prepass);
     const int has_v2 = info->struct_size >= v2_size;
+    /* The struct before fp8x2_stacked (2026-12-02 headers): everything up to vt_capacity. */
+    const size_t v3_size = offsetof(pw_plan_info_t, fp8x2_stacked);
+    const int has_v3 = info->struct_size >= v3_size;
     const int full = info->struct_size >= sizeof(pw_plan_info_t);
     if (precision != PW_PRECISION_FP8 && precision != PW_PRECISION_FP8X2)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "precision is %d (not a pw_precision_t)", (int)precision);
     const int x2 = precision == PW_PRECISION_FP8X2;
-    info->struct_size = full ? (uint32_t)sizeof(pw_plan_info_t) : has_v2 ? (uint32_t)v2_size : (uint32_t)v1_size;
+    info->struct_size = full     ? (uint32_t)sizeof(pw_plan_info_t)
+                        : has_v3 ? (uint32_t)v3_size
+                        : has_v2 ? (uint32_t)v2_size
+                                 : (uint32_t)v1_size;
     info->configured = plan->config.regroup;
     info->regroup = plan->regroup_pays[x2] ? plan->regroup.mode : PW_REGROUP_IDENTITY;
     if (has_v2)
         info->regroup_group_size = info->regroup == PW_REGROUP_IDENTITY ? 0 : regroup_size(plan, plan_runs_dense(plan));
-    if (full) {
+    if (has_v3) {
         info->vt_prepass = plan->vt_prepass;
         info->dense_tile = plan_runs_dense(plan) != 0;
         info->vt_capacity = plan->vt_prepass ? plan->vt_capacity : 0;
+    }
+    if (full) {
+        pw_attention_args_t probe = PW_ATTENTION_ARGS_INIT;
+        probe.precision = precision;
+        info->fp8x2_stacked = stack_mode(plan, &probe); /* PW_STACK_NEVER / PER_CALL / ALWAYS = 0 / 1 / 2 */
     }
     info->window = plan->grouping.window;
     info->kernel = plan->config.kernel;

@@ -139,7 +139,35 @@ typedef struct pw_vt_buffers {
     int32_t *sched_list;
     int64_t sched_stride;
     int sched_dense;
+    /* FP8X2 at G = 16, K = 16, P = 128 on the lean kernel's tiles (bench/NOTES.md, 21st
+     * session): which tile runs, the lean kernel (P in f16 on f16 tiles) or the stacked
+     * 2-slot tile (dev impl 12: both terms in the rows of one tile, tiles without a member
+     * skipped; E4M3 tiles). PW_STACK_NEVER (0): the lean kernel, as every other call;
+     * PW_STACK_ALWAYS: the stacked tile; PW_STACK_PER_CALL: decided on the device from
+     * stack_stat, two counts over the call's Top-K rows in identity order (a function of
+     * the inputs only, never of the grouping): [0] the distinct valid pages of each pair
+     * of consecutive queries (2i, 2i + 1), summed, [1] those of each block of four
+     * (4i .. 4i + 3), summed (a query's valid pages: its request's key, as union
+     * preparation's: 0 <= id < min(visible pages, max_pages)). stack_stat lies right after
+     * `touched` (at touched + PW_STACK_STAT_OFFSET(entries)), so the pre-pass's memset
+     * clears it with the marks; the mark launch fills it. */
+    int stack_mode;
+    unsigned long long *stack_stat;
 } pw_vt_buffers_t;
+
+enum { PW_STACK_NEVER = 0, PW_STACK_PER_CALL = 1, PW_STACK_ALWAYS = 2 };
+/* Where stack_stat lies after `entries` touched bytes, and the bytes the pair takes. */
+#define PW_STACK_STAT_OFFSET(entries) ((((size_t)(entries)) + 7u) & ~(size_t)7u)
+#define PW_STACK_STAT_BYTES 16u
+/* The per-call choice: the stacked tile when the pairs' pages are fewer than
+ * PW_STACK_MAX_RATIO_MILLI / 1000 of twice the blocks' pages (the 2-slot tile steps per
+ * Union4 half step the stacked kernel would run in identity order). H200, A-hot-like
+ * synthetic selections and two captures (bench/NOTES.md, 21st session): the stacked
+ * kernel's time over the lean kernel's is ~0.11 + 1.23 x that ratio (0.76 at 0.53, 0.93 at
+ * 0.67, 1.02 at 0.74, 1.14 at 0.84): break-even ~0.73. */
+#define PW_STACK_MAX_RATIO_MILLI 710u
+#define PW_STACK_CHOSEN(pair_pages, block_pages) \
+    ((unsigned long long)(pair_pages) * 1000ull < (unsigned long long)PW_STACK_MAX_RATIO_MILLI * 2ull * (unsigned long long)(block_pages))
 
 #define PW_VT_TILE_BYTES 32768   /* one V^T tile (P x D f16; E4M3 uses its first half): the plan's stride, kVtTileBytes */
 #define PW_SCHED_CLASSES 17       /* pages / (K / 2) for 0..8 K pages (K = 16: 8-page classes) */

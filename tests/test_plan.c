@@ -93,7 +93,9 @@ static void test_workspace_size_formula(void **state)
         /* ... and, where a KV head may fall back (R x max_pages > C), N >= 8192. */
         if (n >= 4096 && ((size_t)r * 512 <= cap || n >= 8192)) {
             const size_t entries = (size_t)hkv * (size_t)r * 512;
-            expect += align256(entries) + align256(entries * 4) + align256((size_t)hkv * cap * 8) +
+            /* G = 16, K = 16, P = 128: the marks are followed by the FP8X2 tile choice's two
+             * counts (8-byte aligned, 16 bytes; pw_vt_buffers_t.stack_stat). */
+            expect += align256(((entries + 7) & ~(size_t)7) + 16) + align256(entries * 4) + align256((size_t)hkv * cap * 8) +
                       align256((size_t)hkv * 4) + align256((size_t)hkv * cap * 32768) +
                       sched_bytes((size_t)hkv, mg); /* the CTA schedule */
         }
@@ -192,7 +194,7 @@ static void test_create_errors(void **state)
     cfg.regroup = (pw_regroup_mode_t)9;
     assert_int_equal(pw_plan_create(&p, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
     cfg = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
-    cfg.flags = 0x10;
+    cfg.flags = 0x40; /* past PW_PLAN_NO_FP8X2_STACKED (1 << 5) */
     assert_int_equal(pw_plan_create(&p, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
     /* The 8-query regroup objective: accepted with every kernel, same workspace. */
     for (int k = 0; k < 3; k++) {
@@ -230,8 +232,9 @@ static void test_create_errors(void **state)
     assert_pw_ok(pw_plan_create(&p, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &without));
     pw_plan_destroy(plan);
-    /* one KV head, 512 entries and tiles, and the CTA schedule (sized by the groups) */
-    const size_t parts_512 = align256(512) + align256(512 * 4) + align256(512 * 8) + align256(4) +
+    /* one KV head, 512 entries (+ the FP8X2 tile choice's 16 bytes of counts) and tiles,
+     * and the CTA schedule (sized by the groups) */
+    const size_t parts_512 = align256(512 + 16) + align256(512 * 4) + align256(512 * 8) + align256(4) +
                              align256((size_t)512 * 32768) + sched_part(&p);
     assert_int_equal(with - without, parts_512);
     const pw_problem_t big = fast_problem(40000, 1, 1); /* the rule runs the pre-pass */
@@ -249,7 +252,7 @@ static void test_create_errors(void **state)
     pw_problem_t engine = fast_problem(16384, 2, 1);
     engine.max_pages_per_request = 8192;
     engine.num_cache_pages = 20000;
-    const size_t e_fixed = align256(16384) + align256(16384 * 4) + align256(4);
+    const size_t e_fixed = align256(16384 + 16) + align256(16384 * 4) + align256(4);
     const int32_t caps[3] = {0, 100, 9000};       /* vt_max_pages */
     const size_t expect_cap[3] = {2048, 100, 4096}; /* 0: 2048; 9000: N x K / 64 = 4096 */
     for (int i = 0; i < 3; i++) {
@@ -282,7 +285,7 @@ static void test_create_errors(void **state)
     assert_pw_ok(pw_plan_create(&heads, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &with));
     pw_plan_destroy(plan);
-    assert_int_equal(with - without, align256(64 * 8192) + align256(64 * 8192 * 4) + align256(64 * 4) +
+    assert_int_equal(with - without, align256(64 * 8192 + 16) + align256(64 * 8192 * 4) + align256(64 * 4) +
                                          align256(64 * 512 * 8) + align256((size_t)64 * 512 * 32768) +
                                          sched_part(&heads));
     /* A table with more than 4 entries per selection: the rule leaves the pre-pass out (its
@@ -667,6 +670,152 @@ static void test_prefill_argument_errors(void **state)
     pw_plan_destroy(plan);
 }
 
+/* One query's valid pages as (request, id) keys, from the definition of S_i written out
+ * here (docs/semantics.md §1: page l is kept iff its first token l P is <= the query's causal
+ * position c and < kv_len; and l < max_pages_per_request), appended to keys. */
+static int append_keys(const pw_capture_t *c, int32_t h, int64_t i, uint64_t *keys, int count)
+{
+    const pw_problem_t *p = &c->problem;
+    if (i >= p->num_tokens) return count;
+    int32_t r = 0;
+    while (!(c->cu_seqlens_q[r] <= i && i < c->cu_seqlens_q[r + 1])) r++;
+    const int64_t pos = c->prefix_lens[r] + (i - c->cu_seqlens_q[r]);
+    for (int k = 0; k < p->topk; k++) {
+        const int64_t id = c->topk_ids[((int64_t)h * p->num_tokens + i) * p->topk + k];
+        if (id < 0 || id >= p->max_pages_per_request) continue;
+        if (id * p->page_size > pos || id * p->page_size >= c->kv_lens[r]) continue;
+        keys[count++] = ((uint64_t)r << 32) | (uint64_t)id;
+    }
+    return count;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int64_t count_distinct(uint64_t *keys, int count)
+{
+    qsort(keys, (size_t)count, sizeof *keys, cmp_u64);
+    int64_t d = 0;
+    for (int k = 0; k < count; k++) d += k == 0 || keys[k] != keys[k - 1];
+    return d;
+}
+
+/* pw_fp8x2_stack_choice against a brute force (sorted key lists per pair and block) on
+ * random problems with every edge of the semantics (-1 rows, duplicates, future and huge
+ * ids, 1-query requests, partial pages), K 16 and below; the rule's side; errors. And the
+ * plan's fp8x2_stacked: 1 by default on a G = 16, K = 16, P = 128 plan with the pre-pass in
+ * FP8X2, 2 / 0 with the flags, 0 in FP8, without the pre-pass and at K = 32; both flags
+ * together are an argument error. */
+static void test_fp8x2_stack_choice(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x57ac4ull);
+    for (int trial = 0; trial < 12; trial++) {
+        const int topk = trial % 3 == 2 ? (int)pw_rng_range(&rng, 1, 15) : 16;
+        pw_capture_t *c = pw_test_random_attention_problem_k(&rng, g_seed + (uint64_t)trial, 1 + trial % 3,
+                                                             1 + trial % 4, 40, 0, 2000, 300, topk);
+        const pw_problem_t *p = &c->problem;
+        const pw_requests_t rq = pw_capture_requests(c);
+        uint64_t counts[2] = {7, 7}, expect[2] = {0, 0};
+        int stacked = -1;
+        assert_pw_ok(pw_fp8x2_stack_choice(p, c->topk_ids, &rq, counts, &stacked));
+        for (int32_t h = 0; h < p->num_kv_heads; h++)
+            for (int64_t i0 = 0; i0 < p->num_tokens; i0 += 4) {
+                uint64_t a[32], b[32], ab[64];
+                int na = 0, nb = 0;
+                na = append_keys(c, h, i0, a, na);
+                na = append_keys(c, h, i0 + 1, a, na);
+                nb = append_keys(c, h, i0 + 2, b, nb);
+                nb = append_keys(c, h, i0 + 3, b, nb);
+                memcpy(ab, a, (size_t)na * 8);
+                memcpy(ab + na, b, (size_t)nb * 8);
+                expect[0] += (uint64_t)(count_distinct(a, na) + count_distinct(b, nb));
+                expect[1] += (uint64_t)count_distinct(ab, na + nb);
+            }
+        assert_int_equal(counts[0], expect[0]);
+        assert_int_equal(counts[1], expect[1]);
+        assert_int_equal(stacked, expect[0] * 1000 < 710 * 2 * expect[1]);
+        pw_capture_free(c);
+    }
+    /* The rule's two sides on hand-made rows: one request, 8 queries at a 2,048-token prefix,
+     * 16 valid pages each; pairs sharing every page (ratio 1) and disjoint pairs (0.5). */
+    for (int disjoint = 0; disjoint < 2; disjoint++) {
+        pw_problem_t p = PW_PROBLEM_INIT;
+        p.num_tokens = 8;
+        p.num_requests = 1;
+        p.max_pages_per_request = 64;
+        p.num_cache_pages = 64;
+        int32_t ids[8 * 16], cu[2] = {0, 8}, prefix[1] = {6000}, kv[1] = {6008};
+        for (int i = 0; i < 8; i++)
+            for (int k = 0; k < 16; k++) ids[i * 16 + k] = disjoint ? (i % 4) * 11 + k % 11 : k;
+        pw_requests_t rq = {cu, prefix, kv, NULL, 64};
+        int32_t table[64];
+        for (int k = 0; k < 64; k++) table[k] = k;
+        rq.page_table = table;
+        uint64_t counts[2];
+        int stacked = -1;
+        assert_pw_ok(pw_fp8x2_stack_choice(&p, ids, &rq, counts, &stacked));
+        assert_int_equal(stacked, disjoint);
+    }
+    /* Errors. */
+    pw_problem_t p = fast_problem(8, 1, 1);
+    int32_t ids[8 * 32] = {0}, cu[2] = {0, 8}, prefix[1] = {0}, kv[1] = {8}, table[512] = {0};
+    const pw_requests_t rq = {cu, prefix, kv, table, 512};
+    uint64_t counts[2];
+    int stacked;
+    assert_int_equal(pw_fp8x2_stack_choice(&p, NULL, &rq, counts, &stacked), PW_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(pw_fp8x2_stack_choice(&p, ids, &rq, NULL, &stacked), PW_ERROR_INVALID_ARGUMENT);
+    p.topk = 32;
+    assert_int_equal(pw_fp8x2_stack_choice(&p, ids, &rq, counts, &stacked), PW_ERROR_UNSUPPORTED);
+
+    /* The plan's report. */
+    const struct {
+        int32_t topk, n;
+        uint32_t flags;
+        int32_t x2, fp8;
+    } cases[] = {
+        {16, 16384, 0, 1, 0},
+        {16, 16384, PW_PLAN_FP8X2_STACKED, 2, 0},
+        {16, 16384, PW_PLAN_NO_FP8X2_STACKED, 0, 0},
+        {12, 16384, 0, 1, 0},               /* K < 16: padded to 16 */
+        {16, 1024, 0, 0, 0},                /* no pre-pass (N < 4096) */
+        {16, 1024, PW_PLAN_VT_PREPASS, 1, 0},
+        {32, 16384, PW_PLAN_FP8X2_STACKED, 0, 0}, /* K = 32: the lean kernel's tile only */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        pw_problem_t q = fast_problem(cases[k].n, 1, 1);
+        q.topk = cases[k].topk;
+        pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
+        cfg.flags = cases[k].flags;
+        pw_plan_t *plan = NULL;
+        assert_pw_ok(pw_plan_create(&q, &cfg, &plan));
+        pw_plan_info_t info = PW_PLAN_INFO_INIT, info8 = PW_PLAN_INFO_INIT;
+        assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &info));
+        assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8, &info8));
+        assert_int_equal(info.fp8x2_stacked, cases[k].x2);
+        assert_int_equal(info8.fp8x2_stacked, cases[k].fp8);
+        /* A caller built against the struct before the field gets the others, not it. */
+        pw_plan_info_t old = PW_PLAN_INFO_INIT;
+        old.struct_size = (uint32_t)offsetof(pw_plan_info_t, fp8x2_stacked);
+        old.fp8x2_stacked = -5;
+        assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &old));
+        assert_int_equal(old.struct_size, offsetof(pw_plan_info_t, fp8x2_stacked));
+        assert_int_equal(old.fp8x2_stacked, -5);
+        assert_int_equal(old.vt_prepass, info.vt_prepass);
+        pw_plan_destroy(plan);
+    }
+    pw_problem_t q = fast_problem(16384, 1, 1);
+    pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
+    cfg.flags = PW_PLAN_FP8X2_STACKED | PW_PLAN_NO_FP8X2_STACKED;
+    pw_plan_t *plan = NULL;
+    assert_int_equal(pw_plan_create(&q, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(pw_last_error(), "PW_PLAN_FP8X2_STACKED"));
+}
+
 int main(int argc, char **argv)
 {
     g_seed = pw_test_seed(argc, argv);
@@ -675,6 +824,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_per_query_needs_no_workspace),
         cmocka_unit_test(test_create_errors),
         cmocka_unit_test(test_prefill_argument_errors),
+        cmocka_unit_test(test_fp8x2_stack_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

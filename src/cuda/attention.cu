@@ -783,7 +783,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         const bool dense8_impl = impl == pw::kImplDense8 || impl == pw::kImplDense8X2;
         const bool dense4_impl = impl == pw::kImplDense4 || impl == pw::kImplDense4X2;
         const bool lean_impl = impl == pw::kImplLean || impl == pw::kImplLeanX2 || impl == pw::kImplLeanPreVt ||
-                               impl == pw::kImplLeanPreVtX2;
+                               impl == pw::kImplLeanPreVtX2 || impl == pw::kImplStack1PreVtX2; // halves
         const int kind = dense8_impl ? 1 : dense4_impl ? 2 : 0;
         const pw::DevSchedule none = {nullptr, nullptr, 0, 0};
         const pw::DevSchedule s = vt ? (vt_fallback ? none
@@ -804,6 +804,10 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         params.vt_count = vt->count;
         params.vt_capacity = vt->capacity;
         params.vt_fallback = vt_fallback;
+        if (!vt_fallback) { // which of the two FP8X2 tiles runs (pw_union_attention_vt)
+            params.stack_mode = vt->stack_mode;
+            params.stack_stat = vt->stack_stat;
+        }
     }
     uint8_t *own = nullptr; // dev impl 10 without the full call's buffers: its own, for this call
     const bool stacked = impl == pw::kImplStack1PreVtX2;
@@ -910,7 +914,17 @@ extern "C" pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const 
     // lean kernel on the tiles.
     const int dense_g = pw_vt_runs_dense(problem, args);
     const int impl = dense_g == 8 ? pw::kImplDense8Dev : dense_g == 4 ? pw::kImplDense4Dev : pw::kImplLeanPreVtDev;
-    PW_TRY(union_attention(impl, problem, args, grouping, perm, meta, PW_KERNEL_UNION4, stream, vt));
+    // FP8X2 at G = 16, K = 16, P = 128: the lean kernel, the stacked 2-slot tile (dev impl
+    // 12), or both launched with the choice made on the device (pw_vt_buffers_t.stack_mode).
+    const int stack_mode = vt ? vt->stack_mode : PW_STACK_NEVER;
+    if (stack_mode != PW_STACK_NEVER && (dense_g || !pw_args_f16_vt(args) || !problem || problem->topk != pw::kTopK ||
+                                         problem->page_size != pw::kPageSize))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "pw_union_attention_vt: the stacked tile runs FP8X2 at G = 16, K = 16, P = 128 without per-token scales");
+    if (stack_mode != PW_STACK_ALWAYS)
+        PW_TRY(union_attention(impl, problem, args, grouping, perm, meta, PW_KERNEL_UNION4, stream, vt));
+    if (stack_mode != PW_STACK_NEVER)
+        PW_TRY(union_attention(pw::kImplStack1Dev, problem, args, grouping, perm, meta, PW_KERNEL_UNION4, stream, vt));
     // KV heads whose pages did not fit the tiles (possible only when the page table has more
     // entries than the capacity) run on the library's Union4 kernel.
     if (problem->num_tokens > 0 && (int64_t)problem->num_requests * problem->max_pages_per_request > vt->capacity)

@@ -154,6 +154,12 @@ struct AttentionParams {
     int32_t group_window;            // the union groups' window W (0: runs of 8 from each request start)
     int32_t topk;                    // the device's K: 16, or 32 / 64 on the lean kernels (lean_attention_kernel<..., TOPK>)
     int32_t page_size;               // P: 128, or 64 on the lean kernels (lean_attention_kernel<..., PAGE>; host dispatch only)
+    // FP8X2 on the tiles at G = 16, K = 16, P = 128 (pw_vt_buffers_t.stack_mode): with
+    // PER_CALL two kernels are launched, the lean kernel and the stacked 2-slot tile, and the
+    // CTAs of the one this call does not run exit at once (stacked_call). NEVER (0): the
+    // launch runs as it is (every other launch, and the dev entry's).
+    int32_t stack_mode;              // PW_STACK_NEVER / PW_STACK_PER_CALL / PW_STACK_ALWAYS
+    const unsigned long long *stack_stat; // PER_CALL: [2] the pre-pass's counts (vt_prepare.cu)
 };
 
 constexpr int kSchedClasses = PW_SCHED_CLASSES;
@@ -167,15 +173,15 @@ struct DevSchedule {
     int kind;
 };
 
-/* The work item (block index in the grid's own numbering) CTA blockIdx.x runs under the
- * schedule, -1 past the listed items (the CTA has nothing to do). The class counts are
+/* The work item (block index in the grid's own numbering) CTA b (blockIdx.x; the stacked
+ * tile's CTA pair b = blockIdx.x / 2) runs under the schedule, -1 past the listed items (the CTA has nothing to do). The class counts are
  * loaded together (one round trip), then one load of the list entry. */
-static __device__ __forceinline__ int64_t scheduled_block(const AttentionParams &p)
+static __device__ __forceinline__ int64_t scheduled_block(const AttentionParams &p, int64_t b = blockIdx.x)
 {
     uint32_t count[kSchedClasses];
 #pragma unroll
     for (int c = 0; c < kSchedClasses; c++) count[c] = __ldg(p.sched_count + c);
-    int64_t b = blockIdx.x, at = -1;
+    int64_t at = -1;
 #pragma unroll
     for (int c = kSchedClasses - 1; c >= 0; c--) {
         if (at < 0 && b < (int64_t)count[c]) at = (int64_t)c * p.sched_stride + b;
@@ -190,6 +196,15 @@ static __host__ __device__ __forceinline__ int64_t vt_entry(int64_t h, int64_t r
                                                             int64_t max_pages)
 {
     return (h * num_requests + r) * max_pages + l;
+}
+
+/* Whether this call runs the stacked FP8X2 tile (PW_STACK_CHOSEN on the pre-pass's counts,
+ * or the plan's forced mode): the same answer in every CTA of every launch of the call. */
+static __device__ __forceinline__ bool stacked_call(const AttentionParams &p)
+{
+    if (p.stack_mode == PW_STACK_ALWAYS) return true;
+    if (p.stack_mode != PW_STACK_PER_CALL) return false;
+    return PW_STACK_CHOSEN(__ldg(p.stack_stat), __ldg(p.stack_stat + 1));
 }
 
 /* Whether this launch skips KV head h: the pre-pass kernel skips heads whose pages did not

@@ -129,8 +129,13 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int tile = (int)(blockIdx.x % 2);
 
+    // The full call's second launch (pw_union_attention_vt): this call may run the lean kernel.
+    if (p.stack_mode != PW_STACK_NEVER && !stacked_call(p)) return;
+    // Under the longest-first schedule (the full call's; the half's two tiles are adjacent CTAs).
+    const int64_t block = p.sched_count ? scheduled_block(p, blockIdx.x / 2) : (int64_t)(blockIdx.x / 2);
+    if (block < 0) return;
     CtaWork work;
-    if (!cta_work<VARIANT>(p, 0, work, (int64_t)(blockIdx.x / 2))) return; // CTA-uniform
+    if (!cta_work<VARIANT>(p, 0, work, block)) return; // CTA-uniform
     if ((tile ? work.query_rows[2] : work.query_rows[0]) < 0) return;       // an empty tile
     const int kv_head = work.kv_head;
 

@@ -13,6 +13,9 @@
  *     member's id, every query is a member of one group), so the pre-pass does not wait
  *     for the regroup or union preparation: in a captured graph the full call runs them as
  *     a parallel branch beside these launches (plan.c, pw_capture_branch_open).
+ *     With stack_mode PER_CALL the same launch has more CTAs, which take the FP8X2 tile
+ *     choice's two counts over the Top-K rows in identity order (stack_count; the memset
+ *     clears them with the marks; pw_vt_buffers_t.stack_stat in pw_internal.h).
  *  1. scan (one thread per (KV head, request, page-table column)): a page whose `touched`
  *     byte is set (touched NULL: every page a query of its request may see) takes the next
  *     tile of its KV head (a warp-aggregated atomic on count[h]) and records it in
@@ -29,7 +32,9 @@
  *     the order the in-kernel transpose writes (128B-swizzled rows of 128 positions); or,
  *     with f16_tiles (FP8X2 without per-token scales), f16 values of the same codes (exact)
  *     in two 16 KiB chunks of 64 positions in natural order (attention_common.cuh, "FP8X2
- *     on f16 V^T tiles"). A KV head with count > capacity is left alone: its attention runs
+ *     on f16 V^T tiles"), unless the call runs the stacked 2-slot tile (stack_mode ALWAYS,
+ *     or PER_CALL with PW_STACK_CHOSEN on the counts), which reads E4M3 tiles. A KV head
+ *     with count > capacity is left alone: its attention runs
  *     on the kernel that transposes V itself (pw_union_attention_vt's fallback launch).
  * Tokens past any query's sight are NOT zeroed here: the attention kernel zeroes, per CTA,
  * the positions past its members' last visible token (zero_vt_after), as the in-kernel
@@ -64,11 +69,88 @@ struct VtParams {
     pw_vt_buffers_t vt;
     int64_t max_pages, num_cache_pages;
     int32_t num_requests, num_kv_heads;
+    uint32_t mark_ctas;         // the mark launch's CTAs past these count the pairs and blocks (stack_stat)
 };
 
 constexpr int kScanThreads = 256;
 constexpr int kMarkThreads = 256;
 constexpr int64_t kMarkMaxCtas = 8192; // the mark strides over the rows past this grid
+constexpr int64_t kStackMaxCtas = 1024; // the stacked tile's counts stride over the blocks past this
+
+/* The key of query i's id k (KV head h) for the stacked tile's counts: (request << 32) | id
+ * when the id is one union preparation keeps (0 <= id < min(visible pages, 2^29,
+ * max_pages), i in its request's rows), else `none` (a value no key takes: request < 2^31). */
+static __device__ __forceinline__ unsigned long long stack_key(const VtParams &p, int32_t h, int64_t i, int k,
+                                                               unsigned long long none)
+{
+    if (i >= p.num_tokens) return none;
+    int32_t lo = 0, hi = p.num_requests;
+    while (hi - lo > 1) {
+        const int32_t mid = lo + (hi - lo) / 2;
+        if (__ldg(p.cu_seqlens_q + mid) <= i) lo = mid;
+        else hi = mid;
+    }
+    int32_t b, end;
+    if (!pw_dev::request_rows(p.cu_seqlens_q, lo, p.num_tokens, &b, &end) || i < b || i >= end) return none;
+    const uint32_t visible = min(
+        pw_dev::visible_page_count((int64_t)__ldg(p.prefix_lens + lo) + (i - b), __ldg(p.kv_lens + lo), p.page_size),
+        pw_dev::kMaxUnionPageId);
+    const int64_t limit = min((int64_t)visible, p.max_pages);
+    const int32_t id = __ldg(p.topk_ids + ((int64_t)h * p.num_tokens + i) * p.topk + k);
+    return (int64_t)(uint32_t)id < limit ? ((unsigned long long)(uint32_t)lo << 32) | (uint32_t)id : none;
+}
+
+/* The stacked tile's counts (pw_vt_buffers_t.stack_stat; K = 16): one warp per block of four
+ * consecutive queries 4j .. 4j + 3 of a KV head, lane l holding id l % 16 of query 4j + l / 16
+ * (pair 0) and of query 4j + 2 + l / 16 (pair 1). A pair's distinct keys are its lanes that
+ * lead their __match_any_sync set; the block's are pair 0's plus pair 1's leaders whose key
+ * pair 0 lacks. Sums of integers: the same totals whatever the order of the atomics. */
+static __device__ void stack_count(const VtParams &p, uint32_t cta)
+{
+    __shared__ unsigned long long part[kMarkThreads / 32][2];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t per_head = ((int64_t)p.num_tokens + 3) / 4, blocks = per_head * p.num_kv_heads;
+    const int64_t warps = (int64_t)(gridDim.x - p.mark_ctas) * (kMarkThreads / 32);
+    unsigned long long pairs = 0, quads = 0;
+    for (int64_t j = (int64_t)cta * (kMarkThreads / 32) + warp; j < blocks; j += warps) { // warp-uniform
+        const int32_t h = (int32_t)(j / per_head);
+        const int64_t i0 = 4 * (j - (int64_t)h * per_head);
+        const unsigned long long none = 0xffffffff00000000ull; // | 2 lane (+ 1): distinct from every key
+        const unsigned long long ka = stack_key(p, h, i0 + lane / 16, lane % 16, none | (2u * lane));
+        const unsigned long long kb = stack_key(p, h, i0 + 2 + lane / 16, lane % 16, none | (2u * lane + 1u));
+        const bool va = (ka >> 32) != 0xffffffffu, vb = (kb >> 32) != 0xffffffffu;
+        const unsigned ma = __match_any_sync(0xffffffffu, ka), mb = __match_any_sync(0xffffffffu, kb);
+        const bool lead_a = va && __ffs(ma) - 1 == lane, lead_b = vb && __ffs(mb) - 1 == lane;
+        bool in_a = false;
+#pragma unroll 8
+        for (int src = 0; src < 32; src++) in_a |= __shfl_sync(0xffffffffu, ka, src) == kb;
+        const int na = __popc(__ballot_sync(0xffffffffu, lead_a)), nb = __popc(__ballot_sync(0xffffffffu, lead_b));
+        const int nb_new = __popc(__ballot_sync(0xffffffffu, lead_b && !in_a));
+        pairs += (unsigned long long)(na + nb);
+        quads += (unsigned long long)(na + nb_new);
+    }
+    if (lane == 0) {
+        part[warp][0] = pairs;
+        part[warp][1] = quads;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long a = 0, b = 0;
+        for (int w = 0; w < kMarkThreads / 32; w++) {
+            a += part[w][0];
+            b += part[w][1];
+        }
+        if (a) atomicAdd(p.vt.stack_stat, a);
+        if (b) atomicAdd(p.vt.stack_stat + 1, b);
+    }
+}
+
+/* Whether this call's tiles are for the stacked tile (E4M3) rather than the lean kernel's f16. */
+static __device__ __forceinline__ bool stack_tiles(const VtParams &p)
+{
+    if (p.vt.stack_mode == PW_STACK_ALWAYS) return true;
+    return p.vt.stack_mode == PW_STACK_PER_CALL && PW_STACK_CHOSEN(p.vt.stack_stat[0], p.vt.stack_stat[1]);
+}
 
 /* touched[h][r][l] = 1 for every Top-K id l in S_i of a query i of request r (the ids union
  * preparation keys: 0 <= l < min(visible pages, 2^29), and l < max_pages, the table's
@@ -77,11 +159,15 @@ constexpr int64_t kMarkMaxCtas = 8192; // the mark strides over the rows past th
  * row range (pw_dev::request_rows). Plain byte stores: every writer of a byte writes 1. */
 __global__ void __launch_bounds__(kMarkThreads) vt_mark_kernel(const VtParams p)
 {
+    if (blockIdx.x >= p.mark_ctas) { // CTA-uniform: the stacked tile's counts (PW_STACK_PER_CALL)
+        stack_count(p, blockIdx.x - p.mark_ctas);
+        return;
+    }
     if (blockIdx.x == 0)
         for (int32_t h = threadIdx.x; h < p.num_kv_heads; h += kMarkThreads) p.vt.count[h] = 0u; // read by the next launch only
     const int64_t rows = (int64_t)p.num_kv_heads * p.num_tokens;
     for (int64_t row = (int64_t)blockIdx.x * kMarkThreads + threadIdx.x; row < rows;
-         row += (int64_t)gridDim.x * kMarkThreads) {
+         row += (int64_t)p.mark_ctas * kMarkThreads) {
         const int32_t h = (int32_t)(row / p.num_tokens), i = (int32_t)(row - (int64_t)h * p.num_tokens);
         int32_t lo = 0, hi = p.num_requests; // cu_seqlens_q[lo] <= i < cu_seqlens_q[hi] if monotone
         while (hi - lo > 1) {
@@ -173,6 +259,7 @@ __global__ void __launch_bounds__(128) vt_transpose_kernel(const VtParams p)
     const int64_t count = p.vt.count[h];
     if (count > p.vt.capacity) return; // CTA-uniform: this head runs on the fallback kernel
     const int tid = threadIdx.x, warp = tid / 32;
+    const bool f16_tiles = p.vt.f16_tiles && !stack_tiles(p); // CTA-uniform
     for (int64_t i = blockIdx.x; i < count; i += gridDim.x) {
         const int64_t rl = p.vt.list[(int64_t)h * p.vt.capacity + i];
         const int64_t r = rl / p.max_pages, l = rl % p.max_pages;
@@ -193,7 +280,7 @@ __global__ void __launch_bounds__(128) vt_transpose_kernel(const VtParams p)
         }
         __syncthreads(); // v written; also: every thread's reads of the previous tile's vt are done
         uint8_t *dst = p.vt.tiles + ((int64_t)h * p.vt.capacity + i) * (int64_t)pw::kVtTileBytes;
-        if (p.vt.f16_tiles) { // CTA-uniform
+        if (f16_tiles) {
             // Thread t owns row d = t of V^T: unit a (positions 8a .. 8a + 7) of chunk a / 8.
             const uint32_t d = (uint32_t)tid, col = pw::smem_u32(v) + d % 16;
 #pragma unroll 2
@@ -251,20 +338,34 @@ extern "C" pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_atten
     p.num_cache_pages = problem->num_cache_pages;
     p.num_requests = problem->num_requests;
     p.num_kv_heads = problem->num_kv_heads;
+    p.mark_ctas = 0;
     const int64_t entries = (int64_t)problem->num_kv_heads * problem->num_requests * problem->max_pages_per_request;
     const int64_t scan_ctas = (entries + kScanThreads - 1) / kScanThreads;
     if (scan_ctas > 0x7fffffff || problem->num_kv_heads > 65535)
         return pw_fail(PW_ERROR_UNSUPPORTED, "V^T pre-pass: %lld page-table entries exceed the scan's grid",
                        (long long)entries);
     cudaError_t e;
-    if (vt->touched) { // the marks: cleared, then set from the Top-K ids (count zeroed there)
-        e = cudaMemsetAsync(vt->touched, 0, (size_t)entries, (cudaStream_t)stream);
+    const bool per_call = vt->stack_mode == PW_STACK_PER_CALL;
+    if (per_call && (!vt->touched || vt->stack_stat != reinterpret_cast<unsigned long long *>(
+                                                          vt->touched + PW_STACK_STAT_OFFSET(entries)) ||
+                     problem->topk != 16))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "V^T pre-pass: stack_stat must follow the marks (K = 16)");
+    if (vt->stack_mode != PW_STACK_NEVER && !vt->f16_tiles)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "V^T pre-pass: the stacked tile is FP8X2 without per-token scales");
+    if (vt->touched) { // the marks (and stack_stat after them): cleared, then set from the Top-K ids (count zeroed there)
+        const size_t clear = per_call ? PW_STACK_STAT_OFFSET(entries) + PW_STACK_STAT_BYTES : (size_t)entries;
+        e = cudaMemsetAsync(vt->touched, 0, clear, (cudaStream_t)stream);
         if (e != cudaSuccess)
             return pw_fail(PW_ERROR_CUDA, "V^T pre-pass: clearing the marks: %s", cudaGetErrorString(e));
         const int64_t rows = (int64_t)problem->num_kv_heads * problem->num_tokens;
         const int64_t need = (rows + kMarkThreads - 1) / kMarkThreads;
         const unsigned mark_ctas = (unsigned)(need < 1 ? 1 : need < kMarkMaxCtas ? need : kMarkMaxCtas);
-        vt_mark_kernel<<<mark_ctas, kMarkThreads, 0, (cudaStream_t)stream>>>(p);
+        // PER_CALL: CTAs for the counts, one warp per 4-query block up to kStackMaxCtas CTAs.
+        const int64_t blocks = ((int64_t)problem->num_tokens + 3) / 4 * problem->num_kv_heads;
+        const int64_t stack_need = per_call ? (blocks + kMarkThreads / 32 - 1) / (kMarkThreads / 32) : 0;
+        const unsigned stack_ctas = (unsigned)(stack_need < kStackMaxCtas ? stack_need : kStackMaxCtas);
+        p.mark_ctas = mark_ctas;
+        vt_mark_kernel<<<mark_ctas + stack_ctas, kMarkThreads, 0, (cudaStream_t)stream>>>(p);
         e = cudaGetLastError();
         if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "V^T pre-pass mark launch: %s", cudaGetErrorString(e));
     }

@@ -978,7 +978,7 @@ static void test_cache_poison(void **state)
         // under Union8 and Union4, 5 (per-query); every dev impl on Union8 W128 (FP8; FP8X2
         // lives in the library's impl); the full call with each kernel.
         typedef struct { int grouping, impl, full; pw_kernel_t kernel; } arm_t;
-        arm_t arms[24];
+        arm_t arms[32];
         int num_arms = 0;
         const int groupings[3] = {0, 1, 3};
         for (int k = 0; k < 2; k++)
@@ -997,12 +997,15 @@ static void test_cache_poison(void **state)
         arms[num_arms++] = (arm_t){3, STACKED_IMPL, 0, PW_KERNEL_UNION4};
         for (int k = 0; k < 3; k++) arms[num_arms++] = (arm_t){-1, 0, 1, (pw_kernel_t)k};
         arms[num_arms++] = (arm_t){-1, 0, 2, PW_KERNEL_UNION4}; // full call on the V^T pre-pass
+        arms[num_arms++] = (arm_t){-1, 0, 3, PW_KERNEL_UNION4}; // the same, the stacked FP8X2 tile forced
+        assert_true(num_arms <= (int)(sizeof arms / sizeof arms[0]));
+        const uint32_t full_flags[4] = {0u, 0u, PW_PLAN_VT_PREPASS, PW_PLAN_VT_PREPASS | PW_PLAN_FP8X2_STACKED};
         for (int pr = 0; pr < 2; pr++) {
             g_precision = precisions[pr];
             for (int a = 0; a < num_arms; a++) {
                 const arm_t *arm = &arms[a];
                 const int stacked = arm->impl == STACKED_IMPL;
-                if (pr == 0 && stacked) continue; // FP8X2 only
+                if (pr == 0 && (stacked || arm->full == 3)) continue; // FP8X2 only
                 if (pr == 1 && arm->impl != 0 && !impl_has_x2(arm->impl) && !stacked) continue; // FP8X2 impls only
                 load_caches(c, &d, k_clean, v_clean, cache_bytes, 0, NULL, 0, 0, &rng);
                 pw_grouping_t g = PW_GROUPING_INIT;
@@ -1010,17 +1013,21 @@ static void test_cache_poison(void **state)
                     setup_arm(arm->grouping, c, &rng, perm, &g, &d); // metadata kept for the poisoned runs
                     run_kernel_impl(c, &d, arm->kernel, arm->impl, &g, o_clean, l_clean);
                 } else {
-                    full_call_run(c, &d, arm->kernel, arm->full == 2 ? PW_PLAN_VT_PREPASS : 0u, o_clean, l_clean);
+                    full_call_run(c, &d, arm->kernel, full_flags[arm->full], o_clean, l_clean);
                 }
                 assert_int_equal(count_nan_bf16(o_clean, elems), 0);
                 for (int code = 0; code < 3; code++) {
                     load_caches(c, &d, k_clean, v_clean, cache_bytes, 1, visible, codes[code][0], codes[code][1], &rng);
                     if (!arm->full) run_kernel_impl(c, &d, arm->kernel, arm->impl, &g, o, l);
-                    else full_call_run(c, &d, arm->kernel, arm->full == 2 ? PW_PLAN_VT_PREPASS : 0u, o, l);
+                    else full_call_run(c, &d, arm->kernel, full_flags[arm->full], o, l);
                     const int same = same_outputs(c, o, l, o_clean, l_clean);
                     if (!same || code == 0)
                         printf("  %s %s%s impl %d, mode %d, W %d, %s: %s (NaN output elements %lld)\n",
-                               precisions[pr] == PW_PRECISION_FP8 ? "FP8" : "FP8X2", arm->full == 2 ? "full call (V^T pre-pass) " : arm->full ? "full call " : "",
+                               precisions[pr] == PW_PRECISION_FP8 ? "FP8" : "FP8X2",
+                               arm->full == 3   ? "full call (V^T pre-pass, stacked tile) "
+                               : arm->full == 2 ? "full call (V^T pre-pass) "
+                               : arm->full      ? "full call "
+                                                : "",
                                kernel_name(arm->kernel), arm->impl, arm->full ? -1 : (int)g.mode,
                                arm->full ? -1 : g.window, code_names[code],
                                same ? "bitwise equal to clean caches" : "DIFFERENT", (long long)count_nan_bf16(o, elems));

@@ -26,6 +26,8 @@
 #include "pageweaver_capture.h"
 #include "testutil.h"
 
+#include "../../src/cuda/attention_dev.h" /* internal: dev impl 12, the stacked tile, for direct runs */
+
 #define CUDA_OK(x)                                                                          \
     do {                                                                                    \
         cudaError_t e_ = (x);                                                               \
@@ -40,6 +42,7 @@
 
 static uint64_t g_seed;
 static pw_precision_t g_precision = PW_PRECISION_FP8X2; /* device_args' */
+static int g_direct_impl = -1; /* direct_run: -1 pw_union_attention, else pw_union_attention_dev's impl */
 
 enum { NUM_REQUESTS = 4, MAX_PAGES = 40, HKV = 2, NUM_TOKENS = 611 };
 
@@ -276,7 +279,8 @@ static void direct_run(const pw_capture_t *c, device_problem_t *d, pw_kernel_t k
     }
     poison(p, d, s);
     const pw_attention_args_t a = device_args(p, d);
-    assert_pw_ok(pw_union_attention(p, &a, g, d->perm, &d->meta, kernel, (pw_stream_t)s));
+    if (g_direct_impl < 0) assert_pw_ok(pw_union_attention(p, &a, g, d->perm, &d->meta, kernel, (pw_stream_t)s));
+    else assert_pw_ok(pw_union_attention_dev(g_direct_impl, p, &a, g, d->perm, &d->meta, kernel, (pw_stream_t)s));
     fetch(p, d, s, r);
 }
 
@@ -604,8 +608,13 @@ static void test_full_call_matches_direct(void **state)
     assert_int_equal(nan, 0);
     assert_true(nonzero > 0);
     assert_true(nrms <= EMU_NRMS_BOUND);
-    if (have_vt) { /* the pre-pass arms (FP8X2, P in f16) against their emulation */
-        assert_pw_ok(pw_ref_attention(p, &ra, PW_REF_FP8_EMULATE_F16_P));
+    if (have_vt) { /* the pre-pass arms (FP8X2, P in f16, or the stacked tile's E4M3 terms) against their emulation */
+        uint64_t counts[2];
+        int stacked = 0;
+        assert_pw_ok(pw_fp8x2_stack_choice(p, c->topk_ids, &rq, counts, &stacked));
+        printf("  pre-pass arms' FP8X2 tile (pairs' pages %llu, blocks' %llu): %s\n", (unsigned long long)counts[0],
+               (unsigned long long)counts[1], stacked ? "stacked 2-slot tile" : "lean kernel, P in f16");
+        assert_pw_ok(pw_ref_attention(p, &ra, stacked ? PW_REF_FP8_EMULATE : PW_REF_FP8_EMULATE_F16_P));
         num = den = 0;
         for (size_t i = 0; i < elems; i++) {
             const double g = pw_bf16_to_float(first_vt.o[i]), r = emu[i];
@@ -613,8 +622,8 @@ static void test_full_call_matches_direct(void **state)
             den += r * r;
         }
         const double nrms16 = den > 0 ? sqrt(num / den) : 1.0;
-        printf("  full call on the V^T pre-pass vs the f16-P emulation: NRMS %.3e (bound %.0e)\n", nrms16,
-               EMU_X2_NRMS_BOUND);
+        printf("  full call on the V^T pre-pass vs the %s emulation: NRMS %.3e (bound %.0e)\n",
+               stacked ? "E4M3-term" : "f16-P", nrms16, EMU_X2_NRMS_BOUND);
         assert_true(nrms16 <= EMU_X2_NRMS_BOUND);
     }
 
@@ -1113,6 +1122,185 @@ static void test_vt_graph_crosses_capacity(void **state)
 }
 
 /* Argument errors are reported before anything is enqueued. */
+/* Top-K rows in a block pattern for the FP8X2 tile choice: with `shared`, the four queries
+ * of each block (4i .. 4i + 3) select the same pages (the 16 up to the page of their causal
+ * position), so the pairs' pages are the blocks' (ratio ~1: the lean kernel); otherwise
+ * they select disjoint pages (id last - 4k - i % 4), so the pairs' pages are half the
+ * blocks' twice (ratio ~0.5: the stacked tile). */
+static void fill_block_pattern(pw_capture_t *c, int shared)
+{
+    const pw_problem_t *p = &c->problem;
+    for (int h = 0; h < p->num_kv_heads; h++)
+        for (int r = 0; r < p->num_requests; r++)
+            for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
+                const int64_t pos = c->prefix_lens[r] + (i - c->cu_seqlens_q[r]);
+                const int64_t last = (pos < c->kv_lens[r] - 1 ? pos : c->kv_lens[r] - 1) / 128;
+                int32_t *row = c->topk_ids + ((int64_t)h * p->num_tokens + i) * 16;
+                for (int k = 0; k < 16; k++) {
+                    const int64_t id = shared ? last - k : last - 4 * k - i % 4;
+                    row[k] = id >= 0 ? (int32_t)id : -1;
+                }
+            }
+}
+
+/* FP8X2's two tiles on the pre-pass (PW_PLAN_FP8X2_STACKED): on inputs built to fall on
+ * each side of the rule, the host's pw_fp8x2_stack_choice says which; the default plan's
+ * call gives exactly the bytes of the plan forced to that tile (and not the other's);
+ * the stacked tile is grouping-invariant (guarded W128 == identity), equal to dev impl 12
+ * run directly, and within the bounds of the E4M3-term emulation and of the lean kernel;
+ * one captured call replayed on both inputs gives each input's tile. */
+static void test_fp8x2_stacked_choice(void **state)
+{
+    (void)state;
+    g_precision = PW_PRECISION_FP8X2;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x57ac4edull);
+    pw_capture_t *c = make_problem(&rng);
+    const pw_problem_t *p = &c->problem;
+    const pw_requests_t rq = pw_capture_requests(c);
+    device_problem_t d;
+    device_alloc(p, &d);
+    upload(c, &d, 1);
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    enum { AUTO, STACKED, STACKED_IDENTITY, LEAN, NUM_PLANS };
+    const uint32_t flags[NUM_PLANS] = {PW_PLAN_VT_PREPASS, PW_PLAN_VT_PREPASS | PW_PLAN_FP8X2_STACKED,
+                                       PW_PLAN_VT_PREPASS | PW_PLAN_FP8X2_STACKED,
+                                       PW_PLAN_VT_PREPASS | PW_PLAN_NO_FP8X2_STACKED};
+    const int32_t expect_info[NUM_PLANS] = {1, 2, 2, 0};
+    pw_plan_t *plans[NUM_PLANS];
+    for (int k = 0; k < NUM_PLANS; k++) {
+        plans[k] = make_plan(p, k == STACKED_IDENTITY ? PW_REGROUP_IDENTITY : PW_REGROUP_GUARDED, 128,
+                             PW_KERNEL_UNION4, flags[k], &d);
+        pw_plan_info_t info = PW_PLAN_INFO_INIT, info8 = PW_PLAN_INFO_INIT;
+        assert_pw_ok(pw_plan_info(plans[k], PW_PRECISION_FP8X2, &info));
+        assert_pw_ok(pw_plan_info(plans[k], PW_PRECISION_FP8, &info8));
+        assert_int_equal(info.fp8x2_stacked, expect_info[k]);
+        assert_int_equal(info8.fp8x2_stacked, 0);
+    }
+    result_t r[2][NUM_PLANS], direct, replay;
+    for (int pat = 0; pat < 2; pat++)
+        for (int k = 0; k < NUM_PLANS; k++) result_alloc(p, &r[pat][k]);
+    result_alloc(p, &direct);
+    result_alloc(p, &replay);
+    int32_t *perm = malloc((size_t)p->num_kv_heads * p->num_tokens * 4);
+    assert_non_null(perm);
+    const size_t elems = out_elems(p);
+    float *emu = malloc(elems * 4), *emu_lse = malloc(elems / 128 * 4);
+    assert_non_null(emu);
+    assert_non_null(emu_lse);
+    for (int pat = 0; pat < 2; pat++) { /* 0: shared pages (lean kernel), 1: disjoint (stacked) */
+        fill_block_pattern(c, pat == 0);
+        upload(c, &d, 0);
+        uint64_t counts[2];
+        int stacked = -1;
+        assert_pw_ok(pw_fp8x2_stack_choice(p, c->topk_ids, &rq, counts, &stacked));
+        printf("  %s pages per block: pairs' pages %llu, blocks' %llu (ratio %.3f): %s\n", pat ? "disjoint" : "shared",
+               (unsigned long long)counts[0], (unsigned long long)counts[1],
+               counts[1] ? (double)counts[0] / (2.0 * (double)counts[1]) : 0.0, stacked ? "stacked tile" : "lean kernel");
+        assert_int_equal(stacked, pat);
+        for (int k = 0; k < NUM_PLANS; k++) {
+            poison(p, &d, s);
+            const pw_attention_args_t args = device_args(p, &d);
+            assert_pw_ok(pw_sparse_prefill(plans[k], &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
+            fetch(p, &d, s, &r[pat][k]);
+        }
+        const int auto_same = same_result(p, &r[pat][AUTO], &r[pat][stacked ? STACKED : LEAN]);
+        const int tiles_differ = !same_result(p, &r[pat][STACKED], &r[pat][LEAN]);
+        const int invariant = same_result(p, &r[pat][STACKED], &r[pat][STACKED_IDENTITY]);
+        const double tiles_nrms = nrms_result(p, &r[pat][STACKED], &r[pat][LEAN]);
+        printf("  default call == forced %s tile: %s; stacked vs lean: %s (NRMS %.2e, bound %.0e); stacked guarded "
+               "W128 == identity: %s\n",
+               stacked ? "stacked" : "lean", auto_same ? "bitwise" : "DIFFERENT", tiles_differ ? "differ" : "SAME BYTES",
+               tiles_nrms, X2_PATHS_NRMS_BOUND, invariant ? "bitwise" : "DIFFERENT");
+        assert_true(auto_same);
+        assert_true(tiles_differ);
+        assert_true(invariant);
+        assert_true(tiles_nrms <= X2_PATHS_NRMS_BOUND);
+        /* Dev impl 12 directly on the reference's guarded-W128 permutation and metadata. */
+        pw_plan_info_t info = PW_PLAN_INFO_INIT;
+        assert_pw_ok(pw_plan_info(plans[STACKED], PW_PRECISION_FP8X2, &info));
+        pw_grouping_t g = PW_GROUPING_INIT, g_regroup;
+        g.mode = info.regroup;
+        g.window = info.window;
+        g_regroup = g;
+        if (info.regroup_group_size > 0) g_regroup.group_size = info.regroup_group_size;
+        if (g.mode == PW_REGROUP_IDENTITY) identity_perm(p, perm);
+        else assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g_regroup, perm));
+        g_direct_impl = 12;
+        direct_run(c, &d, PW_KERNEL_UNION4, &g, perm, s, &direct);
+        g_direct_impl = -1;
+        const int dev_same = same_result(p, &r[pat][STACKED], &direct);
+        printf("  stacked tile in the full call == dev impl 12 run directly: %s\n", dev_same ? "bitwise" : "DIFFERENT");
+        assert_true(dev_same);
+        /* Against the E4M3-term emulation (the stacked tile's P and Q codes). */
+        pw_attention_args_t ra = PW_ATTENTION_ARGS_INIT;
+        ra.q = c->q;
+        ra.q_stride = (int64_t)p->num_kv_heads * 16 * 128;
+        ra.k_cache = c->k_cache;
+        ra.v_cache = c->v_cache;
+        ra.kv_stride = (int64_t)p->num_kv_heads * 128;
+        ra.k_scale = &c->k_scale;
+        ra.v_scale = &c->v_scale;
+        ra.topk_ids = c->topk_ids;
+        ra.requests = rq;
+        ra.o = emu;
+        ra.o_stride = ra.q_stride;
+        ra.o_dtype = PW_DTYPE_FLOAT32;
+        ra.lse = emu_lse;
+        assert_pw_ok(pw_ref_attention(p, &ra, PW_REF_FP8_EMULATE));
+        double num = 0, den = 0;
+        for (size_t i = 0; i < elems; i++) {
+            const double gv = pw_bf16_to_float(r[pat][STACKED].o[i]), rv = emu[i];
+            num += isnan(gv) ? 1e30 : (gv - rv) * (gv - rv);
+            den += rv * rv;
+        }
+        const double nrms = den > 0 ? sqrt(num / den) : 1.0;
+        printf("  stacked tile vs the E4M3-term emulation: NRMS %.3e (bound %.0e)\n", nrms, EMU_X2_NRMS_BOUND);
+        assert_true(den > 0);
+        assert_true(nrms <= EMU_X2_NRMS_BOUND);
+    }
+    /* One captured default call, replayed on both inputs. */
+    fill_block_pattern(c, 1);
+    upload(c, &d, 0);
+    poison(p, &d, s);
+    const pw_attention_args_t args = device_args(p, &d);
+    assert_pw_ok(pw_sparse_prefill(plans[AUTO], &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    const pw_status_t st = pw_sparse_prefill(plans[AUTO], &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s);
+    CUDA_OK(cudaStreamEndCapture(s, &graph));
+    assert_pw_ok(st);
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int round = 0; round < 3; round++) {
+        const int pat = round % 2 == 0 ? 0 : 1; /* shared, disjoint, shared */
+        fill_block_pattern(c, pat == 0);
+        upload(c, &d, 0);
+        poison(p, &d, s);
+        CUDA_OK(cudaGraphLaunch(exec, s));
+        fetch(p, &d, s, &replay);
+        const int same = same_result(p, &replay, &r[pat][pat ? STACKED : LEAN]);
+        printf("  graph replay round %d (%s pages): == the %s tile's eager call: %s\n", round, pat ? "disjoint" : "shared",
+               pat ? "stacked" : "lean", same ? "bitwise" : "DIFFERENT");
+        assert_true(same);
+    }
+    CUDA_OK(cudaGraphExecDestroy(exec));
+    CUDA_OK(cudaGraphDestroy(graph));
+    free(emu);
+    free(emu_lse);
+    free(perm);
+    for (int pat = 0; pat < 2; pat++)
+        for (int k = 0; k < NUM_PLANS; k++) result_free(&r[pat][k]);
+    result_free(&direct);
+    result_free(&replay);
+    for (int k = 0; k < NUM_PLANS; k++) pw_plan_destroy(plans[k]);
+    CUDA_OK(cudaStreamDestroy(s));
+    device_free(&d);
+    pw_capture_free(c);
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -1160,6 +1348,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_broken_cu_seqlens_prepass),
         cmocka_unit_test(test_vt_capacity),
         cmocka_unit_test(test_vt_graph_crosses_capacity),
+        cmocka_unit_test(test_fp8x2_stacked_choice),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -77,6 +77,9 @@ static void print_help(FILE *out)
             "                    never visible), before anything runs\n"
             "  --vt-prepass M    auto (default: the plan's rule), on or off: the V^T pre-pass of\n"
             "                    every Union4 arm (PW_PLAN_VT_PREPASS / PW_PLAN_NO_VT_PREPASS)\n"
+            "  --fp8x2-tile T    auto (default: the device decides per call), stacked or lean: the\n"
+            "                    FP8X2 tile of the Union4 arms on the pre-pass (PW_PLAN_FP8X2_STACKED /\n"
+            "                    PW_PLAN_NO_FP8X2_STACKED)\n"
             "  --cpu-only        skip the GPU part even when a GPU is present\n"
             "  --no-rates        do not measure L2 bandwidth / FP8 GEMM rate (no floors)\n"
             "  -q, --quiet       no progress lines on stderr\n"
@@ -355,7 +358,17 @@ static int reference_check(bench_capture_t *bc, const bench_options_t *o, check_
     args.precision = PW_PRECISION_FP8X2;
     /* The Union4 FP8X2 arms run on the V^T pre-pass where the plan's rule says so (the
      * default plan's info: same rule), whose FP8X2 takes P in f16 (semantics §4.5). */
-    bc->x2_f16_p = bc->default_known && bc->default_info.vt_prepass;
+    /* ... or, where the plan chooses the stacked 2-slot tile for this input, P as two E4M3
+     * terms (pageweaver.h, PW_PLAN_FP8X2_STACKED). */
+    bc->x2_stacked = 0;
+    bc->stack_counts[0] = bc->stack_counts[1] = 0;
+    if (bc->default_known && bc->default_info.fp8x2_stacked) {
+        const pw_requests_t rq = pw_capture_requests(c);
+        int stacked = 0;
+        if (pw_fp8x2_stack_choice(p, c->topk_ids, &rq, bc->stack_counts, &stacked) != PW_SUCCESS) rc = 1;
+        bc->x2_stacked = bc->default_info.fp8x2_stacked == 2 || stacked;
+    }
+    bc->x2_f16_p = bc->default_known && bc->default_info.vt_prepass && !bc->x2_stacked;
     if (!rc)
         rc = pw_ref_attention(p, &args, bc->x2_f16_p ? PW_REF_FP8_EMULATE_F16_P : PW_REF_FP8_EMULATE) != PW_SUCCESS;
     free(sliced);
@@ -558,9 +571,12 @@ static void print_protocol(const bench_options_t *o)
            o->warmup, o->replays, o->copies);
     if (o->replays < 50) printf("note: %d replays is fewer than the protocol's 50\n", o->replays);
     if (o->table_pages > 0) printf("page tables widened to %d columns (--table-pages)\n", o->table_pages);
-    if (o->vt_flags)
+    if (o->vt_flags & (PW_PLAN_VT_PREPASS | PW_PLAN_NO_VT_PREPASS))
         printf("V^T pre-pass forced %s on every Union4 arm (--vt-prepass)\n",
-               o->vt_flags == PW_PLAN_VT_PREPASS ? "on" : "off");
+               o->vt_flags & PW_PLAN_VT_PREPASS ? "on" : "off");
+    if (o->vt_flags & (PW_PLAN_FP8X2_STACKED | PW_PLAN_NO_FP8X2_STACKED))
+        printf("FP8X2 tile forced to the %s on every Union4 arm (--fp8x2-tile)\n",
+               o->vt_flags & PW_PLAN_FP8X2_STACKED ? "stacked 2-slot tile" : "lean kernel");
 }
 
 static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates, int gpu)
@@ -599,7 +615,14 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
                    "0.022-0.040]",
                    bc->nrms_gpu_vs_exact, bc->nrms_gpu_vs_emulate, (long long)bc->gpu_nan);
         printf("\nFP8X2 (two-term FP8 Q, P %s): FP8X2-emulating reference NRMS %.4f vs exact",
-               bc->x2_f16_p ? "in f16 on the V^T pre-pass" : "as two E4M3 terms", bc->nrms_emulate_x2_vs_exact);
+               bc->x2_f16_p     ? "in f16 on the V^T pre-pass"
+               : bc->x2_stacked ? "as two E4M3 terms: the stacked 2-slot tile"
+                                : "as two E4M3 terms",
+               bc->nrms_emulate_x2_vs_exact);
+        if (bc->stack_counts[1])
+            printf(" [FP8X2 tile: pairs' pages / 2 x blocks' %.3f (rule < 0.710): %s]",
+                   (double)bc->stack_counts[0] / (2.0 * (double)bc->stack_counts[1]),
+                   bc->x2_stacked ? "stacked" : "lean");
         if (bc->gpu_x2_checked)
             printf("; GPU (union4 W128 FP8X2) NRMS %.4f vs exact, %.2e vs FP8X2-emulating, NaN %lld",
                    bc->nrms_gpu_x2_vs_exact, bc->nrms_gpu_x2_vs_emulate, (long long)bc->gpu_x2_nan);
@@ -758,6 +781,9 @@ static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates
         add_num(rj, "nrms_emulate_vs_exact", bc->nrms_emulate_vs_exact);
         add_num(rj, "nrms_emulate_fp8x2_vs_exact", bc->nrms_emulate_x2_vs_exact);
         cJSON_AddBoolToObject(rj, "fp8x2_emulation_f16_p", bc->x2_f16_p);
+        cJSON_AddBoolToObject(rj, "fp8x2_stacked", bc->x2_stacked);
+        if (bc->stack_counts[1])
+            add_num(rj, "fp8x2_stack_ratio", (double)bc->stack_counts[0] / (2.0 * (double)bc->stack_counts[1]));
     }
     if (bc->gpu_checked) {
         add_num(rj, "nrms_gpu_vs_exact", bc->nrms_gpu_vs_exact);
@@ -974,11 +1000,22 @@ int pw_cli_bench(int argc, char **argv)
             }
         } else if (strcmp(a, "--vt-prepass") == 0 || strncmp(a, "--vt-prepass=", 13) == 0) {
             const char *v = a[12] == '=' ? a + 13 : (i + 1 < argc ? argv[++i] : "");
-            if (strcmp(v, "auto") == 0) o.vt_flags = 0u;
-            else if (strcmp(v, "on") == 0) o.vt_flags = PW_PLAN_VT_PREPASS;
-            else if (strcmp(v, "off") == 0) o.vt_flags = PW_PLAN_NO_VT_PREPASS;
+            o.vt_flags &= ~(uint32_t)(PW_PLAN_VT_PREPASS | PW_PLAN_NO_VT_PREPASS);
+            if (strcmp(v, "auto") == 0) o.vt_flags |= 0u;
+            else if (strcmp(v, "on") == 0) o.vt_flags |= PW_PLAN_VT_PREPASS;
+            else if (strcmp(v, "off") == 0) o.vt_flags |= PW_PLAN_NO_VT_PREPASS;
             else {
                 fprintf(stderr, "pageweaver bench: --vt-prepass needs auto, on or off, got '%s'\n", v);
+                return PW_CLI_USAGE;
+            }
+        } else if (strcmp(a, "--fp8x2-tile") == 0 || strncmp(a, "--fp8x2-tile=", 13) == 0) {
+            const char *v = a[12] == '=' ? a + 13 : (i + 1 < argc ? argv[++i] : "");
+            o.vt_flags &= ~(uint32_t)(PW_PLAN_FP8X2_STACKED | PW_PLAN_NO_FP8X2_STACKED);
+            if (strcmp(v, "auto") == 0) o.vt_flags |= 0u;
+            else if (strcmp(v, "stacked") == 0) o.vt_flags |= PW_PLAN_FP8X2_STACKED;
+            else if (strcmp(v, "lean") == 0) o.vt_flags |= PW_PLAN_NO_FP8X2_STACKED;
+            else {
+                fprintf(stderr, "pageweaver bench: --fp8x2-tile needs auto, stacked or lean, got '%s'\n", v);
                 return PW_CLI_USAGE;
             }
         } else if (strcmp(a, "--cpu-only") == 0) {
@@ -1086,7 +1123,9 @@ int pw_cli_bench(int argc, char **argv)
            * host arithmetic, no GPU needed; none when pw_plan_create refuses the shape */
             pw_plan_t *plan = NULL;
             bc->default_info = (pw_plan_info_t)PW_PLAN_INFO_INIT;
-            if (pw_plan_create(p, NULL, &plan) == PW_SUCCESS &&
+            pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT; /* with --vt-prepass / --fp8x2-tile, as the Union4 arms */
+            cfg.flags = o.vt_flags;
+            if (pw_plan_create(p, &cfg, &plan) == PW_SUCCESS &&
                 pw_plan_info(plan, bench_default_precision(), &bc->default_info) == PW_SUCCESS)
                 bc->default_known = 1;
             pw_plan_destroy(plan);

@@ -19,7 +19,7 @@ typedef struct bench_options {
     int quiet;      /* no progress lines */
     int interleaved_replays; /* replays per arm of the interleaved default-kernel arms */
     int table_pages; /* > max_pages: widen each page table to this many columns (0: as read) */
-    uint32_t vt_flags; /* PW_PLAN_VT_PREPASS / PW_PLAN_NO_VT_PREPASS on every Union4 arm, or 0 */
+    uint32_t vt_flags; /* PW_PLAN_VT_PREPASS / NO_VT_PREPASS and PW_PLAN_FP8X2_STACKED / NO_FP8X2_STACKED on every Union4 arm, or 0 */
 } bench_options_t;
 
 /* Permutations computed on the CPU (pw_ref_regroup) for every capture. */
@@ -131,6 +131,8 @@ typedef struct bench_capture {
     int default_known;
     pw_plan_info_t default_info;
     int x2_f16_p; /* the FP8X2 reference check emulates P in f16 (the Union4 arms' V^T pre-pass) */
+    int x2_stacked; /* the default plan's FP8X2 calls run the stacked 2-slot tile (pw_fp8x2_stack_choice) */
+    uint64_t stack_counts[2]; /* pw_fp8x2_stack_choice's counts (0 where the plan has no choice) */
     /* host copy of the GPU output of ARM_ONLINE_W128 (for the reference check), or NULL */
     pw_bf16_t *gpu_output;
     /* host copy of the GPU output of ARM_UNION4_X2 (reference check), or NULL; holds
