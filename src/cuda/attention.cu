@@ -579,8 +579,17 @@ pw_status_t launch_stack1(const pw::AttentionParams &params, unsigned grid, pw_s
 {
     static std::atomic<uint64_t> configured{0};
     if (grid > 0x7fffffffu / 2) return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12: grid too large");
+    unsigned ctas = 2 * grid;
+    if (params.stack_items > 0) { // persistent (the full call): kStack1CtasPerSm CTAs per SM stride over the items
+        int dev = 0, sms = 0;
+        cudaError_t e = cudaGetDevice(&dev);
+        if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "stacked tile: SM count: %s", cudaGetErrorString(e));
+        const int64_t resident = (int64_t)sms * pw::kStack1CtasPerSm;
+        if ((int64_t)ctas > resident) ctas = (unsigned)resident;
+    }
     return pw::launch_one_cta_kind(pw::stack1_attention_kernel<VARIANT>, pw::kSmemBytesStack1, configured, "stack1",
-                               params, 2 * grid, stream);
+                                   params, ctas, stream);
 }
 
 /* Dev impls 13 (G = 8) and 14 (G = 4) (attention_dense.cuh): the dense tiles for the call's
@@ -868,6 +877,8 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         params.union_capacity = meta->union_capacity;
         params.group_window = grouping->window;
         const int64_t grid = 2 * meta->max_groups * problem->num_kv_heads;
+        // The stacked tile in the full call runs persistent (launch_stack1): its items.
+        params.stack_items = stacked && params.stack_mode != PW_STACK_NEVER ? 2 * grid : 0;
         if (grid > 0x7fffffff) status = pw_fail(PW_ERROR_UNSUPPORTED, "2 * groups * Hkv = %lld CTAs exceeds the grid limit", (long long)grid);
         else if (kernel == PW_KERNEL_UNION8) status = launch_impl<pw::kUnion8>(impl, params, (unsigned)grid, stream);
         else status = launch_impl<pw::kUnion4>(impl, params, (unsigned)grid, stream);

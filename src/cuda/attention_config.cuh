@@ -160,6 +160,8 @@ struct AttentionParams {
     // launch runs as it is (every other launch, and the dev entry's).
     int32_t stack_mode;              // PW_STACK_NEVER / PW_STACK_PER_CALL / PW_STACK_ALWAYS
     const unsigned long long *stack_stat; // PER_CALL: [2] the pre-pass's counts (vt_prepare.cu)
+    int64_t stack_items;             // the stacked tile's persistent launch: its items (2 per
+                                     // Union4 half of the grid); 0: one item per CTA
 };
 
 constexpr int kSchedClasses = PW_SCHED_CLASSES;

@@ -115,6 +115,7 @@ struct __align__(1024) SmemPlanStack1 {
     int32_t slot_row[2];
     int32_t warp_count[kThreads / 32];
     int32_t num_pages;
+    uint32_t base;                      // the persistent loop's pages walked before this item (barrier phases)
 };
 constexpr size_t kSmemBytesStack1 = sizeof(SmemPlanStack1) + 1024;
 static_assert(kStack1CtasPerSm * (kSmemBytesStack1 + 1024) <= 228 * 1024, "stack1: four CTAs per SM no longer fit");
@@ -126,127 +127,153 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     static_assert(VARIANT == kUnion4, "stack1: Union4 only");
     extern __shared__ uint8_t smem_raw[];
     SmemPlanStack1 &sm = smem_plan<SmemPlanStack1>(smem_raw);
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int tile = (int)(blockIdx.x % 2);
-
     // The full call's second launch (pw_union_attention_vt): this call may run the lean kernel.
     if (p.stack_mode != PW_STACK_NEVER && !stacked_call(p)) return;
-    // Under the longest-first schedule (the full call's; the half's two tiles are adjacent CTAs).
-    const int64_t block = p.sched_count ? scheduled_block(p, blockIdx.x / 2) : (int64_t)(blockIdx.x / 2);
-    if (block < 0) return;
-    CtaWork work;
-    if (!cta_work<VARIANT>(p, 0, work, block)) return; // CTA-uniform
-    if ((tile ? work.query_rows[2] : work.query_rows[0]) < 0) return;       // an empty tile
-    const int kv_head = work.kv_head;
-
+    // Items: 2-slot tiles, two per Union4 half (CTA-pair index b = item / 2, tile item % 2).
+    // The full call's launch is persistent (stack_items > 0: a few CTAs per SM stride over
+    // the items, so that a call that runs the lean kernel exits a small grid); otherwise one
+    // item per CTA (the dev entry).
     lean_init_ring(sm);
-    int32_t rows[kSlotsPerCta] = {-1, -1, -1, -1};
+    if (threadIdx.x == 0) sm.base = 0u; // pages this CTA walked before the item: the barriers' phases go on
+    // (Kept in shared memory, and the item count re-read: live across the prologue they
+    // cost 32 bytes of spills at 128 registers.)
+#pragma unroll 1
+    for (uint32_t item = blockIdx.x; item < (p.stack_items > 0 ? (uint32_t)p.stack_items : gridDim.x);
+         item += gridDim.x) {
+        const int tile = (int)(item % 2u);
+        // Under the longest-first schedule (the full call's; the half's two tiles are adjacent).
+        const int64_t block = p.sched_count ? scheduled_block(p, item / 2u) : (int64_t)(item / 2u);
+        if (block < 0) break; // past the listed halves (so is every later item)
+        CtaWork work;
+        if (!cta_work<VARIANT>(p, 0, work, block)) continue;                   // CTA-uniform
+        if ((tile ? work.query_rows[2] : work.query_rows[0]) < 0) continue;    // an empty tile
+        const int kv_head = work.kv_head;
+        // The thread index read anew for each item (volatile): values derived from it (shared
+        // addresses of the prologue) are not hoisted out of the persistent loop, where they
+        // would stay live across the page loop (ptxas spilled 32 bytes at 128 registers).
+        int tid;
+        asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+        const int warp = tid / 32, lane = tid % 32;
+        // The previous item's readers of the shared state (page list, slots, Q tile) are done,
+        // and every warp waited for its last page's loads and wgmmas.
+        __syncthreads();
+        int32_t rows[kSlotsPerCta] = {-1, -1, -1, -1};
 #pragma unroll
-    for (int k = 0; k < 2; k++) {
-        rows[k] = tile ? work.query_rows[2 + k] : work.query_rows[k];
-        if (tid == k) {
-            sm.slot_limit[k] = tile ? work.limits[2 + k] : work.limits[k];
-            sm.slot_row[k] = rows[k];
+        for (int k = 0; k < 2; k++) {
+            rows[k] = tile ? work.query_rows[2 + k] : work.query_rows[k];
+            if (tid == k) {
+                sm.slot_limit[k] = tile ? work.limits[2 + k] : work.limits[k];
+                sm.slot_row[k] = rows[k];
+            }
         }
-    }
-    build_page_list<VARIANT>(sm, p, kv_head, work.group, work.half, work.request, work.query_rows[0], work.limits,
-                             work.union_size, sm.page_vt, 3u << (2 * tile)); // ends with __syncthreads
-    const int num_pages = sm.num_pages;
-    const uint64_t keep_kv = createpolicy_evict_last();
-    auto issue_k = [&](int next) {
-        mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);
-        tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[next], keep_kv);
-    };
-    auto issue_v = [&](int next) {
-        mbarrier_arrive_expect_tx(&sm.v_full, kTileBytes);
-        bulk_load(sm.vt, prevt_tile(p, kv_head, sm.page_vt[next]), kTileBytes, &sm.v_full, keep_kv);
-    };
-    if (tid == 0 && num_pages > 0) {
-        prefetch_tensormap(&p.k_map);
-        issue_k(0);
-        issue_v(0);
-    }
+        build_page_list<VARIANT>(sm, p, kv_head, work.group, work.half, work.request, work.query_rows[0], work.limits,
+                                 work.union_size, sm.page_vt, 3u << (2 * tile)); // ends with __syncthreads
+        const int num_pages = sm.num_pages;
+        const uint32_t base = sm.base; // written before the __syncthreads that ends build_page_list
+        // (The cache policy is made at each issue: kept live across the page loop it cost
+        // the registers of the persistent loop, 32 bytes of spills at 128.)
+        auto issue_k = [&](int next) {
+            mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);
+            tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[next], createpolicy_evict_last());
+        };
+        auto issue_v = [&](int next) {
+            mbarrier_arrive_expect_tx(&sm.v_full, kTileBytes);
+            bulk_load(sm.vt, prevt_tile(p, kv_head, sm.page_vt[next]), kTileBytes, &sm.v_full,
+                      createpolicy_evict_last());
+        };
+        if (tid == 0 && num_pages > 0) {
+            prefetch_tensormap(&p.k_map);
+            fence_proxy_async_shared_cta(); // the previous item's generic accesses -> these async writes
+            issue_k(0);
+            issue_v(0);
+        }
 
-    const float k_scale = *p.k_scale;
-    const float log2e = 1.4426950408889634f;
-    quantize_q_rows<true>(smem_u32(sm.q), 0u, sm.row_factor, tid, p, kv_head, rows, k_scale * p.softmax_scale * log2e);
-    fence_proxy_async_shared_cta();
-    __syncthreads();
+        const float k_scale = *p.k_scale;
+        const float log2e = 1.4426950408889634f;
+        quantize_q_rows<true>(smem_u32(sm.q), 0u, sm.row_factor, tid, p, kv_head, rows,
+                              k_scale * p.softmax_scale * log2e);
+        fence_proxy_async_shared_cta();
+        __syncthreads();
 
-    const uint32_t q = lane % 4;
-    const int head = 8 * (warp % 2) + lane / 4, my_slot = warp / 2; // slot 2 tile + my_slot of the CTA's half
-    const float f = sm.row_factor[my_slot * kHeadsPerKv + head];
-    float m = -INFINITY, l = 0.0f;
-    float o[32];
+        const uint32_t q = lane % 4;
+        const int head = 8 * (warp % 2) + lane / 4, my_slot = warp / 2; // slot 2 tile + my_slot of the CTA's half
+        const float f = sm.row_factor[my_slot * kHeadsPerKv + head];
+        float m = -INFINITY, l = 0.0f;
+        float o[32];
 #pragma unroll
-    for (int k = 0; k < 32; k++) o[k] = 0.0f;
+        for (int k = 0; k < 32; k++) o[k] = 0.0f;
 
 #pragma unroll 1
-    for (int i = 0; i < num_pages; i++) {
-        const uint32_t parity = (uint32_t)i & 1u;
-        const bool member = (sm.page_members[i] >> (2 * tile + my_slot)) & 1u; // warp-uniform
-        const int vlim = sm.page_vlim[i];
-        mbarrier_wait_parity(&sm.k_full, parity);
-        const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q), desc_k = wgmma_desc_k_major_sw128(sm.k);
-        // QK in two N = 64 halves (keys 0-63, 64-127), each waited and folded: 32 live
-        // accumulators instead of 64 (four CTAs per SM leave 128 registers a thread).
-        float s[32];
+        for (int i = 0; i < num_pages; i++) {
+            const uint32_t parity = (base + (uint32_t)i) & 1u;
+            const bool member = (sm.page_members[i] >> (2 * tile + my_slot)) & 1u; // warp-uniform
+            const int vlim = sm.page_vlim[i];
+            mbarrier_wait_parity(&sm.k_full, parity);
+            const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q), desc_k = wgmma_desc_k_major_sw128(sm.k);
+            // QK in two N = 64 halves (keys 0-63, 64-127), each waited and folded: 32 live
+            // accumulators instead of 64 (four CTAs per SM leave 128 registers a thread).
+            float s[32];
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            float acc[32];
-            wgmma_fence_operand(acc);
-            wgmma_fence();
+            for (int h = 0; h < 2; h++) {
+                float acc[32];
+                wgmma_fence_operand(acc);
+                wgmma_fence();
 #pragma unroll
-            for (int kb = 0; kb < kHeadDim / 32; kb++)
-                wgmma_m64n64k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + (uint64_t)(h * 64 * kHeadDim >> 4) + 2 * kb,
-                                            kb > 0);
-            wgmma_commit_group();
-            wgmma_wait_group<0>();
-            wgmma_fence_operand(acc);
+                for (int kb = 0; kb < kHeadDim / 32; kb++)
+                    wgmma_m64n64k32_f32_e4m3_ss(acc, desc_q + 2 * kb,
+                                                desc_k + (uint64_t)(h * 64 * kHeadDim >> 4) + 2 * kb, kb > 0);
+                wgmma_commit_group();
+                wgmma_wait_group<0>();
+                wgmma_fence_operand(acc);
 #pragma unroll
-            for (int b = 0; b < 8; b++) { // row r (q8 x K) + row r + 8 (second term x K)
-                s[16 * h + 2 * b] = acc[4 * b] + acc[4 * b + 2];
-                s[16 * h + 2 * b + 1] = acc[4 * b + 1] + acc[4 * b + 3];
-            }
-        }
-        lean_release(&sm.k_done, i + 1, num_pages, issue_k); // L1
-        float alpha = 1.0f;
-        uint32_t pa[16];
-        if (member) {
-            softmax_row32(s, sm.slot_limit[my_slot] - (int64_t)sm.page_logical[i] * kPageSize, q, f, m, l, alpha);
-            stacked_p_fragments(s, pa);
-        } else {
-#pragma unroll
-            for (int k = 0; k < 16; k++) pa[k] = 0u;
-        }
-        prevt_wait_zeroed<false>(sm, parity, vlim);
-        const uint32_t none[1] = {0u};
-        const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt);
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            float pv[32];
-            pv_part<false, 64>(pv, pa, none, desc_vt + (uint64_t)(h * 64 * kPageSize >> 4));
-            if (member) {
-#pragma unroll
-                for (int b = 0; b < 8; b++) {
-                    const int c = 16 * h + 2 * b;
-                    o[c] = fmaf(o[c], alpha, pv[4 * b] + pv[4 * b + 2]);
-                    o[c + 1] = fmaf(o[c + 1], alpha, pv[4 * b + 1] + pv[4 * b + 3]);
+                for (int b = 0; b < 8; b++) { // row r (q8 x K) + row r + 8 (second term x K)
+                    s[16 * h + 2 * b] = acc[4 * b] + acc[4 * b + 2];
+                    s[16 * h + 2 * b + 1] = acc[4 * b + 1] + acc[4 * b + 3];
                 }
             }
-        }
-        wgmma_fence_operand(pa);
-        lean_release(&sm.v_done, i + 1, num_pages, issue_v); // L2
-    }
-    const int32_t row = sm.slot_row[my_slot];
-    if (row < 0) return;
-    float inv, lse;
-    finish_row(m, l, *p.v_scale, sink_of(p, (int64_t)kv_head * kHeadsPerKv + head, row), inv, lse);
-    uint16_t *out = p.o + (int64_t)row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head) * kHeadDim;
+            lean_release(&sm.k_done, i + 1, num_pages, issue_k); // L1
+            float alpha = 1.0f;
+            uint32_t pa[16];
+            if (member) {
+                softmax_row32(s, sm.slot_limit[my_slot] - (int64_t)sm.page_logical[i] * kPageSize, q, f, m, l, alpha);
+                stacked_p_fragments(s, pa);
+            } else {
 #pragma unroll
-    for (int b = 0; b < 16; b++)
-        *reinterpret_cast<__nv_bfloat162 *>(out + 8 * b + 2 * q) = __floats2bfloat162_rn(o[2 * b] * inv, o[2 * b + 1] * inv);
-    if (p.lse && q == 0) p.lse[(int64_t)row * (p.num_kv_heads * kHeadsPerKv) + (int64_t)kv_head * kHeadsPerKv + head] = lse;
+                for (int k = 0; k < 16; k++) pa[k] = 0u;
+            }
+            prevt_wait_zeroed<false>(sm, parity, vlim);
+            const uint32_t none[1] = {0u};
+            const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt);
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float pv[32];
+                pv_part<false, 64>(pv, pa, none, desc_vt + (uint64_t)(h * 64 * kPageSize >> 4));
+                if (member) {
+#pragma unroll
+                    for (int b = 0; b < 8; b++) {
+                        const int c = 16 * h + 2 * b;
+                        o[c] = fmaf(o[c], alpha, pv[4 * b] + pv[4 * b + 2]);
+                        o[c + 1] = fmaf(o[c + 1], alpha, pv[4 * b + 1] + pv[4 * b + 3]);
+                    }
+                }
+            }
+            wgmma_fence_operand(pa);
+            lean_release(&sm.v_done, i + 1, num_pages, issue_v); // L2
+        }
+        if (tid == 0) sm.base = base + (uint32_t)num_pages; // read after the next item's barriers
+        const int32_t row = sm.slot_row[my_slot];
+        if (row >= 0) {
+            float inv, lse;
+            finish_row(m, l, *p.v_scale, sink_of(p, (int64_t)kv_head * kHeadsPerKv + head, row), inv, lse);
+            uint16_t *out = p.o + (int64_t)row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head) * kHeadDim;
+#pragma unroll
+            for (int b = 0; b < 16; b++)
+                *reinterpret_cast<__nv_bfloat162 *>(out + 8 * b + 2 * q) =
+                    __floats2bfloat162_rn(o[2 * b] * inv, o[2 * b + 1] * inv);
+            if (p.lse && q == 0)
+                p.lse[(int64_t)row * (p.num_kv_heads * kHeadsPerKv) + (int64_t)kv_head * kHeadsPerKv + head] = lse;
+        }
+    }
 }
 
 } // namespace pw
