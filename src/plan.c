@@ -251,8 +251,8 @@ static pw_status_t layout(pw_plan_t *plan)
     plan->part_bytes[PART_MASKS] = mul_add((int64_t)rows, cap, &ok);
     if (plan->vt_prepass) {
         const size_t entries = mul_add(hkv * (int64_t)p->num_requests, p->max_pages_per_request, &ok);
-        /* The marks, then (plans that may run the stacked tile) its two counts, cleared by
-         * the same memset (pw_vt_buffers_t.stack_stat). */
+        /* The marks, then (plans that may run the stacked tile) its counts and work counter,
+         * cleared by the same memset (pw_vt_buffers_t.stack_stat). */
         plan->part_bytes[PART_VT_TOUCHED] =
             plan->stack_eligible ? (entries > SIZE_MAX - 64 ? (ok = 0, 0) : PW_STACK_STAT_OFFSET(entries) + PW_STACK_STAT_BYTES)
                                  : entries;
@@ -563,7 +563,7 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     vt.capacity = plan->vt_capacity;
     vt.f16_tiles = pw_args_f16_vt(args);
     vt.stack_mode = stack_mode(plan, args);
-    vt.stack_stat = vt.stack_mode == PW_STACK_PER_CALL
+    vt.stack_stat = vt.stack_mode != PW_STACK_NEVER
                         ? (unsigned long long *)(void *)(vt.touched +
                                                          PW_STACK_STAT_OFFSET((int64_t)p->num_kv_heads * p->num_requests *
                                                                               p->max_pages_per_request))

@@ -148,17 +148,19 @@ typedef struct pw_vt_buffers {
      * the inputs only, never of the grouping): [0] the distinct valid pages of each pair
      * of consecutive queries (2i, 2i + 1), summed, [1] those of each block of four
      * (4i .. 4i + 3), summed (a query's valid pages: its request's key, as union
-     * preparation's: 0 <= id < min(visible pages, max_pages)). stack_stat lies right after
-     * `touched` (at touched + PW_STACK_STAT_OFFSET(entries)), so the pre-pass's memset
-     * clears it with the marks; the mark launch fills it. */
+     * preparation's: 0 <= id < min(visible pages, max_pages)); [2] the stacked kernel's
+     * work counter (its persistent CTAs take items in turn). stack_stat lies right after
+     * `touched` (at touched + PW_STACK_STAT_OFFSET(entries)) whenever stack_mode is not
+     * NEVER, so the pre-pass's memset clears it with the marks; the mark launch fills [0]
+     * and [1] (PER_CALL). */
     int stack_mode;
     unsigned long long *stack_stat;
 } pw_vt_buffers_t;
 
 enum { PW_STACK_NEVER = 0, PW_STACK_PER_CALL = 1, PW_STACK_ALWAYS = 2 };
-/* Where stack_stat lies after `entries` touched bytes, and the bytes the pair takes. */
+/* Where stack_stat lies after `entries` touched bytes, and the bytes its words take. */
 #define PW_STACK_STAT_OFFSET(entries) ((((size_t)(entries)) + 7u) & ~(size_t)7u)
-#define PW_STACK_STAT_BYTES 16u
+#define PW_STACK_STAT_BYTES 32u
 /* The per-call choice: the stacked tile when the pairs' pages are fewer than
  * PW_STACK_MAX_RATIO_MILLI / 1000 of twice the blocks' pages (the 2-slot tile steps per
  * Union4 half step the stacked kernel would run in identity order). H200, A-hot-like

@@ -94,8 +94,8 @@ static void test_workspace_size_formula(void **state)
         if (n >= 4096 && ((size_t)r * 512 <= cap || n >= 8192)) {
             const size_t entries = (size_t)hkv * (size_t)r * 512;
             /* G = 16, K = 16, P = 128: the marks are followed by the FP8X2 tile choice's two
-             * counts (8-byte aligned, 16 bytes; pw_vt_buffers_t.stack_stat). */
-            expect += align256(((entries + 7) & ~(size_t)7) + 16) + align256(entries * 4) + align256((size_t)hkv * cap * 8) +
+             * counts and work counter (8-byte aligned, 32 bytes; pw_vt_buffers_t.stack_stat). */
+            expect += align256(((entries + 7) & ~(size_t)7) + 32) + align256(entries * 4) + align256((size_t)hkv * cap * 8) +
                       align256((size_t)hkv * 4) + align256((size_t)hkv * cap * 32768) +
                       sched_bytes((size_t)hkv, mg); /* the CTA schedule */
         }
@@ -232,9 +232,9 @@ static void test_create_errors(void **state)
     assert_pw_ok(pw_plan_create(&p, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &without));
     pw_plan_destroy(plan);
-    /* one KV head, 512 entries (+ the FP8X2 tile choice's 16 bytes of counts) and tiles,
+    /* one KV head, 512 entries (+ the FP8X2 tile choice's 32 bytes of counts) and tiles,
      * and the CTA schedule (sized by the groups) */
-    const size_t parts_512 = align256(512 + 16) + align256(512 * 4) + align256(512 * 8) + align256(4) +
+    const size_t parts_512 = align256(512 + 32) + align256(512 * 4) + align256(512 * 8) + align256(4) +
                              align256((size_t)512 * 32768) + sched_part(&p);
     assert_int_equal(with - without, parts_512);
     const pw_problem_t big = fast_problem(40000, 1, 1); /* the rule runs the pre-pass */
@@ -252,7 +252,7 @@ static void test_create_errors(void **state)
     pw_problem_t engine = fast_problem(16384, 2, 1);
     engine.max_pages_per_request = 8192;
     engine.num_cache_pages = 20000;
-    const size_t e_fixed = align256(16384 + 16) + align256(16384 * 4) + align256(4);
+    const size_t e_fixed = align256(16384 + 32) + align256(16384 * 4) + align256(4);
     const int32_t caps[3] = {0, 100, 9000};       /* vt_max_pages */
     const size_t expect_cap[3] = {2048, 100, 4096}; /* 0: 2048; 9000: N x K / 64 = 4096 */
     for (int i = 0; i < 3; i++) {
@@ -285,7 +285,7 @@ static void test_create_errors(void **state)
     assert_pw_ok(pw_plan_create(&heads, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &with));
     pw_plan_destroy(plan);
-    assert_int_equal(with - without, align256(64 * 8192 + 16) + align256(64 * 8192 * 4) + align256(64 * 4) +
+    assert_int_equal(with - without, align256(64 * 8192 + 32) + align256(64 * 8192 * 4) + align256(64 * 4) +
                                          align256(64 * 512 * 8) + align256((size_t)64 * 512 * 32768) +
                                          sched_part(&heads));
     /* A table with more than 4 entries per selection: the rule leaves the pre-pass out (its

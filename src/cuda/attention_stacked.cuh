@@ -116,6 +116,7 @@ struct __align__(1024) SmemPlanStack1 {
     int32_t warp_count[kThreads / 32];
     int32_t num_pages;
     uint32_t base;                      // the persistent loop's pages walked before this item (barrier phases)
+    uint32_t item;                      // the persistent loop's current item
 };
 constexpr size_t kSmemBytesStack1 = sizeof(SmemPlanStack1) + 1024;
 static_assert(kStack1CtasPerSm * (kSmemBytesStack1 + 1024) <= 228 * 1024, "stack1: four CTAs per SM no longer fit");
@@ -133,17 +134,33 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     // The full call's launch is persistent (stack_items > 0: a few CTAs per SM stride over
     // the items, so that a call that runs the lean kernel exits a small grid); otherwise one
     // item per CTA (the dev entry).
+    // Items in turn from a work counter (stack_stat[2], zeroed by the pre-pass's memset):
+    // thread 0 fetches the next item's index while this one runs, so a CTA that finishes
+    // early takes more, as the hardware's CTA scheduler would give them (a static stride
+    // measured 2% slower than one CTA per item; bench/NOTES.md, 21st session).
+    unsigned long long *const counter = p.stack_items > 0 ? const_cast<unsigned long long *>(p.stack_stat) + 2 : nullptr;
     lean_init_ring(sm);
-    if (threadIdx.x == 0) sm.base = 0u; // pages this CTA walked before the item: the barriers' phases go on
-    // (Kept in shared memory, and the item count re-read: live across the prologue they
+    uint32_t next = 0; // thread 0: the next item (the counter's value)
+    if (threadIdx.x == 0) {
+        sm.base = 0u; // pages this CTA walked before the item: the barriers' phases go on
+        next = counter ? (uint32_t)atomicAdd(counter, 1ull) : blockIdx.x;
+    }
+    // (base kept in shared memory and the item count re-read: live across the prologue they
     // cost 32 bytes of spills at 128 registers.)
 #pragma unroll 1
-    for (uint32_t item = blockIdx.x; item < (p.stack_items > 0 ? (uint32_t)p.stack_items : gridDim.x);
-         item += gridDim.x) {
+    for (;;) {
+        __syncthreads(); // every thread read the previous item's index and left its shared state
+        if (threadIdx.x == 0) {
+            sm.item = next;
+            next = counter ? (uint32_t)atomicAdd(counter, 1ull) : next + gridDim.x; // waited for at the next item
+        }
+        __syncthreads();
+        const uint32_t item = sm.item;
+        if (item >= (p.stack_items > 0 ? (uint32_t)p.stack_items : gridDim.x)) break;
         const int tile = (int)(item % 2u);
         // Under the longest-first schedule (the full call's; the half's two tiles are adjacent).
         const int64_t block = p.sched_count ? scheduled_block(p, item / 2u) : (int64_t)(item / 2u);
-        if (block < 0) break; // past the listed halves (so is every later item)
+        if (block < 0) break; // past the listed halves (so is every later item: the counter only grows)
         CtaWork work;
         if (!cta_work<VARIANT>(p, 0, work, block)) continue;                   // CTA-uniform
         if ((tile ? work.query_rows[2] : work.query_rows[0]) < 0) continue;    // an empty tile
@@ -154,9 +171,6 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         int tid;
         asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
         const int warp = tid / 32, lane = tid % 32;
-        // The previous item's readers of the shared state (page list, slots, Q tile) are done,
-        // and every warp waited for its last page's loads and wgmmas.
-        __syncthreads();
         int32_t rows[kSlotsPerCta] = {-1, -1, -1, -1};
 #pragma unroll
         for (int k = 0; k < 2; k++) {

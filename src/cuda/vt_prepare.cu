@@ -345,15 +345,15 @@ extern "C" pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_atten
         return pw_fail(PW_ERROR_UNSUPPORTED, "V^T pre-pass: %lld page-table entries exceed the scan's grid",
                        (long long)entries);
     cudaError_t e;
-    const bool per_call = vt->stack_mode == PW_STACK_PER_CALL;
-    if (per_call && (!vt->touched || vt->stack_stat != reinterpret_cast<unsigned long long *>(
-                                                          vt->touched + PW_STACK_STAT_OFFSET(entries)) ||
-                     problem->topk != 16))
+    const bool per_call = vt->stack_mode == PW_STACK_PER_CALL, stack = vt->stack_mode != PW_STACK_NEVER;
+    if (stack && (!vt->touched || vt->stack_stat != reinterpret_cast<unsigned long long *>(
+                                                       vt->touched + PW_STACK_STAT_OFFSET(entries)) ||
+                  problem->topk != 16))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "V^T pre-pass: stack_stat must follow the marks (K = 16)");
     if (vt->stack_mode != PW_STACK_NEVER && !vt->f16_tiles)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "V^T pre-pass: the stacked tile is FP8X2 without per-token scales");
     if (vt->touched) { // the marks (and stack_stat after them): cleared, then set from the Top-K ids (count zeroed there)
-        const size_t clear = per_call ? PW_STACK_STAT_OFFSET(entries) + PW_STACK_STAT_BYTES : (size_t)entries;
+        const size_t clear = stack ? PW_STACK_STAT_OFFSET(entries) + PW_STACK_STAT_BYTES : (size_t)entries;
         e = cudaMemsetAsync(vt->touched, 0, clear, (cudaStream_t)stream);
         if (e != cudaSuccess)
             return pw_fail(PW_ERROR_CUDA, "V^T pre-pass: clearing the marks: %s", cudaGetErrorString(e));
