@@ -555,6 +555,7 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
      * regroup and union preparation become a branch of the graph beside it, and attention
      * waits for both (bench/NOTES.md, "the pre-pass beside the regroup"). */
     pw_vt_buffers_t vt;
+    memset(&vt, 0, sizeof vt);
     vt.touched = parts[PART_VT_TOUCHED];
     vt.slots = (int32_t *)(void *)parts[PART_VT_SLOTS];
     vt.list = (int64_t *)(void *)parts[PART_VT_LIST];

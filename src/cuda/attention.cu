@@ -835,6 +835,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         cudaError_t e = cudaMallocAsync((void **)&own, bytes, (cudaStream_t)stream);
         if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "dev impl 10: cudaMallocAsync(%zu): %s", bytes, cudaGetErrorString(e));
         pw_vt_buffers_t b;
+        memset(&b, 0, sizeof b); // every field this path does not set: 0 / NULL (stack_mode NEVER)
         b.touched = NULL;
         b.count = reinterpret_cast<uint32_t *>(own);
         b.slots = reinterpret_cast<int32_t *>(own + count_bytes);
