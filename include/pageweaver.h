@@ -753,8 +753,10 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
  * pw_regroup_workspace_size(), and when a PW_KERNEL_UNION4 plan runs the V^T pre-pass
  * (PW_PLAN_VT_PREPASS, or the rule there) its parts: 5 bytes per (KV head, request, page of
  * the page table row), C tiles of 32 KiB + 8 bytes per KV head (C: PW_PLAN_VT_PREPASS) and
- * the attention CTAs' longest-first schedule (256 + 136 x Hkv x groups bytes):
- * Hkv x (5 x R x max_pages_per_request + 32,776 x C + 4 + 136 x groups) + 256 bytes before
+ * the attention CTAs' longest-first schedule (256 + 136 x Hkv x groups bytes), and at
+ * G = 16, Kd = 16, P = 128 the FP8X2 tile choice's 32 bytes after the marks
+ * (PW_PLAN_FP8X2_STACKED; 8-byte aligned):
+ * Hkv x (5 x R x max_pages_per_request + 32,776 x C + 4 + 136 x groups) + 256 (+ 32) bytes before
  * each part's 256-byte rounding (about 16 MiB for a table of one 64K-token context, one KV
  * head and 15,272 queries; at most 64 MiB of tiles per KV head and 1 GiB in all by default,
  * config.vt_max_pages). Each part starts
