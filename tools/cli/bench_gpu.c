@@ -521,7 +521,7 @@ static pw_plan_config_t arm_config(const bench_capture_t *bc, const arm_spec_t *
         cfg.flags = PW_PLAN_CALLER_PERM;
         cfg.window = bc->perm_window[spec->caller_perm];
     }
-    if (cfg.kernel == PW_KERNEL_UNION4) cfg.flags |= bc->vt_flags; /* --vt-prepass */
+    if (cfg.kernel == PW_KERNEL_UNION4) cfg.flags |= bc->vt_flags; /* --vt-prepass, --fp8x2-tile */
     cfg.flags |= spec->flags;
     return cfg;
 }
