@@ -156,6 +156,12 @@ static void test_usage(void **state)
     assert_int_equal(bench("--check-rows abc x.safetensors"), 2);
     assert_non_null(strstr(g_stderr, "--check-rows needs an integer in 0.."));
     assert_int_equal(bench("--json"), 2);
+    assert_int_equal(bench("--vt-prepass maybe x.safetensors"), 2);
+    assert_non_null(strstr(g_stderr, "--vt-prepass needs auto, on or off, got 'maybe'"));
+    assert_int_equal(bench("--fp8x2-tile=both x.safetensors"), 2);
+    assert_non_null(strstr(g_stderr, "--fp8x2-tile needs auto, stacked or lean, got 'both'"));
+    assert_int_equal(bench("--help"), 0);
+    assert_non_null(strstr(g_stdout, "--fp8x2-tile"));
 }
 
 /* --json to a path that cannot be written fails before any work; --json - is stdout. */
