@@ -931,7 +931,7 @@ pw_status_t pw_plan_info(const pw_plan_t *plan, pw_precision_t precision, pw_pla
  * not follow request starts; ids of different requests are different pages). *stacked = 1
  * when counts[0] x 1000 < 710 x 2 x counts[1] (the stacked 2-slot tile), else 0 (the lean
  * kernel). For tests, benchmarks and engines that want to know which bytes a call gives.
- *   topk_ids: [Hkv, N, K] host, K <= 16; requests: host arrays (pw_problem_check).
+ *   topk_ids: [Hkv, N, K] host, K <= 16; requests: host arrays (as pw_ref_regroup takes them).
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL, shapes, requests), PW_ERROR_UNSUPPORTED (K > 16). */
 pw_status_t pw_fp8x2_stack_choice(const pw_problem_t *problem, const int32_t *topk_ids, const pw_requests_t *requests,
                                   uint64_t counts[2], int *stacked);

@@ -53,7 +53,7 @@ pw_status_t pw_fp8x2_stack_choice(const pw_problem_t *problem, const int32_t *to
 {
     if (!topk_ids || !requests || !counts || !stacked)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_fp8x2_stack_choice: NULL argument");
-    PW_TRY(pw_problem_check(problem, requests));
+    PW_TRY(pw_check_problem_layout(problem, requests)); /* shapes and request arrays; no cache needed */
     if (problem->topk > 16)
         return pw_fail(PW_ERROR_UNSUPPORTED, "pw_fp8x2_stack_choice: K = %d (the stacked tile runs K <= 16)",
                        problem->topk);

@@ -303,6 +303,33 @@ static void test_cpu_figures(void **state)
     assert_true(nrms_x2 > 1e-5 && nrms_x2 < 0.01 && nrms_x2 < nrms / 4); /* two-term FP8: ~0.1% */
     assert_int_equal((int64_t)json_number(cap, "problem.bad_page_pairs"), 0);
     assert_null(strstr(g_stdout, "WARNING"));
+    /* This chunk is too small for the V^T pre-pass: no FP8X2 tile choice is reported. */
+    assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cap, "reference_check"),
+                                                 "fp8x2_stack_ratio"));
+    cJSON_Delete(doc);
+    /* With the pre-pass forced, the report gives the FP8X2 tile choice's ratio, the host
+     * function's (pw_fp8x2_stack_choice), and the reference check emulates that tile. */
+    snprintf(args, sizeof args, "--cpu-only --check-rows 12 --seed 5 --vt-prepass on --json '%s' '%s'", json_path,
+             path);
+    assert_int_equal(bench(args), 0);
+    text = read_all(json_path);
+    doc = cJSON_Parse(text);
+    free(text);
+    assert_non_null(doc);
+    cap = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "captures"), 0);
+    assert_non_null(cap);
+    uint64_t counts[2];
+    int stacked = -1;
+    const pw_requests_t requests = pw_capture_requests(c);
+    assert_pw_ok(pw_fp8x2_stack_choice(&c->problem, c->topk_ids, &requests, counts, &stacked));
+    const double ratio = (double)counts[0] / (2.0 * (double)counts[1]);
+    print_message("  FP8X2 tile ratio %.4f (JSON %.4f): %s\n", ratio,
+                  json_number(cap, "reference_check.fp8x2_stack_ratio"), stacked ? "stacked" : "lean");
+    assert_true(fabs(json_number(cap, "reference_check.fp8x2_stack_ratio") - ratio) < 1e-9);
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cap, "reference_check"),
+                                                       "fp8x2_stacked");
+    assert_true(cJSON_IsBool(st) && cJSON_IsTrue(st) == (stacked == 1));
+    assert_non_null(strstr(g_stdout, "FP8X2 tile: pairs' pages"));
     cJSON_Delete(doc);
     remove(json_path);
     remove(path);
