@@ -600,8 +600,8 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      tile of 8 queries x 8 heads, at G = 4 one of 16 queries x 4 heads walking two
  *      consecutive groups' merged union; FP8: the same outputs, FP8X2: P in f16 on the
  *      pre-pass's f16 tiles, semantics §4.5; at G = 16, K <= 16, P = 128 FP8X2 also the
-      stacked 2-slot tile, chosen per call on the device: PW_PLAN_FP8X2_STACKED), its CTAs
-      longest union first
+ *      stacked 2-slot tile, chosen per call on the device: PW_PLAN_FP8X2_STACKED), its CTAs
+ *      longest union first
  *      (union preparation lists them by size; pairs by the sum of the two unions), and,
  *      when R x max_pages_per_request exceeds
  *      the tile capacity, a second Union4 launch (the kernel that transposes V) for the KV
@@ -647,8 +647,9 @@ enum {
      * VT_PREPASS, C = min(R x max_pages, the tile limit). The tile limit is
      * config.vt_max_pages, or by default min(2048, 32768 / Hkv) (64 MiB of 32 KiB tiles per
      * KV head, 1 GiB in all). FP8 outputs are bitwise the same either way; FP8X2 takes P in
-     * f16 on the tiles and as two E4M3 terms otherwise (semantics §4.5: bytes that differ,
-     * within the same accuracy) (H200: the pre-pass path 3-20% faster on large inputs). Both bits together are an argument error; VT_PREPASS
+     * f16 on the tiles (or, at G = 16, K <= 16, P = 128, the stacked 2-slot tile where the
+     * call picks it: PW_PLAN_FP8X2_STACKED) and as two E4M3 terms otherwise (semantics §4.5:
+     * bytes that differ, within the same accuracy) (H200: the pre-pass path 3-20% faster on large inputs). Both bits together are an argument error; VT_PREPASS
      * where the scan's grid does not fit is PW_ERROR_UNSUPPORTED. */
     PW_PLAN_VT_PREPASS = 1u << 1,
     PW_PLAN_NO_VT_PREPASS = 1u << 2,

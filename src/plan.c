@@ -23,11 +23,16 @@
  *   member_masks  [Hkv, max_groups, 8 Kd] uint8
  *   regroup       pw_regroup_workspace_size() bytes (absent with PW_PLAN_CALLER_PERM)
  *   vt_touched    [Hkv, R, max_pages] uint8  (Union4 with the V^T pre-pass only: pages of any union,
- *                                            marked from the Top-K ids)
+ *                                            marked from the Top-K ids); at G = 16, Kd = 16,
+ *                                            P = 128 then, 8-byte aligned, 4 uint64: the FP8X2
+ *                                            tile choice's two counts, the stacked tile's work
+ *                                            counter, one spare (pw_vt_buffers_t.stack_stat;
+ *                                            cleared with the marks)
  *   vt_slots      [Hkv, R, max_pages] int32  (the same: each touched page's tile)
  *   vt_list       [Hkv, C] int64             (the page of each tile)
  *   vt_count      [Hkv] uint32               (pages touched per KV head)
- *   vt_tiles      [Hkv, C] x 32 KiB V^T tiles (f16 for FP8X2 without per-token scales, else E4M3 in the first half), C = vt_capacity
+ *   vt_tiles      [Hkv, C] x 32 KiB V^T tiles (f16 for FP8X2 without per-token scales unless the
+ *                                            call runs the stacked tile, else E4M3 in the first half), C = vt_capacity
  *   schedule      17 uint32 class counts (256 bytes), then [17, 2 Hkv max_groups] int32
  *                 class lists: the attention CTAs' longest-first order (pre-pass only;
  *                 pw_vt_buffers_t in pw_internal.h; cleared by a memset before union
@@ -611,11 +616,13 @@ pw_status_t pw_plan_info(const pw_plan_t *plan, pw_precision_t precision, pw_pla
     /* The struct before fp8x2_stacked (2026-12-02 headers): everything up to vt_capacity. */
     const size_t v3_size = offsetof(pw_plan_info_t, fp8x2_stacked);
     const int has_v3 = info->struct_size >= v3_size;
-    const int full = info->struct_size >= sizeof(pw_plan_info_t);
+    /* ... and with it (its end, not sizeof, which counts the struct's tail padding). */
+    const size_t v4_size = offsetof(pw_plan_info_t, fp8x2_stacked) + sizeof info->fp8x2_stacked;
+    const int full = info->struct_size >= v4_size;
     if (precision != PW_PRECISION_FP8 && precision != PW_PRECISION_FP8X2)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "precision is %d (not a pw_precision_t)", (int)precision);
     const int x2 = precision == PW_PRECISION_FP8X2;
-    info->struct_size = full     ? (uint32_t)sizeof(pw_plan_info_t)
+    info->struct_size = full     ? (uint32_t)(info->struct_size < sizeof(pw_plan_info_t) ? v4_size : sizeof(pw_plan_info_t))
                         : has_v3 ? (uint32_t)v3_size
                         : has_v2 ? (uint32_t)v2_size
                                  : (uint32_t)v1_size;

@@ -741,8 +741,9 @@ static void test_fp8x2_stack_choice(void **state)
         assert_int_equal(stacked, expect[0] * 1000 < 710 * 2 * expect[1]);
         pw_capture_free(c);
     }
-    /* The rule's two sides on hand-made rows: one request, 8 queries at a 2,048-token prefix,
-     * 16 valid pages each; pairs sharing every page (ratio 1) and disjoint pairs (0.5). */
+    /* The rule's two sides on hand-made rows: one request, 8 queries at a 6,000-token prefix
+     * (47 visible pages); all 16 ids shared by every query (ratio 1), or 11 distinct pages per
+     * query, disjoint across each block of four (ratio 0.5). */
     for (int disjoint = 0; disjoint < 2; disjoint++) {
         pw_problem_t p = PW_PROBLEM_INIT;
         p.num_tokens = 8;

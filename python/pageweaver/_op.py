@@ -738,8 +738,8 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     without per-token scales, 'per_call' (the device picks the lean kernel or the stacked
     2-slot tile per call from how many pages consecutive queries share: pageweaver.h,
     PW_PLAN_FP8X2_STACKED; a grouping-independent choice whose bytes differ by ~2e-3
-    NRMS, both ~0.2% from exact), else 'lean'. N = 0: {"kernel": ..., "tile": None}
-    (nothing runs)."""
+    NRMS, both ~0.2% from exact), else None (no such choice: the tile above runs). N = 0:
+    {"kernel": ..., "tile": None} (nothing runs)."""
     if not isinstance(q, torch.Tensor) or q.dim() != 3:
         raise ValueError("q: expected a bfloat16 tensor [N, Hq, D]")
     prec = _precision_code(precision)
@@ -772,7 +772,7 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     if n == 0:
         del plan
         return {"kernel": kernel_name, "regroup": "identity", "regroup_group_size": 0,
-                "vt_prepass": False, "vt_capacity": 0, "tile": None, "fp8x2_tile": "lean"}
+                "vt_prepass": False, "vt_capacity": 0, "tile": None, "fp8x2_tile": None}
     _check_gpu_layout(q, k_cache, v_cache, n, hkv * g, d, kv_stride, psize)
     info = plan.info(prec)
     del plan
@@ -785,8 +785,7 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     return {"kernel": kernel_name, "regroup": modes.get(info.regroup, str(info.regroup)),
             "regroup_group_size": group_size, "vt_prepass": bool(info.vt_prepass),
             "vt_capacity": int(info.vt_capacity), "tile": tile,
-            "fp8x2_tile": {1: "per_call", 2: "stacked"}.get(0 if token_scales else int(info.fp8x2_stacked),
-                                                           "lean")}
+            "fp8x2_tile": {1: "per_call", 2: "stacked"}.get(0 if token_scales else int(info.fp8x2_stacked))}
 
 
 def _bump(t):

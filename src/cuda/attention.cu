@@ -578,15 +578,17 @@ template <int VARIANT>
 pw_status_t launch_stack1(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
     static std::atomic<uint64_t> configured{0};
-    if (grid > 0x7fffffffu / 2) return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12: grid too large");
-    unsigned ctas = 2 * grid;
-    if (params.stack_items > 0) { // persistent (the full call): kStack1CtasPerSm CTAs per SM stride over the items
+    unsigned ctas;
+    if (params.stack_items > 0) { // persistent (the full call): kStack1CtasPerSm CTAs per SM take the items
         int dev = 0, sms = 0;
         cudaError_t e = cudaGetDevice(&dev);
         if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
         if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "stacked tile: SM count: %s", cudaGetErrorString(e));
         const int64_t resident = (int64_t)sms * pw::kStack1CtasPerSm;
-        if ((int64_t)ctas > resident) ctas = (unsigned)resident;
+        ctas = (unsigned)(params.stack_items < resident ? params.stack_items : resident); // items = 2 grid < 2^32
+    } else { // one item per CTA (the dev entry): two CTAs per half
+        if (grid > 0x7fffffffu / 2) return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12: grid too large");
+        ctas = 2 * grid;
     }
     return pw::launch_one_cta_kind(pw::stack1_attention_kernel<VARIANT>, pw::kSmemBytesStack1, configured, "stack1",
                                    params, ctas, stream);
@@ -929,8 +931,9 @@ extern "C" pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const 
     // FP8X2 at G = 16, K = 16, P = 128: the lean kernel, the stacked 2-slot tile (dev impl
     // 12), or both launched with the choice made on the device (pw_vt_buffers_t.stack_mode).
     const int stack_mode = vt ? vt->stack_mode : PW_STACK_NEVER;
-    if (stack_mode != PW_STACK_NEVER && (dense_g || !pw_args_f16_vt(args) || !problem || problem->topk != pw::kTopK ||
-                                         problem->page_size != pw::kPageSize || !vt->stack_stat))
+    if (stack_mode != PW_STACK_NEVER &&
+        (dense_g || !pw_args_f16_vt(args) || !problem || problem->q_heads_per_kv != pw::kHeadsPerKv ||
+         problem->topk != pw::kTopK || problem->page_size != pw::kPageSize || !vt->stack_stat))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "pw_union_attention_vt: the stacked tile runs FP8X2 at G = 16, K = 16, P = 128 without per-token scales, "
                        "with stack_stat");

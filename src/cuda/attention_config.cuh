@@ -159,7 +159,8 @@ struct AttentionParams {
     // CTAs of the one this call does not run exit at once (stacked_call). NEVER (0): the
     // launch runs as it is (every other launch, and the dev entry's).
     int32_t stack_mode;              // PW_STACK_NEVER / PW_STACK_PER_CALL / PW_STACK_ALWAYS
-    const unsigned long long *stack_stat; // PER_CALL: [2] the pre-pass's counts (vt_prepare.cu)
+    const unsigned long long *stack_stat; // [0], [1]: the pre-pass's counts (PER_CALL; vt_prepare.cu),
+                                          // [2]: the stacked tile's work counter (PER_CALL, ALWAYS)
     int64_t stack_items;             // the stacked tile's persistent launch: its items (2 per
                                      // Union4 half of the grid); 0: one item per CTA
 };

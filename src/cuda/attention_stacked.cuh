@@ -1,6 +1,8 @@
 /* attention_stacked.cuh — dev impl 12, "stacked FP8X2" (bench/NOTES.md v9): Union4 on the
  * V^T pre-pass in PW_PRECISION_FP8X2, with each term pair stacked in the rows of one tile and
- * one 2-slot tile per CTA. Included by attention.cu (it uses that file's cta_work and
+ * one 2-slot tile per CTA at a time; since the twenty-first session also the full call's
+ * second FP8X2 tile, chosen per call on the device (pw_vt_buffers_t.stack_mode), where it
+ * runs persistent (below). Included by attention.cu (it uses that file's cta_work and
  * build_page_list and the lean kernel's release protocol, attention_lean.cuh).
  *
  * Why: the lean kernel (impl 10) runs FP8X2 as two products per page: Q's two terms
@@ -25,10 +27,19 @@
  *
  * Resources: O is 32 registers (one row per thread after the fold); QK runs in two N = 64
  * halves of the page's keys, each waited and folded (32 live accumulators instead of 64), so
- * the kernel fits 128 registers (115) and four CTAs per SM; no raw V tile (the pre-pass's
+ * the kernel fits 128 registers (122) and four CTAs per SM; no raw V tile (the pre-pass's
  * V^T only) and one Q tile: ~43 KiB of shared memory.
  * Synchronisation: as impl 10 (attention_lean.cuh L1-L5): every warp arrives on k_done once
  * per page, after its QK waits; on v_done once, after its PV waits.
+ * Items: the dev entry runs one tile per CTA (CTA pair b = half b); the full call launches at
+ * most 4 CTAs per SM that take items (tiles) from a work counter (stack_stat[2], cleared by
+ * the pre-pass's memset), thread 0 fetching the next while the current one runs; a static
+ * stride instead measured 2.7% slower on A-hot (load imbalance). Across items a CTA keeps its
+ * barriers: k_full / v_full complete one phase per page, so a page's parity counts from the
+ * pages of earlier items (sm.base), and k_done / v_done stay multiples of 4 between items;
+ * two CTA barriers at the top of each item order the previous item's readers of the shared
+ * state (page list, slots, Q tile) before the new item's writers, and the first copy of an
+ * item is fenced after the previous item's generic writes (the V^T zeroing).
  * Dev impl 11 (both tiles in one CTA, three CTAs per SM) was never the fastest (slower than
  * this kernel on the hot workloads, than impl 10 on the captures) and left the tree
  * (bench/NOTES.md v9). */

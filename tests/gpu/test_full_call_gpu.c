@@ -625,6 +625,20 @@ static void test_full_call_matches_direct(void **state)
         printf("  full call on the V^T pre-pass vs the %s emulation: NRMS %.3e (bound %.0e)\n",
                stacked ? "E4M3-term" : "f16-P", nrms16, EMU_X2_NRMS_BOUND);
         assert_true(nrms16 <= EMU_X2_NRMS_BOUND);
+        /* The bound cannot tell the two tiles apart (~2e-3 NRMS apart): the device's counts
+         * must decide as the host's did, so the pre-pass arms' bytes are those of the plan
+         * forced to the host's tile, bitwise (this problem's ratio is near the rule's 0.71). */
+        pw_plan_t *forced = make_plan(p, PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION4,
+                                      PW_PLAN_VT_PREPASS | (stacked ? PW_PLAN_FP8X2_STACKED : PW_PLAN_NO_FP8X2_STACKED), &d);
+        poison(p, &d, s);
+        const pw_attention_args_t fa = device_args(p, &d);
+        assert_pw_ok(pw_sparse_prefill(forced, &fa, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
+        fetch(p, &d, s, &full);
+        const int same_tile = same_result(p, &full, &first_vt);
+        printf("  pre-pass arms == the plan forced to the host's tile (%s): %s\n", stacked ? "stacked" : "lean",
+               same_tile ? "bitwise" : "DIFFERENT");
+        assert_true(same_tile);
+        pw_plan_destroy(forced);
     }
 
     free(emu);
