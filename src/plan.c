@@ -73,7 +73,6 @@ enum {
 #define PW_PLAN_VT_MAX_ENTRIES_PER_SELECTION 4 /* the rule: page-table entries per selection */
 #define PW_PLAN_VT_MIN_QUERIES_WIDE 8192 /* the rule, when a KV head may fall back */
 #define PW_PLAN_VT_MAX_SCAN_CTAS 0x7fffffffLL /* the scan's 1-D grid of 256 threads */
-#define PW_PLAN_MAX_UNION_PAGE_ID (1 << 29) /* union_prepare.cu: page * 8 + slot in 32 bits */
 
 struct pw_plan {
     pw_problem_t problem;   /* the caller's, with topk = Kd: K padded to 16, 32 or 64 */
@@ -213,7 +212,7 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
         return pw_fail(PW_ERROR_UNSUPPORTED, "num_kv_heads %d > 65535", p->num_kv_heads);
     /* Limits of the device steps, checked here so that a plan that is accepted never fails
      * half-way through a call (after regroup and union preparation were enqueued). */
-    if (c->kernel != PW_KERNEL_PER_QUERY && p->max_pages_per_request > PW_PLAN_MAX_UNION_PAGE_ID)
+    if (c->kernel != PW_KERNEL_PER_QUERY && p->max_pages_per_request > PW_MAX_UNION_PAGE_ID)
         return pw_fail(PW_ERROR_UNSUPPORTED, "max_pages_per_request %d > 2^29 (union preparation's page keys)",
                        p->max_pages_per_request);
     if (c->vt_max_pages < 0)

@@ -931,12 +931,7 @@ extern "C" pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const 
     // FP8X2 at G = 16, K = 16, P = 128: the lean kernel, the stacked 2-slot tile (dev impl
     // 12), or both launched with the choice made on the device (pw_vt_buffers_t.stack_mode).
     const int stack_mode = vt ? vt->stack_mode : PW_STACK_NEVER;
-    if (stack_mode != PW_STACK_NEVER &&
-        (dense_g || !pw_args_f16_vt(args) || !problem || problem->q_heads_per_kv != pw::kHeadsPerKv ||
-         problem->topk != pw::kTopK || problem->page_size != pw::kPageSize || !vt->stack_stat))
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "pw_union_attention_vt: the stacked tile runs FP8X2 at G = 16, K = 16, P = 128 without per-token scales, "
-                       "with stack_stat");
+    if (vt && problem) PW_TRY(pw_check_vt_stack(problem, args, vt));
     if (stack_mode != PW_STACK_ALWAYS)
         PW_TRY(union_attention(impl, problem, args, grouping, perm, meta, PW_KERNEL_UNION4, stream, vt));
     if (stack_mode != PW_STACK_NEVER)

@@ -159,7 +159,7 @@ struct AttentionParams {
     // CTAs of the one this call does not run exit at once (stacked_call). NEVER (0): the
     // launch runs as it is (every other launch, and the dev entry's).
     int32_t stack_mode;              // PW_STACK_NEVER / PW_STACK_PER_CALL / PW_STACK_ALWAYS
-    const unsigned long long *stack_stat; // [0], [1]: the pre-pass's counts (PER_CALL; vt_prepare.cu),
+    unsigned long long *stack_stat;  // [0], [1]: the pre-pass's counts (PER_CALL; vt_prepare.cu),
                                           // [2]: the stacked tile's work counter (PER_CALL, ALWAYS)
     int64_t stack_items;             // the stacked tile's persistent launch: its items (2 per
                                      // Union4 half of the grid); 0: one item per CTA
@@ -201,13 +201,18 @@ static __host__ __device__ __forceinline__ int64_t vt_entry(int64_t h, int64_t r
     return (h * num_requests + r) * max_pages + l;
 }
 
-/* Whether this call runs the stacked FP8X2 tile (PW_STACK_CHOSEN on the pre-pass's counts,
- * or the plan's forced mode): the same answer in every CTA of every launch of the call. */
+/* Whether a call runs the stacked FP8X2 tile: the plan's forced mode, or PW_STACK_CHOSEN on
+ * the pre-pass's counts (read after the mark launch: by the transpose and the attention
+ * kernels, the same answer in every CTA of every launch of the call). */
+static __device__ __forceinline__ bool stack_runs(int mode, const unsigned long long *stat)
+{
+    if (mode == PW_STACK_ALWAYS) return true;
+    return mode == PW_STACK_PER_CALL && PW_STACK_CHOSEN(__ldg(stat), __ldg(stat + 1));
+}
+
 static __device__ __forceinline__ bool stacked_call(const AttentionParams &p)
 {
-    if (p.stack_mode == PW_STACK_ALWAYS) return true;
-    if (p.stack_mode != PW_STACK_PER_CALL) return false;
-    return PW_STACK_CHOSEN(__ldg(p.stack_stat), __ldg(p.stack_stat + 1));
+    return stack_runs(p.stack_mode, p.stack_stat);
 }
 
 /* Whether this launch skips KV head h: the pre-pass kernel skips heads whose pages did not

@@ -288,7 +288,7 @@ __global__ void __launch_bounds__(kThreads, TS ? lean_ts_ctas_per_sm<VARIANT, X2
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
     if constexpr (PREVT && X2 && VARIANT == kUnion4) // the full call's first launch: this call may run the stacked tile
-        if (p.stack_mode != PW_STACK_NEVER && stacked_call(p)) return;
+        if (stacked_call(p)) return;
     CtaWork work;
     // Under the longest-first schedule (Union4 on the tiles): the scheduled item, or none.
     const int64_t block = VARIANT == kUnion4 && p.sched_count ? scheduled_block(p) : -1; // -1: blockIdx.x

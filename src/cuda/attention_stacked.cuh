@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     // thread 0 fetches the next item's index while this one runs, so a CTA that finishes
     // early takes more, as the hardware's CTA scheduler would give them (a static stride
     // measured 2% slower than one CTA per item; bench/NOTES.md, 21st session).
-    unsigned long long *const counter = p.stack_items > 0 ? const_cast<unsigned long long *>(p.stack_stat) + 2 : nullptr;
+    unsigned long long *const counter = p.stack_items > 0 ? p.stack_stat + 2 : nullptr;
     lean_init_ring(sm);
     uint32_t next = 0; // thread 0: the next item (the counter's value)
     if (threadIdx.x == 0) {

@@ -77,27 +77,39 @@ constexpr int kMarkThreads = 256;
 constexpr int64_t kMarkMaxCtas = 8192; // the mark strides over the rows past this grid
 constexpr int64_t kStackMaxCtas = 1024; // the stacked tile's counts stride over the blocks past this
 
-/* The key of query i's id k (KV head h) for the stacked tile's counts: (request << 32) | id
- * when the id is one union preparation keeps (0 <= id < min(visible pages, 2^29,
- * max_pages), i in its request's rows), else `none` (a value no key takes: request < 2^31). */
-static __device__ __forceinline__ unsigned long long stack_key(const VtParams &p, int32_t h, int64_t i, int k,
-                                                               unsigned long long none)
+/* Query i's request (*request) and the bound of the ids union preparation keys for it:
+ * 0 <= id < the returned limit = min(visible pages, 2^29, max_pages). The request: the
+ * largest r with cu_seqlens_q[r] <= i, kept only when i lies in its row range
+ * (pw_dev::request_rows); -1 when it does not (broken device data): no id is kept. Used by
+ * the mark and by the stacked tile's counts. */
+static __device__ __forceinline__ int64_t query_page_limit(const VtParams &p, int32_t i, int32_t *request)
 {
-    if (i >= p.num_tokens) return none;
-    int32_t lo = 0, hi = p.num_requests;
+    int32_t lo = 0, hi = p.num_requests; // cu_seqlens_q[lo] <= i < cu_seqlens_q[hi] if monotone
     while (hi - lo > 1) {
         const int32_t mid = lo + (hi - lo) / 2;
         if (__ldg(p.cu_seqlens_q + mid) <= i) lo = mid;
         else hi = mid;
     }
+    *request = lo;
     int32_t b, end;
-    if (!pw_dev::request_rows(p.cu_seqlens_q, lo, p.num_tokens, &b, &end) || i < b || i >= end) return none;
+    if (!pw_dev::request_rows(p.cu_seqlens_q, lo, p.num_tokens, &b, &end) || i < b || i >= end) return -1;
     const uint32_t visible = min(
         pw_dev::visible_page_count((int64_t)__ldg(p.prefix_lens + lo) + (i - b), __ldg(p.kv_lens + lo), p.page_size),
         pw_dev::kMaxUnionPageId);
-    const int64_t limit = min((int64_t)visible, p.max_pages);
+    return min((int64_t)visible, p.max_pages);
+}
+
+/* The key of query i's id k (KV head h) for the stacked tile's counts: (request << 32) | id
+ * when the id is one union preparation keeps (query_page_limit), else `none` (a value no
+ * key takes: request < 2^31). */
+static __device__ __forceinline__ unsigned long long stack_key(const VtParams &p, int32_t h, int64_t i, int k,
+                                                               unsigned long long none)
+{
+    if (i >= p.num_tokens) return none;
+    int32_t request;
+    const int64_t limit = query_page_limit(p, (int32_t)i, &request);
     const int32_t id = __ldg(p.topk_ids + ((int64_t)h * p.num_tokens + i) * p.topk + k);
-    return (int64_t)(uint32_t)id < limit ? ((unsigned long long)(uint32_t)lo << 32) | (uint32_t)id : none;
+    return (int64_t)(uint32_t)id < limit ? ((unsigned long long)(uint32_t)request << 32) | (uint32_t)id : none;
 }
 
 /* The stacked tile's counts (pw_vt_buffers_t.stack_stat; K = 16): one warp per block of four
@@ -145,13 +157,6 @@ static __device__ void stack_count(const VtParams &p, uint32_t cta)
     }
 }
 
-/* Whether this call's tiles are for the stacked tile (E4M3) rather than the lean kernel's f16. */
-static __device__ __forceinline__ bool stack_tiles(const VtParams &p)
-{
-    if (p.vt.stack_mode == PW_STACK_ALWAYS) return true;
-    return p.vt.stack_mode == PW_STACK_PER_CALL && PW_STACK_CHOSEN(p.vt.stack_stat[0], p.vt.stack_stat[1]);
-}
-
 /* touched[h][r][l] = 1 for every Top-K id l in S_i of a query i of request r (the ids union
  * preparation keys: 0 <= l < min(visible pages, 2^29), and l < max_pages, the table's
  * width); count[h] = 0 for the scan. One thread per (KV head, query) row of K ids. The
@@ -169,18 +174,9 @@ __global__ void __launch_bounds__(kMarkThreads) vt_mark_kernel(const VtParams p)
     for (int64_t row = (int64_t)blockIdx.x * kMarkThreads + threadIdx.x; row < rows;
          row += (int64_t)p.mark_ctas * kMarkThreads) {
         const int32_t h = (int32_t)(row / p.num_tokens), i = (int32_t)(row - (int64_t)h * p.num_tokens);
-        int32_t lo = 0, hi = p.num_requests; // cu_seqlens_q[lo] <= i < cu_seqlens_q[hi] if monotone
-        while (hi - lo > 1) {
-            const int32_t mid = lo + (hi - lo) / 2;
-            if (__ldg(p.cu_seqlens_q + mid) <= i) lo = mid;
-            else hi = mid;
-        }
-        int32_t b, end;
-        if (!pw_dev::request_rows(p.cu_seqlens_q, lo, p.num_tokens, &b, &end) || i < b || i >= end) continue;
-        const uint32_t visible = min(
-            pw_dev::visible_page_count((int64_t)__ldg(p.prefix_lens + lo) + (i - b), __ldg(p.kv_lens + lo), p.page_size),
-            pw_dev::kMaxUnionPageId);
-        const int64_t limit = min((int64_t)visible, p.max_pages);
+        int32_t lo;
+        const int64_t limit = query_page_limit(p, i, &lo);
+        if (limit < 0) continue;
         uint8_t *const marks = p.vt.touched + ((int64_t)h * p.num_requests + lo) * p.max_pages;
         const int32_t *ids = p.topk_ids + row * p.topk;
         if (p.topk % 4 == 0 && ((uintptr_t)ids % 16u) == 0) { // K = 16 / 32 / 64 rows: 16-byte loads
@@ -259,7 +255,8 @@ __global__ void __launch_bounds__(128) vt_transpose_kernel(const VtParams p)
     const int64_t count = p.vt.count[h];
     if (count > p.vt.capacity) return; // CTA-uniform: this head runs on the fallback kernel
     const int tid = threadIdx.x, warp = tid / 32;
-    const bool f16_tiles = p.vt.f16_tiles && !stack_tiles(p); // CTA-uniform
+    // E4M3 tiles when the call runs the stacked tile (its counts are complete: the mark ran).
+    const bool f16_tiles = p.vt.f16_tiles && !pw::stack_runs(p.vt.stack_mode, p.vt.stack_stat); // CTA-uniform
     for (int64_t i = blockIdx.x; i < count; i += gridDim.x) {
         const int64_t rl = p.vt.list[(int64_t)h * p.vt.capacity + i];
         const int64_t r = rl / p.max_pages, l = rl % p.max_pages;
@@ -345,13 +342,8 @@ extern "C" pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_atten
         return pw_fail(PW_ERROR_UNSUPPORTED, "V^T pre-pass: %lld page-table entries exceed the scan's grid",
                        (long long)entries);
     cudaError_t e;
+    PW_TRY(pw_check_vt_stack(problem, args, vt));
     const bool per_call = vt->stack_mode == PW_STACK_PER_CALL, stack = vt->stack_mode != PW_STACK_NEVER;
-    if (stack && (!vt->touched || vt->stack_stat != reinterpret_cast<unsigned long long *>(
-                                                       vt->touched + PW_STACK_STAT_OFFSET(entries)) ||
-                  problem->topk != 16))
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "V^T pre-pass: stack_stat must follow the marks (K = 16)");
-    if (vt->stack_mode != PW_STACK_NEVER && !vt->f16_tiles)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "V^T pre-pass: the stacked tile is FP8X2 without per-token scales");
     if (vt->touched) { // the marks (and stack_stat after them): cleared, then set from the Top-K ids (count zeroed there)
         const size_t clear = stack ? PW_STACK_STAT_OFFSET(entries) + PW_STACK_STAT_BYTES : (size_t)entries;
         e = cudaMemsetAsync(vt->touched, 0, clear, (cudaStream_t)stream);

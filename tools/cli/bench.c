@@ -975,6 +975,14 @@ int pw_cli_bench(int argc, char **argv)
         {"--seed", 0, 1L << 62, &seed},            {"--interleaved-replays", 1, 100000, &interleaved},
         {"--table-pages", 0, 1L << 29, &table_pages},
     };
+    /* Options that force a pair of plan flags on every Union4 arm: auto (neither), or one. */
+    const struct {
+        const char *name, *on_word, *off_word;
+        uint32_t on, off;
+    } forced[] = {
+        {"--vt-prepass", "on", "off", PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS},
+        {"--fp8x2-tile", "stacked", "lean", PW_PLAN_FP8X2_STACKED, PW_PLAN_NO_FP8X2_STACKED},
+    };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *eq = strchr(a, '=');
@@ -982,6 +990,9 @@ int pw_cli_bench(int argc, char **argv)
         int n = -1;
         for (int k = 0; k < (int)(sizeof numeric / sizeof numeric[0]); k++)
             if (strlen(numeric[k].name) == name_len && strncmp(a, numeric[k].name, name_len) == 0) n = k;
+        int f = -1;
+        for (int k = 0; k < (int)(sizeof forced / sizeof forced[0]); k++)
+            if (strlen(forced[k].name) == name_len && strncmp(a, forced[k].name, name_len) == 0) f = k;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             print_help(stdout);
             return PW_CLI_OK;
@@ -998,24 +1009,14 @@ int pw_cli_bench(int argc, char **argv)
                         numeric[n].lo, numeric[n].hi, v ? v : "");
                 return PW_CLI_USAGE;
             }
-        } else if (strcmp(a, "--vt-prepass") == 0 || strncmp(a, "--vt-prepass=", 13) == 0) {
-            const char *v = a[12] == '=' ? a + 13 : (i + 1 < argc ? argv[++i] : "");
-            o.vt_flags &= ~(uint32_t)(PW_PLAN_VT_PREPASS | PW_PLAN_NO_VT_PREPASS);
-            if (strcmp(v, "auto") == 0) o.vt_flags |= 0u;
-            else if (strcmp(v, "on") == 0) o.vt_flags |= PW_PLAN_VT_PREPASS;
-            else if (strcmp(v, "off") == 0) o.vt_flags |= PW_PLAN_NO_VT_PREPASS;
-            else {
-                fprintf(stderr, "pageweaver bench: --vt-prepass needs auto, on or off, got '%s'\n", v);
-                return PW_CLI_USAGE;
-            }
-        } else if (strcmp(a, "--fp8x2-tile") == 0 || strncmp(a, "--fp8x2-tile=", 13) == 0) {
-            const char *v = a[12] == '=' ? a + 13 : (i + 1 < argc ? argv[++i] : "");
-            o.vt_flags &= ~(uint32_t)(PW_PLAN_FP8X2_STACKED | PW_PLAN_NO_FP8X2_STACKED);
-            if (strcmp(v, "auto") == 0) o.vt_flags |= 0u;
-            else if (strcmp(v, "stacked") == 0) o.vt_flags |= PW_PLAN_FP8X2_STACKED;
-            else if (strcmp(v, "lean") == 0) o.vt_flags |= PW_PLAN_NO_FP8X2_STACKED;
-            else {
-                fprintf(stderr, "pageweaver bench: --fp8x2-tile needs auto, stacked or lean, got '%s'\n", v);
+        } else if (f >= 0) {
+            const char *v = eq && name_len < strlen(a) ? eq + 1 : (i + 1 < argc ? argv[++i] : "");
+            o.vt_flags &= ~(forced[f].on | forced[f].off);
+            if (strcmp(v, forced[f].on_word) == 0) o.vt_flags |= forced[f].on;
+            else if (strcmp(v, forced[f].off_word) == 0) o.vt_flags |= forced[f].off;
+            else if (strcmp(v, "auto") != 0) {
+                fprintf(stderr, "pageweaver bench: %s needs auto, %s or %s, got '%s'\n", forced[f].name,
+                        forced[f].on_word, forced[f].off_word, v);
                 return PW_CLI_USAGE;
             }
         } else if (strcmp(a, "--cpu-only") == 0) {
