@@ -1361,5 +1361,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fp8x2_stacked_choice),
         cmocka_unit_test(test_errors),
     };
+    // --only PATTERN: run the tests whose names match (cmocka's filter, * and ?), e.g. one
+    // test under compute-sanitizer racecheck, which takes minutes for the whole file.
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--only") == 0) cmocka_set_test_filter(argv[i + 1]);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
