@@ -58,11 +58,12 @@ static __device__ __forceinline__ uint8_t page_v_limit(uint32_t members, const i
  * kStacked (dev impl 12, attention_stacked.cuh): tiles of 64 rows, q_addr for slots 0-1
  * and q_lo_addr for slots 2-3 (0: not written); (slot s, head h) goes to warp
  * w = 2 (s % 2) + h / 8 of its tile, row 16 w + h % 8 for q8 and 16 w + 8 + h % 8 for its
- * second term. Same codes as the other layouts. */
+ * second term. Same codes as the other layouts.
+ * In two parts: load_q_rows (the global loads) and quantize_q_loaded (the rest);
+ * quantize_q_rows, after them, runs both. */
 template <bool kStacked = false, int G = kHeadsPerKv, bool kDense = false, int SLOTS = kSlotsPerCta>
-static __device__ void quantize_q_rows(uint32_t q_addr, uint32_t q_lo_addr, float *row_factor, int tid,
-                                       const AttentionParams &p, int kv_head,
-                                       const int32_t (&query_rows)[SLOTS], float score_scale)
+static __device__ __forceinline__ void load_q_rows(uint4 (&raw)[kRows / 8], int tid, const AttentionParams &p,
+                                                   int kv_head, const int32_t (&query_rows)[SLOTS])
 {
     constexpr int kPasses = kRows / 8; // 8 rows per pass, 16 threads per row, 8 bf16 each
     static_assert(kHeadsPerKv % 8 == 0, "a pass of 8 rows stays inside one slot");
@@ -79,7 +80,6 @@ static __device__ void quantize_q_rows(uint32_t q_addr, uint32_t q_lo_addr, floa
     const int row_in_pass = tid / 16;
     // Every pass's load first: one load in flight at a time left the prologue waiting for
     // L2 / HBM kPasses times in a row (ncu, impl 2: ~4% of the stall samples).
-    uint4 raw[kPasses];
 #pragma unroll
     for (int pass = 0; pass < kPasses; pass++) {
         const int row = pass * 8 + row_in_pass;
@@ -94,6 +94,18 @@ static __device__ void quantize_q_rows(uint32_t q_addr, uint32_t q_lo_addr, floa
             raw[pass] = __ldg(reinterpret_cast<const uint4 *>(src));
         }
     }
+}
+
+/* quantize_q_rows after its loads (load_q_rows): the stacked tile issues them before its
+ * page list is built, so that Q's HBM latency overlaps the metadata loads. */
+template <bool kStacked = false, int G = kHeadsPerKv, bool kDense = false, int SLOTS = kSlotsPerCta>
+static __device__ __forceinline__ void quantize_q_loaded(const uint4 (&raw)[kRows / 8], uint32_t q_addr,
+                                                         uint32_t q_lo_addr, float *row_factor, int tid,
+                                                         const int32_t (&query_rows)[SLOTS], float score_scale)
+{
+    constexpr int kPasses = kRows / 8;
+    const int sub = tid % 16;
+    const int row_in_pass = tid / 16;
 #pragma unroll
     for (int pass = 0; pass < kPasses; pass++) {
         const int row = pass * 8 + row_in_pass;
@@ -148,6 +160,16 @@ static __device__ void quantize_q_rows(uint32_t q_addr, uint32_t q_lo_addr, floa
         }
         if (sub == 0) row_factor[row] = n >= 0 ? q_scale * score_scale : 0.0f;
     }
+}
+
+template <bool kStacked = false, int G = kHeadsPerKv, bool kDense = false, int SLOTS = kSlotsPerCta>
+static __device__ void quantize_q_rows(uint32_t q_addr, uint32_t q_lo_addr, float *row_factor, int tid,
+                                       const AttentionParams &p, int kv_head,
+                                       const int32_t (&query_rows)[SLOTS], float score_scale)
+{
+    uint4 raw[kRows / 8];
+    load_q_rows<kStacked, G, kDense, SLOTS>(raw, tid, p, kv_head, query_rows);
+    quantize_q_loaded<kStacked, G, kDense, SLOTS>(raw, q_addr, q_lo_addr, row_factor, tid, query_rows, score_scale);
 }
 
 /* V tile [token][d] (TMA layout) -> sm.vt [d][position] with the position permutation of

@@ -128,8 +128,29 @@ struct __align__(1024) SmemPlanStack1 {
     int32_t num_pages;
     uint32_t base;                      // the persistent loop's pages walked before this item (barrier phases)
     uint32_t item;                      // the persistent loop's current item
+    int32_t block;                      // its Union4 half (CTA-pair index), -1: none
+    uint32_t sched_counts[kSchedClasses]; // the longest-first schedule's class sizes (read once)
 };
 constexpr size_t kSmemBytesStack1 = sizeof(SmemPlanStack1) + 1024;
+
+/* The Union4 half (CTA-pair index) that item (a 2-slot tile) belongs to: scheduled_block's
+ * lookup with the class sizes read from shared memory; -1 past the items or the listed
+ * halves. One global load (the list entry) when there is a schedule. */
+static __device__ __forceinline__ int32_t stack_item_block(const AttentionParams &p, const SmemPlanStack1 &sm,
+                                                           uint32_t item, uint32_t num_items)
+{
+    if (item >= num_items) return -1;
+    int64_t b = (int64_t)(item / 2u);
+    if (!p.sched_count) return (int32_t)b;
+    int64_t at = -1;
+#pragma unroll
+    for (int c = kSchedClasses - 1; c >= 0; c--) {
+        const int64_t count = (int64_t)sm.sched_counts[c];
+        if (at < 0 && b < count) at = (int64_t)c * p.sched_stride + b;
+        b -= count;
+    }
+    return at < 0 ? -1 : __ldg(p.sched_list + at);
+}
 static_assert(kStack1CtasPerSm * (kSmemBytesStack1 + 1024) <= 228 * 1024, "stack1: four CTAs per SM no longer fit");
 
 template <int VARIANT>
@@ -150,7 +171,10 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     // early takes more, as the hardware's CTA scheduler would give them (a static stride
     // measured 2% slower than one CTA per item; bench/NOTES.md, 21st session).
     unsigned long long *const counter = p.stack_items > 0 ? p.stack_stat + 2 : nullptr;
+    const uint32_t num_items = p.stack_items > 0 ? (uint32_t)p.stack_items : gridDim.x;
     lean_init_ring(sm);
+    if (p.sched_count && threadIdx.x < kSchedClasses) sm.sched_counts[threadIdx.x] = __ldg(p.sched_count + threadIdx.x);
+    __syncthreads();
     uint32_t next = 0; // thread 0: the next item (the counter's value)
     if (threadIdx.x == 0) {
         sm.base = 0u; // pages this CTA walked before the item: the barriers' phases go on
@@ -163,15 +187,16 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         __syncthreads(); // every thread read the previous item's index and left its shared state
         if (threadIdx.x == 0) {
             sm.item = next;
+            sm.block = stack_item_block(p, sm, next, num_items);
             next = counter ? (uint32_t)atomicAdd(counter, 1ull) : next + gridDim.x; // waited for at the next item
         }
         __syncthreads();
         const uint32_t item = sm.item;
-        if (item >= (p.stack_items > 0 ? (uint32_t)p.stack_items : gridDim.x)) break;
-        const int tile = (int)(item % 2u);
         // Under the longest-first schedule (the full call's; the half's two tiles are adjacent).
-        const int64_t block = p.sched_count ? scheduled_block(p, item / 2u) : (int64_t)(item / 2u);
-        if (block < 0) break; // past the listed halves (so is every later item: the counter only grows)
+        // -1: past the items or the listed halves (so is every later item: the counter only grows).
+        const int64_t block = sm.block;
+        if (block < 0) break;
+        const int tile = (int)(item % 2u);
         CtaWork work;
         if (!cta_work<VARIANT>(p, 0, work, block)) continue;                   // CTA-uniform
         if ((tile ? work.query_rows[2] : work.query_rows[0]) < 0) continue;    // an empty tile
@@ -191,6 +216,9 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
                 sm.slot_row[k] = rows[k];
             }
         }
+        // Q's loads first: their latency (HBM) overlaps the page list's loads.
+        uint4 q_raw[kRows / 8];
+        load_q_rows<true>(q_raw, tid, p, kv_head, rows);
         build_page_list<VARIANT>(sm, p, kv_head, work.group, work.half, work.request, work.query_rows[0], work.limits,
                                  work.union_size, sm.page_vt, 3u << (2 * tile)); // ends with __syncthreads
         const int num_pages = sm.num_pages;
@@ -215,8 +243,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
 
         const float k_scale = *p.k_scale;
         const float log2e = 1.4426950408889634f;
-        quantize_q_rows<true>(smem_u32(sm.q), 0u, sm.row_factor, tid, p, kv_head, rows,
-                              k_scale * p.softmax_scale * log2e);
+        quantize_q_loaded<true>(q_raw, smem_u32(sm.q), 0u, sm.row_factor, tid, rows, k_scale * p.softmax_scale * log2e);
         fence_proxy_async_shared_cta();
         __syncthreads();
 

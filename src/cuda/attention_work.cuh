@@ -60,12 +60,22 @@ static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int k
                 if (VARIANT == kUnion4 && members == 0) logical = -1; // Union4 skips its half's non-pages
             }
         }
-        int32_t physical = -1;
+        // The page's physical id and (page_vt: the lean kernel on the pre-pass) its V^T tile
+        // and mark, loaded together: one round trip, not three in a row.
+        int32_t physical = -1, vt = 0;
+        bool marked = true;
         if (logical >= 0) {
             // Page-table rows (and the pre-pass's V^T tiles) hold max_pages_per_request pages: a
             // larger id needs kv_len > max_pages_per_request * P, broken device data; it is a bad
             // page, and the table is not read past the row.
-            physical = (int64_t)logical < p.max_pages ? p.page_table[(int64_t)request * p.page_table_stride + logical] : -1;
+            if ((int64_t)logical < p.max_pages) {
+                physical = p.page_table[(int64_t)request * p.page_table_stride + logical];
+                if (page_vt) {
+                    const int64_t entry = vt_entry(kv_head, request, logical, p.num_requests, p.max_pages);
+                    if (p.vt_touched) marked = p.vt_touched[entry] != 0;
+                    vt = p.vt_slots[entry];
+                }
+            }
             if (physical < 0 || (int64_t)physical >= p.num_cache_pages) {
                 // Invalid physical page: never read, contributes nothing, counted once per
                 // (query, KV head, page) by the CTA that owns the query.
@@ -73,15 +83,9 @@ static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int k
                 logical = -1;
             }
         }
-        // The pre-pass's tile of the page (page_vt: the lean kernel on the pre-pass only).
-        int32_t vt = 0;
-        if (page_vt && logical >= 0) {
-            const int64_t entry = vt_entry(kv_head, request, logical, p.num_requests, p.max_pages);
-            // A page the pre-pass did not mark has no tile (broken device data only,
-            // vt_prepare.cu): dropped, its stale slot never read.
-            if (p.vt_touched && !p.vt_touched[entry]) logical = -1;
-            else vt = p.vt_slots[entry];
-        }
+        // A page the pre-pass did not mark has no tile (broken device data only,
+        // vt_prepare.cu): dropped, its stale slot (loaded above) never used.
+        if (page_vt && !marked) logical = -1;
         // Order-preserving compaction of the kept entries.
         const bool keep = logical >= 0;
         const uint32_t ballot = __ballot_sync(0xffffffffu, keep);
@@ -188,10 +192,13 @@ static __device__ __forceinline__ bool cta_work(const AttentionParams &p, uint32
         const int64_t item = block / 2;
         w.half = VARIANT == kUnion8 ? (int)rank : (int)(block % 2);
         w.kv_head = (int)(item / p.max_groups);
-        if (vt_skips_head(p, w.kv_head)) return false; // both CTAs of a cluster agree
         w.group = item % p.max_groups;
-        if (w.group >= p.num_groups[w.kv_head]) return false;
+        // The descriptor loaded with the group count and the head's V^T count (one round
+        // trip, not three): its slot exists (max_groups); past num_groups it is not used.
         const pw_group_desc_t g = p.groups[(int64_t)w.kv_head * p.max_groups + w.group];
+        const int32_t num_groups = p.num_groups[w.kv_head];
+        if (vt_skips_head(p, w.kv_head)) return false; // both CTAs of a cluster agree
+        if (w.group >= num_groups) return false;
         w.request = g.request;
         num_members = g.num_members;
         w.union_size = g.union_size;
