@@ -67,7 +67,12 @@ def headline(cap, x2=False):
             (f" (Union8: {r8:.2f}x)" if r8 is not None else "") + \
             f"; NRMS vs exact {pct(chk.get('nrms_gpu_fp8x2_vs_exact'))} " \
             f"(FP8: {pct(chk.get('nrms_gpu_vs_exact'))})"
-        rows.insert(5, ("Union4 + guarded W128, FP8X2 (two-term FP8 Q; P in f16 on the V^T pre-pass)", arms.get(X2), note))
+        # The FP8X2 form this call ran (docs/semantics.md §4.5): the stacked 2-slot tile (P as
+        # two E4M3 terms) where the device chose it, else P in f16 on the V^T pre-pass (files
+        # written before the choice existed have no fp8x2_stacked).
+        form = "the stacked 2-slot tile, P as two E4M3 terms" if chk.get("fp8x2_stacked") \
+            else "P in f16 on the V^T pre-pass"
+        rows.insert(5, (f"Union4 + guarded W128, FP8X2 (two-term FP8 Q; {form})", arms.get(X2), note))
     dk = cap["gpu"].get("default_kernel")
     if dk and arms.get("default", {}).get("ran"):
         # The library's default call (PW_PLAN_CONFIG_INIT + PW_ATTENTION_ARGS_INIT), timed by
