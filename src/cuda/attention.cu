@@ -70,8 +70,10 @@
  *   impl 12 "stacked FP8X2" (attention_stacked.cuh): Union4, FP8X2 only, on the pre-pass;
  *           the two terms in the rows of 2-slot tiles, one tile per CTA, tiles without a
  *           member skipped. Its own rounding of the FP8X2 arithmetic (not impl 6's bytes);
- *           faster on sparse-overlap workloads, slower on the captures (bench/NOTES.md v9).
- *           Impl 11 (both tiles in one CTA) left the tree.
+ *           faster where consecutive queries share few pages, slower on the captures
+ *           (bench/NOTES.md v9). Since the twenty-first session also the full call's second
+ *           FP8X2 tile, chosen per call on the device and run persistent there
+ *           (pw_union_attention_vt). Impl 11 (both tiles in one CTA) left the tree.
  *   Union4 and per-query have no cluster: they run impls 0, 2, 6, 8, 9 and 10 as given.
  *
  * Cache bytes no query may see (docs/semantics.md): every impl but 8 zeroes, in V^T, the

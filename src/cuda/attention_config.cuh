@@ -176,9 +176,10 @@ struct DevSchedule {
     int kind;
 };
 
-/* The work item (block index in the grid's own numbering) CTA b (blockIdx.x; the stacked
- * tile's CTA pair b = blockIdx.x / 2) runs under the schedule, -1 past the listed items (the CTA has nothing to do). The class counts are
- * loaded together (one round trip), then one load of the list entry. */
+/* The work item (block index in the grid's own numbering) CTA b (blockIdx.x) runs under the
+ * schedule, -1 past the listed items (the CTA has nothing to do). The class counts are
+ * loaded together (one round trip), then one load of the list entry. (The stacked tile has
+ * its own form with the counts in shared memory: stack_item_block.) */
 static __device__ __forceinline__ int64_t scheduled_block(const AttentionParams &p, int64_t b = blockIdx.x)
 {
     uint32_t count[kSchedClasses];

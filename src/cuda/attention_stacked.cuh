@@ -173,6 +173,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     unsigned long long *const counter = p.stack_items > 0 ? p.stack_stat + 2 : nullptr;
     const uint32_t num_items = p.stack_items > 0 ? (uint32_t)p.stack_items : gridDim.x;
     lean_init_ring(sm);
+    static_assert(kSchedClasses <= kThreads, "one thread per schedule class");
     if (p.sched_count && threadIdx.x < kSchedClasses) sm.sched_counts[threadIdx.x] = __ldg(p.sched_count + threadIdx.x);
     __syncthreads();
     uint32_t next = 0; // thread 0: the next item (the counter's value)
@@ -180,8 +181,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         sm.base = 0u; // pages this CTA walked before the item: the barriers' phases go on
         next = counter ? (uint32_t)atomicAdd(counter, 1ull) : blockIdx.x;
     }
-    // (base kept in shared memory and the item count re-read: live across the prologue they
-    // cost 32 bytes of spills at 128 registers.)
+    // (base kept in shared memory: live across the prologue it cost spills at 128 registers.)
 #pragma unroll 1
     for (;;) {
         __syncthreads(); // every thread read the previous item's index and left its shared state
