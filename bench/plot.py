@@ -83,8 +83,9 @@ def main(argv=None):
         ax.barh(y, values, color=colors)
         if legend:
             from matplotlib.patches import Patch
+            # below the axes: inside, it could cover the longest bars' labels
             ax.legend(handles=[Patch(color=c, label=n) for c, n in legend.values()],
-                      loc="lower right", fontsize=7)
+                      loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2, fontsize=7)
         ax.set_yticks(y)
         ax.set_yticklabels(labels, fontsize=7)
         ax.invert_yaxis()
@@ -96,7 +97,7 @@ def main(argv=None):
         ax.set_title("pageweaver bench: %s" % device, fontsize=9)
         ax.set_xlim(0, max(values) * 1.15)
     fig.tight_layout()
-    fig.savefig(out, dpi=130)
+    fig.savefig(out, dpi=130, bbox_inches="tight")
     print(out)
     return 0
 
