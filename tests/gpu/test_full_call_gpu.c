@@ -799,11 +799,12 @@ static void full_call(const pw_problem_t *p, device_problem_t *d, const pw_plan_
 
 /* A guarded-W128 Union4 plan forced onto the V^T pre-pass with at most vt_max_pages tiles
  * per KV head, and its own workspace (cudaMalloc'ed, *bytes long). */
-static pw_plan_t *make_vt_plan(const pw_problem_t *p, int32_t vt_max_pages, void **ws, size_t *bytes)
+static pw_plan_t *make_vt_plan(const pw_problem_t *p, int32_t vt_max_pages, uint32_t extra_flags, void **ws,
+                               size_t *bytes)
 {
     pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
     cfg.regroup = PW_REGROUP_GUARDED;
-    cfg.flags = PW_PLAN_VT_PREPASS;
+    cfg.flags = PW_PLAN_VT_PREPASS | extra_flags;
     cfg.vt_max_pages = vt_max_pages;
     pw_plan_t *plan = NULL;
     assert_pw_ok(pw_plan_create(p, &cfg, &plan));
@@ -1030,15 +1031,19 @@ static void test_vt_capacity(void **state)
             pw_plan_t *plan = make_plan(p, PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION4, PW_PLAN_NO_VT_PREPASS, &d);
             full_call(p, &d, plan, &args, d.workspace, d.workspace_bytes, s, &plain);
             pw_plan_destroy(plan);
+            /* FP8X2: the tile the device picks for this problem (its ratio is ~0.75: the lean
+             * kernel), then the stacked 2-slot tile forced, so that both FP8X2 tiles run
+             * beside a KV head that falls back (each compared with its own all-tiles run). */
+            for (int tile = 0; tile < (pr ? 2 : 1); tile++)
             for (int i = 0; i < 3; i++) {
                 size_t bytes = 0;
                 void *ws = NULL;
-                plan = make_vt_plan(p, caps[i], &ws, &bytes);
+                plan = make_vt_plan(p, caps[i], tile ? (uint32_t)PW_PLAN_FP8X2_STACKED : 0u, &ws, &bytes);
                 /* Garbage in the workspace first: marks, counts and slots must not leak into results. */
                 CUDA_OK(cudaMemsetAsync(ws, 0x5a, bytes, s));
                 for (int call = 0; call < 2; call++) {
                     full_call(p, &d, plan, &args, ws, bytes, s, &tiles);
-                    if (pr && i == 0 && call == 0) { /* every head on the tiles */
+                    if (pr && i == 0 && call == 0) { /* every head on the tiles (this tile's run) */
                         memcpy(all_tiles.o, tiles.o, out_elems(p) * 2);
                         memcpy(all_tiles.lse, tiles.lse, out_elems(p) / 128 * 4);
                         all_tiles.bad = tiles.bad;
@@ -1048,9 +1053,9 @@ static void test_vt_capacity(void **state)
                         const int falls_back = caps[i] > 0 && touched[h] > caps[i];
                         same = same && same_head(p, &tiles, pr && !falls_back ? &all_tiles : &plain, h);
                     }
-                    printf("  %s V^T capacity %d (touched pages: head 0 %lld, head 1 %lld), round %d call %d: == %s: "
+                    printf("  %s%s V^T capacity %d (touched pages: head 0 %lld, head 1 %lld), round %d call %d: == %s: "
                            "%s, bad pages %u\n",
-                           name, caps[i], (long long)t0, (long long)t1, round, call,
+                           name, tile ? " (stacked tile forced)" : "", caps[i], (long long)t0, (long long)t1, round, call,
                            pr ? "no pre-pass on fallback heads, the tiles' bytes on the others" : "no pre-pass",
                            same ? "bitwise" : "DIFFERENT", tiles.bad);
                     assert_true(same);
@@ -1098,7 +1103,7 @@ static void test_vt_graph_crosses_capacity(void **state)
     pw_plan_t *plain_plan = make_plan(p, PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION4, PW_PLAN_NO_VT_PREPASS, &d);
     size_t bytes = 0;
     void *ws = NULL;
-    pw_plan_t *plan = make_vt_plan(p, 20, &ws, &bytes);
+    pw_plan_t *plan = make_vt_plan(p, 20, 0u, &ws, &bytes);
     assert_pw_ok(pw_sparse_prefill(plan, &args, NULL, ws, bytes, (pw_stream_t)s)); /* warm-up */
     CUDA_OK(cudaStreamSynchronize(s));
     cudaGraph_t graph;
