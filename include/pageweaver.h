@@ -682,7 +682,22 @@ enum {
      * (STACKED: always the stacked tile, NO_FP8X2_STACKED: always the lean kernel);
      * both together are an argument error; other calls ignore them. */
     PW_PLAN_FP8X2_STACKED = 1u << 4,
-    PW_PLAN_NO_FP8X2_STACKED = 1u << 5
+    PW_PLAN_NO_FP8X2_STACKED = 1u << 5,
+    /* The regroup objective follows the FP8X2 tile the call runs (plans whose FP8X2 calls
+     * choose the tile per call: G = 16, K <= 16, P = 128 on the V^T pre-pass, neither flag
+     * above, the plan's own regroup). The stacked 2-slot tile walks the union of each pair
+     * of queries, the lean kernel that of each 4-query half, so the best greedy groups
+     * differ: Algorithm 1 with g = 2 cuts the stacked tile's page steps ~2% on the A / B / C
+     * workloads but raises C_4 ~7%, which the lean kernel pays (bench/NOTES.md, 22nd
+     * session). With this flag such a call regroups both ways in one launch (g = 4 and
+     * g = 2, a second warp per window: pw_plan_info's regroup_group_size stays 4), and
+     * union preparation, enqueued after the pre-pass's mark launch that makes the choice,
+     * prepares the groups of the permutation that matches it; under stream capture the
+     * graph is regroup || mark, then union preparation, scan || ..., attention. With
+     * PW_PLAN_FP8X2_STACKED the FP8X2 calls regroup with g = 2. Outputs are bitwise the
+     * same as without the flag (the grouping never changes them); the workspace holds one
+     * more [Hkv, N] int32 permutation. Ignored by every other plan and call. */
+    PW_PLAN_REGROUP_BY_TILE = 1u << 6
 };
 
 typedef struct pw_plan_config {
@@ -707,8 +722,8 @@ typedef struct pw_plan_config {
                                   V^T pre-pass takes P in f16 (semantics §4.5) */
     uint32_t flags;            /* PW_PLAN_CALLER_PERM, PW_PLAN_VT_PREPASS or
                                   PW_PLAN_NO_VT_PREPASS, PW_PLAN_REGROUP_GROUPS_OF_8,
-                                  PW_PLAN_FP8X2_STACKED or PW_PLAN_NO_FP8X2_STACKED
-                                  (or-ed), or 0 */
+                                  PW_PLAN_FP8X2_STACKED or PW_PLAN_NO_FP8X2_STACKED,
+                                  PW_PLAN_REGROUP_BY_TILE (or-ed), or 0 */
     int32_t vt_max_pages;      /* Union4 with the V^T pre-pass: most pages of V^T per KV head
                                   the workspace holds (32 KiB each); 0 = min(2048, 32768 /
                                   Hkv) (64 MiB per KV head, 256K tokens of touched
@@ -881,8 +896,11 @@ typedef struct pw_plan_info {
                                   each 8-query union, at G = 4 two of them merged; such a
                                   plan's calls with per-token scales run the padded tile
                                   and regroup with 4); 0 when `regroup` is
-                                  IDENTITY. pw_ref_regroup with `regroup`, `window` and this
-                                  g reproduces the call's permutation; union preparation
+                                  IDENTITY; 2 for FP8X2 with PW_PLAN_REGROUP_BY_TILE and
+                                  PW_PLAN_FP8X2_STACKED. pw_ref_regroup with `regroup`,
+                                  `window` and this g reproduces the call's permutation
+                                  (PW_PLAN_REGROUP_BY_TILE with the tile chosen per call:
+                                  g = 2's in the calls that run the stacked tile); union preparation
                                   groups 8 slots either way (pw_plan_workspace_views).
                                   Since 2026-12-01 (fourth session): a caller whose
                                   struct_size is that of the struct before this field gets

@@ -17,6 +17,9 @@
  *                                            with -1 to Kd = 16, 32 or 64; every later
  *                                            step sees K = Kd)
  *   perm          [Hkv, N] int32            (absent with PW_PLAN_CALLER_PERM)
+ *   perm_alt      [Hkv, N] int32            (PW_PLAN_REGROUP_BY_TILE on a plan whose FP8X2
+ *                                            calls choose the tile per call: the g = 2
+ *                                            regroup's permutation, pw_vt_buffers_t.perm_alt)
  *   num_groups    [Hkv] int32
  *   groups        [Hkv, max_groups] pw_group_desc_t
  *   union_pages   [Hkv, max_groups, 8 Kd] int32
@@ -60,9 +63,10 @@
 #define PW_PLAN_ALIGN ((size_t)256)
 #define PW_PLAN_GROUP_SIZE 8 /* union metadata groups (Union8's); Union4 walks each half */
 #define PW_PLAN_UNION4_REGROUP_SIZE 4 /* Union4's regroup objective: 4-query unions (C_4) */
+#define PW_PLAN_STACKED_REGROUP_SIZE 2 /* the stacked 2-slot tile's: pair unions (PW_PLAN_REGROUP_BY_TILE) */
 
 enum {
-    PART_TOPK_PADDED, PART_PERM, PART_NUM_GROUPS, PART_GROUPS, PART_UNION_PAGES, PART_MASKS, PART_REGROUP, PART_VT_TOUCHED,
+    PART_TOPK_PADDED, PART_PERM, PART_PERM_ALT, PART_NUM_GROUPS, PART_GROUPS, PART_UNION_PAGES, PART_MASKS, PART_REGROUP, PART_VT_TOUCHED,
     PART_VT_SLOTS, PART_VT_LIST, PART_VT_COUNT, PART_VT_TILES, PART_SCHED, NUM_PARTS
 };
 #define PW_PLAN_CONFIG_V1_SIZE offsetof(pw_plan_config_t, vt_max_pages) /* before vt_max_pages */
@@ -91,6 +95,8 @@ struct pw_plan {
     int stack_eligible;     /* vt_prepass at G = 16, Kd = 16, P = 128: FP8X2 calls without
                                per-token scales may run the stacked tile (stack_mode) */
     int64_t vt_capacity;    /* V^T tiles per KV head (C); a head touching more falls back */
+    int by_tile;            /* PW_PLAN_REGROUP_BY_TILE on a stack_eligible plan that regroups
+                               itself: FP8X2 calls regroup for the tile they run */
     size_t part_offset[NUM_PARTS]; /* from the aligned base */
     size_t part_bytes[NUM_PARTS];
     size_t workspace_bytes; /* total the caller provides, including alignment slack */
@@ -103,18 +109,6 @@ static int plan_runs_dense(const pw_plan_t *plan)
     return plan->vt_prepass ? pw_dense_tile_g(&plan->problem) : 0;
 }
 
-/* g of a call's regroup: the dense tiles walk 8-query unions (G = 8: 90,783 union visits
- * on A-hot after the g = 8 regroup, 95,292 after g = 4; G = 4, pairs of them: 69,233
- * merged visits, 70,524 after g = 4, 71,891 in identity order; H200 full call 0.713 ms
- * FP8X2 against 0.727 in identity order, bench/NOTES.md), every other tile (also a dense
- * plan's call with per-token scales: the padded tile) the plan's objective (g = 4 for
- * Union4's halves, 8 for Union8 or PW_PLAN_REGROUP_GROUPS_OF_8). dense_g: the tile's G
- * (plan_runs_dense, or pw_vt_runs_dense for a call), 0 for none. */
-static int32_t regroup_size(const pw_plan_t *plan, int dense_g)
-{
-    return dense_g ? PW_PLAN_GROUP_SIZE : plan->regroup.group_size;
-}
-
 /* Which FP8X2 tile a call on the tiles runs (pw_vt_buffers_t.stack_mode): for FP8X2 without
  * per-token scales on an eligible plan, the flag's choice or, by default, the device's per
  * call; PW_STACK_NEVER for every other call. */
@@ -124,6 +118,22 @@ static int stack_mode(const pw_plan_t *plan, const pw_attention_args_t *args)
     if (plan->config.flags & PW_PLAN_FP8X2_STACKED) return PW_STACK_ALWAYS;
     if (plan->config.flags & PW_PLAN_NO_FP8X2_STACKED) return PW_STACK_NEVER;
     return PW_STACK_PER_CALL;
+}
+
+/* g of a call's regroup: the dense tiles walk 8-query unions (G = 8: 90,783 union visits
+ * on A-hot after the g = 8 regroup, 95,292 after g = 4; G = 4, pairs of them: 69,233
+ * merged visits, 70,524 after g = 4, 71,891 in identity order; H200 full call 0.713 ms
+ * FP8X2 against 0.727 in identity order, bench/NOTES.md), every other tile (also a dense
+ * plan's call with per-token scales: the padded tile) the plan's objective (g = 4 for
+ * Union4's halves, 8 for Union8 or PW_PLAN_REGROUP_GROUPS_OF_8; with
+ * PW_PLAN_REGROUP_BY_TILE a call that always runs the stacked tile: 2, its pairs' unions).
+ * dense_g: the tile's G (plan_runs_dense, or pw_vt_runs_dense for a call), 0 for none;
+ * stack: the call's stack_mode. */
+static int32_t regroup_size(const pw_plan_t *plan, int dense_g, int stack)
+{
+    if (dense_g) return PW_PLAN_GROUP_SIZE;
+    if (plan->by_tile && stack == PW_STACK_ALWAYS) return PW_PLAN_STACKED_REGROUP_SIZE;
+    return plan->regroup.group_size;
 }
 
 /* a * b + c, or 0 (with *ok = 0) past SIZE_MAX. */
@@ -157,7 +167,8 @@ static int vt_scan_fits(const pw_problem_t *p)
 static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c)
 {
     if (c->flags & ~(uint32_t)(PW_PLAN_CALLER_PERM | PW_PLAN_VT_PREPASS | PW_PLAN_NO_VT_PREPASS |
-                               PW_PLAN_REGROUP_GROUPS_OF_8 | PW_PLAN_FP8X2_STACKED | PW_PLAN_NO_FP8X2_STACKED))
+                               PW_PLAN_REGROUP_GROUPS_OF_8 | PW_PLAN_FP8X2_STACKED | PW_PLAN_NO_FP8X2_STACKED |
+                               PW_PLAN_REGROUP_BY_TILE))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.flags 0x%x has unknown bits", c->flags);
     if ((c->flags & PW_PLAN_FP8X2_STACKED) && (c->flags & PW_PLAN_NO_FP8X2_STACKED))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
@@ -242,6 +253,8 @@ static pw_status_t layout(pw_plan_t *plan)
     if (plan->config.kernel == PW_KERNEL_PER_QUERY) goto place;
     if (!caller_perm) {
         plan->part_bytes[PART_PERM] = mul_add(hkv * 4, p->num_tokens, &ok);
+        if (plan->by_tile && !(plan->config.flags & PW_PLAN_FP8X2_STACKED)) /* per-call choice only */
+            plan->part_bytes[PART_PERM_ALT] = mul_add(hkv * 4, p->num_tokens, &ok);
         size_t regroup_bytes = 0;
 #ifdef PW_HAVE_CUDA
         PW_TRY(pw_regroup_workspace_size(p, &plan->regroup, &regroup_bytes));
@@ -423,6 +436,10 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
      * the lean kernel or the stacked 2-slot tile (pw_plan_config_t's flags). */
     plan->stack_eligible = plan->vt_prepass && problem->q_heads_per_kv == 16 && problem->topk == 16 &&
                            problem->page_size == 128;
+    /* PW_PLAN_REGROUP_BY_TILE: where an FP8X2 call may run the stacked tile and the plan
+     * regroups (a plan whose time guard keeps identity order in FP8X2 never uses it). */
+    plan->by_tile = (config->flags & PW_PLAN_REGROUP_BY_TILE) && plan->stack_eligible && can_regroup &&
+                    plan->regroup_pays[PW_PRECISION_FP8X2] && !(config->flags & PW_PLAN_NO_FP8X2_STACKED);
     const pw_status_t st = layout(plan);
     if (st != PW_SUCCESS) {
         free(plan);
@@ -490,14 +507,76 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * since 2026-12-01) is not used: it takes one group size for the greedy pass and the
  * emitted groups, while Union4 regroups with g = 4 and prepares 8-slot groups, and it
  * measured no faster at one KV head (bench/NOTES.md, regroup v3.2). */
-static pw_status_t regroup_step(const pw_plan_t *plan, const pw_attention_args_t *args, int dense_g,
+static pw_status_t regroup_step(const pw_plan_t *plan, const pw_attention_args_t *args, int dense_g, int stack,
                                 int32_t *own_perm, unsigned char *const *parts, pw_stream_t stream)
 {
     pw_grouping_t g = plan->regroup;
     if (!plan->regroup_pays[pw_args_precision(args) == PW_PRECISION_FP8X2]) g.mode = PW_REGROUP_IDENTITY;
-    g.group_size = regroup_size(plan, dense_g);
+    g.group_size = regroup_size(plan, dense_g, stack);
     return pw_regroup(&plan->problem, args->topk_ids, &args->requests, &g, own_perm, parts[PART_REGROUP],
                       plan->part_bytes[PART_REGROUP], stream);
+}
+
+/* Adds a saved dependency set to the stream's (a failed step of a captured call: the
+ * caller's capture keeps every node enqueued so far), and returns st. */
+static pw_status_t keep_nodes(pw_stream_t stream, pw_status_t st, const pw_capture_deps_t *saved)
+{
+    if (saved->active) (void)pw_capture_deps_set(stream, saved, 1);
+    return st;
+}
+
+/* A call of PW_PLAN_REGROUP_BY_TILE whose FP8X2 tile the device chooses (stack_mode
+ * PER_CALL): one regroup launch writes both permutations (g = 4 into perm, g = 2 into
+ * perm_alt), the pre-pass's mark launch makes the choice (stack_stat), union preparation
+ * reads it and prepares the matching permutation's groups (copying perm_alt into perm when
+ * the stacked tile runs), then the scan and transpose, then attention. Eager: that stream
+ * order. Captured: regroup || (memset -> mark); union preparation after both; scan ->
+ * transpose after the mark; attention after union preparation and the transpose. */
+static pw_status_t by_tile_call(const pw_plan_t *plan, const pw_attention_args_t *args, int32_t *own_perm,
+                                const pw_union_meta_t *meta, pw_vt_buffers_t *vt, unsigned char *const *parts,
+                                pw_stream_t stream)
+{
+    const pw_problem_t *p = &plan->problem;
+    int32_t *perm_alt = (int32_t *)(void *)parts[PART_PERM_ALT];
+    vt->perm_alt = perm_alt;
+    pw_grouping_t g = plan->regroup; /* GREEDY or GUARDED, g = 4 (by_tile: the plan regroups in FP8X2) */
+    g.group_size = regroup_size(plan, 0, PW_STACK_PER_CALL);
+    pw_capture_deps_t fork, regrouped, marked, prepared;
+    PW_TRY(pw_capture_deps_get(stream, &fork));
+    PW_TRY(pw_regroup_dual(p, args->topk_ids, &args->requests, &g, PW_PLAN_STACKED_REGROUP_SIZE, own_perm, perm_alt,
+                           stream));
+    if (!fork.active) { /* not captured (or a dependency set too large to save): stream order */
+        PW_TRY(pw_vt_prepare_parts(p, args, vt, PW_VT_MARKS, stream));
+        PW_TRY(pw_union_prepare_scheduled(p, args->topk_ids, &args->requests, &plan->grouping, own_perm, meta, vt,
+                                          stream));
+        PW_TRY(pw_vt_prepare_parts(p, args, vt, PW_VT_TILES, stream));
+        return pw_union_attention_vt(p, args, &plan->grouping, own_perm, meta, vt, stream);
+    }
+    pw_status_t st = pw_capture_deps_get(stream, &regrouped);
+    if (st == PW_SUCCESS && !regrouped.active)
+        st = pw_fail(PW_ERROR_CUDA, "pw_sparse_prefill: the stream's capture ended or grew during the call");
+    if (st != PW_SUCCESS) return st;
+    /* the mark beside the regroup */
+    st = pw_capture_deps_set(stream, &fork, 0);
+    if (st == PW_SUCCESS) st = pw_vt_prepare_parts(p, args, vt, PW_VT_MARKS, stream);
+    if (st == PW_SUCCESS) st = pw_capture_deps_get(stream, &marked);
+    if (st == PW_SUCCESS && !marked.active)
+        st = pw_fail(PW_ERROR_CUDA, "pw_sparse_prefill: the stream's capture ended or grew during the call");
+    if (st != PW_SUCCESS) return keep_nodes(stream, st, &regrouped);
+    /* union preparation after both */
+    st = pw_capture_deps_set(stream, &regrouped, 1);
+    if (st == PW_SUCCESS)
+        st = pw_union_prepare_scheduled(p, args->topk_ids, &args->requests, &plan->grouping, own_perm, meta, vt, stream);
+    if (st == PW_SUCCESS) st = pw_capture_deps_get(stream, &prepared);
+    if (st == PW_SUCCESS && !prepared.active)
+        st = pw_fail(PW_ERROR_CUDA, "pw_sparse_prefill: the stream's capture ended or grew during the call");
+    if (st != PW_SUCCESS) return st;
+    /* the scan and transpose after the mark, beside union preparation; attention after both */
+    st = pw_capture_deps_set(stream, &marked, 0);
+    if (st == PW_SUCCESS) st = pw_vt_prepare_parts(p, args, vt, PW_VT_TILES, stream);
+    if (st == PW_SUCCESS) st = pw_capture_deps_set(stream, &prepared, 1);
+    if (st != PW_SUCCESS) return keep_nodes(stream, st, &prepared);
+    return pw_union_attention_vt(p, args, &plan->grouping, own_perm, meta, vt, stream);
 }
 #endif
 
@@ -549,7 +628,7 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     int32_t *own_perm = (int32_t *)(void *)parts[PART_PERM];
     if (!caller_perm) perm = own_perm;
     if (!plan->vt_prepass) {
-        if (!caller_perm) PW_TRY(regroup_step(plan, args, dense_g, own_perm, parts, stream));
+        if (!caller_perm) PW_TRY(regroup_step(plan, args, dense_g, PW_STACK_NEVER, own_perm, parts, stream));
         PW_TRY(pw_union_prepare(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, stream));
         return pw_union_attention(p, args, &plan->grouping, perm, &meta, plan->config.kernel, stream);
     }
@@ -583,9 +662,11 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     vt.sched_list = (int32_t *)(void *)(parts[PART_SCHED] + PW_SCHED_COUNTS_BYTES + pairs_bytes);
     vt.sched_stride = dense_g == 4 ? rows : 2 * rows;
     vt.sched_dense = dense_g == 8 ? 1 : dense_g == 4 ? 2 : 0;
+    if (plan->by_tile && vt.stack_mode == PW_STACK_PER_CALL) /* caller_perm: no by_tile */
+        return by_tile_call(plan, args, own_perm, &meta, &vt, parts, stream);
     pw_capture_branch_t branch;
     PW_TRY(pw_capture_branch_open(stream, &branch));
-    if (!caller_perm) PW_TRY(regroup_step(plan, args, dense_g, own_perm, parts, stream));
+    if (!caller_perm) PW_TRY(regroup_step(plan, args, dense_g, vt.stack_mode, own_perm, parts, stream));
     PW_TRY(pw_union_prepare_scheduled(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, &vt, stream));
     PW_TRY(pw_capture_branch_next(stream, &branch));
     /* Joined also when the pre-pass fails, so that a capture the caller continues still
@@ -627,16 +708,17 @@ pw_status_t pw_plan_info(const pw_plan_t *plan, pw_precision_t precision, pw_pla
                                  : (uint32_t)v1_size;
     info->configured = plan->config.regroup;
     info->regroup = plan->regroup_pays[x2] ? plan->regroup.mode : PW_REGROUP_IDENTITY;
+    pw_attention_args_t probe = PW_ATTENTION_ARGS_INIT; /* a call in `precision` without per-token scales */
+    probe.precision = precision;
     if (has_v2)
-        info->regroup_group_size = info->regroup == PW_REGROUP_IDENTITY ? 0 : regroup_size(plan, plan_runs_dense(plan));
+        info->regroup_group_size =
+            info->regroup == PW_REGROUP_IDENTITY ? 0 : regroup_size(plan, plan_runs_dense(plan), stack_mode(plan, &probe));
     if (has_v3) {
         info->vt_prepass = plan->vt_prepass;
         info->dense_tile = plan_runs_dense(plan) != 0;
         info->vt_capacity = plan->vt_prepass ? plan->vt_capacity : 0;
     }
     if (full) {
-        pw_attention_args_t probe = PW_ATTENTION_ARGS_INIT;
-        probe.precision = precision;
         info->fp8x2_stacked = stack_mode(plan, &probe); /* PW_STACK_NEVER / PER_CALL / ALWAYS = 0 / 1 / 2 */
     }
     info->window = plan->grouping.window;

@@ -194,7 +194,7 @@ static void test_create_errors(void **state)
     cfg.regroup = (pw_regroup_mode_t)9;
     assert_int_equal(pw_plan_create(&p, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
     cfg = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
-    cfg.flags = 0x40; /* past PW_PLAN_NO_FP8X2_STACKED (1 << 5) */
+    cfg.flags = 0x80; /* past PW_PLAN_REGROUP_BY_TILE (1 << 6) */
     assert_int_equal(pw_plan_create(&p, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
     /* The 8-query regroup objective: accepted with every kernel, same workspace. */
     for (int k = 0; k < 3; k++) {
@@ -817,6 +817,58 @@ static void test_fp8x2_stack_choice(void **state)
     assert_non_null(strstr(pw_last_error(), "PW_PLAN_FP8X2_STACKED"));
 }
 
+/* PW_PLAN_REGROUP_BY_TILE: one more [Hkv, N] int32 part exactly where an FP8X2 call may
+ * choose its tile per call and the plan regroups itself; the plan's report of g. */
+static void test_regroup_by_tile_workspace(void **state)
+{
+    (void)state;
+    const struct {
+        int32_t topk, n, hkv;
+        pw_regroup_mode_t mode;
+        uint32_t flags;
+        int extra;        /* 1: the part is there */
+        int32_t g_x2, g8; /* pw_plan_info's regroup_group_size, FP8X2 / FP8 */
+    } cases[] = {
+        {16, 16384, 1, PW_REGROUP_AUTO, 0, 1, 4, 4},
+        {16, 16384, 3, PW_REGROUP_GUARDED, 0, 1, 4, 4},
+        {16, 16384, 1, PW_REGROUP_GREEDY, PW_PLAN_REGROUP_GROUPS_OF_8, 1, 8, 8},
+        {16, 16384, 1, PW_REGROUP_AUTO, PW_PLAN_FP8X2_STACKED, 0, 2, 4}, /* always stacked: g = 2, no second perm */
+        {16, 16384, 1, PW_REGROUP_AUTO, PW_PLAN_NO_FP8X2_STACKED, 0, 4, 4},
+        {16, 16384, 1, PW_REGROUP_IDENTITY, 0, 0, 0, 0},
+        {16, 16384, 1, PW_REGROUP_AUTO, PW_PLAN_CALLER_PERM, 0, 0, 0},
+        {16, 16384, 1, PW_REGROUP_AUTO, PW_PLAN_NO_VT_PREPASS, 0, 4, 4},
+        {32, 16384, 1, PW_REGROUP_AUTO, 0, 0, 4, 4}, /* K = 32: no stacked tile */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        pw_problem_t q = fast_problem(cases[k].n, 1, cases[k].hkv);
+        q.topk = cases[k].topk;
+        pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
+        cfg.regroup = cases[k].mode;
+        cfg.flags = cases[k].flags;
+        pw_plan_t *plain = NULL, *by_tile = NULL;
+        assert_pw_ok(pw_plan_create(&q, &cfg, &plain));
+        cfg.flags |= PW_PLAN_REGROUP_BY_TILE;
+        assert_pw_ok(pw_plan_create(&q, &cfg, &by_tile));
+        size_t a = 0, b = 0;
+        assert_pw_ok(pw_plan_workspace_size(plain, &a));
+        assert_pw_ok(pw_plan_workspace_size(by_tile, &b));
+        const size_t part = ((size_t)q.num_kv_heads * (size_t)q.num_tokens * 4u + 255u) / 256u * 256u;
+        printf("  case %zu: workspace %zu -> %zu bytes (perm_alt part %s)\n", k, a, b, cases[k].extra ? "expected" : "not expected");
+        assert_true(b == a + (cases[k].extra ? part : 0));
+        pw_plan_info_t info = PW_PLAN_INFO_INIT, info8 = PW_PLAN_INFO_INIT;
+        assert_pw_ok(pw_plan_info(by_tile, PW_PRECISION_FP8X2, &info));
+        assert_pw_ok(pw_plan_info(by_tile, PW_PRECISION_FP8, &info8));
+        assert_int_equal(info.regroup_group_size, cases[k].g_x2);
+        assert_int_equal(info8.regroup_group_size, cases[k].g8);
+        /* the plan without the flag: g = 4 (or 8) in both precisions */
+        pw_plan_info_t plain_info = PW_PLAN_INFO_INIT;
+        assert_pw_ok(pw_plan_info(plain, PW_PRECISION_FP8X2, &plain_info));
+        assert_int_equal(plain_info.regroup_group_size, cases[k].g8);
+        pw_plan_destroy(plain);
+        pw_plan_destroy(by_tile);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_seed = pw_test_seed(argc, argv);
@@ -826,6 +878,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_create_errors),
         cmocka_unit_test(test_prefill_argument_errors),
         cmocka_unit_test(test_fp8x2_stack_choice),
+        cmocka_unit_test(test_regroup_by_tile_workspace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,7 +43,7 @@ static pw_status_t capture_dependencies(cudaStream_t stream, int *capturing, int
     return PW_SUCCESS;
 }
 
-static pw_status_t set_dependencies(cudaStream_t stream, void **nodes, unsigned char (*edges)[8], size_t count,
+static pw_status_t set_dependencies(cudaStream_t stream, void *const *nodes, const unsigned char (*edges)[8], size_t count,
                                     unsigned int flags)
 {
     cudaGraphNode_t deps[PW_CAPTURE_BRANCH_MAX_DEPS];
@@ -90,4 +90,20 @@ extern "C" pw_status_t pw_capture_branch_join(pw_stream_t stream, pw_capture_bra
     branch->active = 0;
     return set_dependencies((cudaStream_t)stream, branch->first_nodes, branch->first_edges, branch->first_count,
                             cudaStreamAddCaptureDependencies);
+}
+
+extern "C" pw_status_t pw_capture_deps_get(pw_stream_t stream, pw_capture_deps_t *deps)
+{
+    memset(deps, 0, sizeof *deps);
+    int capturing = 0, fits = 0;
+    PW_TRY(capture_dependencies((cudaStream_t)stream, &capturing, &fits, &deps->count, deps->nodes, deps->edges));
+    deps->active = capturing && fits;
+    return PW_SUCCESS;
+}
+
+extern "C" pw_status_t pw_capture_deps_set(pw_stream_t stream, const pw_capture_deps_t *deps, int add)
+{
+    if (!deps->active) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_capture_deps_set: no saved dependency set");
+    return set_dependencies((cudaStream_t)stream, deps->nodes, deps->edges, deps->count,
+                            add ? cudaStreamAddCaptureDependencies : cudaStreamSetCaptureDependencies);
 }

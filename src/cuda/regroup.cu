@@ -120,6 +120,10 @@ struct RegroupParams {
     int64_t max_groups;
     int32_t capacity;
     int32_t vec_out;          /* 1: capacity % 4 == 0 and 16- / 4-byte aligned rows */
+    /* Dual kernels only (pw_regroup_dual): warp 1 runs Algorithm 1 with alt_group_size into
+     * perm_alt while warp 0 runs it with group_size into perm. */
+    int32_t *perm_alt;        /* [Hkv, N], written */
+    int32_t alt_group_size;
 };
 
 template <int W> static __device__ __forceinline__ uint32_t hash_slot(int32_t page)
@@ -377,12 +381,18 @@ static __device__ __forceinline__ void fused_union_prepare(const RegroupParams &
 }
 
 /* kFused: after the greedy order is known, the CTA also writes its window's union
- * metadata (pw_union_prepare's bytes for the same permutation and grouping). */
-template <int W, bool kVec, int kArgmin, bool kMatch, bool kFused>
+ * metadata (pw_union_prepare's bytes for the same permutation and grouping).
+ * kDual (pw_regroup_dual): warp 1, idle in the other kernels while warp 0 runs the greedy
+ * loop, runs the same loop on the same M with p.alt_group_size into perm_alt (and, guarded,
+ * against the identity visits counted with that g): two regroups for the latency of one. */
+template <int W, bool kVec, int kArgmin, bool kMatch, bool kFused, bool kDual = false>
 __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
 {
+    static_assert(!(kDual && kFused), "the dual regroup writes two permutations, no union metadata");
     using T = Tile<W>;
     __shared__ SmemV3<W> sm;
+    __shared__ uint8_t s_order_alt[kDual ? W : 1];  /* dual: warp 1's greedy order */
+    __shared__ uint32_t s_identity_visits_alt;      /* dual, guarded: identity visits at alt g */
     /* fused: the ids of S_i (union preparation's rule, -1 elsewhere) of each query */
     __shared__ __align__(16) int32_t s_ids[kFused ? W * kMaxTopk : 4];
     extern __shared__ __align__(16) unsigned char dyn[];
@@ -397,6 +407,7 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
         sm.found = 0;
         sm.num_pages = 0;
         sm.identity_visits = 0;
+        if constexpr (kDual) s_identity_visits_alt = 0;
         sm.req = 0;
         sm.win = 0;
         sm.groups_before = 0;
@@ -633,14 +644,20 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
 
     /* --- Identity visits (guarded) and this thread's 16 mask rows. */
     if (p.guarded) {
-        uint32_t v = 0;
+        uint32_t v = 0, v_alt = 0;
         for (int x = tid; x < num_rows; x += W) {
 #pragma unroll
-            for (int c = 0; c < T::kWords; c++)
+            for (int c = 0; c < T::kWords; c++) {
                 v += nonzero_runs(qm[c * T::kColStride + x], p.group_size);
+                if constexpr (kDual) v_alt += nonzero_runs(qm[c * T::kColStride + x], p.alt_group_size);
+            }
         }
         v = __reduce_add_sync(kFullMask, v);
         if (lane == 0 && v != 0) atomicAdd(&sm.identity_visits, v);
+        if constexpr (kDual) {
+            v_alt = __reduce_add_sync(kFullMask, v_alt);
+            if (lane == 0 && v_alt != 0) atomicAdd(&s_identity_visits_alt, v_alt);
+        }
     }
     uint32_t q[kMaxTopk][T::kWords];
 #pragma unroll
@@ -666,7 +683,9 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
         }
     }
     __syncthreads();
-    if (warp != 0) {
+    /* dual: warp 1 runs the loop with the other g (warp-uniform) */
+    const bool alt = kDual && warp == 1;
+    if (warp != 0 && !alt) {
         if constexpr (kFused) {
             /* While warp 0 runs the greedy loop: the groups of the requests before this
              * one (CTA 0: of all requests too), for the global group index. */
@@ -682,6 +701,7 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
         return;
     }
 
+    uint8_t *const order = alt ? s_order_alt : sm.order; /* sm.order but in a dual kernel's warp 1 */
     /* --- Algorithm 1, one warp. Lane owns queries lane*QPL + k; pend[k] and valid[k] sit
      * in the 16-bit half of the M word where that query's column lies. base[k] = the
      * query's M row offset (j * kRowBytes), or kAssignedKey once it has a slot. */
@@ -701,7 +721,9 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
          * parameter), so ptxas sees every branch below as uniform: no divergence check
          * before each redux.sync and no reconvergence barriers in the loop. */
         const int32_t nu = (int32_t)__reduce_min_sync(kFullMask, (uint32_t)n);
-        const int32_t g = p.group_size;
+        int32_t g = p.group_size;
+        if constexpr (kDual) /* uniform too (a redux result), as n */
+            g = (int32_t)__reduce_min_sync(kFullMask, (uint32_t)(alt ? p.alt_group_size : p.group_size));
         /* Seed of the first group: the smallest id (its key is its M row offset). The row
          * of each group's seed is requested before the loop's back edge, so the branch
          * hides under the load. */
@@ -716,7 +738,7 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
         while (more) { /* one group: slots [s, end); seed known, its M row in flight */
 #pragma unroll
             for (int k = 0; k < QPL; k++) base[k] = base[k] == seed ? kAssignedKey : base[k];
-            if (lane == 0) sm.order[s] = (uint8_t)(seed / T::kRowBytes);
+            if (lane == 0) order[s] = (uint8_t)(seed / T::kRowBytes);
             visits += sm.sizes[seed / T::kRowBytes];
             const int32_t end = min(nu, s + g);
             more = end < nu;
@@ -741,7 +763,7 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
                 const uint32_t w_off = win & T::kOffsetMask;
 #pragma unroll
                 for (int k = 0; k < QPL; k++) base[k] = key[k] == win ? kAssignedKey : base[k];
-                if (lane == 0) sm.order[s] = (uint8_t)(w_off / T::kRowBytes);
+                if (lane == 0) order[s] = (uint8_t)(w_off / T::kRowBytes);
                 visits += win >> T::kKeyShift;
                 ++s;
                 return w_off;
@@ -778,10 +800,10 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
     }
     __syncwarp();
     const bool keep_greedy =
-        kArgmin != kPrepOnly && (!p.guarded || visits < sm.identity_visits);
-    int32_t *out = p.perm + (int64_t)head * p.num_tokens + row0;
+        kArgmin != kPrepOnly && (!p.guarded || visits < (alt ? s_identity_visits_alt : sm.identity_visits));
+    int32_t *out = (alt ? p.perm_alt : p.perm) + (int64_t)head * p.num_tokens + row0;
     for (int32_t s = lane; s < n; s += 32) {
-        const int32_t j = keep_greedy ? (int32_t)sm.order[s] : s;
+        const int32_t j = keep_greedy ? (int32_t)order[s] : s;
         out[s] = row0 + j;
         if constexpr (kFused) sm.order[s] = (uint8_t)j; /* the final order, for the groups */
     }
@@ -850,16 +872,16 @@ enum {
     kDevLast = kDevWideMasks
 };
 
-template <int W, int kArgmin, bool kMatch, bool kFused = false>
+template <int W, int kArgmin, bool kMatch, bool kFused = false, bool kDual = false>
 void launch_v3(const RegroupParams &params, bool vec, int32_t num_kv_heads, cudaStream_t stream)
 {
     const dim3 grid((unsigned)(params.num_tokens / W + params.num_requests),
                     (unsigned)num_kv_heads);
     const size_t smem = dyn_smem_bytes<W>(params);
     if (vec)
-        regroup_kernel<W, true, kArgmin, kMatch, kFused><<<grid, W, smem, stream>>>(params);
+        regroup_kernel<W, true, kArgmin, kMatch, kFused, kDual><<<grid, W, smem, stream>>>(params);
     else
-        regroup_kernel<W, false, kArgmin, kMatch, kFused><<<grid, W, smem, stream>>>(params);
+        regroup_kernel<W, false, kArgmin, kMatch, kFused, kDual><<<grid, W, smem, stream>>>(params);
 }
 
 template <int W>
@@ -985,6 +1007,39 @@ extern "C" pw_status_t pw_regroup(const pw_problem_t *problem, const int32_t *to
      * (regroup_wide.cuh) for the windows whose pages do not fit. */
     const int variant = problem && problem->topk > kMaxTopk ? kDevWideMasks : kDevLibrary;
     return pw_regroup_dev_variant(variant, problem, topk_ids, requests, grouping, perm, stream);
+}
+
+/* pw_internal.h: Algorithm 1 twice in one launch, with grouping->group_size into perm and
+ * alt_group_size into perm_alt (kDual: warp 1 runs the second loop on the same masks). */
+extern "C" pw_status_t pw_regroup_dual(const pw_problem_t *problem, const int32_t *topk_ids,
+                                       const pw_requests_t *requests, const pw_grouping_t *grouping,
+                                       int32_t alt_group_size, int32_t *perm, int32_t *perm_alt,
+                                       pw_stream_t stream)
+{
+    PW_TRY(check_regroup_args(problem, topk_ids, requests, grouping, perm));
+    if (grouping->mode == PW_REGROUP_IDENTITY)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_regroup_dual: mode IDENTITY (it runs GREEDY or GUARDED)");
+    if (alt_group_size != 1 && alt_group_size != 2 && alt_group_size != 4 && alt_group_size != 8)
+        return pw_fail(PW_ERROR_UNSUPPORTED, "pw_regroup_dual: alt_group_size %d (1, 2, 4 or 8)", alt_group_size);
+    if (problem->num_tokens > 0 && (!perm_alt || perm_alt == perm))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_regroup_dual: perm_alt is NULL or perm");
+    if (problem->num_tokens == 0) return PW_SUCCESS;
+    PW_TRY(pw_check_attention_device());
+    RegroupParams params = regroup_params(problem, topk_ids, requests, grouping, perm);
+    params.perm_alt = perm_alt;
+    params.alt_group_size = alt_group_size;
+    const bool vec = problem->topk == kMaxTopk && ((uintptr_t)topk_ids % 16u) == 0;
+    cudaStream_t st = (cudaStream_t)stream;
+    if (grouping->window == 64) {
+        params.direct = params.max_pages <= Tile<64>::kDirectMaxPages;
+        params.adaptive = !params.direct;
+        launch_v3<64, kArgminRedux, false, false, true>(params, vec, problem->num_kv_heads, st);
+    } else {
+        params.direct = params.max_pages <= Tile<128>::kDirectMaxPages;
+        params.adaptive = !params.direct;
+        launch_v3<128, kArgminRedux, false, false, true>(params, vec, problem->num_kv_heads, st);
+    }
+    return launch_status("pw_regroup_dual");
 }
 
 /* Fused variants (regroup_dev.h): 0 = one launch (library), 1 = one launch with the hash

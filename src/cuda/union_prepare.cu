@@ -47,6 +47,10 @@ struct UnionParams {
     int64_t sched_stride;
     int sched_dense;            /* items: 0 4-query halves, 1 groups (dense G = 8), 2 pairs (dense G = 4) */
     uint32_t *sched_pairs;      /* sched_dense 2: [Hkv, max_groups], zeroed: a pair's first size */
+    /* kAlt kernels (pw_vt_buffers_t.perm_alt): the stacked tile's perm, the call's choice */
+    const int32_t *perm_alt;    /* [Hkv, N] */
+    const unsigned long long *stack_stat;
+    int32_t *perm_out;          /* = perm: written from perm_alt when the stacked tile runs */
 };
 
 /* Appends work item `item` of `pages` pages to its size class's list (any order inside a
@@ -67,7 +71,10 @@ static __device__ __forceinline__ int32_t groups_of(const UnionParams &p, int32_
     return pw_dev::groups_of_request(p.cu_seqlens, r, p.num_tokens, p.window, p.group_size);
 }
 
-template <int KPL, bool kVecIn, bool kVecOut>
+/* kAlt: the permutation is perm_alt when the call runs the stacked tile (PW_STACK_CHOSEN on
+ * stack_stat, whose counts the mark launch finished before this launch), which each slot's
+ * reader then copies into perm_out; else perm (pw_vt_buffers_t.perm_alt). */
+template <int KPL, bool kVecIn, bool kVecOut, bool kAlt = false>
 static __device__ __forceinline__ void union_prepare_body(const UnionParams &p)
 {
     constexpr int kCandidates = 32 * KPL; /* 8 members x K */
@@ -87,8 +94,23 @@ static __device__ __forceinline__ void union_prepare_body(const UnionParams &p)
     const int member = lane >> 2, part = lane & 3;
     const int64_t guess_slot0 = ((int64_t)first_group + warp) * g;
     int32_t guess_orig = -1;
-    if (guess_slot0 + member < p.num_tokens)
+    const int32_t *perm = p.perm;
+    bool use_alt = false;
+    if constexpr (kAlt) { /* both guesses in flight with the choice's counts */
+        const unsigned long long pair_pages = __ldg(p.stack_stat), block_pages = __ldg(p.stack_stat + 1);
+        int32_t guess_alt = -1;
+        if (guess_slot0 + member < p.num_tokens) {
+            guess_orig = __ldg(p.perm + (int64_t)head * p.num_tokens + guess_slot0 + member);
+            guess_alt = __ldg(p.perm_alt + (int64_t)head * p.num_tokens + guess_slot0 + member);
+        }
+        use_alt = PW_STACK_CHOSEN(pair_pages, block_pages); /* CTA-uniform */
+        if (use_alt) {
+            perm = p.perm_alt;
+            guess_orig = guess_alt;
+        }
+    } else if (guess_slot0 + member < p.num_tokens) {
         guess_orig = __ldg(p.perm + (int64_t)head * p.num_tokens + guess_slot0 + member);
+    }
 
     /* --- Which request holds each of this CTA's 8 groups: exclusive scan of the groups
      * per request over contiguous chunks of requests. */
@@ -149,7 +171,9 @@ static __device__ __forceinline__ void union_prepare_body(const UnionParams &p)
         const int32_t orig =
             slot_begin == guess_slot0
                 ? guess_orig
-                : __ldg(p.perm + (int64_t)head * p.num_tokens + slot_begin + member);
+                : __ldg(perm + (int64_t)head * p.num_tokens + slot_begin + member);
+        /* the slot's one writer: the group's member lane of part 0 (no other CTA reads it) */
+        if (kAlt && use_alt && part == 0) p.perm_out[(int64_t)head * p.num_tokens + slot_begin + member] = orig;
         if (orig >= b && orig < e) {
             uint32_t visible =
                 pw_dev::visible_page_count((int64_t)prefix + (orig - b), kv_len, p.page_size);
@@ -227,6 +251,13 @@ __global__ void __launch_bounds__(kThreads) union_prepare_kernel(const UnionPara
     union_prepare_body<KPL, kVecIn, kVecOut>(p);
 }
 
+/* K <= 16 with pw_vt_buffers_t.perm_alt (the stacked tile's calls only). */
+template <bool kVecIn, bool kVecOut>
+__global__ void __launch_bounds__(kThreads) union_prepare_kernel_alt(const UnionParams p)
+{
+    union_prepare_body<4, kVecIn, kVecOut, true>(p);
+}
+
 template <bool kVecIn, bool kVecOut>
 __global__ void __launch_bounds__(kThreads, 1) union_prepare_kernel_k64(const UnionParams p)
 {
@@ -238,6 +269,14 @@ void launch_union_prepare_kernel(const UnionParams &params, dim3 grid, cudaStrea
 {
     if constexpr (KPL == 16) union_prepare_kernel_k64<kVecIn, kVecOut><<<grid, kThreads, 0, st>>>(params);
     else union_prepare_kernel<KPL, kVecIn, kVecOut><<<grid, kThreads, 0, st>>>(params);
+}
+
+void launch_union_prepare_alt(const UnionParams &params, bool vec_in, bool vec_out, dim3 grid, cudaStream_t st)
+{
+    if (vec_in && vec_out) union_prepare_kernel_alt<true, true><<<grid, kThreads, 0, st>>>(params);
+    else if (vec_in) union_prepare_kernel_alt<true, false><<<grid, kThreads, 0, st>>>(params);
+    else if (vec_out) union_prepare_kernel_alt<false, true><<<grid, kThreads, 0, st>>>(params);
+    else union_prepare_kernel_alt<false, false><<<grid, kThreads, 0, st>>>(params);
 }
 
 template <int KPL>
@@ -339,6 +378,14 @@ extern "C" pw_status_t pw_union_prepare_scheduled(const pw_problem_t *problem, c
     params.sched_pairs = params.sched_count && params.sched_dense == 2
                              ? (uint32_t *)(void *)((uint8_t *)params.sched_count + PW_SCHED_COUNTS_BYTES)
                              : NULL;
+    params.perm_alt = vt ? vt->perm_alt : NULL;
+    params.stack_stat = vt ? vt->stack_stat : NULL;
+    params.perm_out = const_cast<int32_t *>(perm);
+    if (params.perm_alt && (vt->stack_mode != PW_STACK_PER_CALL || !vt->stack_stat || problem->topk > 16 ||
+                            params.perm_alt == perm))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "pw_union_prepare: perm_alt needs stack_mode PER_CALL, stack_stat, K <= 16 and a buffer other "
+                       "than perm");
 
     /* The bound covers every group; CTA 0 of each KV head also writes num_groups (so a
      * call with N = 0 still writes zeros). */
@@ -361,7 +408,8 @@ extern "C" pw_status_t pw_union_prepare_scheduled(const pw_problem_t *problem, c
         if (e != cudaSuccess)
             return pw_fail(PW_ERROR_CUDA, "pw_union_prepare: clearing the schedule's counts: %s", cudaGetErrorString(e));
     }
-    if (kpl == 4) launch_union_prepare<4>(params, vec_in, vec_out, grid, st);
+    if (params.perm_alt) launch_union_prepare_alt(params, vec_in, vec_out, grid, st);
+    else if (kpl == 4) launch_union_prepare<4>(params, vec_in, vec_out, grid, st);
     else if (kpl == 8) launch_union_prepare<8>(params, vec_in, vec_out, grid, st);
     else launch_union_prepare<16>(params, vec_in, vec_out, grid, st);
     const cudaError_t err = cudaGetLastError();

@@ -310,6 +310,14 @@ __global__ void __launch_bounds__(128) vt_transpose_kernel(const VtParams p)
 extern "C" pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_attention_args_t *args,
                                      const pw_vt_buffers_t *vt, pw_stream_t stream)
 {
+    return pw_vt_prepare_parts(problem, args, vt, PW_VT_MARKS | PW_VT_TILES, stream);
+}
+
+extern "C" pw_status_t pw_vt_prepare_parts(const pw_problem_t *problem, const pw_attention_args_t *args,
+                                           const pw_vt_buffers_t *vt, int parts, pw_stream_t stream)
+{
+    if (parts & ~(PW_VT_MARKS | PW_VT_TILES))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "V^T pre-pass: parts 0x%x has unknown bits", (unsigned)parts);
     if (problem->num_tokens == 0 || problem->num_requests == 0) return PW_SUCCESS;
     if (problem->page_size != pw::kPageSize && problem->page_size != 64)
         return pw_fail(PW_ERROR_UNSUPPORTED, "V^T pre-pass: page_size %d (64 or 128)", problem->page_size);
@@ -344,7 +352,7 @@ extern "C" pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_atten
     cudaError_t e;
     PW_TRY(pw_check_vt_stack(problem, args, vt));
     const bool per_call = vt->stack_mode == PW_STACK_PER_CALL, stack = vt->stack_mode != PW_STACK_NEVER;
-    if (vt->touched) { // the marks (and stack_stat after them): cleared, then set from the Top-K ids (count zeroed there)
+    if (vt->touched && (parts & PW_VT_MARKS)) { // the marks (and stack_stat after them): cleared, then set from the Top-K ids (count zeroed there)
         const size_t clear = stack ? PW_STACK_STAT_OFFSET(entries) + PW_STACK_STAT_BYTES : (size_t)entries;
         e = cudaMemsetAsync(vt->touched, 0, clear, (cudaStream_t)stream);
         if (e != cudaSuccess)
@@ -361,6 +369,7 @@ extern "C" pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_atten
         e = cudaGetLastError();
         if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "V^T pre-pass mark launch: %s", cudaGetErrorString(e));
     }
+    if (!(parts & PW_VT_TILES)) return PW_SUCCESS;
     if (problem->page_size == 64) vt_scan_kernel<64><<<(unsigned)scan_ctas, kScanThreads, 0, (cudaStream_t)stream>>>(p);
     else vt_scan_kernel<pw::kPageSize><<<(unsigned)scan_ctas, kScanThreads, 0, (cudaStream_t)stream>>>(p);
     e = cudaGetLastError();

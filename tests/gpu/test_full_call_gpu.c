@@ -1316,6 +1316,169 @@ static void test_fp8x2_stacked_choice(void **state)
     pw_capture_free(c);
 }
 
+/* Rows of pages last - 4k - class(i), the class of each query random in 0..3: queries of one
+ * class share every page, so the pairs and blocks of identity order share few (the rule
+ * picks the stacked tile) and greedy g = 2 and g = 4 order the windows differently. */
+static void fill_class_pattern(pw_capture_t *c, pw_rng_t *rng)
+{
+    const pw_problem_t *p = &c->problem;
+    for (int h = 0; h < p->num_kv_heads; h++)
+        for (int r = 0; r < p->num_requests; r++)
+            for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
+                const int64_t pos = c->prefix_lens[r] + (i - c->cu_seqlens_q[r]);
+                const int64_t last = (pos < c->kv_lens[r] - 1 ? pos : c->kv_lens[r] - 1) / 128;
+                const int cls = (int)(pw_rng_next(rng) % 4u);
+                int32_t *row = c->topk_ids + ((int64_t)h * p->num_tokens + i) * 16;
+                for (int k = 0; k < 16; k++) {
+                    const int64_t id = last - 4 * k - cls;
+                    row[k] = id >= 0 ? (int32_t)id : -1;
+                }
+            }
+}
+
+/* PW_PLAN_REGROUP_BY_TILE: on the random problem and on inputs built for each tile, the
+ * call's permutation (the workspace's) and union metadata equal the reference's with the
+ * g of the tile the call runs (2: stacked, 4: lean), the outputs are bitwise those of the
+ * plan without the flag (grouping invariance, same tile), and one captured call (the
+ * reshaped graph) replayed on every input gives the same permutation and bytes; FP8 calls
+ * of the plan are those of the plan without the flag. */
+static void test_regroup_by_tile(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0xb711eull);
+    pw_capture_t *c = make_problem(&rng);
+    const pw_problem_t *p = &c->problem;
+    const pw_requests_t rq = pw_capture_requests(c);
+    device_problem_t d;
+    device_alloc(p, &d);
+    upload(c, &d, 1);
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    enum { BY_TILE, PLAIN, BY_TILE_STACKED, NUM_PLANS };
+    const uint32_t flags[NUM_PLANS] = {PW_PLAN_VT_PREPASS | PW_PLAN_REGROUP_BY_TILE, PW_PLAN_VT_PREPASS,
+                                       PW_PLAN_VT_PREPASS | PW_PLAN_REGROUP_BY_TILE | PW_PLAN_FP8X2_STACKED};
+    pw_plan_t *plans[NUM_PLANS];
+    for (int k = 0; k < NUM_PLANS; k++) plans[k] = make_plan(p, PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION4, flags[k], &d);
+    {
+        pw_plan_info_t info = PW_PLAN_INFO_INIT, info8 = PW_PLAN_INFO_INIT;
+        assert_pw_ok(pw_plan_info(plans[BY_TILE], PW_PRECISION_FP8X2, &info));
+        assert_int_equal(info.regroup_group_size, 4);
+        assert_int_equal(info.fp8x2_stacked, 1);
+        assert_pw_ok(pw_plan_info(plans[BY_TILE_STACKED], PW_PRECISION_FP8X2, &info));
+        assert_pw_ok(pw_plan_info(plans[BY_TILE_STACKED], PW_PRECISION_FP8, &info8));
+        assert_int_equal(info.regroup_group_size, 2);
+        assert_int_equal(info8.regroup_group_size, 4);
+    }
+    const int64_t perm_bytes = (int64_t)p->num_kv_heads * p->num_tokens * 4;
+    int32_t *perm2 = malloc(perm_bytes), *perm4 = malloc(perm_bytes);
+    assert_non_null(perm2);
+    assert_non_null(perm4);
+    enum { NUM_INPUTS = 3 };
+    result_t by_tile[NUM_INPUTS], plain, replay;
+    for (int in = 0; in < NUM_INPUTS; in++) result_alloc(p, &by_tile[in]);
+    result_alloc(p, &plain);
+    result_alloc(p, &replay);
+    int stacked_of[NUM_INPUTS], orders_differ = 0;
+    pw_grouping_t g = PW_GROUPING_INIT;
+    g.mode = PW_REGROUP_GUARDED;
+    g.window = 128;
+    const size_t ids_bytes = (size_t)p->num_kv_heads * p->num_tokens * 16 * 4;
+    int32_t *ids_of[NUM_INPUTS]; /* each input's Top-K ids, for the replays */
+    for (int in = 0; in < NUM_INPUTS; in++) { /* 0: the random problem, 1: shared pages (lean), 2: classes (stacked) */
+        if (in == 1) fill_block_pattern(c, 1);
+        if (in == 2) fill_class_pattern(c, &rng);
+        ids_of[in] = malloc(ids_bytes);
+        assert_non_null(ids_of[in]);
+        memcpy(ids_of[in], c->topk_ids, ids_bytes);
+        upload(c, &d, 0);
+        uint64_t counts[2];
+        assert_pw_ok(pw_fp8x2_stack_choice(p, c->topk_ids, &rq, counts, &stacked_of[in]));
+        g.group_size = 2;
+        assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm2));
+        g.group_size = 4;
+        assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm4));
+        const int differ = memcmp(perm2, perm4, (size_t)perm_bytes) != 0;
+        if (stacked_of[in] && differ) orders_differ = 1;
+        /* FP8X2: the flag's call, its workspace, the plan without it */
+        g_precision = PW_PRECISION_FP8X2;
+        poison(p, &d, s);
+        pw_attention_args_t args = device_args(p, &d);
+        assert_pw_ok(pw_sparse_prefill(plans[BY_TILE], &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
+        fetch(p, &d, s, &by_tile[in]);
+        check_workspace_views(c, plans[BY_TILE], &d, stacked_of[in] ? perm2 : perm4);
+        poison(p, &d, s);
+        assert_pw_ok(pw_sparse_prefill(plans[PLAIN], &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
+        fetch(p, &d, s, &plain);
+        const int same = same_result(p, &by_tile[in], &plain);
+        printf("  input %d (%s tile; g = 2 and g = 4 orders %s): FP8X2 call == the plan without the flag: %s\n", in,
+               stacked_of[in] ? "stacked" : "lean", differ ? "differ" : "equal", same ? "bitwise" : "DIFFERENT");
+        assert_true(same);
+        /* the stacked tile forced: g = 2 */
+        poison(p, &d, s);
+        assert_pw_ok(
+            pw_sparse_prefill(plans[BY_TILE_STACKED], &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
+        fetch(p, &d, s, &replay);
+        check_workspace_views(c, plans[BY_TILE_STACKED], &d, perm2);
+        /* FP8: the plan's ordinary path */
+        g_precision = PW_PRECISION_FP8;
+        args = device_args(p, &d);
+        poison(p, &d, s);
+        assert_pw_ok(pw_sparse_prefill(plans[BY_TILE], &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
+        fetch(p, &d, s, &replay);
+        check_workspace_views(c, plans[BY_TILE], &d, perm4);
+        poison(p, &d, s);
+        assert_pw_ok(pw_sparse_prefill(plans[PLAIN], &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
+        fetch(p, &d, s, &plain);
+        assert_true(same_result(p, &replay, &plain));
+    }
+    printf("  an input with the stacked tile where g = 2 and g = 4 order differently: %s\n", orders_differ ? "yes" : "NO");
+    assert_true(orders_differ); /* else the copy of perm_alt was not exercised */
+    assert_true(stacked_of[2] && !stacked_of[1]);
+    /* One captured FP8X2 call (the reshaped graph), replayed on the inputs in another order. */
+    g_precision = PW_PRECISION_FP8X2;
+    const pw_attention_args_t args = device_args(p, &d);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    const pw_status_t st = pw_sparse_prefill(plans[BY_TILE], &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s);
+    CUDA_OK(cudaStreamEndCapture(s, &graph));
+    assert_pw_ok(st);
+    size_t nodes = 0;
+    CUDA_OK(cudaGraphGetNodes(graph, NULL, &nodes));
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    const int order[4] = {2, 0, 1, 2};
+    for (int round = 0; round < 4; round++) {
+        const int in = order[round];
+        memcpy(c->topk_ids, ids_of[in], ids_bytes);
+        upload(c, &d, 0);
+        g.group_size = stacked_of[in] ? 2 : 4;
+        assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm2));
+        poison(p, &d, s);
+        CUDA_OK(cudaGraphLaunch(exec, s));
+        fetch(p, &d, s, &replay);
+        check_workspace_views(c, plans[BY_TILE], &d, perm2);
+        const int same = same_result(p, &replay, &by_tile[in]);
+        printf("  graph (%zu nodes) replay %d on input %d: == its eager call: %s\n", nodes, round, in,
+               same ? "bitwise" : "DIFFERENT");
+        assert_true(same);
+    }
+    CUDA_OK(cudaGraphExecDestroy(exec));
+    CUDA_OK(cudaGraphDestroy(graph));
+    free(perm2);
+    free(perm4);
+    for (int in = 0; in < NUM_INPUTS; in++) {
+        result_free(&by_tile[in]);
+        free(ids_of[in]);
+    }
+    result_free(&plain);
+    result_free(&replay);
+    for (int k = 0; k < NUM_PLANS; k++) pw_plan_destroy(plans[k]);
+    CUDA_OK(cudaStreamDestroy(s));
+    device_free(&d);
+    pw_capture_free(c);
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -1364,6 +1527,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_vt_capacity),
         cmocka_unit_test(test_vt_graph_crosses_capacity),
         cmocka_unit_test(test_fp8x2_stacked_choice),
+        cmocka_unit_test(test_regroup_by_tile),
         cmocka_unit_test(test_errors),
     };
     // --only PATTERN: run the tests whose names match (cmocka's filter, * and ?), e.g. one

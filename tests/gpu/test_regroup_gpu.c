@@ -31,6 +31,7 @@
 #include <cuda_runtime.h>
 
 #include "../../src/cuda/regroup_dev.h" /* internal: the kernel's alternative paths */
+#include "../../src/pw_internal.h"       /* internal: pw_regroup_dual (PW_PLAN_REGROUP_BY_TILE) */
 #endif
 
 #include "pageweaver_capture.h"
@@ -294,6 +295,40 @@ static void check_regroup(const host_case_t *hc, const dev_case_t *dc,
     *perm_dev_out = perm_dev;
 }
 
+/* pw_regroup_dual (PW_PLAN_REGROUP_BY_TILE's one launch with two group sizes): each of the
+ * two permutations equal to pw_ref_regroup's with its g, in poisoned buffers. */
+static void check_dual(const host_case_t *hc, const dev_case_t *dc, pw_regroup_mode_t mode, int32_t window, int32_t g,
+                       int32_t alt)
+{
+    const pw_problem_t *p = &hc->problem;
+    const size_t bytes = (size_t)p->num_kv_heads * (size_t)p->num_tokens * 4u;
+    char name[256];
+    snprintf(name, sizeof name, "%s: dual regroup mode %d W=%d g=%d / %d", hc->name, (int)mode, window, g, alt);
+    const pw_requests_t rq = host_requests(hc);
+    pw_grouping_t grouping = PW_GROUPING_INIT;
+    grouping.mode = mode;
+    grouping.window = window;
+    int32_t *want = malloc(bytes + 4), *got = malloc(bytes + 4);
+    assert_non_null(want);
+    assert_non_null(got);
+    int32_t *perm_dev = dev_alloc(bytes + 4), *alt_dev = dev_alloc(bytes + 4);
+    CUDA_OK(cudaMemsetAsync(perm_dev, POISON, bytes, g_stream));
+    CUDA_OK(cudaMemsetAsync(alt_dev, POISON, bytes, g_stream));
+    grouping.group_size = g;
+    assert_pw_ok(pw_regroup_dual(p, dc->ids, &dc->requests, &grouping, alt, perm_dev, alt_dev, (pw_stream_t)g_stream));
+    for (int k = 0; k < 2; k++) {
+        grouping.group_size = k ? alt : g;
+        assert_pw_ok(pw_ref_regroup(p, hc->ids, &rq, &grouping, want));
+        CUDA_OK(cudaMemcpyAsync(got, k ? alt_dev : perm_dev, bytes, cudaMemcpyDeviceToHost, g_stream));
+        CUDA_OK(cudaStreamSynchronize(g_stream));
+        assert_same_bytes(want, got, bytes, k ? "perm_alt" : "perm", name);
+    }
+    CUDA_OK(cudaFree(perm_dev));
+    CUDA_OK(cudaFree(alt_dev));
+    free(want);
+    free(got);
+}
+
 /* Fused regroup + union preparation (pw_regroup_union_prepare_dev_variant 0: the
  * library's one launch; 1: the same with the hash path forced; 2: the two launches): perm
  * and every metadata byte equal to pw_ref_regroup + pw_ref_union_prepare, in poisoned
@@ -389,6 +424,18 @@ static void check_case(const host_case_t *hc, int misalign, int thorough)
         check_union(hc, &dc, &g, perm, perm_dev, i == 1 ? 3 : 0, NULL);
         check_fused(hc, &dc, &g, i == 1 ? 3 : 0);
         CUDA_OK(cudaFree(perm_dev));
+    }
+    /* The dual regroup: the plan's pair (g = 4, and 2 for the stacked tile) in both modes
+     * and windows; thorough: other pairs. */
+    if (p->topk <= 16) {
+        check_dual(hc, &dc, PW_REGROUP_GUARDED, 128, 4, 2);
+        check_dual(hc, &dc, PW_REGROUP_GREEDY, 64, 4, 2);
+        if (thorough) {
+            check_dual(hc, &dc, PW_REGROUP_GREEDY, 128, 4, 2);
+            check_dual(hc, &dc, PW_REGROUP_GUARDED, 64, 4, 2);
+            check_dual(hc, &dc, PW_REGROUP_GUARDED, 128, 8, 1);
+            check_dual(hc, &dc, PW_REGROUP_GREEDY, 128, 2, 8);
+        }
     }
     /* Union preparation of other permutations and windows (any W >= 0, any g). */
     other_perms(hc, &rng, identity, shuffled);
