@@ -683,20 +683,25 @@ enum {
      * both together are an argument error; other calls ignore them. */
     PW_PLAN_FP8X2_STACKED = 1u << 4,
     PW_PLAN_NO_FP8X2_STACKED = 1u << 5,
-    /* The regroup objective follows the FP8X2 tile the call runs (plans whose FP8X2 calls
-     * choose the tile per call: G = 16, K <= 16, P = 128 on the V^T pre-pass, neither flag
-     * above, the plan's own regroup). The stacked 2-slot tile walks the union of each pair
-     * of queries, the lean kernel that of each 4-query half, so the best greedy groups
-     * differ: Algorithm 1 with g = 2 cuts the stacked tile's page steps ~2% on the A / B / C
-     * workloads but raises C_4 ~7%, which the lean kernel pays (bench/NOTES.md, 22nd
-     * session). With this flag such a call regroups both ways in one launch (g = 4 and
-     * g = 2, a second warp per window: pw_plan_info's regroup_group_size stays 4), and
-     * union preparation, enqueued after the pre-pass's mark launch that makes the choice,
-     * prepares the groups of the permutation that matches it; under stream capture the
-     * graph is regroup || mark, then union preparation, scan || ..., attention. With
-     * PW_PLAN_FP8X2_STACKED the FP8X2 calls regroup with g = 2. Outputs are bitwise the
-     * same as without the flag (the grouping never changes them); the workspace holds one
-     * more [Hkv, N] int32 permutation. Ignored by every other plan and call. */
+    /* The regroup objective follows the FP8X2 tile the call runs. Applies to plans whose
+     * FP8X2 calls may run the stacked 2-slot tile (G = 16, K <= 16, P = 128 on the V^T
+     * pre-pass, not PW_PLAN_NO_FP8X2_STACKED) and that regroup in FP8X2 (not IDENTITY,
+     * not PW_PLAN_CALLER_PERM, AUTO's time guard saying yes), in their FP8X2 calls without
+     * per-token scales; ignored by every other plan and call. The stacked tile walks the
+     * union of each pair of queries, the lean kernel that of each 4-query half, so the
+     * best greedy groups differ: Algorithm 1 with g = 2 cuts the stacked tile's page steps
+     * ~2% on the A / B / C workloads but raises C_4 ~7%, which the lean kernel pays
+     * (bench/NOTES.md, 22nd session). Where the device picks the tile per call, the call
+     * regroups both ways in one launch (the plan's g, 4 or 8 with
+     * PW_PLAN_REGROUP_GROUPS_OF_8, and g = 2: a second warp per window; pw_plan_info's
+     * regroup_group_size stays the plan's g), and union preparation, enqueued after the
+     * pre-pass's mark launch that makes the pick, prepares the groups of the permutation
+     * that matches it (the workspace's perm is then that one); under stream capture the
+     * graph is regroup || mark, then union preparation beside scan -> transpose, then
+     * attention. The workspace holds one more [Hkv, N] int32 permutation there. With
+     * PW_PLAN_FP8X2_STACKED (always the stacked tile) those calls simply regroup with
+     * g = 2 (no extra part). Outputs are bitwise the same as without the flag (the
+     * grouping never changes them). */
     PW_PLAN_REGROUP_BY_TILE = 1u << 6
 };
 
@@ -763,7 +768,8 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
                            pw_plan_t **out);
 
 /* Device workspace bytes one pw_sparse_prefill needs: the permutation [Hkv, N] int32
- * (none with PW_PLAN_CALLER_PERM), the union metadata of pw_union_meta_t for
+ * (none with PW_PLAN_CALLER_PERM; two where PW_PLAN_REGROUP_BY_TILE applies and the tile
+ * is picked per call), the union metadata of pw_union_meta_t for
  * pw_max_groups() groups of 8 x Kd pages ([Hkv] + [Hkv, groups] x (32 + 8Kd*4 + 8Kd) bytes;
  * Kd = 16, 32 or 64, the padded K of pw_plan_create),
  * pw_regroup_workspace_size(), and when a PW_KERNEL_UNION4 plan runs the V^T pre-pass
@@ -896,7 +902,8 @@ typedef struct pw_plan_info {
                                   each 8-query union, at G = 4 two of them merged; such a
                                   plan's calls with per-token scales run the padded tile
                                   and regroup with 4); 0 when `regroup` is
-                                  IDENTITY; 2 for FP8X2 with PW_PLAN_REGROUP_BY_TILE and
+                                  IDENTITY; 2 for FP8X2 on a plan that
+                                  PW_PLAN_REGROUP_BY_TILE applies to, with
                                   PW_PLAN_FP8X2_STACKED. pw_ref_regroup with `regroup`,
                                   `window` and this g reproduces the call's permutation
                                   (PW_PLAN_REGROUP_BY_TILE with the tile chosen per call:

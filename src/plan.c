@@ -570,7 +570,7 @@ static pw_status_t by_tile_call(const pw_plan_t *plan, const pw_attention_args_t
     if (st == PW_SUCCESS) st = pw_capture_deps_get(stream, &prepared);
     if (st == PW_SUCCESS && !prepared.active)
         st = pw_fail(PW_ERROR_CUDA, "pw_sparse_prefill: the stream's capture ended or grew during the call");
-    if (st != PW_SUCCESS) return st;
+    if (st != PW_SUCCESS) return keep_nodes(stream, st, &regrouped); /* with the mark, if the set failed */
     /* the scan and transpose after the mark, beside union preparation; attention after both */
     st = pw_capture_deps_set(stream, &marked, 0);
     if (st == PW_SUCCESS) st = pw_vt_prepare_parts(p, args, vt, PW_VT_TILES, stream);

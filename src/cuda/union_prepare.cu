@@ -99,8 +99,8 @@ static __device__ __forceinline__ void union_prepare_body(const UnionParams &p)
     if constexpr (kAlt) { /* both guesses in flight with the choice's counts */
         const unsigned long long pair_pages = __ldg(p.stack_stat), block_pages = __ldg(p.stack_stat + 1);
         int32_t guess_alt = -1;
-        if (guess_slot0 + member < p.num_tokens) {
-            guess_orig = __ldg(p.perm + (int64_t)head * p.num_tokens + guess_slot0 + member);
+        if (guess_slot0 + member < p.num_tokens) { /* perm: through L2 (other CTAs may write it, below) */
+            guess_orig = __ldcg(p.perm + (int64_t)head * p.num_tokens + guess_slot0 + member);
             guess_alt = __ldg(p.perm_alt + (int64_t)head * p.num_tokens + guess_slot0 + member);
         }
         use_alt = PW_STACK_CHOSEN(pair_pages, block_pages); /* CTA-uniform */

@@ -1336,6 +1336,80 @@ static void fill_class_pattern(pw_capture_t *c, pw_rng_t *rng)
             }
 }
 
+/* The kernel a graph node runs ("memset" for a memset node, "" for others). */
+static const char *node_name(cudaGraphNode_t n)
+{
+    enum cudaGraphNodeType t;
+    CUDA_OK(cudaGraphNodeGetType(n, &t));
+    if (t == cudaGraphNodeTypeMemset) return "memset";
+    if (t != cudaGraphNodeTypeKernel) return "";
+    struct cudaKernelNodeParams kp;
+    CUDA_OK(cudaGraphKernelNodeGetParams(n, &kp));
+    const char *name = NULL;
+    CUDA_OK(cudaFuncGetName(&name, kp.func));
+    return name ? name : "";
+}
+
+/* Whether `to` depends on `from` through the graph's edges (depth-first over dependencies). */
+static int graph_reaches(cudaGraphNode_t from, cudaGraphNode_t to, int depth)
+{
+    if (to == from) return 1;
+    if (depth > 64) return 0;
+    cudaGraphNode_t deps[32];
+    size_t n = 32;
+    CUDA_OK(cudaGraphNodeGetDependencies(to, deps, NULL, &n));
+    assert_true(n <= 32);
+    for (size_t i = 0; i < n; i++)
+        if (graph_reaches(from, deps[i], depth + 1)) return 1;
+    return 0;
+}
+
+/* The one node whose kernel name holds `part` (asserted unique), or NULL with want 0. */
+static cudaGraphNode_t find_node(cudaGraphNode_t *nodes, size_t count, const char *part, int want)
+{
+    cudaGraphNode_t found = NULL;
+    int hits = 0;
+    for (size_t i = 0; i < count; i++)
+        if (strstr(node_name(nodes[i]), part)) {
+            found = nodes[i];
+            hits++;
+        }
+    if (want) assert_int_equal(hits, 1);
+    return found;
+}
+
+/* The captured PW_PLAN_REGROUP_BY_TILE call's graph: regroup || mark, union preparation
+ * after both, scan -> transpose after the mark beside union preparation, every attention
+ * kernel after the transpose and union preparation. */
+static void check_by_tile_graph(cudaGraph_t graph)
+{
+    size_t count = 0;
+    CUDA_OK(cudaGraphGetNodes(graph, NULL, &count));
+    cudaGraphNode_t *nodes = malloc(count * sizeof *nodes);
+    assert_non_null(nodes);
+    CUDA_OK(cudaGraphGetNodes(graph, nodes, &count));
+    cudaGraphNode_t regroup = find_node(nodes, count, "regroup_kernel", 1);
+    cudaGraphNode_t mark = find_node(nodes, count, "vt_mark_kernel", 1);
+    cudaGraphNode_t unions = find_node(nodes, count, "union_prepare_kernel_alt", 1);
+    cudaGraphNode_t scan = find_node(nodes, count, "vt_scan_kernel", 1);
+    cudaGraphNode_t transpose = find_node(nodes, count, "vt_transpose_kernel", 1);
+    assert_true(graph_reaches(regroup, unions, 0) && graph_reaches(mark, unions, 0));
+    assert_false(graph_reaches(regroup, mark, 0) || graph_reaches(mark, regroup, 0));
+    assert_true(graph_reaches(mark, scan, 0) && graph_reaches(scan, transpose, 0));
+    assert_false(graph_reaches(unions, transpose, 0) || graph_reaches(transpose, unions, 0));
+    int attention = 0;
+    for (size_t i = 0; i < count; i++)
+        if (strstr(node_name(nodes[i]), "attention")) {
+            attention++;
+            assert_true(graph_reaches(transpose, nodes[i], 0) && graph_reaches(unions, nodes[i], 0));
+        }
+    assert_true(attention >= 1);
+    printf("  graph: %zu nodes; regroup || mark -> union preparation (alt); mark -> scan -> transpose beside it; %d "
+           "attention launches after both: yes\n",
+           count, attention);
+    free(nodes);
+}
+
 /* PW_PLAN_REGROUP_BY_TILE: on the random problem and on inputs built for each tile, the
  * call's permutation (the workspace's) and union metadata equal the reference's with the
  * g of the tile the call runs (2: stacked, 4: lean), the outputs are bitwise those of the
@@ -1355,11 +1429,14 @@ static void test_regroup_by_tile(void **state)
     upload(c, &d, 1);
     cudaStream_t s;
     CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    enum { BY_TILE, PLAIN, BY_TILE_STACKED, NUM_PLANS };
+    enum { BY_TILE, PLAIN, BY_TILE_STACKED, BY_TILE_W64, NUM_PLANS };
     const uint32_t flags[NUM_PLANS] = {PW_PLAN_VT_PREPASS | PW_PLAN_REGROUP_BY_TILE, PW_PLAN_VT_PREPASS,
-                                       PW_PLAN_VT_PREPASS | PW_PLAN_REGROUP_BY_TILE | PW_PLAN_FP8X2_STACKED};
+                                       PW_PLAN_VT_PREPASS | PW_PLAN_REGROUP_BY_TILE | PW_PLAN_FP8X2_STACKED,
+                                       PW_PLAN_VT_PREPASS | PW_PLAN_REGROUP_BY_TILE};
     pw_plan_t *plans[NUM_PLANS];
-    for (int k = 0; k < NUM_PLANS; k++) plans[k] = make_plan(p, PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION4, flags[k], &d);
+    for (int k = 0; k < NUM_PLANS; k++)
+        plans[k] = make_plan(p, k == BY_TILE_W64 ? PW_REGROUP_GREEDY : PW_REGROUP_GUARDED, k == BY_TILE_W64 ? 64 : 128,
+                             PW_KERNEL_UNION4, flags[k], &d);
     {
         pw_plan_info_t info = PW_PLAN_INFO_INIT, info8 = PW_PLAN_INFO_INIT;
         assert_pw_ok(pw_plan_info(plans[BY_TILE], PW_PRECISION_FP8X2, &info));
@@ -1414,6 +1491,22 @@ static void test_regroup_by_tile(void **state)
         printf("  input %d (%s tile; g = 2 and g = 4 orders %s): FP8X2 call == the plan without the flag: %s\n", in,
                stacked_of[in] ? "stacked" : "lean", differ ? "differ" : "equal", same ? "bitwise" : "DIFFERENT");
         assert_true(same);
+        /* greedy W64 with the flag: the same bytes, the permutation of its own g */
+        poison(p, &d, s);
+        assert_pw_ok(pw_sparse_prefill(plans[BY_TILE_W64], &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
+        fetch(p, &d, s, &replay);
+        assert_true(same_result(p, &replay, &plain));
+        {
+            pw_grouping_t g64 = g;
+            g64.mode = PW_REGROUP_GREEDY;
+            g64.window = 64;
+            g64.group_size = stacked_of[in] ? 2 : 4;
+            int32_t *perm64 = malloc(perm_bytes);
+            assert_non_null(perm64);
+            assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g64, perm64));
+            check_workspace_views(c, plans[BY_TILE_W64], &d, perm64);
+            free(perm64);
+        }
         /* the stacked tile forced: g = 2 */
         poison(p, &d, s);
         assert_pw_ok(
@@ -1446,6 +1539,7 @@ static void test_regroup_by_tile(void **state)
     assert_pw_ok(st);
     size_t nodes = 0;
     CUDA_OK(cudaGraphGetNodes(graph, NULL, &nodes));
+    check_by_tile_graph(graph);
     CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
     const int order[4] = {2, 0, 1, 2};
     for (int round = 0; round < 4; round++) {
