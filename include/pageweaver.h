@@ -683,26 +683,29 @@ enum {
      * both together are an argument error; other calls ignore them. */
     PW_PLAN_FP8X2_STACKED = 1u << 4,
     PW_PLAN_NO_FP8X2_STACKED = 1u << 5,
-    /* The regroup objective follows the FP8X2 tile the call runs. Applies to plans whose
-     * FP8X2 calls may run the stacked 2-slot tile (G = 16, K <= 16, P = 128 on the V^T
-     * pre-pass, not PW_PLAN_NO_FP8X2_STACKED) and that regroup in FP8X2 (not IDENTITY,
-     * not PW_PLAN_CALLER_PERM, AUTO's time guard saying yes), in their FP8X2 calls without
-     * per-token scales; ignored by every other plan and call. The stacked tile walks the
-     * union of each pair of queries, the lean kernel that of each 4-query half, so the
-     * best greedy groups differ: Algorithm 1 with g = 2 cuts the stacked tile's page steps
-     * ~2% on the A / B / C workloads but raises C_4 ~7%, which the lean kernel pays
-     * (bench/NOTES.md, 22nd session). Where the device picks the tile per call, the call
-     * regroups both ways in one launch (the plan's g, 4 or 8 with
-     * PW_PLAN_REGROUP_GROUPS_OF_8, and g = 2: a second warp per window; pw_plan_info's
-     * regroup_group_size stays the plan's g), and union preparation, enqueued after the
-     * pre-pass's mark launch that makes the pick, prepares the groups of the permutation
-     * that matches it (the workspace's perm is then that one); under stream capture the
-     * graph is regroup || mark, then union preparation beside scan -> transpose, then
-     * attention. The workspace holds one more [Hkv, N] int32 permutation there. With
-     * PW_PLAN_FP8X2_STACKED (always the stacked tile) those calls simply regroup with
-     * g = 2 (no extra part). Outputs are bitwise the same as without the flag (the
-     * grouping never changes them). */
-    PW_PLAN_REGROUP_BY_TILE = 1u << 6
+    /* By default the regroup objective follows the FP8X2 tile the call runs; this flag
+     * turns that off (the plan's g in every call, as before 2026-12-03: for A/B
+     * benchmarks). It concerns plans whose FP8X2 calls may run the stacked 2-slot tile
+     * (G = 16, K <= 16, P = 128 on the V^T pre-pass, not PW_PLAN_NO_FP8X2_STACKED) and that
+     * regroup in FP8X2 (not IDENTITY, not PW_PLAN_CALLER_PERM, AUTO's time guard saying
+     * yes), in their FP8X2 calls without per-token scales; every other plan and call
+     * ignores it. The stacked tile walks the union of each pair of queries, the lean
+     * kernel that of each 4-query half, so the best greedy groups differ: Algorithm 1 with
+     * g = 2 cuts the stacked tile's page steps ~2% on the A / B / C workloads but raises
+     * C_4 ~7%, which the lean kernel pays (bench/NOTES.md, 22nd session). Where the device
+     * picks the tile per call, such a call regroups both ways in one launch (the plan's g,
+     * 4, or 8 with PW_PLAN_REGROUP_GROUPS_OF_8, and g = 2: a second warp per window;
+     * pw_plan_info's regroup_group_size stays the plan's g), and union preparation,
+     * enqueued after the pre-pass's mark launch that makes the pick, prepares the groups
+     * of the permutation that matches it (the workspace's perm is then that one); under
+     * stream capture the graph is regroup || mark, then union preparation beside scan ->
+     * transpose, then attention. The workspace holds one more [Hkv, N] int32 permutation
+     * there. With PW_PLAN_FP8X2_STACKED (always the stacked tile) those calls simply
+     * regroup with g = 2 (no extra part). H200, full call, FP8X2, interleaved replays
+     * (bench/NOTES.md, 23rd session): -1.2% A-hot, -1.6% C-hot, -1.5% B-low (the stacked
+     * tile), no change on B-hot (the lean kernel). Outputs are bitwise the same either
+     * way (the grouping never changes them). */
+    PW_PLAN_NO_REGROUP_BY_TILE = 1u << 6
 };
 
 typedef struct pw_plan_config {
@@ -728,7 +731,7 @@ typedef struct pw_plan_config {
     uint32_t flags;            /* PW_PLAN_CALLER_PERM, PW_PLAN_VT_PREPASS or
                                   PW_PLAN_NO_VT_PREPASS, PW_PLAN_REGROUP_GROUPS_OF_8,
                                   PW_PLAN_FP8X2_STACKED or PW_PLAN_NO_FP8X2_STACKED,
-                                  PW_PLAN_REGROUP_BY_TILE (or-ed), or 0 */
+                                  PW_PLAN_NO_REGROUP_BY_TILE (or-ed), or 0 */
     int32_t vt_max_pages;      /* Union4 with the V^T pre-pass: most pages of V^T per KV head
                                   the workspace holds (32 KiB each); 0 = min(2048, 32768 /
                                   Hkv) (64 MiB per KV head, 256K tokens of touched
@@ -768,8 +771,8 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
                            pw_plan_t **out);
 
 /* Device workspace bytes one pw_sparse_prefill needs: the permutation [Hkv, N] int32
- * (none with PW_PLAN_CALLER_PERM; two where PW_PLAN_REGROUP_BY_TILE applies and the tile
- * is picked per call), the union metadata of pw_union_meta_t for
+ * (none with PW_PLAN_CALLER_PERM; two where the regroup objective follows a tile picked
+ * per call, PW_PLAN_NO_REGROUP_BY_TILE), the union metadata of pw_union_meta_t for
  * pw_max_groups() groups of 8 x Kd pages ([Hkv] + [Hkv, groups] x (32 + 8Kd*4 + 8Kd) bytes;
  * Kd = 16, 32 or 64, the padded K of pw_plan_create),
  * pw_regroup_workspace_size(), and when a PW_KERNEL_UNION4 plan runs the V^T pre-pass
@@ -902,12 +905,12 @@ typedef struct pw_plan_info {
                                   each 8-query union, at G = 4 two of them merged; such a
                                   plan's calls with per-token scales run the padded tile
                                   and regroup with 4); 0 when `regroup` is
-                                  IDENTITY; 2 for FP8X2 on a plan that
-                                  PW_PLAN_REGROUP_BY_TILE applies to, with
-                                  PW_PLAN_FP8X2_STACKED. pw_ref_regroup with `regroup`,
-                                  `window` and this g reproduces the call's permutation
-                                  (PW_PLAN_REGROUP_BY_TILE with the tile chosen per call:
-                                  g = 2's in the calls that run the stacked tile); union preparation
+                                  IDENTITY; 2 for FP8X2 with PW_PLAN_FP8X2_STACKED on a
+                                  plan whose objective follows the tile
+                                  (PW_PLAN_NO_REGROUP_BY_TILE). pw_ref_regroup with
+                                  `regroup`, `window` and this g reproduces the call's
+                                  permutation (where the tile is picked per call: g =
+                                  2's in the calls that run the stacked tile); union preparation
                                   groups 8 slots either way (pw_plan_workspace_views).
                                   Since 2026-12-01 (fourth session): a caller whose
                                   struct_size is that of the struct before this field gets

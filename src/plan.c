@@ -17,9 +17,10 @@
  *                                            with -1 to Kd = 16, 32 or 64; every later
  *                                            step sees K = Kd)
  *   perm          [Hkv, N] int32            (absent with PW_PLAN_CALLER_PERM)
- *   perm_alt      [Hkv, N] int32            (PW_PLAN_REGROUP_BY_TILE on a plan whose FP8X2
- *                                            calls choose the tile per call: the g = 2
- *                                            regroup's permutation, pw_vt_buffers_t.perm_alt)
+ *   perm_alt      [Hkv, N] int32            (by_tile plans whose FP8X2 calls choose the
+ *                                            tile per call, unless PW_PLAN_NO_REGROUP_BY_TILE:
+ *                                            the g = 2 regroup's permutation,
+ *                                            pw_vt_buffers_t.perm_alt)
  *   num_groups    [Hkv] int32
  *   groups        [Hkv, max_groups] pw_group_desc_t
  *   union_pages   [Hkv, max_groups, 8 Kd] int32
@@ -63,7 +64,7 @@
 #define PW_PLAN_ALIGN ((size_t)256)
 #define PW_PLAN_GROUP_SIZE 8 /* union metadata groups (Union8's); Union4 walks each half */
 #define PW_PLAN_UNION4_REGROUP_SIZE 4 /* Union4's regroup objective: 4-query unions (C_4) */
-#define PW_PLAN_STACKED_REGROUP_SIZE 2 /* the stacked 2-slot tile's: pair unions (PW_PLAN_REGROUP_BY_TILE) */
+#define PW_PLAN_STACKED_REGROUP_SIZE 2 /* the stacked 2-slot tile's: pair unions (by_tile plans) */
 
 enum {
     PART_TOPK_PADDED, PART_PERM, PART_PERM_ALT, PART_NUM_GROUPS, PART_GROUPS, PART_UNION_PAGES, PART_MASKS, PART_REGROUP, PART_VT_TOUCHED,
@@ -95,7 +96,7 @@ struct pw_plan {
     int stack_eligible;     /* vt_prepass at G = 16, Kd = 16, P = 128: FP8X2 calls without
                                per-token scales may run the stacked tile (stack_mode) */
     int64_t vt_capacity;    /* V^T tiles per KV head (C); a head touching more falls back */
-    int by_tile;            /* PW_PLAN_REGROUP_BY_TILE on a stack_eligible plan that regroups
+    int by_tile;            /* not PW_PLAN_NO_REGROUP_BY_TILE, on a stack_eligible plan that regroups
                                itself: FP8X2 calls regroup for the tile they run */
     size_t part_offset[NUM_PARTS]; /* from the aligned base */
     size_t part_bytes[NUM_PARTS];
@@ -126,7 +127,8 @@ static int stack_mode(const pw_plan_t *plan, const pw_attention_args_t *args)
  * FP8X2 against 0.727 in identity order, bench/NOTES.md), every other tile (also a dense
  * plan's call with per-token scales: the padded tile) the plan's objective (g = 4 for
  * Union4's halves, 8 for Union8 or PW_PLAN_REGROUP_GROUPS_OF_8; with
- * PW_PLAN_REGROUP_BY_TILE a call that always runs the stacked tile: 2, its pairs' unions).
+ * by_tile (not PW_PLAN_NO_REGROUP_BY_TILE) a call that always runs the stacked tile: 2,
+ * its pairs' unions).
  * dense_g: the tile's G (plan_runs_dense, or pw_vt_runs_dense for a call), 0 for none;
  * stack: the call's stack_mode. */
 static int32_t regroup_size(const pw_plan_t *plan, int dense_g, int stack)
@@ -168,7 +170,7 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
 {
     if (c->flags & ~(uint32_t)(PW_PLAN_CALLER_PERM | PW_PLAN_VT_PREPASS | PW_PLAN_NO_VT_PREPASS |
                                PW_PLAN_REGROUP_GROUPS_OF_8 | PW_PLAN_FP8X2_STACKED | PW_PLAN_NO_FP8X2_STACKED |
-                               PW_PLAN_REGROUP_BY_TILE))
+                               PW_PLAN_NO_REGROUP_BY_TILE))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.flags 0x%x has unknown bits", c->flags);
     if ((c->flags & PW_PLAN_FP8X2_STACKED) && (c->flags & PW_PLAN_NO_FP8X2_STACKED))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
@@ -436,9 +438,10 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
      * the lean kernel or the stacked 2-slot tile (pw_plan_config_t's flags). */
     plan->stack_eligible = plan->vt_prepass && problem->q_heads_per_kv == 16 && problem->topk == 16 &&
                            problem->page_size == 128;
-    /* PW_PLAN_REGROUP_BY_TILE: where an FP8X2 call may run the stacked tile and the plan
-     * regroups (a plan whose time guard keeps identity order in FP8X2 never uses it). */
-    plan->by_tile = (config->flags & PW_PLAN_REGROUP_BY_TILE) && plan->stack_eligible && can_regroup &&
+    /* The regroup objective follows the FP8X2 tile (unless PW_PLAN_NO_REGROUP_BY_TILE) where
+     * an FP8X2 call may run the stacked tile and the plan regroups (a plan whose time guard
+     * keeps identity order in FP8X2 never uses it). */
+    plan->by_tile = !(config->flags & PW_PLAN_NO_REGROUP_BY_TILE) && plan->stack_eligible && can_regroup &&
                     plan->regroup_pays[PW_PRECISION_FP8X2] && !(config->flags & PW_PLAN_NO_FP8X2_STACKED);
     const pw_status_t st = layout(plan);
     if (st != PW_SUCCESS) {
@@ -525,8 +528,8 @@ static pw_status_t keep_nodes(pw_stream_t stream, pw_status_t st, const pw_captu
     return st;
 }
 
-/* A call of PW_PLAN_REGROUP_BY_TILE whose FP8X2 tile the device chooses (stack_mode
- * PER_CALL): one regroup launch writes both permutations (g = 4 into perm, g = 2 into
+/* A call of a by_tile plan (the regroup objective follows the tile) whose FP8X2 tile the
+ * device chooses (stack_mode PER_CALL): one regroup launch writes both permutations (g = 4 into perm, g = 2 into
  * perm_alt), the pre-pass's mark launch makes the choice (stack_stat), union preparation
  * reads it and prepares the matching permutation's groups (copying perm_alt into perm when
  * the stacked tile runs), then the scan and transpose, then attention. Eager: that stream

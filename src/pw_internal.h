@@ -155,7 +155,8 @@ typedef struct pw_vt_buffers {
      * and [1] (PER_CALL). */
     int stack_mode;
     unsigned long long *stack_stat;
-    /* PW_PLAN_REGROUP_BY_TILE (plan.c), stack_mode PER_CALL only, else NULL: [Hkv, N] the
+    /* plan.c's by_tile calls (the regroup objective follows the tile, unless
+     * PW_PLAN_NO_REGROUP_BY_TILE), stack_mode PER_CALL only, else NULL: [Hkv, N] the
      * permutation of the stacked tile's regroup objective (pw_regroup_dual's perm_alt, g =
      * 2). Union preparation, enqueued after the mark launch that fills stack_stat, reads
      * the call's choice: when the stacked tile runs it prepares the groups of perm_alt and
@@ -246,7 +247,7 @@ pw_status_t pw_vt_prepare(const pw_problem_t *problem, const pw_attention_args_t
                           const pw_vt_buffers_t *vt, pw_stream_t stream);
 /* The same in two parts (parts: an or of these): PW_VT_MARKS the memset and the mark launch
  * (and the stacked tile's counts), PW_VT_TILES the scan and the transpose, which must follow
- * the marks on the stream (PW_PLAN_REGROUP_BY_TILE puts union preparation between them in
+ * the marks on the stream (a by_tile call, plan.c, puts union preparation between them in
  * a graph: it reads the counts). Both: pw_vt_prepare. */
 enum { PW_VT_MARKS = 1, PW_VT_TILES = 2 };
 pw_status_t pw_vt_prepare_parts(const pw_problem_t *problem, const pw_attention_args_t *args,
@@ -255,13 +256,13 @@ pw_status_t pw_vt_prepare_parts(const pw_problem_t *problem, const pw_attention_
 /* CUDA build (src/cuda/regroup.cu): pw_regroup (GREEDY or GUARDED, K <= 16, W 64 / 128) in
  * one launch with two group sizes: grouping->group_size into perm and alt_group_size (1, 2,
  * 4 or 8) into perm_alt; each byte-equal to pw_regroup's with that g (a second warp of
- * each window's CTA walks the same masks). PW_PLAN_REGROUP_BY_TILE. */
+ * each window's CTA walks the same masks): plan.c's by_tile calls. */
 pw_status_t pw_regroup_dual(const pw_problem_t *problem, const int32_t *topk_ids, const pw_requests_t *requests,
                             const pw_grouping_t *grouping, int32_t alt_group_size, int32_t *perm, int32_t *perm_alt,
                             pw_stream_t stream);
 
 /* A captured stream's dependency set, saved and restored (src/cuda/capture_branch.cu), so that
- * the full call can shape a graph beyond two branches (PW_PLAN_REGROUP_BY_TILE). get: active
+ * the full call can shape a graph beyond two branches (plan.c, by_tile calls). get: active
  * 0 when the stream is not being captured or the set has more than PW_CAPTURE_BRANCH_MAX_DEPS
  * nodes; set (add 0) replaces the stream's set with the saved one, set (add 1) adds it. */
 typedef struct pw_capture_deps {

@@ -93,6 +93,12 @@ static void test_workspace_size_formula(void **state)
         /* ... and, where a KV head may fall back (R x max_pages > C), N >= 8192. */
         if (n >= 4096 && ((size_t)r * 512 <= cap || n >= 8192)) {
             const size_t entries = (size_t)hkv * (size_t)r * 512;
+            /* The regroup objective by tile: FP8X2 calls pick their tile per call here (G =
+             * 16, K = 16, P = 128), so a plan that regroups in FP8X2 holds a second
+             * permutation [Hkv, N] int32. */
+            pw_plan_info_t x2 = PW_PLAN_INFO_INIT;
+            assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &x2));
+            if (!caller && x2.regroup != PW_REGROUP_IDENTITY) expect += align256((size_t)hkv * (size_t)n * 4);
             /* G = 16, K = 16, P = 128: the marks are followed by the FP8X2 tile choice's two
              * counts and work counter (8-byte aligned, 32 bytes; pw_vt_buffers_t.stack_stat). */
             expect += align256(((entries + 7) & ~(size_t)7) + 32) + align256(entries * 4) + align256((size_t)hkv * cap * 8) +
@@ -194,7 +200,7 @@ static void test_create_errors(void **state)
     cfg.regroup = (pw_regroup_mode_t)9;
     assert_int_equal(pw_plan_create(&p, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
     cfg = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
-    cfg.flags = 0x80; /* past PW_PLAN_REGROUP_BY_TILE (1 << 6) */
+    cfg.flags = 0x80; /* past PW_PLAN_NO_REGROUP_BY_TILE (1 << 6) */
     assert_int_equal(pw_plan_create(&p, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
     /* The 8-query regroup objective: accepted with every kernel, same workspace. */
     for (int k = 0; k < 3; k++) {
@@ -220,7 +226,9 @@ static void test_create_errors(void **state)
     cfg = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
     cfg.flags = PW_PLAN_VT_PREPASS | PW_PLAN_NO_VT_PREPASS;
     assert_int_equal(pw_plan_create(&p, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
-    cfg.flags = PW_PLAN_VT_PREPASS;
+    /* The pre-pass parts alone below (PW_PLAN_NO_REGROUP_BY_TILE: the second permutation of the
+     * objective by tile is test_regroup_by_tile_workspace's). */
+    cfg.flags = PW_PLAN_VT_PREPASS | PW_PLAN_NO_REGROUP_BY_TILE;
     cfg.kernel = PW_KERNEL_UNION8;
     assert_int_equal(pw_plan_create(&p, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
     cfg.kernel = PW_KERNEL_UNION4;
@@ -228,7 +236,7 @@ static void test_create_errors(void **state)
     assert_pw_ok(pw_plan_create(&p, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &with));
     pw_plan_destroy(plan);
-    cfg.flags = 0;
+    cfg.flags = PW_PLAN_NO_REGROUP_BY_TILE;
     assert_pw_ok(pw_plan_create(&p, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &without));
     pw_plan_destroy(plan);
@@ -238,11 +246,12 @@ static void test_create_errors(void **state)
                              align256((size_t)512 * 32768) + sched_part(&p);
     assert_int_equal(with - without, parts_512);
     const pw_problem_t big = fast_problem(40000, 1, 1); /* the rule runs the pre-pass */
-    cfg.flags = PW_PLAN_NO_VT_PREPASS;
+    /* (without the second permutation of the objective by tile: test_regroup_by_tile_workspace) */
+    cfg.flags = PW_PLAN_NO_VT_PREPASS | PW_PLAN_NO_REGROUP_BY_TILE;
     assert_pw_ok(pw_plan_create(&big, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &without));
     pw_plan_destroy(plan);
-    cfg.flags = 0;
+    cfg.flags = PW_PLAN_NO_REGROUP_BY_TILE;
     assert_pw_ok(pw_plan_create(&big, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &with));
     pw_plan_destroy(plan);
@@ -256,12 +265,12 @@ static void test_create_errors(void **state)
     const int32_t caps[3] = {0, 100, 9000};       /* vt_max_pages */
     const size_t expect_cap[3] = {2048, 100, 4096}; /* 0: 2048; 9000: N x K / 64 = 4096 */
     for (int i = 0; i < 3; i++) {
-        cfg.flags = PW_PLAN_NO_VT_PREPASS;
+        cfg.flags = PW_PLAN_NO_VT_PREPASS | PW_PLAN_NO_REGROUP_BY_TILE;
         cfg.vt_max_pages = caps[i];
         assert_pw_ok(pw_plan_create(&engine, &cfg, &plan));
         assert_pw_ok(pw_plan_workspace_size(plan, &without));
         pw_plan_destroy(plan);
-        cfg.flags = 0;
+        cfg.flags = PW_PLAN_NO_REGROUP_BY_TILE;
         assert_pw_ok(pw_plan_create(&engine, &cfg, &plan));
         assert_pw_ok(pw_plan_workspace_size(plan, &with));
         pw_plan_destroy(plan);
@@ -277,11 +286,11 @@ static void test_create_errors(void **state)
     pw_problem_t heads = engine;
     heads.num_kv_heads = 64;
     heads.num_requests = 1;
-    cfg.flags = PW_PLAN_NO_VT_PREPASS;
+    cfg.flags = PW_PLAN_NO_VT_PREPASS | PW_PLAN_NO_REGROUP_BY_TILE;
     assert_pw_ok(pw_plan_create(&heads, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &without));
     pw_plan_destroy(plan);
-    cfg.flags = 0;
+    cfg.flags = PW_PLAN_NO_REGROUP_BY_TILE;
     assert_pw_ok(pw_plan_create(&heads, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &with));
     pw_plan_destroy(plan);
@@ -293,11 +302,11 @@ static void test_create_errors(void **state)
     pw_problem_t widest = fast_problem(8192, 1, 1);
     widest.max_pages_per_request = 4 * 8192 * 16 + 1;
     widest.num_cache_pages = 1000;
-    cfg.flags = PW_PLAN_NO_VT_PREPASS;
+    cfg.flags = PW_PLAN_NO_VT_PREPASS | PW_PLAN_NO_REGROUP_BY_TILE;
     assert_pw_ok(pw_plan_create(&widest, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &without));
     pw_plan_destroy(plan);
-    cfg.flags = 0;
+    cfg.flags = PW_PLAN_NO_REGROUP_BY_TILE;
     assert_pw_ok(pw_plan_create(&widest, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &with));
     pw_plan_destroy(plan);
@@ -312,11 +321,11 @@ static void test_create_errors(void **state)
     pw_problem_t mid = fast_problem(4096, 1, 1); /* C = min(entries, 4096 x 16 / 64 = 1024, 2048) */
     mid.max_pages_per_request = 1025;
     mid.num_cache_pages = 1025;
-    cfg.flags = PW_PLAN_NO_VT_PREPASS;
+    cfg.flags = PW_PLAN_NO_VT_PREPASS | PW_PLAN_NO_REGROUP_BY_TILE;
     assert_pw_ok(pw_plan_create(&mid, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &without));
     pw_plan_destroy(plan);
-    cfg.flags = 0;
+    cfg.flags = PW_PLAN_NO_REGROUP_BY_TILE;
     assert_pw_ok(pw_plan_create(&mid, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &with));
     pw_plan_destroy(plan);
@@ -328,11 +337,11 @@ static void test_create_errors(void **state)
     assert_true(with > without);
     /* A config of the size before vt_max_pages is read with the default; smaller is an error. */
     cfg = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
-    cfg.flags = PW_PLAN_NO_VT_PREPASS;
+    cfg.flags = PW_PLAN_NO_VT_PREPASS | PW_PLAN_NO_REGROUP_BY_TILE;
     assert_pw_ok(pw_plan_create(&engine, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &without));
     pw_plan_destroy(plan);
-    cfg.flags = 0;
+    cfg.flags = PW_PLAN_NO_REGROUP_BY_TILE;
     cfg.vt_max_pages = -1; /* not read */
     cfg.struct_size = (uint32_t)offsetof(pw_plan_config_t, vt_max_pages);
     assert_pw_ok(pw_plan_create(&engine, &cfg, &plan));
@@ -817,8 +826,9 @@ static void test_fp8x2_stack_choice(void **state)
     assert_non_null(strstr(pw_last_error(), "PW_PLAN_FP8X2_STACKED"));
 }
 
-/* PW_PLAN_REGROUP_BY_TILE: one more [Hkv, N] int32 part exactly where an FP8X2 call may
- * choose its tile per call and the plan regroups itself; the plan's report of g. */
+/* The regroup objective by tile (the default; PW_PLAN_NO_REGROUP_BY_TILE turns it off): one
+ * more [Hkv, N] int32 part exactly where an FP8X2 call may choose its tile per call and the
+ * plan regroups itself; the plan's report of g. */
 static void test_regroup_by_tile_workspace(void **state)
 {
     (void)state;
@@ -846,9 +856,9 @@ static void test_regroup_by_tile_workspace(void **state)
         cfg.regroup = cases[k].mode;
         cfg.flags = cases[k].flags;
         pw_plan_t *plain = NULL, *by_tile = NULL;
-        assert_pw_ok(pw_plan_create(&q, &cfg, &plain));
-        cfg.flags |= PW_PLAN_REGROUP_BY_TILE;
         assert_pw_ok(pw_plan_create(&q, &cfg, &by_tile));
+        cfg.flags |= PW_PLAN_NO_REGROUP_BY_TILE;
+        assert_pw_ok(pw_plan_create(&q, &cfg, &plain));
         size_t a = 0, b = 0;
         assert_pw_ok(pw_plan_workspace_size(plain, &a));
         assert_pw_ok(pw_plan_workspace_size(by_tile, &b));

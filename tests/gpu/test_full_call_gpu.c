@@ -490,6 +490,24 @@ static pw_plan_t *make_plan(const pw_problem_t *p, pw_regroup_mode_t mode, int32
     return plan;
 }
 
+/* The g of a full call's regroup in g_precision: the plan's (plan_g, pw_plan_info), or 2
+ * where the regroup objective follows the FP8X2 tile (the default; not
+ * PW_PLAN_NO_REGROUP_BY_TILE) and the call runs the stacked tile, which the device picks as
+ * pw_fp8x2_stack_choice does on the host. */
+static int32_t call_regroup_size(const pw_plan_t *plan, const pw_capture_t *c, uint32_t flags, int32_t plan_g)
+{
+    pw_plan_info_t x2 = PW_PLAN_INFO_INIT;
+    assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &x2));
+    if (g_precision != PW_PRECISION_FP8X2 || x2.fp8x2_stacked != 1 || x2.regroup == PW_REGROUP_IDENTITY ||
+        (flags & (PW_PLAN_NO_REGROUP_BY_TILE | PW_PLAN_CALLER_PERM)))
+        return plan_g;
+    const pw_requests_t rq = pw_capture_requests(c);
+    uint64_t counts[2];
+    int stacked = 0;
+    assert_pw_ok(pw_fp8x2_stack_choice(&c->problem, c->topk_ids, &rq, counts, &stacked));
+    return stacked ? 2 : plan_g;
+}
+
 /* Every arm: full call == direct run (bitwise), workspace == reference metadata. */
 static void test_full_call_matches_direct(void **state)
 {
@@ -561,7 +579,8 @@ static void test_full_call_matches_direct(void **state)
         /* The regroup's group size is the plan's (4 for Union4: pw_plan_info); union
          * preparation groups 8 slots either way (g). */
         pw_grouping_t g_regroup = g;
-        if (info.regroup_group_size > 0) g_regroup.group_size = info.regroup_group_size;
+        if (info.regroup_group_size > 0)
+            g_regroup.group_size = call_regroup_size(plan, c, a->flags, info.regroup_group_size);
         if (a->flags & PW_PLAN_CALLER_PERM) random_perm_within_requests(c, &rng, perm);
         else if (g.mode == PW_REGROUP_IDENTITY) identity_perm(p, perm);
         else assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g_regroup, perm));
@@ -737,8 +756,10 @@ static void graph_replay_case(pw_kernel_t kernel, uint32_t flags)
         CUDA_OK(cudaGraphLaunch(exec, s));
         fetch(p, &d, s, &replay);
         const pw_requests_t rq = pw_capture_requests(c);
+        g_regroup.group_size = call_regroup_size(plan, c, flags, info.regroup_group_size); /* this round's tile */
         assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g_regroup, perm));
         check_workspace_views(c, plan, &d, perm);
+        g_regroup.group_size = info.regroup_group_size;
         direct_run(c, &d, kernel, &g, perm, s, &direct);
         int same = same_result(p, &replay, &direct);
         if (own) {
@@ -1378,7 +1399,7 @@ static cudaGraphNode_t find_node(cudaGraphNode_t *nodes, size_t count, const cha
     return found;
 }
 
-/* The captured PW_PLAN_REGROUP_BY_TILE call's graph: regroup || mark, union preparation
+/* The captured call's graph where the regroup objective follows the tile (the default): regroup || mark, union preparation
  * after both, scan -> transpose after the mark beside union preparation, every attention
  * kernel after the transpose and union preparation. */
 static void check_by_tile_graph(cudaGraph_t graph)
@@ -1410,12 +1431,13 @@ static void check_by_tile_graph(cudaGraph_t graph)
     free(nodes);
 }
 
-/* PW_PLAN_REGROUP_BY_TILE: on the random problem and on inputs built for each tile, the
- * call's permutation (the workspace's) and union metadata equal the reference's with the
- * g of the tile the call runs (2: stacked, 4: lean), the outputs are bitwise those of the
- * plan without the flag (grouping invariance, same tile), and one captured call (the
- * reshaped graph) replayed on every input gives the same permutation and bytes; FP8 calls
- * of the plan are those of the plan without the flag. */
+/* The regroup objective by tile (the default; PW_PLAN_NO_REGROUP_BY_TILE turns it off): on
+ * the random problem and on inputs built for each tile, the call's permutation (the
+ * workspace's) and union metadata equal the reference's with the g of the tile the call
+ * runs (2: stacked, 4: lean), the outputs are bitwise those of the plan with the flag
+ * (grouping invariance, same tile), and one captured call (the reshaped graph) replayed on
+ * every input gives the same permutation and bytes; FP8 calls are those of the plan with
+ * the flag. */
 static void test_regroup_by_tile(void **state)
 {
     (void)state;
@@ -1430,9 +1452,8 @@ static void test_regroup_by_tile(void **state)
     cudaStream_t s;
     CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     enum { BY_TILE, PLAIN, BY_TILE_STACKED, BY_TILE_W64, NUM_PLANS };
-    const uint32_t flags[NUM_PLANS] = {PW_PLAN_VT_PREPASS | PW_PLAN_REGROUP_BY_TILE, PW_PLAN_VT_PREPASS,
-                                       PW_PLAN_VT_PREPASS | PW_PLAN_REGROUP_BY_TILE | PW_PLAN_FP8X2_STACKED,
-                                       PW_PLAN_VT_PREPASS | PW_PLAN_REGROUP_BY_TILE};
+    const uint32_t flags[NUM_PLANS] = {PW_PLAN_VT_PREPASS, PW_PLAN_VT_PREPASS | PW_PLAN_NO_REGROUP_BY_TILE,
+                                       PW_PLAN_VT_PREPASS | PW_PLAN_FP8X2_STACKED, PW_PLAN_VT_PREPASS};
     pw_plan_t *plans[NUM_PLANS];
     for (int k = 0; k < NUM_PLANS; k++)
         plans[k] = make_plan(p, k == BY_TILE_W64 ? PW_REGROUP_GREEDY : PW_REGROUP_GUARDED, k == BY_TILE_W64 ? 64 : 128,
@@ -1477,7 +1498,7 @@ static void test_regroup_by_tile(void **state)
         assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm4));
         const int differ = memcmp(perm2, perm4, (size_t)perm_bytes) != 0;
         if (stacked_of[in] && differ) orders_differ = 1;
-        /* FP8X2: the flag's call, its workspace, the plan without it */
+        /* FP8X2: the default call, its workspace, the plan with PW_PLAN_NO_REGROUP_BY_TILE */
         g_precision = PW_PRECISION_FP8X2;
         poison(p, &d, s);
         pw_attention_args_t args = device_args(p, &d);
@@ -1488,10 +1509,10 @@ static void test_regroup_by_tile(void **state)
         assert_pw_ok(pw_sparse_prefill(plans[PLAIN], &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
         fetch(p, &d, s, &plain);
         const int same = same_result(p, &by_tile[in], &plain);
-        printf("  input %d (%s tile; g = 2 and g = 4 orders %s): FP8X2 call == the plan without the flag: %s\n", in,
+        printf("  input %d (%s tile; g = 2 and g = 4 orders %s): FP8X2 call == PW_PLAN_NO_REGROUP_BY_TILE's: %s\n", in,
                stacked_of[in] ? "stacked" : "lean", differ ? "differ" : "equal", same ? "bitwise" : "DIFFERENT");
         assert_true(same);
-        /* greedy W64 with the flag: the same bytes, the permutation of its own g */
+        /* greedy W64: the same bytes, the permutation of its own g */
         poison(p, &d, s);
         assert_pw_ok(pw_sparse_prefill(plans[BY_TILE_W64], &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
         fetch(p, &d, s, &replay);

@@ -31,7 +31,7 @@
 #include <cuda_runtime.h>
 
 #include "../../src/cuda/regroup_dev.h" /* internal: the kernel's alternative paths */
-#include "../../src/pw_internal.h"       /* internal: pw_regroup_dual (PW_PLAN_REGROUP_BY_TILE) */
+#include "../../src/pw_internal.h"       /* internal: pw_regroup_dual (the full call's objective by tile) */
 #endif
 
 #include "pageweaver_capture.h"
@@ -295,7 +295,7 @@ static void check_regroup(const host_case_t *hc, const dev_case_t *dc,
     *perm_dev_out = perm_dev;
 }
 
-/* pw_regroup_dual (PW_PLAN_REGROUP_BY_TILE's one launch with two group sizes): each of the
+/* pw_regroup_dual (the full call's regroup by tile: one launch, two group sizes): each of the
  * two permutations equal to pw_ref_regroup's with its g, in poisoned buffers. */
 static void check_dual(const host_case_t *hc, const dev_case_t *dc, pw_regroup_mode_t mode, int32_t window, int32_t g,
                        int32_t alt)

@@ -61,8 +61,9 @@ enum {
     ARM_DEFAULT,           /* PW_PLAN_CONFIG_INIT as it is: AUTO, W128, Union4 (T_default) */
     ARM_DEFAULT_G8,        /* the default plan with PW_PLAN_REGROUP_GROUPS_OF_8 (the objective
                               before 2026-12-01's 4-query regroup; A/B) */
-    ARM_DEFAULT_BY_TILE,   /* the default plan with PW_PLAN_REGROUP_BY_TILE (the regroup objective
-                              follows the FP8X2 tile the call runs; A/B) */
+    ARM_DEFAULT_NOT_BY_TILE, /* the default plan with PW_PLAN_NO_REGROUP_BY_TILE (the regroup
+                              objective fixed at g = 4 whatever FP8X2 tile the call runs, as
+                              before 2026-12-03; A/B) */
     ARM_DEFAULT_ALONE,     /* ARM_DEFAULT timed by itself after the interleaved group (its own
                               replays back to back, as a peer's harness times the peer) */
     NUM_ARMS

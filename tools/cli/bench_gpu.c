@@ -411,10 +411,10 @@ static arm_spec_t arm_spec(int arm)
         s.kernel = PW_KERNEL_UNION4;
         s.flags = PW_PLAN_REGROUP_GROUPS_OF_8;
         break;
-    case ARM_DEFAULT_BY_TILE:
+    case ARM_DEFAULT_NOT_BY_TILE:
         s.mode = PW_REGROUP_AUTO;
         s.kernel = PW_KERNEL_UNION4;
-        s.flags = PW_PLAN_REGROUP_BY_TILE;
+        s.flags = PW_PLAN_NO_REGROUP_BY_TILE;
         break;
     default: break;
     }
@@ -775,7 +775,7 @@ enum { DEFAULT_GROUP = 6 };
 static void default_group(int arms[DEFAULT_GROUP])
 {
     const int group[DEFAULT_GROUP] = {ARM_UNION4_IDENTITY, ARM_DEFAULT, bench_default_online_arm(),
-                                      ARM_UNION4_FIXED_W128, ARM_DEFAULT_G8, ARM_DEFAULT_BY_TILE};
+                                      ARM_UNION4_FIXED_W128, ARM_DEFAULT_G8, ARM_DEFAULT_NOT_BY_TILE};
     memcpy(arms, group, sizeof group);
 }
 
@@ -868,7 +868,7 @@ int bench_gpu_capture(bench_capture_t *bc, const bench_options_t *o)
     }
     /* Every arm alone, in order, except the default kernel's group (the Union4 arm in the
      * default arithmetic, bench_default_online_arm, and ARM_UNION4_IDENTITY ..
-     * ARM_DEFAULT_BY_TILE), which run together by interleaved replays at that arm's turn; right
+     * ARM_DEFAULT_NOT_BY_TILE), which run together by interleaved replays at that arm's turn; right
      * after the group, ARM_DEFAULT_ALONE: the default plan alone. */
     int group[DEFAULT_GROUP];
     default_group(group);
