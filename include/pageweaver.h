@@ -594,7 +594,14 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      reads nothing that steps 1-2 write, so when the stream is being captured into a
  *      CUDA graph the call captures steps 1-2 and step 3 as two parallel branches that
  *      step 4 waits for (no stream or event of the library's: the capture's dependency
- *      set; eager calls run them in the order above);
+ *      set; eager calls run them in the order above). The default's headline calls are
+ *      shaped differently: FP8X2 calls that pick their tile on the device (G = 16,
+ *      K <= 16, P = 128 without per-token scales, see PW_PLAN_FP8X2_STACKED) in a plan
+ *      that regroups (not created with PW_PLAN_NO_REGROUP_BY_TILE) regroup for both tiles
+ *      (step 1 writes two permutations), and step 2 runs after the pre-pass's memset and
+ *      mark (the mark makes the pick) as well as after step 1. Eager order: 1, memset,
+ *      mark, 2, scan, transpose, 4; captured: 1 beside memset -> mark, then 2 beside
+ *      scan -> transpose, then 4 after both;
  *   4. the attention kernel: pw_union_attention's with the chosen kernel; with the pre-pass,
  *      Union4's lean kernel reading the tiles (without per-token scales, at G = 8 a dense
  *      tile of 8 queries x 8 heads, at G = 4 one of 16 queries x 4 heads walking two
@@ -771,8 +778,9 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
                            pw_plan_t **out);
 
 /* Device workspace bytes one pw_sparse_prefill needs: the permutation [Hkv, N] int32
- * (none with PW_PLAN_CALLER_PERM; two where the regroup objective follows a tile picked
- * per call, PW_PLAN_NO_REGROUP_BY_TILE), the union metadata of pw_union_meta_t for
+ * (none with PW_PLAN_CALLER_PERM; two, i.e. Hkv x N x 4 bytes more, on a plan whose FP8X2
+ * calls pick their tile per call (pw_plan_info's fp8x2_stacked == 1) and regroup
+ * (regroup != IDENTITY), unless it was created with PW_PLAN_NO_REGROUP_BY_TILE), the union metadata of pw_union_meta_t for
  * pw_max_groups() groups of 8 x Kd pages ([Hkv] + [Hkv, groups] x (32 + 8Kd*4 + 8Kd) bytes;
  * Kd = 16, 32 or 64, the padded K of pw_plan_create),
  * pw_regroup_workspace_size(), and when a PW_KERNEL_UNION4 plan runs the V^T pre-pass
@@ -788,8 +796,8 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
  * 256-byte aligned inside the one buffer, and the total includes 255 bytes so that the
  * buffer itself may have any alignment. A plan of K other than 16, 32, 64 adds its padded
  * Top-K rows, Hkv x N x 4 Kd bytes (every kernel, per-query included). 0 for
- * PW_KERNEL_PER_QUERY with K = Kd. About 1.3 MiB + 16 MiB for N = 15,272, Hkv = 1, a 64K
- * context.
+ * PW_KERNEL_PER_QUERY with K = Kd. About 17.7 MiB for N = 15,272, Hkv = 1, a 64K
+ * context (the default plan: 18,547,967 bytes, 61,184 fewer with PW_PLAN_NO_REGROUP_BY_TILE).
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL plan or bytes). */
 pw_status_t pw_plan_workspace_size(const pw_plan_t *plan, size_t *bytes);
 
@@ -817,7 +825,10 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
  * last call used (NULL with PW_PLAN_CALLER_PERM: it is the caller's; NULL for
  * PER_QUERY), *meta the device union metadata (all NULL for PER_QUERY), and *grouping the
  * union metadata's group boundaries (window, group size 8; the regroup that made *perm
- * may have used another group size: pw_plan_info's regroup_group_size, 4 for Union4; its
+ * may have used another group size: pw_plan_info's regroup_group_size, 4 for Union4, and
+ * after an FP8X2 call that ran the stacked tile on a plan whose objective follows the
+ * tile (the default; PW_PLAN_NO_REGROUP_BY_TILE) 2: union preparation copies that
+ * permutation into *perm; its
  * mode is the plan's regroup mode with AUTO as GUARDED, not what a call ran: that is
  * pw_plan_info's regroup, e.g. IDENTITY when AUTO keeps identity order).
  * The metadata's union_capacity is 8 x Kd (Kd = 16, 32 or 64: the padded K, e.g. 8 x 16
@@ -905,12 +916,15 @@ typedef struct pw_plan_info {
                                   each 8-query union, at G = 4 two of them merged; such a
                                   plan's calls with per-token scales run the padded tile
                                   and regroup with 4); 0 when `regroup` is
-                                  IDENTITY; 2 for FP8X2 with PW_PLAN_FP8X2_STACKED on a
-                                  plan whose objective follows the tile
-                                  (PW_PLAN_NO_REGROUP_BY_TILE). pw_ref_regroup with
-                                  `regroup`, `window` and this g reproduces the call's
-                                  permutation (where the tile is picked per call: g =
-                                  2's in the calls that run the stacked tile); union preparation
+                                  IDENTITY; 2 for FP8X2 with PW_PLAN_FP8X2_STACKED unless
+                                  the plan was created with PW_PLAN_NO_REGROUP_BY_TILE.
+                                  pw_ref_regroup with `regroup`, `window` and this g
+                                  reproduces the call's permutation, except where the
+                                  FP8X2 tile is picked per call (fp8x2_stacked == 1) and
+                                  the flag is not set: a call that runs the stacked tile
+                                  regroups with g = 2 (this field stays the plan's g; the
+                                  pick is a function of the call's Top-K ids, which
+                                  pw_fp8x2_stack_choice computes on the host); union preparation
                                   groups 8 slots either way (pw_plan_workspace_views).
                                   Since 2026-12-01 (fourth session): a caller whose
                                   struct_size is that of the struct before this field gets
