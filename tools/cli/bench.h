@@ -33,6 +33,7 @@ enum {
     PERM_W2048_GREEDY,
     PERM_RANDOM,
     PERM_W128_GUARDED_G4, /* guarded W128 with 4-query groups: Union4's regroup objective (C_4) */
+    PERM_W128_GUARDED_G2, /* guarded W128 with pairs: the stacked FP8X2 tile's objective */
     NUM_PERMS
 };
 

@@ -560,6 +560,11 @@ static int arm_prepare(bench_capture_t *bc, int arm, device_set_t *d, cudaStream
     memset(run, 0, sizeof *run);
     run->arm = arm;
     run->spec = arm_spec(arm);
+    /* T_fixed of the default kernel at the default call's own objective: where its FP8X2
+     * call runs the stacked tile (the host's pick, bc->x2_stacked), the regroup objective
+     * follows the tile (g = 2), so the caller's permutation is the g = 2 one; else g = 4. */
+    if (arm == ARM_UNION4_FIXED_W128 && bench_arm_is_x2(arm) && bc->x2_stacked)
+        run->spec.caller_perm = PERM_W128_GUARDED_G2;
     const arm_spec_t *spec = &run->spec;
     ar->same_as_t0 = -1;
     ar->same_as_x2 = -1;
