@@ -529,8 +529,9 @@ static pw_status_t keep_nodes(pw_stream_t stream, pw_status_t st, const pw_captu
 }
 
 /* A call of a by_tile plan (the regroup objective follows the tile) whose FP8X2 tile the
- * device chooses (stack_mode PER_CALL): one regroup launch writes both permutations (g = 4 into perm, g = 2 into
- * perm_alt), the pre-pass's mark launch makes the choice (stack_stat), union preparation
+ * device chooses (stack_mode PER_CALL): one regroup launch writes both permutations (the
+ * plan's g into perm, g = 2 into perm_alt), the pre-pass's mark launch makes the choice
+ * (stack_stat), union preparation
  * reads it and prepares the matching permutation's groups (copying perm_alt into perm when
  * the stacked tile runs), then the scan and transpose, then attention. Eager: that stream
  * order. Captured: regroup || (memset -> mark); union preparation after both; scan ->
