@@ -44,6 +44,7 @@
 #include <cuda_runtime.h>
 
 #include "../src/cuda/regroup_dev.h" /* internal: kernel variants for the dev table */
+#include "../src/pw_internal.h"         /* internal: pw_regroup_dual */
 
 #include "bench_check.h" /* CK, PK */
 
@@ -54,6 +55,7 @@ static const size_t ROTATE_BYTES = (size_t)96 << 20;
 typedef struct copy {
     int32_t *ids;  /* [H, N, K] */
     int32_t *perm; /* [H, N] */
+    int32_t *perm_alt; /* [H, N]: DUAL's second permutation */
     pw_union_meta_t meta;
 } copy_t;
 
@@ -72,7 +74,9 @@ typedef struct bench_problem {
 /* BOTH: pw_regroup then pw_union_prepare (two launches); FUSED: regroup + union
  * preparation through pw_regroup_union_prepare_dev_variant (0 = one launch, the library's
  * since issue 13; 1 = one launch, hash path forced; 2 = the two launches again). */
-typedef enum what { REGROUP = 0, UNION_PREPARE = 1, BOTH = 2, FUSED = 3 } what_t;
+/* DUAL: pw_regroup_dual, the full call's regroup where the FP8X2 tile is picked per call
+ * (g of the grouping into perm, g = 2 into perm_alt; one launch). */
+typedef enum what { REGROUP = 0, UNION_PREPARE = 1, BOTH = 2, FUSED = 3, DUAL = 4 } what_t;
 
 static void *dev_alloc(size_t bytes)
 {
@@ -100,6 +104,11 @@ static void enqueue(bench_problem_t *b, what_t what, const pw_grouping_t *g, int
 {
     for (int c = 0; c < calls; c++) {
         copy_t *cp = &b->copies[c % copies_used];
+        if (what == DUAL) {
+            PK(pw_regroup_dual(&b->problem, cp->ids, &b->requests, g, 2, cp->perm, cp->perm_alt,
+                               (pw_stream_t)b->stream));
+            continue;
+        }
         if (what == FUSED) {
             PK(pw_regroup_union_prepare_dev_variant(b->fused_variant, &b->problem, cp->ids, &b->requests, g,
                                                     cp->perm, &cp->meta, (pw_stream_t)b->stream));
@@ -187,6 +196,7 @@ static void setup(const pw_capture_t *c, int32_t hkv, bench_problem_t *b)
         copy_t *cp = &b->copies[i];
         cp->ids = dev_copy(b->host_ids, ids_bytes);
         cp->perm = dev_alloc((size_t)hkv * n * 4);
+        cp->perm_alt = dev_alloc((size_t)hkv * n * 4);
         cp->meta.max_groups = mg;
         cp->meta.union_capacity = cap;
         cp->meta.num_groups = dev_alloc((size_t)hkv * 4);
@@ -203,6 +213,7 @@ static void teardown(bench_problem_t *b)
         copy_t *cp = &b->copies[i];
         CK(cudaFree(cp->ids));
         CK(cudaFree(cp->perm));
+        CK(cudaFree(cp->perm_alt));
         CK(cudaFree(cp->meta.num_groups));
         CK(cudaFree(cp->meta.groups));
         CK(cudaFree(cp->meta.union_pages));
@@ -464,17 +475,22 @@ static void bench_capture(const char *path, int32_t hkv, int replays)
         pw_regroup_mode_t mode;
         int32_t window;
         int fused_variant;
+        int32_t group_size; /* 0: PW_GROUPING_INIT's (8) */
     } configs[] = {
-        {"regroup greedy", REGROUP, PW_REGROUP_GREEDY, 64, 0},
-        {"regroup guarded", REGROUP, PW_REGROUP_GUARDED, 64, 0},
-        {"regroup greedy", REGROUP, PW_REGROUP_GREEDY, 128, 0},
-        {"regroup guarded", REGROUP, PW_REGROUP_GUARDED, 128, 0},
-        {"union prepare", UNION_PREPARE, PW_REGROUP_GUARDED, 128, 0},
-        {"regroup+prepare", BOTH, PW_REGROUP_GUARDED, 128, 0},
-        {"fused (1 launch)", FUSED, PW_REGROUP_GUARDED, 128, 0},
-        {"fused hash forced", FUSED, PW_REGROUP_GUARDED, 128, 1},
-        {"regroup+prepare", BOTH, PW_REGROUP_GUARDED, 64, 0},
-        {"fused (1 launch)", FUSED, PW_REGROUP_GUARDED, 64, 0},
+        {"regroup greedy", REGROUP, PW_REGROUP_GREEDY, 64, 0, 0},
+        {"regroup guarded", REGROUP, PW_REGROUP_GUARDED, 64, 0, 0},
+        {"regroup greedy", REGROUP, PW_REGROUP_GREEDY, 128, 0, 0},
+        {"regroup guarded", REGROUP, PW_REGROUP_GUARDED, 128, 0, 0},
+        {"union prepare", UNION_PREPARE, PW_REGROUP_GUARDED, 128, 0, 0},
+        {"regroup+prepare", BOTH, PW_REGROUP_GUARDED, 128, 0, 0},
+        {"fused (1 launch)", FUSED, PW_REGROUP_GUARDED, 128, 0, 0},
+        {"fused hash forced", FUSED, PW_REGROUP_GUARDED, 128, 1, 0},
+        {"regroup+prepare", BOTH, PW_REGROUP_GUARDED, 64, 0, 0},
+        {"fused (1 launch)", FUSED, PW_REGROUP_GUARDED, 64, 0, 0},
+        /* the full call's regroups at G = 16: g = 4 (the lean kernel's objective), and both
+         * g = 4 and g = 2 in one launch (the objective by tile) */
+        {"regroup guarded g4", REGROUP, PW_REGROUP_GUARDED, 128, 0, 4},
+        {"dual g4 + g2", DUAL, PW_REGROUP_GUARDED, 128, 0, 4},
     };
     /* Permutations for the union-prepare-only timing. */
     pw_grouping_t g128 = PW_GROUPING_INIT;
@@ -484,6 +500,7 @@ static void bench_capture(const char *path, int32_t hkv, int replays)
         pw_grouping_t g = PW_GROUPING_INIT;
         g.mode = configs[i].mode;
         g.window = configs[i].window;
+        if (configs[i].group_size) g.group_size = configs[i].group_size;
         b.fused_variant = configs[i].fused_variant;
         const timing_t cold = time_config(&b, configs[i].what, &g, b.num_copies, replays);
         const timing_t warm = time_config(&b, configs[i].what, &g, 1, replays);
