@@ -520,6 +520,16 @@ static pw_status_t regroup_step(const pw_plan_t *plan, const pw_attention_args_t
                       plan->part_bytes[PART_REGROUP], stream);
 }
 
+/* The captured stream's dependency set after a step of a captured call (active: the call
+ * began with a set that fit, and one step adds one node). */
+static pw_status_t save_step(pw_stream_t stream, pw_capture_deps_t *saved)
+{
+    PW_TRY(pw_capture_deps_get(stream, saved));
+    if (!saved->active)
+        return pw_fail(PW_ERROR_CUDA, "pw_sparse_prefill: the stream's capture ended or grew during the call");
+    return PW_SUCCESS;
+}
+
 /* Adds a saved dependency set to the stream's (a failed step of a captured call: the
  * caller's capture keeps every node enqueued so far), and returns st. */
 static pw_status_t keep_nodes(pw_stream_t stream, pw_status_t st, const pw_capture_deps_t *saved)
@@ -556,24 +566,17 @@ static pw_status_t by_tile_call(const pw_plan_t *plan, const pw_attention_args_t
         PW_TRY(pw_vt_prepare_parts(p, args, vt, PW_VT_TILES, stream));
         return pw_union_attention_vt(p, args, &plan->grouping, own_perm, meta, vt, stream);
     }
-    pw_status_t st = pw_capture_deps_get(stream, &regrouped);
-    if (st == PW_SUCCESS && !regrouped.active)
-        st = pw_fail(PW_ERROR_CUDA, "pw_sparse_prefill: the stream's capture ended or grew during the call");
-    if (st != PW_SUCCESS) return st;
+    PW_TRY(save_step(stream, &regrouped));
     /* the mark beside the regroup */
-    st = pw_capture_deps_set(stream, &fork, 0);
+    pw_status_t st = pw_capture_deps_set(stream, &fork, 0);
     if (st == PW_SUCCESS) st = pw_vt_prepare_parts(p, args, vt, PW_VT_MARKS, stream);
-    if (st == PW_SUCCESS) st = pw_capture_deps_get(stream, &marked);
-    if (st == PW_SUCCESS && !marked.active)
-        st = pw_fail(PW_ERROR_CUDA, "pw_sparse_prefill: the stream's capture ended or grew during the call");
+    if (st == PW_SUCCESS) st = save_step(stream, &marked);
     if (st != PW_SUCCESS) return keep_nodes(stream, st, &regrouped);
     /* union preparation after both */
     st = pw_capture_deps_set(stream, &regrouped, 1);
     if (st == PW_SUCCESS)
         st = pw_union_prepare_scheduled(p, args->topk_ids, &args->requests, &plan->grouping, own_perm, meta, vt, stream);
-    if (st == PW_SUCCESS) st = pw_capture_deps_get(stream, &prepared);
-    if (st == PW_SUCCESS && !prepared.active)
-        st = pw_fail(PW_ERROR_CUDA, "pw_sparse_prefill: the stream's capture ended or grew during the call");
+    if (st == PW_SUCCESS) st = save_step(stream, &prepared);
     if (st != PW_SUCCESS) return keep_nodes(stream, st, &regrouped); /* with the mark, if the set failed */
     /* the scan and transpose after the mark, beside union preparation; attention after both */
     st = pw_capture_deps_set(stream, &marked, 0);

@@ -211,13 +211,24 @@ pw_status_t pw_union_prepare_scheduled(const pw_problem_t *problem, const int32_
  * after the other in stream order: the same work, the same results. No allocation, no
  * stream or event of the library's own; a failing CUDA call gives PW_ERROR_CUDA. */
 #define PW_CAPTURE_BRANCH_MAX_DEPS 16
+
+/* A captured stream's dependency set, saved and restored (the branches below are made of
+ * these; the full call's by_tile calls, plan.c, shape a larger graph with them). get: active
+ * 0 when the stream is not being captured or the set has more than PW_CAPTURE_BRANCH_MAX_DEPS
+ * nodes; set (add 0) replaces the stream's set with the saved one, set (add 1) adds it. */
+typedef struct pw_capture_deps {
+    int active;
+    size_t count;
+    void *nodes[PW_CAPTURE_BRANCH_MAX_DEPS];          /* cudaGraphNode_t */
+    unsigned char edges[PW_CAPTURE_BRANCH_MAX_DEPS][8]; /* cudaGraphEdgeData */
+} pw_capture_deps_t;
+pw_status_t pw_capture_deps_get(pw_stream_t stream, pw_capture_deps_t *deps);
+pw_status_t pw_capture_deps_set(pw_stream_t stream, const pw_capture_deps_t *deps, int add);
+
 typedef struct pw_capture_branch {
-    int active;                                       /* the branches are being built */
-    size_t fork_count, first_count;
-    void *fork_nodes[PW_CAPTURE_BRANCH_MAX_DEPS];     /* cudaGraphNode_t */
-    void *first_nodes[PW_CAPTURE_BRANCH_MAX_DEPS];
-    unsigned char fork_edges[PW_CAPTURE_BRANCH_MAX_DEPS][8]; /* cudaGraphEdgeData */
-    unsigned char first_edges[PW_CAPTURE_BRANCH_MAX_DEPS][8];
+    int active;              /* the branches are being built */
+    pw_capture_deps_t fork;  /* the dependencies before the first branch */
+    pw_capture_deps_t first; /* the first branch's end */
 } pw_capture_branch_t;
 pw_status_t pw_capture_branch_open(pw_stream_t stream, pw_capture_branch_t *branch);
 pw_status_t pw_capture_branch_next(pw_stream_t stream, pw_capture_branch_t *branch);
@@ -260,19 +271,6 @@ pw_status_t pw_vt_prepare_parts(const pw_problem_t *problem, const pw_attention_
 pw_status_t pw_regroup_dual(const pw_problem_t *problem, const int32_t *topk_ids, const pw_requests_t *requests,
                             const pw_grouping_t *grouping, int32_t alt_group_size, int32_t *perm, int32_t *perm_alt,
                             pw_stream_t stream);
-
-/* A captured stream's dependency set, saved and restored (src/cuda/capture_branch.cu), so that
- * the full call can shape a graph beyond two branches (plan.c, by_tile calls). get: active
- * 0 when the stream is not being captured or the set has more than PW_CAPTURE_BRANCH_MAX_DEPS
- * nodes; set (add 0) replaces the stream's set with the saved one, set (add 1) adds it. */
-typedef struct pw_capture_deps {
-    int active;
-    size_t count;
-    void *nodes[PW_CAPTURE_BRANCH_MAX_DEPS];          /* cudaGraphNode_t */
-    unsigned char edges[PW_CAPTURE_BRANCH_MAX_DEPS][8]; /* cudaGraphEdgeData */
-} pw_capture_deps_t;
-pw_status_t pw_capture_deps_get(pw_stream_t stream, pw_capture_deps_t *deps);
-pw_status_t pw_capture_deps_set(pw_stream_t stream, const pw_capture_deps_t *deps, int add);
 
 /* CUDA build: pw_union_attention with PW_KERNEL_UNION4 on the pre-pass's V^T tiles (the
  * lean kernel, attention_lean.cuh, PREVT; at G = 8 without per-token scales the dense

@@ -862,7 +862,7 @@ static void test_regroup_by_tile_workspace(void **state)
         size_t a = 0, b = 0;
         assert_pw_ok(pw_plan_workspace_size(plain, &a));
         assert_pw_ok(pw_plan_workspace_size(by_tile, &b));
-        const size_t part = ((size_t)q.num_kv_heads * (size_t)q.num_tokens * 4u + 255u) / 256u * 256u;
+        const size_t part = align256((size_t)q.num_kv_heads * (size_t)q.num_tokens * 4u);
         printf("  case %zu: workspace %zu -> %zu bytes (perm_alt part %s)\n", k, a, b, cases[k].extra ? "expected" : "not expected");
         assert_true(b == a + (cases[k].extra ? part : 0));
         pw_plan_info_t info = PW_PLAN_INFO_INIT, info8 = PW_PLAN_INFO_INIT;
