@@ -93,6 +93,10 @@ template <int W> struct Tile {
      * words are one register + immediate offsets); the direct path's page bound. */
     static constexpr int kColStride = (int)(32u * 1024u / (4u * kWords)); /* 2048 / 4096 */
     static constexpr int kDirectMaxPages = kColStride;
+    /* kLong kernels: the direct path past kDirectMaxPages, column stride = qm_rows (V
+     * rounded up to 4) at run time, up to 224 KB of masks (14,336 pages = 1.8M tokens of
+     * P = 128 at W128; 28,672 at W64) within the 227 KB a CTA may opt in to on sm_90. */
+    static constexpr int kLongMaxPages = (int)(224u * 1024u / (4u * kWords)); /* 14336 / 28672 */
     static constexpr size_t kHashBytes = (size_t)kSlots * 6u; /* keys + lids */
 };
 static_assert((1u << Tile<128>::kKeyShift) == 128u * Tile<128>::kRowBytes, "W128 key layout");
@@ -286,9 +290,13 @@ template <int W> struct SmemV3 {
 
 /* Dynamic shared memory of one v3 CTA: max of M, and the qmask columns (the last one only
  * as long as its rows: V rounded up, or D <= W*16) or the hash set. <= 32 KB. */
-template <int W> static size_t dyn_smem_bytes(const RegroupParams &p)
+template <int W, bool kLong = false> static size_t dyn_smem_bytes(const RegroupParams &p)
 {
     using T = Tile<W>;
+    if (kLong) { /* every column qm_rows long, then M in the same bytes */
+        const size_t masks = (size_t)T::kWords * (size_t)p.qm_rows * 4u;
+        return masks > T::kMBytes ? masks : T::kMBytes;
+    }
     const size_t cols = (size_t)(T::kWords - 1) * T::kColStride * 4u;
     size_t masks = cols + (p.direct ? (size_t)p.qm_rows : (size_t)T::kMaxPages) * 4u;
     if (!p.direct && T::kHashBytes > masks) masks = T::kHashBytes;
@@ -303,6 +311,7 @@ static_assert(Tile<64>::kMBytes >= 2 * 640 && Tile<128>::kMBytes >= 4 * 640,
               "fused union scratch (640 B per warp) fits in the bytes of M");
 static_assert(Tile<128>::kMaxPages <= Tile<128>::kColStride, "hash rows fit a column");
 static_assert(Tile<64>::kMaxPages <= Tile<64>::kColStride, "hash rows fit a column");
+static_assert(Tile<128>::kLongMaxPages % 4 == 0 && Tile<64>::kLongMaxPages % 4 == 0, "long columns of whole uint4");
 
 /* kMatch: the direct path's mask ORs group a position's lanes by __match_any_sync (one OR
  * per distinct page) instead of runs of equal neighbours (dev variant; same result). */
@@ -384,11 +393,16 @@ static __device__ __forceinline__ void fused_union_prepare(const RegroupParams &
  * metadata (pw_union_prepare's bytes for the same permutation and grouping).
  * kDual (pw_regroup_dual): warp 1, idle in the other kernels while warp 0 runs the greedy
  * loop, runs the same loop on the same M with p.alt_group_size into perm_alt (and, guarded,
- * against the identity visits counted with that g): two regroups for the latency of one. */
-template <int W, bool kVec, int kArgmin, bool kMatch, bool kFused, bool kDual = false>
+ * against the identity visits counted with that g): two regroups for the latency of one.
+ * kLong (launch_long): the direct path for a page table past kDirectMaxPages (up to
+ * kLongMaxPages), columns p.qm_rows apart in up to 224 KB of dynamic shared memory; each
+ * window clears its columns up to its last query's visible pages once the lookup is done
+ * (as an adaptive window does), and never takes the hash path. */
+template <int W, bool kVec, int kArgmin, bool kMatch, bool kFused, bool kDual = false, bool kLong = false>
 __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
 {
     static_assert(!(kDual && kFused), "the dual regroup writes two permutations, no union metadata");
+    static_assert(!(kLong && kFused), "the fused kernel keeps the 32 KB layout");
     using T = Tile<W>;
     __shared__ SmemV3<W> sm;
     __shared__ uint8_t s_order_alt[kDual ? W : 1];  /* dual: warp 1's greedy order */
@@ -399,10 +413,11 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int32_t head = (int32_t)blockIdx.y;
     const int32_t t = (int32_t)blockIdx.x;
-    bool direct = p.direct != 0; /* block-uniform; an adaptive launch decides after the lookup */
-    const bool adaptive = !direct && p.adaptive != 0;
-    uint32_t *const qm = reinterpret_cast<uint32_t *>(dyn); /* [kWords][kColStride] */
-    uint32_t *const qm_col = qm + warp * T::kColStride;     /* this warp's column */
+    bool direct = kLong || p.direct != 0; /* block-uniform; an adaptive launch decides after the lookup */
+    const bool adaptive = kLong || (!direct && p.adaptive != 0); /* kLong: clears after the lookup */
+    const int32_t col_stride = kLong ? p.qm_rows : T::kColStride; /* words between mask columns */
+    uint32_t *const qm = reinterpret_cast<uint32_t *>(dyn); /* [kWords][col_stride] */
+    uint32_t *const qm_col = qm + warp * col_stride;        /* this warp's column */
     if (tid == 0) {
         sm.found = 0;
         sm.num_pages = 0;
@@ -438,7 +453,7 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
 #pragma unroll
         for (int i = 0; i < kMaxTopk; i++) page[i] = -1;
     }
-    if (direct) { /* this warp's mask column; only this warp writes it until the OR barrier */
+    if (direct && !adaptive) { /* this warp's mask column; only this warp writes it until the OR barrier */
         clear_column(qm_col, p.qm_rows, lane);
     } else if (!adaptive) {
         clear_hash_keys<W>(dyn, tid);
@@ -502,9 +517,10 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
     }
     const int32_t n = min(len, p.num_tokens - row0); /* clamp: broken cu_seqlens only */
     if (adaptive) { /* the window's last query sees the most pages (block-uniform) */
-        const uint32_t rows = visible_pages(causal0 + n - 1, kv_len, p.page_size, p.page_shift);
-        direct = rows <= (uint32_t)T::kDirectMaxPages;
-        if (direct) /* kDirectMaxPages is a multiple of 4: the rounded rows fit the column */
+        uint32_t rows = visible_pages(causal0 + n - 1, kv_len, p.page_size, p.page_shift);
+        if constexpr (kLong) rows = min(rows, (uint32_t)p.max_pages); /* the rows the ORs below may touch */
+        direct = kLong || rows <= (uint32_t)T::kDirectMaxPages;
+        if (direct) /* kDirectMaxPages and qm_rows are multiples of 4: the rounded rows fit the column */
             clear_column(qm_col, (int32_t)((rows + 3u) & ~3u), lane);
         else
             clear_hash_keys<W>(dyn, tid); /* the hash path's barrier follows before use */
@@ -642,14 +658,14 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
     }
     __syncthreads(); /* every column is complete */
 
-    /* --- Identity visits (guarded) and this thread's 16 mask rows. */
-    if (p.guarded) {
+    /* --- Identity visits (guarded; kLong: from M, below) and this thread's 16 mask rows. */
+    if (!kLong && p.guarded) {
         uint32_t v = 0, v_alt = 0;
         for (int x = tid; x < num_rows; x += W) {
 #pragma unroll
             for (int c = 0; c < T::kWords; c++) {
-                v += nonzero_runs(qm[c * T::kColStride + x], p.group_size);
-                if constexpr (kDual) v_alt += nonzero_runs(qm[c * T::kColStride + x], p.alt_group_size);
+                v += nonzero_runs(qm[c * col_stride + x], p.group_size);
+                if constexpr (kDual) v_alt += nonzero_runs(qm[c * col_stride + x], p.alt_group_size);
             }
         }
         v = __reduce_add_sync(kFullMask, v);
@@ -664,7 +680,7 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
     for (int i = 0; i < kMaxTopk; i++) {
         const bool have = page[i] >= 0;
 #pragma unroll
-        for (int c = 0; c < T::kWords; c++) q[i][c] = have ? qm[c * T::kColStride + page[i]] : 0u;
+        for (int c = 0; c < T::kWords; c++) q[i][c] = have ? qm[c * col_stride + page[i]] : 0u;
     }
     __syncthreads(); /* qmask is dead: its storage becomes M */
 
@@ -683,6 +699,26 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
         }
     }
     __syncthreads();
+    if constexpr (kLong) {
+        if (p.guarded) {
+            /* Identity visits from M instead of a scan of thousands of mask rows: query tid's
+             * pages outside the earlier members of its identity group (g-aligned runs of
+             * slots; guarded g is 1, 2, 4 or 8), summed over the window = the sum over pages
+             * of the g-runs with a bit set. Rows of queries past n are zero. */
+            const uint32_t vm = sm.vmask[tid];
+            uint32_t seen = 0u;
+            for (int w = tid & ~(p.group_size - 1); w < tid; w++) seen |= m[w][tid];
+            const uint32_t v = __reduce_add_sync(kFullMask, (uint32_t)__popc(vm & ~seen));
+            if (lane == 0 && v != 0) atomicAdd(&sm.identity_visits, v);
+            if constexpr (kDual) {
+                uint32_t seen_alt = 0u;
+                for (int w = tid & ~(p.alt_group_size - 1); w < tid; w++) seen_alt |= m[w][tid];
+                const uint32_t va = __reduce_add_sync(kFullMask, (uint32_t)__popc(vm & ~seen_alt));
+                if (lane == 0 && va != 0) atomicAdd(&s_identity_visits_alt, va);
+            }
+        }
+        __syncthreads(); /* the counts are complete before the loop's end reads them */
+    }
     /* dual: warp 1 runs the loop with the other g (warp-uniform) */
     const bool alt = kDual && warp == 1;
     if (warp != 0 && !alt) {
@@ -869,7 +905,8 @@ enum {
     kDevHashPrepOnly = 5,  /* v3 hash path, no greedy loop */
     kDevWide = 6,          /* regroup_wide.cuh: K up to 64, a hash set, every thread in the loop */
     kDevWideMasks = 7,     /* regroup_wide_masks.cuh: K up to 64, v3's layout (pw_regroup's kernel for K > 16) */
-    kDevLast = kDevWideMasks
+    kDevNoLong = 8,        /* v3 without the long direct path (before 2026-12-03: hash past the bound) */
+    kDevLast = kDevNoLong
 };
 
 template <int W, int kArgmin, bool kMatch, bool kFused = false, bool kDual = false>
@@ -882,6 +919,93 @@ void launch_v3(const RegroupParams &params, bool vec, int32_t num_kv_heads, cuda
         regroup_kernel<W, true, kArgmin, kMatch, kFused, kDual><<<grid, W, smem, stream>>>(params);
     else
         regroup_kernel<W, false, kArgmin, kMatch, kFused, kDual><<<grid, W, smem, stream>>>(params);
+}
+
+/* CTAs of a launch per wave on this device (0 if the query fails). */
+static int64_t ctas_per_wave(const void *kernel, int threads, size_t smem, int sms)
+{
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return (int64_t)per_sm * sms;
+}
+
+/* The long direct path (kLong kernels) for a page table past kDirectMaxPages: chosen
+ * (*use = true, *out = its parameters, *smem = its dynamic shared memory) when V <=
+ * kLongMaxPages, the device lets a CTA opt in to that much shared memory (kWords x 4 bytes
+ * a page: 128 KB at V = 8192, W128), and its waves are at most twice the adaptive
+ * launch's: a CTA of the long path runs its window in about half the time of the hash
+ * path (bench/NOTES.md: A-hot 13.1 vs 27.5 us), but fewer CTAs fit on an SM. Otherwise
+ * the caller takes the adaptive path. Sets the kernel's shared-memory attribute. */
+template <int W, bool kDual>
+static pw_status_t choose_long(const RegroupParams &in, bool vec, int32_t num_kv_heads, bool *use,
+                               RegroupParams *out, size_t *smem)
+{
+    using T = Tile<W>;
+    *use = false;
+    if (in.max_pages <= T::kDirectMaxPages || in.max_pages > T::kLongMaxPages) return PW_SUCCESS;
+    RegroupParams params = in;
+    params.qm_rows = (params.max_pages + 3) / 4 * 4;
+    params.direct = 1;
+    params.adaptive = 0;
+    void (*long_kernel)(RegroupParams) =
+        vec ? regroup_kernel<W, true, kArgminRedux, false, false, kDual, true>
+            : regroup_kernel<W, false, kArgminRedux, false, false, kDual, true>;
+    void (*adaptive_kernel)(RegroupParams) = vec ? regroup_kernel<W, true, kArgminRedux, false, false, kDual>
+                                                 : regroup_kernel<W, false, kArgminRedux, false, false, kDual>;
+    const size_t bytes = dyn_smem_bytes<W, true>(params);
+    int dev = 0, optin = 0, sms = 0;
+    cudaFuncAttributes attr;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaFuncGetAttributes(&attr, (const void *)long_kernel) != cudaSuccess) {
+        (void)cudaGetLastError(); /* no device or no image: the adaptive launch reports it */
+        return PW_SUCCESS;
+    }
+    if (bytes + attr.sharedSizeBytes > (size_t)optin) return PW_SUCCESS;
+    /* The attribute is the same for every call (the most any V <= kLongMaxPages needs, or
+     * what the device allows), so that threads calling with different V do not race. */
+    size_t most = (size_t)T::kWords * (size_t)T::kLongMaxPages * 4u;
+    if (most + attr.sharedSizeBytes > (size_t)optin) most = (size_t)optin - attr.sharedSizeBytes;
+    const cudaError_t e =
+        cudaFuncSetAttribute((const void *)long_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)most);
+    if (e != cudaSuccess)
+        return pw_fail(PW_ERROR_CUDA, "pw_regroup: cudaFuncSetAttribute (%zu bytes of shared memory): %s", most,
+                       cudaGetErrorString(e));
+    RegroupParams adaptive = in;
+    adaptive.direct = 0;
+    adaptive.adaptive = 1;
+    const int64_t ctas = ((int64_t)in.num_tokens / W + in.num_requests) * num_kv_heads;
+    const int64_t wave_long = ctas_per_wave((const void *)long_kernel, W, bytes, sms);
+    const int64_t wave_adaptive = ctas_per_wave((const void *)adaptive_kernel, W, dyn_smem_bytes<W>(adaptive), sms);
+    if (wave_long <= 0 || wave_adaptive <= 0) return PW_SUCCESS;
+    const int64_t waves_long = (ctas + wave_long - 1) / wave_long;
+    const int64_t waves_adaptive = (ctas + wave_adaptive - 1) / wave_adaptive;
+    if (waves_long > 2 * waves_adaptive) return PW_SUCCESS;
+    *use = true;
+    *out = params;
+    *smem = bytes;
+    return PW_SUCCESS;
+}
+
+/* The long direct path when choose_long picks it (*launched = true), else nothing. */
+template <int W, bool kDual>
+static pw_status_t launch_long(const RegroupParams &in, bool vec, int32_t num_kv_heads, cudaStream_t stream,
+                               bool *launched)
+{
+    RegroupParams params;
+    size_t smem = 0;
+    PW_TRY((choose_long<W, kDual>(in, vec, num_kv_heads, launched, &params, &smem)));
+    if (!*launched) return PW_SUCCESS;
+    const dim3 grid((unsigned)(params.num_tokens / W + params.num_requests), (unsigned)num_kv_heads);
+    if (vec)
+        regroup_kernel<W, true, kArgminRedux, false, false, kDual, true><<<grid, W, smem, stream>>>(params);
+    else
+        regroup_kernel<W, false, kArgminRedux, false, false, kDual, true><<<grid, W, smem, stream>>>(params);
+    return PW_SUCCESS;
 }
 
 template <int W>
@@ -987,6 +1111,14 @@ extern "C" pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *p
     } else {
         const RegroupParams params = regroup_params(problem, topk_ids, requests, grouping, perm);
         const bool vec = problem->topk == kMaxTopk && ((uintptr_t)topk_ids % 16u) == 0;
+        if (variant == kDevLibrary) { /* past the 32 KB direct bound: the long direct path where it pays */
+            bool launched = false;
+            const pw_status_t ls = grouping->window == 64
+                                       ? launch_long<64, false>(params, vec, problem->num_kv_heads, st, &launched)
+                                       : launch_long<128, false>(params, vec, problem->num_kv_heads, st, &launched);
+            PW_TRY(ls);
+            if (launched) return launch_status("pw_regroup");
+        }
         if (grouping->window == 64)
             launch_variant<64>(variant, params, vec, problem->num_kv_heads, st);
         else
@@ -1030,6 +1162,12 @@ extern "C" pw_status_t pw_regroup_dual(const pw_problem_t *problem, const int32_
     params.alt_group_size = alt_group_size;
     const bool vec = problem->topk == kMaxTopk && ((uintptr_t)topk_ids % 16u) == 0;
     cudaStream_t st = (cudaStream_t)stream;
+    bool launched = false;
+    const pw_status_t ls = grouping->window == 64
+                               ? launch_long<64, true>(params, vec, problem->num_kv_heads, st, &launched)
+                               : launch_long<128, true>(params, vec, problem->num_kv_heads, st, &launched);
+    PW_TRY(ls);
+    if (launched) return launch_status("pw_regroup_dual");
     if (grouping->window == 64) {
         params.direct = params.max_pages <= Tile<64>::kDirectMaxPages;
         params.adaptive = !params.direct;
@@ -1080,4 +1218,29 @@ extern "C" pw_status_t pw_regroup_union_prepare_dev_variant(
         launch_v3<128, kArgminRedux, false, true>(params, vec, problem->num_kv_heads, st);
     }
     return launch_status("pw_regroup_union_prepare");
+}
+
+/* regroup_dev.h: 1 when pw_regroup (and pw_regroup_dual) would run the long direct path. */
+extern "C" pw_status_t pw_regroup_dev_long_path(const pw_problem_t *problem, const int32_t *topk_ids,
+                                                const pw_requests_t *requests, const pw_grouping_t *grouping,
+                                                int *long_path)
+{
+    if (!long_path) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "long_path is NULL");
+    *long_path = 0;
+    int32_t dummy = 0;
+    PW_TRY(check_regroup_args(problem, topk_ids, requests, grouping, &dummy));
+    if (grouping->mode == PW_REGROUP_IDENTITY || problem->num_tokens == 0 || problem->topk > kMaxTopk)
+        return PW_SUCCESS;
+    PW_TRY(pw_check_attention_device());
+    const RegroupParams params = regroup_params(problem, topk_ids, requests, grouping, &dummy);
+    const bool vec = problem->topk == kMaxTopk && ((uintptr_t)topk_ids % 16u) == 0;
+    bool use = false;
+    RegroupParams out;
+    size_t smem = 0;
+    const pw_status_t st = grouping->window == 64
+                               ? choose_long<64, false>(params, vec, problem->num_kv_heads, &use, &out, &smem)
+                               : choose_long<128, false>(params, vec, problem->num_kv_heads, &use, &out, &smem);
+    PW_TRY(st);
+    *long_path = use ? 1 : 0;
+    return PW_SUCCESS;
 }

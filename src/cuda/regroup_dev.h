@@ -28,13 +28,26 @@ extern "C" {
  *            this kernel for the windows whose last query sees at most that many
  *            pages, variant 6 for the others; the same result. pw_regroup runs it for
  *            K 17..64.
+ * variant 8: variant 0 without the long direct path (the library's path before
+ *            2026-12-03): past 2048 (W128) / 4096 (W64) pages, each window direct or
+ *            hash by its own pages; the same result (an A/B arm for bench_regroup).
+ * Variant 0 runs the long direct path (regroup.cu, kLong: columns of V rows in up to 224
+ * KB of shared memory) when 2048 < V <= 14,336 (W128) / 4096 < V <= 28,672 (W64), the
+ * device allows the shared memory and its waves are at most twice the adaptive launch's.
  * (Kernel v2, variants 3 and 4 until it was removed, is in bench/NOTES.md.)
- * Other arguments and errors as pw_regroup (no workspace); a variant outside 0..7 is
+ * Other arguments and errors as pw_regroup (no workspace); a variant outside 0..8 is
  * PW_ERROR_INVALID_ARGUMENT. */
 pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *problem,
                                    const int32_t *topk_ids, const pw_requests_t *requests,
                                    const pw_grouping_t *grouping, int32_t *perm,
                                    pw_stream_t stream);
+
+/* *long_path = 1 when pw_regroup (variant 0) and pw_regroup_dual would run the long direct
+ * path for these arguments on the current device, else 0 (K > 16, IDENTITY, N = 0: 0).
+ * Errors as pw_regroup; no launch (it sets the long kernel's shared-memory attribute). */
+pw_status_t pw_regroup_dev_long_path(const pw_problem_t *problem, const int32_t *topk_ids,
+                                     const pw_requests_t *requests, const pw_grouping_t *grouping,
+                                     int *long_path);
 
 /* Regroup and union preparation of its permutation (pw_regroup + pw_union_prepare with one
  * grouping):

@@ -9,17 +9,19 @@
  * edge inputs (rows of -1, requests of 0..7 queries, N not a multiple of 8 or W, K < 16,
  * unaligned Top-K, odd union capacity, page size 64), every capture file found, a run
  * inside CUDA graph capture replayed on new inputs, and the argument errors. The regroup
- * kernel has two ways of building its page masks (direct-indexed up to 2048 pages at W128
- * and 4096 at W64, a hash set beyond): every regroup run also checks the dev variants with
- * the hash path forced and with match_any mask ORs (src/cuda/regroup_dev.h), and
- * test_path_bounds puts max_pages_per_request right at and past the direct bounds (and
- * at INT32_MAX). Also: page sizes that are not powers of two, more requests than W * W
+ * kernel has three ways of building its page masks (direct-indexed in 32 KB up to 2048
+ * pages at W128 and 4096 at W64; the long direct path in up to 224 KB up to 14,336 / 28,672
+ * pages; a hash set beyond): every regroup run also checks the dev variants with the hash
+ * path forced, with match_any mask ORs and without the long path (src/cuda/regroup_dev.h),
+ * test_long_contexts checks that the long path is the one pw_regroup ran at a 1M-token
+ * context, and test_path_bounds puts max_pages_per_request right at and past each bound
+ * (and at INT32_MAX). Also: page sizes that are not powers of two, more requests than W * W
  * (three rounds of the request search), and test_broken_device_data: device layouts that
  * break the contract must not fault or write outside perm (run it under compute-sanitizer
  * memcheck to see every read stay in bounds too).
  * Skips (exit 77) without an sm_90 device.
  *
- * Usage: test_regroup_gpu [--seed N] [--captures DIR...] [--wide-only]  (default dirs: captures,
+ * Usage: test_regroup_gpu [--seed N] [--captures DIR...] [--wide-only] [--only PATTERN]  (default dirs: captures,
  * .data/workloads). */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -276,10 +278,11 @@ static void check_regroup(const host_case_t *hc, const dev_case_t *dc,
     CUDA_OK(cudaStreamSynchronize(g_stream));
     assert_same_bytes(perm_host, got, bytes, "perm", name);
     /* The same through the kernel's other mask paths: hash set forced (dev variant 3),
-     * match_any ORs (4), and the wide-Top-K kernel (6, which takes any K <= 64). */
-    const int variants[3] = {3, 4, 6};
+     * match_any ORs (4), the wide-Top-K kernel (6, which takes any K <= 64), and the
+     * adaptive path where pw_regroup runs the long direct one (8). */
+    const int variants[4] = {3, 4, 6, 8};
     int32_t *perm_var = dev_alloc(bytes);
-    for (int v = 0; v < 3; v++) {
+    for (int v = 0; v < 4; v++) {
         char what[64];
         snprintf(what, sizeof what, "perm (dev variant %d)", variants[v]);
         CUDA_OK(cudaMemsetAsync(perm_var, POISON, bytes, g_stream));
@@ -686,7 +689,24 @@ static void test_random_problems(void **state)
     }
 }
 
-/* Long contexts: 128K and 1M tokens (page ids up to ~8200), no 64K cliff. */
+/* Whether pw_regroup runs the long direct path for hc at window W (GREEDY, g 4). */
+static int runs_long_path(const host_case_t *hc, int32_t window)
+{
+    dev_case_t dc;
+    upload(hc, &dc, 0);
+    pw_grouping_t g = PW_GROUPING_INIT;
+    g.mode = PW_REGROUP_GREEDY;
+    g.window = window;
+    g.group_size = 4;
+    int long_path = -1;
+    assert_pw_ok(pw_regroup_dev_long_path(&hc->problem, dc.ids, &dc.requests, &g, &long_path));
+    release(&dc);
+    return long_path;
+}
+
+/* Long contexts: 128K and 1M tokens (page ids up to ~8200), no 64K cliff. Past 2048
+ * pages (W128) / 4096 (W64), pw_regroup runs the long direct path (on an H200: 227 KB of
+ * shared memory per CTA), which the 1M cases must exercise. */
 static void test_long_contexts(void **state)
 {
     (void)state;
@@ -702,7 +722,10 @@ static void test_long_contexts(void **state)
         check_case(&hc, 0, k == 0);
         free_case(&hc);
         make_case(&hc, &rng, 3, q1m, p1m, 2, 16, 128, kinds[k], "1M context");
-        printf("%s\n", hc.name);
+        printf("%s (V = %d)\n", hc.name, hc.problem.max_pages_per_request);
+        assert_true(hc.problem.max_pages_per_request > 4096);
+        assert_int_equal(runs_long_path(&hc, 128), 1);
+        assert_int_equal(runs_long_path(&hc, 64), 1);
         check_case(&hc, 0, k == 0);
         free_case(&hc);
     }
@@ -783,6 +806,56 @@ static void test_edges(void **state)
     free_case(&hc);
 }
 
+/* Guarded mode where identity order wins (docs/semantics.md §3.2's g = 2 counter-example,
+ * repeated: each 4 queries S0 = {1,2,3,4}, S1 = {1,2,6,7}, S2 = {1,2,3,5}, S3 = {3,5,8,9},
+ * shifted to their own pages; identity 12 visits per 4 queries, greedy 13), in a 1M-token
+ * context, so that the long direct path counts the identity visits (from M, not from the
+ * mask rows), then the same ids on a short page table (direct path) and with the hash path
+ * forced (check_regroup's dev variant 3). */
+static void test_guard_identity_wins(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed + 7);
+    const int32_t q[2] = {300, 77}, pre[2] = {1000000, 999000};
+    static const int32_t pattern[4][4] = {{1, 2, 3, 4}, {1, 2, 6, 7}, {1, 2, 3, 5}, {3, 5, 8, 9}};
+    for (int shortv = 0; shortv < 2; shortv++) {
+        host_case_t hc;
+        make_case(&hc, &rng, 2, q, pre, 2, 16, 128, KIND_RANDOM, "identity wins");
+        const pw_problem_t *p = &hc.problem;
+        for (int32_t h = 0; h < p->num_kv_heads; h++)
+            for (int32_t n = 0; n < p->num_tokens; n++) {
+                int32_t *row = hc.ids + ((int64_t)h * p->num_tokens + n) * p->topk;
+                const int32_t base = shortv ? (n / 4) * 10 % 1500 : 100 + (n / 4) * 10 % 7000;
+                for (int k = 0; k < p->topk; k++) row[k] = k < 4 ? base + pattern[n % 4][k] : -1;
+            }
+        if (shortv) { /* the same ids in a context of <= 2048 pages: the 32 KB direct path */
+            for (int r = 0; r < 2; r++) {
+                hc.prefix[r] = 1600 * 128;
+                hc.kv[r] = hc.prefix[r] + q[r] + 10;
+            }
+            hc.problem.max_pages_per_request = 2048;
+        }
+        snprintf(hc.name, sizeof hc.name, "identity wins, V = %d", hc.problem.max_pages_per_request);
+        printf("%s\n", hc.name);
+        if (!shortv) assert_int_equal(runs_long_path(&hc, 128), 1);
+        check_case(&hc, 0, 1);
+        /* the guard did keep identity order (g = 2): the reference's guarded perm is the identity */
+        const pw_requests_t rq = host_requests(&hc);
+        pw_grouping_t g = PW_GROUPING_INIT;
+        g.mode = PW_REGROUP_GUARDED;
+        g.window = 128;
+        g.group_size = 2;
+        const size_t n_perm = (size_t)hc.problem.num_kv_heads * (size_t)hc.problem.num_tokens;
+        int32_t *perm = malloc(n_perm * 4 + 4);
+        assert_non_null(perm);
+        assert_pw_ok(pw_ref_regroup(&hc.problem, hc.ids, &rq, &g, perm));
+        for (size_t i = 0; i < n_perm; i++) assert_int_equal(perm[i], (int32_t)(i % (size_t)hc.problem.num_tokens));
+        free(perm);
+        free_case(&hc);
+    }
+}
+
 /* max_pages_per_request at and past the direct-indexed bounds (2048 pages at W128, 4096
  * at W64; pw_regroup picks the path from it): page ids up to 2047 with V = 2048 (direct at
  * both windows), the same ids with V = 2049 (W128 hash, W64 direct), and short contexts
@@ -811,7 +884,19 @@ static void test_path_bounds(void **state)
     make_case(&hc, &rng, 3, sq, sp, 2, 16, 128, KIND_HOT, "declared V 9000");
     hc.problem.max_pages_per_request = 9000;
     printf("%s\n", hc.name);
+    assert_int_equal(runs_long_path(&hc, 128), 1);
     check_case(&hc, 0, 1);
+    /* The long path's bounds: 14,336 pages at W128 (long), 14,337 (adaptive: every
+     * window's pages fit 2048, so direct), 28,672 / 28,673 at W64. */
+    const int32_t long_v[4] = {14336, 14337, 28672, 28673};
+    const int32_t long_w[4] = {128, 128, 64, 64};
+    for (int v = 0; v < 4; v++) {
+        hc.problem.max_pages_per_request = long_v[v];
+        snprintf(hc.name, sizeof hc.name, "declared V %d (N=%d)", long_v[v], hc.problem.num_tokens);
+        printf("%s\n", hc.name);
+        assert_int_equal(runs_long_path(&hc, long_w[v]), v % 2 == 0);
+        check_case(&hc, 0, 0);
+    }
     /* The largest declared V (any V >= 0 is valid): hash path; regroup only, since union
      * preparation stops at V = 2^29. */
     hc.problem.max_pages_per_request = INT32_MAX;
@@ -904,8 +989,9 @@ static void test_broken_device_data(void **state)
         {1, {0, 300}, {-200}, {-1}},
     };
     const int32_t num_layouts = (int32_t)(sizeof layouts / sizeof layouts[0]);
-    const int32_t declared_v[3] = {40, 2048, 4096}; /* direct at both W; W128 bound; W64 bound */
-    const int32_t specials[12] = {imin, imax, -1, 0, 39, 40, 41, 2047, 2048, 4095, 4096, 4097};
+    /* direct at both W; W128 bound; W64 bound; the long direct path at both W */
+    const int32_t declared_v[4] = {40, 2048, 4096, 9000};
+    const int32_t specials[15] = {imin, imax, -1, 0, 39, 40, 41, 2047, 2048, 4095, 4096, 4097, 8999, 9000, 9001};
     /* K 16 and 5 on v3 (library, hash forced, match_any); K 32 and 64 on the wide-Top-K
      * kernels (6: hash set; 7: v3's layout, which runs 6 past the direct bound, V = 4096
      * at W128 here). */
@@ -926,7 +1012,7 @@ static void test_broken_device_data(void **state)
         const int32_t k = topks[kt];
         for (size_t i = 0; i < (size_t)kHkv * kN * (size_t)k; i++) {
             const int64_t u = pw_rng_range(&rng, 0, 9);
-            ids_host[i] = u < 3 ? specials[pw_rng_range(&rng, 0, 11)]
+            ids_host[i] = u < 3 ? specials[pw_rng_range(&rng, 0, 14)]
                         : u < 8 ? (int32_t)pw_rng_range(&rng, 0, 48)
                                 : (int32_t)pw_rng_range(&rng, 2000, 4200);
         }
@@ -937,7 +1023,7 @@ static void test_broken_device_data(void **state)
             CUDA_OK(cudaMemcpy(prefix_dev, layouts[l].prefix, 4 * 4, cudaMemcpyHostToDevice));
             CUDA_OK(cudaMemcpy(kv_dev, layouts[l].kv, 4 * 4, cudaMemcpyHostToDevice));
             const pw_requests_t rq = {cu_dev, prefix_dev, kv_dev, NULL, 0};
-            for (int v = 0; v < 3; v++) {
+            for (int v = 0; v < 4; v++) {
                 pw_problem_t p = PW_PROBLEM_INIT;
                 p.num_tokens = kN;
                 p.num_requests = layouts[l].r;
@@ -1243,11 +1329,15 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors),          cmocka_unit_test(test_edges),
         cmocka_unit_test(test_random_problems), cmocka_unit_test(test_long_contexts),
-        cmocka_unit_test(test_path_bounds),     cmocka_unit_test(test_broken_device_data),
-        cmocka_unit_test(test_graph_capture),   cmocka_unit_test(test_captures),
-        cmocka_unit_test(test_wide_topk),
+        cmocka_unit_test(test_path_bounds),     cmocka_unit_test(test_guard_identity_wins),
+        cmocka_unit_test(test_broken_device_data), cmocka_unit_test(test_graph_capture),
+        cmocka_unit_test(test_captures),        cmocka_unit_test(test_wide_topk),
         cmocka_unit_test(test_wide_path_bounds),
     };
+    /* --only PATTERN: the tests whose names match (cmocka's filter, * and ?), e.g. one test
+     * under compute-sanitizer racecheck, which takes minutes for the whole file. */
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--only") == 0) cmocka_set_test_filter(argv[i + 1]);
     const int failed = cmocka_run_group_tests(tests, NULL, NULL);
     cudaStreamDestroy(g_stream);
     return failed;
