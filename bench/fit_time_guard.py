@@ -17,13 +17,14 @@ What it fits (all times in us; rows = N * Hkv; windows = Hkv * (ceil(N / W) + R 
   W64: rate(W64) = rate(W128) x the median of (union-visit reduction at W64 / at W128)
       over the captures (no caller-perm W64 arm is timed); rows0 as W128.
   C_online(W128) = T_online - T_fixed of both kernels, captures whose
-      max_pages_per_request <= 2048 (direct-indexed regroup) and whose call runs without the
+      max_pages_per_request <= 14,336 (the regroup's direct or long direct path; 2048 before
+      2026-12-03, when past 2048 it took the hash path) and whose call runs without the
       V^T pre-pass (Union8 never runs it; Union4: default_plan.vt_prepass of the JSON, or,
       in files written before that field, fewer than 4,096 queries, which never run it):
       under capture the pre-pass is a graph branch beside the regroup and hides most of it
       (3-9 us instead of ~15 us), and the calls the guard decides on are small ones, which
       do not run it. Least squares C = fixed + per_window * windows. hash_factor: median of C / prediction over the
-      captures past 2048 pages. C_online(W64) = t_online_w64 - t0 + S_exec(W64, Union8)
+      captures past 14,336 pages. C_online(W64) = t_online_w64 - t0 + S_exec(W64, Union8)
       with S_exec(W64) scaled from W128 as above; fitted the same way.
   fp8x2_factor: median of union4_w128_fp8x2 / union4_w128 (attention time ratio, taken as
       the ratio of the savings).
@@ -46,6 +47,7 @@ DEFAULTS = {
     "per_window": [0.0245, 0.0245],
     "hash_factor": 2.4,
     "direct_max_pages": [4096, 2048],
+    "long_max_pages": [28672, 14336],  # the K <= 16 regroup's long direct path (regroup.cu kLong, 2026-12-03)
     "margin": 2.0,
 }
 U8, U4 = 0, 1
@@ -143,7 +145,7 @@ def fit(pts, margin, s_max_rows=20000):
         if not ratio:
             notes.append(f"{name} W64 rate: no W64/W128 reduction ratio; scaled as the defaults")
     for w, key, wkey in ((W128, ("c_u8", "c_u4"), "w128"), (W64, ("c64",), "w64")):
-        bound = m["direct_max_pages"][w]
+        bound = m["long_max_pages"][w]
         data = [(p[wkey], p[k]) for p in pts for k in key if unhidden_cost(p, k) and p["pages"] <= bound]
         if not data:
             notes.append(f"C_online W{64 if w == W64 else 128}: no direct-path data; kept the defaults")
@@ -171,7 +173,7 @@ def predict(m, p, kernel, w=W128, x2=False):
     rows = p["rows"]
     s = m["rate"][kernel][w] * (m["fp8x2_factor"] if x2 else 1.0) * (rows - m["rows0"][kernel][w]) / 1000.0
     c = m["fixed"][w] + m["per_window"][w] * p["w128" if w == W128 else "w64"]
-    if p["pages"] > m["direct_max_pages"][w]:
+    if p["pages"] > m["long_max_pages"][w]:
         c *= m["hash_factor"]
     return s, c, s > c + m["margin"]
 
@@ -205,7 +207,8 @@ def header(m, sources, rows):
         /* per_window_us */ {pair(m["per_window"])},                                            \\
         /* hash_factor */ {f(m["hash_factor"])},                                                \\
         /* direct_max_pages */ {{{m["direct_max_pages"][0]}, {m["direct_max_pages"][1]}}},     \\
-        /* margin_us */ {f(m["margin"])}                                                        \\
+        /* margin_us */ {f(m["margin"])},                                                       \\
+        /* long_max_pages */ {{{m["long_max_pages"][0]}, {m["long_max_pages"][1]}}}            \\
     }}
 
 #endif
@@ -227,8 +230,8 @@ def report(m, pts):
         name = p["path"].rsplit("/", 1)[-1]
         rows.append(f"{name}: N*Hkv {p['rows']}, {p['pages']} pages: {meas}")
     rows.append("Thresholds (Union4, W128, one request, one KV head; the fewest queries that regroup, "
-                "page table within / past the direct bound): " +
-                ", ".join(f"{name} {threshold(m, x2, 504)} / {threshold(m, x2, 8192)}"
+                "page table within / past the long direct bound): " +
+                ", ".join(f"{name} {threshold(m, x2, 504)} / {threshold(m, x2, 16384)}"
                           for name, x2 in (("FP8X2", True), ("FP8", False))))
     return rows
 
@@ -250,13 +253,14 @@ def self_test():
     truth["rows0"] = [[2000.0, 2000.0], [3000.0, 3000.0]]
     truth["fixed"], truth["per_window"], truth["hash_factor"] = [6.0, 10.0], [0.0, 0.02], 2.0
     captures = []
-    for n, pages in ((1024, 392), (4096, 416), (16384, 512), (65536, 896), (4096, 8192)):
+    for n, pages in ((1024, 392), (4096, 416), (16384, 512), (65536, 896), (4096, 8192), (4096, 16384)):
         prob = {"num_tokens": n, "num_requests": 1, "num_kv_heads": 1, "max_pages_per_request": pages}
         pt = {"rows": n, "w128": windows_of(prob, 128), "w64": windows_of(prob, 64), "pages": pages}
         s8, c, _ = predict(truth, pt, U8)
         s4, _, _ = predict(truth, pt, U4)
         s8_64 = s8 * 0.75
-        c64 = (truth["fixed"][W64] + truth["per_window"][W64] * pt["w64"]) * (2.0 if pages > 4096 else 1.0)
+        c64 = (truth["fixed"][W64] + truth["per_window"][W64] * pt["w64"]) * \
+            (2.0 if pages > truth["long_max_pages"][W64] else 1.0)
         tf, tf4 = 1.0, 0.9  # ms
         arms = {"t0": tf + s8 / 1e3, "t_fixed_w128": tf, "t_online_w128": tf + c / 1e3,
                 "t_online_w64": tf + s8 / 1e3 - s8_64 / 1e3 + c64 / 1e3, "union4_w128": tf4 + c / 1e3}
@@ -270,8 +274,8 @@ def self_test():
     # A file written before default_plan.vt_prepass (no field) at 4,096+ queries: unknown, so
     # its cost is left out too (vt None), within and past the direct bound.
     for n, pages, vt, s_scale, c_us in ((16384, 512, True, 1.0, 3.0), (65536, 512, False, 0.7, None),
-                                        (16384, 8192, True, 1.0, 3.0), (8192, 512, None, 1.0, 4.0),
-                                        (8192, 8192, None, 1.0, 4.0)):
+                                        (16384, 16384, True, 1.0, 3.0), (8192, 512, None, 1.0, 4.0),
+                                        (8192, 16384, None, 1.0, 4.0)):
         prob = {"num_tokens": n, "num_requests": 1, "num_kv_heads": 1, "max_pages_per_request": pages}
         pt = {"rows": n, "w128": windows_of(prob, 128), "w64": windows_of(prob, 64), "pages": pages}
         s4, c, _ = predict(truth, pt, U4)

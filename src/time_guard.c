@@ -58,7 +58,7 @@ int pw_time_guard(const pw_time_guard_inputs_t *in, const pw_time_guard_model_t 
     const double rows = (double)in->num_tokens * (double)in->num_kv_heads;
     const double saving = m->rate_ns_per_row[k][w] * factor * (rows - m->rows0[k][w]) / 1000.0;
     double cost = m->fixed_us[w] + m->per_window_us[w] * guard_windows(in);
-    if (in->max_pages_per_request > m->direct_max_pages[w]) cost *= m->hash_factor;
+    if (in->max_pages_per_request > m->long_max_pages[w]) cost *= m->hash_factor;
     if (saving_us) *saving_us = saving;
     if (cost_us) *cost_us = cost;
     return saving > cost + m->margin_us;

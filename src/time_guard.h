@@ -27,9 +27,16 @@ typedef struct pw_time_guard_model {
     /* C_online = (fixed_us + per_window_us * windows) us, windows = Hkv (ceil(N/W) + R - 1) */
     double fixed_us[PW_TG_WINDOWS];
     double per_window_us[PW_TG_WINDOWS];
-    double hash_factor;       /* C_online multiplier past the direct-indexed page bound */
-    int32_t direct_max_pages[PW_TG_WINDOWS]; /* 4096 (W64), 2048 (W128): src/cuda/regroup.cu */
+    double hash_factor;       /* C_online multiplier past long_max_pages (K <= 16) */
+    int32_t direct_max_pages[PW_TG_WINDOWS]; /* 4096 (W64), 2048 (W128): the 32 KB direct-indexed
+                                                bound (src/cuda/regroup.cu); the K > 16 kernels'
+                                                hash-set bound (pw_time_guard_wide) */
     double margin_us;         /* regroup iff saving > cost + margin */
+    /* K <= 16: the long direct path's bound, 28,672 (W64), 14,336 (W128) pages (regroup.cu,
+     * kLong): up to it C_online is the direct path's, past it the hash path's (hash_factor).
+     * The launch may still take the hash path there when the long path's CTAs would need
+     * more than twice the waves (many windows x KV heads); the model does not see that. */
+    int32_t long_max_pages[PW_TG_WINDOWS];
 } pw_time_guard_model_t;
 
 /* What the host knows when it enqueues a call. */

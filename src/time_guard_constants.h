@@ -44,7 +44,8 @@
         /* per_window_us */ {0.00221676, 0},                                            \
         /* hash_factor */ 2.11158,                                                \
         /* direct_max_pages */ {4096, 2048},     \
-        /* margin_us */ 2                                                        \
+        /* margin_us */ 2,                                                       \
+        /* long_max_pages */ {28672, 14336}     \
     }
 
 #endif

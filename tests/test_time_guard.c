@@ -32,6 +32,8 @@ static pw_time_guard_model_t round_model(void)
     m.hash_factor = 2.0;
     m.direct_max_pages[PW_TG_W64] = 4096;
     m.direct_max_pages[PW_TG_W128] = 2048;
+    m.long_max_pages[PW_TG_W64] = 28672;
+    m.long_max_pages[PW_TG_W128] = 14336;
     m.margin_us = 1.0;
     return m;
 }
@@ -46,7 +48,7 @@ static pw_time_guard_inputs_t inputs(int64_t n, int64_t r, int64_t hkv, int64_t 
 #define assert_close(a, b) assert_true(fabs((a) - (b)) <= 1e-9 * (1.0 + fabs(b)))
 
 /* saving = rate * factor * (N*Hkv - rows0) / 1000; cost = (fixed + per_window * Hkv *
- * (ceil(N/W) + R - 1)) * (hash factor past the direct bound). */
+ * (ceil(N/W) + R - 1)) * (hash factor past the long direct bound). */
 static void test_formula(void **state)
 {
     (void)state;
@@ -57,8 +59,8 @@ static void test_formula(void **state)
     assert_close(s, 10.0 * 2000 / 1000);          /* 20 us */
     assert_close(c, 10.0 + 0.25 * 24);            /* ceil(3000/128) = 24 windows: 16 us */
     assert_int_equal(pays, 1);                    /* 20 > 16 + 1 */
-    /* Union4, W64, FP8X2, 3 requests, 2 KV heads, a page table past the W64 bound */
-    in = inputs(3000, 3, 2, 4097, PW_KERNEL_UNION4, PW_PRECISION_FP8X2, 64);
+    /* Union4, W64, FP8X2, 3 requests, 2 KV heads, a page table past the W64 long bound */
+    in = inputs(3000, 3, 2, 28673, PW_KERNEL_UNION4, PW_PRECISION_FP8X2, 64);
     pays = pw_time_guard(&in, &m, &s, &c);
     assert_close(s, 4.0 * 1.5 * (6000 - 1000) / 1000);     /* 30 us */
     assert_close(c, (5.0 + 0.5 * 2 * (47 + 2)) * 2.0);     /* 108 us */
@@ -116,17 +118,28 @@ static void test_inputs(void **state)
     assert_int_equal(pw_time_guard(NULL, &m, &s, &c), 0);
     assert_int_equal(pw_time_guard(&never[0], NULL, &s, &c), 0);
 
-    /* the hash factor applies past the direct bound only (2048 pages at W128, 4096 at W64) */
+    /* the hash factor applies past the long direct bound only (14,336 pages at W128, 28,672
+     * at W64); between the 32 KB direct bound (2048 / 4096) and it, the long direct path
+     * costs what the direct path does */
     pw_time_guard_inputs_t in = inputs(5000, 1, 1, 2048, PW_KERNEL_UNION8, PW_PRECISION_FP8, 128);
     pw_time_guard(&in, &m, &s, &c);
     in.max_pages_per_request = 2049;
     pw_time_guard(&in, &m, &s2, &c2);
+    assert_close(c2, c);
+    in.max_pages_per_request = 14336;
+    pw_time_guard(&in, &m, &s2, &c2);
+    assert_close(c2, c);
+    in.max_pages_per_request = 14337;
+    pw_time_guard(&in, &m, &s2, &c2);
     assert_close(c2, 2.0 * c);
     assert_close(s2, s);
     in.window = 64;
-    in.max_pages_per_request = 4096;
-    pw_time_guard(&in, &m, &s, &c);
     in.max_pages_per_request = 4097;
+    pw_time_guard(&in, &m, &s, &c);
+    in.max_pages_per_request = 28672;
+    pw_time_guard(&in, &m, &s2, &c2);
+    assert_close(c2, c);
+    in.max_pages_per_request = 28673;
     pw_time_guard(&in, &m, &s2, &c2);
     assert_close(c2, 2.0 * c);
 
