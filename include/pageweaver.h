@@ -501,13 +501,19 @@ pw_status_t pw_regroup_workspace_size(const pw_problem_t *problem, const pw_grou
  * guarded: W128 ~21 us at K = 32, ~31 us at K = 64; W64 ~13 / ~19 us); a window of K > 16
  * whose queries see more than 2048 (W = 128) / 4096 (W = 64) pages runs on a slower
  * hash-set kernel (~78 / ~136 us at W128 if every window did). One CTA per (window, KV
- * head); N/W + R CTAs per KV head are launched and surplus ones exit. Speed (K <= 16): a window
- * whose queries see at most 2048 (W = 128) or 4096 (W = 64) pages (256K / 512K tokens at
- * P = 128) indexes its page masks by page id (H200, 15,272 queries at 64K: W128 ~13 us,
- * W64 ~7 us), whatever max_pages_per_request is; a window past that renumbers its pages
- * through a hash set (~2x slower per window). Where max_pages_per_request is at most those
- * bounds, a Top-K id >= max_pages_per_request counts as not visible, as the contract
- * (kv_len <= max_pages_per_request * P) already implies (the same result under it).
+ * head); N/W + R CTAs per KV head are launched and surplus ones exit. Speed (K <= 16): the
+ * page masks are indexed by page id (H200, 15,272 queries at 64K: W128 ~13 us, W64 ~7 us):
+ * in 32 KB of shared memory per CTA when max_pages_per_request is at most 2048 (W = 128) /
+ * 4096 (W = 64) pages (256K / 512K tokens at P = 128), else, up to 14,336 / 28,672 pages
+ * (1.8M / 3.7M tokens), in up to 224 KB (the long direct path, since 2026-12-03: 4,096
+ * queries at a 1M-token context W128 ~14 us, W64 ~8 us), when the device allows that much
+ * shared memory per CTA (sm_90: 227 KB) and the launch needs at most twice the waves of
+ * the path below (many windows x KV heads need more: one CTA per SM at 8,192 pages). Past
+ * that, each window whose queries see at most 2048 / 4096 pages takes the 32 KB direct
+ * path and the others renumber their pages through a hash set (~2x slower per window).
+ * A Top-K id >= max_pages_per_request counts as not visible on the direct paths, as the
+ * contract (kv_len <= max_pages_per_request * P) already implies (the same result under
+ * it).
  * Errors: PW_ERROR_INVALID_ARGUMENT (shapes, NULL pointers, bad mode),
  *         PW_ERROR_UNSUPPORTED (window not 64/128, K > 64, guarded g not in {1,2,4,8},
  *         Hkv > 65535, no CUDA in the build, a device other than sm_90),
@@ -853,15 +859,15 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  *     kernel does not fill the GPU and regrouping saves nothing: the formula, and
  *     saving_us, are then negative),
  *   cost_us = (fixed[W] + per_window[W] * windows) * (hash_factor when
- *     max_pages_per_request exceeds the direct-indexed bound, 2048 pages at W128 / 4096
- *     at W64, else 1)   (C_online: regroup + union preparation in the call),
+ *     max_pages_per_request exceeds the long direct path's bound, 14,336 pages at W128 /
+ *     28,672 at W64, else 1)   (C_online: regroup + union preparation in the call),
  *   regroup iff saving_us > cost_us + margin_us.
- * The host cannot see the real context lengths: a page table wider than the direct bound
- * (an engine's table sized for its longest context) makes the guard assume the hash path,
- * although the regroup kernel picks the direct path per window when that window's pages
- * fit (H200: A-hot on an 8,192-column table, C_online 12-15 us measured vs 35 us assumed).
- * Large chunks still regroup; chunks near the threshold (~4,096 queries) then keep
- * identity order, forgoing a few us.
+ * Up to that bound the regroup indexes its masks by page id whatever the context length
+ * (pw_regroup), so a page table sized for 1M-token contexts costs what a short one does
+ * (H200, 4,096 queries at a 1M-token context: C_online 15.9 us measured, 15.1 predicted;
+ * the model does not see the rare launch that falls back to the hash path for lack of
+ * waves, see pw_regroup). Before 2026-12-03 the guard assumed the hash path past 2048 /
+ * 4096 pages, and the 1M-token chunks of 4,096 queries kept identity order.
  * The constants are H200 measurements of the default attention kernel, refitted by one
  * command from `pageweaver bench --json` output: python3 bench/fit_time_guard.py
  * BENCH.json --write src/time_guard_constants.h (docs/bench.md). The saving is fitted on
@@ -869,8 +875,8 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * the V^T pre-pass: under stream capture the pre-pass runs beside the regroup and hides
  * most of it (C_online 4-8 us measured instead of ~15), but it runs only from 4,096
  * queries, where regrouping pays anyway. With the constants of 2026-12-03 (H200, one
- * request, one KV head, W128, page table within the bound) Union4 regroups from ~2,520
- * queries in FP8X2 and ~3,070 in FP8 (~4,630 / ~5,720 with a table past the bound).
+ * request, one KV head, W128, page table within the long bound) Union4 regroups from
+ * ~2,520 queries in FP8X2 and ~3,070 in FP8 (~4,630 / ~5,720 with a table past it).
  * Top-K wider than 16 (Kd = 32 / 64; since 2026-12-02, thirteenth session): the same
  * inputs, with
  *   saving_us = saving_factor * (the formula above),
