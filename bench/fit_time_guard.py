@@ -160,7 +160,7 @@ def fit(pts, margin, s_max_rows=20000):
             if hashed:
                 m["hash_factor"] = max(1.0, statistics.median(hashed))
             else:
-                notes.append("hash_factor: no capture past the direct bound; kept the default")
+                notes.append("hash_factor: no capture past the long direct bound; kept the default")
     x2 = [p["x2"] for p in pts if "x2" in p]
     if x2:
         m["fp8x2_factor"] = statistics.median(x2)

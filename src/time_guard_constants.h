@@ -31,6 +31,11 @@
  *   scale_n16384_pre48k.safetensors: N*Hkv 16384, 512 pages: S 132.4/127.3, C 3.7/15.1, S_net +128.7 -> regroup
  *   scale_n65536_pre48k.safetensors: N*Hkv 65536, 896 pages: S 497.2/518.3, C 7.1/15.1, S_net +490.1 -> regroup
  *   Thresholds (Union4, W128, one request, one KV head; the fewest queries that regroup, page table within / past the direct bound): FP8X2 ~2,521 / ~4,625, FP8 ~3,071 / ~5,715
+ * long_max_pages (added by hand on 2026-12-03, twenty-fourth session, with the regroup's
+ * long direct path): the hash factor now applies past 14,336 / 28,672 pages, not 2048 / 4096.
+ * The scale_n04096_ctx1m row above is the hash path's; with the long path that chunk
+ * measured C 15.9 us (predicted 15.1) and S_net +9.5 us, and regroups. A refit on that run
+ * made the same eleven choices and was not installed (bench/NOTES.md, twenty-fourth session).
  */
 #ifndef PW_TIME_GUARD_CONSTANTS_H
 #define PW_TIME_GUARD_CONSTANTS_H

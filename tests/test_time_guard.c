@@ -211,6 +211,17 @@ static void test_library_constants(void **state)
                       table[i].regroup_paid ? "regroup paid" : "regroup lost");
         assert_int_equal(pays, table[i].regroup_paid);
     }
+    /* The default kernel (Union4, FP8X2) on the scaling set, H200 2026-12-03 (twenty-fourth
+     * session, bench/NOTES.md): 4,096 queries at a 1M-token context (8,192 pages, the long
+     * direct path) paid +9.5 us, 2,048 at 48K lost 5.5 us. */
+    const struct {
+        int32_t n, pages, regroup_paid;
+    } union4[] = {{4096, 8192, 1}, {2048, 400, 0}};
+    for (size_t i = 0; i < sizeof union4 / sizeof union4[0]; i++) {
+        const pw_time_guard_inputs_t in =
+            inputs(union4[i].n, 1, 1, union4[i].pages, PW_KERNEL_UNION4, PW_PRECISION_FP8X2, 128);
+        assert_int_equal(pw_time_guard(&in, pw_time_guard_model(), NULL, NULL), union4[i].regroup_paid);
+    }
 }
 
 static pw_problem_t problem_of(int32_t n, int32_t r, int32_t hkv, int32_t pages)

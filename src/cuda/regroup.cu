@@ -23,7 +23,14 @@
  *     (kv_len <= max_pages_per_request * P); it is treated as outside S_j, so broken device
  *     kv_lens never make the kernel write outside its shared memory; in an adaptive window
  *     every visible id is below the last query's visible count, which bounds the rows.
- *     Hash path (longer contexts, e.g. 1M tokens): rows are dense numbers 0..D-1 of the
+ *     Long direct path (kLong, since 2026-12-03; max_pages_per_request up to
+ *     Tile::kLongMaxPages = 14,336 pages at W128, 28,672 at W64, e.g. 1M-token contexts):
+ *     the same direct indexing with columns max_pages_per_request (rounded up to 4) rows
+ *     apart in up to 224 KB of dynamic shared memory (launch_long sets the kernel's
+ *     attribute); each window clears its columns up to its last query's visible pages
+ *     after the lookup. Taken where the device allows that much shared memory and the
+ *     launch's waves stay within twice the adaptive launch's (choose_long).
+ *     Hash path (past that, or where the long path is not taken): rows are dense numbers 0..D-1 of the
  *     window's distinct pages (D <= W*16) given by a shared-memory hash set, as in v2.
  *     Lanes of a warp that hold the same page at the same row position (sink page, own
  *     page, recent pages: the common case on sorted rows) form a run; the run's head does
@@ -46,13 +53,16 @@
  *     and n is made warp-uniform (a redux result) so ptxas sees every loop branch as
  *     uniform (no divergence check before each redux.sync).
  *  6. Guarded mode: the identity grouping's union visits are sum over pages of the number
- *     of g-query runs with a bit set in qmask[.][page] (a popcount per 32-bit word); greedy
- *     visits are the winners' new-page counts. Identity is kept unless greedy is
- *     strictly smaller.
+ *     of g-query runs with a bit set in qmask[.][page] (a popcount per 32-bit word; kLong:
+ *     the same number from M, sum over queries j of the pages of S_j outside the earlier
+ *     members of j's identity group, g - 1 shared loads per query, instead of a scan of
+ *     thousands of rows); greedy visits are the winners' new-page counts. Identity is kept
+ *     unless greedy is strictly smaller.
  * Output: perm[h*N + slot] = original row, written once per slot. No workspace, no host
  * synchronisation; dynamic shared memory (dyn_smem_bytes) <= 32 KB, static < 1 KB, so no
- * launch attribute is needed: capturable in a CUDA graph. Block barriers on the direct
- * path with one request: 3 (v2: 9).
+ * launch attribute is needed (the long path: up to 224 KB, its attribute set on the host
+ * by every call that takes it, which stream capture allows): capturable in a CUDA graph.
+ * Block barriers on the direct path with one request: 3 (v2: 9; kLong guarded: 4).
  * Kernel v2 (hash renumbering always; W128 28.4 us, W64 21.7 us on A-hot) was removed
  * after v3 was measured; its numbers are in bench/NOTES.md.
  */
@@ -289,7 +299,8 @@ template <int W> struct SmemV3 {
 };
 
 /* Dynamic shared memory of one v3 CTA: max of M, and the qmask columns (the last one only
- * as long as its rows: V rounded up, or D <= W*16) or the hash set. <= 32 KB. */
+ * as long as its rows: V rounded up, or D <= W*16) or the hash set. <= 32 KB; kLong: the
+ * kWords columns of qm_rows words, up to 224 KB. */
 template <int W, bool kLong = false> static size_t dyn_smem_bytes(const RegroupParams &p)
 {
     using T = Tile<W>;
@@ -938,7 +949,11 @@ static int64_t ctas_per_wave(const void *kernel, int threads, size_t smem, int s
  * a page: 128 KB at V = 8192, W128), and its waves are at most twice the adaptive
  * launch's: a CTA of the long path runs its window in about half the time of the hash
  * path (bench/NOTES.md: A-hot 13.1 vs 27.5 us), but fewer CTAs fit on an SM. Otherwise
- * the caller takes the adaptive path. Sets the kernel's shared-memory attribute. */
+ * (also when a runtime query fails: the error is cleared) the caller takes the adaptive
+ * path. Sets the kernel's shared-memory attribute. The dual kernels hold 128 more bytes of
+ * static shared memory, so at an occupancy edge pw_regroup and pw_regroup_dual may choose
+ * differently (the same permutations either way). Host cost: a few runtime queries per call
+ * with V past the 32 KB bound (not cached). */
 template <int W, bool kDual>
 static pw_status_t choose_long(const RegroupParams &in, bool vec, int32_t num_kv_heads, bool *use,
                                RegroupParams *out, size_t *smem)
@@ -970,11 +985,11 @@ static pw_status_t choose_long(const RegroupParams &in, bool vec, int32_t num_kv
      * what the device allows), so that threads calling with different V do not race. */
     size_t most = (size_t)T::kWords * (size_t)T::kLongMaxPages * 4u;
     if (most + attr.sharedSizeBytes > (size_t)optin) most = (size_t)optin - attr.sharedSizeBytes;
-    const cudaError_t e =
-        cudaFuncSetAttribute((const void *)long_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)most);
-    if (e != cudaSuccess)
-        return pw_fail(PW_ERROR_CUDA, "pw_regroup: cudaFuncSetAttribute (%zu bytes of shared memory): %s", most,
-                       cudaGetErrorString(e));
+    if (cudaFuncSetAttribute((const void *)long_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)most) !=
+        cudaSuccess) {
+        (void)cudaGetLastError(); /* not sticky: the adaptive launch runs instead */
+        return PW_SUCCESS;
+    }
     RegroupParams adaptive = in;
     adaptive.direct = 0;
     adaptive.adaptive = 1;
@@ -1228,7 +1243,7 @@ extern "C" pw_status_t pw_regroup_dev_long_path(const pw_problem_t *problem, con
     if (!long_path) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "long_path is NULL");
     *long_path = 0;
     int32_t dummy = 0;
-    PW_TRY(check_regroup_args(problem, topk_ids, requests, grouping, &dummy));
+    PW_TRY(check_regroup_args(problem, topk_ids, requests, grouping, &dummy, 64));
     if (grouping->mode == PW_REGROUP_IDENTITY || problem->num_tokens == 0 || problem->topk > kMaxTopk)
         return PW_SUCCESS;
     PW_TRY(pw_check_attention_device());

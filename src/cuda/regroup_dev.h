@@ -42,8 +42,10 @@ pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *problem,
                                    const pw_grouping_t *grouping, int32_t *perm,
                                    pw_stream_t stream);
 
-/* *long_path = 1 when pw_regroup (variant 0) and pw_regroup_dual would run the long direct
- * path for these arguments on the current device, else 0 (K > 16, IDENTITY, N = 0: 0).
+/* *long_path = 1 when pw_regroup (variant 0) would run the long direct path for these
+ * arguments on the current device, else 0 (K > 16, IDENTITY, N = 0: 0). pw_regroup_dual
+ * decides the same way for its own kernel, whose static shared memory is 128 bytes larger
+ * (at an occupancy edge the two may differ).
  * Errors as pw_regroup; no launch (it sets the long kernel's shared-memory attribute). */
 pw_status_t pw_regroup_dev_long_path(const pw_problem_t *problem, const int32_t *topk_ids,
                                      const pw_requests_t *requests, const pw_grouping_t *grouping,

@@ -856,6 +856,125 @@ static void test_guard_identity_wins(void **state)
     }
 }
 
+/* Union visits of slots [0, n) of one small window taken in groups of g in the order
+ * perm (ids: pool indices < 64, -1 skipped). */
+static int64_t window_visits(const int32_t *ids, int32_t n, int32_t k, const int32_t *perm, int32_t g)
+{
+    int64_t visits = 0;
+    for (int32_t s0 = 0; s0 < n; s0 += g) {
+        uint64_t u = 0;
+        for (int32_t s = s0; s < s0 + g && s < n; s++)
+            for (int32_t i = 0; i < k; i++)
+                if (ids[perm[s] * k + i] >= 0) u |= 1ull << ids[perm[s] * k + i];
+        visits += __builtin_popcountll(u);
+    }
+    return visits;
+}
+
+/* A random window of n <= 32 queries whose greedy grouping (the reference's, group size g)
+ * has exactly want_diff more union visits than identity order, and (want_diff = 0) a
+ * greedy order other than the identity: guarded mode must then keep identity order at a
+ * tie and take greedy's when it saves one visit, so an identity count off by one in
+ * either direction changes the permutation. ids: [32, 16], pool indices < 20 (-1 padded). */
+static int32_t find_window(pw_rng_t *rng, int32_t g, int32_t want_diff, int32_t *ids)
+{
+    enum { kK = 16, kPool = 20 };
+    for (int trial = 0; trial < 200000; trial++) {
+        const int32_t n = (int32_t)pw_rng_range(rng, 2 * g, g <= 4 ? 4 * g : 32) - (int32_t)pw_rng_range(rng, 0, 1);
+        for (int32_t j = 0; j < n; j++) {
+            const int32_t size = (int32_t)pw_rng_range(rng, 1, 5);
+            for (int32_t i = 0; i < kK; i++) ids[j * kK + i] = -1;
+            for (int32_t i = 0; i < size; i++) {
+                int32_t id = (int32_t)pw_rng_range(rng, 0, kPool - 1), dup = 0;
+                for (int32_t x = 0; x < i; x++) dup |= ids[j * kK + x] == id;
+                ids[j * kK + i] = dup ? -1 : id;
+            }
+        }
+        pw_problem_t p = PW_PROBLEM_INIT;
+        p.num_tokens = n;
+        p.num_requests = 1;
+        p.num_kv_heads = 1;
+        p.topk = kK;
+        p.page_size = 128;
+        p.max_pages_per_request = 64;
+        int32_t cu[2] = {0, n}, prefix[1] = {32 * 128}, kv[1] = {32 * 128 + n};
+        const pw_requests_t rq = {cu, prefix, kv, NULL, 0};
+        pw_grouping_t gr = PW_GROUPING_INIT;
+        gr.mode = PW_REGROUP_GREEDY;
+        gr.window = 128;
+        gr.group_size = g;
+        int32_t greedy[32], identity[32];
+        assert_pw_ok(pw_ref_regroup(&p, ids, &rq, &gr, greedy));
+        int moved = 0;
+        for (int32_t s = 0; s < n; s++) {
+            identity[s] = s;
+            moved |= greedy[s] != s;
+        }
+        const int64_t diff = window_visits(ids, n, kK, greedy, g) - window_visits(ids, n, kK, identity, g);
+        if (diff == want_diff && moved) return n;
+    }
+    fail_msg("no window of g = %d with greedy - identity = %d visits found", g, want_diff);
+    return 0;
+}
+
+/* Guarded mode at its decision's edge in the long direct path (identity visits counted from
+ * M): windows of g = 2, 4 and 8 where greedy ties identity order (identity kept) or saves
+ * exactly one visit (greedy taken), n < W, one window per request, at a 1M-token context
+ * with page ids in the top rows of the columns (8,150..8,169 of ~8,190); check_case runs
+ * guarded W128 / W64 at g = 8, 4, 2 and the dual regroup (alt g = 2, 1) on them, each against
+ * the reference byte for byte, also through dev variants 3 (hash) and 8 (no long path). */
+static void test_guard_near_ties(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed + 8);
+    enum { kPerKind = 3, kReq = 3 * 2 * kPerKind, kK = 16 };
+    int32_t qlens[kReq], prefixes[kReq];
+    int32_t *win_ids = malloc((size_t)kReq * 32 * kK * 4);
+    assert_non_null(win_ids);
+    const int32_t gs[3] = {2, 4, 8};
+    for (int32_t r = 0; r < kReq; r++) {
+        const int32_t g = gs[r / (2 * kPerKind)], diff = (r / kPerKind) % 2 ? -1 : 0;
+        qlens[r] = find_window(&rng, g, diff, win_ids + (size_t)r * 32 * kK);
+        prefixes[r] = 1048000 - (int32_t)pw_rng_range(&rng, 0, 300);
+    }
+    host_case_t hc;
+    make_case(&hc, &rng, kReq, qlens, prefixes, 1, kK, 128, KIND_RANDOM, "guard near ties");
+    for (int32_t r = 0; r < kReq; r++)
+        for (int32_t j = 0; j < qlens[r]; j++)
+            for (int32_t i = 0; i < kK; i++) {
+                const int32_t id = win_ids[((size_t)r * 32 + j) * kK + i];
+                hc.ids[(int64_t)(hc.cu[r] + j) * kK + i] = id < 0 ? -1 : 8150 + id;
+            }
+    printf("%s (N=%d, V = %d)\n", hc.name, hc.problem.num_tokens, hc.problem.max_pages_per_request);
+    assert_int_equal(runs_long_path(&hc, 128), 1);
+    assert_int_equal(runs_long_path(&hc, 64), 1);
+    /* The reference's guarded choice is the one each window was built for. */
+    const pw_requests_t rq = host_requests(&hc);
+    int32_t *perm = malloc((size_t)hc.problem.num_tokens * 4 + 4), *greedy = malloc((size_t)hc.problem.num_tokens * 4 + 4);
+    assert_non_null(perm);
+    assert_non_null(greedy);
+    for (int k = 0; k < 3; k++) {
+        pw_grouping_t gr = PW_GROUPING_INIT;
+        gr.window = 128;
+        gr.group_size = gs[k];
+        gr.mode = PW_REGROUP_GUARDED;
+        assert_pw_ok(pw_ref_regroup(&hc.problem, hc.ids, &rq, &gr, perm));
+        gr.mode = PW_REGROUP_GREEDY;
+        assert_pw_ok(pw_ref_regroup(&hc.problem, hc.ids, &rq, &gr, greedy));
+        for (int32_t r = k * 2 * kPerKind; r < (k + 1) * 2 * kPerKind; r++) {
+            const int tie = (r / kPerKind) % 2 == 0;
+            for (int32_t s = hc.cu[r]; s < hc.cu[r + 1]; s++)
+                assert_int_equal(perm[s], tie ? s : greedy[s]);
+        }
+    }
+    free(perm);
+    free(greedy);
+    check_case(&hc, 0, 1);
+    free_case(&hc);
+    free(win_ids);
+}
+
 /* max_pages_per_request at and past the direct-indexed bounds (2048 pages at W128, 4096
  * at W64; pw_regroup picks the path from it): page ids up to 2047 with V = 2048 (direct at
  * both windows), the same ids with V = 2049 (W128 hash, W64 direct), and short contexts
@@ -1330,6 +1449,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_errors),          cmocka_unit_test(test_edges),
         cmocka_unit_test(test_random_problems), cmocka_unit_test(test_long_contexts),
         cmocka_unit_test(test_path_bounds),     cmocka_unit_test(test_guard_identity_wins),
+        cmocka_unit_test(test_guard_near_ties),
         cmocka_unit_test(test_broken_device_data), cmocka_unit_test(test_graph_capture),
         cmocka_unit_test(test_captures),        cmocka_unit_test(test_wide_topk),
         cmocka_unit_test(test_wide_path_bounds),
