@@ -1274,17 +1274,20 @@ static void test_captures(void **state)
 }
 
 /* Regroup + union preparation captured in a CUDA graph, replayed on new inputs. */
-static void test_graph_capture(void **state)
+/* One capture of pw_regroup + pw_union_prepare (global capture mode, as torch.cuda.graph
+ * uses), replayed on two inputs of the same layout; pre: the requests' prefixes. long_path:
+ * whether pw_regroup must take the long direct path (its host queries and attribute set
+ * happen inside the capture). */
+static void graph_capture_case(pw_rng_t *rng, const int32_t *pre, int long_path)
 {
-    (void)state;
-    pw_rng_t rng;
-    pw_rng_init(&rng, g_seed + 3);
-    const int32_t q[3] = {500, 77, 260}, pre[3] = {60000, 100, 140000};
+    const int32_t q[3] = {500, 77, 260};
     host_case_t hc, hc2;
-    make_case(&hc, &rng, 3, q, pre, 2, 16, 128, KIND_HOT, "graph inputs 1");
-    make_case(&hc2, &rng, 3, q, pre, 2, 16, 128, KIND_RANDOM, "graph inputs 2");
+    make_case(&hc, rng, 3, q, pre, 2, 16, 128, KIND_HOT, "graph inputs 1");
+    make_case(&hc2, rng, 3, q, pre, 2, 16, 128, KIND_RANDOM, "graph inputs 2");
     memcpy(hc2.kv, hc.kv, 3 * sizeof *hc.kv); /* same layout, new ids only */
+    hc2.problem = hc.problem;
     const pw_problem_t *p = &hc.problem;
+    assert_int_equal(runs_long_path(&hc, 128), long_path);
     dev_case_t dc;
     upload(&hc, &dc, 0);
     pw_grouping_t g = PW_GROUPING_INIT; /* guarded, W128, g 8 */
@@ -1326,7 +1329,7 @@ static void test_graph_capture(void **state)
         assert_pw_ok(pw_ref_union_prepare(p, cur->ids, &rq, &g, perm_ref, &ref.meta));
         assert_same_meta(&ref, &got, cur->name);
         meta_free(&ref, 0);
-        printf("graph replay %d (%s): GPU == reference\n", round, cur->name);
+        printf("graph replay %d (%s, V = %d): GPU == reference\n", round, cur->name, p->max_pages_per_request);
     }
     CUDA_OK(cudaGraphExecDestroy(exec));
     CUDA_OK(cudaGraphDestroy(graph));
@@ -1338,6 +1341,18 @@ static void test_graph_capture(void **state)
     release(&dc);
     free_case(&hc);
     free_case(&hc2);
+}
+
+/* Graph capture and replay: a context of ~1,100 pages (32 KB direct path) and a 1M-token one
+ * (the long direct path). */
+static void test_graph_capture(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed + 3);
+    const int32_t pre[3] = {60000, 100, 140000}, pre_1m[3] = {1000000, 100, 1040000};
+    graph_capture_case(&rng, pre, 0);
+    graph_capture_case(&rng, pre_1m, 1);
 }
 
 /* Host-checkable argument errors; nothing is launched. */
