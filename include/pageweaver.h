@@ -501,16 +501,25 @@ pw_status_t pw_regroup_workspace_size(const pw_problem_t *problem, const pw_grou
  * guarded: W128 ~21 us at K = 32, ~31 us at K = 64; W64 ~13 / ~19 us); a window of K > 16
  * whose queries see more than 2048 (W = 128) / 4096 (W = 64) pages runs on a slower
  * hash-set kernel (~78 / ~136 us at W128 if every window did). One CTA per (window, KV
- * head); N/W + R CTAs per KV head are launched and surplus ones exit. Speed (K <= 16): the
- * page masks are indexed by page id (H200, 15,272 queries at 64K: W128 ~13 us, W64 ~7 us):
- * in 32 KB of shared memory per CTA when max_pages_per_request is at most 2048 (W = 128) /
- * 4096 (W = 64) pages (256K / 512K tokens at P = 128), else, up to 14,336 / 28,672 pages
- * (1.8M / 3.7M tokens), in up to 224 KB (the long direct path, since 2026-12-03: 4,096
- * queries at a 1M-token context W128 ~14 us, W64 ~8 us), when the device allows that much
- * shared memory per CTA (sm_90: 227 KB) and the launch needs at most twice the waves of
- * the path below (many windows x KV heads need more: one CTA per SM at 8,192 pages). Past
- * that, each window whose queries see at most 2048 / 4096 pages takes the 32 KB direct
- * path and the others renumber their pages through a hash set (~2x slower per window).
+ * head); N/W + R CTAs per KV head are launched and surplus ones exit. Speed (K <= 16; the
+ * page masks are indexed by page id on both direct paths), by max_pages_per_request (V):
+ *  - V <= 2048 (W = 128) / 4096 (W = 64) pages (256K / 512K tokens at P = 128): 32 KB of
+ *    shared memory per CTA (H200, 15,272 queries at 64K: W128 ~13 us, W64 ~7 us).
+ *  - 2,049..14,336 pages (W128; 4,097..28,672 at W64; up to 1.75M / 3.5M tokens, counting
+ *    1M = 8,192 pages): the long direct path (twenty-fourth session, 2026-12-03), up to 224
+ *    KB per CTA (4 bytes per page and 32 queries; H200, 4,096 queries at a 1M-token context:
+ *    W128 ~14 us, W64 ~8 us), if the device lets a CTA opt in to that much shared memory
+ *    (sm_90: 227 KB) and the launch needs at most twice the waves of the fallback below.
+ *    On an H200 past ~7,200 pages (W128) one such CTA fits an SM, so launches of more than
+ *    264 CTAs (Hkv x (N/W + R): e.g. 8 KV heads x 8,192 queries) take the fallback.
+ *  - Otherwise (larger tables, or the long path refused): each window whose queries see at
+ *    most 2048 / 4096 pages takes the 32 KB path and the others renumber their pages
+ *    through a hash set (~2x slower per window at W128, ~3x at W64: 29.4 / 22.9 us at 1M).
+ * The permutation is the same bytes on every path. Past 2048 / 4096 pages each call makes a
+ * few CUDA runtime queries (not cached) and sets the long kernel's shared-memory attribute
+ * on the current device (always the same value: safe across threads and GPUs, and allowed
+ * during stream capture; the path depends only on host-known shapes and the device, so a
+ * captured graph replays the path chosen at capture).
  * A Top-K id >= max_pages_per_request counts as not visible on the direct paths, as the
  * contract (kv_len <= max_pages_per_request * P) already implies (the same result under
  * it).
@@ -864,17 +873,20 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  *   regroup iff saving_us > cost_us + margin_us.
  * Up to that bound the regroup indexes its masks by page id whatever the context length
  * (pw_regroup), so a page table sized for 1M-token contexts costs what a short one does
- * (H200, 4,096 queries at a 1M-token context: C_online 15.9 us measured, 15.1 predicted;
- * the model does not see the rare launch that falls back to the hash path for lack of
- * waves, see pw_regroup). Before 2026-12-03 the guard assumed the hash path past 2048 /
- * 4096 pages, and the 1M-token chunks of 4,096 queries kept identity order.
+ * (H200, 4,096 queries at a 1M-token context: C_online 15.9 us measured, 15.1 predicted).
+ * The model does not price the launches that fall back to the 32 KB / hash path for lack
+ * of waves (pw_regroup: on an H200, more than 264 CTAs past ~7,200 pages at W128, i.e.
+ * more than ~33,800 rows); the decision there is unchanged: such calls save ~200 us or
+ * more, far above even the hash path's ~32 us. Before the twenty-fourth session
+ * (2026-12-03) the guard assumed the hash path past 2048 / 4096 pages, and 4,096-query
+ * chunks at a 1M-token context kept identity order.
  * The constants are H200 measurements of the default attention kernel, refitted by one
  * command from `pageweaver bench --json` output: python3 bench/fit_time_guard.py
  * BENCH.json --write src/time_guard_constants.h (docs/bench.md). The saving is fitted on
  * chunks of at most 20,000 rows (where the choice is made) and the cost on calls without
  * the V^T pre-pass: under stream capture the pre-pass runs beside the regroup and hides
  * most of it (C_online 4-8 us measured instead of ~15), but it runs only from 4,096
- * queries, where regrouping pays anyway. With the constants of 2026-12-03 (H200, one
+ * queries, where regrouping pays anyway. With the twentieth session's constants (2026-12-03; H200, one
  * request, one KV head, W128, page table within the long bound) Union4 regroups from
  * ~2,520 queries in FP8X2 and ~3,070 in FP8 (~4,630 / ~5,720 with a table past it).
  * Top-K wider than 16 (Kd = 32 / 64; since 2026-12-02, thirteenth session): the same
@@ -883,7 +895,7 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  *   cost_us = wide_cost[Kd][W] * max(1, windows / wave_windows[Kd][W])
  * where wide_cost is the wide-Top-K regroup kernel's measured time per A-hot call, one
  * wave of CTAs (H200, guarded: 21.2 / 30.7 us at W128, 13.0 / 19.1 at W64 for Kd 32 / 64;
- * past the direct bound the hash-set kernel's 77.5 / 136.2 and 50.0 / 105.6, assumed for
+ * past 2048 / 4096 pages (Top-K > 16 has no long path) the hash-set kernel's 77.5 / 136.2 and 50.0 / 105.6, assumed for
  * every window as at K = 16, although the regroup runs the fast kernel for each window
  * whose pages fit), wave_windows the windows one wave holds (132 SMs x the CTAs per SM
  * the kernel's shared memory allows: 264 / 132 at W128, hash-set kernel 660 / 264;
