@@ -86,6 +86,7 @@ using pw_dev::kMaxTopk;
 
 constexpr int32_t kEmptyKey = -1;          /* hash slot holds no page (pages are >= 0) */
 constexpr uint32_t kFusedBarrier = 1;       /* named barrier of the fused kernel's order hand-off (0: __syncthreads) */
+constexpr uint32_t kStreamBarrier = 2;      /* kStream: warps 1.. have summed the group counts */
 constexpr uint32_t kAssignedKey = 0x40000000u; /* key of a query no longer selectable */
 
 /* Tile constants of one window of W queries. */
@@ -354,10 +355,49 @@ static __device__ __forceinline__ void fused_exit_count(const RegroupParams &p, 
     if (threadIdx.x == 0) p.num_groups[head] = sm.groups_total;
 }
 
+/* Group gi of the window (slots [gi*g, gi*g + g) of its order; identity: slot s holds
+ * query s) written by one warp at the global group index first + gi: keys from the stored
+ * S_i ids, union_group_emit writes the rows (docs/semantics.md §4.1 order). scratch: 640
+ * bytes of shared memory for this warp. */
+template <int W>
+static __device__ __forceinline__ void emit_window_group(const RegroupParams &p, const uint8_t *order, bool identity,
+                                                         const int32_t *s_ids, unsigned char *scratch,
+                                                         int32_t head, int32_t req, int64_t first, int32_t row0,
+                                                         int32_t n, int32_t gi)
+{
+    const int lane = threadIdx.x & 31;
+    const int32_t g = p.group_size;
+    int32_t *const s_pages = reinterpret_cast<int32_t *>(scratch);
+    uint32_t *const s_masks = reinterpret_cast<uint32_t *>(scratch + 512);
+    const int member = lane >> 2, part = lane & 3;
+    const int64_t at_group = first + gi;
+    if (at_group >= p.max_groups) return; /* broken device data only */
+    const int32_t begin = gi * g, members = min(g, n - begin);
+    uint32_t key[4] = {pw_dev::kNoKey, pw_dev::kNoKey, pw_dev::kNoKey, pw_dev::kNoKey};
+    if (member < members) {
+        const int32_t j = identity ? begin + member : (int32_t)order[begin + member];
+        const int4 v = reinterpret_cast<const int4 *>(s_ids + j * kMaxTopk)[part];
+        const int32_t ids[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            if (ids[k] >= 0) key[k] = ((uint32_t)ids[k] << 3) | (uint32_t)member;
+    }
+    const int64_t at = (int64_t)head * p.max_groups + at_group;
+    pw_dev::UnionGroupOut out;
+    out.pages = p.union_pages + at * p.capacity;
+    out.masks = p.member_masks + at * p.capacity;
+    out.desc = p.groups + at;
+    out.capacity = p.capacity;
+    out.slot_begin = row0 + begin;
+    out.request = req;
+    out.members = members;
+    if (p.vec_out) pw_dev::union_group_emit<true>(key, lane, s_pages, s_masks, out);
+    else pw_dev::union_group_emit<false>(key, lane, s_pages, s_masks, out);
+}
+
 /* The window's groups (runs of g slots of the final order) by the CTA's warps, one group
- * per warp at a time: keys from the stored S_i ids, union_group_emit writes the rows at
- * the global group index groups_before + win * per_window + i (docs/semantics.md §4.1 order). Needs
- * 640 bytes of dynamic shared memory per warp (M is dead by now). */
+ * per warp at a time, at the global group index groups_before + win * per_window + i.
+ * Needs 640 bytes of dynamic shared memory per warp (M is dead by now). */
 template <int W>
 static __device__ __forceinline__ void fused_union_prepare(const RegroupParams &p, SmemV3<W> &sm,
                                                            const int32_t *s_ids,
@@ -365,39 +405,45 @@ static __device__ __forceinline__ void fused_union_prepare(const RegroupParams &
                                                            int32_t req, int32_t win, int32_t row0,
                                                            int32_t n)
 {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int warp = threadIdx.x >> 5;
     const int32_t g = p.group_size;
     if (blockIdx.x == 0 && threadIdx.x == 0) p.num_groups[head] = sm.groups_total;
-    int32_t *const s_pages = reinterpret_cast<int32_t *>(dyn + warp * 640);
-    uint32_t *const s_masks = reinterpret_cast<uint32_t *>(dyn + warp * 640 + 512);
     const int32_t per_window = W / g + (W % g != 0);
-    const int32_t first = sm.groups_before + win * per_window;
+    const int64_t first = (int64_t)sm.groups_before + (int64_t)win * per_window;
     const int32_t num = n / g + (n % g != 0);
-    const int member = lane >> 2, part = lane & 3;
-    for (int32_t gi = warp; gi < num; gi += W / 32) {
-        const int64_t at_group = (int64_t)first + gi;
-        if (at_group >= p.max_groups) break; /* broken device data only */
-        const int32_t begin = gi * g, members = min(g, n - begin);
-        uint32_t key[4] = {pw_dev::kNoKey, pw_dev::kNoKey, pw_dev::kNoKey, pw_dev::kNoKey};
-        if (member < members) {
-            const int4 v = reinterpret_cast<const int4 *>(s_ids + sm.order[begin + member] * kMaxTopk)[part];
-            const int32_t ids[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-            for (int k = 0; k < 4; k++)
-                if (ids[k] >= 0) key[k] = ((uint32_t)ids[k] << 3) | (uint32_t)member;
-        }
-        const int64_t at = (int64_t)head * p.max_groups + at_group;
-        pw_dev::UnionGroupOut out;
-        out.pages = p.union_pages + at * p.capacity;
-        out.masks = p.member_masks + at * p.capacity;
-        out.desc = p.groups + at;
-        out.capacity = p.capacity;
-        out.slot_begin = row0 + begin;
-        out.request = req;
-        out.members = members;
-        if (p.vec_out) pw_dev::union_group_emit<true>(key, lane, s_pages, s_masks, out);
-        else pw_dev::union_group_emit<false>(key, lane, s_pages, s_masks, out);
+    for (int32_t gi = warp; gi < num; gi += W / 32)
+        emit_window_group<W>(p, sm.order, false, s_ids, dyn + warp * 640, head, req, first, row0, n, gi);
+}
+
+/* kStream (dev): warps 1.. emit each group as soon as warp 0's greedy loop has closed it
+ * (group_bar[gi], one arrive by warp 0's lane 0 after it wrote the group's order bytes),
+ * so that union preparation overlaps the loop instead of following it; group_bar[W] marks
+ * the end of the loop with *keep_greedy set: where guarded mode keeps identity order, the
+ * emitters write every group again in identity order. scratch: 640 bytes per warp, apart
+ * from M (which the loop still reads). */
+template <int W>
+static __device__ __forceinline__ void stream_union_prepare(const RegroupParams &p, SmemV3<W> &sm,
+                                                            const int32_t *s_ids, unsigned char *scratch,
+                                                            uint64_t *group_bar, const uint32_t *keep_greedy,
+                                                            int32_t head, int32_t req, int32_t win, int32_t row0,
+                                                            int32_t n)
+{
+    constexpr int kEmitters = W / 32 - 1;
+    const int e = (int)(threadIdx.x >> 5) - 1;
+    const int32_t g = p.group_size;
+    if (blockIdx.x == 0 && threadIdx.x == 32) p.num_groups[head] = sm.groups_total;
+    const int32_t per_window = W / g + (W % g != 0);
+    const int64_t first = (int64_t)sm.groups_before + (int64_t)win * per_window;
+    const int32_t num = n / g + (n % g != 0);
+    unsigned char *const mine = scratch + e * 640;
+    for (int32_t gi = e; gi < num; gi += kEmitters) {
+        pw::mbarrier_wait_parity(&group_bar[gi], 0);
+        emit_window_group<W>(p, sm.order, false, s_ids, mine, head, req, first, row0, n, gi);
     }
+    pw::mbarrier_wait_parity(&group_bar[W], 0);
+    if (!*keep_greedy)
+        for (int32_t gi = e; gi < num; gi += kEmitters)
+            emit_window_group<W>(p, sm.order, true, s_ids, mine, head, req, first, row0, n, gi);
 }
 
 /* kFused: after the greedy order is known, the CTA also writes its window's union
@@ -409,9 +455,11 @@ static __device__ __forceinline__ void fused_union_prepare(const RegroupParams &
  * kLongMaxPages), columns p.qm_rows apart in up to 224 KB of dynamic shared memory; each
  * window clears its columns up to its last query's visible pages once the lookup is done
  * (as an adaptive window does), and never takes the hash path. */
-template <int W, bool kVec, int kArgmin, bool kMatch, bool kFused, bool kDual = false, bool kLong = false>
+template <int W, bool kVec, int kArgmin, bool kMatch, bool kFused, bool kDual = false, bool kLong = false,
+          bool kStream = false>
 __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
 {
+    static_assert(!kStream || (kFused && kArgmin == kArgminRedux), "kStream: a fused kernel with the greedy loop");
     static_assert(!(kDual && kFused), "the dual regroup writes two permutations, no union metadata");
     static_assert(!(kLong && kFused), "the fused kernel keeps the 32 KB layout");
     using T = Tile<W>;
@@ -420,6 +468,11 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
     __shared__ uint32_t s_identity_visits_alt;      /* dual, guarded: identity visits at alt g */
     /* fused: the ids of S_i (union preparation's rule, -1 elsewhere) of each query */
     __shared__ __align__(16) int32_t s_ids[kFused ? W * kMaxTopk : 4];
+    /* kStream: one barrier per group of the window and one for the loop's end; the emitters'
+     * scratch (M is still in use while they emit) */
+    __shared__ uint64_t s_group_bar[kStream ? W + 1 : 1];
+    __shared__ uint32_t s_keep_greedy;
+    __shared__ __align__(16) unsigned char s_emit[kStream ? (W / 32 - 1) * 640 : 16];
     extern __shared__ __align__(16) unsigned char dyn[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int32_t head = (int32_t)blockIdx.y;
@@ -438,6 +491,10 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
         sm.win = 0;
         sm.groups_before = 0;
         sm.groups_total = 0;
+        if constexpr (kStream) {
+            s_keep_greedy = 1u;
+            for (int i = 0; i <= W; i++) pw::mbarrier_init(&s_group_bar[i], 1);
+        }
     }
 
     /* --- Window of this CTA. Sparse numbering, no scan over requests: request r owns
@@ -739,6 +796,11 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
             const int32_t t1 = tid - 32, n1 = W - 32;
             add_request_groups(p, W, 0, req, t1, n1, &sm.groups_before);
             if (blockIdx.x == 0) add_request_groups(p, W, 0, num_req, t1, n1, &sm.groups_total);
+            if constexpr (kStream) {
+                pw::bar_sync_named(kStreamBarrier, W - 32); /* the counts are summed */
+                stream_union_prepare<W>(p, sm, s_ids, s_emit, s_group_bar, &s_keep_greedy, head, req, win, row0, n);
+                return;
+            }
             /* The greedy order is final: warp 0 arrives after its loop, at another place in
              * the program, so not __syncthreads (its .aligned form requires one instruction
              * for the whole CTA: compute-sanitizer synccheck flagged it, H200 2026-12-01). */
@@ -781,6 +843,7 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
         uint32_t mw[(QPL + 1) / 2];
         load_m_row<QPL>(m_lane + (seed & T::kOffsetMask), mw);
         int32_t s = 0;
+        int32_t closed = 0; /* kStream: groups closed so far */
         bool more = nu > 0;
         while (more) { /* one group: slots [s, end); seed known, its M row in flight */
 #pragma unroll
@@ -841,6 +904,10 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
                 for (int k = 1; k < QPL; k++) b0 = min(b0, base[k]);
                 seed = warp_min<kArgmin>(b0);
             }
+            if constexpr (kStream) { /* this group's order bytes are written: its emitter may go */
+                if (lane == 0) pw::mbarrier_arrive(&s_group_bar[closed]);
+                ++closed;
+            }
             /* Next group's seed row (masked: in bounds even after the last group). */
             load_m_row<QPL>(m_lane + (seed & T::kOffsetMask), mw);
         }
@@ -852,7 +919,14 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
     for (int32_t s = lane; s < n; s += 32) {
         const int32_t j = keep_greedy ? (int32_t)order[s] : s;
         out[s] = row0 + j;
-        if constexpr (kFused) sm.order[s] = (uint8_t)j; /* the final order, for the groups */
+        if constexpr (kFused && !kStream) sm.order[s] = (uint8_t)j; /* the final order, for the groups */
+    }
+    if constexpr (kStream) { /* the emitters read the choice after this arrive */
+        if (lane == 0) {
+            s_keep_greedy = keep_greedy ? 1u : 0u;
+            pw::mbarrier_arrive(&s_group_bar[W]);
+        }
+        return;
     }
     if constexpr (kFused) {
         pw::barrier_sync_unaligned(kFusedBarrier, W); /* with the other warps: order final, group counts summed */
@@ -920,16 +994,16 @@ enum {
     kDevLast = kDevNoLong
 };
 
-template <int W, int kArgmin, bool kMatch, bool kFused = false, bool kDual = false>
+template <int W, int kArgmin, bool kMatch, bool kFused = false, bool kDual = false, bool kStream = false>
 void launch_v3(const RegroupParams &params, bool vec, int32_t num_kv_heads, cudaStream_t stream)
 {
     const dim3 grid((unsigned)(params.num_tokens / W + params.num_requests),
                     (unsigned)num_kv_heads);
     const size_t smem = dyn_smem_bytes<W>(params);
     if (vec)
-        regroup_kernel<W, true, kArgmin, kMatch, kFused, kDual><<<grid, W, smem, stream>>>(params);
+        regroup_kernel<W, true, kArgmin, kMatch, kFused, kDual, false, kStream><<<grid, W, smem, stream>>>(params);
     else
-        regroup_kernel<W, false, kArgmin, kMatch, kFused, kDual><<<grid, W, smem, stream>>>(params);
+        regroup_kernel<W, false, kArgmin, kMatch, kFused, kDual, false, kStream><<<grid, W, smem, stream>>>(params);
 }
 
 /* CTAs of a launch per wave on this device (0 if the query fails). */
@@ -1196,15 +1270,16 @@ extern "C" pw_status_t pw_regroup_dual(const pw_problem_t *problem, const int32_
 }
 
 /* Fused variants (regroup_dev.h): 0 = one launch (library), 1 = one launch with the hash
- * path forced, 2 = pw_regroup then pw_union_prepare (two launches, the path before). */
+ * path forced, 2 = pw_regroup then pw_union_prepare (two launches, the path before),
+ * 3 = one launch with the groups emitted while the greedy loop runs (kStream). */
 extern "C" pw_status_t pw_regroup_union_prepare_dev_variant(
     int variant, const pw_problem_t *problem, const int32_t *topk_ids,
     const pw_requests_t *requests, const pw_grouping_t *grouping, int32_t *perm,
     const pw_union_meta_t *meta, pw_stream_t stream)
 {
-    if (variant < 0 || variant > 2)
+    if (variant < 0 || variant > 3)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "pw_regroup_union_prepare_dev_variant: variant %d (0..2)", variant);
+                       "pw_regroup_union_prepare_dev_variant: variant %d (0..3)", variant);
     PW_TRY(check_regroup_args(problem, topk_ids, requests, grouping, perm));
     PW_TRY(pw_check_union_prepare_args(problem, topk_ids, requests, grouping, perm, meta));
     if (variant == 2 || grouping->mode == PW_REGROUP_IDENTITY || problem->num_tokens == 0) {
@@ -1226,11 +1301,13 @@ extern "C" pw_status_t pw_regroup_union_prepare_dev_variant(
     if (grouping->window == 64) {
         params.direct = !hash_forced && params.max_pages <= Tile<64>::kDirectMaxPages;
         params.adaptive = !hash_forced && !params.direct;
-        launch_v3<64, kArgminRedux, false, true>(params, vec, problem->num_kv_heads, st);
+        if (variant == 3) launch_v3<64, kArgminRedux, false, true, false, true>(params, vec, problem->num_kv_heads, st);
+        else launch_v3<64, kArgminRedux, false, true>(params, vec, problem->num_kv_heads, st);
     } else {
         params.direct = !hash_forced && params.max_pages <= Tile<128>::kDirectMaxPages;
         params.adaptive = !hash_forced && !params.direct;
-        launch_v3<128, kArgminRedux, false, true>(params, vec, problem->num_kv_heads, st);
+        if (variant == 3) launch_v3<128, kArgminRedux, false, true, false, true>(params, vec, problem->num_kv_heads, st);
+        else launch_v3<128, kArgminRedux, false, true>(params, vec, problem->num_kv_heads, st);
     }
     return launch_status("pw_regroup_union_prepare");
 }

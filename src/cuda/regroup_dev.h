@@ -58,8 +58,13 @@ pw_status_t pw_regroup_dev_long_path(const pw_problem_t *problem, const int32_t 
  *            divergent __syncthreads in it, bench/NOTES.md v3.2);
  * variant 1: variant 0 with the hash path forced (same result);
  * variant 2: two launches, pw_regroup then pw_union_prepare (the path before the fusion).
+ * variant 3: variant 0 with the groups emitted while the greedy loop runs: warps 1.. wait
+ *            for each group's mbarrier (arrived by warp 0 when the group closes) and
+ *            write it; where guarded mode keeps identity order they write every group
+ *            again after the loop (twenty-fourth session; not yet run on a GPU when
+ *            written: bench/NOTES.md).
  * IDENTITY mode and N = 0 always take variant 2's path. Arguments and errors: those of
- * pw_regroup and pw_union_prepare; a variant outside 0..2 is PW_ERROR_INVALID_ARGUMENT. */
+ * pw_regroup and pw_union_prepare; a variant outside 0..3 is PW_ERROR_INVALID_ARGUMENT. */
 pw_status_t pw_regroup_union_prepare_dev_variant(int variant, const pw_problem_t *problem,
                                                  const int32_t *topk_ids,
                                                  const pw_requests_t *requests,

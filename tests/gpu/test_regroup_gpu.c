@@ -332,8 +332,9 @@ static void check_dual(const host_case_t *hc, const dev_case_t *dc, pw_regroup_m
     free(got);
 }
 
-/* Fused regroup + union preparation (pw_regroup_union_prepare_dev_variant 0: the
- * library's one launch; 1: the same with the hash path forced; 2: the two launches): perm
+/* Fused regroup + union preparation (pw_regroup_union_prepare_dev_variant 0: one launch;
+ * 1: the same with the hash path forced; 2: the two launches, pw_sparse_prefill's; 3: one
+ * launch whose groups are emitted while the greedy loop runs, 2026-12-03): perm
  * and every metadata byte equal to pw_ref_regroup + pw_ref_union_prepare, in poisoned
  * buffers. cap_extra widens union_capacity past g*K (scalar row stores when odd). */
 static void check_fused(const host_case_t *hc, const dev_case_t *dc, const pw_grouping_t *grouping,
@@ -352,7 +353,7 @@ static void check_fused(const host_case_t *hc, const dev_case_t *dc, const pw_gr
     meta_alloc(p, max_groups, cap, 0, &ref);
     assert_pw_ok(pw_ref_union_prepare(p, hc->ids, &rq, grouping, want, &ref.meta));
     int32_t *perm_dev = dev_alloc(bytes);
-    for (int variant = 0; variant <= 2; variant++) {
+    for (int variant = 0; variant <= 3; variant++) {
         char name[256];
         snprintf(name, sizeof name, "%s: fused variant %d mode %d W=%d g=%d cap=%d", hc->name, variant,
                  (int)grouping->mode, grouping->window, grouping->group_size, cap);
