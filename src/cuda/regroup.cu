@@ -59,7 +59,8 @@
  *     thousands of rows); greedy visits are the winners' new-page counts. Identity is kept
  *     unless greedy is strictly smaller.
  * Output: perm[h*N + slot] = original row, written once per slot. No workspace, no host
- * synchronisation; dynamic shared memory (dyn_smem_bytes) <= 32 KB, static < 1 KB, so no
+ * synchronisation; dynamic shared memory (dyn_smem_bytes) <= 32 KB, static < 1 KB (the
+ * fused dev kernels: 8.9-11.8 KB), so no
  * launch attribute is needed (the long path: up to 224 KB, its attribute set on the host
  * by every call that takes it, which stream capture allows): capturable in a CUDA graph.
  * Block barriers on the direct path with one request: 3 (v2: 9; kLong guarded: 4).
@@ -319,6 +320,8 @@ template <int W, bool kLong = false> static size_t dyn_smem_bytes(const RegroupP
 static_assert(sizeof(SmemV3<128>) + 32 * 1024 <= 48 * 1024, "v3 W128 must fit 48 KB");
 static_assert(sizeof(SmemV3<128>) + 128 * 16 * 4 + 32 * 1024 <= 48 * 1024,
               "fused W128 (+ the S_i ids) must fit 48 KB");
+static_assert(sizeof(SmemV3<128>) + 128 * 16 * 4 + 129 * 8 + 16 + 3 * 640 + 32 * 1024 <= 48 * 1024,
+              "streamed fused W128 (+ its barriers and the emitters' scratch) must fit 48 KB");
 static_assert(Tile<64>::kMBytes >= 2 * 640 && Tile<128>::kMBytes >= 4 * 640,
               "fused union scratch (640 B per warp) fits in the bytes of M");
 static_assert(Tile<128>::kMaxPages <= Tile<128>::kColStride, "hash rows fit a column");
@@ -493,9 +496,10 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
         sm.groups_total = 0;
         if constexpr (kStream) {
             s_keep_greedy = 1u;
-            for (int i = 0; i <= W; i++) pw::mbarrier_init(&s_group_bar[i], 1);
+            pw::mbarrier_init(&s_group_bar[W], 1);
         }
     }
+    if constexpr (kStream) pw::mbarrier_init(&s_group_bar[tid], 1); /* one per thread, not 129 in thread 0 */
 
     /* --- Window of this CTA. Sparse numbering, no scan over requests: request r owns
      * CTAs [first_r, first_r + windows_r) with first_r = cu[r]/W + r, disjoint for
@@ -904,12 +908,13 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
                 for (int k = 1; k < QPL; k++) b0 = min(b0, base[k]);
                 seed = warp_min<kArgmin>(b0);
             }
-            if constexpr (kStream) { /* this group's order bytes are written: its emitter may go */
+            /* Next group's seed row (masked: in bounds even after the last group). */
+            load_m_row<QPL>(m_lane + (seed & T::kOffsetMask), mw);
+            if constexpr (kStream) { /* this group's order bytes are written: its emitter may go
+                                      * (after the seed row's load has left: it is on the chain) */
                 if (lane == 0) pw::mbarrier_arrive(&s_group_bar[closed]);
                 ++closed;
             }
-            /* Next group's seed row (masked: in bounds even after the last group). */
-            load_m_row<QPL>(m_lane + (seed & T::kOffsetMask), mw);
         }
     }
     __syncwarp();
