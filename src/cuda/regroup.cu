@@ -1022,24 +1022,29 @@ static int64_t ctas_per_wave(const void *kernel, int threads, size_t smem, int s
     return (int64_t)per_sm * sms;
 }
 
+/* A launch of the long direct path (choose_long). */
+struct LongLaunch {
+    void (*kernel)(RegroupParams);
+    RegroupParams params;
+    size_t smem;
+    dim3 grid;
+};
+
 /* The long direct path (kLong kernels) for a page table past kDirectMaxPages: chosen
- * (*use = true, *out = its parameters, *smem = its dynamic shared memory) when V <=
- * kLongMaxPages, the device lets a CTA opt in to that much shared memory (kWords x 4 bytes
- * a page: 128 KB at V = 8192, W128), and its waves are at most twice the adaptive
- * launch's: a CTA of the long path runs its window in about half the time of the hash
- * path (bench/NOTES.md: A-hot 13.1 vs 27.5 us), but fewer CTAs fit on an SM. Otherwise
- * (also when a runtime query fails: the error is cleared) the caller takes the adaptive
- * path. Sets the kernel's shared-memory attribute. The dual kernels hold 128 more bytes of
- * static shared memory, so at an occupancy edge pw_regroup and pw_regroup_dual may choose
- * differently (the same permutations either way). Host cost: a few runtime queries per call
- * with V past the 32 KB bound (not cached). */
+ * (returns true, *out = the launch) when V <= kLongMaxPages, the device lets a CTA opt in
+ * to that much shared memory (kWords x 4 bytes a page: 128 KB at V = 8192, W128), and its
+ * waves are at most twice the adaptive launch's: a CTA of the long path runs its window in
+ * about half the time of the hash path (bench/NOTES.md: A-hot 13.1 vs 27.5 us), but fewer
+ * CTAs fit on an SM. Otherwise (also when a runtime query fails: the error is cleared) the
+ * caller takes the adaptive path. Sets the kernel's shared-memory attribute. The dual
+ * kernels hold 128 more bytes of static shared memory, so at an occupancy edge pw_regroup
+ * and pw_regroup_dual may choose differently (the same permutations either way). Host
+ * cost: a few runtime queries per call with V past the 32 KB bound (not cached). */
 template <int W, bool kDual>
-static pw_status_t choose_long(const RegroupParams &in, bool vec, int32_t num_kv_heads, bool *use,
-                               RegroupParams *out, size_t *smem)
+static bool choose_long(const RegroupParams &in, bool vec, int32_t num_kv_heads, LongLaunch *out)
 {
     using T = Tile<W>;
-    *use = false;
-    if (in.max_pages <= T::kDirectMaxPages || in.max_pages > T::kLongMaxPages) return PW_SUCCESS;
+    if (in.max_pages <= T::kDirectMaxPages || in.max_pages > T::kLongMaxPages) return false;
     RegroupParams params = in;
     params.qm_rows = (params.max_pages + 3) / 4 * 4;
     params.direct = 1;
@@ -1057,9 +1062,9 @@ static pw_status_t choose_long(const RegroupParams &in, bool vec, int32_t num_kv
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
         cudaFuncGetAttributes(&attr, (const void *)long_kernel) != cudaSuccess) {
         (void)cudaGetLastError(); /* no device or no image: the adaptive launch reports it */
-        return PW_SUCCESS;
+        return false;
     }
-    if (bytes + attr.sharedSizeBytes > (size_t)optin) return PW_SUCCESS;
+    if (bytes + attr.sharedSizeBytes > (size_t)optin) return false;
     /* The attribute is the same for every call (the most any V <= kLongMaxPages needs, or
      * what the device allows), so that threads calling with different V do not race. */
     size_t most = (size_t)T::kWords * (size_t)T::kLongMaxPages * 4u;
@@ -1067,7 +1072,7 @@ static pw_status_t choose_long(const RegroupParams &in, bool vec, int32_t num_kv
     if (cudaFuncSetAttribute((const void *)long_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)most) !=
         cudaSuccess) {
         (void)cudaGetLastError(); /* not sticky: the adaptive launch runs instead */
-        return PW_SUCCESS;
+        return false;
     }
     RegroupParams adaptive = in;
     adaptive.direct = 0;
@@ -1075,31 +1080,33 @@ static pw_status_t choose_long(const RegroupParams &in, bool vec, int32_t num_kv
     const int64_t ctas = ((int64_t)in.num_tokens / W + in.num_requests) * num_kv_heads;
     const int64_t wave_long = ctas_per_wave((const void *)long_kernel, W, bytes, sms);
     const int64_t wave_adaptive = ctas_per_wave((const void *)adaptive_kernel, W, dyn_smem_bytes<W>(adaptive), sms);
-    if (wave_long <= 0 || wave_adaptive <= 0) return PW_SUCCESS;
+    if (wave_long <= 0 || wave_adaptive <= 0) return false;
     const int64_t waves_long = (ctas + wave_long - 1) / wave_long;
     const int64_t waves_adaptive = (ctas + wave_adaptive - 1) / wave_adaptive;
-    if (waves_long > 2 * waves_adaptive) return PW_SUCCESS;
-    *use = true;
-    *out = params;
-    *smem = bytes;
-    return PW_SUCCESS;
+    if (waves_long > 2 * waves_adaptive) return false;
+    out->kernel = long_kernel;
+    out->params = params;
+    out->smem = bytes;
+    out->grid = dim3((unsigned)(in.num_tokens / W + in.num_requests), (unsigned)num_kv_heads);
+    return true;
 }
 
-/* The long direct path when choose_long picks it (*launched = true), else nothing. */
-template <int W, bool kDual>
-static pw_status_t launch_long(const RegroupParams &in, bool vec, int32_t num_kv_heads, cudaStream_t stream,
-                               bool *launched)
+/* choose_long at the grouping's window (64 or 128). */
+template <bool kDual>
+static bool choose_long_at(int32_t window, const RegroupParams &in, bool vec, int32_t num_kv_heads, LongLaunch *out)
 {
-    RegroupParams params;
-    size_t smem = 0;
-    PW_TRY((choose_long<W, kDual>(in, vec, num_kv_heads, launched, &params, &smem)));
-    if (!*launched) return PW_SUCCESS;
-    const dim3 grid((unsigned)(params.num_tokens / W + params.num_requests), (unsigned)num_kv_heads);
-    if (vec)
-        regroup_kernel<W, true, kArgminRedux, false, false, kDual, true><<<grid, W, smem, stream>>>(params);
-    else
-        regroup_kernel<W, false, kArgminRedux, false, false, kDual, true><<<grid, W, smem, stream>>>(params);
-    return PW_SUCCESS;
+    return window == 64 ? choose_long<64, kDual>(in, vec, num_kv_heads, out)
+                        : choose_long<128, kDual>(in, vec, num_kv_heads, out);
+}
+
+/* The long direct path when choose_long picks it (returns true: launched), else nothing. */
+template <bool kDual>
+static bool launch_long(int32_t window, const RegroupParams &in, bool vec, int32_t num_kv_heads, cudaStream_t stream)
+{
+    LongLaunch l;
+    if (!choose_long_at<kDual>(window, in, vec, num_kv_heads, &l)) return false;
+    l.kernel<<<l.grid, window, l.smem, stream>>>(l.params);
+    return true;
 }
 
 template <int W>
@@ -1205,14 +1212,9 @@ extern "C" pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *p
     } else {
         const RegroupParams params = regroup_params(problem, topk_ids, requests, grouping, perm);
         const bool vec = problem->topk == kMaxTopk && ((uintptr_t)topk_ids % 16u) == 0;
-        if (variant == kDevLibrary) { /* past the 32 KB direct bound: the long direct path where it pays */
-            bool launched = false;
-            const pw_status_t ls = grouping->window == 64
-                                       ? launch_long<64, false>(params, vec, problem->num_kv_heads, st, &launched)
-                                       : launch_long<128, false>(params, vec, problem->num_kv_heads, st, &launched);
-            PW_TRY(ls);
-            if (launched) return launch_status("pw_regroup");
-        }
+        /* past the 32 KB direct bound: the long direct path where it pays */
+        if (variant == kDevLibrary && launch_long<false>(grouping->window, params, vec, problem->num_kv_heads, st))
+            return launch_status("pw_regroup");
         if (grouping->window == 64)
             launch_variant<64>(variant, params, vec, problem->num_kv_heads, st);
         else
@@ -1256,12 +1258,8 @@ extern "C" pw_status_t pw_regroup_dual(const pw_problem_t *problem, const int32_
     params.alt_group_size = alt_group_size;
     const bool vec = problem->topk == kMaxTopk && ((uintptr_t)topk_ids % 16u) == 0;
     cudaStream_t st = (cudaStream_t)stream;
-    bool launched = false;
-    const pw_status_t ls = grouping->window == 64
-                               ? launch_long<64, true>(params, vec, problem->num_kv_heads, st, &launched)
-                               : launch_long<128, true>(params, vec, problem->num_kv_heads, st, &launched);
-    PW_TRY(ls);
-    if (launched) return launch_status("pw_regroup_dual");
+    if (launch_long<true>(grouping->window, params, vec, problem->num_kv_heads, st))
+        return launch_status("pw_regroup_dual");
     if (grouping->window == 64) {
         params.direct = params.max_pages <= Tile<64>::kDirectMaxPages;
         params.adaptive = !params.direct;
@@ -1331,13 +1329,7 @@ extern "C" pw_status_t pw_regroup_dev_long_path(const pw_problem_t *problem, con
     PW_TRY(pw_check_attention_device());
     const RegroupParams params = regroup_params(problem, topk_ids, requests, grouping, &dummy);
     const bool vec = problem->topk == kMaxTopk && ((uintptr_t)topk_ids % 16u) == 0;
-    bool use = false;
-    RegroupParams out;
-    size_t smem = 0;
-    const pw_status_t st = grouping->window == 64
-                               ? choose_long<64, false>(params, vec, problem->num_kv_heads, &use, &out, &smem)
-                               : choose_long<128, false>(params, vec, problem->num_kv_heads, &use, &out, &smem);
-    PW_TRY(st);
-    *long_path = use ? 1 : 0;
+    LongLaunch l;
+    *long_path = choose_long_at<false>(grouping->window, params, vec, problem->num_kv_heads, &l) ? 1 : 0;
     return PW_SUCCESS;
 }

@@ -264,28 +264,23 @@ __global__ void __launch_bounds__(kThreads, 1) union_prepare_kernel_k64(const Un
     union_prepare_body<16, kVecIn, kVecOut>(p);
 }
 
-template <int KPL, bool kVecIn, bool kVecOut>
+/* kAlt (K <= 16, pw_vt_buffers_t.perm_alt): union_prepare_kernel_alt. */
+template <int KPL, bool kVecIn, bool kVecOut, bool kAlt>
 void launch_union_prepare_kernel(const UnionParams &params, dim3 grid, cudaStream_t st)
 {
-    if constexpr (KPL == 16) union_prepare_kernel_k64<kVecIn, kVecOut><<<grid, kThreads, 0, st>>>(params);
+    static_assert(!kAlt || KPL == 4, "the stacked tile's calls have K <= 16");
+    if constexpr (kAlt) union_prepare_kernel_alt<kVecIn, kVecOut><<<grid, kThreads, 0, st>>>(params);
+    else if constexpr (KPL == 16) union_prepare_kernel_k64<kVecIn, kVecOut><<<grid, kThreads, 0, st>>>(params);
     else union_prepare_kernel<KPL, kVecIn, kVecOut><<<grid, kThreads, 0, st>>>(params);
 }
 
-void launch_union_prepare_alt(const UnionParams &params, bool vec_in, bool vec_out, dim3 grid, cudaStream_t st)
-{
-    if (vec_in && vec_out) union_prepare_kernel_alt<true, true><<<grid, kThreads, 0, st>>>(params);
-    else if (vec_in) union_prepare_kernel_alt<true, false><<<grid, kThreads, 0, st>>>(params);
-    else if (vec_out) union_prepare_kernel_alt<false, true><<<grid, kThreads, 0, st>>>(params);
-    else union_prepare_kernel_alt<false, false><<<grid, kThreads, 0, st>>>(params);
-}
-
-template <int KPL>
+template <int KPL, bool kAlt = false>
 void launch_union_prepare(const UnionParams &params, bool vec_in, bool vec_out, dim3 grid, cudaStream_t st)
 {
-    if (vec_in && vec_out) launch_union_prepare_kernel<KPL, true, true>(params, grid, st);
-    else if (vec_in) launch_union_prepare_kernel<KPL, true, false>(params, grid, st);
-    else if (vec_out) launch_union_prepare_kernel<KPL, false, true>(params, grid, st);
-    else launch_union_prepare_kernel<KPL, false, false>(params, grid, st);
+    if (vec_in && vec_out) launch_union_prepare_kernel<KPL, true, true, kAlt>(params, grid, st);
+    else if (vec_in) launch_union_prepare_kernel<KPL, true, false, kAlt>(params, grid, st);
+    else if (vec_out) launch_union_prepare_kernel<KPL, false, true, kAlt>(params, grid, st);
+    else launch_union_prepare_kernel<KPL, false, false, kAlt>(params, grid, st);
 }
 
 } // namespace
@@ -408,7 +403,7 @@ extern "C" pw_status_t pw_union_prepare_scheduled(const pw_problem_t *problem, c
         if (e != cudaSuccess)
             return pw_fail(PW_ERROR_CUDA, "pw_union_prepare: clearing the schedule's counts: %s", cudaGetErrorString(e));
     }
-    if (params.perm_alt) launch_union_prepare_alt(params, vec_in, vec_out, grid, st);
+    if (params.perm_alt) launch_union_prepare<4, true>(params, vec_in, vec_out, grid, st);
     else if (kpl == 4) launch_union_prepare<4>(params, vec_in, vec_out, grid, st);
     else if (kpl == 8) launch_union_prepare<8>(params, vec_in, vec_out, grid, st);
     else launch_union_prepare<16>(params, vec_in, vec_out, grid, st);
