@@ -360,7 +360,7 @@ static void bench_variants(const char *path, int replays)
     bench_problem_t b;
     setup(c, 1, &b);
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    enum { NUM_VARIANTS = 11 };
+    enum { NUM_VARIANTS = 9 };
     /* prep[v]: the prep-only variant of the same kernel and path, or -1 (v is prep only). */
     static const struct {
         const char *name;
@@ -371,7 +371,6 @@ static void bench_variants(const char *path, int replays)
         {"wide-K kernel", -2}, /* -2: no prep-only twin, perm checked */
         {"wide-K masks kernel", -2},
         {"v3 without long path", -2}, /* = variant 0 where V <= the 32 KB direct bound */
-        {"v3 next member ahead", 2},  {"v3 ahead, ballot seeds", 2},
     };
     const size_t n_perm = (size_t)b.problem.num_tokens;
     int32_t *got = malloc(n_perm * 4 + 4), *ref = malloc(n_perm * 4 + 4);
@@ -404,29 +403,6 @@ static void bench_variants(const char *path, int replays)
             if (variants[v].prep >= 0)
                 printf(" %s %.0f ns;", variants[v].name, 1000.0 * (t[v] - t[variants[v].prep]) / w);
         printf("\n");
-        /* Group sizes of the default plan (g = 4 for the lean kernel, 2 for the stacked
-         * tile, guarded as the plan runs them): the library's loop against the loops with
-         * the next group's first member computed ahead (variants 9, 10). */
-        for (int32_t gs = 4; gs >= 2; gs /= 2) {
-            pw_grouping_t gg = g;
-            gg.mode = PW_REGROUP_GUARDED;
-            gg.group_size = gs;
-            int32_t *want = malloc(n_perm * 4 + 4);
-            PK(pw_ref_regroup(&b.problem, b.host_ids, &b.host_requests, &gg, want));
-            static const int ahead[3] = {0, 9, 10};
-            printf("dev %-30.30s W%-4d guarded g=%d:", base, w, gs);
-            for (int i = 0; i < 3; i++) {
-                b.variant = ahead[i];
-                const timing_t tg = time_config(&b, REGROUP, &gg, b.num_copies, replays);
-                enqueue(&b, REGROUP, &gg, 1, 1);
-                CK(cudaMemcpyAsync(got, b.copies[0].perm, n_perm * 4, cudaMemcpyDeviceToHost, b.stream));
-                CK(cudaStreamSynchronize(b.stream));
-                printf(" variant %d %.2f us (p90 %.2f)%s;", ahead[i], tg.median, tg.p90,
-                       memcmp(got, want, n_perm * 4) == 0 ? " perm == reference" : " perm DIFFERS");
-            }
-            printf("\n");
-            free(want);
-        }
         /* The same input with a wide page table (an engine sized for 1M-token contexts):
          * the library kernel then runs its long direct path (variant 0; 128 KB of masks
          * per CTA at W128), variant 8 picks the direct or hash path per window (adaptive). */

@@ -459,7 +459,7 @@ static __device__ __forceinline__ void stream_union_prepare(const RegroupParams 
  * window clears its columns up to its last query's visible pages once the lookup is done
  * (as an adaptive window does), and never takes the hash path. */
 template <int W, bool kVec, int kArgmin, bool kMatch, bool kFused, bool kDual = false, bool kLong = false,
-          bool kStream = false, int kSpec = 0>
+          bool kStream = false>
 __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
 {
     static_assert(!kStream || (kFused && kArgmin == kArgminRedux), "kStream: a fused kernel with the greedy loop");
@@ -849,14 +849,7 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
         int32_t s = 0;
         int32_t closed = 0; /* kStream: groups closed so far */
         bool more = nu > 0;
-        /* kSpec: the next group's first member keys, computed while the last member's
-         * warp minimum is in flight (spec_pend = valid & ~M[seed row], spec_cnt its
-         * counts << kKeyShift); have_spec is uniform. */
-        bool have_spec = false;
-        uint32_t spec_pend[QPL], spec_cnt[QPL];
-#pragma unroll
-        for (int k = 0; k < QPL; k++) spec_pend[k] = spec_cnt[k] = 0u;
-        while (more) { /* one group: slots [s, end); seed known, its M row in flight (or, kSpec, its keys ready) */
+        while (more) { /* one group: slots [s, end); seed known, its M row in flight */
 #pragma unroll
             for (int k = 0; k < QPL; k++) base[k] = base[k] == seed ? kAssignedKey : base[k];
             if (lane == 0) order[s] = (uint8_t)(seed / T::kRowBytes);
@@ -864,14 +857,19 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
             const int32_t end = min(nu, s + g);
             more = end < nu;
             const bool has_last = end - s >= 2; /* a member after the seed */
-            const bool one_member = end - s == 2; /* kSpec: the first member is the last */
             ++s;
             uint32_t pend[QPL];
 #pragma unroll
-            for (int k = 0; k < QPL; k++) pend[k] = kSpec && have_spec ? spec_pend[k] : valid[k];
-            /* The winner of one member step from its keys: its key masked is its M row
-             * offset, the key itself marks it assigned. */
-            auto pick = [&](const uint32_t (&key)[QPL]) -> uint32_t {
+            for (int k = 0; k < QPL; k++) pend[k] = valid[k];
+            /* One member step: pend takes the previous winner's M row first; the winner's
+             * key masked is its M row offset, the key itself marks it assigned. */
+            auto member_step = [&]() -> uint32_t {
+                uint32_t key[QPL];
+#pragma unroll
+                for (int k = 0; k < QPL; k++) {
+                    pend[k] &= ~mw[k / 2];
+                    key[k] = ((uint32_t)__popc(pend[k]) << T::kKeyShift) + base[k];
+                }
                 uint32_t kmin = key[0];
 #pragma unroll
                 for (int k = 1; k < QPL; k++) kmin = min(kmin, key[k]);
@@ -884,106 +882,12 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
                 ++s;
                 return w_off;
             };
-            /* One member step: pend takes the previous winner's M row first. */
-            auto member_step = [&]() -> uint32_t {
-                uint32_t key[QPL];
-#pragma unroll
-                for (int k = 0; k < QPL; k++) {
-                    pend[k] &= ~mw[k / 2];
-                    key[k] = ((uint32_t)__popc(pend[k]) << T::kKeyShift) + base[k];
-                }
-                return pick(key);
-            };
-            /* kSpec, the group's first member: the keys computed ahead (pend is spec_pend). */
-            auto spec_step = [&]() -> uint32_t {
-                uint32_t key[QPL];
-#pragma unroll
-                for (int k = 0; k < QPL; k++) key[k] = spec_cnt[k] + base[k];
-                return pick(key);
-            };
 #pragma unroll
             for (int member = 1; member < 7; member++) { /* all members but the last */
                 if (s + 1 >= end) break;
-                const uint32_t w_off = kSpec && member == 1 && have_spec ? spec_step() : member_step();
-                load_m_row<QPL>(m_lane + w_off, mw);
+                load_m_row<QPL>(m_lane + member_step(), mw);
             }
-            if (kSpec && has_last) {
-                /* The group's last member; its warp minimum leaves first (it is on the
-                 * chain). Then, from the keys before it is marked: the two smallest
-                 * unassigned ids s0 < s1 (the next seed is s1 if the member is s0, else
-                 * s0), and, where the next group has a member (then at least 3 queries
-                 * are unassigned, so s0 and s1 are ids), that member's keys for both
-                 * possible seeds: both M rows loaded and counted while the warp minima
-                 * are in flight. */
-                uint32_t key[QPL];
-#pragma unroll
-                for (int k = 0; k < QPL; k++) {
-                    if (have_spec && one_member) {
-                        key[k] = spec_cnt[k] + base[k];
-                    } else {
-                        pend[k] &= ~mw[k / 2];
-                        key[k] = ((uint32_t)__popc(pend[k]) << T::kKeyShift) + base[k];
-                    }
-                }
-                uint32_t kmin = key[0];
-#pragma unroll
-                for (int k = 1; k < QPL; k++) kmin = min(kmin, key[k]);
-                const uint32_t win = warp_min<kArgmin>(kmin);
-                __syncwarp(); /* keeps ptxas from moving the first use of win up here */
-                uint32_t s0, s1;
-                if constexpr (kSpec == 1) { /* two dependent warp minima */
-                    uint32_t b0 = base[0];
-#pragma unroll
-                    for (int k = 1; k < QPL; k++) b0 = min(b0, base[k]);
-                    s0 = warp_min<kArgmin>(b0);
-                    uint32_t b1 = kAssignedKey;
-#pragma unroll
-                    for (int k = 0; k < QPL; k++) b1 = min(b1, base[k] == s0 ? kAssignedKey : base[k]);
-                    s1 = warp_min<kArgmin>(b1);
-                } else { /* kSpec 2: without redux (it stays free for the chain's). Ids are
-                          * lane-major, so s0 is the lane-smallest of the lowest lane with an
-                          * unassigned query, s1 the smaller of that lane's second and the
-                          * next such lane's smallest. */
-                    uint32_t a0 = base[0];
-#pragma unroll
-                    for (int k = 1; k < QPL; k++) a0 = min(a0, base[k]);
-                    uint32_t a1 = kAssignedKey;
-#pragma unroll
-                    for (int k = 0; k < QPL; k++) a1 = min(a1, base[k] == a0 ? kAssignedKey : base[k]);
-                    const uint32_t lanes = __ballot_sync(kFullMask, a0 < kAssignedKey); /* != 0 here */
-                    const uint32_t rest = lanes & (lanes - 1u);
-                    const int l0 = __ffs((int)lanes) - 1, l1 = rest ? __ffs((int)rest) - 1 : l0;
-                    s0 = __shfl_sync(kFullMask, a0, l0);
-                    const uint32_t x1 = __shfl_sync(kFullMask, a1, l0), y = __shfl_sync(kFullMask, a0, l1);
-                    s1 = min(x1, rest ? y : kAssignedKey);
-                }
-                const bool spec_next = more && min(nu, end + g) - end >= 2;
-                uint32_t r0[(QPL + 1) / 2], r1[(QPL + 1) / 2];
-                load_m_row<QPL>(m_lane + (s0 & T::kOffsetMask), r0);
-                load_m_row<QPL>(m_lane + (s1 & T::kOffsetMask), r1);
-                uint32_t both[QPL];
-#pragma unroll
-                for (int k = 0; k < QPL; k++)
-                    both[k] = (uint32_t)__popc(valid[k] & ~r0[k / 2]) | ((uint32_t)__popc(valid[k] & ~r1[k / 2]) << 8);
-                __syncwarp(); /* the counts above are issued before win is used below */
-                const uint32_t w_off = win & T::kOffsetMask;
-#pragma unroll
-                for (int k = 0; k < QPL; k++) base[k] = key[k] == win ? kAssignedKey : base[k];
-                if (lane == 0) order[s] = (uint8_t)(w_off / T::kRowBytes);
-                visits += win >> T::kKeyShift;
-                ++s;
-                seed = w_off == s0 ? s1 : s0;
-#pragma unroll
-                for (int k = 0; k < QPL; k++) {
-                    /* Both counts in one word before the choice (selecting the masks first
-                     * would put the POPC after the warp minimum: ptxas does that to a
-                     * select of two POPCs). */
-                    const uint32_t p0 = valid[k] & ~r0[k / 2], p1 = valid[k] & ~r1[k / 2];
-                    spec_pend[k] = w_off == s0 ? p1 : p0;
-                    spec_cnt[k] = ((w_off == s0 ? both[k] >> 8 : both[k]) & 0xffu) << T::kKeyShift;
-                }
-                have_spec = spec_next;
-            } else if (has_last) {
+            if (has_last) {
                 /* The group's last member (its M row is not needed). Meanwhile, off the
                  * step's dependent chain: the two smallest unassigned ids s0 < s1 before
                  * it; the next seed is s1 if the member is s0, else s0. */
@@ -1003,11 +907,9 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
 #pragma unroll
                 for (int k = 1; k < QPL; k++) b0 = min(b0, base[k]);
                 seed = warp_min<kArgmin>(b0);
-                if constexpr (kSpec) have_spec = false;
             }
-            /* Next group's seed row (masked: in bounds even after the last group); kSpec:
-             * not needed where its keys are ready. */
-            if (!(kSpec && have_spec)) load_m_row<QPL>(m_lane + (seed & T::kOffsetMask), mw);
+            /* Next group's seed row (masked: in bounds even after the last group). */
+            load_m_row<QPL>(m_lane + (seed & T::kOffsetMask), mw);
             if constexpr (kStream) { /* this group's order bytes are written: its emitter may go
                                       * (after the seed row's load has left: it is on the chain) */
                 if (lane == 0) pw::mbarrier_arrive(&s_group_bar[closed]);
@@ -1094,22 +996,19 @@ enum {
     kDevWide = 6,          /* regroup_wide.cuh: K up to 64, a hash set, every thread in the loop */
     kDevWideMasks = 7,     /* regroup_wide_masks.cuh: K up to 64, v3's layout (pw_regroup's kernel for K > 16) */
     kDevNoLong = 8,        /* v3 without the long direct path (before 2026-12-03: hash past the bound) */
-    kDevSpec = 9,          /* v3 with the next group's first member keys computed ahead (kSpec 1) */
-    kDevSpecBallot = 10,   /* the same, s0 / s1 by ballot and shuffles instead of two redux (kSpec 2) */
-    kDevLast = kDevSpecBallot
+    kDevLast = kDevNoLong
 };
 
-template <int W, int kArgmin, bool kMatch, bool kFused = false, bool kDual = false, bool kStream = false,
-          int kSpec = 0>
+template <int W, int kArgmin, bool kMatch, bool kFused = false, bool kDual = false, bool kStream = false>
 void launch_v3(const RegroupParams &params, bool vec, int32_t num_kv_heads, cudaStream_t stream)
 {
     const dim3 grid((unsigned)(params.num_tokens / W + params.num_requests),
                     (unsigned)num_kv_heads);
     const size_t smem = dyn_smem_bytes<W>(params);
     if (vec)
-        regroup_kernel<W, true, kArgmin, kMatch, kFused, kDual, false, kStream, kSpec><<<grid, W, smem, stream>>>(params);
+        regroup_kernel<W, true, kArgmin, kMatch, kFused, kDual, false, kStream><<<grid, W, smem, stream>>>(params);
     else
-        regroup_kernel<W, false, kArgmin, kMatch, kFused, kDual, false, kStream, kSpec><<<grid, W, smem, stream>>>(params);
+        regroup_kernel<W, false, kArgmin, kMatch, kFused, kDual, false, kStream><<<grid, W, smem, stream>>>(params);
 }
 
 /* CTAs of a launch per wave on this device (0 if the query fails). */
@@ -1222,8 +1121,6 @@ void launch_variant(int variant, RegroupParams params, bool vec, int32_t num_kv_
     case kDevPrepOnly:
     case kDevHashPrepOnly: launch_v3<W, kPrepOnly, false>(params, vec, num_kv_heads, stream); break;
     case kDevMatch: launch_v3<W, kArgminRedux, true>(params, vec, num_kv_heads, stream); break;
-    case kDevSpec: launch_v3<W, kArgminRedux, false, false, false, false, 1>(params, vec, num_kv_heads, stream); break;
-    case kDevSpecBallot: launch_v3<W, kArgminRedux, false, false, false, false, 2>(params, vec, num_kv_heads, stream); break;
     default: launch_v3<W, kArgminRedux, false>(params, vec, num_kv_heads, stream); break;
     }
 }

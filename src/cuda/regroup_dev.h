@@ -31,17 +31,11 @@ extern "C" {
  * variant 8: variant 0 without the long direct path (the library's path before
  *            2026-12-03): past 2048 (W128) / 4096 (W64) pages, each window direct or
  *            hash by its own pages; the same result (an A/B arm for bench_regroup).
- * variant 9: variant 0's direct / adaptive paths (no long path) with the next group's
- *            first member keys computed while the last member's warp minimum is in
- *            flight (both possible seeds' M rows loaded and counted ahead: kSpec, issue
- *            13 item 2, a shorter chain per group); the same result.
- * variant 10: variant 9 with the two smallest unassigned ids (the possible next seeds)
- *            found by a ballot and shuffles instead of two dependent redux.sync.
  * Variant 0 runs the long direct path (regroup.cu, kLong: columns of V rows in up to 224
  * KB of shared memory) when 2048 < V <= 14,336 (W128) / 4096 < V <= 28,672 (W64), the
  * device allows the shared memory and its waves are at most twice the adaptive launch's.
  * (Kernel v2, variants 3 and 4 until it was removed, is in bench/NOTES.md.)
- * Other arguments and errors as pw_regroup (no workspace); a variant outside 0..10 is
+ * Other arguments and errors as pw_regroup (no workspace); a variant outside 0..8 is
  * PW_ERROR_INVALID_ARGUMENT. */
 pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *problem,
                                    const int32_t *topk_ids, const pw_requests_t *requests,
@@ -67,8 +61,11 @@ pw_status_t pw_regroup_dev_long_path(const pw_problem_t *problem, const int32_t 
  * variant 3: variant 0 with the groups emitted while the greedy loop runs: warps 1.. wait
  *            for each group's mbarrier (arrived by warp 0 when the group closes) and
  *            write it; where guarded mode keeps identity order they write every group
- *            again after the loop (twenty-fourth session; not yet run on a GPU when
- *            written: bench/NOTES.md).
+ *            again after the loop (twenty-fourth session; H200, twenty-fifth: bytes ==
+ *            the reference on every test case, A-hot W128 16.1 us against 19.4 for
+ *            variant 0 and 19.1 for variant 2, slower at W64; not used by the plan:
+ *            bench/NOTES.md). It keeps W + 1 mbarriers per CTA: compute-sanitizer
+ *            synccheck needs --num-cuda-barriers 256 for it.
  * IDENTITY mode and N = 0 always take variant 2's path. Arguments and errors: those of
  * pw_regroup and pw_union_prepare; a variant outside 0..3 is PW_ERROR_INVALID_ARGUMENT. */
 pw_status_t pw_regroup_union_prepare_dev_variant(int variant, const pw_problem_t *problem,
