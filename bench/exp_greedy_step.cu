@@ -18,7 +18,8 @@
  *   step QPL 4 / 2  the library's member step on a random M (QPL 2 = W64, 4 = W128)
  *   step [R+UR]     the same with the M row address formed from the uniform REDUX result
  *                   (the row offset masked in the key's uniform register, added to the
- *                   lane's base with the [R + UR] form), if ptxas keeps it there
+ *                   lane's base with the [R + UR] form), if ptxas keeps it there (it does not:
+ *                   bench/NOTES.md, twenty-fifth session)
  * Clocks per iteration (SM clock) and ns at the clock the device reports. */
 #include <cuda_runtime.h>
 #include <stdint.h>
