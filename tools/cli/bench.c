@@ -711,6 +711,12 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
         printf("default kernel: S_exec = T_identity - T_fixed = %.2f us (time guard: %.1f)   C_online = T_online - "
                "T_fixed = %.2f us (time guard: %.1f)  [goals: <= 6 us on A-hot, <= 8 us at a 1M-token context]\n",
                df.s_exec_us, bc->default_info.saving_us, df.c_online_us, bc->default_info.cost_us);
+        if (bc->paired_rounds)
+            printf("default kernel, paired per round (%d rounds; median of the per-round differences, 95%% interval "
+                   "of that median): C_online = T_online - T_fixed %.2f us [%.2f, %.2f]   T_default - T_identity "
+                   "%+.2f us [%+.2f, %+.2f]\n",
+                   bc->paired_rounds, bc->c_online_paired_us, bc->c_online_paired_lo_us, bc->c_online_paired_hi_us,
+                   bc->excess_paired_us, bc->excess_paired_lo_us, bc->excess_paired_hi_us);
         if (bc->arms[ARM_DEFAULT_G8].ran)
             printf("Union4 regroup objective (interleaved): 4-query unions (default) %.4f ms, C_4 %lld vs 8-query "
                    "unions (PW_PLAN_REGROUP_GROUPS_OF_8) %.4f ms, C_4 %lld: ratio 8-query / 4-query %.4f\n",
@@ -881,6 +887,15 @@ static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates
             add_num(fj, "t_identity_over_t_default", df.ratio);
             add_num(fj, "s_exec_us", df.s_exec_us);
             add_num(fj, "c_online_us", df.c_online_us);
+            if (bc->paired_rounds) {
+                cJSON_AddNumberToObject(fj, "paired_rounds", bc->paired_rounds);
+                add_num(fj, "c_online_paired_us", bc->c_online_paired_us);
+                add_num(fj, "c_online_paired_lo_us", bc->c_online_paired_lo_us);
+                add_num(fj, "c_online_paired_hi_us", bc->c_online_paired_hi_us);
+                add_num(fj, "excess_paired_us", bc->excess_paired_us);
+                add_num(fj, "excess_paired_lo_us", bc->excess_paired_lo_us);
+                add_num(fj, "excess_paired_hi_us", bc->excess_paired_hi_us);
+            }
             if (bc->arms[ARM_DEFAULT_G8].ran) {
                 add_num(fj, "t_default_g8_ms", med(bc, ARM_DEFAULT_G8));
                 add_num(fj, "g8_over_g4", med(bc, ARM_DEFAULT_G8) / df.t_default);

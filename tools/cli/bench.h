@@ -131,6 +131,13 @@ typedef struct bench_capture {
     int64_t gpu_bad_pages;         /* the kernel's bad_page_count in one untimed call of
                                       T_online W128 (should equal bad_pages) */
     bench_arm_result_t arms[NUM_ARMS];
+    /* Paired differences of the default kernel's interleaved group: per round, the two
+     * arms' replays of that round (adjacent in the stream or one apart), so drift common to
+     * a round cancels; the median and a distribution-free 95% interval for it (order
+     * statistics of the differences), us. paired_rounds = 0: not computed. */
+    int paired_rounds;
+    double c_online_paired_us, c_online_paired_lo_us, c_online_paired_hi_us; /* T_online - T_fixed */
+    double excess_paired_us, excess_paired_lo_us, excess_paired_hi_us;       /* T_default - T_identity */
     /* The default plan's choice (pw_plan_info, PW_PRECISION_FP8) and the time guard's figures */
     int default_known;
     pw_plan_info_t default_info;

@@ -739,7 +739,7 @@ static int run_arm(bench_capture_t *bc, int arm, const bench_options_t *o, devic
  * clock and thermal drift hit every arm alike, and the arms' differences are measured in
  * the same minutes. */
 static int time_interleaved(arm_run_t *runs, int count, int copies, int warmup, int replays, cudaStream_t s,
-                            bench_timing_t *out, char *err, size_t errsz)
+                            bench_timing_t *out, double *raw, char *err, size_t errsz)
 {
     for (int a = 0; a < count; a++)
         for (int i = 0; i < warmup || i < copies; i++) CUDA_TRY(cudaGraphLaunch(runs[a].execs[i % copies], s));
@@ -764,6 +764,7 @@ static int time_interleaved(arm_run_t *runs, int count, int copies, int warmup, 
             const cudaEvent_t *e = ev + ((size_t)a * replays + i) * 2;
             if (cudaEventElapsedTime(&f, e[0], e[1]) != cudaSuccess) rc = 1;
             ms[i] = f;
+            if (raw) raw[(size_t)a * replays + i] = f; /* round order (summarise sorts ms) */
         }
         if (rc == 0) summarise(ms, replays, &out[a]);
     }
@@ -773,6 +774,23 @@ static int time_interleaved(arm_run_t *runs, int count, int copies, int warmup, 
     free(ev);
     free(ms);
     return rc;
+}
+
+/* Median of d_i = (a_i - b_i) x 1000 (ms -> us) over n rounds, and a distribution-free 95%
+ * interval for it: the order statistics of ranks n/2 -+ 1.96 sqrt(n)/2 (normal approximation of
+ * the binomial; n >= 20 here). Sorts into d (n doubles). */
+static void paired_median(const double *a, const double *b, int n, double *d, double *median, double *lo,
+                          double *hi)
+{
+    for (int i = 0; i < n; i++) d[i] = (a[i] - b[i]) * 1e3;
+    qsort(d, (size_t)n, sizeof *d, cmp_double);
+    *median = n % 2 ? d[n / 2] : 0.5 * (d[n / 2 - 1] + d[n / 2]);
+    const double half = 0.98 * sqrt((double)n);
+    int l = (int)floor(0.5 * n - half) - 1, u = (int)ceil(0.5 * n + half) - 1; /* 0-based */
+    if (l < 0) l = 0;
+    if (u > n - 1) u = n - 1;
+    *lo = d[l];
+    *hi = d[u];
 }
 
 /* The default kernel's arms, timed together by interleaved replays (docs/bench.md). */
@@ -814,7 +832,22 @@ static int run_interleaved(bench_capture_t *bc, const bench_options_t *o, device
     bench_timing_t t[COUNT];
     const int replays = o->interleaved_replays > 0 ? o->interleaved_replays : 200;
     char err[200] = "";
-    if (rc == 0) rc = time_interleaved(runs, COUNT, d->copies, o->warmup, replays, s, t, err, sizeof err);
+    /* Per-round times of every arm (arms[] order: identity, default, online, fixed, ...). */
+    double *raw = malloc((size_t)COUNT * (size_t)replays * sizeof *raw);
+    double *diff = malloc((size_t)replays * sizeof *diff);
+    if (rc == 0) rc = time_interleaved(runs, COUNT, d->copies, o->warmup, replays, s, t, raw, err, sizeof err);
+    bc->paired_rounds = 0;
+    if (rc == 0 && raw && diff && replays >= 20) {
+        const double *at[COUNT];
+        for (int a = 0; a < COUNT; a++) at[a] = raw + (size_t)a * replays;
+        paired_median(at[2], at[3], replays, diff, &bc->c_online_paired_us, &bc->c_online_paired_lo_us,
+                      &bc->c_online_paired_hi_us);
+        paired_median(at[1], at[0], replays, diff, &bc->excess_paired_us, &bc->excess_paired_lo_us,
+                      &bc->excess_paired_hi_us);
+        bc->paired_rounds = replays;
+    }
+    free(raw);
+    free(diff);
     for (int a = 0; a < COUNT; a++) {
         bench_arm_result_t *ar = &bc->arms[arms[a]];
         int arm_rc = rc;
