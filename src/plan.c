@@ -557,6 +557,11 @@ static pw_status_t by_tile_call(const pw_plan_t *plan, const pw_attention_args_t
     g.group_size = regroup_size(plan, 0, PW_STACK_PER_CALL);
     pw_capture_deps_t fork, regrouped, marked, prepared;
     PW_TRY(pw_capture_deps_get(stream, &fork));
+    /* Union preparation runs as a programmatic dependent of the regroup (and the mark): its
+     * schedule counts are cleared first, so that no memset node lies between them. */
+    PW_TRY(pw_union_prepare_clear_schedule(p, meta, vt, stream));
+    vt->sched_cleared = 1;
+    vt->pdl = 1;
     PW_TRY(pw_regroup_dual(p, args->topk_ids, &args->requests, &g, PW_PLAN_STACKED_REGROUP_SIZE, own_perm, perm_alt,
                            stream));
     if (!fork.active) { /* not captured (or a dependency set too large to save): stream order */
@@ -673,7 +678,13 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
         return by_tile_call(plan, args, own_perm, &meta, &vt, parts, stream);
     pw_capture_branch_t branch;
     PW_TRY(pw_capture_branch_open(stream, &branch));
-    if (!caller_perm) PW_TRY(regroup_step(plan, args, dense_g, vt.stack_mode, own_perm, parts, stream));
+    if (!caller_perm) {
+        /* As in by_tile_call: union preparation as the regroup's programmatic dependent. */
+        PW_TRY(pw_union_prepare_clear_schedule(p, &meta, &vt, stream));
+        vt.sched_cleared = 1;
+        vt.pdl = 1;
+        PW_TRY(regroup_step(plan, args, dense_g, vt.stack_mode, own_perm, parts, stream));
+    }
     PW_TRY(pw_union_prepare_scheduled(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, &vt, stream));
     PW_TRY(pw_capture_branch_next(stream, &branch));
     /* Joined also when the pre-pass fails, so that a capture the caller continues still

@@ -72,6 +72,14 @@ static __device__ __forceinline__ uint4 ld_shared_v4_u32(uint32_t addr)
 }
 
 /* ---- mbarrier (PTX ISA 9.7.13.15) ------------------------------------------------- */
+/* Programmatic dependent launch (PTX ISA 9.7.12.x, griddepcontrol; sm_90). launch_dependents:
+ * this CTA lets the grids launched after it with cudaLaunchAttributeProgrammaticStreamSerialization
+ * start (once every CTA of the grid has signalled or exited). wait: blocks until every
+ * prerequisite grid has completed and its memory operations are visible; a no-op in a grid
+ * launched without the attribute. */
+static __device__ __forceinline__ void grid_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+static __device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
 static __device__ __forceinline__ void mbarrier_init(uint64_t *bar, uint32_t count)
 {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count)

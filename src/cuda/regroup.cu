@@ -771,6 +771,10 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
         }
     }
     __syncthreads();
+    /* The greedy loop is what remains: union preparation, launched as a programmatic
+     * dependent (plan.c), may start now and scan its requests while the loop runs (it
+     * waits for this grid before it reads the permutation). No effect without one. */
+    pw::grid_launch_dependents();
     if constexpr (kLong) {
         if (p.guarded) {
             /* Identity visits from M instead of a scan of thousands of mask rows: query tid's

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "pageweaver.h"
+#include "ptx.cuh"
 #include "pw_internal.h"
 #include "regroup_common.cuh"
 #include "selection.h"
@@ -74,7 +75,7 @@ static __device__ __forceinline__ int32_t groups_of(const UnionParams &p, int32_
 /* kAlt: the permutation is perm_alt when the call runs the stacked tile (PW_STACK_CHOSEN on
  * stack_stat, whose counts the mark launch finished before this launch), which each slot's
  * reader then copies into perm_out; else perm (pw_vt_buffers_t.perm_alt). */
-template <int KPL, bool kVecIn, bool kVecOut, bool kAlt = false>
+template <int KPL, bool kVecIn, bool kVecOut, bool kAlt = false, bool kPdl = false>
 static __device__ __forceinline__ void union_prepare_body(const UnionParams &p)
 {
     constexpr int kCandidates = 32 * KPL; /* 8 members x K */
@@ -96,21 +97,26 @@ static __device__ __forceinline__ void union_prepare_body(const UnionParams &p)
     int32_t guess_orig = -1;
     const int32_t *perm = p.perm;
     bool use_alt = false;
-    if constexpr (kAlt) { /* both guesses in flight with the choice's counts */
-        const unsigned long long pair_pages = __ldg(p.stack_stat), block_pages = __ldg(p.stack_stat + 1);
-        int32_t guess_alt = -1;
-        if (guess_slot0 + member < p.num_tokens) { /* perm: through L2 (other CTAs may write it, below) */
-            guess_orig = __ldcg(p.perm + (int64_t)head * p.num_tokens + guess_slot0 + member);
-            guess_alt = __ldg(p.perm_alt + (int64_t)head * p.num_tokens + guess_slot0 + member);
+    /* kPdl: the permutations and stack_stat are the previous grids' outputs, read after
+     * griddepcontrol.wait below; otherwise here, overlapping the scan. */
+    auto load_guess = [&]() {
+        if constexpr (kAlt) { /* both guesses in flight with the choice's counts */
+            const unsigned long long pair_pages = __ldg(p.stack_stat), block_pages = __ldg(p.stack_stat + 1);
+            int32_t guess_alt = -1;
+            if (guess_slot0 + member < p.num_tokens) { /* perm: through L2 (other CTAs may write it, below) */
+                guess_orig = __ldcg(p.perm + (int64_t)head * p.num_tokens + guess_slot0 + member);
+                guess_alt = __ldg(p.perm_alt + (int64_t)head * p.num_tokens + guess_slot0 + member);
+            }
+            use_alt = PW_STACK_CHOSEN(pair_pages, block_pages); /* CTA-uniform */
+            if (use_alt) {
+                perm = p.perm_alt;
+                guess_orig = guess_alt;
+            }
+        } else if (guess_slot0 + member < p.num_tokens) {
+            guess_orig = __ldg(p.perm + (int64_t)head * p.num_tokens + guess_slot0 + member);
         }
-        use_alt = PW_STACK_CHOSEN(pair_pages, block_pages); /* CTA-uniform */
-        if (use_alt) {
-            perm = p.perm_alt;
-            guess_orig = guess_alt;
-        }
-    } else if (guess_slot0 + member < p.num_tokens) {
-        guess_orig = __ldg(p.perm + (int64_t)head * p.num_tokens + guess_slot0 + member);
-    }
+    };
+    if constexpr (!kPdl) load_guess();
 
     /* --- Which request holds each of this CTA's 8 groups: exclusive scan of the groups
      * per request over contiguous chunks of requests. */
@@ -142,6 +148,10 @@ static __device__ __forceinline__ void union_prepare_body(const UnionParams &p)
         before += count;
     }
     __syncthreads();
+    if constexpr (kPdl) {
+        pw::grid_dependency_wait(); /* the regroup's permutations (and the mark's stack_stat) are complete */
+        load_guess();
+    }
     const int32_t r = s_request[warp];
     if (r < 0) return; /* past the last group of this KV head */
 
@@ -244,43 +254,76 @@ static __device__ __forceinline__ void union_prepare_body(const UnionParams &p)
 }
 
 /* K <= 32 (4 or 8 keys per lane); K = 64 (16 per lane) with a minimum of one CTA per SM,
- * without which ptxas held the kernel at 64 registers and spilled 16 bytes (95 with it). */
-template <int KPL, bool kVecIn, bool kVecOut>
+ * without which ptxas held the kernel at 64 registers and spilled 16 bytes (95 with it).
+ * kPdl: launched as a programmatic dependent of the regroup (pw_vt_buffers_t.pdl). */
+template <int KPL, bool kVecIn, bool kVecOut, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads) union_prepare_kernel(const UnionParams p)
 {
-    union_prepare_body<KPL, kVecIn, kVecOut>(p);
+    union_prepare_body<KPL, kVecIn, kVecOut, false, kPdl>(p);
 }
 
 /* K <= 16 with pw_vt_buffers_t.perm_alt (the stacked tile's calls only). */
-template <bool kVecIn, bool kVecOut>
+template <bool kVecIn, bool kVecOut, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads) union_prepare_kernel_alt(const UnionParams p)
 {
-    union_prepare_body<4, kVecIn, kVecOut, true>(p);
+    union_prepare_body<4, kVecIn, kVecOut, true, kPdl>(p);
 }
 
-template <bool kVecIn, bool kVecOut>
+template <bool kVecIn, bool kVecOut, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads, 1) union_prepare_kernel_k64(const UnionParams p)
 {
-    union_prepare_body<16, kVecIn, kVecOut>(p);
+    union_prepare_body<16, kVecIn, kVecOut, false, kPdl>(p);
+}
+
+/* An ordinary launch, or (pdl) one with cudaLaunchAttributeProgrammaticStreamSerialization:
+ * the kernel may start while the previous kernel on the stream (the regroup, which
+ * signals griddepcontrol.launch_dependents before its greedy loop) still runs; it waits
+ * for it before reading its outputs. */
+template <typename... Args>
+static void launch_maybe_pdl(void (*kernel)(Args...), bool pdl, dim3 grid, cudaStream_t st, const UnionParams &params)
+{
+    if (!pdl) {
+        kernel<<<grid, kThreads, 0, st>>>(params);
+        return;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    (void)cudaLaunchKernelEx(&cfg, kernel, params); /* its error is the launch check's */
 }
 
 /* kAlt (K <= 16, pw_vt_buffers_t.perm_alt): union_prepare_kernel_alt. */
-template <int KPL, bool kVecIn, bool kVecOut, bool kAlt>
+template <int KPL, bool kVecIn, bool kVecOut, bool kAlt, bool kPdl>
 void launch_union_prepare_kernel(const UnionParams &params, dim3 grid, cudaStream_t st)
 {
     static_assert(!kAlt || KPL == 4, "the stacked tile's calls have K <= 16");
-    if constexpr (kAlt) union_prepare_kernel_alt<kVecIn, kVecOut><<<grid, kThreads, 0, st>>>(params);
-    else if constexpr (KPL == 16) union_prepare_kernel_k64<kVecIn, kVecOut><<<grid, kThreads, 0, st>>>(params);
-    else union_prepare_kernel<KPL, kVecIn, kVecOut><<<grid, kThreads, 0, st>>>(params);
+    if constexpr (kAlt) launch_maybe_pdl(union_prepare_kernel_alt<kVecIn, kVecOut, kPdl>, kPdl, grid, st, params);
+    else if constexpr (KPL == 16) launch_maybe_pdl(union_prepare_kernel_k64<kVecIn, kVecOut, kPdl>, kPdl, grid, st, params);
+    else launch_maybe_pdl(union_prepare_kernel<KPL, kVecIn, kVecOut, kPdl>, kPdl, grid, st, params);
+}
+
+template <int KPL, bool kAlt = false, bool kPdl = false>
+void launch_union_prepare_at(const UnionParams &params, bool vec_in, bool vec_out, dim3 grid, cudaStream_t st)
+{
+    if (vec_in && vec_out) launch_union_prepare_kernel<KPL, true, true, kAlt, kPdl>(params, grid, st);
+    else if (vec_in) launch_union_prepare_kernel<KPL, true, false, kAlt, kPdl>(params, grid, st);
+    else if (vec_out) launch_union_prepare_kernel<KPL, false, true, kAlt, kPdl>(params, grid, st);
+    else launch_union_prepare_kernel<KPL, false, false, kAlt, kPdl>(params, grid, st);
 }
 
 template <int KPL, bool kAlt = false>
-void launch_union_prepare(const UnionParams &params, bool vec_in, bool vec_out, dim3 grid, cudaStream_t st)
+void launch_union_prepare(const UnionParams &params, bool vec_in, bool vec_out, dim3 grid, cudaStream_t st,
+                          bool pdl = false)
 {
-    if (vec_in && vec_out) launch_union_prepare_kernel<KPL, true, true, kAlt>(params, grid, st);
-    else if (vec_in) launch_union_prepare_kernel<KPL, true, false, kAlt>(params, grid, st);
-    else if (vec_out) launch_union_prepare_kernel<KPL, false, true, kAlt>(params, grid, st);
-    else launch_union_prepare_kernel<KPL, false, false, kAlt>(params, grid, st);
+    if (pdl) launch_union_prepare_at<KPL, kAlt, true>(params, vec_in, vec_out, grid, st);
+    else launch_union_prepare_at<KPL, kAlt, false>(params, vec_in, vec_out, grid, st);
 }
 
 } // namespace
@@ -336,6 +379,19 @@ extern "C" pw_status_t pw_union_prepare(const pw_problem_t *problem, const int32
                                         const pw_union_meta_t *meta, pw_stream_t stream)
 {
     return pw_union_prepare_scheduled(problem, topk_ids, requests, grouping, perm, meta, NULL, stream);
+}
+
+extern "C" pw_status_t pw_union_prepare_clear_schedule(const pw_problem_t *problem, const pw_union_meta_t *meta,
+                                                      const pw_vt_buffers_t *vt, pw_stream_t stream)
+{
+    if (!vt || !vt->sched_count) return PW_SUCCESS;
+    const size_t bytes = vt->sched_dense == 2 ? PW_SCHED_COUNTS_BYTES + (size_t)problem->num_kv_heads *
+                                                                           (size_t)meta->max_groups * sizeof(uint32_t)
+                                              : PW_SCHED_CLASSES * sizeof(uint32_t);
+    const cudaError_t e = cudaMemsetAsync(vt->sched_count, 0, bytes, (cudaStream_t)stream);
+    if (e != cudaSuccess)
+        return pw_fail(PW_ERROR_CUDA, "pw_union_prepare: clearing the schedule's counts: %s", cudaGetErrorString(e));
+    return PW_SUCCESS;
 }
 
 extern "C" pw_status_t pw_union_prepare_scheduled(const pw_problem_t *problem, const int32_t *topk_ids,
@@ -395,18 +451,13 @@ extern "C" pw_status_t pw_union_prepare_scheduled(const pw_problem_t *problem, c
                          ((uintptr_t)meta->union_pages % 16u) == 0 &&
                          ((uintptr_t)meta->member_masks % 4u) == 0;
     cudaStream_t st = (cudaStream_t)stream;
-    if (params.sched_count) { /* the class counts (and the pairs' sizes) start at zero in every call */
-        const size_t bytes = params.sched_pairs ? PW_SCHED_COUNTS_BYTES + (size_t)problem->num_kv_heads *
-                                                                           (size_t)meta->max_groups * sizeof(uint32_t)
-                                                : PW_SCHED_CLASSES * sizeof(uint32_t);
-        const cudaError_t e = cudaMemsetAsync(params.sched_count, 0, bytes, st);
-        if (e != cudaSuccess)
-            return pw_fail(PW_ERROR_CUDA, "pw_union_prepare: clearing the schedule's counts: %s", cudaGetErrorString(e));
-    }
-    if (params.perm_alt) launch_union_prepare<4, true>(params, vec_in, vec_out, grid, st);
-    else if (kpl == 4) launch_union_prepare<4>(params, vec_in, vec_out, grid, st);
-    else if (kpl == 8) launch_union_prepare<8>(params, vec_in, vec_out, grid, st);
-    else launch_union_prepare<16>(params, vec_in, vec_out, grid, st);
+    const bool pdl = vt && vt->pdl;
+    if (params.sched_count && !vt->sched_cleared) /* the class counts (and the pairs' sizes) start at zero in every call */
+        PW_TRY(pw_union_prepare_clear_schedule(problem, meta, vt, stream));
+    if (params.perm_alt) launch_union_prepare<4, true>(params, vec_in, vec_out, grid, st, pdl);
+    else if (kpl == 4) launch_union_prepare<4>(params, vec_in, vec_out, grid, st, pdl);
+    else if (kpl == 8) launch_union_prepare<8>(params, vec_in, vec_out, grid, st, pdl);
+    else launch_union_prepare<16>(params, vec_in, vec_out, grid, st, pdl);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess)
         return pw_fail(PW_ERROR_CUDA, "pw_union_prepare: kernel launch failed: %s (%s)",
