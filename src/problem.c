@@ -4,6 +4,16 @@
 #include "pageweaver.h"
 #include "pw_internal.h"
 
+pw_status_t pw_check_max_pages(const pw_problem_t *p)
+{
+    if (p->num_tokens > 0 && p->max_pages_per_request < 1)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "problem.max_pages_per_request is %d; with num_tokens %d > 0 it must be >= 1 "
+                       "(the page-table columns; PW_PROBLEM_INIT leaves it 0)",
+                       p->max_pages_per_request, p->num_tokens);
+    return PW_SUCCESS;
+}
+
 pw_status_t pw_problem_check(const pw_problem_t *p, const pw_requests_t *rq)
 {
     PW_TRY(pw_check_problem_layout(p, rq));
@@ -58,11 +68,7 @@ pw_status_t pw_check_problem_layout(const pw_problem_t *p, const pw_requests_t *
     if (rq->cu_seqlens_q[0] != 0)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "requests.cu_seqlens_q[0] is %d, must be 0",
                        rq->cu_seqlens_q[0]);
-    if (p->num_tokens > 0 && p->max_pages_per_request < 1) /* named before any kv_lens[r] exceeds it */
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "problem.max_pages_per_request is %d; with num_tokens %d > 0 it must be >= 1 "
-                       "(the page-table columns; PW_PROBLEM_INIT leaves it 0)",
-                       p->max_pages_per_request, p->num_tokens);
+    PW_TRY(pw_check_max_pages(p)); /* named before any kv_lens[r] exceeds it */
     const int64_t kv_cap = (int64_t)p->max_pages_per_request * p->page_size;
     /* The offsets first: a decrease is the cause to name, not the lengths it distorts. */
     for (int32_t r = 0; r < p->num_requests; r++)

@@ -25,6 +25,11 @@ void pw_clear_error(void);
         if (pw_try_status_ != PW_SUCCESS) return pw_try_status_;                            \
     } while (0)
 
+/* max_pages_per_request >= 1 whenever num_tokens > 0 (PW_PROBLEM_INIT leaves it 0): what
+ * pw_problem_check checks with host request arrays, also checked by the device entry points
+ * (pw_regroup, pw_union_prepare), which cannot read the arrays. */
+pw_status_t pw_check_max_pages(const pw_problem_t *p);
+
 /* pw_problem_check without the cache shapes: what the grouping functions (regroup, union
  * preparation, statistics) need, which never read the page table or the caches. */
 pw_status_t pw_check_problem_layout(const pw_problem_t *problem, const pw_requests_t *requests);

@@ -326,6 +326,20 @@ static void test_no_device_everywhere(void **state)
     /* A bad argument is still reported as such first. */
     assert_int_equal(pw_regroup(&p, NULL, &a.requests, &regroup, perm, NULL, 0, NULL),
                      PW_ERROR_INVALID_ARGUMENT);
+    /* max_pages_per_request left at PW_PROBLEM_INIT's 0 with N > 0: the device steps name it
+     * as the references do (a fresh user's trial, 2026-12-03: they reported no device, and
+     * on a GPU the regroup would have treated every id as past the table). */
+    {
+        pw_problem_t no_columns = p;
+        no_columns.max_pages_per_request = 0;
+        const pw_grouping_t identity = grouping_of(PW_REGROUP_IDENTITY, 128, 8);
+        assert_error_naming(pw_regroup(&no_columns, topk, &a.requests, &regroup, perm, NULL, 0, NULL),
+                            PW_ERROR_INVALID_ARGUMENT, "problem.max_pages_per_request is 0");
+        assert_error_naming(pw_regroup(&no_columns, topk, &a.requests, &identity, perm, NULL, 0, NULL),
+                            PW_ERROR_INVALID_ARGUMENT, "problem.max_pages_per_request is 0");
+        assert_error_naming(pw_union_prepare(&no_columns, topk, &a.requests, &grouping, perm, &meta, NULL),
+                            PW_ERROR_INVALID_ARGUMENT, "problem.max_pages_per_request is 0");
+    }
     /* Per-token scales: Union8 does not read them, and says so before anything runs;
      * negative strides, misaligned pointers and indices past 2^62 are invalid. */
     static _Alignas(16) float token_scale[4 * 128];

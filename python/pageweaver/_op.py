@@ -60,6 +60,23 @@ def _precision_code(precision):
                  extra=("exact (CPU tensors only)", "fp8x2_prepass (CPU tensors only)"))
 
 
+def _softmax_scale_arg(softmax_scale):
+    """The float32 value the library gets for softmax_scale (0.0 for None = 1/sqrt(D)).
+    A value that is not a positive finite float32 (rounds to 0, or past the float32 range)
+    is refused: the library reads 0 as the default, so a tiny scale must not turn into it."""
+    if softmax_scale is None:
+        return 0.0
+    if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real):
+        raise TypeError(f"softmax_scale: {type(softmax_scale).__name__} {softmax_scale!r}: "
+                        f"expected None or a Python float (a tensor would need a host read)")
+    scale = float(softmax_scale)
+    as_f32 = ctypes.c_float(scale).value if math.isfinite(scale) else scale
+    if not (math.isfinite(scale) and scale > 0.0 and math.isfinite(as_f32) and as_f32 > 0.0):
+        raise ValueError(f"softmax_scale is {softmax_scale!r}: must be finite and > 0 as a float32 "
+                         f"(about 1.4e-45 .. 3.4e38; None for 1/sqrt(D))")
+    return scale
+
+
 def _scale_arg(name, s):
     """(tensor or None, float value) of a k_scale / v_scale argument."""
     if isinstance(s, torch.Tensor):
@@ -635,16 +652,7 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
     """
     ks, kv = _scale_arg("k_scale", k_scale)
     vs, vv = _scale_arg("v_scale", v_scale)
-    if softmax_scale is None:
-        scale = 0.0
-    else:
-        if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real):
-            raise TypeError(f"softmax_scale: {type(softmax_scale).__name__} {softmax_scale!r}: "
-                            f"expected None or a Python float (a tensor would need a host read)")
-        scale = float(softmax_scale)
-        if not (math.isfinite(scale) and scale > 0.0):
-            raise ValueError(f"softmax_scale is {softmax_scale!r}: must be finite and > 0 "
-                             f"(None for 1/sqrt(D))")
+    scale = _softmax_scale_arg(softmax_scale)
     if not isinstance(return_lse, bool):
         raise TypeError(f"return_lse: {type(return_lse).__name__} {return_lse!r}, expected a bool")
     prec = _precision_code(precision)
@@ -750,7 +758,7 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
                                     "reference only; the GPU runs 'fp8x2' (the default) and 'fp8'")
     mode = _enum("regroup", regroup, _lib.REGROUP_MODES, _lib.DEFAULT_REGROUP)
     kern = _enum("kernel", kernel, _lib.KERNELS, _lib.DEFAULT_KERNEL)
-    scale = 0.0 if softmax_scale is None else float(softmax_scale)
+    scale = _softmax_scale_arg(softmax_scale)  # sparse_prefill's checks and errors
     # A stand-in for out with the shape and row layout check_args wants, one row of storage.
     rows = q.shape[1] * q.shape[2]
     out = torch.empty(max(rows, 1), dtype=torch.bfloat16, device=q.device).as_strided(

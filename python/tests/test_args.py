@@ -55,6 +55,8 @@ def test_tensor_errors_name_the_tensor(p, field, value, exc, words):
     (dict(k_scale=torch.ones(2)), ValueError, ["k_scale", "one"]),
     (dict(v_scale=torch.ones(1, dtype=torch.float64)), TypeError, ["v_scale", "float32"]),
     (dict(softmax_scale=0.0), ValueError, ["softmax_scale"]),
+    (dict(softmax_scale=1e-50), ValueError, ["softmax_scale", "float32"]),  # rounds to 0 = the default
+    (dict(softmax_scale=1e39), ValueError, ["softmax_scale", "float32"]),   # past the float32 range
     (dict(softmax_scale="0.5"), TypeError, ["softmax_scale", "str"]),
     (dict(softmax_scale=torch.tensor(0.5)), TypeError, ["softmax_scale", "Tensor"]),
     (dict(return_lse="yes"), TypeError, ["return_lse", "bool"]),
@@ -73,6 +75,22 @@ def test_keyword_errors(p, kw, exc, words):
         run(p, **kw)
     for w in words:
         assert w in str(e.value), (w, str(e.value))
+
+
+@pytest.mark.parametrize("scale,exc", [(0.0, ValueError), (1e-50, ValueError), (True, TypeError),
+                                       ("0.5", TypeError)])
+def test_check_gpu_support_refuses_what_sparse_prefill_refuses(scale, exc):
+    """check_gpu_support raises sparse_prefill's error for a softmax_scale sparse_prefill
+    refuses (its docstring's promise), and the tiniest float32 scale is a value, not 0."""
+    p = random_problem(torch.Generator().manual_seed(13), hkv=1, g=16, d=128, k=16)
+    with pytest.raises(exc):
+        run(p, softmax_scale=scale)
+    with pytest.raises(exc):
+        pageweaver.check_gpu_support(*op_args(p), softmax_scale=scale)
+    assert pageweaver.check_gpu_support(*op_args(p), softmax_scale=1.5e-45)["kernel"] == "union4"
+    tiny = run(p, softmax_scale=1.5e-45, precision="exact", out=torch.empty(p["q"].shape, dtype=torch.float64))
+    default = run(p, precision="exact", out=torch.empty(p["q"].shape, dtype=torch.float64))
+    assert not torch.equal(tiny, default)  # the tiny scale is used, not replaced by 1/sqrt(D)
 
 
 def test_scales_of_zero_and_below_are_values(p):

@@ -947,9 +947,9 @@ __global__ void __launch_bounds__(W) regroup_kernel(const RegroupParams p)
 __global__ void identity_perm_kernel(int32_t *perm, int32_t num_tokens)
 {
     int32_t *row = perm + (int64_t)blockIdx.y * num_tokens;
-    for (int32_t s = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); s < num_tokens;
-         s += (int32_t)(gridDim.x * blockDim.x))
-        row[s] = s;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x; /* 64-bit: N near 2^31 must not wrap */
+    for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < num_tokens; s += stride)
+        row[s] = (int32_t)s;
 }
 
 pw_status_t check_regroup_args(const pw_problem_t *problem, const int32_t *topk_ids,
@@ -957,6 +957,7 @@ pw_status_t check_regroup_args(const pw_problem_t *problem, const int32_t *topk_
                                const int32_t *perm, int32_t max_topk = kMaxTopk)
 {
     PW_TRY(pw_problem_check(problem, NULL));
+    PW_TRY(pw_check_max_pages(problem));
     PW_TRY(pw_check_grouping(grouping));
     if (grouping->mode != PW_REGROUP_IDENTITY && grouping->mode != PW_REGROUP_GREEDY &&
         grouping->mode != PW_REGROUP_GUARDED)
@@ -1209,7 +1210,7 @@ extern "C" pw_status_t pw_regroup_dev_variant(int variant, const pw_problem_t *p
                                   problem->num_kv_heads, st);
     if (grouping->mode == PW_REGROUP_IDENTITY) {
         const int32_t threads = 256;
-        int32_t blocks = (problem->num_tokens + threads - 1) / threads;
+        int64_t blocks = ((int64_t)problem->num_tokens + threads - 1) / threads;
         if (blocks > 1024) blocks = 1024;
         identity_perm_kernel<<<dim3((unsigned)blocks, (unsigned)problem->num_kv_heads), threads,
                                0, st>>>(perm, problem->num_tokens);

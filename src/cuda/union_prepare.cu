@@ -337,6 +337,7 @@ extern "C" pw_status_t pw_check_union_prepare_args(const pw_problem_t *problem,
                                                    const pw_union_meta_t *meta)
 {
     PW_TRY(pw_problem_check(problem, NULL));
+    PW_TRY(pw_check_max_pages(problem));
     PW_TRY(pw_check_grouping(grouping));
     if (!requests || !requests->cu_seqlens_q || !requests->prefix_lens || !requests->kv_lens)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
