@@ -472,7 +472,9 @@ typedef struct CUstream_st *pw_stream_t;
  * return without waiting. They never allocate, never synchronise and never read device
  * memory on the host, so they may be captured in a CUDA graph; request layout is device
  * data (cu_seqlens_q etc. must satisfy pw_problem_check when the kernels run; rows are
- * never read outside [0, N) even when they do not). Results are bitwise equal to
+ * never read outside [0, N) even when they do not; what the host can check, e.g.
+ * max_pages_per_request >= 1 when N > 0, is checked before anything is enqueued: the
+ * references' PW_ERROR_INVALID_ARGUMENT). Results are bitwise equal to
  * pw_ref_regroup / pw_ref_union_prepare on the same inputs. Builds without CUDA return
  * PW_ERROR_UNSUPPORTED. After the argument checks, a machine without a usable CUDA device
  * gives PW_ERROR_NO_DEVICE (as every device entry point: the message says so), a device
@@ -481,7 +483,8 @@ typedef struct CUstream_st *pw_stream_t;
  * device; pw_union_prepare always enqueues (it writes num_groups). */
 
 /* Device workspace bytes pw_regroup needs for this problem and grouping (currently 0;
- * query it anyway). Errors: PW_ERROR_INVALID_ARGUMENT (NULL bytes, bad shapes). */
+ * query it anyway). Errors: PW_ERROR_INVALID_ARGUMENT (NULL bytes, bad shapes); a build
+ * without CUDA returns PW_ERROR_UNSUPPORTED (as pw_regroup). */
 pw_status_t pw_regroup_workspace_size(const pw_problem_t *problem, const pw_grouping_t *grouping,
                                       size_t *bytes);
 
@@ -1014,7 +1017,9 @@ void pw_plan_destroy(pw_plan_t *plan);
  *                         page_size, topk; pw_plan_config_t's struct_size, regroup, window,
  *                         kernel (and its flags, vt_max_pages: 0); pw_attention_args_t's
  *                         struct_size, o_dtype (FLOAT32: the GPU needs BFLOAT16) and
- *                         precision. Every other INIT field is 0 / NULL.
+ *                         precision. The other INIT fields are 0 / NULL, but for the ones
+ *                         this query does not report: every struct_size (sizeof the struct)
+ *                         and pw_problem_t's num_requests and num_kv_heads (1).
  * Returns -1 for a name it does not know (NULL included); records no error. Host only. */
 int64_t pw_abi_query(const char *name);
 
