@@ -1371,18 +1371,34 @@ static const char *node_name(cudaGraphNode_t n)
     return name ? name : "";
 }
 
-/* Whether `to` depends on `from` through the graph's edges (depth-first over dependencies). */
+/* Whether `to` depends on `from` through the graph's edges (depth-first over dependencies).
+ * The edges' data is read too: union preparation's edges are programmatic (PDL), and a
+ * query without edge data would be refused as lossy. */
 static int graph_reaches(cudaGraphNode_t from, cudaGraphNode_t to, int depth)
 {
     if (to == from) return 1;
     if (depth > 64) return 0;
     cudaGraphNode_t deps[32];
+    cudaGraphEdgeData edges[32];
     size_t n = 32;
-    CUDA_OK(cudaGraphNodeGetDependencies(to, deps, NULL, &n));
+    CUDA_OK(cudaGraphNodeGetDependencies(to, deps, edges, &n));
     assert_true(n <= 32);
     for (size_t i = 0; i < n; i++)
         if (graph_reaches(from, deps[i], depth + 1)) return 1;
     return 0;
+}
+
+/* The type of the edge from `from` to `to` (a direct dependency), or -1 without one. */
+static int edge_type(cudaGraphNode_t from, cudaGraphNode_t to)
+{
+    cudaGraphNode_t deps[32];
+    cudaGraphEdgeData edges[32];
+    size_t n = 32;
+    CUDA_OK(cudaGraphNodeGetDependencies(to, deps, edges, &n));
+    assert_true(n <= 32);
+    for (size_t i = 0; i < n; i++)
+        if (deps[i] == from) return (int)edges[i].type;
+    return -1;
 }
 
 /* The one node whose kernel name holds `part` (asserted unique), or NULL with want 0. */
@@ -1415,6 +1431,9 @@ static void check_by_tile_graph(cudaGraph_t graph)
     cudaGraphNode_t scan = find_node(nodes, count, "vt_scan_kernel", 1);
     cudaGraphNode_t transpose = find_node(nodes, count, "vt_transpose_kernel", 1);
     assert_true(graph_reaches(regroup, unions, 0) && graph_reaches(mark, unions, 0));
+    /* Union preparation is the regroup's programmatic dependent (it scans its requests
+     * while the greedy loop runs): a direct, programmatic edge. */
+    assert_int_equal(edge_type(regroup, unions), (int)cudaGraphDependencyTypeProgrammatic);
     assert_false(graph_reaches(regroup, mark, 0) || graph_reaches(mark, regroup, 0));
     assert_true(graph_reaches(mark, scan, 0) && graph_reaches(scan, transpose, 0));
     assert_false(graph_reaches(unions, transpose, 0) || graph_reaches(transpose, unions, 0));
@@ -1425,8 +1444,8 @@ static void check_by_tile_graph(cudaGraph_t graph)
             assert_true(graph_reaches(transpose, nodes[i], 0) && graph_reaches(unions, nodes[i], 0));
         }
     assert_true(attention >= 1);
-    printf("  graph: %zu nodes; regroup || mark -> union preparation (alt); mark -> scan -> transpose beside it; %d "
-           "attention launches after both: yes\n",
+    printf("  graph: %zu nodes; regroup || mark -> union preparation (alt, programmatic edge from the regroup); mark "
+           "-> scan -> transpose beside it; %d attention launches after both: yes\n",
            count, attention);
     free(nodes);
 }
