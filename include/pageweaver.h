@@ -480,7 +480,11 @@ typedef struct CUstream_st *pw_stream_t;
  * gives PW_ERROR_NO_DEVICE (as every device entry point: the message says so), a device
  * other than sm_90 PW_ERROR_UNSUPPORTED; a launch failure gives PW_ERROR_CUDA with the
  * CUDA error in pw_last_error(). pw_regroup with N = 0 enqueues nothing and needs no
- * device; pw_union_prepare always enqueues (it writes num_groups). */
+ * device; pw_union_prepare always enqueues (it writes num_groups). pw_regroup's kernel
+ * signals griddepcontrol.launch_dependents before its greedy loop: a kernel of the
+ * caller's launched after it with cudaLaunchAttributeProgrammaticStreamSerialization may
+ * start early and must wait (griddepcontrol.wait / cudaGridDependencySynchronize) before
+ * it reads perm, as PDL requires; ordinary launches see no difference. */
 
 /* Device workspace bytes pw_regroup needs for this problem and grouping (currently 0;
  * query it anyway). Errors: PW_ERROR_INVALID_ARGUMENT (NULL bytes, bad shapes); a build
@@ -619,14 +623,15 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      (step 1 writes two permutations), and step 2 runs after the pre-pass's memset and
  *      mark (the mark makes the pick) as well as after step 1. Eager order: 1, memset,
  *      mark, 2, scan, transpose, 4; captured: 1 beside memset -> mark, then 2 beside
- *      scan -> transpose, then 4 after both. With the pre-pass, step 2 is launched as a
- *      programmatic dependent of step 1 (cudaLaunchAttributeProgrammaticStreamSerialization:
+ *      scan -> transpose, then 4 after both. In these calls step 2 is launched as a
+ *      programmatic dependent (cudaLaunchAttributeProgrammaticStreamSerialization: captured,
  *      it scans its requests while the regroup's greedy loop runs and waits,
- *      griddepcontrol.wait, before it reads the permutation; the memset of its schedule
- *      counts comes before step 1), so a captured graph holds a programmatic edge into the
- *      union-preparation node: a tool that reads the graph's dependencies must ask for the
- *      edge data (cudaGraphNodeGetDependencies with an edgeData array), or CUDA refuses
- *      the query as lossy;
+ *      griddepcontrol.wait, before it reads the regroup's and the mark's outputs; the
+ *      memset of its schedule counts comes before step 1), so a captured graph holds two
+ *      programmatic edges (regroup -> union preparation, mark -> union preparation): a tool
+ *      that reads the graph's dependencies must ask for the edge data
+ *      (cudaGraphNodeGetDependencies with an edgeData array), or CUDA refuses the query as
+ *      lossy;
  *   4. the attention kernel: pw_union_attention's with the chosen kernel; with the pre-pass,
  *      Union4's lean kernel reading the tiles (without per-token scales, at G = 8 a dense
  *      tile of 8 queries x 8 heads, at G = 4 one of 16 queries x 4 heads walking two

@@ -168,12 +168,13 @@ typedef struct pw_vt_buffers {
      * copies each slot of it into perm (the permutation the attention kernels read), else
      * it prepares perm's. */
     const int32_t *perm_alt;
-    /* plan.c, where union preparation follows the library's own regroup kernel on the stream
-     * (and, by_tile, the mark launch): launched as a programmatic dependent
-     * (cudaLaunchAttributeProgrammaticStreamSerialization) that scans the requests before
-     * griddepcontrol.wait and reads the permutations and stack_stat after it; the schedule's
-     * counts are then cleared by the caller before the regroup (sched_cleared), so that no
-     * memset node sits between the two kernels. 0: an ordinary launch after the memset. */
+    /* plan.c's by_tile calls, where union preparation follows the library's own kernels
+     * (captured: the regroup and the mark launch; eager: the mark): launched as a
+     * programmatic dependent (cudaLaunchAttributeProgrammaticStreamSerialization) that scans
+     * the requests before griddepcontrol.wait and reads the permutations and stack_stat
+     * after it; the schedule's counts are then cleared by the caller before the regroup
+     * (sched_cleared), so that no memset node sits between the kernels. 0: an ordinary
+     * launch after the memset. */
     int pdl;
     int sched_cleared;
 } pw_vt_buffers_t;

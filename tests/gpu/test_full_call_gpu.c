@@ -716,8 +716,9 @@ static void graph_replay_case(pw_kernel_t kernel, uint32_t flags)
     CUDA_OK(cudaStreamEndCapture(s, &graph));
     assert_pw_ok(st);
     /* On the pre-pass the regroup and union preparation are a branch beside the pre-pass
-     * (plan.c): the captured call starts at two roots (the regroup kernel and the marks'
-     * memset), every other call at one (K = 16 here: no padding kernel before the fork). */
+     * (plan.c): the captured call starts at two roots (the regroup kernel, or in a by-tile
+     * call the schedule counts' memset before it, and the marks' memset), every other call
+     * at one (K = 16 here: no padding kernel before the fork). */
     size_t nodes = 0, roots = 0;
     CUDA_OK(cudaGraphGetNodes(graph, NULL, &nodes));
     CUDA_OK(cudaGraphGetRootNodes(graph, NULL, &roots));
@@ -1371,33 +1372,43 @@ static const char *node_name(cudaGraphNode_t n)
     return name ? name : "";
 }
 
-/* Whether `to` depends on `from` through the graph's edges (depth-first over dependencies).
- * The edges' data is read too: union preparation's edges are programmatic (PDL), and a
- * query without edge data would be refused as lossy. */
+/* The dependencies of `to` with their edge data (union preparation's in-edges are
+ * programmatic, PDL, and a query without edge data would be refused as lossy); the count
+ * is read first, so that a list longer than the arrays is an assertion, not a truncation. */
+static size_t node_deps(cudaGraphNode_t to, cudaGraphNode_t (*deps)[32], cudaGraphEdgeData (*edges)[32])
+{
+    size_t n = 0;
+    CUDA_OK(cudaGraphNodeGetDependencies(to, NULL, NULL, &n));
+    assert_true(n <= 32);
+    CUDA_OK(cudaGraphNodeGetDependencies(to, *deps, *edges, &n));
+    return n;
+}
+
+/* Whether `to` depends on `from` through the graph's edges (depth-first over dependencies). */
 static int graph_reaches(cudaGraphNode_t from, cudaGraphNode_t to, int depth)
 {
     if (to == from) return 1;
     if (depth > 64) return 0;
     cudaGraphNode_t deps[32];
     cudaGraphEdgeData edges[32];
-    size_t n = 32;
-    CUDA_OK(cudaGraphNodeGetDependencies(to, deps, edges, &n));
-    assert_true(n <= 32);
+    const size_t n = node_deps(to, &deps, &edges);
     for (size_t i = 0; i < n; i++)
         if (graph_reaches(from, deps[i], depth + 1)) return 1;
     return 0;
 }
 
-/* The type of the edge from `from` to `to` (a direct dependency), or -1 without one. */
-static int edge_type(cudaGraphNode_t from, cudaGraphNode_t to)
+/* The type of the edge from `from` to `to` (a direct dependency), or -1 without one;
+ * *port: its from_port. */
+static int edge_type(cudaGraphNode_t from, cudaGraphNode_t to, int *port)
 {
     cudaGraphNode_t deps[32];
     cudaGraphEdgeData edges[32];
-    size_t n = 32;
-    CUDA_OK(cudaGraphNodeGetDependencies(to, deps, edges, &n));
-    assert_true(n <= 32);
+    const size_t n = node_deps(to, &deps, &edges);
     for (size_t i = 0; i < n; i++)
-        if (deps[i] == from) return (int)edges[i].type;
+        if (deps[i] == from) {
+            *port = (int)edges[i].from_port;
+            return (int)edges[i].type;
+        }
     return -1;
 }
 
@@ -1431,9 +1442,12 @@ static void check_by_tile_graph(cudaGraph_t graph)
     cudaGraphNode_t scan = find_node(nodes, count, "vt_scan_kernel", 1);
     cudaGraphNode_t transpose = find_node(nodes, count, "vt_transpose_kernel", 1);
     assert_true(graph_reaches(regroup, unions, 0) && graph_reaches(mark, unions, 0));
-    /* Union preparation is the regroup's programmatic dependent (it scans its requests
-     * while the greedy loop runs): a direct, programmatic edge. */
-    assert_int_equal(edge_type(regroup, unions), (int)cudaGraphDependencyTypeProgrammatic);
+    /* Union preparation is a programmatic dependent of the regroup (it scans its requests
+     * while the greedy loop runs) and of the mark: direct, programmatic edges. */
+    int port = -1;
+    assert_int_equal(edge_type(regroup, unions, &port), (int)cudaGraphDependencyTypeProgrammatic);
+    assert_true(port == (int)cudaGraphKernelNodePortProgrammatic || port == (int)cudaGraphKernelNodePortLaunchCompletion);
+    assert_int_equal(edge_type(mark, unions, &port), (int)cudaGraphDependencyTypeProgrammatic);
     assert_false(graph_reaches(regroup, mark, 0) || graph_reaches(mark, regroup, 0));
     assert_true(graph_reaches(mark, scan, 0) && graph_reaches(scan, transpose, 0));
     assert_false(graph_reaches(unions, transpose, 0) || graph_reaches(transpose, unions, 0));
