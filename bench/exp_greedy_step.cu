@@ -27,14 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CK(x)                                                                                     \
-    do {                                                                                          \
-        cudaError_t e_ = (x);                                                                     \
-        if (e_ != cudaSuccess) {                                                                  \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));   \
-            return 1;                                                                             \
-        }                                                                                         \
-    } while (0)
+#include "bench_check.h" /* CK */
 
 namespace {
 

@@ -564,7 +564,6 @@ static pw_status_t by_tile_call(const pw_plan_t *plan, const pw_attention_args_t
     /* Union preparation runs as a programmatic dependent of the regroup (and the mark): its
      * schedule counts are cleared first, so that no memset node lies between them. */
     PW_TRY(pw_union_prepare_clear_schedule(p, meta, vt, stream));
-    vt->sched_cleared = 1;
     vt->pdl = 1;
     PW_TRY(pw_regroup_dual(p, args->topk_ids, &args->requests, &g, PW_PLAN_STACKED_REGROUP_SIZE, own_perm, perm_alt,
                            stream));

@@ -173,10 +173,9 @@ typedef struct pw_vt_buffers {
      * programmatic dependent (cudaLaunchAttributeProgrammaticStreamSerialization) that scans
      * the requests before griddepcontrol.wait and reads the permutations and stack_stat
      * after it; the schedule's counts are then cleared by the caller before the regroup
-     * (sched_cleared), so that no memset node sits between the kernels. 0: an ordinary
-     * launch after the memset. */
+     * (pw_union_prepare_clear_schedule), so that no memset node sits between the kernels.
+     * 0: an ordinary launch after the memset. */
     int pdl;
-    int sched_cleared;
 } pw_vt_buffers_t;
 
 /* Union preparation's page keys (page * 8 + slot in 32 bits; union_group.cuh's
@@ -208,12 +207,12 @@ pw_status_t pw_check_vt_stack(const pw_problem_t *problem, const pw_attention_ar
 #define PW_SCHED_COUNTS_BYTES 256 /* the class counts' room before the pairs' scratch or the lists */
 
 /* Clears vt's schedule counts (and the dense G = 4 pairs' scratch) on the stream: what
- * pw_union_prepare_scheduled does first unless vt->sched_cleared (plan.c clears them before
+ * pw_union_prepare_scheduled does first unless vt->pdl (plan.c clears them before
  * the regroup when union preparation is launched as its programmatic dependent). */
 pw_status_t pw_union_prepare_clear_schedule(const pw_problem_t *problem, const pw_union_meta_t *meta,
                                             const pw_vt_buffers_t *vt, pw_stream_t stream);
 /* CUDA build: pw_union_prepare that, with vt->sched_count (the full call's pre-pass
- * buffers), also clears (memset, unless vt->sched_cleared) and fills the attention CTAs'
+ * buffers), also clears (memset, unless vt->pdl) and fills the attention CTAs'
  * schedule lists; vt->pdl launches it as a programmatic dependent of the previous kernel
  * (pw_vt_buffers_t.pdl); vt->perm_alt and stack_stat as documented there. vt NULL:
  * pw_union_prepare. */

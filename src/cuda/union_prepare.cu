@@ -279,24 +279,24 @@ __global__ void __launch_bounds__(kThreads, 1) union_prepare_kernel_k64(const Un
  * the kernel may start while the previous kernel on the stream (the regroup, which
  * signals griddepcontrol.launch_dependents before its greedy loop) still runs; it waits
  * for it before reading its outputs. */
-template <typename... Args>
-static void launch_maybe_pdl(void (*kernel)(Args...), bool pdl, dim3 grid, cudaStream_t st, const UnionParams &params)
+template <bool kPdl>
+static void launch_maybe_pdl(void (*kernel)(UnionParams), dim3 grid, cudaStream_t st, const UnionParams &params)
 {
-    if (!pdl) {
+    if constexpr (!kPdl) {
         kernel<<<grid, kThreads, 0, st>>>(params);
-        return;
+    } else {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = grid;
+        cfg.blockDim = dim3(kThreads);
+        cfg.dynamicSmemBytes = 0;
+        cfg.stream = st;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        (void)cudaLaunchKernelEx(&cfg, kernel, params); /* its error is the launch check's */
     }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = st;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    (void)cudaLaunchKernelEx(&cfg, kernel, params); /* its error is the launch check's */
 }
 
 /* kAlt (K <= 16, pw_vt_buffers_t.perm_alt): union_prepare_kernel_alt. */
@@ -304,9 +304,9 @@ template <int KPL, bool kVecIn, bool kVecOut, bool kAlt, bool kPdl>
 void launch_union_prepare_kernel(const UnionParams &params, dim3 grid, cudaStream_t st)
 {
     static_assert(!kAlt || KPL == 4, "the stacked tile's calls have K <= 16");
-    if constexpr (kAlt) launch_maybe_pdl(union_prepare_kernel_alt<kVecIn, kVecOut, kPdl>, kPdl, grid, st, params);
-    else if constexpr (KPL == 16) launch_maybe_pdl(union_prepare_kernel_k64<kVecIn, kVecOut, kPdl>, kPdl, grid, st, params);
-    else launch_maybe_pdl(union_prepare_kernel<KPL, kVecIn, kVecOut, kPdl>, kPdl, grid, st, params);
+    if constexpr (kAlt) launch_maybe_pdl<kPdl>(union_prepare_kernel_alt<kVecIn, kVecOut, kPdl>, grid, st, params);
+    else if constexpr (KPL == 16) launch_maybe_pdl<kPdl>(union_prepare_kernel_k64<kVecIn, kVecOut, kPdl>, grid, st, params);
+    else launch_maybe_pdl<kPdl>(union_prepare_kernel<KPL, kVecIn, kVecOut, kPdl>, grid, st, params);
 }
 
 template <int KPL, bool kAlt = false, bool kPdl = false>
@@ -453,7 +453,7 @@ extern "C" pw_status_t pw_union_prepare_scheduled(const pw_problem_t *problem, c
                          ((uintptr_t)meta->member_masks % 4u) == 0;
     cudaStream_t st = (cudaStream_t)stream;
     const bool pdl = vt && vt->pdl;
-    if (params.sched_count && !vt->sched_cleared) /* the class counts (and the pairs' sizes) start at zero in every call */
+    if (params.sched_count && !pdl) /* the class counts (and the pairs' sizes) start at zero in every call; a pdl launch's caller cleared them */
         PW_TRY(pw_union_prepare_clear_schedule(problem, meta, vt, stream));
     if (params.perm_alt) launch_union_prepare<4, true>(params, vec_in, vec_out, grid, st, pdl);
     else if (kpl == 4) launch_union_prepare<4>(params, vec_in, vec_out, grid, st, pdl);

@@ -778,13 +778,14 @@ static int time_interleaved(arm_run_t *runs, int count, int copies, int warmup, 
 
 /* Median of d_i = (a_i - b_i) x 1000 (ms -> us) over n rounds, and a distribution-free 95%
  * interval for it: the order statistics of ranks n/2 -+ 1.96 sqrt(n)/2 (normal approximation of
- * the binomial; n >= 20 here). Sorts into d (n doubles). */
+ * the binomial; n >= 20 here). Sorts into d (n doubles; summarise's sort and median). */
 static void paired_median(const double *a, const double *b, int n, double *d, double *median, double *lo,
                           double *hi)
 {
     for (int i = 0; i < n; i++) d[i] = (a[i] - b[i]) * 1e3;
-    qsort(d, (size_t)n, sizeof *d, cmp_double);
-    *median = n % 2 ? d[n / 2] : 0.5 * (d[n / 2 - 1] + d[n / 2]);
+    bench_timing_t t;
+    summarise(d, n, &t);
+    *median = t.median_ms; /* us here */
     const double half = 0.98 * sqrt((double)n);
     int l = (int)floor(0.5 * n - half) - 1, u = (int)ceil(0.5 * n + half) - 1; /* 0-based */
     if (l < 0) l = 0;
