@@ -1373,14 +1373,15 @@ static const char *node_name(cudaGraphNode_t n)
 }
 
 /* The dependencies of `to` with their edge data (union preparation's in-edges are
- * programmatic, PDL, and a query without edge data would be refused as lossy); the count
- * is read first, so that a list longer than the arrays is an assertion, not a truncation. */
-static size_t node_deps(cudaGraphNode_t to, cudaGraphNode_t (*deps)[32], cudaGraphEdgeData (*edges)[32])
+ * programmatic, PDL, and a query without edge data is refused as lossy: cudaErrorLossyQuery,
+ * the count-only form included, so there is none). The list is asked for with room for
+ * kMaxDeps; a full list is an assertion (it may have been cut), not a silent truncation. */
+enum { kMaxDeps = 64 };
+static size_t node_deps(cudaGraphNode_t to, cudaGraphNode_t (*deps)[kMaxDeps], cudaGraphEdgeData (*edges)[kMaxDeps])
 {
-    size_t n = 0;
-    CUDA_OK(cudaGraphNodeGetDependencies(to, NULL, NULL, &n));
-    assert_true(n <= 32);
+    size_t n = kMaxDeps;
     CUDA_OK(cudaGraphNodeGetDependencies(to, *deps, *edges, &n));
+    assert_true(n < kMaxDeps);
     return n;
 }
 
@@ -1389,8 +1390,8 @@ static int graph_reaches(cudaGraphNode_t from, cudaGraphNode_t to, int depth)
 {
     if (to == from) return 1;
     if (depth > 64) return 0;
-    cudaGraphNode_t deps[32];
-    cudaGraphEdgeData edges[32];
+    cudaGraphNode_t deps[kMaxDeps];
+    cudaGraphEdgeData edges[kMaxDeps];
     const size_t n = node_deps(to, &deps, &edges);
     for (size_t i = 0; i < n; i++)
         if (graph_reaches(from, deps[i], depth + 1)) return 1;
@@ -1401,8 +1402,8 @@ static int graph_reaches(cudaGraphNode_t from, cudaGraphNode_t to, int depth)
  * *port: its from_port. */
 static int edge_type(cudaGraphNode_t from, cudaGraphNode_t to, int *port)
 {
-    cudaGraphNode_t deps[32];
-    cudaGraphEdgeData edges[32];
+    cudaGraphNode_t deps[kMaxDeps];
+    cudaGraphEdgeData edges[kMaxDeps];
     const size_t n = node_deps(to, &deps, &edges);
     for (size_t i = 0; i < n; i++)
         if (deps[i] == from) {
@@ -1444,10 +1445,15 @@ static void check_by_tile_graph(cudaGraph_t graph)
     assert_true(graph_reaches(regroup, unions, 0) && graph_reaches(mark, unions, 0));
     /* Union preparation is a programmatic dependent of the regroup (it scans its requests
      * while the greedy loop runs) and of the mark: direct, programmatic edges. */
-    int port = -1;
-    assert_int_equal(edge_type(regroup, unions, &port), (int)cudaGraphDependencyTypeProgrammatic);
+    int port = -1, mark_port = -1;
+    const int type = edge_type(regroup, unions, &port), mark_type = edge_type(mark, unions, &mark_port);
+    printf("  graph: edge regroup -> union preparation type %d port %d, mark -> union preparation type %d port %d "
+           "(programmatic: type %d, ports %d / %d)\n",
+           type, port, mark_type, mark_port, (int)cudaGraphDependencyTypeProgrammatic,
+           (int)cudaGraphKernelNodePortProgrammatic, (int)cudaGraphKernelNodePortLaunchCompletion);
+    assert_int_equal(type, (int)cudaGraphDependencyTypeProgrammatic);
     assert_true(port == (int)cudaGraphKernelNodePortProgrammatic || port == (int)cudaGraphKernelNodePortLaunchCompletion);
-    assert_int_equal(edge_type(mark, unions, &port), (int)cudaGraphDependencyTypeProgrammatic);
+    assert_int_equal(mark_type, (int)cudaGraphDependencyTypeProgrammatic);
     assert_false(graph_reaches(regroup, mark, 0) || graph_reaches(mark, regroup, 0));
     assert_true(graph_reaches(mark, scan, 0) && graph_reaches(scan, transpose, 0));
     assert_false(graph_reaches(unions, transpose, 0) || graph_reaches(transpose, unions, 0));
