@@ -631,7 +631,8 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      programmatic edges (regroup -> union preparation, mark -> union preparation): a tool
  *      that reads the graph's dependencies must ask for the edge data
  *      (cudaGraphNodeGetDependencies with an edgeData array), or CUDA refuses the query as
- *      lossy;
+ *      lossy (cudaErrorLossyQuery, the count-only form with both arrays NULL included: ask
+ *      with arrays larger than any expected count instead);
  *   4. the attention kernel: pw_union_attention's with the chosen kernel; with the pre-pass,
  *      Union4's lean kernel reading the tiles (without per-token scales, at G = 8 a dense
  *      tile of 8 queries x 8 heads, at G = 4 one of 16 queries x 4 heads walking two
