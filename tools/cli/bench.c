@@ -715,8 +715,9 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
             printf("default kernel, paired per round (%d rounds; median of the per-round differences, 95%% interval "
                    "of that median): C_online = T_online - T_fixed %.2f us [%.2f, %.2f]   T_default - T_identity "
                    "%+.2f us [%+.2f, %+.2f]\n",
-                   bc->paired_rounds, bc->c_online_paired_us, bc->c_online_paired_lo_us, bc->c_online_paired_hi_us,
-                   bc->excess_paired_us, bc->excess_paired_lo_us, bc->excess_paired_hi_us);
+                   bc->paired_rounds, bc->c_online_paired.median_us, bc->c_online_paired.lo_us,
+                   bc->c_online_paired.hi_us, bc->excess_paired.median_us, bc->excess_paired.lo_us,
+                   bc->excess_paired.hi_us);
         if (bc->arms[ARM_DEFAULT_G8].ran)
             printf("Union4 regroup objective (interleaved): 4-query unions (default) %.4f ms, C_4 %lld vs 8-query "
                    "unions (PW_PLAN_REGROUP_GROUPS_OF_8) %.4f ms, C_4 %lld: ratio 8-query / 4-query %.4f\n",
@@ -763,6 +764,18 @@ static void add_num(cJSON *o, const char *key, double v)
 {
     if (isfinite(v)) cJSON_AddNumberToObject(o, key, v);
     else cJSON_AddNullToObject(o, key);
+}
+
+/* name_us, name_lo_us, name_hi_us of a paired figure. */
+static void add_paired(cJSON *o, const char *name, const bench_paired_t *f)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s_us", name);
+    add_num(o, key, f->median_us);
+    snprintf(key, sizeof key, "%s_lo_us", name);
+    add_num(o, key, f->lo_us);
+    snprintf(key, sizeof key, "%s_hi_us", name);
+    add_num(o, key, f->hi_us);
 }
 
 static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates)
@@ -889,12 +902,8 @@ static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates
             add_num(fj, "c_online_us", df.c_online_us);
             if (bc->paired_rounds) {
                 cJSON_AddNumberToObject(fj, "paired_rounds", bc->paired_rounds);
-                add_num(fj, "c_online_paired_us", bc->c_online_paired_us);
-                add_num(fj, "c_online_paired_lo_us", bc->c_online_paired_lo_us);
-                add_num(fj, "c_online_paired_hi_us", bc->c_online_paired_hi_us);
-                add_num(fj, "excess_paired_us", bc->excess_paired_us);
-                add_num(fj, "excess_paired_lo_us", bc->excess_paired_lo_us);
-                add_num(fj, "excess_paired_hi_us", bc->excess_paired_hi_us);
+                add_paired(fj, "c_online_paired", &bc->c_online_paired);
+                add_paired(fj, "excess_paired", &bc->excess_paired);
             }
             if (bc->arms[ARM_DEFAULT_G8].ran) {
                 add_num(fj, "t_default_g8_ms", med(bc, ARM_DEFAULT_G8));

@@ -99,6 +99,11 @@ typedef struct bench_rates {
     char error[200];
 } bench_rates_t;
 
+/* The median of per-round paired differences and its distribution-free 95% interval, us. */
+typedef struct bench_paired {
+    double median_us, lo_us, hi_us;
+} bench_paired_t;
+
 typedef struct bench_capture {
     const char *path;
     pw_capture_t *capture;
@@ -136,8 +141,8 @@ typedef struct bench_capture {
      * a round cancels; the median and a distribution-free 95% interval for it (order
      * statistics of the differences), us. paired_rounds = 0: not computed. */
     int paired_rounds;
-    double c_online_paired_us, c_online_paired_lo_us, c_online_paired_hi_us; /* T_online - T_fixed */
-    double excess_paired_us, excess_paired_lo_us, excess_paired_hi_us;       /* T_default - T_identity */
+    bench_paired_t c_online_paired; /* T_online - T_fixed */
+    bench_paired_t excess_paired;   /* T_default - T_identity */
     /* The default plan's choice (pw_plan_info, PW_PRECISION_FP8) and the time guard's figures */
     int default_known;
     pw_plan_info_t default_info;

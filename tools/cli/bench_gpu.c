@@ -779,19 +779,18 @@ static int time_interleaved(arm_run_t *runs, int count, int copies, int warmup, 
 /* Median of d_i = (a_i - b_i) x 1000 (ms -> us) over n rounds, and a distribution-free 95%
  * interval for it: the order statistics of ranks n/2 -+ 1.96 sqrt(n)/2 (normal approximation of
  * the binomial; n >= 20 here). Sorts into d (n doubles; summarise's sort and median). */
-static void paired_median(const double *a, const double *b, int n, double *d, double *median, double *lo,
-                          double *hi)
+static void paired_median(const double *a, const double *b, int n, double *d, bench_paired_t *out)
 {
     for (int i = 0; i < n; i++) d[i] = (a[i] - b[i]) * 1e3;
     bench_timing_t t;
     summarise(d, n, &t);
-    *median = t.median_ms; /* us here */
+    out->median_us = t.median_ms; /* us here */
     const double half = 0.98 * sqrt((double)n);
     int l = (int)floor(0.5 * n - half) - 1, u = (int)ceil(0.5 * n + half) - 1; /* 0-based */
     if (l < 0) l = 0;
     if (u > n - 1) u = n - 1;
-    *lo = d[l];
-    *hi = d[u];
+    out->lo_us = d[l];
+    out->hi_us = d[u];
 }
 
 /* The default kernel's arms, timed together by interleaved replays (docs/bench.md). */
@@ -841,10 +840,8 @@ static int run_interleaved(bench_capture_t *bc, const bench_options_t *o, device
     if (rc == 0 && raw && diff && replays >= 20) {
         const double *at[COUNT];
         for (int a = 0; a < COUNT; a++) at[a] = raw + (size_t)a * replays;
-        paired_median(at[2], at[3], replays, diff, &bc->c_online_paired_us, &bc->c_online_paired_lo_us,
-                      &bc->c_online_paired_hi_us);
-        paired_median(at[1], at[0], replays, diff, &bc->excess_paired_us, &bc->excess_paired_lo_us,
-                      &bc->excess_paired_hi_us);
+        paired_median(at[2], at[3], replays, diff, &bc->c_online_paired);
+        paired_median(at[1], at[0], replays, diff, &bc->excess_paired);
         bc->paired_rounds = replays;
     }
     free(raw);
