@@ -254,25 +254,26 @@ static __device__ __forceinline__ void union_prepare_body(const UnionParams &p)
 }
 
 /* K <= 32 (4 or 8 keys per lane); K = 64 (16 per lane) with a minimum of one CTA per SM,
- * without which ptxas held the kernel at 64 registers and spilled 16 bytes (95 with it).
- * kPdl: launched as a programmatic dependent of the regroup (pw_vt_buffers_t.pdl). */
-template <int KPL, bool kVecIn, bool kVecOut, bool kPdl = false>
+ * without which ptxas held the kernel at 64 registers and spilled 16 bytes (95 with it). */
+template <int KPL, bool kVecIn, bool kVecOut>
 __global__ void __launch_bounds__(kThreads) union_prepare_kernel(const UnionParams p)
 {
-    union_prepare_body<KPL, kVecIn, kVecOut, false, kPdl>(p);
+    union_prepare_body<KPL, kVecIn, kVecOut>(p);
 }
 
-/* K <= 16 with pw_vt_buffers_t.perm_alt (the stacked tile's calls only). */
+/* K <= 16 with pw_vt_buffers_t.perm_alt (the stacked tile's calls only). kPdl: launched as
+ * a programmatic dependent of the regroup (pw_vt_buffers_t.pdl; the by-tile calls, the
+ * only ones that set it, run this kernel). */
 template <bool kVecIn, bool kVecOut, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads) union_prepare_kernel_alt(const UnionParams p)
 {
     union_prepare_body<4, kVecIn, kVecOut, true, kPdl>(p);
 }
 
-template <bool kVecIn, bool kVecOut, bool kPdl = false>
+template <bool kVecIn, bool kVecOut>
 __global__ void __launch_bounds__(kThreads, 1) union_prepare_kernel_k64(const UnionParams p)
 {
-    union_prepare_body<16, kVecIn, kVecOut, false, kPdl>(p);
+    union_prepare_body<16, kVecIn, kVecOut>(p);
 }
 
 /* An ordinary launch, or (pdl) one with cudaLaunchAttributeProgrammaticStreamSerialization:
@@ -304,9 +305,10 @@ template <int KPL, bool kVecIn, bool kVecOut, bool kAlt, bool kPdl>
 void launch_union_prepare_kernel(const UnionParams &params, dim3 grid, cudaStream_t st)
 {
     static_assert(!kAlt || KPL == 4, "the stacked tile's calls have K <= 16");
+    static_assert(!kPdl || kAlt, "only the alt kernel is launched as a programmatic dependent");
     if constexpr (kAlt) launch_maybe_pdl<kPdl>(union_prepare_kernel_alt<kVecIn, kVecOut, kPdl>, grid, st, params);
-    else if constexpr (KPL == 16) launch_maybe_pdl<kPdl>(union_prepare_kernel_k64<kVecIn, kVecOut, kPdl>, grid, st, params);
-    else launch_maybe_pdl<kPdl>(union_prepare_kernel<KPL, kVecIn, kVecOut, kPdl>, grid, st, params);
+    else if constexpr (KPL == 16) launch_maybe_pdl<false>(union_prepare_kernel_k64<kVecIn, kVecOut>, grid, st, params);
+    else launch_maybe_pdl<false>(union_prepare_kernel<KPL, kVecIn, kVecOut>, grid, st, params);
 }
 
 template <int KPL, bool kAlt = false, bool kPdl = false>
@@ -318,12 +320,19 @@ void launch_union_prepare_at(const UnionParams &params, bool vec_in, bool vec_ou
     else launch_union_prepare_kernel<KPL, false, false, kAlt, kPdl>(params, grid, st);
 }
 
+/* pdl only with kAlt: the by-tile calls are the only programmatic dependents (plan.c), and
+ * they run the alt kernel, so the other kernels have no PDL instances. */
 template <int KPL, bool kAlt = false>
 void launch_union_prepare(const UnionParams &params, bool vec_in, bool vec_out, dim3 grid, cudaStream_t st,
                           bool pdl = false)
 {
-    if (pdl) launch_union_prepare_at<KPL, kAlt, true>(params, vec_in, vec_out, grid, st);
-    else launch_union_prepare_at<KPL, kAlt, false>(params, vec_in, vec_out, grid, st);
+    if constexpr (kAlt) {
+        if (pdl) {
+            launch_union_prepare_at<KPL, true, true>(params, vec_in, vec_out, grid, st);
+            return;
+        }
+    }
+    launch_union_prepare_at<KPL, kAlt, false>(params, vec_in, vec_out, grid, st);
 }
 
 } // namespace
@@ -438,6 +447,9 @@ extern "C" pw_status_t pw_union_prepare_scheduled(const pw_problem_t *problem, c
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "pw_union_prepare: perm_alt needs stack_mode PER_CALL, stack_stat, K <= 16 and a buffer other "
                        "than perm");
+    if (vt && vt->pdl && !params.perm_alt)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "pw_union_prepare: a programmatic-dependent launch (pdl) needs perm_alt (the by-tile calls)");
 
     /* The bound covers every group; CTA 0 of each KV head also writes num_groups (so a
      * call with N = 0 still writes zeros). */
@@ -456,9 +468,9 @@ extern "C" pw_status_t pw_union_prepare_scheduled(const pw_problem_t *problem, c
     if (params.sched_count && !pdl) /* the class counts (and the pairs' sizes) start at zero in every call; a pdl launch's caller cleared them */
         PW_TRY(pw_union_prepare_clear_schedule(problem, meta, vt, stream));
     if (params.perm_alt) launch_union_prepare<4, true>(params, vec_in, vec_out, grid, st, pdl);
-    else if (kpl == 4) launch_union_prepare<4>(params, vec_in, vec_out, grid, st, pdl);
-    else if (kpl == 8) launch_union_prepare<8>(params, vec_in, vec_out, grid, st, pdl);
-    else launch_union_prepare<16>(params, vec_in, vec_out, grid, st, pdl);
+    else if (kpl == 4) launch_union_prepare<4>(params, vec_in, vec_out, grid, st);
+    else if (kpl == 8) launch_union_prepare<8>(params, vec_in, vec_out, grid, st);
+    else launch_union_prepare<16>(params, vec_in, vec_out, grid, st);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess)
         return pw_fail(PW_ERROR_CUDA, "pw_union_prepare: kernel launch failed: %s (%s)",
