@@ -239,8 +239,8 @@ static const slot_t slots[] = {
 };
 /* Top-K above 16 (K 32 / 64): only impls 6 (which runs 9 there), 9, 10 and 13 take it (the
  * others and the Union8 arms are skipped), and slot '6' is the bitwise reference.
- * Inputs with G != 16 Q heads per KV head: impls 0, 2, 8 and 12 and the Union8 arms have no
- * path (PW_ERROR_UNSUPPORTED) and are skipped; slot '6' (the padded tile there) is the bitwise
+ * Inputs with G != 16 Q heads per KV head: impls 0, 2 and 8 and the Union8 arms have no
+ * path (PW_ERROR_UNSUPPORTED) and are skipped, impl 12 runs G = 8 (one 4-slot tile a half); slot '6' (the padded tile there) is the bitwise
  * reference instead of slot 0. Slots 'd' / 'e' (dev impl 13, the dense G = 8 tile) run on G = 8
  * inputs and Union4 arms only; their executed FLOP count union visits (one 64-row tile of 8
  * queries per page of a group's union), not C_4. */
@@ -382,8 +382,8 @@ int main(int argc, char **argv)
                     (slots[impl].impl >= 11 && arms[a].k != PW_KERNEL_UNION4)) /* stacked, dense: Union4 only */
                     continue;
                 const int si = slots[impl].impl;
-                if (g_heads != 16 && (si == 0 || si == 2 || si == 8 || si == 12 || arms[a].k == PW_KERNEL_UNION8))
-                    continue;
+                if (g_heads != 16 && (si == 0 || si == 2 || si == 8 || arms[a].k == PW_KERNEL_UNION8)) continue;
+                if (si == 12 && g_heads != 16 && g_heads != 8) continue; /* stacked: G = 16 (2-slot), 8 (4-slot) */
                 /* K > 16: the lean kernels (slot '6' runs 9 there) and the dense G = 8 tile only. */
                 if (p->topk > 16 && ((si != 6 && si != 9 && si != 10 && si != 13) || arms[a].k == PW_KERNEL_UNION8))
                     continue;

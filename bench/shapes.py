@@ -24,7 +24,11 @@ precisions:
   scalesnovt the same with the V^T pre-pass forced off (the per-token-scale kernel that
              transposes V itself); G8scales: per-token scales at G = 8 (the padded tile);
   interleave G16 reading vLLM's interleaved [pages, Hkv, 128, 2*D] cache through strides;
-  sinkkeys   G16 with per-Q-head sink keys.
+  sinkkeys   G16 with per-Q-head sink keys;
+  G8dense, G8stacked  G8 with FP8X2's tile fixed (PW_PLAN_NO_FP8X2_STACKED: the dense tile;
+             PW_PLAN_FP8X2_STACKED: the stacked 4-slot tile, a 4-query half x 8 heads x two
+             terms per 64 rows, regrouped for C_4) where the G8 arm's device picks per call
+             (FP8 calls ignore the flags).
 Arms are replayed interleaved (--replays each after --warmup); --copies C (default 1) gives
 each arm C graphs on C different Q / O buffers, replayed in turn, as FlashInfer's harness
 (bench/flashinfer_peer.py, 3 copies) and `pageweaver bench` rotate their inputs, so that a
@@ -37,7 +41,9 @@ them: C_4 for the G16 / padded tiles, 8-query unions for the dense G = 8 tile, f
 reference's grouping with the plan's regroup mode; not printed for the dense G = 4 tile and
 the vt / novt arms).
 
+--nrms-rows R adds each plain arm's NRMS against FP64 exact on R random rows (its copy 0's output).
 Run: python bench/shapes.py FILE.safetensors... [--replays 50] [--warmup 5] [--copies 1] [--arms ...]
+     [--nrms-rows 256]
 (PAGEWEAVER_LIBRARY or an installed package, as for the tests; needs an sm_90 GPU).
 """
 import argparse
@@ -51,8 +57,20 @@ from pageweaver import _lib, _op
 
 D = 128  # head dim; the page size P is each capture's (metadata page_size: 128 or 64)
 ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys", "G16greedy", "G8greedy", "G4greedy", "G16id", "G8id", "G4id",
-        "G16vt", "G8vt", "G4vt", "G16novt", "G8novt", "G4novt", "scalesnovt", "G8scales")
+        "G16vt", "G8vt", "G4vt", "G16novt", "G8novt", "G4novt", "scalesnovt", "G8scales", "G8dense", "G8stacked")
 PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS = 1 << 1, 1 << 2  # pageweaver.h
+PW_PLAN_FP8X2_STACKED, PW_PLAN_NO_FP8X2_STACKED = 1 << 4, 1 << 5
+
+
+def arm_flags(arm):
+    """The plan flags an arm's calls are made with (the package's private hook), or 0."""
+    if arm.endswith("novt"):
+        return PW_PLAN_NO_VT_PREPASS
+    if arm.endswith("vt"):
+        return PW_PLAN_VT_PREPASS
+    return {"G8dense": PW_PLAN_NO_FP8X2_STACKED, "G8stacked": PW_PLAN_FP8X2_STACKED}.get(arm, 0)
+
+
 DEFAULT_ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys")
 
 
@@ -149,7 +167,36 @@ def build(path, device, copies=1):
     dev = lambda x: x.to(device)  # noqa: E731
     rest = [dev(x) for x in (topk, table.to(torch.int32), cu, kv, prefix)]
     return dict(q16=[dev(x) for x in [q16] + more_q], kv_cache=dev(kv_cache), kc=dev(kc), vc=dev(vc), ks=dev(ks), vs=dev(vs),
-                keys=dev(keys), rest=rest, pairs=pairs, n=n, hkv=hkv, capture=t, steps={}, modes={}, P=P)
+                keys=dev(keys), rest=rest, pairs=pairs, n=n, hkv=hkv, capture=t, steps={}, modes={}, P=P,
+                cpu=dict(q=q16, kc=kc, vc=vc, topk=topk, table=table, cu=cu, kv=kv, prefix=prefix))
+
+
+NRMS_ARMS = ("G16", "G8", "G4", "G8dense", "G8stacked", "G16greedy", "G8greedy", "G4greedy", "G16id", "G8id", "G4id",
+             "G16vt", "G8vt", "G4vt", "G16novt", "G8novt", "G4novt")  # no scales, sinks or other layouts
+
+
+def exact_rows(b, g, rows):
+    """FP64 attention (docs/semantics.md §1: each row's valid distinct pages, its visible
+    tokens) of query rows `rows` at G = g over the dequantised caches (scales 1/64, the
+    arms' call), as [len(rows), Hkv * g, D] float64."""
+    c, P, hkv = b["cpu"], b["P"], b["hkv"]
+    cu, kv, prefix = c["cu"].tolist(), c["kv"].tolist(), c["prefix"].tolist()
+    out = torch.zeros((len(rows), hkv * g, D), dtype=torch.float64)
+    for j, i in enumerate(rows):
+        r = max(k for k in range(len(kv)) if cu[k] <= i)
+        last = min(prefix[r] + (i - cu[r]), kv[r] - 1)
+        for h in range(hkv):
+            ids = sorted({int(x) for x in c["topk"][h, i].tolist() if 0 <= x <= last // P})
+            slots = [int(c["table"][r, p]) * P + t for p in ids for t in range(P) if p * P + t <= last]
+            if not slots:
+                continue
+            idx = torch.tensor(slots)
+            k = c["kc"][idx, h].to(torch.float64) / 64
+            v = c["vc"][idx, h].to(torch.float64) / 64
+            q = c["q"][i].view(hkv, 16, D)[h, :g].to(torch.float64)
+            s = (q @ k.T) / D ** 0.5
+            out[j, h * g:(h + 1) * g] = torch.softmax(s, dim=-1) @ v
+    return out
 
 
 def arm_call(arm, b, prec, outs, copy=0):
@@ -177,13 +224,22 @@ def arm_call(arm, b, prec, outs, copy=0):
     if (arm, prec) not in b["steps"]:  # the executed work of the default plan's path (not the vt / novt arms')
         info = pageweaver.check_gpu_support(q, k, v, *b["rest"], precision=prec, page_size=b["P"], **kw)
         info["g"] = g
-        b["steps"][(arm, prec)] = None if arm.endswith("vt") else executed_steps(b["capture"], info, b["P"])
+        if arm == "G8stacked" and prec == "fp8x2" and info["tile"] == "dense":
+            # the 4-slot tile: one 64-row product each way per step of a half's union, which
+            # the forced tile's regroup minimises (C_4; printed as half the FP8X2 factor)
+            b["steps"][(arm, prec)] = union_visits(b["capture"], _lib.REGROUP_MODES[info["regroup"]],
+                                                   _lib.DEFAULT_WINDOW, 4, b["P"]) / 2
+        elif arm.endswith("vt") or (arm == "G8" and info.get("fp8x2_tile") == "per_call"):
+            b["steps"][(arm, prec)] = None  # not the default tile's, or picked per call on the device
+        else:
+            b["steps"][(arm, prec)] = executed_steps(b["capture"], info, b["P"])
         b["modes"][(arm, prec)] = info["regroup"]
-    if not arm.endswith("vt"):
+    flags = arm_flags(arm)
+    if not flags:
         return call, g
 
     def fn():  # the plan is made (and cached under these flags) at the first call
-        _op._plan_flags = PW_PLAN_NO_VT_PREPASS if arm.endswith("novt") else PW_PLAN_VT_PREPASS
+        _op._plan_flags = flags
         try:
             call()
         finally:
@@ -208,6 +264,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--copies", type=int, default=1, help="Q / O copies per arm, replayed in turn")
     ap.add_argument("--arms", default=",".join(DEFAULT_ARMS), help="comma-separated, of " + ",".join(ARMS))
+    ap.add_argument("--nrms-rows", type=int, default=0,
+                    help="also print each plain arm's NRMS vs FP64 exact on this many random rows (copy 0)")
     a = ap.parse_args()
     if a.copies < 1:
         ap.error("--copies must be >= 1")
@@ -255,6 +313,20 @@ def main():
                 print(f"{name} N={b['n']} Hkv={b['hkv']} {prec:5s} {arm:10s}: median {med:8.1f}  "
                       f"p90 {x[int(0.9 * len(x))]:8.1f}  useful {useful:6.1f} TFLOP/s{ratio}{executed}"
                       f"  [regroup {b['modes'].get((arm, prec))}]")
+            if a.nrms_rows > 0:  # each arm's copy-0 graph once more, its output against FP64 exact
+                rows = sorted(torch.randperm(b["n"], generator=torch.Generator().manual_seed(7))[:a.nrms_rows].tolist())
+                ref = {}
+                for arm in arms:
+                    if arm not in NRMS_ARMS:
+                        continue
+                    g = gs[arm]
+                    if g not in ref:
+                        ref[g] = exact_rows(b, g, rows)
+                    graphs[arm][0][0].replay()
+                    torch.cuda.synchronize()
+                    o = outs[(g, 0)][rows].cpu().to(torch.float64)
+                    err = float(((o - ref[g]) ** 2).sum() / (ref[g] ** 2).sum()) ** 0.5
+                    print(f"{name} {prec:5s} {arm:10s}: NRMS vs FP64 exact {100 * err:.4f}% ({len(rows)} rows)")
 
 
 if __name__ == "__main__":

@@ -617,7 +617,7 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      CUDA graph the call captures steps 1-2 and step 3 as two parallel branches that
  *      step 4 waits for (no stream or event of the library's: the capture's dependency
  *      set; eager calls run them in the order above). The default's headline calls are
- *      shaped differently: FP8X2 calls that pick their tile on the device (G = 16,
+ *      shaped differently: FP8X2 calls that pick their tile on the device (G = 16 or 8,
  *      K <= 16, P = 128 without per-token scales, see PW_PLAN_FP8X2_STACKED) in a plan
  *      that regroups (not created with PW_PLAN_NO_REGROUP_BY_TILE) regroup for both tiles
  *      (step 1 writes two permutations), and step 2 runs after the pre-pass's memset and
@@ -637,8 +637,8 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      Union4's lean kernel reading the tiles (without per-token scales, at G = 8 a dense
  *      tile of 8 queries x 8 heads, at G = 4 one of 16 queries x 4 heads walking two
  *      consecutive groups' merged union; FP8: the same outputs, FP8X2: P in f16 on the
- *      pre-pass's f16 tiles, semantics §4.5; at G = 16, K <= 16, P = 128 FP8X2 also the
- *      stacked 2-slot tile, chosen per call on the device: PW_PLAN_FP8X2_STACKED), its CTAs
+ *      pre-pass's f16 tiles, semantics §4.5; at G = 16 or 8, K <= 16, P = 128 FP8X2 also
+ *      the stacked tile, chosen per call on the device: PW_PLAN_FP8X2_STACKED), its CTAs
  *      longest union first
  *      (union preparation lists them by size; pairs by the sum of the two unions), and,
  *      when R x max_pages_per_request exceeds
@@ -685,7 +685,7 @@ enum {
      * VT_PREPASS, C = min(R x max_pages, the tile limit). The tile limit is
      * config.vt_max_pages, or by default min(2048, 32768 / Hkv) (64 MiB of 32 KiB tiles per
      * KV head, 1 GiB in all). FP8 outputs are bitwise the same either way; FP8X2 takes P in
-     * f16 on the tiles (or, at G = 16, K <= 16, P = 128, the stacked 2-slot tile where the
+     * f16 on the tiles (or, at G = 16 or 8, K <= 16, P = 128, the stacked tile where the
      * call picks it: PW_PLAN_FP8X2_STACKED) and as two E4M3 terms otherwise (semantics §4.5:
      * bytes that differ, within the same accuracy) (H200: the pre-pass path 3-20% faster on large inputs). Both bits together are an argument error; VT_PREPASS
      * where the scan's grid does not fit is PW_ERROR_UNSUPPORTED. */
@@ -701,30 +701,37 @@ enum {
      * same either way; only the speed differs. Ignored by the other kernels, with
      * PW_PLAN_CALLER_PERM and in calls that keep identity order. */
     PW_PLAN_REGROUP_GROUPS_OF_8 = 1u << 3,
-    /* PW_PRECISION_FP8X2 calls on the V^T pre-pass at G = 16, K <= 16, P = 128 without
-     * per-token scales have two tiles (semantics §4.5): the lean kernel (a 4-query half's
-     * 64 rows per page, P in f16 on f16 tiles) and the stacked 2-slot tile (2 queries x 16
-     * heads x FP8X2's two terms per 64 rows, both terms summed in FP32; a tile whose 2
-     * queries did not select a page skips it; E4M3 tiles). Which is faster depends on how
-     * many pages consecutive queries share: H200, the stacked tile 0.76-0.96x the lean
-     * kernel's time on the synthetic A/B/C workloads and 1.02-1.14x on the captures
-     * (bench/NOTES.md, 21st session). By default the call decides on the device, from two
-     * counts the pre-pass's mark launch takes over the Top-K rows in identity order (the
-     * distinct pages of each pair of consecutive queries and of each block of four): the
-     * stacked tile when the pairs' pages are under 0.71 x twice the blocks' pages (the
-     * 2-slot tile steps per Union4 half step, ~0.73 at the measured break-even). The
+    /* PW_PRECISION_FP8X2 calls on the V^T pre-pass at G = 16 or 8, K <= 16, P = 128
+     * without per-token scales have two tiles (semantics §4.5). G = 16: the lean kernel (a
+     * 4-query half's 64 rows per page, P in f16 on f16 tiles) and the stacked 2-slot tile
+     * (2 queries x 16 heads x FP8X2's two terms per 64 rows, both terms summed in FP32; a
+     * tile whose 2 queries did not select a page skips it; E4M3 tiles). G = 8: the dense
+     * tile (8 queries x 8 heads walking the 8-query union, P in f16) and the stacked 4-slot
+     * tile (a 4-query half x 8 heads x two terms, walking the half's union). Which is faster
+     * depends on how many pages consecutive queries share: H200, the stacked tile
+     * 0.76-0.96x the lean kernel's time on the synthetic A/B/C workloads and 1.02-1.14x on
+     * the captures (bench/NOTES.md, 21st session); at G = 8 0.66-0.92x the dense tile's on
+     * the synthetic workloads and 1.02-1.08x on two captures (27th session). By default the
+     * call decides on the device, from two counts the pre-pass's mark launch takes over the
+     * Top-K rows in identity order: the distinct pages of each unit of consecutive queries
+     * (G = 16: pairs; G = 8: 4-query halves) and of each block of two units, over every
+     * 4th block of each KV head (a sample: the full counts cost ~20 us of a 3-KV-head call
+     * at G = 8): the stacked
+     * tile when the units' pages are under r x twice the blocks' pages (the stacked tile's
+     * steps per step of the other tile; r = 0.71 at G = 16, 0.84 at G = 8, below the
+     * measured break-evens ~0.73 and ~0.845). The
      * choice is a function of the call's inputs, never of the grouping, so a call's outputs
      * stay independent of the grouping; they are the bytes of one of the two tiles
      * (within the same accuracy: NRMS vs exact ~0.2% either way). Both kernels are
      * launched; the CTAs of the one not chosen exit at once. These flags fix the choice
-     * (STACKED: always the stacked tile, NO_FP8X2_STACKED: always the lean kernel);
+     * (STACKED: always the stacked tile, NO_FP8X2_STACKED: always the other tile);
      * both together are an argument error; other calls ignore them. */
     PW_PLAN_FP8X2_STACKED = 1u << 4,
     PW_PLAN_NO_FP8X2_STACKED = 1u << 5,
     /* By default the regroup objective follows the FP8X2 tile the call runs; this flag
      * turns that off (the plan's g in every call, as before 2026-12-03: for A/B
-     * benchmarks). It concerns plans whose FP8X2 calls may run the stacked 2-slot tile
-     * (G = 16, K <= 16, P = 128 on the V^T pre-pass, not PW_PLAN_NO_FP8X2_STACKED) and that
+     * benchmarks). It concerns plans whose FP8X2 calls may run the stacked tile (G = 16
+     * or 8, K <= 16, P = 128 on the V^T pre-pass, not PW_PLAN_NO_FP8X2_STACKED) and that
      * regroup in FP8X2 (not IDENTITY, not PW_PLAN_CALLER_PERM, AUTO's time guard saying
      * yes), in their FP8X2 calls without per-token scales; every other plan and call
      * ignores it. The stacked tile walks the union of each pair of queries, the lean
@@ -732,14 +739,15 @@ enum {
      * g = 2 cuts the stacked tile's page steps ~2% on the A / B / C workloads but raises
      * C_4 ~7%, which the lean kernel pays (bench/NOTES.md, 22nd session). Where the device
      * picks the tile per call, such a call regroups both ways in one launch (the plan's g,
-     * 4, or 8 with PW_PLAN_REGROUP_GROUPS_OF_8, and g = 2: a second warp per window;
+     * 4, or 8 with PW_PLAN_REGROUP_GROUPS_OF_8, and g = 2; at G = 8 the dense tile's g = 8
+     * and the stacked 4-slot tile's g = 4: a second warp per window;
      * pw_plan_info's regroup_group_size stays the plan's g), and union preparation,
      * enqueued after the pre-pass's mark launch that makes the pick, prepares the groups
      * of the permutation that matches it (the workspace's perm is then that one); under
      * stream capture the graph is regroup || mark, then union preparation beside scan ->
      * transpose, then attention. The workspace holds one more [Hkv, N] int32 permutation
      * there. With PW_PLAN_FP8X2_STACKED (always the stacked tile) those calls simply
-     * regroup with g = 2 (no extra part). H200, full call, FP8X2, interleaved replays
+     * regroup with g = 2 (4 at G = 8; no extra part). H200, full call, FP8X2, interleaved replays
      * (bench/NOTES.md, 23rd session): -1.2% A-hot, -1.6% C-hot, -1.5% B-low (the stacked
      * tile), no change on B-hot (the lean kernel). Outputs are bitwise the same either
      * way (the grouping never changes them). */
@@ -950,13 +958,15 @@ typedef struct pw_plan_info {
                                   each 8-query union, at G = 4 two of them merged; such a
                                   plan's calls with per-token scales run the padded tile
                                   and regroup with 4); 0 when `regroup` is
-                                  IDENTITY; 2 for FP8X2 with PW_PLAN_FP8X2_STACKED unless
-                                  the plan was created with PW_PLAN_NO_REGROUP_BY_TILE.
+                                  IDENTITY; 2 (4 at G = 8) for FP8X2 with
+                                  PW_PLAN_FP8X2_STACKED unless the plan was created with
+                                  PW_PLAN_NO_REGROUP_BY_TILE.
                                   pw_ref_regroup with `regroup`, `window` and this g
                                   reproduces the call's permutation, except where the
                                   FP8X2 tile is picked per call (fp8x2_stacked == 1) and
                                   the flag is not set: a call that runs the stacked tile
-                                  regroups with g = 2 (this field stays the plan's g; the
+                                  regroups with g = 2, or 4 at G = 8 (this field stays the
+                                  plan's g; the
                                   pick is a function of the call's Top-K ids, which
                                   pw_fp8x2_stack_choice computes on the host); union preparation
                                   groups 8 slots either way (pw_plan_workspace_views).
@@ -984,10 +994,11 @@ typedef struct pw_plan_info {
     /* Since 2026-12-03 (21st session; a caller whose struct_size ends before it gets the
      * fields above): */
     int32_t fp8x2_stacked;     /* for calls in `precision` without per-token scales: 0 the
-                                  lean kernel (FP8, or a plan the stacked tile does not
-                                  cover), 1 the stacked tile or the lean kernel as the
-                                  device decides per call (PW_PLAN_FP8X2_STACKED's rule),
-                                  2 always the stacked tile (the flag) */
+                                  other tile (the lean kernel, at G = 8 the dense tile;
+                                  FP8, or a plan the stacked tile does not cover), 1 the
+                                  stacked tile or the other as the device decides per
+                                  call (PW_PLAN_FP8X2_STACKED's rule), 2 always the
+                                  stacked tile (the flag); G = 16 or 8 only */
 } pw_plan_info_t;
 
 #define PW_PLAN_INFO_INIT {sizeof(pw_plan_info_t), PW_REGROUP_IDENTITY, PW_REGROUP_IDENTITY, 0, PW_KERNEL_UNION4, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0}
@@ -1001,13 +1012,16 @@ typedef struct pw_plan_info {
 pw_status_t pw_plan_info(const pw_plan_t *plan, pw_precision_t precision, pw_plan_info_t *info);
 
 /* Which FP8X2 tile a call with these inputs runs where pw_plan_info's fp8x2_stacked is 1
- * (host; the same counts and rule as the device's, PW_PLAN_FP8X2_STACKED): counts[0] = the
- * distinct pages of each pair of consecutive queries (2i, 2i + 1) summed over the pairs and
- * KV heads, counts[1] = those of each block of four (4i .. 4i + 3); a query's pages are its
- * Top-K ids in [0, min(visible pages, max_pages_per_request)) of its request (blocks do
- * not follow request starts; ids of different requests are different pages). *stacked = 1
- * when counts[0] x 1000 < 710 x 2 x counts[1] (the stacked 2-slot tile), else 0 (the lean
- * kernel). For tests, benchmarks and engines that want to know which bytes a call gives.
+ * (host; the same counts and rule as the device's, PW_PLAN_FP8X2_STACKED): with units of U
+ * consecutive queries (U = 2 at G = 16, 4 at G = 8) and blocks of two units, over the
+ * sampled blocks (every 4th of each KV head: queries 8U j .. 8U j + 2U - 1, j = 0, 1, ...),
+ * counts[0] = the distinct pages of each of their two units summed over the sampled blocks
+ * and KV heads, counts[1] = those of each sampled block; a query's pages are its Top-K
+ * ids in [0, min(visible pages, max_pages_per_request)) of its request (blocks do not
+ * follow request starts; ids of different requests are different pages). *stacked = 1
+ * when counts[0] x 1000 < r x 2 x counts[1], r = 710 at G = 16 and 840 at G = 8 (the
+ * stacked tile), else 0 (the lean kernel at G = 16, the dense tile at G = 8; at other G
+ * the counts are those of G = 16 and no call runs a stacked tile). For tests, benchmarks and engines that want to know which bytes a call gives.
  *   topk_ids: [Hkv, N, K] host, K <= 16; requests: host arrays (as pw_ref_regroup takes them).
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL, shapes, requests), PW_ERROR_UNSUPPORTED (K > 16). */
 pw_status_t pw_fp8x2_stack_choice(const pw_problem_t *problem, const int32_t *topk_ids, const pw_requests_t *requests,

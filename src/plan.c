@@ -64,7 +64,8 @@
 #define PW_PLAN_ALIGN ((size_t)256)
 #define PW_PLAN_GROUP_SIZE 8 /* union metadata groups (Union8's); Union4 walks each half */
 #define PW_PLAN_UNION4_REGROUP_SIZE 4 /* Union4's regroup objective: 4-query unions (C_4) */
-#define PW_PLAN_STACKED_REGROUP_SIZE 2 /* the stacked 2-slot tile's: pair unions (by_tile plans) */
+#define PW_PLAN_STACKED_REGROUP_SIZE 2 /* the stacked 2-slot tile's (G = 16): pair unions (by_tile plans) */
+#define PW_PLAN_STACKED8_REGROUP_SIZE 4 /* the stacked 4-slot tile's (G = 8): 4-query unions, C_4 */
 
 enum {
     PART_TOPK_PADDED, PART_PERM, PART_PERM_ALT, PART_NUM_GROUPS, PART_GROUPS, PART_UNION_PAGES, PART_MASKS, PART_REGROUP, PART_VT_TOUCHED,
@@ -93,8 +94,8 @@ struct pw_plan {
     int64_t max_groups;     /* per KV head: pw_max_groups(problem, grouping) */
     int32_t union_capacity; /* 8 * Kd */
     int vt_prepass;         /* Union4: the V^T pre-pass + lean kernel (else impl 6 transposes V) */
-    int stack_eligible;     /* vt_prepass at G = 16, Kd = 16, P = 128: FP8X2 calls without
-                               per-token scales may run the stacked tile (stack_mode) */
+    int stack_eligible;     /* vt_prepass at G = 16 or 8, Kd = 16, P = 128: FP8X2 calls
+                               without per-token scales may run the stacked tile (stack_mode) */
     int64_t vt_capacity;    /* V^T tiles per KV head (C); a head touching more falls back */
     int by_tile;            /* not PW_PLAN_NO_REGROUP_BY_TILE, on a stack_eligible plan that regroups
                                itself: FP8X2 calls regroup for the tile they run */
@@ -121,20 +122,25 @@ static int stack_mode(const pw_plan_t *plan, const pw_attention_args_t *args)
     return PW_STACK_PER_CALL;
 }
 
-/* g of a call's regroup: the dense tiles walk 8-query unions (G = 8: 90,783 union visits
+/* g of a call's regroup: with by_tile (not PW_PLAN_NO_REGROUP_BY_TILE) a call that always
+ * runs the stacked tile: its tiles' unions (2 at G = 16: pairs; 4 at G = 8: Union4 halves,
+ * C_4); otherwise the dense tiles walk 8-query unions (G = 8: 90,783 union visits
  * on A-hot after the g = 8 regroup, 95,292 after g = 4; G = 4, pairs of them: 69,233
  * merged visits, 70,524 after g = 4, 71,891 in identity order; H200 full call 0.713 ms
  * FP8X2 against 0.727 in identity order, bench/NOTES.md), every other tile (also a dense
  * plan's call with per-token scales: the padded tile) the plan's objective (g = 4 for
- * Union4's halves, 8 for Union8 or PW_PLAN_REGROUP_GROUPS_OF_8; with
- * by_tile (not PW_PLAN_NO_REGROUP_BY_TILE) a call that always runs the stacked tile: 2,
- * its pairs' unions).
+ * Union4's halves, 8 for Union8 or PW_PLAN_REGROUP_GROUPS_OF_8).
  * dense_g: the tile's G (plan_runs_dense, or pw_vt_runs_dense for a call), 0 for none;
  * stack: the call's stack_mode. */
+static int32_t stacked_regroup_size(const pw_plan_t *plan)
+{
+    return plan->problem.q_heads_per_kv == 8 ? PW_PLAN_STACKED8_REGROUP_SIZE : PW_PLAN_STACKED_REGROUP_SIZE;
+}
+
 static int32_t regroup_size(const pw_plan_t *plan, int dense_g, int stack)
 {
+    if (plan->by_tile && stack == PW_STACK_ALWAYS) return stacked_regroup_size(plan);
     if (dense_g) return PW_PLAN_GROUP_SIZE;
-    if (plan->by_tile && stack == PW_STACK_ALWAYS) return PW_PLAN_STACKED_REGROUP_SIZE;
     return plan->regroup.group_size;
 }
 
@@ -434,9 +440,11 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
         if (cap < 1) plan->vt_prepass = 0;
         plan->vt_capacity = cap;
     }
-    /* FP8X2 calls on the tiles at G = 16, K <= 16, P = 128 (without per-token scales) run
-     * the lean kernel or the stacked 2-slot tile (pw_plan_config_t's flags). */
-    plan->stack_eligible = plan->vt_prepass && problem->q_heads_per_kv == 16 && problem->topk == 16 &&
+    /* FP8X2 calls on the tiles at G = 16 or 8, K <= 16, P = 128 (without per-token scales)
+     * run the lean kernel (G = 16) or the dense G = 8 tile, or the stacked tile
+     * (pw_plan_config_t's flags). */
+    plan->stack_eligible = plan->vt_prepass &&
+                           (problem->q_heads_per_kv == 16 || problem->q_heads_per_kv == 8) && problem->topk == 16 &&
                            problem->page_size == 128;
     /* The regroup objective follows the FP8X2 tile (unless PW_PLAN_NO_REGROUP_BY_TILE) where
      * an FP8X2 call may run the stacked tile and the plan regroups (a plan whose time guard
@@ -540,9 +548,8 @@ static pw_status_t keep_nodes(pw_stream_t stream, pw_status_t st, const pw_captu
 
 /* A call of a by_tile plan (the regroup objective follows the tile) whose FP8X2 tile the
  * device chooses (stack_mode PER_CALL): one regroup launch writes both permutations (the
- * plan's g into perm, g = 2 into perm_alt), the pre-pass's mark launch makes the choice
- * (stack_stat), union preparation
- * reads it and prepares the matching permutation's groups (copying perm_alt into perm when
+ * other tile's g into perm, the stacked tile's (2 at G = 16, 4 at G = 8) into perm_alt),
+ * the pre-pass's mark launch makes the choice (stack_stat), union preparation reads it and prepares the matching permutation's groups (copying perm_alt into perm when
  * the stacked tile runs), then the scan and transpose, then attention. Eager: that stream
  * order (the schedule counts' memset first). Captured: (schedule memset -> regroup) ||
  * (memset -> mark); union preparation after both, as a programmatic dependent of both
@@ -550,22 +557,24 @@ static pw_status_t keep_nodes(pw_stream_t stream, pw_status_t st, const pw_captu
  * with griddepcontrol.wait before it reads their outputs; eager, its predecessor is the
  * mark, which does not signal early: no overlap there); scan -> transpose after the mark;
  * attention after union preparation and the transpose. */
-static pw_status_t by_tile_call(const pw_plan_t *plan, const pw_attention_args_t *args, int32_t *own_perm,
+static pw_status_t by_tile_call(const pw_plan_t *plan, const pw_attention_args_t *args, int dense_g, int32_t *own_perm,
                                 const pw_union_meta_t *meta, pw_vt_buffers_t *vt, unsigned char *const *parts,
                                 pw_stream_t stream)
 {
     const pw_problem_t *p = &plan->problem;
     int32_t *perm_alt = (int32_t *)(void *)parts[PART_PERM_ALT];
     vt->perm_alt = perm_alt;
-    pw_grouping_t g = plan->regroup; /* GREEDY or GUARDED, g = 4 (by_tile: the plan regroups in FP8X2) */
-    g.group_size = regroup_size(plan, 0, PW_STACK_PER_CALL);
+    /* GREEDY or GUARDED (by_tile: the plan regroups in FP8X2), the other tile's g: 4 for the
+     * lean kernel (G = 16), 8 for the dense G = 8 tile */
+    pw_grouping_t g = plan->regroup;
+    g.group_size = regroup_size(plan, dense_g, PW_STACK_PER_CALL);
     pw_capture_deps_t fork, regrouped, marked, prepared;
     PW_TRY(pw_capture_deps_get(stream, &fork));
     /* Union preparation runs as a programmatic dependent of the regroup (and the mark): its
      * schedule counts are cleared first, so that no memset node lies between them. */
     PW_TRY(pw_union_prepare_clear_schedule(p, meta, vt, stream));
     vt->pdl = 1;
-    PW_TRY(pw_regroup_dual(p, args->topk_ids, &args->requests, &g, PW_PLAN_STACKED_REGROUP_SIZE, own_perm, perm_alt,
+    PW_TRY(pw_regroup_dual(p, args->topk_ids, &args->requests, &g, stacked_regroup_size(plan), own_perm, perm_alt,
                            stream));
     if (!fork.active) { /* not captured (or a dependency set too large to save): stream order */
         PW_TRY(pw_vt_prepare_parts(p, args, vt, PW_VT_MARKS, stream));
@@ -678,7 +687,7 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     vt.sched_stride = dense_g == 4 ? rows : 2 * rows;
     vt.sched_dense = dense_g == 8 ? 1 : dense_g == 4 ? 2 : 0;
     if (plan->by_tile && vt.stack_mode == PW_STACK_PER_CALL) /* caller_perm: no by_tile */
-        return by_tile_call(plan, args, own_perm, &meta, &vt, parts, stream);
+        return by_tile_call(plan, args, dense_g, own_perm, &meta, &vt, parts, stream);
     pw_capture_branch_t branch;
     PW_TRY(pw_capture_branch_open(stream, &branch));
     /* (Union preparation as the regroup's programmatic dependent runs in by_tile_call only,

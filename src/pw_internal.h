@@ -144,16 +144,19 @@ typedef struct pw_vt_buffers {
     int32_t *sched_list;
     int64_t sched_stride;
     int sched_dense;
-    /* FP8X2 at G = 16, K = 16, P = 128 on the lean kernel's tiles (bench/NOTES.md, 21st
-     * session): which tile runs, the lean kernel (P in f16 on f16 tiles) or the stacked
-     * 2-slot tile (dev impl 12: both terms in the rows of one tile, tiles without a member
-     * skipped; E4M3 tiles). PW_STACK_NEVER (0): the lean kernel, as every other call;
-     * PW_STACK_ALWAYS: the stacked tile; PW_STACK_PER_CALL: decided on the device from
-     * stack_stat, two counts over the call's Top-K rows in identity order (a function of
-     * the inputs only, never of the grouping): [0] the distinct valid pages of each pair
-     * of consecutive queries (2i, 2i + 1), summed, [1] those of each block of four
-     * (4i .. 4i + 3), summed (a query's valid pages: its request's key, as union
-     * preparation's: 0 <= id < min(visible pages, max_pages)); [2] the stacked kernel's
+    /* FP8X2 at G = 16 or 8, K = 16, P = 128 on the pre-pass's tiles (bench/NOTES.md, 21st
+     * and 27th sessions): which tile runs, the lean kernel (G = 16) or the dense G = 8 tile
+     * (P in f16 on f16 tiles), or the stacked tile (dev impl 12: both terms in the rows of
+     * one tile, tiles without a member skipped; E4M3 tiles; G = 16: 2-slot tiles, G = 8:
+     * one 4-slot tile per Union4 half). PW_STACK_NEVER (0): the other tile, as every other
+     * call; PW_STACK_ALWAYS: the stacked tile; PW_STACK_PER_CALL: decided on the device
+     * from stack_stat, two counts over the call's Top-K rows in identity order (a function
+     * of the inputs only, never of the grouping): [0] the distinct valid pages of each unit
+     * of consecutive queries (G = 16: pairs 2i, 2i + 1; G = 8: 4i .. 4i + 3), summed, [1]
+     * those of each block of two units (4 or 8 queries), summed, both over every
+     * PW_STACK_SAMPLE-th block of each KV head (a query's valid pages: its
+     * request's key, as union preparation's: 0 <= id < min(visible pages, max_pages));
+     * PW_STACK_CHOSEN(G, [0], [1]) decides; [2] the stacked kernel's
      * work counter (its persistent CTAs take items in turn). stack_stat lies right after
      * `touched` (at touched + PW_STACK_STAT_OFFSET(entries)) whenever stack_mode is not
      * NEVER, so the pre-pass's memset clears it with the marks; the mark launch fills [0]
@@ -163,7 +166,7 @@ typedef struct pw_vt_buffers {
     /* plan.c's by_tile calls (the regroup objective follows the tile, unless
      * PW_PLAN_NO_REGROUP_BY_TILE), stack_mode PER_CALL only, else NULL: [Hkv, N] the
      * permutation of the stacked tile's regroup objective (pw_regroup_dual's perm_alt, g =
-     * 2). Union preparation, enqueued after the mark launch that fills stack_stat, reads
+     * 2 at G = 16, 4 at G = 8). Union preparation, enqueued after the mark launch that fills stack_stat, reads
      * the call's choice: when the stacked tile runs it prepares the groups of perm_alt and
      * copies each slot of it into perm (the permutation the attention kernels read), else
      * it prepares perm's. */
@@ -192,15 +195,26 @@ pw_status_t pw_check_vt_stack(const pw_problem_t *problem, const pw_attention_ar
 /* Where stack_stat lies after `entries` touched bytes, and the bytes its words take. */
 #define PW_STACK_STAT_OFFSET(entries) ((((size_t)(entries)) + 7u) & ~(size_t)7u)
 #define PW_STACK_STAT_BYTES 32u
-/* The per-call choice: the stacked tile when the pairs' pages are fewer than
- * PW_STACK_MAX_RATIO_MILLI / 1000 of twice the blocks' pages (the 2-slot tile steps per
- * Union4 half step the stacked kernel would run in identity order). H200, A-hot-like
- * synthetic selections and two captures (bench/NOTES.md, 21st session): the stacked
- * kernel's time over the lean kernel's is ~0.11 + 1.23 x that ratio (0.76 at 0.53, 0.93 at
- * 0.67, 1.02 at 0.74, 1.14 at 0.84): break-even ~0.73. */
+/* The per-call choice: the stacked tile when the units' pages are fewer than
+ * PW_STACK_RATIO_MILLI(G) / 1000 of twice the blocks' pages (the stacked kernel's tile steps
+ * per step of the other tile, in identity order). G = 16: units are pairs of queries, blocks
+ * are 4-query Union4 halves, the other tile the lean kernel. H200, A-hot-like synthetic
+ * selections and two captures (bench/NOTES.md, 21st session): the stacked kernel's time over
+ * the lean kernel's is ~0.11 + 1.23 x that ratio (0.76 at 0.53, 0.93 at 0.67, 1.02 at 0.74,
+ * 1.14 at 0.84): break-even ~0.73. G = 8: units are 4-query halves (the 4-slot tile's
+ * union), blocks 8-query groups (the dense G = 8 tile's): kernel time ratio 0.66 at 0.54,
+ * 0.84 at 0.71, 0.92 at 0.80, 1.02 at 0.87, 1.04 at 0.88 (bench/NOTES.md, 27th session):
+ * break-even ~0.845. */
+/* The counts read every PW_STACK_SAMPLE-th block of each KV head (blocks 0, S, 2S, ...):
+ * the 8-query blocks' shuffles took ~20 us of a 3-KV-head call counted in full (H200,
+ * bench/NOTES.md, 27th session), and the ratio is a mean over thousands of blocks. */
+#define PW_STACK_SAMPLE 4
 #define PW_STACK_MAX_RATIO_MILLI 710u
-#define PW_STACK_CHOSEN(pair_pages, block_pages) \
-    ((unsigned long long)(pair_pages) * 1000ull < (unsigned long long)PW_STACK_MAX_RATIO_MILLI * 2ull * (unsigned long long)(block_pages))
+#define PW_STACK_MAX_RATIO_MILLI_G8 840u
+#define PW_STACK_RATIO_MILLI(g) ((g) == 8 ? PW_STACK_MAX_RATIO_MILLI_G8 : PW_STACK_MAX_RATIO_MILLI)
+#define PW_STACK_CHOSEN(g, unit_pages, block_pages)                                                              \
+    ((unsigned long long)(unit_pages) * 1000ull <                                                                \
+     (unsigned long long)PW_STACK_RATIO_MILLI(g) * 2ull * (unsigned long long)(block_pages))
 
 #define PW_VT_TILE_BYTES 32768   /* one V^T tile (P x D f16; E4M3 uses its first half): the plan's stride, kVtTileBytes */
 #define PW_SCHED_CLASSES 17       /* pages / (K / 2) for 0..8 K pages (K = 16: 8-page classes) */

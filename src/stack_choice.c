@@ -49,22 +49,31 @@ pw_status_t pw_fp8x2_stack_choice(const pw_problem_t *problem, const int32_t *to
     if (problem->topk > 16)
         return pw_fail(PW_ERROR_UNSUPPORTED, "pw_fp8x2_stack_choice: K = %d (the stacked tile runs K <= 16)",
                        problem->topk);
+    /* Units of U consecutive queries (pairs at G = 16, 4-query halves at G = 8), blocks of
+     * two units. */
+    const int g = problem->q_heads_per_kv, U = g == 8 ? 4 : 2;
     counts[0] = counts[1] = 0;
     for (int32_t h = 0; h < problem->num_kv_heads; h++) {
         int32_t request = 0; /* of the next query: cu_seqlens_q ascends (checked above) */
-        for (int64_t i0 = 0; i0 < problem->num_tokens; i0 += 4) {
-            uint64_t keys[4][16], pair[2][32];
-            int n[4], np[2];
-            for (int q = 0; q < 4; q++) {
+        for (int64_t i0 = 0; i0 < problem->num_tokens; i0 += 2 * U * PW_STACK_SAMPLE) { /* the sampled blocks */
+            uint64_t keys[8][16], unit[2][64], merged[64];
+            int n[8], nu[2];
+            for (int q = 0; q < 2 * U; q++) {
                 while (i0 + q < problem->num_tokens && requests->cu_seqlens_q[request + 1] <= i0 + q) request++;
                 n[q] = query_keys(problem, topk_ids, requests, h, i0 + q, request, keys[q]);
             }
-            for (int t = 0; t < 2; t++) /* pair t: queries 2t, 2t + 1 */
-                np[t] = merge_union(keys[2 * t], n[2 * t], keys[2 * t + 1], n[2 * t + 1], pair[t]);
-            counts[0] += (uint64_t)(np[0] + np[1]);
-            counts[1] += (uint64_t)merge_union(pair[0], np[0], pair[1], np[1], NULL);
+            for (int t = 0; t < 2; t++) { /* unit t: queries U t .. U t + U - 1 */
+                nu[t] = 0;
+                for (int q = U * t; q < U * t + U; q++) {
+                    const int m = merge_union(unit[t], nu[t], keys[q], n[q], merged);
+                    for (int k = 0; k < m; k++) unit[t][k] = merged[k];
+                    nu[t] = m;
+                }
+            }
+            counts[0] += (uint64_t)(nu[0] + nu[1]);
+            counts[1] += (uint64_t)merge_union(unit[0], nu[0], unit[1], nu[1], NULL);
         }
     }
-    *stacked = PW_STACK_CHOSEN(counts[0], counts[1]) ? 1 : 0;
+    *stacked = PW_STACK_CHOSEN(g, counts[0], counts[1]) ? 1 : 0;
     return PW_SUCCESS;
 }

@@ -712,34 +712,38 @@ static int64_t count_distinct(uint64_t *keys, int count)
     return d;
 }
 
-/* pw_fp8x2_stack_choice against a brute force (sorted key lists per pair and block) on
- * random problems with every edge of the semantics (-1 rows, duplicates, future and huge
- * ids, 1-query requests, partial pages), K 16 and below; the rule's side; errors. And the
- * plan's fp8x2_stacked: 1 by default on a G = 16, K = 16, P = 128 plan with the pre-pass in
- * FP8X2, 2 / 0 with the flags, 0 in FP8, without the pre-pass and at K = 32; both flags
- * together are an argument error. */
+/* pw_fp8x2_stack_choice against a brute force (sorted key lists per unit and block: pairs
+ * and blocks of 4 at G = 16, 4-query halves and blocks of 8 at G = 8; every 4th block of
+ * each KV head) on random problems
+ * with every edge of the semantics (-1 rows, duplicates, future and huge ids, 1-query
+ * requests, partial pages), K 16 and below; the rule's side at both G; errors. And the
+ * plan's fp8x2_stacked: 1 by default on a G = 16 or 8, K = 16, P = 128 plan with the
+ * pre-pass in FP8X2, 2 / 0 with the flags, 0 in FP8, at G = 4, without the pre-pass and at
+ * K = 32; both flags together are an argument error. */
 static void test_fp8x2_stack_choice(void **state)
 {
     (void)state;
     pw_rng_t rng;
     pw_rng_init(&rng, g_seed ^ 0x57ac4ull);
-    for (int trial = 0; trial < 12; trial++) {
+    for (int trial = 0; trial < 24; trial++) {
         const int topk = trial % 3 == 2 ? (int)pw_rng_range(&rng, 1, 15) : 16;
         pw_capture_t *c = pw_test_random_attention_problem_k(&rng, g_seed + (uint64_t)trial, 1 + trial % 3,
                                                              1 + trial % 4, 40, 0, 2000, 300, topk);
+        c->problem.q_heads_per_kv = trial % 2 ? 8 : 16; /* the counts read only the ids and G */
         const pw_problem_t *p = &c->problem;
+        const int unit = p->q_heads_per_kv == 8 ? 4 : 2; /* queries per unit; a block is two */
         const pw_requests_t rq = pw_capture_requests(c);
         uint64_t counts[2] = {7, 7}, expect[2] = {0, 0};
         int stacked = -1;
         assert_pw_ok(pw_fp8x2_stack_choice(p, c->topk_ids, &rq, counts, &stacked));
         for (int32_t h = 0; h < p->num_kv_heads; h++)
-            for (int64_t i0 = 0; i0 < p->num_tokens; i0 += 4) {
-                uint64_t a[32], b[32], ab[64];
+            for (int64_t i0 = 0; i0 < p->num_tokens; i0 += 2 * unit * 4) { /* every 4th block (PW_STACK_SAMPLE) */
+                uint64_t a[64], b[64], ab[128];
                 int na = 0, nb = 0;
-                na = append_keys(c, h, i0, a, na);
-                na = append_keys(c, h, i0 + 1, a, na);
-                nb = append_keys(c, h, i0 + 2, b, nb);
-                nb = append_keys(c, h, i0 + 3, b, nb);
+                for (int q = 0; q < unit; q++) {
+                    na = append_keys(c, h, i0 + q, a, na);
+                    nb = append_keys(c, h, i0 + unit + q, b, nb);
+                }
                 memcpy(ab, a, (size_t)na * 8);
                 memcpy(ab + na, b, (size_t)nb * 8);
                 expect[0] += (uint64_t)(count_distinct(a, na) + count_distinct(b, nb));
@@ -747,29 +751,42 @@ static void test_fp8x2_stack_choice(void **state)
             }
         assert_int_equal(counts[0], expect[0]);
         assert_int_equal(counts[1], expect[1]);
-        assert_int_equal(stacked, expect[0] * 1000 < 710 * 2 * expect[1]);
+        const uint64_t milli = p->q_heads_per_kv == 8 ? 840 : 710;
+        assert_int_equal(stacked, expect[0] * 1000 < milli * 2 * expect[1]);
         pw_capture_free(c);
     }
-    /* The rule's two sides on hand-made rows: one request, 8 queries at a 6,000-token prefix
-     * (47 visible pages); all 16 ids shared by every query (ratio 1), or 11 distinct pages per
-     * query, disjoint across each block of four (ratio 0.5). */
-    for (int disjoint = 0; disjoint < 2; disjoint++) {
+    /* The rule's two sides on hand-made rows: one request, 16 queries at a 6,000-token prefix
+     * (47 visible pages); all 16 ids shared by every query (ratio 1 at both G), or a
+     * distinct-page pattern: G = 16, 11 pages per query, disjoint across each block of four
+     * (ratio 0.5); G = 8, 5 pages per query, disjoint across each block of eight (0.5); and
+     * at G = 8 the G = 16 pattern, whose halves repeat across the block (ratio 1: the dense
+     * tile). */
+    const struct {
+        int g, pattern, stacked;
+    } sides[] = {{16, 0, 0}, {16, 1, 1}, {8, 0, 0}, {8, 2, 1}, {8, 1, 0}};
+    for (size_t k = 0; k < sizeof sides / sizeof sides[0]; k++) {
         pw_problem_t p = PW_PROBLEM_INIT;
-        p.num_tokens = 8;
+        p.q_heads_per_kv = sides[k].g;
+        p.num_tokens = 16;
         p.num_requests = 1;
         p.max_pages_per_request = 64;
         p.num_cache_pages = 64;
-        int32_t ids[8 * 16], cu[2] = {0, 8}, prefix[1] = {6000}, kv[1] = {6008};
-        for (int i = 0; i < 8; i++)
-            for (int k = 0; k < 16; k++) ids[i * 16 + k] = disjoint ? (i % 4) * 11 + k % 11 : k;
+        int32_t ids[16 * 16], cu[2] = {0, 16}, prefix[1] = {6000}, kv[1] = {6016};
+        for (int i = 0; i < 16; i++)
+            for (int j = 0; j < 16; j++)
+                ids[i * 16 + j] = sides[k].pattern == 0 ? j
+                                  : sides[k].pattern == 1 ? (i % 4) * 11 + j % 11
+                                                          : (i % 8) * 5 + j % 5;
         pw_requests_t rq = {cu, prefix, kv, NULL, 64};
         int32_t table[64];
-        for (int k = 0; k < 64; k++) table[k] = k;
+        for (int j = 0; j < 64; j++) table[j] = j;
         rq.page_table = table;
         uint64_t counts[2];
         int stacked = -1;
         assert_pw_ok(pw_fp8x2_stack_choice(&p, ids, &rq, counts, &stacked));
-        assert_int_equal(stacked, disjoint);
+        printf("  G = %d pattern %d: units %llu, blocks %llu -> %s\n", sides[k].g, sides[k].pattern,
+               (unsigned long long)counts[0], (unsigned long long)counts[1], stacked ? "stacked" : "other tile");
+        assert_int_equal(stacked, sides[k].stacked);
     }
     /* Errors. */
     pw_problem_t p = fast_problem(8, 1, 1);
@@ -784,21 +801,27 @@ static void test_fp8x2_stack_choice(void **state)
 
     /* The plan's report. */
     const struct {
-        int32_t topk, n;
+        int32_t topk, n, g;
         uint32_t flags;
         int32_t x2, fp8;
     } cases[] = {
-        {16, 16384, 0, 1, 0},
-        {16, 16384, PW_PLAN_FP8X2_STACKED, 2, 0},
-        {16, 16384, PW_PLAN_NO_FP8X2_STACKED, 0, 0},
-        {12, 16384, 0, 1, 0},               /* K < 16: padded to 16 */
-        {16, 1024, 0, 0, 0},                /* no pre-pass (N < 4096) */
-        {16, 1024, PW_PLAN_VT_PREPASS, 1, 0},
-        {32, 16384, PW_PLAN_FP8X2_STACKED, 0, 0}, /* K = 32: the lean kernel's tile only */
+        {16, 16384, 16, 0, 1, 0},
+        {16, 16384, 16, PW_PLAN_FP8X2_STACKED, 2, 0},
+        {16, 16384, 16, PW_PLAN_NO_FP8X2_STACKED, 0, 0},
+        {12, 16384, 16, 0, 1, 0},               /* K < 16: padded to 16 */
+        {16, 1024, 16, 0, 0, 0},                /* no pre-pass (N < 4096) */
+        {16, 1024, 16, PW_PLAN_VT_PREPASS, 1, 0},
+        {32, 16384, 16, PW_PLAN_FP8X2_STACKED, 0, 0}, /* K = 32: the lean kernel's tile only */
+        {16, 16384, 8, 0, 1, 0},                /* G = 8: the dense tile or the 4-slot stacked tile */
+        {16, 16384, 8, PW_PLAN_FP8X2_STACKED, 2, 0},
+        {16, 16384, 8, PW_PLAN_NO_FP8X2_STACKED, 0, 0},
+        {32, 16384, 8, 0, 0, 0},                /* K = 32: the dense tile only */
+        {16, 16384, 4, 0, 0, 0},                /* G = 4: the dense G = 4 tile only */
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         pw_problem_t q = fast_problem(cases[k].n, 1, 1);
         q.topk = cases[k].topk;
+        q.q_heads_per_kv = cases[k].g;
         pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
         cfg.flags = cases[k].flags;
         pw_plan_t *plan = NULL;
@@ -833,25 +856,30 @@ static void test_regroup_by_tile_workspace(void **state)
 {
     (void)state;
     const struct {
-        int32_t topk, n, hkv;
+        int32_t topk, n, hkv, g;
         pw_regroup_mode_t mode;
         uint32_t flags;
         int extra;        /* 1: the part is there */
         int32_t g_x2, g8; /* pw_plan_info's regroup_group_size, FP8X2 / FP8 */
     } cases[] = {
-        {16, 16384, 1, PW_REGROUP_AUTO, 0, 1, 4, 4},
-        {16, 16384, 3, PW_REGROUP_GUARDED, 0, 1, 4, 4},
-        {16, 16384, 1, PW_REGROUP_GREEDY, PW_PLAN_REGROUP_GROUPS_OF_8, 1, 8, 8},
-        {16, 16384, 1, PW_REGROUP_AUTO, PW_PLAN_FP8X2_STACKED, 0, 2, 4}, /* always stacked: g = 2, no second perm */
-        {16, 16384, 1, PW_REGROUP_AUTO, PW_PLAN_NO_FP8X2_STACKED, 0, 4, 4},
-        {16, 16384, 1, PW_REGROUP_IDENTITY, 0, 0, 0, 0},
-        {16, 16384, 1, PW_REGROUP_AUTO, PW_PLAN_CALLER_PERM, 0, 0, 0},
-        {16, 16384, 1, PW_REGROUP_AUTO, PW_PLAN_NO_VT_PREPASS, 0, 4, 4},
-        {32, 16384, 1, PW_REGROUP_AUTO, 0, 0, 4, 4}, /* K = 32: no stacked tile */
+        {16, 16384, 1, 16, PW_REGROUP_AUTO, 0, 1, 4, 4},
+        {16, 16384, 3, 16, PW_REGROUP_GUARDED, 0, 1, 4, 4},
+        {16, 16384, 1, 16, PW_REGROUP_GREEDY, PW_PLAN_REGROUP_GROUPS_OF_8, 1, 8, 8},
+        {16, 16384, 1, 16, PW_REGROUP_AUTO, PW_PLAN_FP8X2_STACKED, 0, 2, 4}, /* always stacked: g = 2, no second perm */
+        {16, 16384, 1, 16, PW_REGROUP_AUTO, PW_PLAN_NO_FP8X2_STACKED, 0, 4, 4},
+        {16, 16384, 1, 16, PW_REGROUP_IDENTITY, 0, 0, 0, 0},
+        {16, 16384, 1, 16, PW_REGROUP_AUTO, PW_PLAN_CALLER_PERM, 0, 0, 0},
+        {16, 16384, 1, 16, PW_REGROUP_AUTO, PW_PLAN_NO_VT_PREPASS, 0, 4, 4},
+        {32, 16384, 1, 16, PW_REGROUP_AUTO, 0, 0, 4, 4}, /* K = 32: no stacked tile */
+        /* G = 8: the dense tile's g = 8, the stacked 4-slot tile's 4 (C_4) */
+        {16, 16384, 1, 8, PW_REGROUP_GUARDED, 0, 1, 8, 8},
+        {16, 16384, 1, 8, PW_REGROUP_GUARDED, PW_PLAN_FP8X2_STACKED, 0, 4, 8},
+        {16, 16384, 1, 8, PW_REGROUP_GUARDED, PW_PLAN_NO_FP8X2_STACKED, 0, 8, 8},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         pw_problem_t q = fast_problem(cases[k].n, 1, cases[k].hkv);
         q.topk = cases[k].topk;
+        q.q_heads_per_kv = cases[k].g;
         pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
         cfg.regroup = cases[k].mode;
         cfg.flags = cases[k].flags;

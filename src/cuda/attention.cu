@@ -574,12 +574,14 @@ pw_status_t launch_lean(const pw::AttentionParams &params, unsigned grid, pw_str
     return pw::launch_lean_page<VARIANT, X2, PREVT, pw::kPageSize>(params, grid, stream);
 }
 
-/* Dev impl 12 (attention_stacked.cuh): one 2-slot tile per CTA, four CTAs per SM; `grid`
- * counts two CTAs per (group, KV head), this kernel runs four. */
-template <int VARIANT>
-pw_status_t launch_stack1(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
+/* Dev impl 12 (attention_stacked.cuh): one tile per CTA, four CTAs per SM; `grid` counts
+ * two CTAs per (group, KV head), this kernel runs four at G = 16 (2-slot tiles), two at G = 8
+ * (one 4-slot tile per half). */
+template <int VARIANT, int G>
+pw_status_t launch_stack1_g(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
     static std::atomic<uint64_t> configured{0};
+    constexpr unsigned kTiles = (unsigned)pw::stack_tiles<G>();
     unsigned ctas;
     if (params.stack_items > 0) { // persistent (the full call): kStack1CtasPerSm CTAs per SM take the items
         int dev = 0, sms = 0;
@@ -588,12 +590,19 @@ pw_status_t launch_stack1(const pw::AttentionParams &params, unsigned grid, pw_s
         if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "stacked tile: SM count: %s", cudaGetErrorString(e));
         const int64_t resident = (int64_t)sms * pw::kStack1CtasPerSm;
         ctas = (unsigned)(params.stack_items < resident ? params.stack_items : resident); // items = 2 grid < 2^32
-    } else { // one item per CTA (the dev entry): two CTAs per half
-        if (grid > 0x7fffffffu / 2) return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12: grid too large");
-        ctas = 2 * grid;
+    } else { // one item per CTA (the dev entry): kTiles CTAs per half
+        if (grid > 0x7fffffffu / kTiles) return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12: grid too large");
+        ctas = kTiles * grid;
     }
-    return pw::launch_one_cta_kind(pw::stack1_attention_kernel<VARIANT>, pw::kSmemBytesStack1, configured, "stack1",
-                                   params, ctas, stream);
+    return pw::launch_one_cta_kind(pw::stack1_attention_kernel<VARIANT, G>, pw::kSmemBytesStack1, configured,
+                                   G == 16 ? "stack1" : "stack1 G = 8", params, ctas, stream);
+}
+
+template <int VARIANT>
+pw_status_t launch_stack1(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
+{
+    if (params.heads_per_kv == 8) return launch_stack1_g<VARIANT, 8>(params, grid, stream);
+    return launch_stack1_g<VARIANT, 16>(params, grid, stream);
 }
 
 /* Dev impls 13 (G = 8) and 14 (G = 4) (attention_dense.cuh): the dense tiles for the call's
@@ -695,6 +704,8 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         if (kernel != PW_KERNEL_UNION4)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl %d (dense G = %d) runs with PW_KERNEL_UNION4 (its metadata)",
                            impl, dense_g);
+    } else if (impl == pw::kImplStack1Dev && padded_g && !has_ts && problem->q_heads_per_kv == 8) {
+        // dev impl 12 at G = 8: one 4-slot tile (4 queries x 8 heads x 2 terms) per half
     } else if ((has_ts || padded_g) && !lean_impl) {
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "%s: dev impl %d does not run it (the library's kernels and dev impls 9 and 10 do)",
@@ -795,9 +806,10 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         // dense kernels read it, and only a schedule of their kind of item.
         const bool dense8_impl = impl == pw::kImplDense8 || impl == pw::kImplDense8X2;
         const bool dense4_impl = impl == pw::kImplDense4 || impl == pw::kImplDense4X2;
+        const bool stacked8 = impl == pw::kImplStack1PreVtX2 && problem->q_heads_per_kv == 8; // groups (its halves)
         const bool lean_impl = impl == pw::kImplLean || impl == pw::kImplLeanX2 || impl == pw::kImplLeanPreVt ||
                                impl == pw::kImplLeanPreVtX2 || impl == pw::kImplStack1PreVtX2; // halves
-        const int kind = dense8_impl ? 1 : dense4_impl ? 2 : 0;
+        const int kind = dense8_impl || stacked8 ? 1 : dense4_impl ? 2 : 0;
         const pw::DevSchedule none = {nullptr, nullptr, 0, 0};
         const pw::DevSchedule s = vt ? (vt_fallback ? none
                                                     : pw::DevSchedule{vt->sched_count, vt->sched_list, vt->sched_stride,
@@ -883,7 +895,9 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         params.group_window = grouping->window;
         const int64_t grid = 2 * meta->max_groups * problem->num_kv_heads;
         // The stacked tile in the full call runs persistent (launch_stack1): its items.
-        params.stack_items = stacked && params.stack_mode != PW_STACK_NEVER ? 2 * grid : 0;
+        params.stack_items = stacked && params.stack_mode != PW_STACK_NEVER
+                                 ? (problem->q_heads_per_kv == 8 ? pw::stack_tiles<8>() : pw::stack_tiles<16>()) * grid
+                                 : 0;
         if (grid > 0x7fffffff) status = pw_fail(PW_ERROR_UNSUPPORTED, "2 * groups * Hkv = %lld CTAs exceeds the grid limit", (long long)grid);
         else if (kernel == PW_KERNEL_UNION8) status = launch_impl<pw::kUnion8>(impl, params, (unsigned)grid, stream);
         else status = launch_impl<pw::kUnion4>(impl, params, (unsigned)grid, stream);

@@ -58,9 +58,23 @@ static __device__ __forceinline__ uint8_t page_v_limit(uint32_t members, const i
  * kStacked (dev impl 12, attention_stacked.cuh): tiles of 64 rows, q_addr for slots 0-1
  * and q_lo_addr for slots 2-3 (0: not written); (slot s, head h) goes to warp
  * w = 2 (s % 2) + h / 8 of its tile, row 16 w + h % 8 for q8 and 16 w + 8 + h % 8 for its
- * second term. Same codes as the other layouts.
+ * second term; at G = 8 one tile holds the 4 slots (q_addr): (s, h) in warp w = s, rows
+ * 16 w + h and 16 w + 8 + h. Same codes as the other layouts.
  * In two parts: load_q_rows (the global loads) and quantize_q_loaded (the rest);
  * quantize_q_rows, after them, runs both. */
+/* The original row (or -1) of the slot that load_q_rows' pass `pass` reads for the thread's
+ * row_in_pass: slot pass * 8 / 16 (the Union4 tile, also the stacked G = 16 layout); dense:
+ * one slot per pass (G = 8) or two (G = 4); stacked G = 8: rows 8 s + h = head h of slot s,
+ * passes 0-3 (4-7 read nothing). */
+template <bool kStacked, int G, bool kDense, int SLOTS>
+static __device__ __forceinline__ int32_t q_row_slot(const int32_t (&query_rows)[SLOTS], int pass, int row_in_pass)
+{
+    if constexpr (kDense && G == 4) return row_in_pass >= 4 ? query_rows[2 * pass + 1] : query_rows[2 * pass];
+    else if constexpr (kDense) return query_rows[pass];
+    else if constexpr (kStacked && G == 8) return pass < 4 ? query_rows[pass] : -1;
+    else return query_rows[pass * 8 / kHeadsPerKv];
+}
+
 template <bool kStacked = false, int G = kHeadsPerKv, bool kDense = false, int SLOTS = kSlotsPerCta>
 static __device__ __forceinline__ void load_q_rows(uint4 (&raw)[kRows / 8], int tid, const AttentionParams &p,
                                                    int kv_head, const int32_t (&query_rows)[SLOTS])
@@ -70,7 +84,7 @@ static __device__ __forceinline__ void load_q_rows(uint4 (&raw)[kRows / 8], int 
     // G < 16 Q heads per KV head (the padded tile): a slot's rows 16s + h hold head h < G;
     // the rows h >= G stay zero (never stored: store_rows<G>).
     static_assert(G == 16 || G == 8 || G == 4, "G: 16, 8 or 4");
-    static_assert(!kStacked || G == kHeadsPerKv, "the stacked layout has G = 16 only");
+    static_assert(!kStacked || G == 16 || G == 8, "the stacked layout has G = 16 or 8");
     // kDense (dev impls 13 and 14, attention_dense.cuh): G = 8 or 4 on the dense tile, 64 / G
     // slots, row G s + h = head h of slot s: a pass is one slot (G = 8) or two (G = 4).
     static_assert(!kDense || (((G == 8 && SLOTS == 8) || (G == 4 && SLOTS == 16)) && !kStacked),
@@ -85,12 +99,12 @@ static __device__ __forceinline__ void load_q_rows(uint4 (&raw)[kRows / 8], int 
         const int row = pass * 8 + row_in_pass;
         // = row / 16 (dense: row / G; at G = 4 a pass's rows are slots 2 pass and 2 pass + 1,
         // picked by a select so that query_rows keeps constant indices: registers)
-        const int32_t n = kDense && G == 4 ? (row_in_pass >= 4 ? query_rows[2 * pass + 1] : query_rows[2 * pass])
-                                           : query_rows[kDense ? pass : pass * 8 / kHeadsPerKv];
+        const int32_t n = q_row_slot<kStacked, G, kDense>(query_rows, pass, row_in_pass);
         raw[pass] = make_uint4(0, 0, 0, 0);
-        if (n >= 0 && (kDense || G == kHeadsPerKv || row % kHeadsPerKv < G)) {
+        if (n >= 0 && (kDense || kStacked || G == kHeadsPerKv || row % kHeadsPerKv < G)) {
             const uint16_t *src = p.q + (int64_t)n * p.q_stride +
-                                  ((int64_t)kv_head * G + row % (kDense ? G : kHeadsPerKv)) * kHeadDim + sub * 8;
+                                  ((int64_t)kv_head * G + row % (kDense || kStacked ? G : kHeadsPerKv)) * kHeadDim +
+                                  sub * 8;
             raw[pass] = __ldg(reinterpret_cast<const uint4 *>(src));
         }
     }
@@ -109,8 +123,7 @@ static __device__ __forceinline__ void quantize_q_loaded(const uint4 (&raw)[kRow
 #pragma unroll
     for (int pass = 0; pass < kPasses; pass++) {
         const int row = pass * 8 + row_in_pass;
-        const int32_t n = kDense && G == 4 ? (row_in_pass >= 4 ? query_rows[2 * pass + 1] : query_rows[2 * pass])
-                                           : query_rows[kDense ? pass : pass * 8 / kHeadsPerKv];
+        const int32_t n = q_row_slot<kStacked, G, kDense>(query_rows, pass, row_in_pass);
         float v[8];
         const uint32_t w[4] = {raw[pass].x, raw[pass].y, raw[pass].z, raw[pass].w};
 #pragma unroll
@@ -146,9 +159,10 @@ static __device__ __forceinline__ void quantize_q_loaded(const uint4 (&raw)[kRow
             }
         }
         if constexpr (kStacked) {
-            const int slot = row / kHeadsPerKv, head = row % kHeadsPerKv;
-            const uint32_t tile = slot >= 2 ? q_lo_addr : q_addr;
-            const uint32_t hi_row = 16u * (2u * (slot % 2) + head / 8) + head % 8;
+            const int slot = row / G, head = row % G;
+            // G = 16: two tiles of slots 0-1 / 2-3; G = 8: one tile of slots 0-3 (passes 4-7 unused)
+            const uint32_t tile = G == 16 ? (slot >= 2 ? q_lo_addr : q_addr) : (slot < 4 ? q_addr : 0u);
+            const uint32_t hi_row = G == 16 ? 16u * (2u * (slot % 2) + head / 8) + head % 8 : 16u * slot + head;
             if (tile) { // dev impl 12 passes one tile (q_lo_addr = 0): slots 0-1 only
                 st_shared_v2_u32(tile + sw128(hi_row, sub / 2) + (sub % 2) * 8, packed[0], packed[1]);
                 st_shared_v2_u32(tile + sw128(hi_row + 8, sub / 2) + (sub % 2) * 8, packed_lo[0], packed_lo[1]);

@@ -154,15 +154,16 @@ struct AttentionParams {
     int32_t group_window;            // the union groups' window W (0: runs of 8 from each request start)
     int32_t topk;                    // the device's K: 16, or 32 / 64 on the lean kernels (lean_attention_kernel<..., TOPK>)
     int32_t page_size;               // P: 128, or 64 on the lean kernels (lean_attention_kernel<..., PAGE>; host dispatch only)
-    // FP8X2 on the tiles at G = 16, K = 16, P = 128 (pw_vt_buffers_t.stack_mode): with
-    // PER_CALL two kernels are launched, the lean kernel and the stacked 2-slot tile, and the
-    // CTAs of the one this call does not run exit at once (stacked_call). NEVER (0): the
-    // launch runs as it is (every other launch, and the dev entry's).
+    // FP8X2 on the tiles at G = 16 or 8, K = 16, P = 128 (pw_vt_buffers_t.stack_mode): with
+    // PER_CALL two kernels are launched, the lean kernel (G = 16) or the dense G = 8 tile and
+    // the stacked tile, and the CTAs of the one this call does not run exit at once
+    // (stacked_call). NEVER (0): the launch runs as it is (every other launch, and the dev
+    // entry's).
     int32_t stack_mode;              // PW_STACK_NEVER / PW_STACK_PER_CALL / PW_STACK_ALWAYS
     unsigned long long *stack_stat;  // [0], [1]: the pre-pass's counts (PER_CALL; vt_prepare.cu),
                                           // [2]: the stacked tile's work counter (PER_CALL, ALWAYS)
-    int64_t stack_items;             // the stacked tile's persistent launch: its items (2 per
-                                     // Union4 half of the grid); 0: one item per CTA
+    int64_t stack_items;             // the stacked tile's persistent launch: its items (G = 16:
+                                     // 2 per Union4 half of the grid; G = 8: 1); 0: one item per CTA
 };
 
 constexpr int kSchedClasses = PW_SCHED_CLASSES;
@@ -205,15 +206,15 @@ static __host__ __device__ __forceinline__ int64_t vt_entry(int64_t h, int64_t r
 /* Whether a call runs the stacked FP8X2 tile: the plan's forced mode, or PW_STACK_CHOSEN on
  * the pre-pass's counts (read after the mark launch: by the transpose and the attention
  * kernels, the same answer in every CTA of every launch of the call). */
-static __device__ __forceinline__ bool stack_runs(int mode, const unsigned long long *stat)
+static __device__ __forceinline__ bool stack_runs(int mode, const unsigned long long *stat, int heads_per_kv)
 {
     if (mode == PW_STACK_ALWAYS) return true;
-    return mode == PW_STACK_PER_CALL && PW_STACK_CHOSEN(__ldg(stat), __ldg(stat + 1));
+    return mode == PW_STACK_PER_CALL && PW_STACK_CHOSEN(heads_per_kv, __ldg(stat), __ldg(stat + 1));
 }
 
 static __device__ __forceinline__ bool stacked_call(const AttentionParams &p)
 {
-    return stack_runs(p.stack_mode, p.stack_stat);
+    return stack_runs(p.stack_mode, p.stack_stat, p.heads_per_kv);
 }
 
 /* Whether this launch skips KV head h: the pre-pass kernel skips heads whose pages did not

@@ -355,6 +355,8 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_ker
     Plan &sm = smem_plan<Plan>(smem_raw);
     const int tid = threadIdx.x;
 
+    if constexpr (X2 && TOPK == kTopK && PAGE == kPageSize) // the full call's first launch: this call may run the stacked tile
+        if (stacked_call(p)) return;
     DenseWork work;
     if (!dense_work(p, work)) return; // CTA-uniform
     const int kv_head = work.kv_head;

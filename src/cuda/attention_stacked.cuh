@@ -2,7 +2,10 @@
  * V^T pre-pass in PW_PRECISION_FP8X2, with each term pair stacked in the rows of one tile and
  * one 2-slot tile per CTA at a time; since the twenty-first session also the full call's
  * second FP8X2 tile, chosen per call on the device (pw_vt_buffers_t.stack_mode), where it
- * runs persistent (below). Included by attention.cu (it uses that file's cta_work and
+ * runs persistent (below). G = 8 (27th session): the same tile holds a whole Union4 half,
+ * 4 slots x 8 heads x two terms (warp w = slot w, rows 16 w + h and 16 w + 8 + h), one item
+ * per half, walking the half's union: the full call's other FP8X2 tile beside the dense
+ * G = 8 tile (H200 A-hot full call 0.64 ms against the dense tile's 0.75). Included by attention.cu (it uses that file's cta_work and
  * build_page_list and the lean kernel's release protocol, attention_lean.cuh).
  *
  * Why: the lean kernel (impl 10) runs FP8X2 as two products per page: Q's two terms
@@ -122,8 +125,8 @@ struct __align__(1024) SmemPlanStack1 {
     uint8_t page_vlim[kMaxUnion];
     int32_t page_vt[kMaxUnion];
     float row_factor[kRows];
-    int64_t slot_limit[2];
-    int32_t slot_row[2];
+    int64_t slot_limit[4];              // the tile's slots: 2 (G = 16) or 4 (G = 8)
+    int32_t slot_row[4];
     int32_t warp_count[kThreads / 32];
     int32_t num_pages;
     uint32_t base;                      // the persistent loop's pages walked before this item (barrier phases)
@@ -133,15 +136,20 @@ struct __align__(1024) SmemPlanStack1 {
 };
 constexpr size_t kSmemBytesStack1 = sizeof(SmemPlanStack1) + 1024;
 
-/* The Union4 half (CTA-pair index) that item (a 2-slot tile) belongs to: scheduled_block's
- * lookup with the class sizes read from shared memory; -1 past the items or the listed
- * halves. One global load (the list entry) when there is a schedule. */
+/* The Union4 half (CTA-pair index) that item (a tile) belongs to: scheduled_block's lookup
+ * with the class sizes read from shared memory; -1 past the items or the listed ones. G = 16:
+ * two items (tiles) per half, the schedule lists halves (the lean kernel's kind); G = 8: one
+ * item per half, the schedule lists groups (the dense G = 8 tile's kind: the other kernel of
+ * these calls, whose schedule union preparation writes), items 2 j and 2 j + 1 being the
+ * halves of the j-th listed group. One global load (the list entry) when there is a
+ * schedule. */
+template <int G>
 static __device__ __forceinline__ int32_t stack_item_block(const AttentionParams &p, const SmemPlanStack1 &sm,
                                                            uint32_t item, uint32_t num_items)
 {
     if (item >= num_items) return -1;
-    int64_t b = (int64_t)(item / 2u);
-    if (!p.sched_count) return (int32_t)b;
+    int64_t b = (int64_t)(item / 2u); // G = 16: the half; G = 8: the group
+    if (!p.sched_count) return G == 16 ? (int32_t)b : (int32_t)item;
     int64_t at = -1;
 #pragma unroll
     for (int c = kSchedClasses - 1; c >= 0; c--) {
@@ -149,15 +157,23 @@ static __device__ __forceinline__ int32_t stack_item_block(const AttentionParams
         if (at < 0 && b < count) at = (int64_t)c * p.sched_stride + b;
         b -= count;
     }
-    return at < 0 ? -1 : __ldg(p.sched_list + at);
+    if (at < 0) return -1;
+    const int32_t listed = __ldg(p.sched_list + at);
+    return G == 16 ? listed : 2 * listed + (int32_t)(item % 2u);
 }
 static_assert(kStack1CtasPerSm * (kSmemBytesStack1 + 1024) <= 228 * 1024, "stack1: four CTAs per SM no longer fit");
 
-template <int VARIANT>
+/* The tiles of one Union4 half: G = 16, two of 2 slots (32 (slot, head) rows each); G = 8,
+ * one of its 4 slots (the dev entry's G = 8 form, stacked8). */
+template <int G> constexpr int stack_tiles() { return G == 16 ? 2 : 1; }
+
+template <int VARIANT, int G = kHeadsPerKv>
 __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     stack1_attention_kernel(const __grid_constant__ AttentionParams p)
 {
     static_assert(VARIANT == kUnion4, "stack1: Union4 only");
+    static_assert(G == 16 || G == 8, "stack1: G = 16 or 8");
+    constexpr int kTiles = stack_tiles<G>(), kTileSlots = 4 / kTiles;
     extern __shared__ uint8_t smem_raw[];
     SmemPlanStack1 &sm = smem_plan<SmemPlanStack1>(smem_raw);
     // The full call's second launch (pw_union_attention_vt): this call may run the lean kernel.
@@ -187,7 +203,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         __syncthreads(); // every thread read the previous item's index and left its shared state
         if (threadIdx.x == 0) {
             sm.item = next;
-            sm.block = stack_item_block(p, sm, next, num_items);
+            sm.block = stack_item_block<G>(p, sm, next, num_items);
             next = counter ? (uint32_t)atomicAdd(counter, 1ull) : next + gridDim.x; // waited for at the next item
         }
         __syncthreads();
@@ -196,10 +212,10 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         // -1: past the items or the listed halves (so is every later item: the counter only grows).
         const int64_t block = sm.block;
         if (block < 0) break;
-        const int tile = (int)(item % 2u);
+        const int tile = (int)(item % (uint32_t)kTiles);
         CtaWork work;
         if (!cta_work<VARIANT>(p, 0, work, block)) continue;                   // CTA-uniform
-        if ((tile ? work.query_rows[2] : work.query_rows[0]) < 0) continue;    // an empty tile
+        if ((tile ? work.query_rows[2] : work.query_rows[0]) < 0) continue;    // an empty tile (G = 16)
         const int kv_head = work.kv_head;
         // The thread index read anew for each item (volatile): values derived from it (shared
         // addresses of the prologue) are not hoisted out of the persistent loop, where they
@@ -209,7 +225,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         const int warp = tid / 32, lane = tid % 32;
         int32_t rows[kSlotsPerCta] = {-1, -1, -1, -1};
 #pragma unroll
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < kTileSlots; k++) {
             rows[k] = tile ? work.query_rows[2 + k] : work.query_rows[k];
             if (tid == k) {
                 sm.slot_limit[k] = tile ? work.limits[2 + k] : work.limits[k];
@@ -218,9 +234,10 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         }
         // Q's loads first: their latency (HBM) overlaps the page list's loads.
         uint4 q_raw[kRows / 8];
-        load_q_rows<true>(q_raw, tid, p, kv_head, rows);
+        load_q_rows<true, G>(q_raw, tid, p, kv_head, rows);
         build_page_list<VARIANT>(sm, p, kv_head, work.group, work.half, work.request, work.query_rows[0], work.limits,
-                                 work.union_size, sm.page_vt, 3u << (2 * tile)); // ends with __syncthreads
+                                 work.union_size, sm.page_vt,
+                                 ((1u << kTileSlots) - 1u) << (kTileSlots * tile)); // ends with __syncthreads
         const int num_pages = sm.num_pages;
         const uint32_t base = sm.base; // written before the __syncthreads that ends build_page_list
         // (The cache policy is made at each issue: kept live across the page loop it cost
@@ -243,13 +260,15 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
 
         const float k_scale = *p.k_scale;
         const float log2e = 1.4426950408889634f;
-        quantize_q_loaded<true>(q_raw, smem_u32(sm.q), 0u, sm.row_factor, tid, rows, k_scale * p.softmax_scale * log2e);
+        quantize_q_loaded<true, G>(q_raw, smem_u32(sm.q), 0u, sm.row_factor, tid, rows,
+                                   k_scale * p.softmax_scale * log2e);
         fence_proxy_async_shared_cta();
         __syncthreads();
 
         const uint32_t q = lane % 4;
-        const int head = 8 * (warp % 2) + lane / 4, my_slot = warp / 2; // slot 2 tile + my_slot of the CTA's half
-        const float f = sm.row_factor[my_slot * kHeadsPerKv + head];
+        // G = 16: slot 2 tile + my_slot of the CTA's half, two warps a slot; G = 8: a warp a slot
+        const int head = G == 16 ? 8 * (warp % 2) + lane / 4 : lane / 4, my_slot = G == 16 ? warp / 2 : warp;
+        const float f = sm.row_factor[my_slot * G + head];
         float m = -INFINITY, l = 0.0f;
         float o[32];
 #pragma unroll
@@ -258,7 +277,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
 #pragma unroll 1
         for (int i = 0; i < num_pages; i++) {
             const uint32_t parity = (base + (uint32_t)i) & 1u;
-            const bool member = (sm.page_members[i] >> (2 * tile + my_slot)) & 1u; // warp-uniform
+            const bool member = (sm.page_members[i] >> (kTileSlots * tile + my_slot)) & 1u; // warp-uniform
             const int vlim = sm.page_vlim[i];
             mbarrier_wait_parity(&sm.k_full, parity);
             const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q), desc_k = wgmma_desc_k_major_sw128(sm.k);
@@ -316,14 +335,14 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         const int32_t row = sm.slot_row[my_slot];
         if (row >= 0) {
             float inv, lse;
-            finish_row(m, l, *p.v_scale, sink_of(p, (int64_t)kv_head * kHeadsPerKv + head, row), inv, lse);
-            uint16_t *out = p.o + (int64_t)row * p.o_stride + ((int64_t)kv_head * kHeadsPerKv + head) * kHeadDim;
+            finish_row(m, l, *p.v_scale, sink_of(p, (int64_t)kv_head * G + head, row), inv, lse);
+            uint16_t *out = p.o + (int64_t)row * p.o_stride + ((int64_t)kv_head * G + head) * kHeadDim;
 #pragma unroll
             for (int b = 0; b < 16; b++)
                 *reinterpret_cast<__nv_bfloat162 *>(out + 8 * b + 2 * q) =
                     __floats2bfloat162_rn(o[2 * b] * inv, o[2 * b + 1] * inv);
             if (p.lse && q == 0)
-                p.lse[(int64_t)row * (p.num_kv_heads * kHeadsPerKv) + (int64_t)kv_head * kHeadsPerKv + head] = lse;
+                p.lse[(int64_t)row * (p.num_kv_heads * G) + (int64_t)kv_head * G + head] = lse;
         }
     }
 }

@@ -52,6 +52,7 @@ struct UnionParams {
     const int32_t *perm_alt;    /* [Hkv, N] */
     const unsigned long long *stack_stat;
     int32_t *perm_out;          /* = perm: written from perm_alt when the stacked tile runs */
+    int32_t heads_per_kv;       /* G: PW_STACK_CHOSEN's ratio */
 };
 
 /* Appends work item `item` of `pages` pages to its size class's list (any order inside a
@@ -107,7 +108,7 @@ static __device__ __forceinline__ void union_prepare_body(const UnionParams &p)
                 guess_orig = __ldcg(p.perm + (int64_t)head * p.num_tokens + guess_slot0 + member);
                 guess_alt = __ldg(p.perm_alt + (int64_t)head * p.num_tokens + guess_slot0 + member);
             }
-            use_alt = PW_STACK_CHOSEN(pair_pages, block_pages); /* CTA-uniform */
+            use_alt = PW_STACK_CHOSEN(p.heads_per_kv, pair_pages, block_pages); /* CTA-uniform */
             if (use_alt) {
                 perm = p.perm_alt;
                 guess_orig = guess_alt;
@@ -442,6 +443,7 @@ extern "C" pw_status_t pw_union_prepare_scheduled(const pw_problem_t *problem, c
     params.perm_alt = vt ? vt->perm_alt : NULL;
     params.stack_stat = vt ? vt->stack_stat : NULL;
     params.perm_out = const_cast<int32_t *>(perm);
+    params.heads_per_kv = problem->q_heads_per_kv;
     if (params.perm_alt && (vt->stack_mode != PW_STACK_PER_CALL || !vt->stack_stat || problem->topk > 16 ||
                             params.perm_alt == perm))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,

@@ -14,7 +14,7 @@
  *     for the regroup or union preparation: in a captured graph the full call runs them as
  *     a parallel branch beside these launches (plan.c, pw_capture_branch_open).
  *     With stack_mode PER_CALL the same launch has more CTAs, which take the FP8X2 tile
- *     choice's two counts over the Top-K rows in identity order (stack_count; the memset
+ *     choice's two counts over the Top-K rows in identity order (stack_count<R>; the memset
  *     clears them with the marks; pw_vt_buffers_t.stack_stat in pw_internal.h).
  *  1. scan (one thread per (KV head, request, page-table column)): a page whose `touched`
  *     byte is set (touched NULL: every page a query of its request may see) takes the next
@@ -32,7 +32,7 @@
  *     the order the in-kernel transpose writes (128B-swizzled rows of 128 positions); or,
  *     with f16_tiles (FP8X2 without per-token scales), f16 values of the same codes (exact)
  *     in two 16 KiB chunks of 64 positions in natural order (attention_common.cuh, "FP8X2
- *     on f16 V^T tiles"), unless the call runs the stacked 2-slot tile (stack_mode ALWAYS,
+ *     on f16 V^T tiles"), unless the call runs the stacked tile (stack_mode ALWAYS,
  *     or PER_CALL with PW_STACK_CHOSEN on the counts), which reads E4M3 tiles. A KV head
  *     with count > capacity is left alone: its attention runs
  *     on the kernel that transposes V itself (pw_union_attention_vt's fallback launch).
@@ -69,7 +69,8 @@ struct VtParams {
     pw_vt_buffers_t vt;
     int64_t max_pages, num_cache_pages;
     int32_t num_requests, num_kv_heads;
-    uint32_t mark_ctas;         // the mark launch's CTAs past these count the pairs and blocks (stack_stat)
+    int32_t heads_per_kv;       // G: the stacked tile's counts (pairs / 4-query halves) and rule
+    uint32_t mark_ctas;         // the mark launch's CTAs past these count the units and blocks (stack_stat)
 };
 
 constexpr int kScanThreads = 256;
@@ -112,38 +113,80 @@ static __device__ __forceinline__ unsigned long long stack_key(const VtParams &p
     return (int64_t)(uint32_t)id < limit ? ((unsigned long long)(uint32_t)request << 32) | (uint32_t)id : none;
 }
 
-/* The stacked tile's counts (pw_vt_buffers_t.stack_stat; K = 16): one warp per block of four
- * consecutive queries 4j .. 4j + 3 of a KV head, lane l holding id l % 16 of query 4j + l / 16
- * (pair 0) and of query 4j + 2 + l / 16 (pair 1). A pair's distinct keys are its lanes that
- * lead their __match_any_sync set; the block's are pair 0's plus pair 1's leaders whose key
- * pair 0 lacks. Sums of integers: the same totals whatever the order of the atomics. */
+/* The blocks of kQueries consecutive queries of one KV head that the counts read: every
+ * PW_STACK_SAMPLE-th (those starting at query kQueries PW_STACK_SAMPLE j). */
+static __host__ __device__ __forceinline__ int64_t stack_sampled_blocks(int64_t num_tokens, int64_t queries)
+{
+    const int64_t stride = queries * PW_STACK_SAMPLE;
+    return (num_tokens + stride - 1) / stride;
+}
+
+/* Whether key x is one of the 32 keys of register set `set` across the warp. */
+static __device__ __forceinline__ bool key_in(unsigned long long set, unsigned long long x)
+{
+    bool in = false;
+#pragma unroll 8
+    for (int src = 0; src < 32; src++) in |= __shfl_sync(0xffffffffu, set, src) == x;
+    return in;
+}
+
+/* The stacked tile's counts (pw_vt_buffers_t.stack_stat; K = 16): one warp per sampled block
+ * (stack_sampled_blocks) of two units of 2R consecutive queries (R = 1, G = 16: pairs in blocks of 4; R = 2, G = 8:
+ * 4-query halves in blocks of 8), key register r of unit u holding, in lane l, id l % 16 of
+ * query i0 + 2R u + 2r + l / 16. A unit's distinct keys are those that lead their
+ * __match_any_sync set in their register and are in none of the unit's earlier registers;
+ * the block's are unit 0's plus unit 1's distinct keys unit 0 lacks. Sums of integers: the
+ * same totals whatever the order of the atomics. */
+template <int R>
 static __device__ void stack_count(const VtParams &p, uint32_t cta)
 {
+    constexpr int kQueries = 4 * R; // per block
     __shared__ unsigned long long part[kMarkThreads / 32][2];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t per_head = ((int64_t)p.num_tokens + 3) / 4, blocks = per_head * p.num_kv_heads;
+    // The sampled blocks: every PW_STACK_SAMPLE-th of each KV head (block b of head h starts
+    // at query kQueries b).
+    const int64_t per_head = stack_sampled_blocks(p.num_tokens, kQueries), blocks = per_head * p.num_kv_heads;
     const int64_t warps = (int64_t)(gridDim.x - p.mark_ctas) * (kMarkThreads / 32);
-    unsigned long long pairs = 0, quads = 0;
+    unsigned long long units = 0, whole = 0;
     for (int64_t j = (int64_t)cta * (kMarkThreads / 32) + warp; j < blocks; j += warps) { // warp-uniform
         const int32_t h = (int32_t)(j / per_head);
-        const int64_t i0 = 4 * (j - (int64_t)h * per_head);
-        const unsigned long long none = 0xffffffff00000000ull; // | 2 lane (+ 1): distinct from every key
-        const unsigned long long ka = stack_key(p, h, i0 + lane / 16, lane % 16, none | (2u * lane));
-        const unsigned long long kb = stack_key(p, h, i0 + 2 + lane / 16, lane % 16, none | (2u * lane + 1u));
-        const bool va = (ka >> 32) != 0xffffffffu, vb = (kb >> 32) != 0xffffffffu;
-        const unsigned ma = __match_any_sync(0xffffffffu, ka), mb = __match_any_sync(0xffffffffu, kb);
-        const bool lead_a = va && __ffs(ma) - 1 == lane, lead_b = vb && __ffs(mb) - 1 == lane;
-        bool in_a = false;
-#pragma unroll 8
-        for (int src = 0; src < 32; src++) in_a |= __shfl_sync(0xffffffffu, ka, src) == kb;
-        const int na = __popc(__ballot_sync(0xffffffffu, lead_a)), nb = __popc(__ballot_sync(0xffffffffu, lead_b));
-        const int nb_new = __popc(__ballot_sync(0xffffffffu, lead_b && !in_a));
-        pairs += (unsigned long long)(na + nb);
-        quads += (unsigned long long)(na + nb_new);
+        const int64_t i0 = (int64_t)kQueries * PW_STACK_SAMPLE * (j - (int64_t)h * per_head);
+        const unsigned long long none = 0xffffffff00000000ull; // | register, lane: distinct from every key
+        unsigned long long key[2][R];
+#pragma unroll
+        for (int u = 0; u < 2; u++)
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                key[u][r] = stack_key(p, h, i0 + 2 * R * u + 2 * r + lane / 16, lane % 16,
+                                      none | (uint32_t)(((u * R + r) << 5) | lane));
+        int n[2] = {0, 0}, fresh = 0; // each unit's distinct keys; unit 1's that unit 0 lacks
+#pragma unroll
+        for (int u = 0; u < 2; u++)
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const unsigned long long k = key[u][r];
+                const unsigned m = __match_any_sync(0xffffffffu, k);
+                bool lead = (k >> 32) != 0xffffffffu && __ffs(m) - 1 == lane;
+                // (key_in's shuffles run in every lane: no short-circuit around them)
+#pragma unroll
+                for (int e = 0; e < r; e++) {
+                    const bool earlier = key_in(key[u][e], k);
+                    lead = lead && !earlier;
+                }
+                n[u] += __popc(__ballot_sync(0xffffffffu, lead));
+                if (u == 1) {
+                    bool in0 = false;
+#pragma unroll
+                    for (int e = 0; e < R; e++) in0 |= key_in(key[0][e], k);
+                    fresh += __popc(__ballot_sync(0xffffffffu, lead && !in0));
+                }
+            }
+        units += (unsigned long long)(n[0] + n[1]);
+        whole += (unsigned long long)(n[0] + fresh);
     }
     if (lane == 0) {
-        part[warp][0] = pairs;
-        part[warp][1] = quads;
+        part[warp][0] = units;
+        part[warp][1] = whole;
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -165,7 +208,8 @@ static __device__ void stack_count(const VtParams &p, uint32_t cta)
 __global__ void __launch_bounds__(kMarkThreads) vt_mark_kernel(const VtParams p)
 {
     if (blockIdx.x >= p.mark_ctas) { // CTA-uniform: the stacked tile's counts (PW_STACK_PER_CALL)
-        stack_count(p, blockIdx.x - p.mark_ctas);
+        if (p.heads_per_kv == 8) stack_count<2>(p, blockIdx.x - p.mark_ctas);
+        else stack_count<1>(p, blockIdx.x - p.mark_ctas);
         return;
     }
     if (blockIdx.x == 0)
@@ -256,7 +300,8 @@ __global__ void __launch_bounds__(128) vt_transpose_kernel(const VtParams p)
     if (count > p.vt.capacity) return; // CTA-uniform: this head runs on the fallback kernel
     const int tid = threadIdx.x, warp = tid / 32;
     // E4M3 tiles when the call runs the stacked tile (its counts are complete: the mark ran).
-    const bool f16_tiles = p.vt.f16_tiles && !pw::stack_runs(p.vt.stack_mode, p.vt.stack_stat); // CTA-uniform
+    const bool f16_tiles =
+        p.vt.f16_tiles && !pw::stack_runs(p.vt.stack_mode, p.vt.stack_stat, p.heads_per_kv); // CTA-uniform
     for (int64_t i = blockIdx.x; i < count; i += gridDim.x) {
         const int64_t rl = p.vt.list[(int64_t)h * p.vt.capacity + i];
         const int64_t r = rl / p.max_pages, l = rl % p.max_pages;
@@ -343,6 +388,7 @@ extern "C" pw_status_t pw_vt_prepare_parts(const pw_problem_t *problem, const pw
     p.num_cache_pages = problem->num_cache_pages;
     p.num_requests = problem->num_requests;
     p.num_kv_heads = problem->num_kv_heads;
+    p.heads_per_kv = problem->q_heads_per_kv;
     p.mark_ctas = 0;
     const int64_t entries = (int64_t)problem->num_kv_heads * problem->num_requests * problem->max_pages_per_request;
     const int64_t scan_ctas = (entries + kScanThreads - 1) / kScanThreads;
@@ -360,8 +406,10 @@ extern "C" pw_status_t pw_vt_prepare_parts(const pw_problem_t *problem, const pw
         const int64_t rows = (int64_t)problem->num_kv_heads * problem->num_tokens;
         const int64_t need = (rows + kMarkThreads - 1) / kMarkThreads;
         const unsigned mark_ctas = (unsigned)(need < 1 ? 1 : need < kMarkMaxCtas ? need : kMarkMaxCtas);
-        // PER_CALL: CTAs for the counts, one warp per 4-query block up to kStackMaxCtas CTAs.
-        const int64_t blocks = ((int64_t)problem->num_tokens + 3) / 4 * problem->num_kv_heads;
+        // PER_CALL: CTAs for the counts, one warp per block (4 queries at G = 16, 8 at G = 8)
+        // up to kStackMaxCtas CTAs.
+        const int64_t block_queries = problem->q_heads_per_kv == 8 ? 8 : 4;
+        const int64_t blocks = stack_sampled_blocks(problem->num_tokens, block_queries) * problem->num_kv_heads;
         const int64_t stack_need = per_call ? (blocks + kMarkThreads / 32 - 1) / (kMarkThreads / 32) : 0;
         const unsigned stack_ctas = (unsigned)(stack_need < kStackMaxCtas ? stack_need : kStackMaxCtas);
         p.mark_ctas = mark_ctas;

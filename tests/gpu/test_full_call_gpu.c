@@ -62,7 +62,7 @@ typedef struct device_problem {
 
 static size_t out_elems(const pw_problem_t *p)
 {
-    return (size_t)p->num_tokens * (size_t)p->num_kv_heads * 16 * 128;
+    return (size_t)p->num_tokens * (size_t)p->num_kv_heads * (size_t)p->q_heads_per_kv * 128;
 }
 
 static void *dev_alloc(size_t bytes)
@@ -88,7 +88,7 @@ static void device_alloc(const pw_problem_t *p, device_problem_t *d)
     d->v = dev_alloc(cache);
     d->k_scale = dev_alloc(4);
     d->v_scale = dev_alloc(4);
-    d->lse = dev_alloc(n * hkv * 16 * 4);
+    d->lse = dev_alloc(n * hkv * p->q_heads_per_kv * 4);
     d->bad = dev_alloc(4);
     d->perm = dev_alloc(hkv * n * 4);
     pw_grouping_t g = PW_GROUPING_INIT;
@@ -138,7 +138,7 @@ static void upload(const pw_capture_t *c, device_problem_t *d, int with_qkv)
 
 static pw_attention_args_t device_args(const pw_problem_t *p, const device_problem_t *d)
 {
-    const int64_t hq = (int64_t)p->num_kv_heads * 16;
+    const int64_t hq = (int64_t)p->num_kv_heads * p->q_heads_per_kv;
     pw_attention_args_t a = PW_ATTENTION_ARGS_INIT;
     a.precision = g_precision;
     a.q = d->q;
@@ -226,7 +226,7 @@ static pw_attention_args_t ref_args(const pw_capture_t *c, float *o, float *lse)
     const pw_problem_t *p = &c->problem;
     pw_attention_args_t ra = PW_ATTENTION_ARGS_INIT;
     ra.q = c->q;
-    ra.q_stride = (int64_t)p->num_kv_heads * 16 * 128;
+    ra.q_stride = (int64_t)p->num_kv_heads * p->q_heads_per_kv * 128;
     ra.k_cache = c->k_cache;
     ra.v_cache = c->v_cache;
     ra.kv_stride = (int64_t)p->num_kv_heads * 128;
@@ -429,9 +429,11 @@ static void break_a_selected_page(pw_capture_t *c)
     fail_msg("%s", "no query selected a visible page");
 }
 
-static pw_capture_t *make_problem(pw_rng_t *rng)
+/* G: Q heads per KV head (16, or 8 for the G = 8 arms). */
+static pw_capture_t *make_problem_g(pw_rng_t *rng, int32_t g)
 {
     pw_problem_t p = PW_PROBLEM_INIT;
+    p.q_heads_per_kv = g;
     p.num_tokens = NUM_TOKENS;
     p.num_requests = NUM_REQUESTS;
     p.num_kv_heads = HKV;
@@ -444,6 +446,11 @@ static pw_capture_t *make_problem(pw_rng_t *rng)
     const pw_requests_t rq = pw_capture_requests(c);
     assert_pw_ok(pw_problem_check(&c->problem, &rq));
     return c;
+}
+
+static pw_capture_t *make_problem(pw_rng_t *rng)
+{
+    return make_problem_g(rng, 16);
 }
 
 static void identity_perm(const pw_problem_t *p, int32_t *perm)
@@ -491,7 +498,7 @@ static pw_plan_t *make_plan(const pw_problem_t *p, pw_regroup_mode_t mode, int32
 }
 
 /* The g of a full call's regroup in g_precision: the plan's (plan_g, pw_plan_info), or 2
- * where the regroup objective follows the FP8X2 tile (the default; not
+ * (G = 16; 4 at G = 8) where the regroup objective follows the FP8X2 tile (the default; not
  * PW_PLAN_NO_REGROUP_BY_TILE) and the call runs the stacked tile, which the device picks as
  * pw_fp8x2_stack_choice does on the host. */
 static int32_t call_regroup_size(const pw_plan_t *plan, const pw_capture_t *c, uint32_t flags, int32_t plan_g)
@@ -505,7 +512,7 @@ static int32_t call_regroup_size(const pw_plan_t *plan, const pw_capture_t *c, u
     uint64_t counts[2];
     int stacked = 0;
     assert_pw_ok(pw_fp8x2_stack_choice(&c->problem, c->topk_ids, &rq, counts, &stacked));
-    return stacked ? 2 : plan_g;
+    return stacked ? (c->problem.q_heads_per_kv == 8 ? 4 : 2) : plan_g;
 }
 
 /* Every arm: full call == direct run (bitwise), workspace == reference metadata. */
@@ -1002,11 +1009,11 @@ static int64_t touched_pages(const pw_capture_t *c, const int32_t *perm, int h)
 /* Outputs and LSE of KV head h (its 16 Q heads, every row) equal in a and b. */
 static int same_head(const pw_problem_t *p, const result_t *a, const result_t *b, int h)
 {
-    const int64_t hq = (int64_t)p->num_kv_heads * 16;
+    const int64_t hq = (int64_t)p->num_kv_heads * p->q_heads_per_kv;
     for (int64_t row = 0; row < p->num_tokens; row++) {
-        const int64_t at = row * hq + (int64_t)h * 16;
-        if (memcmp(a->o + at * 128, b->o + at * 128, 16 * 128 * 2) != 0 ||
-            memcmp(a->lse + at, b->lse + at, 16 * 4) != 0)
+        const int64_t at = row * hq + (int64_t)h * p->q_heads_per_kv;
+        if (memcmp(a->o + at * 128, b->o + at * 128, (size_t)p->q_heads_per_kv * 128 * 2) != 0 ||
+            memcmp(a->lse + at, b->lse + at, (size_t)p->q_heads_per_kv * 4) != 0)
             return 0;
     }
     return 1;
@@ -1179,14 +1186,15 @@ static void test_vt_graph_crosses_capacity(void **state)
 }
 
 /* Argument errors are reported before anything is enqueued. */
-/* Top-K rows in a block pattern for the FP8X2 tile choice: with `shared`, the four queries
- * of each block (4i .. 4i + 3) select the same pages (the 16 up to the page of their causal
- * position), so the pairs' pages are the blocks' (ratio ~1: the lean kernel); otherwise
- * they select disjoint pages (id last - 4k - i % 4), so the pairs' pages are half the
- * blocks' twice (ratio ~0.5: the stacked tile). */
+/* Top-K rows in a block pattern for the FP8X2 tile choice: with `shared`, the queries of each
+ * block select the same pages (the 16 up to the page of their causal position), so the
+ * units' pages are the blocks' (ratio ~1: the other tile); otherwise they select disjoint
+ * pages (id last - B k - i % B, B = 4 at G = 16, 8 at G = 8: the block's queries), so the
+ * units' pages are half the blocks' twice (ratio ~0.5: the stacked tile). */
 static void fill_block_pattern(pw_capture_t *c, int shared)
 {
     const pw_problem_t *p = &c->problem;
+    const int b = p->q_heads_per_kv == 8 ? 8 : 4;
     for (int h = 0; h < p->num_kv_heads; h++)
         for (int r = 0; r < p->num_requests; r++)
             for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
@@ -1194,25 +1202,26 @@ static void fill_block_pattern(pw_capture_t *c, int shared)
                 const int64_t last = (pos < c->kv_lens[r] - 1 ? pos : c->kv_lens[r] - 1) / 128;
                 int32_t *row = c->topk_ids + ((int64_t)h * p->num_tokens + i) * 16;
                 for (int k = 0; k < 16; k++) {
-                    const int64_t id = shared ? last - k : last - 4 * k - i % 4;
+                    const int64_t id = shared ? last - k : last - b * k - i % b;
                     row[k] = id >= 0 ? (int32_t)id : -1;
                 }
             }
 }
 
-/* FP8X2's two tiles on the pre-pass (PW_PLAN_FP8X2_STACKED): on inputs built to fall on
- * each side of the rule, the host's pw_fp8x2_stack_choice says which; the default plan's
- * call gives exactly the bytes of the plan forced to that tile (and not the other's);
- * the stacked tile is grouping-invariant (guarded W128 == identity), equal to dev impl 12
- * run directly, and within the bounds of the E4M3-term emulation and of the lean kernel;
- * one captured call replayed on both inputs gives each input's tile. */
-static void test_fp8x2_stacked_choice(void **state)
+/* FP8X2's two tiles on the pre-pass (PW_PLAN_FP8X2_STACKED), at G = 16 (the lean kernel or
+ * the 2-slot stacked tile) and G = 8 (the dense tile or the 4-slot stacked tile): on inputs
+ * built to fall on each side of the rule, the host's pw_fp8x2_stack_choice says which; the
+ * default plan's call gives exactly the bytes of the plan forced to that tile (and not the
+ * other's); the stacked tile is grouping-invariant (guarded W128 == identity), equal to dev
+ * impl 12 run directly, and within the bounds of the E4M3-term emulation and of the other
+ * tile; one captured call replayed on both inputs gives each input's tile. */
+static void stacked_choice_case(int32_t g_heads)
 {
-    (void)state;
     g_precision = PW_PRECISION_FP8X2;
     pw_rng_t rng;
-    pw_rng_init(&rng, g_seed ^ 0x57ac4edull);
-    pw_capture_t *c = make_problem(&rng);
+    pw_rng_init(&rng, g_seed ^ 0x57ac4edull ^ (uint64_t)g_heads);
+    printf("  G = %d\n", g_heads);
+    pw_capture_t *c = make_problem_g(&rng, g_heads);
     const pw_problem_t *p = &c->problem;
     const pw_requests_t rq = pw_capture_requests(c);
     device_problem_t d;
@@ -1220,7 +1229,7 @@ static void test_fp8x2_stacked_choice(void **state)
     upload(c, &d, 1);
     cudaStream_t s;
     CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    enum { AUTO, STACKED, STACKED_IDENTITY, LEAN, NUM_PLANS };
+    enum { AUTO, STACKED, STACKED_IDENTITY, OTHER, NUM_PLANS };
     const uint32_t flags[NUM_PLANS] = {PW_PLAN_VT_PREPASS, PW_PLAN_VT_PREPASS | PW_PLAN_FP8X2_STACKED,
                                        PW_PLAN_VT_PREPASS | PW_PLAN_FP8X2_STACKED,
                                        PW_PLAN_VT_PREPASS | PW_PLAN_NO_FP8X2_STACKED};
@@ -1246,15 +1255,16 @@ static void test_fp8x2_stacked_choice(void **state)
     float *emu = malloc(elems * 4), *emu_lse = malloc(elems / 128 * 4);
     assert_non_null(emu);
     assert_non_null(emu_lse);
-    for (int pat = 0; pat < 2; pat++) { /* 0: shared pages (lean kernel), 1: disjoint (stacked) */
+    for (int pat = 0; pat < 2; pat++) { /* 0: shared pages (the other tile), 1: disjoint (stacked) */
         fill_block_pattern(c, pat == 0);
         upload(c, &d, 0);
         uint64_t counts[2];
         int stacked = -1;
         assert_pw_ok(pw_fp8x2_stack_choice(p, c->topk_ids, &rq, counts, &stacked));
-        printf("  %s pages per block: pairs' pages %llu, blocks' %llu (ratio %.3f): %s\n", pat ? "disjoint" : "shared",
+        printf("  %s pages per block: units' pages %llu, blocks' %llu (ratio %.3f): %s\n", pat ? "disjoint" : "shared",
                (unsigned long long)counts[0], (unsigned long long)counts[1],
-               counts[1] ? (double)counts[0] / (2.0 * (double)counts[1]) : 0.0, stacked ? "stacked tile" : "lean kernel");
+               counts[1] ? (double)counts[0] / (2.0 * (double)counts[1]) : 0.0,
+               stacked ? "stacked tile" : g_heads == 8 ? "dense tile" : "lean kernel");
         assert_int_equal(stacked, pat);
         for (int k = 0; k < NUM_PLANS; k++) {
             poison(p, &d, s);
@@ -1262,13 +1272,13 @@ static void test_fp8x2_stacked_choice(void **state)
             assert_pw_ok(pw_sparse_prefill(plans[k], &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
             fetch(p, &d, s, &r[pat][k]);
         }
-        const int auto_same = same_result(p, &r[pat][AUTO], &r[pat][stacked ? STACKED : LEAN]);
-        const int tiles_differ = !same_result(p, &r[pat][STACKED], &r[pat][LEAN]);
+        const int auto_same = same_result(p, &r[pat][AUTO], &r[pat][stacked ? STACKED : OTHER]);
+        const int tiles_differ = !same_result(p, &r[pat][STACKED], &r[pat][OTHER]);
         const int invariant = same_result(p, &r[pat][STACKED], &r[pat][STACKED_IDENTITY]);
-        const double tiles_nrms = nrms_result(p, &r[pat][STACKED], &r[pat][LEAN]);
-        printf("  default call == forced %s tile: %s; stacked vs lean: %s (NRMS %.2e, bound %.0e); stacked guarded "
+        const double tiles_nrms = nrms_result(p, &r[pat][STACKED], &r[pat][OTHER]);
+        printf("  default call == forced %s tile: %s; stacked vs other: %s (NRMS %.2e, bound %.0e); stacked guarded "
                "W128 == identity: %s\n",
-               stacked ? "stacked" : "lean", auto_same ? "bitwise" : "DIFFERENT", tiles_differ ? "differ" : "SAME BYTES",
+               stacked ? "stacked" : "other", auto_same ? "bitwise" : "DIFFERENT", tiles_differ ? "differ" : "SAME BYTES",
                tiles_nrms, X2_PATHS_NRMS_BOUND, invariant ? "bitwise" : "DIFFERENT");
         assert_true(auto_same);
         assert_true(tiles_differ);
@@ -1318,9 +1328,9 @@ static void test_fp8x2_stacked_choice(void **state)
         poison(p, &d, s);
         CUDA_OK(cudaGraphLaunch(exec, s));
         fetch(p, &d, s, &replay);
-        const int same = same_result(p, &replay, &r[pat][pat ? STACKED : LEAN]);
+        const int same = same_result(p, &replay, &r[pat][pat ? STACKED : OTHER]);
         printf("  graph replay round %d (%s pages): == the %s tile's eager call: %s\n", round, pat ? "disjoint" : "shared",
-               pat ? "stacked" : "lean", same ? "bitwise" : "DIFFERENT");
+               pat ? "stacked" : "other", same ? "bitwise" : "DIFFERENT");
         assert_true(same);
     }
     CUDA_OK(cudaGraphExecDestroy(exec));
@@ -1336,6 +1346,13 @@ static void test_fp8x2_stacked_choice(void **state)
     CUDA_OK(cudaStreamDestroy(s));
     device_free(&d);
     pw_capture_free(c);
+}
+
+static void test_fp8x2_stacked_choice(void **state)
+{
+    (void)state;
+    stacked_choice_case(16);
+    stacked_choice_case(8);
 }
 
 /* Rows of pages last - 4k - class(i), the class of each query random in 0..3: queries of one
