@@ -1355,21 +1355,23 @@ static void test_fp8x2_stacked_choice(void **state)
     stacked_choice_case(8);
 }
 
-/* Rows of pages last - 4k - class(i), the class of each query random in 0..3: queries of one
- * class share every page, so the pairs and blocks of identity order share few (the rule
- * picks the stacked tile) and greedy g = 2 and g = 4 order the windows differently. */
+/* Rows of pages last - B k - class(i), the class of each query random in 0..B-1 (B = 4 at
+ * G = 16, 8 at G = 8): queries of one class share every page, so the units and blocks of
+ * identity order share few (the rule picks the stacked tile: ratio ~0.63-0.76 in
+ * expectation) and greedy with the two tiles' g orders the windows differently. */
 static void fill_class_pattern(pw_capture_t *c, pw_rng_t *rng)
 {
     const pw_problem_t *p = &c->problem;
+    const int b = p->q_heads_per_kv == 8 ? 8 : 4;
     for (int h = 0; h < p->num_kv_heads; h++)
         for (int r = 0; r < p->num_requests; r++)
             for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
                 const int64_t pos = c->prefix_lens[r] + (i - c->cu_seqlens_q[r]);
                 const int64_t last = (pos < c->kv_lens[r] - 1 ? pos : c->kv_lens[r] - 1) / 128;
-                const int cls = (int)(pw_rng_next(rng) % 4u);
+                const int cls = (int)(pw_rng_next(rng) % (uint32_t)b);
                 int32_t *row = c->topk_ids + ((int64_t)h * p->num_tokens + i) * 16;
                 for (int k = 0; k < 16; k++) {
-                    const int64_t id = last - 4 * k - cls;
+                    const int64_t id = last - b * k - cls;
                     row[k] = id >= 0 ? (int32_t)id : -1;
                 }
             }
@@ -1487,19 +1489,20 @@ static void check_by_tile_graph(cudaGraph_t graph)
     free(nodes);
 }
 
-/* The regroup objective by tile (the default; PW_PLAN_NO_REGROUP_BY_TILE turns it off): on
- * the random problem and on inputs built for each tile, the call's permutation (the
- * workspace's) and union metadata equal the reference's with the g of the tile the call
- * runs (2: stacked, 4: lean), the outputs are bitwise those of the plan with the flag
- * (grouping invariance, same tile), and one captured call (the reshaped graph) replayed on
- * every input gives the same permutation and bytes; FP8 calls are those of the plan with
- * the flag. */
-static void test_regroup_by_tile(void **state)
+/* The regroup objective by tile (the default; PW_PLAN_NO_REGROUP_BY_TILE turns it off), at
+ * G = 16 and 8: on the random problem and on inputs built for each tile, the call's
+ * permutation (the workspace's) and union metadata equal the reference's with the g of the
+ * tile the call runs (G = 16: 2 stacked, 4 lean; G = 8: 4 stacked, 8 dense), the outputs
+ * are bitwise those of the plan with the flag (grouping invariance, same tile), and one
+ * captured call (the reshaped graph) replayed on every input gives the same permutation and
+ * bytes; FP8 calls are those of the plan with the flag. */
+static void by_tile_case(int32_t g_heads)
 {
-    (void)state;
+    const int32_t gs = g_heads == 8 ? 4 : 2, go = g_heads == 8 ? 8 : 4; /* the stacked tile's g, the other's */
+    printf("  G = %d: the stacked tile's g = %d, the other tile's g = %d\n", g_heads, gs, go);
     pw_rng_t rng;
-    pw_rng_init(&rng, g_seed ^ 0xb711eull);
-    pw_capture_t *c = make_problem(&rng);
+    pw_rng_init(&rng, g_seed ^ 0xb711eull ^ (uint64_t)g_heads);
+    pw_capture_t *c = make_problem_g(&rng, g_heads);
     const pw_problem_t *p = &c->problem;
     const pw_requests_t rq = pw_capture_requests(c);
     device_problem_t d;
@@ -1517,12 +1520,12 @@ static void test_regroup_by_tile(void **state)
     {
         pw_plan_info_t info = PW_PLAN_INFO_INIT, info8 = PW_PLAN_INFO_INIT;
         assert_pw_ok(pw_plan_info(plans[BY_TILE], PW_PRECISION_FP8X2, &info));
-        assert_int_equal(info.regroup_group_size, 4);
+        assert_int_equal(info.regroup_group_size, go);
         assert_int_equal(info.fp8x2_stacked, 1);
         assert_pw_ok(pw_plan_info(plans[BY_TILE_STACKED], PW_PRECISION_FP8X2, &info));
         assert_pw_ok(pw_plan_info(plans[BY_TILE_STACKED], PW_PRECISION_FP8, &info8));
-        assert_int_equal(info.regroup_group_size, 2);
-        assert_int_equal(info8.regroup_group_size, 4);
+        assert_int_equal(info.regroup_group_size, gs);
+        assert_int_equal(info8.regroup_group_size, go);
     }
     const int64_t perm_bytes = (int64_t)p->num_kv_heads * p->num_tokens * 4;
     int32_t *perm2 = malloc(perm_bytes), *perm4 = malloc(perm_bytes);
@@ -1539,7 +1542,7 @@ static void test_regroup_by_tile(void **state)
     g.window = 128;
     const size_t ids_bytes = (size_t)p->num_kv_heads * p->num_tokens * 16 * 4;
     int32_t *ids_of[NUM_INPUTS]; /* each input's Top-K ids, for the replays */
-    for (int in = 0; in < NUM_INPUTS; in++) { /* 0: the random problem, 1: shared pages (lean), 2: classes (stacked) */
+    for (int in = 0; in < NUM_INPUTS; in++) { /* 0: the random problem, 1: shared pages (other tile), 2: classes (stacked) */
         if (in == 1) fill_block_pattern(c, 1);
         if (in == 2) fill_class_pattern(c, &rng);
         ids_of[in] = malloc(ids_bytes);
@@ -1548,9 +1551,9 @@ static void test_regroup_by_tile(void **state)
         upload(c, &d, 0);
         uint64_t counts[2];
         assert_pw_ok(pw_fp8x2_stack_choice(p, c->topk_ids, &rq, counts, &stacked_of[in]));
-        g.group_size = 2;
+        g.group_size = gs;
         assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm2));
-        g.group_size = 4;
+        g.group_size = go;
         assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm4));
         const int differ = memcmp(perm2, perm4, (size_t)perm_bytes) != 0;
         if (stacked_of[in] && differ) orders_differ = 1;
@@ -1565,8 +1568,8 @@ static void test_regroup_by_tile(void **state)
         assert_pw_ok(pw_sparse_prefill(plans[PLAIN], &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
         fetch(p, &d, s, &plain);
         const int same = same_result(p, &by_tile[in], &plain);
-        printf("  input %d (%s tile; g = 2 and g = 4 orders %s): FP8X2 call == PW_PLAN_NO_REGROUP_BY_TILE's: %s\n", in,
-               stacked_of[in] ? "stacked" : "lean", differ ? "differ" : "equal", same ? "bitwise" : "DIFFERENT");
+        printf("  input %d (%s tile; g = %d and g = %d orders %s): FP8X2 call == PW_PLAN_NO_REGROUP_BY_TILE's: %s\n", in,
+               stacked_of[in] ? "stacked" : "other", gs, go, differ ? "differ" : "equal", same ? "bitwise" : "DIFFERENT");
         assert_true(same);
         /* greedy W64: the same bytes, the permutation of its own g */
         poison(p, &d, s);
@@ -1577,14 +1580,14 @@ static void test_regroup_by_tile(void **state)
             pw_grouping_t g64 = g;
             g64.mode = PW_REGROUP_GREEDY;
             g64.window = 64;
-            g64.group_size = stacked_of[in] ? 2 : 4;
+            g64.group_size = stacked_of[in] ? gs : go;
             int32_t *perm64 = malloc(perm_bytes);
             assert_non_null(perm64);
             assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g64, perm64));
             check_workspace_views(c, plans[BY_TILE_W64], &d, perm64);
             free(perm64);
         }
-        /* the stacked tile forced: g = 2 */
+        /* the stacked tile forced: its g */
         poison(p, &d, s);
         assert_pw_ok(
             pw_sparse_prefill(plans[BY_TILE_STACKED], &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
@@ -1602,7 +1605,8 @@ static void test_regroup_by_tile(void **state)
         fetch(p, &d, s, &plain);
         assert_true(same_result(p, &replay, &plain));
     }
-    printf("  an input with the stacked tile where g = 2 and g = 4 order differently: %s\n", orders_differ ? "yes" : "NO");
+    printf("  an input with the stacked tile where g = %d and g = %d order differently: %s\n", gs, go,
+           orders_differ ? "yes" : "NO");
     assert_true(orders_differ); /* else the copy of perm_alt was not exercised */
     assert_true(stacked_of[2] && !stacked_of[1]);
     /* One captured FP8X2 call (the reshaped graph), replayed on the inputs in another order. */
@@ -1623,7 +1627,7 @@ static void test_regroup_by_tile(void **state)
         const int in = order[round];
         memcpy(c->topk_ids, ids_of[in], ids_bytes);
         upload(c, &d, 0);
-        g.group_size = stacked_of[in] ? 2 : 4;
+        g.group_size = stacked_of[in] ? gs : go;
         assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm2));
         poison(p, &d, s);
         CUDA_OK(cudaGraphLaunch(exec, s));
@@ -1648,6 +1652,13 @@ static void test_regroup_by_tile(void **state)
     CUDA_OK(cudaStreamDestroy(s));
     device_free(&d);
     pw_capture_free(c);
+}
+
+static void test_regroup_by_tile(void **state)
+{
+    (void)state;
+    by_tile_case(16);
+    by_tile_case(8);
 }
 
 static void test_errors(void **state)

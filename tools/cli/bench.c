@@ -580,7 +580,7 @@ static void print_protocol(const bench_options_t *o)
                o->vt_flags & PW_PLAN_VT_PREPASS ? "on" : "off");
     if (o->vt_flags & (PW_PLAN_FP8X2_STACKED | PW_PLAN_NO_FP8X2_STACKED))
         printf("FP8X2 tile forced to the %s on every Union4 arm (--fp8x2-tile)\n",
-               o->vt_flags & PW_PLAN_FP8X2_STACKED ? "stacked 2-slot tile" : "lean kernel");
+               o->vt_flags & PW_PLAN_FP8X2_STACKED ? "stacked tile" : "lean kernel (G = 8: the dense tile)");
 }
 
 static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates, int gpu)
@@ -618,15 +618,16 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
             printf("; GPU (T_online W128) NRMS %.4f vs exact, %.2e vs emulating, NaN %lld  [paper Union8: "
                    "0.022-0.040]",
                    bc->nrms_gpu_vs_exact, bc->nrms_gpu_vs_emulate, (long long)bc->gpu_nan);
+        const int g8 = p->q_heads_per_kv == 8; /* the stacked tile's form: 4 slots (G = 8) or 2 */
         printf("\nFP8X2 (two-term FP8 Q, P %s): FP8X2-emulating reference NRMS %.4f vs exact",
                bc->x2_f16_p     ? "in f16 on the V^T pre-pass"
-               : bc->x2_stacked ? "as two E4M3 terms: the stacked 2-slot tile"
+               : bc->x2_stacked ? (g8 ? "as two E4M3 terms: the stacked 4-slot tile" : "as two E4M3 terms: the stacked 2-slot tile")
                                 : "as two E4M3 terms",
                bc->nrms_emulate_x2_vs_exact);
         if (bc->stack_counts[1])
-            printf(" [FP8X2 tile: pairs' pages / 2 x blocks' %.3f (rule < 0.710): %s]",
-                   (double)bc->stack_counts[0] / (2.0 * (double)bc->stack_counts[1]),
-                   bc->x2_stacked ? "stacked" : "lean");
+            printf(" [FP8X2 tile: %s pages / 2 x blocks' %.3f, every 4th block (rule < %.3f): %s]",
+                   g8 ? "4-query halves'" : "pairs'", (double)bc->stack_counts[0] / (2.0 * (double)bc->stack_counts[1]),
+                   g8 ? 0.840 : 0.710, bc->x2_stacked ? "stacked" : g8 ? "dense" : "lean");
         if (bc->gpu_x2_checked)
             printf("; GPU (union4 W128 FP8X2) NRMS %.4f vs exact, %.2e vs FP8X2-emulating, NaN %lld",
                    bc->nrms_gpu_x2_vs_exact, bc->nrms_gpu_x2_vs_emulate, (long long)bc->gpu_x2_nan);
