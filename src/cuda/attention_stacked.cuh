@@ -226,9 +226,12 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         int32_t rows[kSlotsPerCta] = {-1, -1, -1, -1};
 #pragma unroll
         for (int k = 0; k < kTileSlots; k++) {
-            rows[k] = tile ? work.query_rows[2 + k] : work.query_rows[k];
+            // G = 16: tile 1 holds slots 2, 3 (constant indices: the arrays stay in registers);
+            // G = 8: the one tile, slots 0-3
+            const int upper = kTiles == 2 ? 2 + k : k;
+            rows[k] = tile ? work.query_rows[upper] : work.query_rows[k];
             if (tid == k) {
-                sm.slot_limit[k] = tile ? work.limits[2 + k] : work.limits[k];
+                sm.slot_limit[k] = tile ? work.limits[upper] : work.limits[k];
                 sm.slot_row[k] = rows[k];
             }
         }
