@@ -209,6 +209,9 @@ pw_status_t pw_check_vt_stack(const pw_problem_t *problem, const pw_attention_ar
  * the 8-query blocks' shuffles took ~20 us of a 3-KV-head call counted in full (H200,
  * bench/NOTES.md, 27th session), and the ratio is a mean over thousands of blocks. */
 #define PW_STACK_SAMPLE 4
+/* The counts' unit of consecutive queries at G (a block is two units): the stacked tile's
+ * queries, 2 at G = 16 (a 2-slot tile), 4 at G = 8 (a Union4 half). */
+#define PW_STACK_UNIT_QUERIES(g) ((g) == 8 ? 4 : 2)
 #define PW_STACK_MAX_RATIO_MILLI 710u
 #define PW_STACK_MAX_RATIO_MILLI_G8 840u
 #define PW_STACK_RATIO_MILLI(g) ((g) == 8 ? PW_STACK_MAX_RATIO_MILLI_G8 : PW_STACK_MAX_RATIO_MILLI)

@@ -51,7 +51,7 @@ pw_status_t pw_fp8x2_stack_choice(const pw_problem_t *problem, const int32_t *to
                        problem->topk);
     /* Units of U consecutive queries (pairs at G = 16, 4-query halves at G = 8), blocks of
      * two units. */
-    const int g = problem->q_heads_per_kv, U = g == 8 ? 4 : 2;
+    const int g = problem->q_heads_per_kv, U = PW_STACK_UNIT_QUERIES(g);
     counts[0] = counts[1] = 0;
     for (int32_t h = 0; h < problem->num_kv_heads; h++) {
         int32_t request = 0; /* of the next query: cu_seqlens_q ascends (checked above) */

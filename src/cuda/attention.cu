@@ -581,7 +581,7 @@ template <int VARIANT, int G>
 pw_status_t launch_stack1_g(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
     static std::atomic<uint64_t> configured{0};
-    constexpr unsigned kTiles = (unsigned)pw::stack_tiles<G>();
+    constexpr unsigned kTiles = (unsigned)pw::stack_tiles(G);
     unsigned ctas;
     if (params.stack_items > 0) { // persistent (the full call): kStack1CtasPerSm CTAs per SM take the items
         int dev = 0, sms = 0;
@@ -896,7 +896,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         const int64_t grid = 2 * meta->max_groups * problem->num_kv_heads;
         // The stacked tile in the full call runs persistent (launch_stack1): its items.
         params.stack_items = stacked && params.stack_mode != PW_STACK_NEVER
-                                 ? (problem->q_heads_per_kv == 8 ? pw::stack_tiles<8>() : pw::stack_tiles<16>()) * grid
+                                 ? pw::stack_tiles(problem->q_heads_per_kv) * grid
                                  : 0;
         if (grid > 0x7fffffff) status = pw_fail(PW_ERROR_UNSUPPORTED, "2 * groups * Hkv = %lld CTAs exceeds the grid limit", (long long)grid);
         else if (kernel == PW_KERNEL_UNION8) status = launch_impl<pw::kUnion8>(impl, params, (unsigned)grid, stream);
@@ -944,8 +944,9 @@ extern "C" pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const 
     // lean kernel on the tiles.
     const int dense_g = pw_vt_runs_dense(problem, args);
     const int impl = dense_g == 8 ? pw::kImplDense8Dev : dense_g == 4 ? pw::kImplDense4Dev : pw::kImplLeanPreVtDev;
-    // FP8X2 at G = 16, K = 16, P = 128: the lean kernel, the stacked 2-slot tile (dev impl
-    // 12), or both launched with the choice made on the device (pw_vt_buffers_t.stack_mode).
+    // FP8X2 at G = 16 or 8, K = 16, P = 128: the lean kernel (G = 16) or the dense tile
+    // (G = 8), the stacked tile (dev impl 12), or both launched with the choice made on the
+    // device (pw_vt_buffers_t.stack_mode).
     const int stack_mode = vt ? vt->stack_mode : PW_STACK_NEVER;
     if (vt && problem) PW_TRY(pw_check_vt_stack(problem, args, vt));
     if (stack_mode != PW_STACK_ALWAYS)

@@ -164,8 +164,8 @@ static __device__ __forceinline__ int32_t stack_item_block(const AttentionParams
 static_assert(kStack1CtasPerSm * (kSmemBytesStack1 + 1024) <= 228 * 1024, "stack1: four CTAs per SM no longer fit");
 
 /* The tiles of one Union4 half: G = 16, two of 2 slots (32 (slot, head) rows each); G = 8,
- * one of its 4 slots (the dev entry's G = 8 form, stacked8). */
-template <int G> constexpr int stack_tiles() { return G == 16 ? 2 : 1; }
+ * one of its 4 slots. Also the host's items per half (attention.cu, stack_items). */
+constexpr int stack_tiles(int g) { return g == 16 ? 2 : 1; }
 
 template <int VARIANT, int G = kHeadsPerKv>
 __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
@@ -173,12 +173,14 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
 {
     static_assert(VARIANT == kUnion4, "stack1: Union4 only");
     static_assert(G == 16 || G == 8, "stack1: G = 16 or 8");
-    constexpr int kTiles = stack_tiles<G>(), kTileSlots = 4 / kTiles;
+    constexpr int kTiles = stack_tiles(G), kTileSlots = 4 / kTiles;
     extern __shared__ uint8_t smem_raw[];
     SmemPlanStack1 &sm = smem_plan<SmemPlanStack1>(smem_raw);
-    // The full call's second launch (pw_union_attention_vt): this call may run the lean kernel.
+    // The full call's second launch (pw_union_attention_vt): this call may run the other tile
+    // (the lean kernel, at G = 8 the dense tile).
     if (p.stack_mode != PW_STACK_NEVER && !stacked_call(p)) return;
-    // Items: 2-slot tiles, two per Union4 half (CTA-pair index b = item / 2, tile item % 2).
+    // Items: tiles, kTiles per Union4 half (G = 16: two 2-slot tiles, CTA-pair index
+    // b = item / 2, tile item % 2; G = 8: one, b = item; stack_item_block).
     // The full call's launch is persistent (stack_items > 0: a few CTAs per SM stride over
     // the items, so that a call that runs the lean kernel exits a small grid); otherwise one
     // item per CTA (the dev entry).

@@ -208,7 +208,8 @@ static __device__ void stack_count(const VtParams &p, uint32_t cta)
 __global__ void __launch_bounds__(kMarkThreads) vt_mark_kernel(const VtParams p)
 {
     if (blockIdx.x >= p.mark_ctas) { // CTA-uniform: the stacked tile's counts (PW_STACK_PER_CALL)
-        if (p.heads_per_kv == 8) stack_count<2>(p, blockIdx.x - p.mark_ctas);
+        // R = PW_STACK_UNIT_QUERIES(G) / 2 key registers per unit
+        if (PW_STACK_UNIT_QUERIES(p.heads_per_kv) == 4) stack_count<2>(p, blockIdx.x - p.mark_ctas);
         else stack_count<1>(p, blockIdx.x - p.mark_ctas);
         return;
     }
@@ -406,10 +407,10 @@ extern "C" pw_status_t pw_vt_prepare_parts(const pw_problem_t *problem, const pw
         const int64_t rows = (int64_t)problem->num_kv_heads * problem->num_tokens;
         const int64_t need = (rows + kMarkThreads - 1) / kMarkThreads;
         const unsigned mark_ctas = (unsigned)(need < 1 ? 1 : need < kMarkMaxCtas ? need : kMarkMaxCtas);
-        // PER_CALL: CTAs for the counts, one warp per block (4 queries at G = 16, 8 at G = 8)
-        // up to kStackMaxCtas CTAs.
-        const int64_t block_queries = problem->q_heads_per_kv == 8 ? 8 : 4;
-        const int64_t blocks = stack_sampled_blocks(problem->num_tokens, block_queries) * problem->num_kv_heads;
+        // PER_CALL: CTAs for the counts, one warp per sampled block (two units) up to
+        // kStackMaxCtas CTAs.
+        const int64_t blocks = stack_sampled_blocks(problem->num_tokens, 2 * PW_STACK_UNIT_QUERIES(problem->q_heads_per_kv)) *
+                               problem->num_kv_heads;
         const int64_t stack_need = per_call ? (blocks + kMarkThreads / 32 - 1) / (kMarkThreads / 32) : 0;
         const unsigned stack_ctas = (unsigned)(stack_need < kStackMaxCtas ? stack_need : kStackMaxCtas);
         p.mark_ctas = mark_ctas;
