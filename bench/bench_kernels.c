@@ -63,10 +63,12 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The schedule kind of a dev impl (pw_dev_set_schedule): 1 dense G = 8 groups, 2 dense G = 4
- * pairs, 0 the lean kernels' halves. */
-static int sched_kind(int impl)
+/* The schedule kind of a dev impl at G (pw_dev_set_schedule): 1 dense G = 8 groups, 2 dense
+ * G = 4 pairs, 0 the lean kernels' halves; the stacked tile (12) reads the dense tile's kind
+ * at G = 8 and 4 (union_attention). */
+static int sched_kind(int impl, int g)
 {
+    if (impl == 12) return g == 8 ? 1 : g == 4 ? 2 : 0;
     return impl == 13 ? 1 : impl == 14 ? 2 : 0;
 }
 
@@ -383,7 +385,7 @@ int main(int argc, char **argv)
                     continue;
                 const int si = slots[impl].impl;
                 if (g_heads != 16 && (si == 0 || si == 2 || si == 8 || arms[a].k == PW_KERNEL_UNION8)) continue;
-                if (si == 12 && g_heads != 16 && g_heads != 8) continue; /* stacked: G = 16 (2-slot), 8 (4-slot) */
+                /* stacked: G = 16 (2-slot), 8 (4-slot), 4 (8-slot) tiles; K = 16 (below) */
                 /* K > 16: the lean kernels (slot '6' runs 9 there) and the dense G = 8 tile only. */
                 if (p->topk > 16 && ((si != 6 && si != 9 && si != 10 && si != 13) || arms[a].k == PW_KERNEL_UNION8))
                     continue;
@@ -395,12 +397,12 @@ int main(int argc, char **argv)
                     set_precision(&args, impl);
                     CK(cudaMemsetAsync(o[0], 0xff, q_bytes, stream));
                     CK(cudaMemsetAsync(lse_dev, 0xff, lse_bytes, stream));
-                    pw_dev_set_schedule(arms[a].k == PW_KERNEL_UNION4 ? arms[a].m->lpt_count_dev[sched_kind(si)] : NULL,
-                                        arms[a].m->lpt_list_dev[sched_kind(si)], arms[a].m->lpt_stride[sched_kind(si)],
-                                        sched_kind(si));
+                    pw_dev_set_schedule(arms[a].k == PW_KERNEL_UNION4 ? arms[a].m->lpt_count_dev[sched_kind(si, g_heads)] : NULL,
+                                        arms[a].m->lpt_list_dev[sched_kind(si, g_heads)], arms[a].m->lpt_stride[sched_kind(si, g_heads)],
+                                        sched_kind(si, g_heads));
                     PK(pw_union_attention_dev(slots[impl].impl, p, &args, arms[a].g, arms[a].m->perm_dev, &arms[a].m->dev, arms[a].k,
                                               stream));
-                    pw_dev_set_schedule(NULL, NULL, 0, sched_kind(si));
+                    pw_dev_set_schedule(NULL, NULL, 0, sched_kind(si, g_heads));
                     CK(cudaStreamSynchronize(stream));
                     CK(cudaGetLastError());
                     const int x2_ref = impl == X2_REFERENCE_SLOT;
@@ -450,12 +452,12 @@ int main(int argc, char **argv)
                     set_precision(&args, impl);
                     cudaGraph_t graph;
                     CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-                    pw_dev_set_schedule(arms[a].k == PW_KERNEL_UNION4 ? arms[a].m->lpt_count_dev[sched_kind(si)] : NULL,
-                                        arms[a].m->lpt_list_dev[sched_kind(si)], arms[a].m->lpt_stride[sched_kind(si)],
-                                        sched_kind(si));
+                    pw_dev_set_schedule(arms[a].k == PW_KERNEL_UNION4 ? arms[a].m->lpt_count_dev[sched_kind(si, g_heads)] : NULL,
+                                        arms[a].m->lpt_list_dev[sched_kind(si, g_heads)], arms[a].m->lpt_stride[sched_kind(si, g_heads)],
+                                        sched_kind(si, g_heads));
                     PK(pw_union_attention_dev(slots[impl].impl, p, &args, arms[a].g, arms[a].m->perm_dev, &arms[a].m->dev,
                                               arms[a].k, stream));
-                    pw_dev_set_schedule(NULL, NULL, 0, sched_kind(si));
+                    pw_dev_set_schedule(NULL, NULL, 0, sched_kind(si, g_heads));
                     CK(cudaStreamEndCapture(stream, &graph));
                     CK(cudaGraphInstantiate(&exec[k], graph, 0));
                     CK(cudaGraphDestroy(graph));
@@ -475,9 +477,9 @@ int main(int argc, char **argv)
                 CK(cudaGetLastError());
                 qsort(t, reps, sizeof(float), cmp_float);
                 const double med = t[reps / 2] * 1e3, mn = t[0] * 1e3, p90 = t[(int)(reps * 0.9)] * 1e3;
-                const double steps = si == 13   ? (double)arms[a].m->stats.union_visits
-                                     : si == 14 ? (double)arms[a].m->pair_visits
-                                                : arms[a].steps;
+                const double steps = si == 13 || (si == 12 && g_heads == 4) ? (double)arms[a].m->stats.union_visits
+                                     : si == 14                              ? (double)arms[a].m->pair_visits
+                                                                             : arms[a].steps;
                 const double exec_flop = steps * 64.0 * 128 * 128 * 4;
                 med_of[impl] = med;
                 printf("%-34s %-10s %-9s %-4s %9.1f %9.1f %9.1f %10.1f %10.1f %8lld %6.3f %s\n", files[f], arms[a].kn,

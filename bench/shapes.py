@@ -28,7 +28,9 @@ precisions:
   G8dense, G8stacked  G8 with FP8X2's tile fixed (PW_PLAN_NO_FP8X2_STACKED: the dense tile;
              PW_PLAN_FP8X2_STACKED: the stacked 4-slot tile, a 4-query half x 8 heads x two
              terms per 64 rows, regrouped for C_4) where the G8 arm's device picks per call
-             (FP8 calls ignore the flags).
+             (FP8 calls ignore the flags);
+  G4dense, G4stacked  the same at G = 4 (the stacked 8-slot tile: an 8-query group x 4 heads
+             x two terms per 64 rows, walking the group's union; both tiles regroup with g = 8).
 Arms are replayed interleaved (--replays each after --warmup); --copies C (default 1) gives
 each arm C graphs on C different Q / O buffers, replayed in turn, as FlashInfer's harness
 (bench/flashinfer_peer.py, 3 copies) and `pageweaver bench` rotate their inputs, so that a
@@ -57,7 +59,8 @@ from pageweaver import _lib, _op
 
 D = 128  # head dim; the page size P is each capture's (metadata page_size: 128 or 64)
 ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys", "G16greedy", "G8greedy", "G4greedy", "G16id", "G8id", "G4id",
-        "G16vt", "G8vt", "G4vt", "G16novt", "G8novt", "G4novt", "scalesnovt", "G8scales", "G8dense", "G8stacked")
+        "G16vt", "G8vt", "G4vt", "G16novt", "G8novt", "G4novt", "scalesnovt", "G8scales", "G8dense", "G8stacked",
+        "G4dense", "G4stacked")
 PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS = 1 << 1, 1 << 2  # pageweaver.h
 PW_PLAN_FP8X2_STACKED, PW_PLAN_NO_FP8X2_STACKED = 1 << 4, 1 << 5
 
@@ -68,7 +71,8 @@ def arm_flags(arm):
         return PW_PLAN_NO_VT_PREPASS
     if arm.endswith("vt"):
         return PW_PLAN_VT_PREPASS
-    return {"G8dense": PW_PLAN_NO_FP8X2_STACKED, "G8stacked": PW_PLAN_FP8X2_STACKED}.get(arm, 0)
+    return {"G8dense": PW_PLAN_NO_FP8X2_STACKED, "G8stacked": PW_PLAN_FP8X2_STACKED,
+            "G4dense": PW_PLAN_NO_FP8X2_STACKED, "G4stacked": PW_PLAN_FP8X2_STACKED}.get(arm, 0)
 
 
 DEFAULT_ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys")
@@ -171,7 +175,7 @@ def build(path, device, copies=1):
                 cpu=dict(q=q16, kc=kc, vc=vc, topk=topk, table=table, cu=cu, kv=kv, prefix=prefix))
 
 
-NRMS_ARMS = ("G16", "G8", "G4", "G8dense", "G8stacked", "G16greedy", "G8greedy", "G4greedy", "G16id", "G8id", "G4id",
+NRMS_ARMS = ("G16", "G8", "G4", "G8dense", "G8stacked", "G4dense", "G4stacked", "G16greedy", "G8greedy", "G4greedy", "G16id", "G8id", "G4id",
              "G16vt", "G8vt", "G4vt", "G16novt", "G8novt", "G4novt")  # no scales, sinks or other layouts
 
 
@@ -224,12 +228,13 @@ def arm_call(arm, b, prec, outs, copy=0):
     if (arm, prec) not in b["steps"]:  # the executed work of the default plan's path (not the vt / novt arms')
         info = pageweaver.check_gpu_support(q, k, v, *b["rest"], precision=prec, page_size=b["P"], **kw)
         info["g"] = g
-        if arm == "G8stacked" and prec == "fp8x2" and info["tile"] == "dense":
-            # the 4-slot tile: one 64-row product each way per step of a half's union, which
-            # the forced tile's regroup minimises (C_4; printed as half the FP8X2 factor)
+        if arm in ("G8stacked", "G4stacked") and prec == "fp8x2" and info["tile"] == "dense":
+            # the 4-slot (G = 8) / 8-slot (G = 4) tile: one 64-row product each way per step
+            # of a half's (a group's) union, which the forced tile's regroup minimises (C_4 /
+            # the 8-query unions; printed as half the FP8X2 factor)
             b["steps"][(arm, prec)] = union_visits(b["capture"], _lib.REGROUP_MODES[info["regroup"]],
-                                                   _lib.DEFAULT_WINDOW, 4, b["P"]) / 2
-        elif arm.endswith("vt") or (arm == "G8" and info.get("fp8x2_tile") == "per_call"):
+                                                   _lib.DEFAULT_WINDOW, 4 if g == 8 else 8, b["P"]) / 2
+        elif arm.endswith("vt") or (arm in ("G8", "G4") and info.get("fp8x2_tile") == "per_call"):
             b["steps"][(arm, prec)] = None  # not the default tile's, or picked per call on the device
         else:
             b["steps"][(arm, prec)] = executed_steps(b["capture"], info, b["P"])

@@ -701,25 +701,30 @@ enum {
      * same either way; only the speed differs. Ignored by the other kernels, with
      * PW_PLAN_CALLER_PERM and in calls that keep identity order. */
     PW_PLAN_REGROUP_GROUPS_OF_8 = 1u << 3,
-    /* PW_PRECISION_FP8X2 calls on the V^T pre-pass at G = 16 or 8, K <= 16, P = 128
+    /* PW_PRECISION_FP8X2 calls on the V^T pre-pass at G = 16, 8 or 4, K <= 16, P = 128
      * without per-token scales have two tiles (semantics §4.5). G = 16: the lean kernel (a
      * 4-query half's 64 rows per page, P in f16 on f16 tiles) and the stacked 2-slot tile
      * (2 queries x 16 heads x FP8X2's two terms per 64 rows, both terms summed in FP32; a
      * tile whose 2 queries did not select a page skips it; E4M3 tiles). G = 8: the dense
      * tile (8 queries x 8 heads walking the 8-query union, P in f16) and the stacked 4-slot
-     * tile (a 4-query half x 8 heads x two terms, walking the half's union). Which is faster
-     * depends on how many pages consecutive queries share: H200, the stacked tile
-     * 0.76-0.96x the lean kernel's time on the synthetic A/B/C workloads and 1.02-1.14x on
-     * the captures (bench/NOTES.md, 21st session); at G = 8 0.66-0.92x the dense tile's on
-     * the synthetic workloads and 1.02-1.08x on two captures (27th session). By default the
+     * tile (a 4-query half x 8 heads x two terms, walking the half's union). G = 4: the dense
+     * tile (16 queries x 4 heads walking a pair of groups' merged union, P in f16) and the
+     * stacked 8-slot tile (an 8-query group x 4 heads x two terms, walking the group's
+     * union). Which is faster depends on how many pages consecutive queries share: H200,
+     * the stacked tile 0.76-0.96x the lean kernel's time on the synthetic A/B/C workloads and
+     * 1.02-1.14x on the captures (bench/NOTES.md, 21st session); at G = 8 0.66-0.92x the
+     * dense tile's on the synthetic workloads and 1.02-1.08x on two captures (27th session);
+     * at G = 4, full call, 0.80-0.82x on A-hot / C-hot and 0.94-1.02x on three captures
+     * (28th session). By default the
      * call decides on the device, from two counts the pre-pass's mark launch takes over the
      * Top-K rows in identity order: the distinct pages of each unit of consecutive queries
-     * (G = 16: pairs; G = 8: 4-query halves) and of each block of two units, over every
+     * (G = 16: pairs; G = 8: 4-query halves; G = 4: 8-query groups) and of each block of
+     * two units, over every
      * 4th block of each KV head (a sample: the full counts cost ~20 us of a 3-KV-head call
      * at G = 8): the stacked
      * tile when the units' pages are under r x twice the blocks' pages (the stacked tile's
-     * steps per step of the other tile; r = 0.71 at G = 16, 0.84 at G = 8, below the
-     * measured break-evens ~0.73 and ~0.845). The
+     * steps per step of the other tile; r = 0.71 at G = 16, 0.84 at G = 8, 0.87 at G = 4,
+     * at or below the measured break-evens ~0.73, ~0.845 and ~0.88). The
      * choice is a function of the call's inputs, never of the grouping, so a call's outputs
      * stay independent of the grouping; they are the bytes of one of the two tiles
      * (within the same accuracy: NRMS vs exact ~0.2% either way). Both kernels are
@@ -731,7 +736,8 @@ enum {
     /* By default the regroup objective follows the FP8X2 tile the call runs; this flag
      * turns that off (the plan's g in every call, as before 2026-12-03: for A/B
      * benchmarks). It concerns plans whose FP8X2 calls may run the stacked tile (G = 16
-     * or 8, K <= 16, P = 128 on the V^T pre-pass, not PW_PLAN_NO_FP8X2_STACKED) and that
+     * or 8, K <= 16, P = 128 on the V^T pre-pass, not PW_PLAN_NO_FP8X2_STACKED; at G = 4
+     * both tiles walk 8-query unions, so g = 8 either way and the flag changes nothing) and that
      * regroup in FP8X2 (not IDENTITY, not PW_PLAN_CALLER_PERM, AUTO's time guard saying
      * yes), in their FP8X2 calls without per-token scales; every other plan and call
      * ignores it. The stacked tile walks the union of each pair of queries, the lean
@@ -958,7 +964,7 @@ typedef struct pw_plan_info {
                                   each 8-query union, at G = 4 two of them merged; such a
                                   plan's calls with per-token scales run the padded tile
                                   and regroup with 4); 0 when `regroup` is
-                                  IDENTITY; 2 (4 at G = 8) for FP8X2 with
+                                  IDENTITY; 2 (4 at G = 8, 8 at G = 4) for FP8X2 with
                                   PW_PLAN_FP8X2_STACKED unless the plan was created with
                                   PW_PLAN_NO_REGROUP_BY_TILE.
                                   pw_ref_regroup with `regroup`, `window` and this g

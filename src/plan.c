@@ -94,11 +94,12 @@ struct pw_plan {
     int64_t max_groups;     /* per KV head: pw_max_groups(problem, grouping) */
     int32_t union_capacity; /* 8 * Kd */
     int vt_prepass;         /* Union4: the V^T pre-pass + lean kernel (else impl 6 transposes V) */
-    int stack_eligible;     /* vt_prepass at G = 16 or 8, Kd = 16, P = 128: FP8X2 calls
+    int stack_eligible;     /* vt_prepass at G = 16, 8 or 4, Kd = 16, P = 128: FP8X2 calls
                                without per-token scales may run the stacked tile (stack_mode) */
     int64_t vt_capacity;    /* V^T tiles per KV head (C); a head touching more falls back */
-    int by_tile;            /* not PW_PLAN_NO_REGROUP_BY_TILE, on a stack_eligible plan that regroups
-                               itself: FP8X2 calls regroup for the tile they run */
+    int by_tile;            /* not PW_PLAN_NO_REGROUP_BY_TILE, on a stack_eligible plan at G = 16 or 8
+                               that regroups itself: FP8X2 calls regroup for the tile they run
+                               (at G = 4 both tiles walk 8-query unions: g = 8 either way) */
     size_t part_offset[NUM_PARTS]; /* from the aligned base */
     size_t part_bytes[NUM_PARTS];
     size_t workspace_bytes; /* total the caller provides, including alignment slack */
@@ -134,7 +135,8 @@ static int stack_mode(const pw_plan_t *plan, const pw_attention_args_t *args)
  * stack: the call's stack_mode. */
 static int32_t stacked_regroup_size(const pw_plan_t *plan)
 {
-    return plan->problem.q_heads_per_kv == 8 ? PW_PLAN_STACKED8_REGROUP_SIZE : PW_PLAN_STACKED_REGROUP_SIZE;
+    const int32_t g = plan->problem.q_heads_per_kv;
+    return g == 8 ? PW_PLAN_STACKED8_REGROUP_SIZE : g == 4 ? PW_PLAN_GROUP_SIZE : PW_PLAN_STACKED_REGROUP_SIZE;
 }
 
 static int32_t regroup_size(const pw_plan_t *plan, int dense_g, int stack)
@@ -440,16 +442,18 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
         if (cap < 1) plan->vt_prepass = 0;
         plan->vt_capacity = cap;
     }
-    /* FP8X2 calls on the tiles at G = 16 or 8, K <= 16, P = 128 (without per-token scales)
-     * run the lean kernel (G = 16) or the dense G = 8 tile, or the stacked tile
+    /* FP8X2 calls on the tiles at G = 16, 8 or 4, K <= 16, P = 128 (without per-token
+     * scales) run the lean kernel (G = 16) or the dense G = 8 / 4 tile, or the stacked tile
      * (pw_plan_config_t's flags). */
     plan->stack_eligible = plan->vt_prepass &&
-                           (problem->q_heads_per_kv == 16 || problem->q_heads_per_kv == 8) && problem->topk == 16 &&
-                           problem->page_size == 128;
+                           (problem->q_heads_per_kv == 16 || problem->q_heads_per_kv == 8 ||
+                            problem->q_heads_per_kv == 4) &&
+                           problem->topk == 16 && problem->page_size == 128;
     /* The regroup objective follows the FP8X2 tile (unless PW_PLAN_NO_REGROUP_BY_TILE) where
      * an FP8X2 call may run the stacked tile and the plan regroups (a plan whose time guard
      * keeps identity order in FP8X2 never uses it). */
-    plan->by_tile = !(config->flags & PW_PLAN_NO_REGROUP_BY_TILE) && plan->stack_eligible && can_regroup &&
+    plan->by_tile = !(config->flags & PW_PLAN_NO_REGROUP_BY_TILE) && plan->stack_eligible &&
+                    problem->q_heads_per_kv != 4 && can_regroup &&
                     plan->regroup_pays[PW_PRECISION_FP8X2] && !(config->flags & PW_PLAN_NO_FP8X2_STACKED);
     const pw_status_t st = layout(plan);
     if (st != PW_SUCCESS) {

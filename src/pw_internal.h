@@ -144,16 +144,17 @@ typedef struct pw_vt_buffers {
     int32_t *sched_list;
     int64_t sched_stride;
     int sched_dense;
-    /* FP8X2 at G = 16 or 8, K = 16, P = 128 on the pre-pass's tiles (bench/NOTES.md, 21st
-     * and 27th sessions): which tile runs, the lean kernel (G = 16) or the dense G = 8 tile
-     * (P in f16 on f16 tiles), or the stacked tile (dev impl 12: both terms in the rows of
-     * one tile, tiles without a member skipped; E4M3 tiles; G = 16: 2-slot tiles, G = 8:
-     * one 4-slot tile per Union4 half). PW_STACK_NEVER (0): the other tile, as every other
+    /* FP8X2 at G = 16, 8 or 4, K = 16, P = 128 on the pre-pass's tiles (bench/NOTES.md,
+     * 21st, 27th and 28th sessions): which tile runs, the lean kernel (G = 16) or the dense
+     * G = 8 / 4 tile (P in f16 on f16 tiles), or the stacked tile (dev impl 12: both terms in
+     * the rows of one tile, tiles without a member skipped; E4M3 tiles; G = 16: 2-slot
+     * tiles, G = 8: one 4-slot tile per Union4 half, G = 4: one 8-slot tile per group). PW_STACK_NEVER (0): the other tile, as every other
      * call; PW_STACK_ALWAYS: the stacked tile; PW_STACK_PER_CALL: decided on the device
      * from stack_stat, two counts over the call's Top-K rows in identity order (a function
      * of the inputs only, never of the grouping): [0] the distinct valid pages of each unit
-     * of consecutive queries (G = 16: pairs 2i, 2i + 1; G = 8: 4i .. 4i + 3), summed, [1]
-     * those of each block of two units (4 or 8 queries), summed, both over every
+     * of consecutive queries (G = 16: pairs 2i, 2i + 1; G = 8: 4i .. 4i + 3; G = 4: 8i ..
+     * 8i + 7), summed, [1] those of each block of two units (4, 8 or 16 queries), summed,
+     * both over every
      * PW_STACK_SAMPLE-th block of each KV head (a query's valid pages: its
      * request's key, as union preparation's: 0 <= id < min(visible pages, max_pages));
      * PW_STACK_CHOSEN(G, [0], [1]) decides; [2] the stacked kernel's
@@ -204,17 +205,24 @@ pw_status_t pw_check_vt_stack(const pw_problem_t *problem, const pw_attention_ar
  * 1.14 at 0.84): break-even ~0.73. G = 8: units are 4-query halves (the 4-slot tile's
  * union), blocks 8-query groups (the dense G = 8 tile's): kernel time ratio 0.66 at 0.54,
  * 0.84 at 0.71, 0.92 at 0.80, 1.02 at 0.87, 1.04 at 0.88 (bench/NOTES.md, 27th session):
- * break-even ~0.845. */
+ * break-even ~0.845. G = 4: units are 8-query groups (the 8-slot tile's union), blocks
+ * pairs of groups (the dense G = 4 tile's merged union); the full call forced to each tile
+ * (FP8X2, W128): stacked / dense 0.80 at r 0.70, 0.82 at 0.73, 0.94 at 0.82, 0.97 at 0.88,
+ * 1.02 at 0.89, and the default call pays ~15 us more when the stacked tile runs (the
+ * dense grid's CTAs exit) than when the dense tile does (bench/NOTES.md, 28th session):
+ * r = 0.87. */
 /* The counts read every PW_STACK_SAMPLE-th block of each KV head (blocks 0, S, 2S, ...):
  * the 8-query blocks' shuffles took ~20 us of a 3-KV-head call counted in full (H200,
  * bench/NOTES.md, 27th session), and the ratio is a mean over thousands of blocks. */
 #define PW_STACK_SAMPLE 4
 /* The counts' unit of consecutive queries at G (a block is two units): the stacked tile's
- * queries, 2 at G = 16 (a 2-slot tile), 4 at G = 8 (a Union4 half). */
-#define PW_STACK_UNIT_QUERIES(g) ((g) == 8 ? 4 : 2)
+ * queries, 2 at G = 16 (a 2-slot tile), 4 at G = 8 (a Union4 half), 8 at G = 4 (a group). */
+#define PW_STACK_UNIT_QUERIES(g) ((g) == 8 ? 4 : (g) == 4 ? 8 : 2)
 #define PW_STACK_MAX_RATIO_MILLI 710u
 #define PW_STACK_MAX_RATIO_MILLI_G8 840u
-#define PW_STACK_RATIO_MILLI(g) ((g) == 8 ? PW_STACK_MAX_RATIO_MILLI_G8 : PW_STACK_MAX_RATIO_MILLI)
+#define PW_STACK_MAX_RATIO_MILLI_G4 870u
+#define PW_STACK_RATIO_MILLI(g)                                                                                     \
+    ((g) == 8 ? PW_STACK_MAX_RATIO_MILLI_G8 : (g) == 4 ? PW_STACK_MAX_RATIO_MILLI_G4 : PW_STACK_MAX_RATIO_MILLI)
 #define PW_STACK_CHOSEN(g, unit_pages, block_pages)                                                              \
     ((unsigned long long)(unit_pages) * 1000ull <                                                                \
      (unsigned long long)PW_STACK_RATIO_MILLI(g) * 2ull * (unsigned long long)(block_pages))

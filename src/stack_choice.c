@@ -49,15 +49,15 @@ pw_status_t pw_fp8x2_stack_choice(const pw_problem_t *problem, const int32_t *to
     if (problem->topk > 16)
         return pw_fail(PW_ERROR_UNSUPPORTED, "pw_fp8x2_stack_choice: K = %d (the stacked tile runs K <= 16)",
                        problem->topk);
-    /* Units of U consecutive queries (pairs at G = 16, 4-query halves at G = 8), blocks of
-     * two units. */
+    /* Units of U consecutive queries (pairs at G = 16, 4-query halves at G = 8, 8-query
+     * groups at G = 4), blocks of two units. */
     const int g = problem->q_heads_per_kv, U = PW_STACK_UNIT_QUERIES(g);
     counts[0] = counts[1] = 0;
     for (int32_t h = 0; h < problem->num_kv_heads; h++) {
         int32_t request = 0; /* of the next query: cu_seqlens_q ascends (checked above) */
         for (int64_t i0 = 0; i0 < problem->num_tokens; i0 += 2 * U * PW_STACK_SAMPLE) { /* the sampled blocks */
-            uint64_t keys[8][16], unit[2][64], merged[64];
-            int n[8], nu[2];
+            uint64_t keys[16][16], unit[2][128], merged[128];
+            int n[16], nu[2];
             for (int q = 0; q < 2 * U; q++) {
                 while (i0 + q < problem->num_tokens && requests->cu_seqlens_q[request + 1] <= i0 + q) request++;
                 n[q] = query_keys(problem, topk_ids, requests, h, i0 + q, request, keys[q]);

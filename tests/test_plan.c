@@ -713,13 +713,13 @@ static int64_t count_distinct(uint64_t *keys, int count)
 }
 
 /* pw_fp8x2_stack_choice against a brute force (sorted key lists per unit and block: pairs
- * and blocks of 4 at G = 16, 4-query halves and blocks of 8 at G = 8; every 4th block of
- * each KV head) on random problems
+ * and blocks of 4 at G = 16, 4-query halves and blocks of 8 at G = 8, 8-query groups and
+ * blocks of 16 at G = 4; every 4th block of each KV head) on random problems
  * with every edge of the semantics (-1 rows, duplicates, future and huge ids, 1-query
- * requests, partial pages), K 16 and below; the rule's side at both G; errors. And the
- * plan's fp8x2_stacked: 1 by default on a G = 16 or 8, K = 16, P = 128 plan with the
- * pre-pass in FP8X2, 2 / 0 with the flags, 0 in FP8, at G = 4, without the pre-pass and at
- * K = 32; both flags together are an argument error. */
+ * requests, partial pages), K 16 and below; the rule's side at each G; errors. And the
+ * plan's fp8x2_stacked: 1 by default on a G = 16, 8 or 4, K = 16, P = 128 plan with the
+ * pre-pass in FP8X2, 2 / 0 with the flags, 0 in FP8, without the pre-pass and at K = 32;
+ * both flags together are an argument error. */
 static void test_fp8x2_stack_choice(void **state)
 {
     (void)state;
@@ -729,16 +729,17 @@ static void test_fp8x2_stack_choice(void **state)
         const int topk = trial % 3 == 2 ? (int)pw_rng_range(&rng, 1, 15) : 16;
         pw_capture_t *c = pw_test_random_attention_problem_k(&rng, g_seed + (uint64_t)trial, 1 + trial % 3,
                                                              1 + trial % 4, 40, 0, 2000, 300, topk);
-        c->problem.q_heads_per_kv = trial % 2 ? 8 : 16; /* the counts read only the ids and G */
+        static const int32_t gs[3] = {16, 8, 4};
+        c->problem.q_heads_per_kv = gs[(trial / 3) % 3]; /* the counts read only the ids and G */
         const pw_problem_t *p = &c->problem;
-        const int unit = p->q_heads_per_kv == 8 ? 4 : 2; /* queries per unit; a block is two */
+        const int unit = p->q_heads_per_kv == 8 ? 4 : p->q_heads_per_kv == 4 ? 8 : 2; /* queries per unit; a block is two */
         const pw_requests_t rq = pw_capture_requests(c);
         uint64_t counts[2] = {7, 7}, expect[2] = {0, 0};
         int stacked = -1;
         assert_pw_ok(pw_fp8x2_stack_choice(p, c->topk_ids, &rq, counts, &stacked));
         for (int32_t h = 0; h < p->num_kv_heads; h++)
             for (int64_t i0 = 0; i0 < p->num_tokens; i0 += 2 * unit * 4) { /* every 4th block (PW_STACK_SAMPLE) */
-                uint64_t a[64], b[64], ab[128];
+                uint64_t a[128], b[128], ab[256];
                 int na = 0, nb = 0;
                 for (int q = 0; q < unit; q++) {
                     na = append_keys(c, h, i0 + q, a, na);
@@ -751,7 +752,7 @@ static void test_fp8x2_stack_choice(void **state)
             }
         assert_int_equal(counts[0], expect[0]);
         assert_int_equal(counts[1], expect[1]);
-        const uint64_t milli = p->q_heads_per_kv == 8 ? 840 : 710;
+        const uint64_t milli = p->q_heads_per_kv == 8 ? 840 : p->q_heads_per_kv == 4 ? 870 : 710;
         assert_int_equal(stacked, expect[0] * 1000 < milli * 2 * expect[1]);
         pw_capture_free(c);
     }
@@ -760,10 +761,11 @@ static void test_fp8x2_stack_choice(void **state)
      * distinct-page pattern: G = 16, 11 pages per query, disjoint across each block of four
      * (ratio 0.5); G = 8, 5 pages per query, disjoint across each block of eight (0.5); and
      * at G = 8 the G = 16 pattern, whose halves repeat across the block (ratio 1: the dense
-     * tile). */
+     * tile); G = 4, 2 pages per query, disjoint across each block of sixteen (0.5), and the
+     * G = 8 pattern, whose 8-query units repeat across the block (1). */
     const struct {
         int g, pattern, stacked;
-    } sides[] = {{16, 0, 0}, {16, 1, 1}, {8, 0, 0}, {8, 2, 1}, {8, 1, 0}};
+    } sides[] = {{16, 0, 0}, {16, 1, 1}, {8, 0, 0}, {8, 2, 1}, {8, 1, 0}, {4, 0, 0}, {4, 3, 1}, {4, 2, 0}};
     for (size_t k = 0; k < sizeof sides / sizeof sides[0]; k++) {
         pw_problem_t p = PW_PROBLEM_INIT;
         p.q_heads_per_kv = sides[k].g;
@@ -774,9 +776,10 @@ static void test_fp8x2_stack_choice(void **state)
         int32_t ids[16 * 16], cu[2] = {0, 16}, prefix[1] = {6000}, kv[1] = {6016};
         for (int i = 0; i < 16; i++)
             for (int j = 0; j < 16; j++)
-                ids[i * 16 + j] = sides[k].pattern == 0 ? j
+                ids[i * 16 + j] = sides[k].pattern == 0   ? j
                                   : sides[k].pattern == 1 ? (i % 4) * 11 + j % 11
-                                                          : (i % 8) * 5 + j % 5;
+                                  : sides[k].pattern == 2 ? (i % 8) * 5 + j % 5
+                                                          : (i % 16) * 2 + j % 2;
         pw_requests_t rq = {cu, prefix, kv, NULL, 64};
         int32_t table[64];
         for (int j = 0; j < 64; j++) table[j] = j;
@@ -816,7 +819,10 @@ static void test_fp8x2_stack_choice(void **state)
         {16, 16384, 8, PW_PLAN_FP8X2_STACKED, 2, 0},
         {16, 16384, 8, PW_PLAN_NO_FP8X2_STACKED, 0, 0},
         {32, 16384, 8, 0, 0, 0},                /* K = 32: the dense tile only */
-        {16, 16384, 4, 0, 0, 0},                /* G = 4: the dense G = 4 tile only */
+        {16, 16384, 4, 0, 1, 0},                /* G = 4: the dense tile or the 8-slot stacked tile */
+        {16, 16384, 4, PW_PLAN_FP8X2_STACKED, 2, 0},
+        {16, 16384, 4, PW_PLAN_NO_FP8X2_STACKED, 0, 0},
+        {32, 16384, 4, 0, 0, 0},                /* K = 32: the dense tile only */
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         pw_problem_t q = fast_problem(cases[k].n, 1, 1);
@@ -875,6 +881,9 @@ static void test_regroup_by_tile_workspace(void **state)
         {16, 16384, 1, 8, PW_REGROUP_GUARDED, 0, 1, 8, 8},
         {16, 16384, 1, 8, PW_REGROUP_GUARDED, PW_PLAN_FP8X2_STACKED, 0, 4, 8},
         {16, 16384, 1, 8, PW_REGROUP_GUARDED, PW_PLAN_NO_FP8X2_STACKED, 0, 8, 8},
+        /* G = 4: both tiles walk 8-query unions (the dense tile a pair of them): g = 8, one perm */
+        {16, 16384, 1, 4, PW_REGROUP_GUARDED, 0, 0, 8, 8},
+        {16, 16384, 1, 4, PW_REGROUP_GUARDED, PW_PLAN_FP8X2_STACKED, 0, 8, 8},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         pw_problem_t q = fast_problem(cases[k].n, 1, cases[k].hkv);

@@ -742,13 +742,14 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     (without per-token scales; with them, two E4M3 terms there too, which this dict does
     not depend on) and the other kernel two E4M3 terms (docs/semantics.md §4.5: ~1.7e-3
     NRMS apart, both ~0.2% from exact; precision='fp8x2_prepass' on CPU tensors emulates
-    the pre-pass's). "fp8x2_tile": on the pre-pass at G = 16 or 8, K <= 16, P = 128 in
+    the pre-pass's). "fp8x2_tile": on the pre-pass at G = 16, 8 or 4, K <= 16, P = 128 in
     'fp8x2' without per-token scales, 'per_call' (the device picks the lean kernel, at G = 8
-    the dense tile, or the stacked tile per call from how many pages consecutive queries
-    share: pageweaver.h, PW_PLAN_FP8X2_STACKED; a grouping-independent choice whose bytes
-    differ by ~2e-3 NRMS, both ~0.2% from exact; a call that runs the stacked tile
-    regroups with g = 2, at G = 8 with 4, not "regroup_group_size": pageweaver.h,
-    PW_PLAN_NO_REGROUP_BY_TILE), else None (no such choice: the tile above runs). N = 0:
+    or 4 the dense tile, or the stacked tile per call from how many pages consecutive
+    queries share: pageweaver.h, PW_PLAN_FP8X2_STACKED; a grouping-independent choice whose
+    bytes differ by ~2e-3 NRMS, both ~0.2% from exact; a call that runs the stacked tile
+    regroups with g = 2, at G = 8 with 4, at G = 4 with 8 as the dense tile, not
+    "regroup_group_size": pageweaver.h, PW_PLAN_NO_REGROUP_BY_TILE), else None (no such
+    choice: the tile above runs). N = 0:
     {"kernel": ..., "tile": None} (nothing runs)."""
     if not isinstance(q, torch.Tensor) or q.dim() != 3:
         raise ValueError("q: expected a bfloat16 tensor [N, Hq, D]")

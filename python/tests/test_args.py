@@ -234,10 +234,10 @@ def test_check_gpu_support_names_the_path(g, table_cols, scales, tile, prepass):
     assert info["vt_prepass"] is prepass
     assert (info["vt_capacity"] > 0) is prepass
     assert info["tile"] == tile
-    # FP8X2 (the default) at G = 16 and 8 on the pre-pass (not with per-token scales): the
-    # device picks the tile per call (the lean kernel or, at G = 8, the dense tile, or the
-    # stacked tile)
-    assert info["fp8x2_tile"] == ("per_call" if tile == "g16" or (tile == "dense" and g == 8) else None)
+    # FP8X2 (the default) at G = 16, 8 and 4 on the pre-pass (not with per-token scales): the
+    # device picks the tile per call (the lean kernel or, at G = 8 / 4, the dense tile, or
+    # the stacked tile)
+    assert info["fp8x2_tile"] == ("per_call" if tile in ("g16", "dense") else None)
     # the dense tiles regroup for 8-query unions, the padded and G = 16 tiles for 4-query
     # halves (also a dense plan's calls with per-token scales)
     if info["regroup"] != "identity":

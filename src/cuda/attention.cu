@@ -414,8 +414,8 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
 } // namespace pw
 
 #include "attention_lean.cuh" // dev impl 9 (v8 "lean")
-#include "attention_stacked.cuh" // dev impl 12 (v9 "stacked FP8X2")
-#include "attention_dense.cuh" // dev impl 13 (G = 8 on a dense tile)
+#include "attention_dense.cuh" // dev impls 13 and 14 (G = 8 / 4 on a dense tile)
+#include "attention_stacked.cuh" // dev impl 12 (v9 "stacked FP8X2"; its G = 4 work is the dense tiles')
 
 /* ------------------------------------------------------------------------------------ */
 /* Host side                                                                            */
@@ -576,7 +576,8 @@ pw_status_t launch_lean(const pw::AttentionParams &params, unsigned grid, pw_str
 
 /* Dev impl 12 (attention_stacked.cuh): one tile per CTA, four CTAs per SM; `grid` counts
  * two CTAs per (group, KV head), this kernel runs four at G = 16 (2-slot tiles), two at G = 8
- * (one 4-slot tile per half). */
+ * (one 4-slot tile per half), two at G = 4 (one 8-slot tile per group, the second item of a
+ * pair its partner's or nothing: stack_item_block). */
 template <int VARIANT, int G>
 pw_status_t launch_stack1_g(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
@@ -595,13 +596,15 @@ pw_status_t launch_stack1_g(const pw::AttentionParams &params, unsigned grid, pw
         ctas = kTiles * grid;
     }
     return pw::launch_one_cta_kind(pw::stack1_attention_kernel<VARIANT, G>, pw::kSmemBytesStack1, configured,
-                                   G == 16 ? "stack1" : "stack1 G = 8", params, ctas, stream);
+                                   G == 16 ? "stack1" : G == 8 ? "stack1 G = 8" : "stack1 G = 4", params, ctas,
+                                   stream);
 }
 
 template <int VARIANT>
 pw_status_t launch_stack1(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
     if (params.heads_per_kv == 8) return launch_stack1_g<VARIANT, 8>(params, grid, stream);
+    if (params.heads_per_kv == 4) return launch_stack1_g<VARIANT, 4>(params, grid, stream);
     return launch_stack1_g<VARIANT, 16>(params, grid, stream);
 }
 
@@ -704,8 +707,9 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         if (kernel != PW_KERNEL_UNION4)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl %d (dense G = %d) runs with PW_KERNEL_UNION4 (its metadata)",
                            impl, dense_g);
-    } else if (impl == pw::kImplStack1Dev && padded_g && !has_ts && problem->q_heads_per_kv == 8) {
-        // dev impl 12 at G = 8: one 4-slot tile (4 queries x 8 heads x 2 terms) per half
+    } else if (impl == pw::kImplStack1Dev && padded_g && !has_ts) {
+        // dev impl 12 at G = 8: one 4-slot tile (4 queries x 8 heads x 2 terms) per half; at
+        // G = 4 one 8-slot tile (8 queries x 4 heads x 2 terms) per group
     } else if ((has_ts || padded_g) && !lean_impl) {
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "%s: dev impl %d does not run it (the library's kernels and dev impls 9 and 10 do)",
@@ -807,9 +811,10 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         const bool dense8_impl = impl == pw::kImplDense8 || impl == pw::kImplDense8X2;
         const bool dense4_impl = impl == pw::kImplDense4 || impl == pw::kImplDense4X2;
         const bool stacked8 = impl == pw::kImplStack1PreVtX2 && problem->q_heads_per_kv == 8; // groups (its halves)
+        const bool stacked4 = impl == pw::kImplStack1PreVtX2 && problem->q_heads_per_kv == 4; // pairs (their groups)
         const bool lean_impl = impl == pw::kImplLean || impl == pw::kImplLeanX2 || impl == pw::kImplLeanPreVt ||
                                impl == pw::kImplLeanPreVtX2 || impl == pw::kImplStack1PreVtX2; // halves
-        const int kind = dense8_impl || stacked8 ? 1 : dense4_impl ? 2 : 0;
+        const int kind = dense8_impl || stacked8 ? 1 : dense4_impl || stacked4 ? 2 : 0;
         const pw::DevSchedule none = {nullptr, nullptr, 0, 0};
         const pw::DevSchedule s = vt ? (vt_fallback ? none
                                                     : pw::DevSchedule{vt->sched_count, vt->sched_list, vt->sched_stride,

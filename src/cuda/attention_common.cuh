@@ -59,7 +59,8 @@ static __device__ __forceinline__ uint8_t page_v_limit(uint32_t members, const i
  * and q_lo_addr for slots 2-3 (0: not written); (slot s, head h) goes to warp
  * w = 2 (s % 2) + h / 8 of its tile, row 16 w + h % 8 for q8 and 16 w + 8 + h % 8 for its
  * second term; at G = 8 one tile holds the 4 slots (q_addr): (s, h) in warp w = s, rows
- * 16 w + h and 16 w + 8 + h. Same codes as the other layouts.
+ * 16 w + h and 16 w + 8 + h; at G = 4 one tile holds 8 slots: (s, h) in warp w = s / 2, rows
+ * 16 w + 4 (s % 2) + h and that + 8. Same codes as the other layouts.
  * In two parts: load_q_rows (the global loads) and quantize_q_loaded (the rest);
  * quantize_q_rows, after them, runs both. */
 /* The original row (or -1) of the slot that load_q_rows' pass `pass` reads for the thread's
@@ -72,6 +73,8 @@ static __device__ __forceinline__ int32_t q_row_slot(const int32_t (&query_rows)
     if constexpr (kDense && G == 4) return row_in_pass >= 4 ? query_rows[2 * pass + 1] : query_rows[2 * pass];
     else if constexpr (kDense) return query_rows[pass];
     else if constexpr (kStacked && G == 8) return pass < 4 ? query_rows[pass] : -1;
+    else if constexpr (kStacked && G == 4) // rows 4 s + h: slots 2 pass, 2 pass + 1 (passes 4-7 read nothing)
+        return pass < 4 ? (row_in_pass >= 4 ? query_rows[2 * pass + 1] : query_rows[2 * pass]) : -1;
     else return query_rows[pass * 8 / kHeadsPerKv];
 }
 
@@ -84,12 +87,13 @@ static __device__ __forceinline__ void load_q_rows(uint4 (&raw)[kRows / 8], int 
     // G < 16 Q heads per KV head (the padded tile): a slot's rows 16s + h hold head h < G;
     // the rows h >= G stay zero (never stored: store_rows<G>).
     static_assert(G == 16 || G == 8 || G == 4, "G: 16, 8 or 4");
-    static_assert(!kStacked || G == 16 || G == 8, "the stacked layout has G = 16 or 8");
+    static_assert(!kStacked || G == 16 || G == 8 || G == 4, "the stacked layout has G = 16, 8 or 4");
     // kDense (dev impls 13 and 14, attention_dense.cuh): G = 8 or 4 on the dense tile, 64 / G
     // slots, row G s + h = head h of slot s: a pass is one slot (G = 8) or two (G = 4).
     static_assert(!kDense || (((G == 8 && SLOTS == 8) || (G == 4 && SLOTS == 16)) && !kStacked),
                   "the dense layout: G = 8 with 8 slots, or G = 4 with 16");
-    static_assert(kDense || SLOTS == kSlotsPerCta, "4 slots per tile unless dense");
+    static_assert(kDense || SLOTS == (kStacked && G == 4 ? 8 : kSlotsPerCta),
+                  "4 slots per tile unless dense (or stacked at G = 4: 8)");
     const int sub = tid % 16;
     const int row_in_pass = tid / 16;
     // Every pass's load first: one load in flight at a time left the prologue waiting for
@@ -160,9 +164,13 @@ static __device__ __forceinline__ void quantize_q_loaded(const uint4 (&raw)[kRow
         }
         if constexpr (kStacked) {
             const int slot = row / G, head = row % G;
-            // G = 16: two tiles of slots 0-1 / 2-3; G = 8: one tile of slots 0-3 (passes 4-7 unused)
-            const uint32_t tile = G == 16 ? (slot >= 2 ? q_lo_addr : q_addr) : (slot < 4 ? q_addr : 0u);
-            const uint32_t hi_row = G == 16 ? 16u * (2u * (slot % 2) + head / 8) + head % 8 : 16u * slot + head;
+            // G = 16: two tiles of slots 0-1 / 2-3; G = 8: one tile of slots 0-3, G = 4: one of
+            // slots 0-7 (passes 4-7 unused)
+            const uint32_t tile =
+                G == 16 ? (slot >= 2 ? q_lo_addr : q_addr) : (slot < (G == 8 ? 4 : 8) ? q_addr : 0u);
+            const uint32_t hi_row = G == 16  ? 16u * (2u * (slot % 2) + head / 8) + head % 8
+                                    : G == 8 ? 16u * slot + head
+                                             : 16u * (slot / 2) + 4u * (slot % 2) + head;
             if (tile) { // dev impl 12 passes one tile (q_lo_addr = 0): slots 0-1 only
                 st_shared_v2_u32(tile + sw128(hi_row, sub / 2) + (sub % 2) * 8, packed[0], packed[1]);
                 st_shared_v2_u32(tile + sw128(hi_row + 8, sub / 2) + (sub % 2) * 8, packed_lo[0], packed_lo[1]);

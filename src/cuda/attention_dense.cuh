@@ -660,6 +660,8 @@ __global__ void __launch_bounds__(kThreads, dense4_ctas_per_sm(TOPK)) dense4_att
     Plan &sm = smem_plan<Plan>(smem_raw);
     const int tid = threadIdx.x;
 
+    if constexpr (X2 && TOPK == kTopK && PAGE == kPageSize) // the full call's first launch: this call may run the stacked tile
+        if (stacked_call(p)) return;
     Dense4Work work;
     if (!dense4_work(p, work)) return; // CTA-uniform
     const int kv_head = work.kv_head;

@@ -125,13 +125,13 @@ struct __align__(1024) SmemPlanStack1 {
     uint8_t page_vlim[kMaxUnion];
     int32_t page_vt[kMaxUnion];
     float row_factor[kRows];
-    int64_t slot_limit[4];              // the tile's slots: 2 (G = 16) or 4 (G = 8)
-    int32_t slot_row[4];
+    int64_t slot_limit[8];              // the tile's slots: 2 (G = 16), 4 (G = 8) or 8 (G = 4)
+    int32_t slot_row[8];
     int32_t warp_count[kThreads / 32];
     int32_t num_pages;
     uint32_t base;                      // the persistent loop's pages walked before this item (barrier phases)
     uint32_t item;                      // the persistent loop's current item
-    int32_t block;                      // its Union4 half (CTA-pair index), -1: none
+    int32_t block;                      // its Union4 half (CTA-pair index; G = 4: stack_item_block's group code), -1: none
     uint32_t sched_counts[kSchedClasses]; // the longest-first schedule's class sizes (read once)
 };
 constexpr size_t kSmemBytesStack1 = sizeof(SmemPlanStack1) + 1024;
@@ -141,15 +141,22 @@ constexpr size_t kSmemBytesStack1 = sizeof(SmemPlanStack1) + 1024;
  * two items (tiles) per half, the schedule lists halves (the lean kernel's kind); G = 8: one
  * item per half, the schedule lists groups (the dense G = 8 tile's kind: the other kernel of
  * these calls, whose schedule union preparation writes), items 2 j and 2 j + 1 being the
- * halves of the j-th listed group. One global load (the list entry) when there is a
- * schedule. */
+ * halves of the j-th listed group. G = 4: two items per group index (one per CTA pair of the
+ * grid), the schedule lists pairs of groups (the dense G = 4 tile's kind: leader groups):
+ * item 2 j runs the j-th listed leader, 2 j + 1 its partner, the next group, if it is one
+ * (stack4_work); without a schedule item 2 b runs group b and 2 b + 1 nothing. The G = 4
+ * result is a code: 2 x (KV head x max_groups + group) + (1: run only if it is a partner),
+ * -2 for nothing. One global load (the list entry) when there is a schedule. */
 template <int G>
 static __device__ __forceinline__ int32_t stack_item_block(const AttentionParams &p, const SmemPlanStack1 &sm,
                                                            uint32_t item, uint32_t num_items)
 {
     if (item >= num_items) return -1;
-    int64_t b = (int64_t)(item / 2u); // G = 16: the half; G = 8: the group
-    if (!p.sched_count) return G == 16 ? (int32_t)b : (int32_t)item;
+    int64_t b = (int64_t)(item / 2u); // G = 16: the half; G = 8: the group; G = 4: the pair
+    if (!p.sched_count) {
+        if constexpr (G == 4) return item % 2u ? -2 : (int32_t)(2 * b);
+        return G == 16 ? (int32_t)b : (int32_t)item;
+    }
     int64_t at = -1;
 #pragma unroll
     for (int c = kSchedClasses - 1; c >= 0; c--) {
@@ -159,12 +166,45 @@ static __device__ __forceinline__ int32_t stack_item_block(const AttentionParams
     }
     if (at < 0) return -1;
     const int32_t listed = __ldg(p.sched_list + at);
+    if constexpr (G == 4) return item % 2u ? 2 * (listed + 1) + 1 : 2 * listed;
     return G == 16 ? listed : 2 * listed + (int32_t)(item % 2u);
+}
+
+/* G = 4: the group of stack_item_block's code (DenseWork: its 8 query slots and their last
+ * visible tokens); false when there is nothing to run: a group past the KV head's groups, a
+ * head the launch skips, or (code odd) a group that is not its predecessor's partner, i.e.
+ * whose index inside its window (inside its request for identity groups) is even: a leader,
+ * listed itself (the dense G = 4 tile's pairing, dense4_work). */
+static __device__ __forceinline__ bool stack4_work(const AttentionParams &p, int32_t code, DenseWork &w)
+{
+    const int64_t item = code / 2;
+    w.kv_head = (int)(item / p.max_groups);
+    w.group = item % p.max_groups;
+    if (w.kv_head >= p.num_kv_heads || vt_skips_head(p, w.kv_head)) return false;
+    if (w.group >= p.num_groups[w.kv_head]) return false;
+    const pw_group_desc_t g = p.groups[(int64_t)w.kv_head * p.max_groups + w.group];
+    const int32_t cu_begin = p.cu_seqlens_q[g.request];
+    if (code % 2) {
+        const int32_t rel = g.slot_begin - cu_begin;
+        if (((p.group_window > 0 ? rel % p.group_window : rel) / kDenseSlots) % 2 == 0) return false;
+    }
+    w.request = g.request;
+    w.union_size = g.union_size;
+    const int64_t prefix = p.prefix_lens[w.request], kv_len = p.kv_lens[w.request];
+#pragma unroll
+    for (int k = 0; k < kDenseSlots; k++) {
+        w.query_rows[k] = k < g.num_members ? p.perm[(int64_t)w.kv_head * p.num_tokens + g.slot_begin + k] : -1;
+        // Last visible token: min(c, L - 1) (docs/semantics.md §1).
+        const int64_t c = prefix + (w.query_rows[k] - cu_begin);
+        w.limits[k] = w.query_rows[k] >= 0 ? (c < kv_len - 1 ? c : kv_len - 1) : -1;
+    }
+    return true;
 }
 static_assert(kStack1CtasPerSm * (kSmemBytesStack1 + 1024) <= 228 * 1024, "stack1: four CTAs per SM no longer fit");
 
 /* The tiles of one Union4 half: G = 16, two of 2 slots (32 (slot, head) rows each); G = 8,
- * one of its 4 slots. Also the host's items per half (attention.cu, stack_items). */
+ * one of its 4 slots; G = 4, one tile holds a whole 8-query group, one item per CTA pair of
+ * the grid (stack_item_block). Also the host's items per CTA pair (attention.cu, stack_items). */
 constexpr int stack_tiles(int g) { return g == 16 ? 2 : 1; }
 
 template <int VARIANT, int G = kHeadsPerKv>
@@ -172,15 +212,17 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     stack1_attention_kernel(const __grid_constant__ AttentionParams p)
 {
     static_assert(VARIANT == kUnion4, "stack1: Union4 only");
-    static_assert(G == 16 || G == 8, "stack1: G = 16 or 8");
-    constexpr int kTiles = stack_tiles(G), kTileSlots = 4 / kTiles;
+    static_assert(G == 16 || G == 8 || G == 4, "stack1: G = 16, 8 or 4");
+    // Slots per tile: 2 (G = 16), 4 (G = 8), 8 (G = 4: warp w holds slots 2 w and 2 w + 1)
+    constexpr int kTiles = stack_tiles(G), kTileSlots = G == 4 ? kDenseSlots : 4 / kTiles;
     extern __shared__ uint8_t smem_raw[];
     SmemPlanStack1 &sm = smem_plan<SmemPlanStack1>(smem_raw);
     // The full call's second launch (pw_union_attention_vt): this call may run the other tile
-    // (the lean kernel, at G = 8 the dense tile).
+    // (the lean kernel, at G = 8 / 4 the dense tile).
     if (p.stack_mode != PW_STACK_NEVER && !stacked_call(p)) return;
     // Items: tiles, kTiles per Union4 half (G = 16: two 2-slot tiles, CTA-pair index
-    // b = item / 2, tile item % 2; G = 8: one, b = item; stack_item_block).
+    // b = item / 2, tile item % 2; G = 8: one, b = item; G = 4: a group, item 2 b or
+    // 2 b + 1 of pair b; stack_item_block).
     // The full call's launch is persistent (stack_items > 0: a few CTAs per SM stride over
     // the items, so that a call that runs the lean kernel exits a small grid); otherwise one
     // item per CTA (the dev entry).
@@ -213,36 +255,61 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         // Under the longest-first schedule (the full call's; the half's two tiles are adjacent).
         // -1: past the items or the listed halves (so is every later item: the counter only grows).
         const int64_t block = sm.block;
-        if (block < 0) break;
-        const int tile = (int)(item % (uint32_t)kTiles);
-        CtaWork work;
-        if (!cta_work<VARIANT>(p, 0, work, block)) continue;                   // CTA-uniform
-        if ((tile ? work.query_rows[2] : work.query_rows[0]) < 0) continue;    // an empty tile (G = 16)
-        const int kv_head = work.kv_head;
-        // The thread index read anew for each item (volatile): values derived from it (shared
-        // addresses of the prologue) are not hoisted out of the persistent loop, where they
-        // would stay live across the page loop (ptxas spilled 32 bytes at 128 registers).
-        int tid;
-        asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
-        const int warp = tid / 32, lane = tid % 32;
-        int32_t rows[kSlotsPerCta] = {-1, -1, -1, -1};
-#pragma unroll
-        for (int k = 0; k < kTileSlots; k++) {
-            // G = 16: tile 1 holds slots 2, 3 (constant indices: the arrays stay in registers);
-            // G = 8: the one tile, slots 0-3
-            const int upper = kTiles == 2 ? 2 + k : k;
-            rows[k] = tile ? work.query_rows[upper] : work.query_rows[k];
-            if (tid == k) {
-                sm.slot_limit[k] = tile ? work.limits[upper] : work.limits[k];
-                sm.slot_row[k] = rows[k];
-            }
+        if (block < 0) {
+            if (G == 4 && block == -2) continue; // G = 4: an item with nothing to run
+            break;
         }
-        // Q's loads first: their latency (HBM) overlaps the page list's loads.
+        const int tile = (int)(item % (uint32_t)kTiles);
+        constexpr int kRowSlots = G == 4 ? kDenseSlots : kSlotsPerCta;
+        int kv_head, tid;
+        int32_t rows[kRowSlots];
         uint4 q_raw[kRows / 8];
-        load_q_rows<true, G>(q_raw, tid, p, kv_head, rows);
-        build_page_list<VARIANT>(sm, p, kv_head, work.group, work.half, work.request, work.query_rows[0], work.limits,
-                                 work.union_size, sm.page_vt,
-                                 ((1u << kTileSlots) - 1u) << (kTileSlots * tile)); // ends with __syncthreads
+        if constexpr (G == 4) {
+            DenseWork work;
+            if (!stack4_work(p, (int32_t)block, work)) continue; // CTA-uniform
+            kv_head = work.kv_head;
+            asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid)); // (as below)
+#pragma unroll
+            for (int k = 0; k < kDenseSlots; k++) {
+                rows[k] = work.query_rows[k];
+                if (tid == k) {
+                    sm.slot_limit[k] = work.limits[k];
+                    sm.slot_row[k] = rows[k];
+                }
+            }
+            load_q_rows<true, G, false, kDenseSlots>(q_raw, tid, p, kv_head, rows);
+            build_page_list<VARIANT, SmemPlanStack1, kDenseSlots>(sm, p, kv_head, work.group, 0, work.request,
+                                                                  work.query_rows[0], work.limits, work.union_size,
+                                                                  sm.page_vt, 0xffu); // ends with __syncthreads
+        } else {
+            CtaWork work;
+            if (!cta_work<VARIANT>(p, 0, work, block)) continue;                   // CTA-uniform
+            if ((tile ? work.query_rows[2] : work.query_rows[0]) < 0) continue;    // an empty tile (G = 16)
+            kv_head = work.kv_head;
+            // The thread index read anew for each item (volatile): values derived from it (shared
+            // addresses of the prologue) are not hoisted out of the persistent loop, where they
+            // would stay live across the page loop (ptxas spilled 32 bytes at 128 registers).
+            asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+#pragma unroll
+            for (int k = 0; k < kSlotsPerCta; k++) rows[k] = -1;
+#pragma unroll
+            for (int k = 0; k < kTileSlots; k++) {
+                // G = 16: tile 1 holds slots 2, 3 (constant indices: the arrays stay in registers);
+                // G = 8: the one tile, slots 0-3
+                const int upper = kTiles == 2 ? 2 + k : k;
+                rows[k] = tile ? work.query_rows[upper] : work.query_rows[k];
+                if (tid == k) {
+                    sm.slot_limit[k] = tile ? work.limits[upper] : work.limits[k];
+                    sm.slot_row[k] = rows[k];
+                }
+            }
+            // Q's loads first: their latency (HBM) overlaps the page list's loads.
+            load_q_rows<true, G>(q_raw, tid, p, kv_head, rows);
+            build_page_list<VARIANT>(sm, p, kv_head, work.group, work.half, work.request, work.query_rows[0],
+                                     work.limits, work.union_size, sm.page_vt,
+                                     ((1u << kTileSlots) - 1u) << (kTileSlots * tile)); // ends with __syncthreads
+        }
+        const int warp = tid / 32, lane = tid % 32;
         const int num_pages = sm.num_pages;
         const uint32_t base = sm.base; // written before the __syncthreads that ends build_page_list
         // (The cache policy is made at each issue: kept live across the page loop it cost
@@ -265,14 +332,16 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
 
         const float k_scale = *p.k_scale;
         const float log2e = 1.4426950408889634f;
-        quantize_q_loaded<true, G>(q_raw, smem_u32(sm.q), 0u, sm.row_factor, tid, rows,
-                                   k_scale * p.softmax_scale * log2e);
+        quantize_q_loaded<true, G, false, kRowSlots>(q_raw, smem_u32(sm.q), 0u, sm.row_factor, tid, rows,
+                                                     k_scale * p.softmax_scale * log2e);
         fence_proxy_async_shared_cta();
         __syncthreads();
 
         const uint32_t q = lane % 4;
-        // G = 16: slot 2 tile + my_slot of the CTA's half, two warps a slot; G = 8: a warp a slot
-        const int head = G == 16 ? 8 * (warp % 2) + lane / 4 : lane / 4, my_slot = G == 16 ? warp / 2 : warp;
+        // G = 16: slot 2 tile + my_slot of the CTA's half, two warps a slot; G = 8: a warp a slot;
+        // G = 4: two slots a warp, 2 w (lanes 0-15) and 2 w + 1 (lanes 16-31)
+        const int head = G == 16 ? 8 * (warp % 2) + lane / 4 : G == 8 ? lane / 4 : (lane / 4) % 4;
+        const int my_slot = G == 16 ? warp / 2 : G == 8 ? warp : 2 * warp + lane / 16;
         const float f = sm.row_factor[my_slot * G + head];
         float m = -INFINITY, l = 0.0f;
         float o[32];
@@ -282,7 +351,9 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
 #pragma unroll 1
         for (int i = 0; i < num_pages; i++) {
             const uint32_t parity = (base + (uint32_t)i) & 1u;
-            const bool member = (sm.page_members[i] >> (kTileSlots * tile + my_slot)) & 1u; // warp-uniform
+            // G = 16 / 8: warp-uniform; G = 4: per half warp, `walk` (either slot) warp-uniform
+            const bool member = (sm.page_members[i] >> (kTileSlots * tile + my_slot)) & 1u;
+            const bool walk = G == 4 ? ((sm.page_members[i] >> (2 * warp)) & 3u) != 0u : member;
             const int vlim = sm.page_vlim[i];
             mbarrier_wait_parity(&sm.k_full, parity);
             const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q), desc_k = wgmma_desc_k_major_sw128(sm.k);
@@ -310,9 +381,21 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
             lean_release(&sm.k_done, i + 1, num_pages, issue_k); // L1
             float alpha = 1.0f;
             uint32_t pa[16];
-            if (member) {
+            if (walk) {
+                // G = 4: the half warp whose slot did not select the page runs the same
+                // instructions (the quad shuffles need every lane) on scores no result keeps
+                // (garbage, even NaN past every member's last token): its m and l are put
+                // back, its alpha is 1 and its P exactly 0 (the dense tiles' rule).
+                const float m_kept = m, l_kept = l;
                 softmax_row32(s, sm.slot_limit[my_slot] - (int64_t)sm.page_logical[i] * kPageSize, q, f, m, l, alpha);
                 stacked_p_fragments(s, pa);
+                if (G == 4 && !member) {
+                    m = m_kept;
+                    l = l_kept;
+                    alpha = 1.0f;
+#pragma unroll
+                    for (int k = 0; k < 16; k++) pa[k] = 0u;
+                }
             } else {
 #pragma unroll
                 for (int k = 0; k < 16; k++) pa[k] = 0u;

@@ -132,7 +132,7 @@ static __device__ __forceinline__ bool key_in(unsigned long long set, unsigned l
 
 /* The stacked tile's counts (pw_vt_buffers_t.stack_stat; K = 16): one warp per sampled block
  * (stack_sampled_blocks) of two units of 2R consecutive queries (R = 1, G = 16: pairs in blocks of 4; R = 2, G = 8:
- * 4-query halves in blocks of 8), key register r of unit u holding, in lane l, id l % 16 of
+ * 4-query halves in blocks of 8; R = 4, G = 4: 8-query groups in blocks of 16), key register r of unit u holding, in lane l, id l % 16 of
  * query i0 + 2R u + 2r + l / 16. A unit's distinct keys are those that lead their
  * __match_any_sync set in their register and are in none of the unit's earlier registers;
  * the block's are unit 0's plus unit 1's distinct keys unit 0 lacks. Sums of integers: the
@@ -209,7 +209,9 @@ __global__ void __launch_bounds__(kMarkThreads) vt_mark_kernel(const VtParams p)
 {
     if (blockIdx.x >= p.mark_ctas) { // CTA-uniform: the stacked tile's counts (PW_STACK_PER_CALL)
         // R = PW_STACK_UNIT_QUERIES(G) / 2 key registers per unit
-        if (PW_STACK_UNIT_QUERIES(p.heads_per_kv) == 4) stack_count<2>(p, blockIdx.x - p.mark_ctas);
+        const int unit = PW_STACK_UNIT_QUERIES(p.heads_per_kv);
+        if (unit == 8) stack_count<4>(p, blockIdx.x - p.mark_ctas);
+        else if (unit == 4) stack_count<2>(p, blockIdx.x - p.mark_ctas);
         else stack_count<1>(p, blockIdx.x - p.mark_ctas);
         return;
     }

@@ -854,9 +854,10 @@ static void full_call_run_cap(const pw_capture_t *c, device_problem_t *d, pw_ker
     pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
     cfg.kernel = kernel;
     cfg.flags = flags;
-    /* G = 8: the dense tile's bytes, which these tests compare, unless the stacked 4-slot
-     * tile is asked for (the per-call choice between them: test_full_call_gpu). */
-    if (c->problem.q_heads_per_kv == 8 && !(flags & PW_PLAN_FP8X2_STACKED)) cfg.flags |= PW_PLAN_NO_FP8X2_STACKED;
+    /* G = 8 / 4: the dense tile's bytes, which these tests compare, unless the stacked 4-slot
+     * (8-slot) tile is asked for (the per-call choice between them: test_full_call_gpu). */
+    if ((c->problem.q_heads_per_kv == 8 || c->problem.q_heads_per_kv == 4) && !(flags & PW_PLAN_FP8X2_STACKED))
+        cfg.flags |= PW_PLAN_NO_FP8X2_STACKED;
     cfg.vt_max_pages = vt_max_pages;
     cfg.regroup = g_full_regroup;
     if (g_full_window) cfg.window = g_full_window;
@@ -1557,12 +1558,15 @@ static void test_gqa_padded(void **state)
                         if (extra != 3)
                             printf("  G=%d %s %s dense tile (dev impl %d): W128, identity, W64, W24 groups bitwise equal\n",
                                    G, name, extras[extra], dense_impl);
-                        /* FP8X2 at G = 8 (no per-token scales: sinks as given): the stacked
-                         * 4-slot tile (dev impl 12) on clean caches: the full call forced to
-                         * it == dev impl 12 on W128 and identity groups (grouping-invariant),
-                         * within the E4M3-term emulation's bounds; with extra 0 then on the
-                         * poisoned caches below. */
-                        const int stacked8 = f16 && G == 8;
+                        /* FP8X2 at G = 8 / 4 (no per-token scales: sinks as given): the stacked
+                         * 4-slot / 8-slot tile (dev impl 12) on clean caches: the full call
+                         * forced to it == dev impl 12 on W128 and identity groups
+                         * (grouping-invariant), within the E4M3-term emulation's bounds; with
+                         * extra 0 then on the poisoned caches below (at G = 4 a half warp whose
+                         * slot did not select a page runs its softmax on garbage scores and
+                         * discards it, as the dense tiles' non-member rows do). */
+                        const int stacked8 = f16 && (G == 8 || G == 4);
+                        const char *stack_name = G == 8 ? "4-slot" : "8-slot";
                         pw_bf16_t *os = stacked8 ? malloc((size_t)(n * hkv * G * d) * 2) : NULL;
                         float *ls = stacked8 ? malloc((size_t)(n * hkv * G) * 4) : NULL;
                         if (stacked8) {
@@ -1571,13 +1575,15 @@ static void test_gqa_padded(void **state)
                                 setup_arm(a == 0 ? 4 : 1, c, &rng, perm, &g, &dg);
                                 run_kernel_impl(c, &dg, PW_KERNEL_UNION4, 12, &g, o, l);
                                 const int same12 = same_outputs(c, o, l, os, ls);
-                                printf("  G=8 FP8X2 %s stacked 4-slot tile: full call == dev impl 12 on %s groups: %s\n",
-                                       extras[extra], a == 0 ? "W128" : "identity", same12 ? "bitwise" : "DIFFERENT");
+                                printf("  G=%d FP8X2 %s stacked %s tile: full call == dev impl 12 on %s groups: %s\n", G,
+                                       extras[extra], stack_name, a == 0 ? "W128" : "identity",
+                                       same12 ? "bitwise" : "DIFFERENT");
                                 assert_true(same12);
                             }
                             const compare_t cs = compare_rows(c, os, ls, emu, 0, emu_lse, NULL);
-                            printf("  G=8 FP8X2 %s stacked 4-slot tile vs emulate: NRMS %.3e lse %.2e (bounds %.0e, %.0e)\n",
-                                   extras[extra], cs.nrms, cs.lse_max_abs, EMU_X2_NRMS_BOUND, EMU_X2_LSE_BOUND);
+                            printf("  G=%d FP8X2 %s stacked %s tile vs emulate: NRMS %.3e lse %.2e (bounds %.0e, %.0e)\n",
+                                   G, extras[extra], stack_name, cs.nrms, cs.lse_max_abs, EMU_X2_NRMS_BOUND,
+                                   EMU_X2_LSE_BOUND);
                             assert_int_equal(cs.nan, 0);
                             assert_true(cs.nrms <= EMU_X2_NRMS_BOUND);
                             assert_true(cs.lse_max_abs <= EMU_X2_LSE_BOUND);
@@ -1601,8 +1607,8 @@ static void test_gqa_padded(void **state)
                             if (stacked8) {
                                 full_call_run(c, &dg, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS | PW_PLAN_FP8X2_STACKED, o, l);
                                 const int same_stacked = same_outputs(c, o, l, os, ls);
-                                printf("  G=8 FP8X2 stacked 4-slot tile, full call on the poisoned caches: %s\n",
-                                       same_stacked ? "bitwise equal" : "DIFFERENT");
+                                printf("  G=%d FP8X2 stacked %s tile, full call on the poisoned caches: %s\n", G,
+                                       stack_name, same_stacked ? "bitwise equal" : "DIFFERENT");
                                 assert_true(same_stacked);
                             }
                             full_call_run(c, &dg, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o, l);

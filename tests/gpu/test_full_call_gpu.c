@@ -429,7 +429,7 @@ static void break_a_selected_page(pw_capture_t *c)
     fail_msg("%s", "no query selected a visible page");
 }
 
-/* G: Q heads per KV head (16, or 8 for the G = 8 arms). */
+/* G: Q heads per KV head (16, or 8 / 4 for the G = 8 / 4 arms). */
 static pw_capture_t *make_problem_g(pw_rng_t *rng, int32_t g)
 {
     pw_problem_t p = PW_PROBLEM_INIT;
@@ -1189,12 +1189,12 @@ static void test_vt_graph_crosses_capacity(void **state)
 /* Top-K rows in a block pattern for the FP8X2 tile choice: with `shared`, the queries of each
  * block select the same pages (the 16 up to the page of their causal position), so the
  * units' pages are the blocks' (ratio ~1: the other tile); otherwise they select disjoint
- * pages (id last - B k - i % B, B = 4 at G = 16, 8 at G = 8: the block's queries), so the
+ * pages (id last - B k - i % B, B = 4 at G = 16, 8 at G = 8, 16 at G = 4: the block's queries), so the
  * units' pages are half the blocks' twice (ratio ~0.5: the stacked tile). */
 static void fill_block_pattern(pw_capture_t *c, int shared)
 {
     const pw_problem_t *p = &c->problem;
-    const int b = p->q_heads_per_kv == 8 ? 8 : 4;
+    const int b = p->q_heads_per_kv == 8 ? 8 : p->q_heads_per_kv == 4 ? 16 : 4;
     for (int h = 0; h < p->num_kv_heads; h++)
         for (int r = 0; r < p->num_requests; r++)
             for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
@@ -1209,7 +1209,8 @@ static void fill_block_pattern(pw_capture_t *c, int shared)
 }
 
 /* FP8X2's two tiles on the pre-pass (PW_PLAN_FP8X2_STACKED), at G = 16 (the lean kernel or
- * the 2-slot stacked tile) and G = 8 (the dense tile or the 4-slot stacked tile): on inputs
+ * the 2-slot stacked tile), G = 8 (the dense tile or the 4-slot stacked tile) and G = 4 (the
+ * dense tile or the 8-slot stacked tile): on inputs
  * built to fall on each side of the rule, the host's pw_fp8x2_stack_choice says which; the
  * default plan's call gives exactly the bytes of the plan forced to that tile (and not the
  * other's); the stacked tile is grouping-invariant (guarded W128 == identity), equal to dev
@@ -1264,7 +1265,7 @@ static void stacked_choice_case(int32_t g_heads)
         printf("  %s pages per block: units' pages %llu, blocks' %llu (ratio %.3f): %s\n", pat ? "disjoint" : "shared",
                (unsigned long long)counts[0], (unsigned long long)counts[1],
                counts[1] ? (double)counts[0] / (2.0 * (double)counts[1]) : 0.0,
-               stacked ? "stacked tile" : g_heads == 8 ? "dense tile" : "lean kernel");
+               stacked ? "stacked tile" : g_heads != 16 ? "dense tile" : "lean kernel");
         assert_int_equal(stacked, pat);
         for (int k = 0; k < NUM_PLANS; k++) {
             poison(p, &d, s);
@@ -1353,6 +1354,7 @@ static void test_fp8x2_stacked_choice(void **state)
     (void)state;
     stacked_choice_case(16);
     stacked_choice_case(8);
+    stacked_choice_case(4);
 }
 
 /* Rows of pages last - B k - class(i), the class of each query random in 0..B-1 (B = 4 at
