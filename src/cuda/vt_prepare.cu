@@ -132,7 +132,7 @@ static __device__ __forceinline__ bool key_in(unsigned long long set, unsigned l
 
 /* The stacked tile's counts (pw_vt_buffers_t.stack_stat; K = 16): one warp per sampled block
  * (stack_sampled_blocks) of two units of 2R consecutive queries (R = 1, G = 16: pairs in blocks of 4; R = 2, G = 8:
- * 4-query halves in blocks of 8; R = 4, G = 4: 8-query groups in blocks of 16), key register r of unit u holding, in lane l, id l % 16 of
+ * 4-query halves in blocks of 8; G = 4's 8-query groups in blocks of 16: stack_count_hashed), key register r of unit u holding, in lane l, id l % 16 of
  * query i0 + 2R u + 2r + l / 16. A unit's distinct keys are those that lead their
  * __match_any_sync set in their register and are in none of the unit's earlier registers;
  * the block's are unit 0's plus unit 1's distinct keys unit 0 lacks. Sums of integers: the
@@ -200,6 +200,111 @@ static __device__ void stack_count(const VtParams &p, uint32_t cta)
     }
 }
 
+/* stack_count's G = 4 form (8-query units in blocks of 16): the same two sums, each unit's
+ * distinct keys counted by inserting them into an open-addressing hash table in shared
+ * memory (one per unit, 256 slots for at most 128 keys, linear probing with atomicCAS:
+ * the insert that claims an empty slot is the key's one count), and unit 1's new keys
+ * looked up in unit 0's table. The shuffle form needed 28 key_in loops a block (~1,800
+ * 64-bit shuffles in one warp's dependent chain): the G = 4 per-call call paid ~15 us for
+ * them on the mark launch, its critical path (H200, bench/NOTES.md, 28th session); here a
+ * block costs ~8 atomics and ~8 lookups a lane. Exact counts: the same sums as the shuffle
+ * form and the host's pw_fp8x2_stack_choice (test_full_call_gpu reads them back). */
+static __device__ __forceinline__ uint32_t stack_hash(unsigned long long k)
+{
+    return ((uint32_t)(k ^ (k >> 29)) * 0x9E3779B1u) >> 24; // 0..255
+}
+
+static __device__ __forceinline__ bool stack_insert(unsigned long long (&table)[256], unsigned long long k)
+{
+    for (uint32_t h = stack_hash(k);; h = (h + 1u) & 255u) {
+        const unsigned long long old = atomicCAS(&table[h], ~0ull, k);
+        if (old == ~0ull) return true; // claimed: a new key
+        if (old == k) return false;
+    }
+}
+
+static __device__ __forceinline__ bool stack_lookup(const unsigned long long (&table)[256], unsigned long long k)
+{
+    for (uint32_t h = stack_hash(k);; h = (h + 1u) & 255u) {
+        const unsigned long long v = table[h];
+        if (v == k) return true;
+        if (v == ~0ull) return false; // (a table holds at most 128 keys: an empty slot ends every probe)
+    }
+}
+
+static __device__ __forceinline__ void stack_count_hashed(const VtParams &p, uint32_t cta)
+{
+    constexpr int R = 4, kQueries = 4 * R; // per block
+    __shared__ unsigned long long part[kMarkThreads / 32][2];
+    __shared__ unsigned long long tables[kMarkThreads / 32][2][256]; // per warp: unit 0's, unit 1's
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t per_head = stack_sampled_blocks(p.num_tokens, kQueries), blocks = per_head * p.num_kv_heads;
+    const int64_t warps = (int64_t)(gridDim.x - p.mark_ctas) * (kMarkThreads / 32);
+    unsigned long long units = 0, whole = 0; // this lane's shares
+    for (int64_t j = (int64_t)cta * (kMarkThreads / 32) + warp; j < blocks; j += warps) { // warp-uniform
+        // (32-bit: blocks <= N Hkv / 64 < 2^31; the 64-bit division's call kept a value in local memory)
+        const int32_t h = (int32_t)((uint32_t)j / (uint32_t)per_head);
+        const int64_t i0 = (int64_t)kQueries * PW_STACK_SAMPLE * (j - (int64_t)h * per_head);
+
+        const unsigned long long none = 0xffffffff00000000ull; // never a key (request < 2^31)
+        unsigned long long key[2][R];
+#pragma unroll
+        for (int u = 0; u < 2; u++)
+#pragma unroll
+            for (int r = 0; r < R; r++) key[u][r] = stack_key(p, h, i0 + 2 * R * u + 2 * r + lane / 16, lane % 16, none);
+        // This warp's tables, their addresses formed after the key loads (whose 64-bit divisions
+        // are calls: a warp-derived value held across them went to local memory).
+        int tid_now;
+        asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid_now));
+        unsigned long long(&t0)[256] = tables[tid_now / 32][0];
+        unsigned long long(&t1)[256] = tables[tid_now / 32][1];
+#pragma unroll
+        for (int t = 0; t < 256; t += 32) {
+            t0[t + tid_now % 32] = ~0ull;
+            t1[t + tid_now % 32] = ~0ull;
+        }
+        __syncwarp();
+        int n0 = 0, n1 = 0, fresh = 0; // this lane's new keys of unit 0, of unit 1, of unit 1 not in unit 0
+        uint32_t new1 = 0;              // bit r: key[1][r] was new in unit 1
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (key[0][r] != none) n0 += stack_insert(t0, key[0][r]);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const bool fresh1 = key[1][r] != none && stack_insert(t1, key[1][r]);
+            new1 |= (uint32_t)fresh1 << r;
+            n1 += fresh1;
+        }
+        __syncwarp(); // unit 0's table complete
+#pragma unroll
+        for (int r = 0; r < R; r++) fresh += ((new1 >> r) & 1u) && !stack_lookup(t0, key[1][r]);
+        units += (unsigned long long)(n0 + n1);
+        whole += (unsigned long long)(n0 + fresh);
+        __syncwarp(); // every lane done with the tables before the next block clears them
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        units += __shfl_xor_sync(0xffffffffu, units, off);
+        whole += __shfl_xor_sync(0xffffffffu, whole, off);
+    }
+    int tid_end; // re-read (volatile): the warp index held across the loop's division calls went to local memory
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid_end));
+    if (tid_end % 32 == 0) {
+        part[tid_end / 32][0] = units;
+        part[tid_end / 32][1] = whole;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long a = 0, b = 0;
+        for (int w = 0; w < kMarkThreads / 32; w++) {
+            a += part[w][0];
+            b += part[w][1];
+        }
+        if (a) atomicAdd(p.vt.stack_stat, a);
+        if (b) atomicAdd(p.vt.stack_stat + 1, b);
+    }
+}
+
 /* touched[h][r][l] = 1 for every Top-K id l in S_i of a query i of request r (the ids union
  * preparation keys: 0 <= l < min(visible pages, 2^29), and l < max_pages, the table's
  * width); count[h] = 0 for the scan. One thread per (KV head, query) row of K ids. The
@@ -210,7 +315,7 @@ __global__ void __launch_bounds__(kMarkThreads) vt_mark_kernel(const VtParams p)
     if (blockIdx.x >= p.mark_ctas) { // CTA-uniform: the stacked tile's counts (PW_STACK_PER_CALL)
         // R = PW_STACK_UNIT_QUERIES(G) / 2 key registers per unit
         const int unit = PW_STACK_UNIT_QUERIES(p.heads_per_kv);
-        if (unit == 8) stack_count<4>(p, blockIdx.x - p.mark_ctas);
+        if (unit == 8) stack_count_hashed(p, blockIdx.x - p.mark_ctas);
         else if (unit == 4) stack_count<2>(p, blockIdx.x - p.mark_ctas);
         else stack_count<1>(p, blockIdx.x - p.mark_ctas);
         return;

@@ -27,6 +27,7 @@
 #include "testutil.h"
 
 #include "../../src/cuda/attention_dev.h" /* internal: dev impl 12, the stacked tile, for direct runs */
+#include "../../src/pw_internal.h"        /* internal: the pre-pass's mark launch and its counts */
 
 #define CUDA_OK(x)                                                                          \
     do {                                                                                    \
@@ -1357,14 +1358,79 @@ static void test_fp8x2_stacked_choice(void **state)
     stacked_choice_case(4);
 }
 
-/* Rows of pages last - B k - class(i), the class of each query random in 0..B-1 (B = 4 at
+/* The device's counts of the per-call tile choice (the pre-pass's mark launch with
+ * stack_mode PER_CALL: stack_stat[0] the units' pages, [1] the blocks'; vt_prepare.cu's
+ * stack_count, at G = 4 stack_count_hashed) equal the host's pw_fp8x2_stack_choice exactly,
+ * at G = 16, 8 and 4, on random selections (fill_inputs: -1 rows, duplicates, future and
+ * huge ids, several requests) and on the block and class patterns. */
+static void fill_class_pattern(pw_capture_t *c, pw_rng_t *rng);
+static void test_stack_counts_device(void **state)
+{
+    (void)state;
+    const int32_t gs[3] = {16, 8, 4};
+    for (int gi = 0; gi < 3; gi++)
+        for (int pat = 0; pat < 4; pat++) {
+            pw_rng_t rng;
+            pw_rng_init(&rng, g_seed ^ 0xc0c0a7ull ^ (uint64_t)(gi * 4 + pat));
+            pw_capture_t *c = make_problem_g(&rng, gs[gi]);
+            const pw_problem_t *p = &c->problem;
+            if (pat == 1 || pat == 2) fill_block_pattern(c, pat == 1);
+            if (pat == 3) fill_class_pattern(c, &rng);
+            device_problem_t d;
+            device_alloc(p, &d);
+            upload(c, &d, 1);
+            const int64_t entries = (int64_t)p->num_kv_heads * p->num_requests * p->max_pages_per_request;
+            uint8_t *touched = dev_alloc(PW_STACK_STAT_OFFSET(entries) + PW_STACK_STAT_BYTES);
+            uint32_t *count = dev_alloc(4 * (size_t)p->num_kv_heads);
+            int32_t *slots = dev_alloc(4 * (size_t)entries);
+            int64_t *list = dev_alloc(8 * (size_t)entries);
+            uint8_t *tiles = dev_alloc(PW_VT_TILE_BYTES);
+            pw_vt_buffers_t vt;
+            memset(&vt, 0, sizeof vt);
+            vt.touched = touched;
+            vt.count = count;
+            vt.slots = slots;
+            vt.list = list;
+            vt.tiles = tiles;
+            vt.capacity = 1;
+            vt.f16_tiles = 1;
+            vt.stack_mode = PW_STACK_PER_CALL;
+            vt.stack_stat = (unsigned long long *)(void *)(touched + PW_STACK_STAT_OFFSET(entries));
+            g_precision = PW_PRECISION_FP8X2;
+            const pw_attention_args_t args = device_args(p, &d);
+            /* Garbage in the counts first: the memset must clear them. */
+            CUDA_OK(cudaMemset(vt.stack_stat, 0x5a, PW_STACK_STAT_BYTES));
+            assert_pw_ok(pw_vt_prepare_parts(p, &args, &vt, PW_VT_MARKS, NULL));
+            CUDA_OK(cudaDeviceSynchronize());
+            unsigned long long dev[2];
+            CUDA_OK(cudaMemcpy(dev, vt.stack_stat, sizeof dev, cudaMemcpyDeviceToHost));
+            const pw_requests_t rq = pw_capture_requests(c);
+            uint64_t host[2];
+            int stacked = -1;
+            assert_pw_ok(pw_fp8x2_stack_choice(p, c->topk_ids, &rq, host, &stacked));
+            printf("  G = %d, %s: device units %llu blocks %llu, host %llu / %llu (%s)\n", gs[gi],
+                   pat == 0 ? "random" : pat == 1 ? "shared blocks" : pat == 2 ? "disjoint blocks" : "classes", dev[0],
+                   dev[1], (unsigned long long)host[0], (unsigned long long)host[1], stacked ? "stacked" : "other tile");
+            assert_true(dev[0] == host[0] && dev[1] == host[1]);
+            assert_true(host[1] > 0);
+            CUDA_OK(cudaFree(touched));
+            CUDA_OK(cudaFree(count));
+            CUDA_OK(cudaFree(slots));
+            CUDA_OK(cudaFree(list));
+            CUDA_OK(cudaFree(tiles));
+            device_free(&d);
+            pw_capture_free(c);
+        }
+}
+
+/* Rows of pages last - B k - class(i), the class of each query random in 0..B-1 (B = 16 at G = 4, 4 at
  * G = 16, 8 at G = 8): queries of one class share every page, so the units and blocks of
  * identity order share few (the rule picks the stacked tile: ratio ~0.63-0.76 in
  * expectation) and greedy with the two tiles' g orders the windows differently. */
 static void fill_class_pattern(pw_capture_t *c, pw_rng_t *rng)
 {
     const pw_problem_t *p = &c->problem;
-    const int b = p->q_heads_per_kv == 8 ? 8 : 4;
+    const int b = p->q_heads_per_kv == 8 ? 8 : p->q_heads_per_kv == 4 ? 16 : 4;
     for (int h = 0; h < p->num_kv_heads; h++)
         for (int r = 0; r < p->num_requests; r++)
             for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
@@ -1711,6 +1777,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_vt_capacity),
         cmocka_unit_test(test_vt_graph_crosses_capacity),
         cmocka_unit_test(test_fp8x2_stacked_choice),
+        cmocka_unit_test(test_stack_counts_device),
         cmocka_unit_test(test_regroup_by_tile),
         cmocka_unit_test(test_errors),
     };
