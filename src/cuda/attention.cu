@@ -949,8 +949,8 @@ extern "C" pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const 
     // lean kernel on the tiles.
     const int dense_g = pw_vt_runs_dense(problem, args);
     const int impl = dense_g == 8 ? pw::kImplDense8Dev : dense_g == 4 ? pw::kImplDense4Dev : pw::kImplLeanPreVtDev;
-    // FP8X2 at G = 16 or 8, K = 16, P = 128: the lean kernel (G = 16) or the dense tile
-    // (G = 8), the stacked tile (dev impl 12), or both launched with the choice made on the
+    // FP8X2 at G = 16, 8 or 4, K = 16, P = 128: the lean kernel (G = 16) or the dense tile
+    // (G = 8 / 4), the stacked tile (dev impl 12), or both launched with the choice made on the
     // device (pw_vt_buffers_t.stack_mode).
     const int stack_mode = vt ? vt->stack_mode : PW_STACK_NEVER;
     if (vt && problem) PW_TRY(pw_check_vt_stack(problem, args, vt));

@@ -154,8 +154,8 @@ struct AttentionParams {
     int32_t group_window;            // the union groups' window W (0: runs of 8 from each request start)
     int32_t topk;                    // the device's K: 16, or 32 / 64 on the lean kernels (lean_attention_kernel<..., TOPK>)
     int32_t page_size;               // P: 128, or 64 on the lean kernels (lean_attention_kernel<..., PAGE>; host dispatch only)
-    // FP8X2 on the tiles at G = 16 or 8, K = 16, P = 128 (pw_vt_buffers_t.stack_mode): with
-    // PER_CALL two kernels are launched, the lean kernel (G = 16) or the dense G = 8 tile and
+    // FP8X2 on the tiles at G = 16, 8 or 4, K = 16, P = 128 (pw_vt_buffers_t.stack_mode): with
+    // PER_CALL two kernels are launched, the lean kernel (G = 16) or the dense G = 8 / 4 tile and
     // the stacked tile, and the CTAs of the one this call does not run exit at once
     // (stacked_call). NEVER (0): the launch runs as it is (every other launch, and the dev
     // entry's).
