@@ -133,10 +133,9 @@ static int stack_mode(const pw_plan_t *plan, const pw_attention_args_t *args)
  * Union4's halves, 8 for Union8 or PW_PLAN_REGROUP_GROUPS_OF_8).
  * dense_g: the tile's G (plan_runs_dense, or pw_vt_runs_dense for a call), 0 for none;
  * stack: the call's stack_mode. */
-static int32_t stacked_regroup_size(const pw_plan_t *plan)
+static int32_t stacked_regroup_size(const pw_plan_t *plan) /* by_tile plans only: G = 16 or 8 */
 {
-    const int32_t g = plan->problem.q_heads_per_kv;
-    return g == 8 ? PW_PLAN_STACKED8_REGROUP_SIZE : g == 4 ? PW_PLAN_GROUP_SIZE : PW_PLAN_STACKED_REGROUP_SIZE;
+    return plan->problem.q_heads_per_kv == 8 ? PW_PLAN_STACKED8_REGROUP_SIZE : PW_PLAN_STACKED_REGROUP_SIZE;
 }
 
 static int32_t regroup_size(const pw_plan_t *plan, int dense_g, int stack)

@@ -46,18 +46,28 @@ struct DenseWork {
     int64_t limits[kDenseSlots];     // each slot's last visible token, -1: empty
 };
 
-static __device__ __forceinline__ bool dense_work(const AttentionParams &p, DenseWork &w)
+/* The work of group `item` (= KV head x max_groups + group): its request, union size, 8 slots'
+ * rows and last visible tokens; false for a head the launch skips or a group past the head's.
+ * partner_only (the stacked G = 4 tile's second item of a pair, stack_item_block): also false
+ * unless the group is its predecessor's partner, i.e. its index inside its window (inside its
+ * request for identity groups) is odd (dense4_work's pairing), and for an item past the last
+ * KV head (the last group's successor). */
+static __device__ __forceinline__ bool dense_group_work(const AttentionParams &p, int64_t item, DenseWork &w,
+                                                        bool partner_only = false)
 {
-    const int64_t item = p.sched_count ? scheduled_block(p) : (int64_t)blockIdx.x;
-    if (item < 0) return false; // past the scheduled items
     w.kv_head = (int)(item / p.max_groups);
+    if (partner_only && w.kv_head >= p.num_kv_heads) return false;
     if (vt_skips_head(p, w.kv_head)) return false;
     w.group = item % p.max_groups;
     if (w.group >= p.num_groups[w.kv_head]) return false;
     const pw_group_desc_t g = p.groups[(int64_t)w.kv_head * p.max_groups + w.group];
+    const int32_t cu_begin = p.cu_seqlens_q[g.request];
+    if (partner_only) {
+        const int32_t rel = g.slot_begin - cu_begin;
+        if (((p.group_window > 0 ? rel % p.group_window : rel) / kDenseSlots) % 2 == 0) return false;
+    }
     w.request = g.request;
     w.union_size = g.union_size;
-    const int32_t cu_begin = p.cu_seqlens_q[w.request];
     const int64_t prefix = p.prefix_lens[w.request], kv_len = p.kv_lens[w.request];
 #pragma unroll
     for (int k = 0; k < kDenseSlots; k++) {
@@ -67,6 +77,13 @@ static __device__ __forceinline__ bool dense_work(const AttentionParams &p, Dens
         w.limits[k] = w.query_rows[k] >= 0 ? (c < kv_len - 1 ? c : kv_len - 1) : -1;
     }
     return true;
+}
+
+static __device__ __forceinline__ bool dense_work(const AttentionParams &p, DenseWork &w)
+{
+    const int64_t item = p.sched_count ? scheduled_block(p) : (int64_t)blockIdx.x;
+    if (item < 0) return false; // past the scheduled items
+    return dense_group_work(p, item, w);
 }
 
 /* softmax_page for a thread whose rows r0 and r0 + 8 belong to two queries: lim0 / lim1

@@ -170,35 +170,11 @@ static __device__ __forceinline__ int32_t stack_item_block(const AttentionParams
     return G == 16 ? listed : 2 * listed + (int32_t)(item % 2u);
 }
 
-/* G = 4: the group of stack_item_block's code (DenseWork: its 8 query slots and their last
- * visible tokens); false when there is nothing to run: a group past the KV head's groups, a
- * head the launch skips, or (code odd) a group that is not its predecessor's partner, i.e.
- * whose index inside its window (inside its request for identity groups) is even: a leader,
- * listed itself (the dense G = 4 tile's pairing, dense4_work). */
+/* G = 4: the group of stack_item_block's code (dense_group_work, partner_only for an odd
+ * code); false when there is nothing to run. */
 static __device__ __forceinline__ bool stack4_work(const AttentionParams &p, int32_t code, DenseWork &w)
 {
-    const int64_t item = code / 2;
-    w.kv_head = (int)(item / p.max_groups);
-    w.group = item % p.max_groups;
-    if (w.kv_head >= p.num_kv_heads || vt_skips_head(p, w.kv_head)) return false;
-    if (w.group >= p.num_groups[w.kv_head]) return false;
-    const pw_group_desc_t g = p.groups[(int64_t)w.kv_head * p.max_groups + w.group];
-    const int32_t cu_begin = p.cu_seqlens_q[g.request];
-    if (code % 2) {
-        const int32_t rel = g.slot_begin - cu_begin;
-        if (((p.group_window > 0 ? rel % p.group_window : rel) / kDenseSlots) % 2 == 0) return false;
-    }
-    w.request = g.request;
-    w.union_size = g.union_size;
-    const int64_t prefix = p.prefix_lens[w.request], kv_len = p.kv_lens[w.request];
-#pragma unroll
-    for (int k = 0; k < kDenseSlots; k++) {
-        w.query_rows[k] = k < g.num_members ? p.perm[(int64_t)w.kv_head * p.num_tokens + g.slot_begin + k] : -1;
-        // Last visible token: min(c, L - 1) (docs/semantics.md §1).
-        const int64_t c = prefix + (w.query_rows[k] - cu_begin);
-        w.limits[k] = w.query_rows[k] >= 0 ? (c < kv_len - 1 ? c : kv_len - 1) : -1;
-    }
-    return true;
+    return dense_group_work(p, code / 2, w, code % 2 != 0);
 }
 static_assert(kStack1CtasPerSm * (kSmemBytesStack1 + 1024) <= 228 * 1024, "stack1: four CTAs per SM no longer fit");
 

@@ -130,6 +130,28 @@ static __device__ __forceinline__ bool key_in(unsigned long long set, unsigned l
     return in;
 }
 
+/* The counts' end (stack_count, stack_count_hashed): each warp's two sums (lane 0's) into
+ * shared memory, then the CTA's into stack_stat[0] and [1] by one thread. */
+static __device__ __forceinline__ void stack_add_sums(const VtParams &p, int warp, int lane, unsigned long long units,
+                                                      unsigned long long whole)
+{
+    __shared__ unsigned long long part[kMarkThreads / 32][2];
+    if (lane == 0) {
+        part[warp][0] = units;
+        part[warp][1] = whole;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long a = 0, b = 0;
+        for (int w = 0; w < kMarkThreads / 32; w++) {
+            a += part[w][0];
+            b += part[w][1];
+        }
+        if (a) atomicAdd(p.vt.stack_stat, a);
+        if (b) atomicAdd(p.vt.stack_stat + 1, b);
+    }
+}
+
 /* The stacked tile's counts (pw_vt_buffers_t.stack_stat; K = 16): one warp per sampled block
  * (stack_sampled_blocks) of two units of 2R consecutive queries (R = 1, G = 16: pairs in blocks of 4; R = 2, G = 8:
  * 4-query halves in blocks of 8; G = 4's 8-query groups in blocks of 16: stack_count_hashed), key register r of unit u holding, in lane l, id l % 16 of
@@ -141,7 +163,6 @@ template <int R>
 static __device__ void stack_count(const VtParams &p, uint32_t cta)
 {
     constexpr int kQueries = 4 * R; // per block
-    __shared__ unsigned long long part[kMarkThreads / 32][2];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     // The sampled blocks: every PW_STACK_SAMPLE-th of each KV head (block b of head h starts
     // at query kQueries b).
@@ -184,20 +205,7 @@ static __device__ void stack_count(const VtParams &p, uint32_t cta)
         units += (unsigned long long)(n[0] + n[1]);
         whole += (unsigned long long)(n[0] + fresh);
     }
-    if (lane == 0) {
-        part[warp][0] = units;
-        part[warp][1] = whole;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned long long a = 0, b = 0;
-        for (int w = 0; w < kMarkThreads / 32; w++) {
-            a += part[w][0];
-            b += part[w][1];
-        }
-        if (a) atomicAdd(p.vt.stack_stat, a);
-        if (b) atomicAdd(p.vt.stack_stat + 1, b);
-    }
+    stack_add_sums(p, warp, lane, units, whole);
 }
 
 /* stack_count's G = 4 form (8-query units in blocks of 16): the same two sums, each unit's
@@ -235,7 +243,6 @@ static __device__ __forceinline__ bool stack_lookup(const unsigned long long (&t
 static __device__ __forceinline__ void stack_count_hashed(const VtParams &p, uint32_t cta)
 {
     constexpr int R = 4, kQueries = 4 * R; // per block
-    __shared__ unsigned long long part[kMarkThreads / 32][2];
     __shared__ unsigned long long tables[kMarkThreads / 32][2][256]; // per warp: unit 0's, unit 1's
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t per_head = stack_sampled_blocks(p.num_tokens, kQueries), blocks = per_head * p.num_kv_heads;
@@ -289,20 +296,7 @@ static __device__ __forceinline__ void stack_count_hashed(const VtParams &p, uin
     }
     int tid_end; // re-read (volatile): the warp index held across the loop's division calls went to local memory
     asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid_end));
-    if (tid_end % 32 == 0) {
-        part[tid_end / 32][0] = units;
-        part[tid_end / 32][1] = whole;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned long long a = 0, b = 0;
-        for (int w = 0; w < kMarkThreads / 32; w++) {
-            a += part[w][0];
-            b += part[w][1];
-        }
-        if (a) atomicAdd(p.vt.stack_stat, a);
-        if (b) atomicAdd(p.vt.stack_stat + 1, b);
-    }
+    stack_add_sums(p, tid_end / 32, tid_end % 32, units, whole);
 }
 
 /* touched[h][r][l] = 1 for every Top-K id l in S_i of a query i of request r (the ids union
