@@ -22,7 +22,12 @@ precisions:
              transposing V itself);
   scales     G16 with per-token K / V scales [Hkv, slots] (K 2^U(-1,1), V 2^U(-3,3));
   scalesnovt the same with the V^T pre-pass forced off (the per-token-scale kernel that
-             transposes V itself); G8scales: per-token scales at G = 8 (the padded tile);
+             transposes V itself); G8scales, G4scales: per-token scales at G = 8 / 4 (FP8X2
+             on the pre-pass: the stacked tile, as at G = 16; FP8: the padded tile);
+  scaleslean, G8scaleslean, G4scaleslean  the scales arms with PW_PLAN_NO_FP8X2_STACKED: FP8X2
+             on the lean kernel's per-token-scale form (G = 16) or the padded tile (G = 8 /
+             4), what those calls ran before the stacked tile took per-token scales;
+  scalesstacked  scales with PW_PLAN_FP8X2_STACKED (the default's tile: the same calls);
   interleave G16 reading vLLM's interleaved [pages, Hkv, 128, 2*D] cache through strides;
   sinkkeys   G16 with per-Q-head sink keys;
   G8dense, G8stacked  G8 with FP8X2's tile fixed (PW_PLAN_NO_FP8X2_STACKED: the dense tile;
@@ -60,7 +65,7 @@ from pageweaver import _lib, _op
 D = 128  # head dim; the page size P is each capture's (metadata page_size: 128 or 64)
 ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys", "G16greedy", "G8greedy", "G4greedy", "G16id", "G8id", "G4id",
         "G16vt", "G8vt", "G4vt", "G16novt", "G8novt", "G4novt", "scalesnovt", "G8scales", "G8dense", "G8stacked",
-        "G4dense", "G4stacked")
+        "G4dense", "G4stacked", "G4scales", "scaleslean", "scalesstacked", "G8scaleslean", "G4scaleslean")
 PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS = 1 << 1, 1 << 2  # pageweaver.h
 PW_PLAN_FP8X2_STACKED, PW_PLAN_NO_FP8X2_STACKED = 1 << 4, 1 << 5
 
@@ -72,7 +77,9 @@ def arm_flags(arm):
     if arm.endswith("vt"):
         return PW_PLAN_VT_PREPASS
     return {"G8dense": PW_PLAN_NO_FP8X2_STACKED, "G8stacked": PW_PLAN_FP8X2_STACKED,
-            "G4dense": PW_PLAN_NO_FP8X2_STACKED, "G4stacked": PW_PLAN_FP8X2_STACKED}.get(arm, 0)
+            "G4dense": PW_PLAN_NO_FP8X2_STACKED, "G4stacked": PW_PLAN_FP8X2_STACKED,
+            "scaleslean": PW_PLAN_NO_FP8X2_STACKED, "G8scaleslean": PW_PLAN_NO_FP8X2_STACKED,
+            "G4scaleslean": PW_PLAN_NO_FP8X2_STACKED, "scalesstacked": PW_PLAN_FP8X2_STACKED}.get(arm, 0)
 
 
 DEFAULT_ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys")
@@ -228,13 +235,17 @@ def arm_call(arm, b, prec, outs, copy=0):
     if (arm, prec) not in b["steps"]:  # the executed work of the default plan's path (not the vt / novt arms')
         info = pageweaver.check_gpu_support(q, k, v, *b["rest"], precision=prec, page_size=b["P"], **kw)
         info["g"] = g
-        if arm in ("G8stacked", "G4stacked") and prec == "fp8x2" and info["tile"] == "dense":
-            # the 4-slot (G = 8) / 8-slot (G = 4) tile: one 64-row product each way per step
-            # of a half's (a group's) union, which the forced tile's regroup minimises (C_4 /
-            # the 8-query unions; printed as half the FP8X2 factor)
+        stacked = prec == "fp8x2" and info["vt_prepass"] and (
+            (arm in ("G8stacked", "G4stacked") and info["tile"] == "dense") or arm == "scalesstacked" or
+            (arm in ("scales", "G8scales", "G4scales") and info.get("fp8x2_tile") == "stacked"))
+        if stacked:
+            # the 2-slot (G = 16) / 4-slot (G = 8) / 8-slot (G = 4) tile: one 64-row product
+            # each way per step of a pair's (a half's, a group's) union, which the stacked
+            # tile's regroup minimises (pairs / C_4 / the 8-query unions; printed as half the
+            # FP8X2 factor)
             b["steps"][(arm, prec)] = union_visits(b["capture"], _lib.REGROUP_MODES[info["regroup"]],
-                                                   _lib.DEFAULT_WINDOW, 4 if g == 8 else 8, b["P"]) / 2
-        elif arm.endswith("vt") or (arm in ("G8", "G4") and info.get("fp8x2_tile") == "per_call"):
+                                                   _lib.DEFAULT_WINDOW, {16: 2, 8: 4, 4: 8}[g], b["P"]) / 2
+        elif arm.endswith("vt") or (arm in ("G8", "G4", "scales") and info.get("fp8x2_tile") == "per_call"):
             b["steps"][(arm, prec)] = None  # not the default tile's, or picked per call on the device
         else:
             b["steps"][(arm, prec)] = executed_steps(b["capture"], info, b["P"])

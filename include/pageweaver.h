@@ -618,7 +618,7 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      step 4 waits for (no stream or event of the library's: the capture's dependency
  *      set; eager calls run them in the order above). The default's headline calls are
  *      shaped differently: FP8X2 calls that pick their tile on the device (G = 16 or 8,
- *      K <= 16, P = 128 without per-token scales, see PW_PLAN_FP8X2_STACKED) in a plan
+ *      K <= 16, P = 128 without per-token scales: PW_PLAN_FP8X2_STACKED) in a plan
  *      that regroups (not created with PW_PLAN_NO_REGROUP_BY_TILE) regroup for both tiles
  *      (step 1 writes two permutations), and step 2 runs after the pre-pass's memset and
  *      mark (the mark makes the pick) as well as after step 1. Eager order: 1, memset,
@@ -637,8 +637,9 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      Union4's lean kernel reading the tiles (without per-token scales, at G = 8 a dense
  *      tile of 8 queries x 8 heads, at G = 4 one of 16 queries x 4 heads walking two
  *      consecutive groups' merged union; FP8: the same outputs, FP8X2: P in f16 on the
- *      pre-pass's f16 tiles, semantics §4.5; at G = 16 or 8, K <= 16, P = 128 FP8X2 also
- *      the stacked tile, chosen per call on the device: PW_PLAN_FP8X2_STACKED), its CTAs
+ *      pre-pass's f16 tiles, semantics §4.5; at G = 16, 8 or 4, K <= 16, P = 128 FP8X2 also
+ *      the stacked tile, chosen per call on the device, with per-token scales too:
+ *      PW_PLAN_FP8X2_STACKED), its CTAs
  *      longest union first
  *      (union preparation lists them by size; pairs by the sum of the two unions), and,
  *      when R x max_pages_per_request exceeds
@@ -702,7 +703,7 @@ enum {
      * PW_PLAN_CALLER_PERM and in calls that keep identity order. */
     PW_PLAN_REGROUP_GROUPS_OF_8 = 1u << 3,
     /* PW_PRECISION_FP8X2 calls on the V^T pre-pass at G = 16, 8 or 4, K <= 16, P = 128
-     * without per-token scales have two tiles (semantics §4.5). G = 16: the lean kernel (a
+     * have two tiles (semantics §4.5). G = 16: the lean kernel (a
      * 4-query half's 64 rows per page, P in f16 on f16 tiles) and the stacked 2-slot tile
      * (2 queries x 16 heads x FP8X2's two terms per 64 rows, both terms summed in FP32; a
      * tile whose 2 queries did not select a page skips it; E4M3 tiles). G = 8: the dense
@@ -728,9 +729,16 @@ enum {
      * choice is a function of the call's inputs, never of the grouping, so a call's outputs
      * stay independent of the grouping; they are the bytes of one of the two tiles
      * (within the same accuracy: NRMS vs exact ~0.2% either way). Both kernels are
-     * launched; the CTAs of the one not chosen exit at once. These flags fix the choice
-     * (STACKED: always the stacked tile, NO_FP8X2_STACKED: always the other tile);
-     * both together are an argument error; other calls ignore them. */
+     * launched; the CTAs of the one not chosen exit at once. With per-token scales
+     * (args.token_scales; since 2026-12-04) the stacked tile reads them too (each page's
+     * scales copied with its K from behind its E4M3 V^T tile), the other tile is the lean
+     * kernel's per-token-scale form (G = 16) or the padded tile (G = 8 / 4: the dense tiles
+     * do not read per-token scales), and the default is the stacked tile, always: it
+     * measured faster on every input, the captures included (H200: 0.76-0.93x the other
+     * tile's time at G = 16, 0.52-0.54x at G = 8, 0.29-0.41x at G = 4; bench/NOTES.md, 29th
+     * session). These flags fix the choice (STACKED: always the
+     * stacked tile, NO_FP8X2_STACKED: always the other tile); both together are an
+     * argument error; other calls ignore them. */
     PW_PLAN_FP8X2_STACKED = 1u << 4,
     PW_PLAN_NO_FP8X2_STACKED = 1u << 5,
     /* By default the regroup objective follows the FP8X2 tile the call runs; this flag
@@ -739,7 +747,8 @@ enum {
      * or 8, K <= 16, P = 128 on the V^T pre-pass, not PW_PLAN_NO_FP8X2_STACKED; at G = 4
      * both tiles walk 8-query unions, so g = 8 either way and the flag changes nothing) and that
      * regroup in FP8X2 (not IDENTITY, not PW_PLAN_CALLER_PERM, AUTO's time guard saying
-     * yes), in their FP8X2 calls without per-token scales; every other plan and call
+     * yes), in their FP8X2 calls (those with per-token scales run the stacked tile
+     * always, so they regroup with its g unless this flag is set); every other plan and call
      * ignores it. The stacked tile walks the union of each pair of queries, the lean
      * kernel that of each 4-query half, so the best greedy groups differ: Algorithm 1 with
      * g = 2 cuts the stacked tile's page steps ~2% on the A / B / C workloads but raises
@@ -962,8 +971,9 @@ typedef struct pw_plan_info {
                                   with PW_PLAN_REGROUP_GROUPS_OF_8, and for Union4 at
                                   G = 8 or 4 with the V^T pre-pass (its dense tile walks
                                   each 8-query union, at G = 4 two of them merged; such a
-                                  plan's calls with per-token scales run the padded tile
-                                  and regroup with 4); 0 when `regroup` is
+                                  plan's FP8 calls with per-token scales run the padded
+                                  tile and regroup with 4, its FP8X2 calls with them the
+                                  stacked tile: fp8x2_stacked); 0 when `regroup` is
                                   IDENTITY; 2 (4 at G = 8, 8 at G = 4) for FP8X2 with
                                   PW_PLAN_FP8X2_STACKED unless the plan was created with
                                   PW_PLAN_NO_REGROUP_BY_TILE.
@@ -1000,11 +1010,14 @@ typedef struct pw_plan_info {
     /* Since 2026-12-03 (21st session; a caller whose struct_size ends before it gets the
      * fields above): */
     int32_t fp8x2_stacked;     /* for calls in `precision` without per-token scales: 0 the
-                                  other tile (the lean kernel, at G = 8 the dense tile;
+                                  other tile (the lean kernel, at G = 8 / 4 the dense tile;
                                   FP8, or a plan the stacked tile does not cover), 1 the
                                   stacked tile or the other as the device decides per
                                   call (PW_PLAN_FP8X2_STACKED's rule), 2 always the
-                                  stacked tile (the flag); G = 16 or 8 only */
+                                  stacked tile (the flag); G = 16, 8 or 4. Calls with
+                                  per-token scales: a 1 means the stacked tile always
+                                  (regrouped for it: g = 2 at G = 16, 4 at G = 8, 8 at
+                                  G = 4) */
 } pw_plan_info_t;
 
 #define PW_PLAN_INFO_INIT {sizeof(pw_plan_info_t), PW_REGROUP_IDENTITY, PW_REGROUP_IDENTITY, 0, PW_KERNEL_UNION4, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0}
@@ -1018,16 +1031,17 @@ typedef struct pw_plan_info {
 pw_status_t pw_plan_info(const pw_plan_t *plan, pw_precision_t precision, pw_plan_info_t *info);
 
 /* Which FP8X2 tile a call with these inputs runs where pw_plan_info's fp8x2_stacked is 1
- * (host; the same counts and rule as the device's, PW_PLAN_FP8X2_STACKED): with units of U
- * consecutive queries (U = 2 at G = 16, 4 at G = 8) and blocks of two units, over the
+ * (host; the same counts and rule as the device's, PW_PLAN_FP8X2_STACKED; not for calls
+ * with per-token scales, which run the stacked tile): with units of U
+ * consecutive queries (U = 2 at G = 16, 4 at G = 8, 8 at G = 4) and blocks of two units, over the
  * sampled blocks (every 4th of each KV head: queries 8U j .. 8U j + 2U - 1, j = 0, 1, ...),
  * counts[0] = the distinct pages of each of their two units summed over the sampled blocks
  * and KV heads, counts[1] = those of each sampled block; a query's pages are its Top-K
  * ids in [0, min(visible pages, max_pages_per_request)) of its request (blocks do not
  * follow request starts; ids of different requests are different pages). *stacked = 1
- * when counts[0] x 1000 < r x 2 x counts[1], r = 710 at G = 16 and 840 at G = 8 (the
- * stacked tile), else 0 (the lean kernel at G = 16, the dense tile at G = 8; at other G
- * the counts are those of G = 16 and no call runs a stacked tile). For tests, benchmarks and engines that want to know which bytes a call gives.
+ * when counts[0] x 1000 < r x 2 x counts[1], r = 710 at G = 16, 840 at G = 8 and 870 at
+ * G = 4 (the stacked tile), else 0 (the lean kernel at G = 16, the dense tile at G = 8 /
+ * 4; at other G the counts are those of G = 16 and no call runs a stacked tile). For tests, benchmarks and engines that want to know which bytes a call gives.
  *   topk_ids: [Hkv, N, K] host, K <= 16; requests: host arrays (as pw_ref_regroup takes them).
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL, shapes, requests), PW_ERROR_UNSUPPORTED (K > 16). */
 pw_status_t pw_fp8x2_stack_choice(const pw_problem_t *problem, const int32_t *topk_ids, const pw_requests_t *requests,

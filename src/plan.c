@@ -95,7 +95,7 @@ struct pw_plan {
     int32_t union_capacity; /* 8 * Kd */
     int vt_prepass;         /* Union4: the V^T pre-pass + lean kernel (else impl 6 transposes V) */
     int stack_eligible;     /* vt_prepass at G = 16, 8 or 4, Kd = 16, P = 128: FP8X2 calls
-                               without per-token scales may run the stacked tile (stack_mode) */
+                               may run the stacked tile (stack_mode) */
     int64_t vt_capacity;    /* V^T tiles per KV head (C); a head touching more falls back */
     int by_tile;            /* not PW_PLAN_NO_REGROUP_BY_TILE, on a stack_eligible plan at G = 16 or 8
                                that regroups itself: FP8X2 calls regroup for the tile they run
@@ -112,16 +112,35 @@ static int plan_runs_dense(const pw_plan_t *plan)
     return plan->vt_prepass ? pw_dense_tile_g(&plan->problem) : 0;
 }
 
-/* Which FP8X2 tile a call on the tiles runs (pw_vt_buffers_t.stack_mode): for FP8X2 without
- * per-token scales on an eligible plan, the flag's choice or, by default, the device's per
- * call; PW_STACK_NEVER for every other call. */
+/* Which FP8X2 tile a call on the tiles runs (pw_vt_buffers_t.stack_mode): for FP8X2 on an
+ * eligible plan, the flag's choice or, by default, the device's per call; PW_STACK_NEVER
+ * for every other call. With per-token scales the default is the stacked tile, always: the
+ * other tile is then the lean kernel's per-token-scale form (G = 16) or the padded tile
+ * (G = 8 / 4: the dense tiles do not read them), and the stacked tile measured faster on
+ * every input, the captures included (H200, A-hot / C-hot / two captures: 0.76-0.93x at
+ * G = 16, 0.52-0.54x at G = 8, 0.29-0.41x at G = 4; bench/NOTES.md, 29th session). */
 static int stack_mode(const pw_plan_t *plan, const pw_attention_args_t *args)
 {
-    if (!plan->stack_eligible || !pw_args_f16_vt(args)) return PW_STACK_NEVER;
+    if (!plan->stack_eligible || pw_args_precision(args) != PW_PRECISION_FP8X2) return PW_STACK_NEVER;
     if (plan->config.flags & PW_PLAN_FP8X2_STACKED) return PW_STACK_ALWAYS;
     if (plan->config.flags & PW_PLAN_NO_FP8X2_STACKED) return PW_STACK_NEVER;
+    if (!pw_args_f16_vt(args)) return PW_STACK_ALWAYS; /* per-token scales */
     return PW_STACK_PER_CALL;
 }
+
+/* The G of the dense tile whose work items and regroup objective the call's tile takes
+ * (0: the lean kernel's halves): the dense tile itself (pw_vt_runs_dense: without per-token
+ * scales), or, with per-token scales, the stacked tile always run (stack_mode) at G = 8 / 4,
+ * which walks the dense tile's items (groups at G = 8, pairs of groups at G = 4); at G = 16
+ * it walks the lean kernel's halves. */
+#ifdef PW_HAVE_CUDA
+static int call_dense_g(const pw_plan_t *plan, const pw_attention_args_t *args, int stack)
+{
+    if (!plan->vt_prepass) return 0;
+    const int dense_g = pw_vt_runs_dense(&plan->problem, args);
+    return dense_g ? dense_g : stack == PW_STACK_ALWAYS ? pw_dense_tile_g(&plan->problem) : 0;
+}
+#endif
 
 /* g of a call's regroup: with by_tile (not PW_PLAN_NO_REGROUP_BY_TILE) a call that always
  * runs the stacked tile: its tiles' unions (2 at G = 16: pairs; 4 at G = 8: Union4 halves,
@@ -650,7 +669,7 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     }
     if (plan->config.kernel == PW_KERNEL_PER_QUERY)
         return pw_union_attention(p, args, NULL, NULL, NULL, PW_KERNEL_PER_QUERY, stream);
-    const int dense_g = plan->vt_prepass ? pw_vt_runs_dense(p, args) : 0; /* the tile this call runs */
+    const int dense_g = call_dense_g(plan, args, stack_mode(plan, args)); /* the tile whose items this call runs */
     const pw_union_meta_t meta = meta_view(plan, parts);
     int32_t *own_perm = (int32_t *)(void *)parts[PART_PERM];
     if (!caller_perm) perm = own_perm;

@@ -188,8 +188,8 @@ typedef struct pw_vt_buffers {
 #define PW_MAX_UNION_PAGE_ID (1 << 29)
 
 enum { PW_STACK_NEVER = 0, PW_STACK_PER_CALL = 1, PW_STACK_ALWAYS = 2 };
-/* vt's stack_mode against the call (FP8X2 without per-token scales at G = 16, K = 16,
- * P = 128) and the place of stack_stat (right after the marks); PW_SUCCESS for NEVER.
+/* vt's stack_mode against the call (FP8X2, with or without per-token scales, at G = 16, 8
+ * or 4, K = 16, P = 128) and the place of stack_stat (right after the marks); PW_SUCCESS for NEVER.
  * Checked by pw_vt_prepare before it enqueues anything, and by pw_union_attention_vt. */
 pw_status_t pw_check_vt_stack(const pw_problem_t *problem, const pw_attention_args_t *args,
                               const pw_vt_buffers_t *vt);

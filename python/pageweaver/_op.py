@@ -743,13 +743,15 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     not depend on) and the other kernel two E4M3 terms (docs/semantics.md §4.5: ~1.7e-3
     NRMS apart, both ~0.2% from exact; precision='fp8x2_prepass' on CPU tensors emulates
     the pre-pass's). "fp8x2_tile": on the pre-pass at G = 16, 8 or 4, K <= 16, P = 128 in
-    'fp8x2' without per-token scales, 'per_call' (the device picks the lean kernel, at G = 8
-    or 4 the dense tile, or the stacked tile per call from how many pages consecutive
-    queries share: pageweaver.h, PW_PLAN_FP8X2_STACKED; a grouping-independent choice whose
-    bytes differ by ~2e-3 NRMS, both ~0.2% from exact; a call that runs the stacked tile
-    regroups with g = 2, at G = 8 with 4, at G = 4 with 8 as the dense tile, not
-    "regroup_group_size": pageweaver.h, PW_PLAN_NO_REGROUP_BY_TILE), else None (no such
-    choice: the tile above runs). N = 0:
+    'fp8x2', 'per_call' (the device picks the lean kernel, at G = 8 or 4 the dense tile, or
+    the stacked tile per call from how many pages consecutive queries share: pageweaver.h,
+    PW_PLAN_FP8X2_STACKED; a grouping-independent choice whose bytes differ by ~2e-3 NRMS,
+    both ~0.2% from exact; a call that runs the stacked tile regroups with g = 2, at G = 8
+    with 4, at G = 4 with 8 as the dense tile, not "regroup_group_size": pageweaver.h,
+    PW_PLAN_NO_REGROUP_BY_TILE), 'stacked' (the stacked tile always: the plan's flag, or
+    per-token scales, where it measured faster than the other tile on every input; then
+    "regroup_group_size" is the stacked tile's, 2 at G = 16, 4 at G = 8, 8 at G = 4), else None (no
+    such choice: the tile above runs). N = 0:
     {"kernel": ..., "tile": None} (nothing runs)."""
     if not isinstance(q, torch.Tensor) or q.dim() != 3:
         raise ValueError("q: expected a bfloat16 tensor [N, Hq, D]")
@@ -791,12 +793,18 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     tile = "g16" if g == 16 else "dense" if info.dense_tile and not token_scales else "padded"
     modes = {v: name for name, v in _lib.REGROUP_MODES.items()}
     group_size = int(info.regroup_group_size)
-    if info.dense_tile and token_scales and group_size:
+    fp8x2_tile = {1: "per_call", 2: "stacked"}.get(int(info.fp8x2_stacked))
+    if token_scales and fp8x2_tile:
+        # per-token scales: the stacked tile always (faster than the other tile on every input
+        # measured), regrouped for it: g = 2 at G = 16, 4 at G = 8, 8 at G = 4 (unless the
+        # plan keeps identity order; pw_sparse_prefill, stack_mode)
+        fp8x2_tile = "stacked"
+        group_size = {16: 2, 8: 4, 4: 8}[g] if group_size else 0
+    elif info.dense_tile and token_scales and group_size:
         group_size = 4  # the plan's calls with per-token scales run the padded tile (pw_sparse_prefill)
     return {"kernel": kernel_name, "regroup": modes.get(info.regroup, str(info.regroup)),
             "regroup_group_size": group_size, "vt_prepass": bool(info.vt_prepass),
-            "vt_capacity": int(info.vt_capacity), "tile": tile,
-            "fp8x2_tile": {1: "per_call", 2: "stacked"}.get(0 if token_scales else int(info.fp8x2_stacked))}
+            "vt_capacity": int(info.vt_capacity), "tile": tile, "fp8x2_tile": fp8x2_tile}
 
 
 def _bump(t):

@@ -213,7 +213,7 @@ def test_check_gpu_support_token_scales_and_sink_keys():
 @pytest.mark.parametrize("g,table_cols,scales,tile,prepass", [
     (8, 64, False, "dense", True), (8, 64, True, "padded", True), (4, 64, False, "dense", True),
     (4, 64, True, "padded", True),
-    (16, 64, False, "g16", True),
+    (16, 64, False, "g16", True), (16, 64, True, "g16", True),
     (8, 20000, False, "padded", False),  # a table with more entries than tiles: 8,192+ queries needed
 ])
 def test_check_gpu_support_names_the_path(g, table_cols, scales, tile, prepass):
@@ -234,14 +234,17 @@ def test_check_gpu_support_names_the_path(g, table_cols, scales, tile, prepass):
     assert info["vt_prepass"] is prepass
     assert (info["vt_capacity"] > 0) is prepass
     assert info["tile"] == tile
-    # FP8X2 (the default) at G = 16, 8 and 4 on the pre-pass (not with per-token scales): the
-    # device picks the tile per call (the lean kernel or, at G = 8 / 4, the dense tile, or
-    # the stacked tile)
-    assert info["fp8x2_tile"] == ("per_call" if tile in ("g16", "dense") else None)
+    # FP8X2 (the default) at G = 16, 8 and 4 on the pre-pass: the device picks the tile per
+    # call (the lean kernel or, at G = 8 / 4, the dense tile, or the stacked tile); with
+    # per-token scales the stacked tile always (faster than the other tile on every input)
+    stacked_always = scales and prepass
+    assert info["fp8x2_tile"] == ("stacked" if stacked_always else "per_call" if prepass else None)
     # the dense tiles regroup for 8-query unions, the padded and G = 16 tiles for 4-query
-    # halves (also a dense plan's calls with per-token scales)
+    # halves; the stacked tile always run: pairs at G = 16, 4-query halves at G = 8, 8-query
+    # groups at G = 4
     if info["regroup"] != "identity":
-        assert info["regroup_group_size"] == (8 if tile == "dense" else 4)
+        expect = {16: 2, 8: 4, 4: 8}[g] if stacked_always else 8 if tile == "dense" else 4
+        assert info["regroup_group_size"] == expect
 
 
 def test_check_gpu_support_applies_the_gpu_layout_rules():

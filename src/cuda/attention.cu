@@ -473,6 +473,30 @@ pw_status_t make_cache_map(CUtensorMap *map, const void *cache, const char *name
     return PW_SUCCESS;
 }
 
+/* The stacked tile's per-token scales (vt_prepare.cu): behind each pre-pass tile's E4M3 V^T
+ * (tiles [Hkv x capacity], kVtTileBytes apart), 4 x 128 floats (K scales, V scales, their
+ * prefix maxima, vs / vmax of the whole page), as a 3-D tensor map [tiles][4][128] (innermost first) with one tile's per
+ * box. The kernel copies them with a tensor copy rather than cp.async.bulk: compute-sanitizer's
+ * racecheck attributes a raw bulk copy's shared-memory write to the issuing thread and does
+ * not order it before other warps' reads by the mbarrier's complete_tx (a false hazard; a
+ * tensor copy has no writer thread). */
+pw_status_t make_ts_map(CUtensorMap *map, const uint8_t *tiles, int64_t num_tiles)
+{
+    EncodeTiledFn encode = nullptr;
+    PW_TRY(get_encode_tiled(&encode));
+    const cuuint64_t dims[3] = {(cuuint64_t)pw::kPageSize, 4, (cuuint64_t)num_tiles};
+    const cuuint64_t strides[2] = {(cuuint64_t)pw::kPageSize * 4, (cuuint64_t)pw::kVtTileBytes};
+    const cuuint32_t box[3] = {(cuuint32_t)pw::kPageSize, 4, 1};
+    const cuuint32_t elem[3] = {1, 1, 1};
+    const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<uint8_t *>(tiles + pw::kTileBytes),
+                              dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                              CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        return pw_fail(PW_ERROR_CUDA, "the V^T tiles' per-token scales: cuTensorMapEncodeTiled failed (CUresult %d)",
+                       (int)r);
+    return PW_SUCCESS;
+}
+
 } // namespace
 
 extern "C" pw_status_t pw_check_attention_device(void)
@@ -578,7 +602,7 @@ pw_status_t launch_lean(const pw::AttentionParams &params, unsigned grid, pw_str
  * two CTAs per (group, KV head), this kernel runs four at G = 16 (2-slot tiles), two at G = 8
  * (one 4-slot tile per half), two at G = 4 (one 8-slot tile per group, the second item of a
  * pair its partner's or nothing: stack_item_block). */
-template <int VARIANT, int G>
+template <int VARIANT, int G, bool TS>
 pw_status_t launch_stack1_g(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
     static std::atomic<uint64_t> configured{0};
@@ -595,17 +619,27 @@ pw_status_t launch_stack1_g(const pw::AttentionParams &params, unsigned grid, pw
         if (grid > 0x7fffffffu / kTiles) return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12: grid too large");
         ctas = kTiles * grid;
     }
-    return pw::launch_one_cta_kind(pw::stack1_attention_kernel<VARIANT, G>, pw::kSmemBytesStack1, configured,
-                                   G == 16 ? "stack1" : G == 8 ? "stack1 G = 8" : "stack1 G = 4", params, ctas,
-                                   stream);
+    const char *name = TS ? (G == 16 ? "stack1 TS" : G == 8 ? "stack1 G = 8 TS" : "stack1 G = 4 TS")
+                          : (G == 16 ? "stack1" : G == 8 ? "stack1 G = 8" : "stack1 G = 4");
+    return pw::launch_one_cta_kind(pw::stack1_attention_kernel<VARIANT, G, TS>, pw::kSmemBytesStack1, configured, name,
+                                   params, ctas, stream);
+}
+
+/* G and per-token scales (params.ts_k / ts_v: the TS instance reads each page's scales from
+ * the second half of its pre-pass tile, vt_prepare.cu). */
+template <int VARIANT, bool TS>
+pw_status_t launch_stack1_ts(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
+{
+    if (params.heads_per_kv == 8) return launch_stack1_g<VARIANT, 8, TS>(params, grid, stream);
+    if (params.heads_per_kv == 4) return launch_stack1_g<VARIANT, 4, TS>(params, grid, stream);
+    return launch_stack1_g<VARIANT, 16, TS>(params, grid, stream);
 }
 
 template <int VARIANT>
 pw_status_t launch_stack1(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
-    if (params.heads_per_kv == 8) return launch_stack1_g<VARIANT, 8>(params, grid, stream);
-    if (params.heads_per_kv == 4) return launch_stack1_g<VARIANT, 4>(params, grid, stream);
-    return launch_stack1_g<VARIANT, 16>(params, grid, stream);
+    if (params.ts_k || params.ts_v) return launch_stack1_ts<VARIANT, true>(params, grid, stream);
+    return launch_stack1_ts<VARIANT, false>(params, grid, stream);
 }
 
 /* Dev impls 13 (G = 8) and 14 (G = 4) (attention_dense.cuh): the dense tiles for the call's
@@ -707,9 +741,10 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         if (kernel != PW_KERNEL_UNION4)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl %d (dense G = %d) runs with PW_KERNEL_UNION4 (its metadata)",
                            impl, dense_g);
-    } else if (impl == pw::kImplStack1Dev && padded_g && !has_ts) {
+    } else if (impl == pw::kImplStack1Dev && (padded_g || has_ts)) {
         // dev impl 12 at G = 8: one 4-slot tile (4 queries x 8 heads x 2 terms) per half; at
-        // G = 4 one 8-slot tile (8 queries x 4 heads x 2 terms) per group
+        // G = 4 one 8-slot tile (8 queries x 4 heads x 2 terms) per group; per-token scales
+        // at every G (each page's scales behind its E4M3 V^T tile: vt_prepare.cu)
     } else if ((has_ts || padded_g) && !lean_impl) {
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "%s: dev impl %d does not run it (the library's kernels and dev impls 9 and 10 do)",
@@ -885,6 +920,13 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         params.vt_capacity = b.capacity;
     }
     pw_status_t status;
+    if (stacked && has_ts && params.vt_tiles) { // the stacked tile's scales (a tensor map over the tiles)
+        status = make_ts_map(&params.ts_map, params.vt_tiles, (int64_t)problem->num_kv_heads * params.vt_capacity);
+        if (status != PW_SUCCESS) {
+            if (own) cudaFreeAsync(own, (cudaStream_t)stream);
+            return status;
+        }
+    }
     if (kernel == PW_KERNEL_PER_QUERY) {
         const int64_t grid = (int64_t)problem->num_tokens * problem->num_kv_heads;
         if (grid > 0x7fffffff) status = pw_fail(PW_ERROR_UNSUPPORTED, "N * Hkv = %lld CTAs exceeds the grid limit", (long long)grid);

@@ -94,6 +94,10 @@ static_assert(2 * kSmemBytes <= 228 * 1024, "two CTAs per SM no longer fit");
 struct AttentionParams {
     CUtensorMap k_map;               // k_cache as [pages][P][Hkv][D] e4m3, box [1][P][1][128]
     CUtensorMap v_map;               // v_cache, same
+    CUtensorMap ts_map;              // the stacked tile with per-token scales: the scales behind each
+                                     // pre-pass tile as [tiles][4][128] floats, box [1][4][128]
+                                     // (vt_prepare.cu); a tensor copy, so that compute-sanitizer's
+                                     // racecheck sees no thread write them (bench/NOTES.md, 29th session)
     const uint16_t *q;               // [N, Hq, D] bf16, row stride q_stride elements
     int64_t q_stride;
     uint16_t *o;                     // [N, Hq, D] bf16, row stride o_stride elements

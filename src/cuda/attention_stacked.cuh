@@ -109,6 +109,70 @@ static __device__ __forceinline__ void stacked_p_fragments(const float (&s)[32],
     }
 }
 
+/* Per-token scales (args.token_scales; docs/semantics.md §4.5) on the stacked tile. Each
+ * page's scales come from the second half of its pre-pass tile (vt_prepare.cu), copied with
+ * its K by a tensor copy (p.ts_map): ks[128], vs[128] (raw, NaN possible where no row may
+ * look), pmax[128], pmax[t] = the largest |vs_u| over u <= t (0 if none is finite), so that
+ * a row whose visible tokens are 0..lim reads its page's vmax input in one load, and
+ * rfull[128] = vs_t / vmax for a row that sees the whole page. One copy for the CTA's slots,
+ * whose rows see different tokens: each thread masks by its own row's lim (the selects
+ * softmax_row32 and stacked_ts_scale_p make past lim, only on such a page). H200, A-hot
+ * FP8X2: 1.15x the call without scales at G = 16 (the lean kernel's per-token-scale form:
+ * 1.63x), 1.11x at G = 8 and 4 (the padded tile: 2.2x / 2.9x); bench/NOTES.md, 29th session.
+ *
+ * The scores times the K scales, s_t x ks_t (rounded; then softmax_row32 takes x = that
+ * times f: the folded factors in another order than the emulation's, within its bound;
+ * every ks_t = 1 leaves the scores' bits). Past lim the product may be NaN: softmax_row32
+ * selects -inf there. */
+static __device__ __forceinline__ void stacked_ts_scale_scores(float (&s)[32], uint32_t q, const float *ks)
+{
+#pragma unroll
+    for (int b = 0; b < 16; b++) {
+        const float2 k2 = *reinterpret_cast<const float2 *>(ks + 8 * b + 2 * q);
+        s[2 * b] = __fmul_rn(s[2 * b], k2.x);
+        s[2 * b + 1] = __fmul_rn(s[2 * b + 1], k2.y);
+    }
+}
+
+/* After softmax_row32 (s = 256 p_t, l summed the unscaled p): s = 256 p_t x (vs_t / vmax),
+ * vmax = the smallest power of two >= pmax[lim] (1 if that is not finite and > 0), vs_t /
+ * vmax by multiplications only (a subnormal vmax takes vs_t up by 2^64 first: exact), 0 past
+ * lim (where vs_t may be NaN). A row that sees the whole page (lim >= 127, most pages) reads
+ * vs_t / vmax ready (rfull, the pre-pass's, by the same operations: the same bits). Returns
+ * vmax, by which the page's PV sum is multiplied (a power of two: exact). Every scale 1:
+ * vmax 1 and s unchanged. */
+static __device__ __forceinline__ float stacked_ts_scale_p(float (&s)[32], int64_t lim, uint32_t q, const float *vs,
+                                                           const float *pmax, const float *rfull)
+{
+    if (lim >= kPageSize - 1) {
+        const float vabs = pmax[kPageSize - 1];
+#pragma unroll
+        for (int b = 0; b < 16; b++) {
+            const float2 r2 = *reinterpret_cast<const float2 *>(rfull + 8 * b + 2 * q);
+            s[2 * b] = __fmul_rn(s[2 * b], r2.x);
+            s[2 * b + 1] = __fmul_rn(s[2 * b + 1], r2.y);
+        }
+        return (vabs > 0.0f && vabs <= 3.402823466e38f) ? pow2_at_least(vabs) : 1.0f;
+    }
+    const int lim32 = lim < 0 ? -1 : (int)lim;
+    const float vabs = lim32 >= 0 ? pmax[lim32] : 0.0f;
+    const float vmax = (vabs > 0.0f && vabs <= 3.402823466e38f) ? pow2_at_least(vabs) : 1.0f;
+    const float pre = vmax < 1.17549435e-38f ? 18446744073709551616.0f : 1.0f; // 2^64 (a subnormal vmax)
+    const float inv = __frcp_rn(__fmul_rn(vmax, pre));                           // a power of two: exact
+#pragma unroll
+    for (int b = 0; b < 16; b++) {
+        const float2 v2 = *reinterpret_cast<const float2 *>(vs + 8 * b + 2 * q);
+        s[2 * b] = __fmul_rn(s[2 * b], __fmul_rn(__fmul_rn(v2.x, pre), inv));
+        s[2 * b + 1] = __fmul_rn(s[2 * b + 1], __fmul_rn(__fmul_rn(v2.y, pre), inv));
+    }
+#pragma unroll
+    for (int k = 0; k < 32; k++) {
+        const int col = 8 * (k / 2) + 2 * (int)q + (k % 2);
+        s[k] = col <= lim32 ? s[k] : 0.0f;
+    }
+    return vmax;
+}
+
 constexpr int kStack1CtasPerSm = 4;
 
 struct __align__(1024) SmemPlanStack1 {
@@ -133,7 +197,16 @@ struct __align__(1024) SmemPlanStack1 {
     uint32_t item;                      // the persistent loop's current item
     int32_t block;                      // its Union4 half (CTA-pair index; G = 4: stack_item_block's group code), -1: none
     uint32_t sched_counts[kSchedClasses]; // the longest-first schedule's class sizes (read once)
+    // TS: page i's K scales (ts[i % 2][0]), V scales ([1]), their prefix maxima ([2]) and
+    // vs / vmax of the whole page ([3]),
+    // copied with its K (k_full) from the second half of the page's pre-pass tile; two
+    // buffers: page i + 1's copy is issued after page i's QK, when every warp has arrived
+    // on ts_empty for page i - 1 (the issuer waits for that phase: no generic read of a
+    // buffer is outstanding when the copy overwrites it).
+    alignas(128) float ts[2][4][kPageSize];
+    uint64_t ts_empty; // TS: one arrival per warp and page, after its last read of the page's scales
 };
+constexpr uint32_t kStackTsBytes = 4 * kPageSize * sizeof(float); // one page's scales (vt_prepare.cu)
 constexpr size_t kSmemBytesStack1 = sizeof(SmemPlanStack1) + 1024;
 
 /* The Union4 half (CTA-pair index) that item (a tile) belongs to: scheduled_block's lookup
@@ -183,7 +256,23 @@ static_assert(kStack1CtasPerSm * (kSmemBytesStack1 + 1024) <= 228 * 1024, "stack
  * the grid (stack_item_block). Also the host's items per CTA pair (attention.cu, stack_items). */
 constexpr int stack_tiles(int g) { return g == 16 ? 2 : 1; }
 
-template <int VARIANT, int G = kHeadsPerKv>
+/* The Q head and the tile slot of thread tid's accumulator row (rows 16 w + lane / 4 and
+ * + 8: one (slot, head) row, two terms). G = 16: the tile's 2 slots, two warps a slot;
+ * G = 8: a warp a slot; G = 4: two slots a warp, 2 w (lanes 0-15) and 2 w + 1 (lanes 16-31). */
+template <int G>
+static __device__ __forceinline__ int stack_thread_head(int tid)
+{
+    const int warp = tid / 32, lane = tid % 32;
+    return G == 16 ? 8 * (warp % 2) + lane / 4 : G == 8 ? lane / 4 : (lane / 4) % 4;
+}
+template <int G>
+static __device__ __forceinline__ int stack_thread_slot(int tid)
+{
+    const int warp = tid / 32, lane = tid % 32;
+    return G == 16 ? warp / 2 : G == 8 ? warp : 2 * warp + lane / 16;
+}
+
+template <int VARIANT, int G = kHeadsPerKv, bool TS = false>
 __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     stack1_attention_kernel(const __grid_constant__ AttentionParams p)
 {
@@ -206,8 +295,11 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     // thread 0 fetches the next item's index while this one runs, so a CTA that finishes
     // early takes more, as the hardware's CTA scheduler would give them (a static stride
     // measured 2% slower than one CTA per item; bench/NOTES.md, 21st session).
-    unsigned long long *const counter = p.stack_items > 0 ? p.stack_stat + 2 : nullptr;
+    // (The counter's address is formed at each use from the kernel parameters: held across
+    // the loop it took 8 bytes of local memory in the TS instances at 128 registers.)
+    const bool counted = p.stack_items > 0;
     const uint32_t num_items = p.stack_items > 0 ? (uint32_t)p.stack_items : gridDim.x;
+    if (TS && threadIdx.x == 0) mbarrier_init(&sm.ts_empty, kThreads / 32); // (lean_init_ring's fence publishes it)
     lean_init_ring(sm);
     static_assert(kSchedClasses <= kThreads, "one thread per schedule class");
     if (p.sched_count && threadIdx.x < kSchedClasses) sm.sched_counts[threadIdx.x] = __ldg(p.sched_count + threadIdx.x);
@@ -215,7 +307,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     uint32_t next = 0; // thread 0: the next item (the counter's value)
     if (threadIdx.x == 0) {
         sm.base = 0u; // pages this CTA walked before the item: the barriers' phases go on
-        next = counter ? (uint32_t)atomicAdd(counter, 1ull) : blockIdx.x;
+        next = counted ? (uint32_t)atomicAdd(p.stack_stat + 2, 1ull) : blockIdx.x;
     }
     // (base kept in shared memory: live across the prologue it cost spills at 128 registers.)
 #pragma unroll 1
@@ -224,7 +316,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         if (threadIdx.x == 0) {
             sm.item = next;
             sm.block = stack_item_block<G>(p, sm, next, num_items);
-            next = counter ? (uint32_t)atomicAdd(counter, 1ull) : next + gridDim.x; // waited for at the next item
+            next = counted ? (uint32_t)atomicAdd(p.stack_stat + 2, 1ull) : next + gridDim.x; // waited for at the next item
         }
         __syncthreads();
         const uint32_t item = sm.item;
@@ -291,8 +383,16 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         // (The cache policy is made at each issue: kept live across the page loop it cost
         // the registers of the persistent loop, 32 bytes of spills at 128.)
         auto issue_k = [&](int next) {
-            mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes);
+            if constexpr (TS) // buffer next % 2 last held page next - 2 (the previous item's pages: CTA barriers)
+                if (next >= 2) {
+                    mbarrier_wait_parity(&sm.ts_empty, (base + (uint32_t)next - 2u) & 1u);
+                    fence_proxy_async_shared_cta(); // those generic reads -> the async write below
+                }
+            mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes + (TS ? kStackTsBytes : 0u));
             tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[next], createpolicy_evict_last());
+            if constexpr (TS) // the page's scales, behind its E4M3 V^T in the pre-pass's tile
+                tma_load_3d(sm.ts[next % 2], &p.ts_map, &sm.k_full, 0, 0,
+                            (int32_t)((int64_t)kv_head * p.vt_capacity + sm.page_vt[next]), createpolicy_evict_last());
         };
         auto issue_v = [&](int next) {
             mbarrier_arrive_expect_tx(&sm.v_full, kTileBytes);
@@ -301,6 +401,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         };
         if (tid == 0 && num_pages > 0) {
             prefetch_tensormap(&p.k_map);
+            if constexpr (TS) prefetch_tensormap(&p.ts_map);
             fence_proxy_async_shared_cta(); // the previous item's generic accesses -> these async writes
             issue_k(0);
             issue_v(0);
@@ -314,10 +415,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         __syncthreads();
 
         const uint32_t q = lane % 4;
-        // G = 16: slot 2 tile + my_slot of the CTA's half, two warps a slot; G = 8: a warp a slot;
-        // G = 4: two slots a warp, 2 w (lanes 0-15) and 2 w + 1 (lanes 16-31)
-        const int head = G == 16 ? 8 * (warp % 2) + lane / 4 : G == 8 ? lane / 4 : (lane / 4) % 4;
-        const int my_slot = G == 16 ? warp / 2 : G == 8 ? warp : 2 * warp + lane / 16;
+        const int head = stack_thread_head<G>(tid), my_slot = stack_thread_slot<G>(tid);
         const float f = sm.row_factor[my_slot * G + head];
         float m = -INFINITY, l = 0.0f;
         float o[32];
@@ -355,7 +453,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
                 }
             }
             lean_release(&sm.k_done, i + 1, num_pages, issue_k); // L1
-            float alpha = 1.0f;
+            float alpha = 1.0f, vmax = 1.0f;
             uint32_t pa[16];
             if (walk) {
                 // G = 4: the half warp whose slot did not select the page runs the same
@@ -363,7 +461,11 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
                 // (garbage, even NaN past every member's last token): its m and l are put
                 // back, its alpha is 1 and its P exactly 0 (the dense tiles' rule).
                 const float m_kept = m, l_kept = l;
-                softmax_row32(s, sm.slot_limit[my_slot] - (int64_t)sm.page_logical[i] * kPageSize, q, f, m, l, alpha);
+                const int64_t lim = sm.slot_limit[my_slot] - (int64_t)sm.page_logical[i] * kPageSize;
+                if constexpr (TS) stacked_ts_scale_scores(s, q, sm.ts[i % 2][0]);
+                softmax_row32(s, lim, q, f, m, l, alpha);
+                if constexpr (TS)
+                    vmax = stacked_ts_scale_p(s, lim, q, sm.ts[i % 2][1], sm.ts[i % 2][2], sm.ts[i % 2][3]);
                 stacked_p_fragments(s, pa);
                 if (G == 4 && !member) {
                     m = m_kept;
@@ -376,6 +478,10 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
 #pragma unroll
                 for (int k = 0; k < 16; k++) pa[k] = 0u;
             }
+            if constexpr (TS) { // this warp's reads of the page's scales are done (issue_k waits for all four)
+                __syncwarp();
+                if (lane == 0) mbarrier_arrive(&sm.ts_empty);
+            }
             prevt_wait_zeroed<false>(sm, parity, vlim);
             const uint32_t none[1] = {0u};
             const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt);
@@ -387,8 +493,10 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
 #pragma unroll
                     for (int b = 0; b < 8; b++) {
                         const int c = 16 * h + 2 * b;
-                        o[c] = fmaf(o[c], alpha, pv[4 * b] + pv[4 * b + 2]);
-                        o[c + 1] = fmaf(o[c + 1], alpha, pv[4 * b + 1] + pv[4 * b + 3]);
+                        // TS: the page's PV sum times vmax (a power of two: exact)
+                        const float add0 = pv[4 * b] + pv[4 * b + 2], add1 = pv[4 * b + 1] + pv[4 * b + 3];
+                        o[c] = fmaf(o[c], alpha, TS ? __fmul_rn(add0, vmax) : add0);
+                        o[c + 1] = fmaf(o[c + 1], alpha, TS ? __fmul_rn(add1, vmax) : add1);
                     }
                 }
             }
@@ -396,17 +504,23 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
             lean_release(&sm.v_done, i + 1, num_pages, issue_v); // L2
         }
         if (tid == 0) sm.base = base + (uint32_t)num_pages; // read after the next item's barriers
-        const int32_t row = sm.slot_row[my_slot];
+        // The thread's place formed again from a re-read thread index (volatile): kept from the
+        // prologue, a value of it went to local memory in the G = 4 TS instance (128 registers).
+        int tid_end;
+        asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid_end));
+        const int head_end = stack_thread_head<G>(tid_end);
+        const uint32_t q_end = (uint32_t)tid_end % 4u;
+        const int32_t row = sm.slot_row[stack_thread_slot<G>(tid_end)];
         if (row >= 0) {
             float inv, lse;
-            finish_row(m, l, *p.v_scale, sink_of(p, (int64_t)kv_head * G + head, row), inv, lse);
-            uint16_t *out = p.o + (int64_t)row * p.o_stride + ((int64_t)kv_head * G + head) * kHeadDim;
+            finish_row(m, l, *p.v_scale, sink_of(p, (int64_t)kv_head * G + head_end, row), inv, lse);
+            uint16_t *out = p.o + (int64_t)row * p.o_stride + ((int64_t)kv_head * G + head_end) * kHeadDim;
 #pragma unroll
             for (int b = 0; b < 16; b++)
-                *reinterpret_cast<__nv_bfloat162 *>(out + 8 * b + 2 * q) =
+                *reinterpret_cast<__nv_bfloat162 *>(out + 8 * b + 2 * q_end) =
                     __floats2bfloat162_rn(o[2 * b] * inv, o[2 * b + 1] * inv);
-            if (p.lse && q == 0)
-                p.lse[(int64_t)row * (p.num_kv_heads * G) + (int64_t)kv_head * G + head] = lse;
+            if (p.lse && q_end == 0)
+                p.lse[(int64_t)row * (p.num_kv_heads * G) + (int64_t)kv_head * G + head_end] = lse;
         }
     }
 }

@@ -224,6 +224,16 @@ static __device__ __forceinline__ void tma_load_4d(void *dst, const CUtensorMap 
                  : "memory");
 }
 
+/* 3-D tiled load global -> this CTA's shared memory, completing on `bar`. */
+static __device__ __forceinline__ void tma_load_3d(void *dst, const CUtensorMap *map, uint64_t *bar,
+                                                   int32_t c0, int32_t c1, int32_t c2, uint64_t l2_policy)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 ".L2::cache_hint [%0], [%1, {%3, %4, %5}], [%2], %6;" ::"r"(smem_u32(dst)),
+                 "l"(map), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2), "l"(l2_policy)
+                 : "memory");
+}
+
 /* cp.async.bulk (PTX ISA 9.7.9.25.4.1, non-tensor): `bytes` (a multiple of 16) contiguous
  * bytes global -> this CTA's shared memory, completing on `bar`. */
 static __device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar,

@@ -33,7 +33,11 @@
  *     with f16_tiles (FP8X2 without per-token scales), f16 values of the same codes (exact)
  *     in two 16 KiB chunks of 64 positions in natural order (attention_common.cuh, "FP8X2
  *     on f16 V^T tiles"), unless the call runs the stacked tile (stack_mode ALWAYS,
- *     or PER_CALL with PW_STACK_CHOSEN on the counts), which reads E4M3 tiles. A KV head
+ *     or PER_CALL with PW_STACK_CHOSEN on the counts), which reads E4M3 tiles. With per-token
+ *     scales and pages of 128 tokens, the E4M3 tile's second half then starts with the
+ *     page's 128 K scales, 128 V scales (floats, raw), the V scales' 128 prefix maxima
+ *     of |vs| and the 128 vs / vmax of a row that sees the whole page (the stacked tile
+ *     copies them with K). A KV head
  *     with count > capacity is left alone: its attention runs
  *     on the kernel that transposes V itself (pw_union_attention_vt's fallback launch).
  * Tokens past any query's sight are NOT zeroed here: the attention kernel zeroes, per CTA,
@@ -71,6 +75,10 @@ struct VtParams {
     int32_t num_requests, num_kv_heads;
     int32_t heads_per_kv;       // G: the stacked tile's counts (pairs / 4-query halves) and rule
     uint32_t mark_ctas;         // the mark launch's CTAs past these count the units and blocks (stack_stat)
+    // Per-token scales (args.token_scales; NULL: none): with the E4M3 tiles of pages of 128
+    // tokens each tile's second half starts with the page's K then V scales (the stacked tile's)
+    const float *ts_k, *ts_v;
+    int64_t ts_stride_h, ts_stride_t;
 };
 
 constexpr int kScanThreads = 256;
@@ -447,6 +455,43 @@ __global__ void __launch_bounds__(128) vt_transpose_kernel(const VtParams p)
 #pragma unroll 1
         for (int chunk = 2 * warp; chunk < 2 * warp + 2; chunk++)
             pw::transpose_v_chunk(pw::smem_u32(vt), pw::smem_u32(v), (uint32_t)chunk, pw::kPageSize - 1);
+        if constexpr (PAGE == pw::kPageSize) {
+            // Per-token scales, as the stacked tile reads them (one bulk copy with K;
+            // attention_stacked.cuh) behind the E4M3 V^T: the page's K scales, V scales (raw,
+            // whatever the slots hold, NaN included: each row masks the tokens it cannot
+            // see; a side without scales reads 1) and the V scales' prefix maxima, pmax[t] =
+            // the largest |vs_u| over u <= t, NaN dropped (0 if none is a number): a row
+            // that sees tokens 0..lim reads its vmax input at pmax[lim]. CTA-uniform.
+            if (p.ts_k || p.ts_v) {
+                const int64_t at = (int64_t)h * p.ts_stride_h + ((int64_t)physical * PAGE + tid) * p.ts_stride_t;
+                const float ks = p.ts_k ? __ldg(p.ts_k + at) : 1.0f, vs = p.ts_v ? __ldg(p.ts_v + at) : 1.0f;
+                float run = fmaxf(0.0f, fabsf(vs)); // fmaxf drops NaN
+                const int lane = tid % 32;
+#pragma unroll
+                for (int d = 1; d < 32; d *= 2) {
+                    const float up = __shfl_up_sync(0xffffffffu, run, d);
+                    if (lane >= d) run = fmaxf(run, up);
+                }
+                float *warp_max = reinterpret_cast<float *>(vt + pw::kTileBytes); // each warp's largest |vs| (E4M3: free)
+                if (lane == 31) warp_max[warp] = run;
+                __syncthreads();
+                float page_max = 0.0f; // pmax[127]
+                for (int w = 0; w < 4; w++) {
+                    if (w < warp) run = fmaxf(run, warp_max[w]);
+                    page_max = fmaxf(page_max, warp_max[w]);
+                }
+                // vs / vmax of a row that sees the whole page, by the kernel's operations
+                // (attention_stacked.cuh, stacked_ts_scale_p): the same bits
+                const float vmax = (page_max > 0.0f && page_max <= 3.402823466e38f) ? pw::pow2_at_least(page_max) : 1.0f;
+                const float pre = vmax < 1.17549435e-38f ? 18446744073709551616.0f : 1.0f;
+                const float inv = __frcp_rn(__fmul_rn(vmax, pre));
+                float *scales = reinterpret_cast<float *>(dst + pw::kTileBytes);
+                scales[tid] = ks;
+                scales[pw::kPageSize + tid] = vs;
+                scales[2 * pw::kPageSize + tid] = run;
+                scales[3 * pw::kPageSize + tid] = __fmul_rn(__fmul_rn(vs, pre), inv);
+            }
+        }
         __syncthreads();
         copy_tile_out<8>(dst, vt, tid);
     }
@@ -492,6 +537,11 @@ extern "C" pw_status_t pw_vt_prepare_parts(const pw_problem_t *problem, const pw
     p.num_kv_heads = problem->num_kv_heads;
     p.heads_per_kv = problem->q_heads_per_kv;
     p.mark_ctas = 0;
+    const pw_token_scales_t ts = pw_args_token_scales(args);
+    p.ts_k = ts.k;
+    p.ts_v = ts.v;
+    p.ts_stride_h = ts.stride_h;
+    p.ts_stride_t = ts.stride_t;
     const int64_t entries = (int64_t)problem->num_kv_heads * problem->num_requests * problem->max_pages_per_request;
     const int64_t scan_ctas = (entries + kScanThreads - 1) / kScanThreads;
     if (scan_ctas > 0x7fffffff || problem->num_kv_heads > 65535)

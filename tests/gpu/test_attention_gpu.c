@@ -83,6 +83,9 @@ static pw_precision_t g_precision = PW_PRECISION_FP8;
  * Top-K-wide test sets GREEDY / GUARDED and other windows). */
 static pw_regroup_mode_t g_full_regroup = PW_REGROUP_AUTO;
 static int32_t g_full_window = 0;
+/* full_call_run's plans take the flags as given (the default tile choice) instead of the
+ * tile these tests compare (test_token_scales_stacked's default-plan check). */
+static int g_full_flags_as_given = 0;
 /* Attention sinks of the GPU runs (device, [Hq]) and of the references (host): test_sinks only. */
 static float *g_sinks_dev = NULL;
 static const float *g_sinks_host = NULL;
@@ -117,6 +120,7 @@ static int reset_globals(void **state)
     g_sink_keys_dev = NULL;
     g_sink_keys_host = NULL;
     g_poison_smem = 0;
+    g_full_flags_as_given = 0;
     return 0;
 }
 
@@ -855,8 +859,12 @@ static void full_call_run_cap(const pw_capture_t *c, device_problem_t *d, pw_ker
     cfg.kernel = kernel;
     cfg.flags = flags;
     /* G = 8 / 4: the dense tile's bytes, which these tests compare, unless the stacked 4-slot
-     * (8-slot) tile is asked for (the per-call choice between them: test_full_call_gpu). */
-    if ((c->problem.q_heads_per_kv == 8 || c->problem.q_heads_per_kv == 4) && !(flags & PW_PLAN_FP8X2_STACKED))
+     * (8-slot) tile is asked for (the per-call choice between them: test_full_call_gpu);
+     * with per-token scales at every G the lean kernel's (the stacked tile with them:
+     * test_token_scales_stacked). */
+    const int ts = g_ts_dev.k || g_ts_dev.v;
+    if ((c->problem.q_heads_per_kv == 8 || c->problem.q_heads_per_kv == 4 || ts) && !(flags & PW_PLAN_FP8X2_STACKED) &&
+        !g_full_flags_as_given)
         cfg.flags |= PW_PLAN_NO_FP8X2_STACKED;
     cfg.vt_max_pages = vt_max_pages;
     cfg.regroup = g_full_regroup;
@@ -2571,6 +2579,258 @@ static void test_token_scales(void **state)
     }
 }
 
+/* Random per-token scales into ks / vs ([slots, Hkv] when slots_major, else [Hkv, slots]):
+ * K 2^U(-1,1), V 2^U(-3,3), 1 in 10 negative and 1 in 10 zero, every 7th page's V scales
+ * all 0 and every 11th page's subnormal (vmax's edges), NaN in every slot no row may see
+ * (visible[slot * hkv + h]); ones: 1 where visible, NaN elsewhere (may be NULL). */
+static void random_token_scales(pw_rng_t *rng, int64_t slots, int hkv, int slots_major, const uint8_t *visible,
+                                float *ks, float *vs, float *ones)
+{
+    for (int64_t slot = 0; slot < slots; slot++)
+        for (int64_t h = 0; h < hkv; h++) {
+            const int64_t at = slots_major ? slot * hkv + h : h * slots + slot;
+            const uint64_t kind = pw_rng_next(rng) % 10;
+            ks[at] = (float)exp2(2.0 * pw_rng_uniform(rng) - 1.0);
+            vs[at] = kind == 0 ? 0.0f : (float)((kind == 1 ? -1.0 : 1.0) * exp2(6.0 * pw_rng_uniform(rng) - 3.0));
+            if ((slot / 128) % 7 == 3) vs[at] = 0.0f;
+            if ((slot / 128) % 11 == 5) vs[at] = (float)ldexp(1.0 + pw_rng_uniform(rng), -140);
+            if (ones) ones[at] = 1.0f;
+            if (!visible[slot * hkv + h]) {
+                ks[at] = vs[at] = NAN;
+                if (ones) ones[at] = NAN;
+            }
+        }
+}
+
+/* The full call of a plan with `flags` (taken as given) captured once into a CUDA graph on
+ * its own stream and replayed; o / l: the replay's outputs (poisoned before it). The graph
+ * is replayed `replays` times, `between` (may be NULL) run before each replay after the
+ * first (e.g. new scales written into the device buffers the call's arguments point at);
+ * o / l hold the last replay's. */
+static void full_call_graph(const pw_capture_t *c, device_problem_t *d, uint32_t flags, int replays,
+                            void (*between)(void *), void *ctx, pw_bf16_t *o, float *l)
+{
+    const pw_problem_t *p = &c->problem;
+    const int64_t n = p->num_tokens, hq = (int64_t)p->num_kv_heads * p->q_heads_per_kv, dim = p->head_dim;
+    pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
+    cfg.kernel = PW_KERNEL_UNION4;
+    cfg.flags = flags;
+    pw_plan_t *plan = NULL;
+    assert_pw_ok(pw_plan_create(p, &cfg, &plan));
+    size_t bytes = 0;
+    assert_pw_ok(pw_plan_workspace_size(plan, &bytes));
+    void *ws = NULL;
+    if (bytes) CUDA_OK(cudaMalloc(&ws, bytes));
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    const pw_attention_args_t a = device_args(c, d);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    assert_pw_ok(pw_sparse_prefill(plan, &a, NULL, ws, bytes, (pw_stream_t)s));
+    CUDA_OK(cudaStreamEndCapture(s, &graph));
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int r = 0; r < replays; r++) {
+        if (r > 0 && between) between(ctx);
+        CUDA_OK(cudaMemset(d->o, 0xff, (size_t)(n * hq * dim) * 2));
+        CUDA_OK(cudaMemset(d->lse, 0xff, (size_t)(n * hq) * 4));
+        CUDA_OK(cudaGraphLaunch(exec, s));
+        CUDA_OK(cudaStreamSynchronize(s));
+    }
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaMemcpy(o, d->o, (size_t)(n * hq * dim) * 2, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(l, d->lse, (size_t)(n * hq) * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaGraphExecDestroy(exec));
+    CUDA_OK(cudaGraphDestroy(graph));
+    CUDA_OK(cudaStreamDestroy(s));
+    cudaFree(ws);
+    pw_plan_destroy(plan);
+}
+
+typedef struct scales_copy {
+    float *k_dev, *v_dev;
+    const float *k, *v;
+    size_t bytes;
+} scales_copy_t;
+
+static void copy_scales(void *ctx)
+{
+    const scales_copy_t *sc = ctx;
+    CUDA_OK(cudaMemcpy(sc->k_dev, sc->k, sc->bytes, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(sc->v_dev, sc->v, sc->bytes, cudaMemcpyHostToDevice));
+}
+
+/* FP8X2's stacked tile with per-token scales (attention_stacked.cuh, TS: each page's K and V
+ * scales and the V scales' prefix maxima copied with its K from behind its E4M3 V^T tile,
+ * vt_prepare.cu), at G = 16, 8 and 4
+ * (Q cut to each KV head's first G heads, as test_gqa_padded), two KV heads, the scales of
+ * random_token_scales (trial 0 [Hkv, slots], trial 1 vLLM-like [slots, Hkv] plus sink
+ * logits). The full call forced to the stacked tile: within the E4M3-term emulation's bounds
+ * (the LSE bound x EMU_TS_LSE_FACTOR, as the lean kernel's per-token scales) and the exact
+ * reference's FP8X2 bound; bitwise equal to dev impl 12 on W128 and identity groups
+ * (grouping-invariant); the default plan runs the stacked tile (every G); scales all 1 (NaN where
+ * invisible) give the stacked tile's bytes without scales; NaN codes in every cache slot no
+ * row may see change nothing; a captured call replayed after new scales were written into the
+ * same device buffers gives the eager call's bytes of the new scales; k_scale -1/64 (the
+ * non-positive-factor form) within the emulation's bounds. */
+static void test_token_scales_stacked(void **state)
+{
+    (void)state;
+    const int quick = getenv("PW_TEST_QUICK") != NULL;
+    const int hkv = 2;
+    const int64_t d = 128;
+    g_precision = PW_PRECISION_FP8X2;
+    const uint32_t stacked = PW_PLAN_VT_PREPASS | PW_PLAN_FP8X2_STACKED;
+    for (int trial = 0; trial < 2; trial++) {
+        pw_rng_t rng;
+        pw_rng_init(&rng, g_seed ^ 0x57ac5ull ^ (uint64_t)trial);
+        pw_capture_t *c = random_problem(&rng, hkv, 3, quick ? 40 : 120, quick ? 800 : 2000);
+        pw_problem_t *p = &c->problem;
+        const int64_t n = p->num_tokens, slots = p->num_cache_pages * p->page_size, count = slots * hkv;
+        const int slots_major = trial == 1;
+        uint8_t *visible = malloc(count);
+        pw_test_visible_slots(c, visible);
+        float *ks = malloc(count * 4), *vs = malloc(count * 4), *ones = malloc(count * 4), *ks2 = malloc(count * 4),
+              *vs2 = malloc(count * 4);
+        random_token_scales(&rng, slots, hkv, slots_major, visible, ks, vs, ones);
+        random_token_scales(&rng, slots, hkv, slots_major, visible, ks2, vs2, NULL);
+        float *ks_dev = dev_copy(ks, count * 4), *vs_dev = dev_copy(vs, count * 4), *ones_dev = dev_copy(ones, count * 4);
+        const pw_token_scales_t layout = {NULL, NULL, slots_major ? 1 : slots, slots_major ? hkv : 1};
+        float *sinks = malloc(hkv * 16 * 4);
+        for (int64_t h = 0; h < hkv * 16; h++) sinks[h] = (float)(1.0 + 2.0 * pw_rng_normal(&rng));
+        const size_t elems = (size_t)(n * hkv * 16 * d), rows = (size_t)(n * hkv * 16);
+        pw_bf16_t *os = malloc(elems * 2), *o = malloc(elems * 2), *o2 = malloc(elems * 2);
+        float *ls = malloc(rows * 4), *l = malloc(rows * 4), *l2 = malloc(rows * 4), *emu = malloc(elems * 4),
+              *emu_lse = malloc(rows * 4), *ex_lse = malloc(rows * 4);
+        double *ex = malloc(elems * 8);
+        int32_t *perm = malloc(n * hkv * 4);
+        const size_t cache_bytes = (size_t)(slots * hkv * d);
+        uint8_t *k_clean = malloc(cache_bytes), *v_clean = malloc(cache_bytes);
+        memcpy(k_clean, c->k_cache, cache_bytes);
+        memcpy(v_clean, c->v_cache, cache_bytes);
+        for (int G = 16; G >= 4; G /= 2) {
+            if (G < 16) {
+                const int old = p->q_heads_per_kv;
+                cut_q_heads(c, G);
+                for (int64_t kv = 0; kv < hkv; kv++)
+                    for (int64_t h = 0; h < G; h++) sinks[kv * G + h] = sinks[kv * old + h];
+            }
+            float *sinks_dev = dev_copy(sinks, (size_t)hkv * G * 4);
+            g_sinks_host = trial == 1 ? sinks : NULL;
+            g_sinks_dev = trial == 1 ? sinks_dev : NULL;
+            device_problem_t dg;
+            upload(c, &dg);
+            uint32_t bad = 0;
+            g_ts_host = layout;
+            g_ts_host.k = ks;
+            g_ts_host.v = vs;
+            reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad);
+            reference(c, PW_REF_EXACT, PW_DTYPE_FLOAT64, ex, ex_lse, &bad);
+            g_ts_host.k = g_ts_host.v = NULL;
+            g_ts_dev = layout;
+            g_ts_dev.k = ks_dev;
+            g_ts_dev.v = vs_dev;
+            full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, os, ls);
+            const compare_t ce = compare_rows(c, os, ls, emu, 0, emu_lse, NULL);
+            const compare_t cx = compare_rows(c, os, ls, ex, 1, ex_lse, NULL);
+            printf("token scales, stacked tile, G=%d trial %d (%s%s): N=%lld: vs emulate NRMS %.3e lse %.2e | vs exact "
+                   "NRMS %.5f\n",
+                   G, trial, slots_major ? "[slots, Hkv]" : "[Hkv, slots]", trial == 1 ? ", sink logits" : "",
+                   (long long)n, ce.nrms, ce.lse_max_abs, cx.nrms);
+            assert_int_equal(ce.nan, 0);
+            assert_int_equal(ce.empty_bad, 0);
+            assert_true(ce.nrms <= EMU_X2_NRMS_BOUND);
+            assert_true(ce.lse_max_abs <= EMU_X2_LSE_BOUND * EMU_TS_LSE_FACTOR);
+            assert_true(cx.nrms <= EXACT_X2_NRMS_BOUND);
+            /* dev impl 12 (its own pre-pass, every visible page) on two groupings */
+            for (int a = 0; a < 2; a++) {
+                pw_grouping_t g;
+                setup_arm(a == 0 ? 4 : 1, c, &rng, perm, &g, &dg);
+                run_kernel_impl(c, &dg, PW_KERNEL_UNION4, STACKED_IMPL, &g, o, l);
+                const int same = same_outputs(c, o, l, os, ls);
+                printf("  G=%d: dev impl 12 on %s groups: %s\n", G, a == 0 ? "W128" : "identity",
+                       same ? "bitwise equal" : "DIFFERENT");
+                assert_true(same);
+            }
+            /* the default plan (the pre-pass forced on: these problems are small) runs the
+             * stacked tile with per-token scales, at every G */
+            {
+                g_full_flags_as_given = 1;
+                full_call_run(c, &dg, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o, l);
+                g_full_flags_as_given = 0;
+                const int same = same_outputs(c, o, l, os, ls);
+                printf("  G=%d: default plan == the stacked tile forced: %s\n", G, same ? "bitwise" : "DIFFERENT");
+                assert_true(same);
+            }
+            /* scales all 1 == no scales (the stacked tile's bytes either way) */
+            g_ts_dev.k = g_ts_dev.v = ones_dev;
+            full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o, l);
+            g_ts_dev.k = g_ts_dev.v = NULL;
+            full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o2, l2);
+            const int same_ones = same_outputs(c, o, l, o2, l2);
+            printf("  G=%d: scales all 1 == the stacked tile without scales: %s\n", G, same_ones ? "bitwise" : "DIFFERENT");
+            assert_true(same_ones);
+            g_ts_dev.k = ks_dev;
+            g_ts_dev.v = vs_dev;
+            /* NaN codes in every cache slot no row may see */
+            const int64_t poisoned = load_caches(c, &dg, k_clean, v_clean, cache_bytes, 1, visible, 0x7f, 0xff, &rng);
+            full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o, l);
+            const int same_poison = same_outputs(c, o, l, os, ls);
+            printf("  G=%d: %lld (slot, head) pairs poisoned with NaN: %s\n", G, (long long)poisoned,
+                   same_poison ? "bitwise equal" : "DIFFERENT");
+            assert_true(poisoned > 0);
+            assert_true(same_poison);
+            load_caches(c, &dg, k_clean, v_clean, cache_bytes, 0, NULL, 0, 0, &rng);
+            /* graph replay: the second replay after the other scales were written */
+            {
+                scales_copy_t to2 = {ks_dev, vs_dev, ks2, vs2, (size_t)count * 4};
+                full_call_graph(c, &dg, stacked, 1, NULL, NULL, o, l);
+                const int same_first = same_outputs(c, o, l, os, ls);
+                full_call_graph(c, &dg, stacked, 2, copy_scales, &to2, o, l);
+                full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o2, l2); /* eager, scales 2 */
+                const int same_second = same_outputs(c, o, l, o2, l2), moved = !same_outputs(c, o, l, os, ls);
+                printf("  G=%d: graph replay == eager: %s; after new scales == eager with them: %s (outputs moved: %s)\n",
+                       G, same_first ? "bitwise" : "DIFFERENT", same_second ? "bitwise" : "DIFFERENT",
+                       moved ? "yes" : "NO");
+                assert_true(same_first);
+                assert_true(same_second);
+                assert_true(moved);
+                scales_copy_t back = {ks_dev, vs_dev, ks, vs, (size_t)count * 4};
+                copy_scales(&back);
+            }
+            /* k_scale -1/64: the factor's non-positive form */
+            if (G == 16 || !quick) {
+                const float k_scale = c->k_scale;
+                c->k_scale = -1.0f / 64.0f;
+                CUDA_OK(cudaMemcpy(dg.k_scale, &c->k_scale, 4, cudaMemcpyHostToDevice));
+                g_ts_host = layout;
+                g_ts_host.k = ks;
+                g_ts_host.v = vs;
+                reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad);
+                g_ts_host.k = g_ts_host.v = NULL;
+                full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o, l);
+                const compare_t cn = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
+                printf("  G=%d: k_scale -1/64: vs emulate NRMS %.3e lse %.2e\n", G, cn.nrms, cn.lse_max_abs);
+                assert_int_equal(cn.nan, 0);
+                assert_true(cn.nrms <= EMU_X2_NRMS_BOUND);
+                assert_true(cn.lse_max_abs <= EMU_X2_LSE_BOUND * EMU_TS_LSE_FACTOR);
+                c->k_scale = k_scale;
+            }
+            g_ts_dev = (pw_token_scales_t){NULL, NULL, 0, 0};
+            g_sinks_host = NULL;
+            g_sinks_dev = NULL;
+            release(&dg);
+            cudaFree(sinks_dev);
+        }
+        cudaFree(ks_dev); cudaFree(vs_dev); cudaFree(ones_dev);
+        free(visible); free(ks); free(vs); free(ones); free(ks2); free(vs2); free(sinks);
+        free(os); free(o); free(o2); free(ls); free(l); free(l2); free(emu); free(emu_lse); free(ex_lse); free(ex);
+        free(perm); free(k_clean); free(v_clean);
+        pw_capture_free(c);
+    }
+    g_precision = PW_PRECISION_FP8;
+}
+
 int main(int argc, char **argv)
 {
     g_seed = pw_test_seed(argc, argv);
@@ -2607,6 +2867,7 @@ int main(int argc, char **argv)
             return cmocka_run_group_tests(page64_tests, NULL, NULL);
         } else if (strcmp(argv[i], "--scales-only") == 0) { /* scripts/gpu-check scales */
             const struct CMUnitTest scales_tests[] = {cmocka_unit_test_setup(test_token_scales, reset_globals),
+                                                      cmocka_unit_test_setup(test_token_scales_stacked, reset_globals),
                                                       cmocka_unit_test_setup(test_gqa_padded, reset_globals)};
             return cmocka_run_group_tests(scales_tests, NULL, NULL);
         }
@@ -2618,6 +2879,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(test_sink_keys, reset_globals),
         cmocka_unit_test_setup(test_nonpositive_k_scale, reset_globals),
         cmocka_unit_test_setup(test_token_scales, reset_globals),
+        cmocka_unit_test_setup(test_token_scales_stacked, reset_globals),
         cmocka_unit_test_setup(test_cache_layout, reset_globals),
         cmocka_unit_test_setup(test_gqa_padded, reset_globals),
         cmocka_unit_test_setup(test_topk_padded, reset_globals),
