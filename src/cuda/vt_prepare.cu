@@ -85,6 +85,7 @@ constexpr int kScanThreads = 256;
 constexpr int kMarkThreads = 256;
 constexpr int64_t kMarkMaxCtas = 8192; // the mark strides over the rows past this grid
 constexpr int64_t kStackMaxCtas = 1024; // the stacked tile's counts stride over the blocks past this
+constexpr size_t kStackHashBytes = (size_t)(kMarkThreads / 32) * 2 * 256 * 8; // G = 4's hash tables (32 KiB)
 
 /* Query i's request (*request) and the bound of the ids union preparation keys for it:
  * 0 <= id < the returned limit = min(visible pages, 2^29, max_pages). The request: the
@@ -251,7 +252,12 @@ static __device__ __forceinline__ bool stack_lookup(const unsigned long long (&t
 static __device__ __forceinline__ void stack_count_hashed(const VtParams &p, uint32_t cta)
 {
     constexpr int R = 4, kQueries = 4 * R; // per block
-    __shared__ unsigned long long tables[kMarkThreads / 32][2][256]; // per warp: unit 0's, unit 1's
+    // per warp: unit 0's, unit 1's; dynamic shared memory, given by G = 4's launch only
+    // (kStackHashBytes): as a static array every mark launch carried its 32 KiB, which slowed
+    // the G = 16 call's mark launch, which union preparation waits for (A-hot C_online
+    // 5.7 -> 11.3 us; bench/NOTES.md, 29th session)
+    extern __shared__ unsigned long long stack_tables_raw[];
+    auto &tables = *reinterpret_cast<unsigned long long(*)[kMarkThreads / 32][2][256]>(stack_tables_raw);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t per_head = stack_sampled_blocks(p.num_tokens, kQueries), blocks = per_head * p.num_kv_heads;
     const int64_t warps = (int64_t)(gridDim.x - p.mark_ctas) * (kMarkThreads / 32);
@@ -565,7 +571,8 @@ extern "C" pw_status_t pw_vt_prepare_parts(const pw_problem_t *problem, const pw
         const int64_t stack_need = per_call ? (blocks + kMarkThreads / 32 - 1) / (kMarkThreads / 32) : 0;
         const unsigned stack_ctas = (unsigned)(stack_need < kStackMaxCtas ? stack_need : kStackMaxCtas);
         p.mark_ctas = mark_ctas;
-        vt_mark_kernel<<<mark_ctas + stack_ctas, kMarkThreads, 0, (cudaStream_t)stream>>>(p);
+        const size_t smem = per_call && PW_STACK_UNIT_QUERIES(problem->q_heads_per_kv) == 8 ? kStackHashBytes : 0;
+        vt_mark_kernel<<<mark_ctas + stack_ctas, kMarkThreads, smem, (cudaStream_t)stream>>>(p);
         e = cudaGetLastError();
         if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "V^T pre-pass mark launch: %s", cudaGetErrorString(e));
     }
