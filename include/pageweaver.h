@@ -638,8 +638,8 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      tile of 8 queries x 8 heads, at G = 4 one of 16 queries x 4 heads walking two
  *      consecutive groups' merged union; FP8: the same outputs, FP8X2: P in f16 on the
  *      pre-pass's f16 tiles, semantics §4.5; at G = 16, 8 or 4, K <= 16, P = 128 FP8X2 also
- *      the stacked tile, chosen per call on the device, with per-token scales too:
- *      PW_PLAN_FP8X2_STACKED), its CTAs
+ *      the stacked tile, chosen per call on the device, or always with per-token
+ *      scales: PW_PLAN_FP8X2_STACKED), its CTAs
  *      longest union first
  *      (union preparation lists them by size; pairs by the sum of the two unions), and,
  *      when R x max_pages_per_request exceeds
@@ -1000,8 +1000,10 @@ typedef struct pw_plan_info {
                                   queries x 4 heads = two consecutive 8-slot groups, per
                                   64-row tile; FP8: the padded tile's outputs, FP8X2: P
                                   in f16, semantics §4.5); with
-                                  per-token scales, or 0 here, G = 8 and 4 run the padded
-                                  tile (16 / G times the useful tensor work) */
+                                  per-token scales (FP8, or FP8X2 with
+                                  PW_PLAN_NO_FP8X2_STACKED; FP8X2 otherwise runs the
+                                  stacked tile: fp8x2_stacked), or 0 here, G = 8 and 4 run
+                                  the padded tile (16 / G times the useful tensor work) */
     int64_t vt_capacity;       /* V^T tiles per KV head (C), 0 without the pre-pass. A KV
                                   head whose unions touch more pages in a call runs on the
                                   kernel that transposes V in that call (decided on the
@@ -1015,9 +1017,10 @@ typedef struct pw_plan_info {
                                   stacked tile or the other as the device decides per
                                   call (PW_PLAN_FP8X2_STACKED's rule), 2 always the
                                   stacked tile (the flag); G = 16, 8 or 4. Calls with
-                                  per-token scales: a 1 means the stacked tile always
-                                  (regrouped for it: g = 2 at G = 16, 4 at G = 8, 8 at
-                                  G = 4) */
+                                  per-token scales: a 1 means the stacked tile always,
+                                  regrouped (where the plan regroups in FP8X2) with g = 2
+                                  at G = 16, 4 at G = 8, 8 at G = 4, or, with
+                                  PW_PLAN_NO_REGROUP_BY_TILE, 4 at G = 16 and 8 at G = 8 / 4 */
 } pw_plan_info_t;
 
 #define PW_PLAN_INFO_INIT {sizeof(pw_plan_info_t), PW_REGROUP_IDENTITY, PW_REGROUP_IDENTITY, 0, PW_KERNEL_UNION4, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0}

@@ -148,7 +148,8 @@ static int call_dense_g(const pw_plan_t *plan, const pw_attention_args_t *args, 
  * on A-hot after the g = 8 regroup, 95,292 after g = 4; G = 4, pairs of them: 69,233
  * merged visits, 70,524 after g = 4, 71,891 in identity order; H200 full call 0.713 ms
  * FP8X2 against 0.727 in identity order, bench/NOTES.md), every other tile (also a dense
- * plan's call with per-token scales: the padded tile) the plan's objective (g = 4 for
+ * plan's FP8 call with per-token scales, or an FP8X2 one with PW_PLAN_NO_FP8X2_STACKED:
+ * the padded tile) the plan's objective (g = 4 for
  * Union4's halves, 8 for Union8 or PW_PLAN_REGROUP_GROUPS_OF_8).
  * dense_g: the tile's G (plan_runs_dense, or pw_vt_runs_dense for a call), 0 for none;
  * stack: the call's stack_mode. */
@@ -460,9 +461,9 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
         if (cap < 1) plan->vt_prepass = 0;
         plan->vt_capacity = cap;
     }
-    /* FP8X2 calls on the tiles at G = 16, 8 or 4, K <= 16, P = 128 (without per-token
-     * scales) run the lean kernel (G = 16) or the dense G = 8 / 4 tile, or the stacked tile
-     * (pw_plan_config_t's flags). */
+    /* FP8X2 calls on the tiles at G = 16, 8 or 4, K <= 16, P = 128 run the lean kernel
+     * (G = 16) or the dense G = 8 / 4 tile (the padded tile with per-token scales), or the
+     * stacked tile (stack_mode: per call, or always with per-token scales; the flags). */
     plan->stack_eligible = plan->vt_prepass &&
                            (problem->q_heads_per_kv == 16 || problem->q_heads_per_kv == 8 ||
                             problem->q_heads_per_kv == 4) &&

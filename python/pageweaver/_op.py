@@ -735,7 +735,8 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     (its tiles per KV head, 0 without it); "tile": 'g16' (16 Q heads per KV head),
     'dense' (G = 8 or 4 on the pre-pass without per-token scales: 8 queries x 8 heads,
     or 16 queries x 4 heads, per tile) or 'padded' (G = 8 or 4 otherwise: 16 / G times
-    the useful tensor work). A KV head whose unions touch more than vt_capacity pages in a
+    the useful tensor work; in 'fp8x2' with per-token scales on the pre-pass the stacked
+    tile runs instead: "fp8x2_tile"). A KV head whose unions touch more than vt_capacity pages in a
     call runs that call on the kernel that transposes V (the padded tile at G = 8 and 4),
     decided on the device (none can when R x max_pages_per_request <= vt_capacity); in
     'fp8' the outputs are the same bits either way, in 'fp8x2' the pre-pass takes P in f16

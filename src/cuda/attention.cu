@@ -710,7 +710,8 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     const bool has_ts = token_scales.k || token_scales.v;
     const bool wide_k = problem->topk > pw::kTopK;
     // K = 32 / 64, per-token scales and G = 8 / 4 run on the lean kernels (impls 9 and 10:
-    // longer page lists, TS and G forms): the library's Union4 kernel (impl 6) hands such
+    // longer page lists, TS and G forms; impl 12, the stacked tile, also takes per-token
+    // scales and G = 8 / 4 at K = 16): the library's Union4 kernel (impl 6) hands such
     // calls to impl 9, which gives the same bytes as impl 6 would (every kernel of one
     // arithmetic does). Dev impls 13 and 14 (the dense G = 8 / 4 tiles, 8 K / 16 K-entry
     // lists) take any K too: the library runs them at G = 8 / 4 on the pre-pass

@@ -30,8 +30,9 @@
  *
  * Resources: O is 32 registers (one row per thread after the fold); QK runs in two N = 64
  * halves of the page's keys, each waited and folded (32 live accumulators instead of 64), so
- * the kernel fits 128 registers (122) and four CTAs per SM; no raw V tile (the pre-pass's
- * V^T only) and one Q tile: ~43 KiB of shared memory.
+ * the kernel fits 128 registers (118; 127-128 with per-token scales) and four CTAs per SM;
+ * no raw V tile (the pre-pass's V^T only) and one Q tile: ~47 KiB of shared memory (the
+ * per-token scales' two 2 KiB buffers included in every instance).
  * Synchronisation: as impl 10 (attention_lean.cuh L1-L5): every warp arrives on k_done once
  * per page, after its QK waits; on v_done once, after its PV waits.
  * Items: the dev entry runs one tile per CTA (CTA pair b = half b); the full call launches at
@@ -383,7 +384,11 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         // (The cache policy is made at each issue: kept live across the page loop it cost
         // the registers of the persistent loop, 32 bytes of spills at 128.)
         auto issue_k = [&](int next) {
-            if constexpr (TS) // buffer next % 2 last held page next - 2 (the previous item's pages: CTA barriers)
+            // TS: buffer next % 2 last held page next - 2 (the previous item's pages: CTA
+            // barriers). The issuer is the last warp to arrive on k_done after page next - 1's
+            // QK, so every warp has read page next - 2's scales already: this wait returns at
+            // once; it states the order (a guard), the k_done protocol gives it.
+            if constexpr (TS)
                 if (next >= 2) {
                     mbarrier_wait_parity(&sm.ts_empty, (base + (uint32_t)next - 2u) & 1u);
                     fence_proxy_async_shared_cta(); // those generic reads -> the async write below

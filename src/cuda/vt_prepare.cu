@@ -462,8 +462,9 @@ __global__ void __launch_bounds__(128) vt_transpose_kernel(const VtParams p)
         for (int chunk = 2 * warp; chunk < 2 * warp + 2; chunk++)
             pw::transpose_v_chunk(pw::smem_u32(vt), pw::smem_u32(v), (uint32_t)chunk, pw::kPageSize - 1);
         if constexpr (PAGE == pw::kPageSize) {
-            // Per-token scales, as the stacked tile reads them (one bulk copy with K;
-            // attention_stacked.cuh) behind the E4M3 V^T: the page's K scales, V scales (raw,
+            // Per-token scales, as the stacked tile reads them (a tensor copy with K;
+            // attention_stacked.cuh) behind the E4M3 V^T (written whenever the call has
+            // per-token scales, also where the stacked tile does not run: ~2 KiB a tile): the page's K scales, V scales (raw,
             // whatever the slots hold, NaN included: each row masks the tokens it cannot
             // see; a side without scales reads 1) and the V scales' prefix maxima, pmax[t] =
             // the largest |vs_u| over u <= t, NaN dropped (0 if none is a number): a row
