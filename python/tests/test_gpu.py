@@ -19,6 +19,7 @@ FAST = dict(hkv=2, g=16, d=128, k=16)
 PRECISIONS = ("fp8", "fp8x2")
 KERNELS = ("union4", "union8", "per_query")
 PW_PLAN_VT_PREPASS = 1 << 1  # pageweaver.h pw_plan_config_t.flags
+PW_PLAN_FP8X2_STACKED, PW_PLAN_NO_FP8X2_STACKED = 1 << 4, 1 << 5
 EMU_BOUND = 1e-2  # GPU vs the FP8-emulating reference (tests/gpu/test_attention_gpu.c)
 
 
@@ -238,6 +239,56 @@ def test_token_scales_on_the_gpu(seed, precision):
     # Graph replay with new values in the same tensors.
     out = replayed(p, lambda: (ks.fill_(1.0), vs.fill_(1.0)), **kw)
     assert torch.equal(bits(out), bits(call(p, precision=precision))), f"seed {seed}: replay with unit scales"
+
+
+@pytest.mark.parametrize("g", [16, 8, 4])
+def test_token_scales_on_the_stacked_tile(seed, g):
+    """FP8X2 with per-token scales on the V^T pre-pass (forced on through the package's
+    private plan-flags hook: these problems are small) runs the stacked tile (docs/semantics.md
+    §4.5, since 2026-12-04): the same bits as the stacked tile forced, on both regroup modes,
+    and other bits than the tile it replaced (PW_PLAN_NO_FP8X2_STACKED); the emulating CPU
+    reference within its bound (LSE too); scales of 1 give the stacked tile's bits without
+    scales; a captured graph replays with new scale values written into the same tensors."""
+    cpu, p = gpu_problem(seed, g=g)
+    slots, hkv = p["k_cache"].shape[:2]
+    gen = torch.Generator().manual_seed(seed + 29)
+    scales = [(torch.exp2(torch.rand((hkv, slots), generator=gen) * 2 - 1),
+               torch.exp2(torch.rand((hkv, slots), generator=gen) * 6 - 3)) for _ in range(2)]
+    ks, vs = scales[0][0].cuda(), scales[0][1].cuda()
+    kw = dict(precision="fp8x2", k_token_scales=ks, v_token_scales=vs)
+
+    def with_flags(flags, fn):
+        _op._plan_flags = flags
+        try:
+            return fn()
+        finally:
+            _op._plan_flags = 0
+
+    outs = [with_flags(PW_PLAN_VT_PREPASS, lambda r=r: call(p, regroup=r, return_lse=True, **kw))
+            for r in ("identity", "guarded")]
+    forced = with_flags(PW_PLAN_VT_PREPASS | PW_PLAN_FP8X2_STACKED, lambda: call(p, return_lse=True, **kw))
+    for o, lse in outs + [forced]:
+        assert torch.equal(bits(o), bits(outs[0][0])) and torch.equal(lse, outs[0][1]), f"seed {seed} G={g}"
+    lean = with_flags(PW_PLAN_VT_PREPASS | PW_PLAN_NO_FP8X2_STACKED, lambda: call(p, **kw))
+    assert not torch.equal(bits(lean), bits(outs[0][0])), f"seed {seed} G={g}: the stacked tile did not run"
+    want, want_lse = call(cpu, precision="fp8x2", k_token_scales=scales[0][0], v_token_scales=scales[0][1],
+                          return_lse=True)
+    err = nrms(outs[0][0].cpu(), want)
+    assert err < EMU_BOUND, f"seed {seed} G={g}: NRMS vs the emulating reference {err:.3e}"
+    finite = torch.isfinite(want_lse)
+    assert torch.equal(torch.isfinite(outs[0][1].cpu()), finite), f"seed {seed}"
+    assert lse_gap(outs[0][1].cpu(), want_lse, finite) < 2e-2, f"seed {seed}"
+    ones = torch.ones_like(ks)
+    stacked = PW_PLAN_VT_PREPASS | PW_PLAN_FP8X2_STACKED
+    unit = with_flags(stacked, lambda: call(p, precision="fp8x2", k_token_scales=ones, v_token_scales=ones))
+    plain = with_flags(stacked, lambda: call(p, precision="fp8x2"))
+    assert torch.equal(bits(unit), bits(plain)), f"seed {seed} G={g}: unit scales == none on the stacked tile"
+    # Graph replay with the second scales written into the same tensors.
+    new_k, new_v = scales[1][0].cuda(), scales[1][1].cuda()
+    out = with_flags(PW_PLAN_VT_PREPASS, lambda: replayed(p, lambda: (ks.copy_(new_k), vs.copy_(new_v)), **kw))
+    eager = with_flags(PW_PLAN_VT_PREPASS, lambda: call(p, **kw))  # ks, vs hold the second scales now
+    assert torch.equal(bits(out), bits(eager)), f"seed {seed} G={g}: replay with new scales"
+    assert not torch.equal(bits(out), bits(outs[0][0])), f"seed {seed} G={g}: the new scales changed nothing"
 
 
 @pytest.mark.parametrize("g", [8, 4])
