@@ -734,8 +734,8 @@ enum {
      * scales copied with its K from behind its E4M3 V^T tile), the other tile is the lean
      * kernel's per-token-scale form (G = 16) or the padded tile (G = 8 / 4: the dense tiles
      * do not read per-token scales), and the default is the stacked tile, always: it
-     * measured faster on every input, the captures included (H200: 0.76-0.93x the other
-     * tile's time at G = 16, 0.52-0.54x at G = 8, 0.29-0.41x at G = 4; bench/NOTES.md, 29th
+     * measured faster on every input, the captures included (H200: 0.70-0.86x the other
+     * tile's time at G = 16, 0.48-0.50x at G = 8, 0.27-0.38x at G = 4; bench/NOTES.md, 29th
      * session). These flags fix the choice (STACKED: always the
      * stacked tile, NO_FP8X2_STACKED: always the other tile); both together are an
      * argument error; other calls ignore them. */

@@ -117,8 +117,8 @@ static int plan_runs_dense(const pw_plan_t *plan)
  * for every other call. With per-token scales the default is the stacked tile, always: the
  * other tile is then the lean kernel's per-token-scale form (G = 16) or the padded tile
  * (G = 8 / 4: the dense tiles do not read them), and the stacked tile measured faster on
- * every input, the captures included (H200, A-hot / C-hot / two captures: 0.76-0.93x at
- * G = 16, 0.52-0.54x at G = 8, 0.29-0.41x at G = 4; bench/NOTES.md, 29th session). */
+ * every input, the captures included (H200, A / B / C-hot and two captures: 0.70-0.86x at
+ * G = 16, 0.48-0.50x at G = 8, 0.27-0.38x at G = 4; bench/NOTES.md, 29th session). */
 static int stack_mode(const pw_plan_t *plan, const pw_attention_args_t *args)
 {
     if (!plan->stack_eligible || pw_args_precision(args) != PW_PRECISION_FP8X2) return PW_STACK_NEVER;
