@@ -683,14 +683,26 @@ static __device__ __forceinline__ float2 lds_float2_here(const float *at)
     return v;
 }
 
-/* The page's V-scale normaliser: vmax = the smallest power of two >= the largest |vs| of its
- * tokens (ts_mask_page set the masked slots' to 0; 1 if none is finite and > 0), and the
- * factors with which vs_t / vmax is correctly rounded by multiplications only (no division
- * in the page loop): vmax = 2^e, so vs_t * 2^-e rounds once; a subnormal vmax (2^-e would
- * overflow) first takes vs_t up by pre = 2^64 (exact: a visible |vs_t| <= vmax < 2^-126)
- * and multiplies by inv = 2^(-e-64) (the quotient >= 2^-23 is normal: exact). Lane l reads
- * tokens l, l + 32, ... (4 loads, not the 32 values of its columns, which would stay live),
- * then the warp's maximum; fmaxf drops NaN, as the reference's comparison does. */
+/* vmax from vabs, the largest |vs| of a row's visible tokens on a page: the smallest power of
+ * two >= vabs (1 if vabs is not finite and > 0), and the factors with which vs_t / vmax is
+ * correctly rounded by multiplications only (no division in the page loop): vmax = 2^e, so
+ * vs_t * 2^-e rounds once; a subnormal vmax (2^-e would overflow) first takes vs_t up by
+ * pre = 2^64 (exact: a visible |vs_t| <= vmax < 2^-126) and multiplies by inv = 2^(-e-64)
+ * (the quotient >= 2^-23 is normal: exact). vs_t / vmax = (vs_t pre) inv. Shared by the
+ * lean kernels, the stacked tile and the pre-pass's ready vs / vmax (the same bits). */
+static __device__ __forceinline__ float ts_vmax_of(float vabs, float &pre, float &inv)
+{
+    const float vmax = (vabs > 0.0f && vabs <= 3.402823466e38f) ? pow2_at_least(vabs) : 1.0f;
+    const bool tiny = vmax < 1.17549435e-38f;
+    pre = tiny ? 18446744073709551616.0f : 1.0f; // 2^64
+    inv = __frcp_rn(__fmul_rn(vmax, pre));       // a power of two: exact
+    return vmax;
+}
+
+/* The page's V-scale normaliser (ts_vmax_of) over its tokens (ts_mask_page set the masked
+ * slots' to 0). Lane l reads tokens l, l + 32, ... (4 loads, not the 32 values of its
+ * columns, which would stay live), then the warp's maximum; fmaxf drops NaN, as the
+ * reference's comparison does. */
 static __device__ __forceinline__ float ts_v_normaliser(const float *vs, float &pre, float &inv)
 {
     const int lane = threadIdx.x % 32;
@@ -699,11 +711,7 @@ static __device__ __forceinline__ float ts_v_normaliser(const float *vs, float &
     for (int j = 0; j < kPageSize / 32; j++) vabs = fmaxf(vabs, fabsf(vs[lane + 32 * j]));
 #pragma unroll
     for (int d = 16; d >= 1; d /= 2) vabs = fmaxf(vabs, __shfl_xor_sync(0xffffffffu, vabs, d));
-    const float vmax = (vabs > 0.0f && vabs <= 3.402823466e38f) ? pow2_at_least(vabs) : 1.0f;
-    const bool tiny = vmax < 1.17549435e-38f;
-    pre = tiny ? 18446744073709551616.0f : 1.0f; // 2^64
-    inv = __frcp_rn(__fmul_rn(vmax, pre));       // a power of two: exact
-    return vmax;
+    return ts_vmax_of(vabs, pre, inv);
 }
 
 /* softmax_page with per-token K scales ks (the warp's shared-memory copy of the page's,

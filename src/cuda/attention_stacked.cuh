@@ -153,13 +153,13 @@ static __device__ __forceinline__ float stacked_ts_scale_p(float (&s)[32], int64
             s[2 * b] = __fmul_rn(s[2 * b], r2.x);
             s[2 * b + 1] = __fmul_rn(s[2 * b + 1], r2.y);
         }
-        return (vabs > 0.0f && vabs <= 3.402823466e38f) ? pow2_at_least(vabs) : 1.0f;
+        float pre, inv; // (only vmax: the pre-pass applied them)
+        return ts_vmax_of(vabs, pre, inv);
     }
     const int lim32 = lim < 0 ? -1 : (int)lim;
     const float vabs = lim32 >= 0 ? pmax[lim32] : 0.0f;
-    const float vmax = (vabs > 0.0f && vabs <= 3.402823466e38f) ? pow2_at_least(vabs) : 1.0f;
-    const float pre = vmax < 1.17549435e-38f ? 18446744073709551616.0f : 1.0f; // 2^64 (a subnormal vmax)
-    const float inv = __frcp_rn(__fmul_rn(vmax, pre));                           // a power of two: exact
+    float pre, inv;
+    const float vmax = ts_vmax_of(vabs, pre, inv);
 #pragma unroll
     for (int b = 0; b < 16; b++) {
         const float2 v2 = *reinterpret_cast<const float2 *>(vs + 8 * b + 2 * q);

@@ -487,11 +487,10 @@ __global__ void __launch_bounds__(128) vt_transpose_kernel(const VtParams p)
                     if (w < warp) run = fmaxf(run, warp_max[w]);
                     page_max = fmaxf(page_max, warp_max[w]);
                 }
-                // vs / vmax of a row that sees the whole page, by the kernel's operations
-                // (attention_stacked.cuh, stacked_ts_scale_p): the same bits
-                const float vmax = (page_max > 0.0f && page_max <= 3.402823466e38f) ? pw::pow2_at_least(page_max) : 1.0f;
-                const float pre = vmax < 1.17549435e-38f ? 18446744073709551616.0f : 1.0f;
-                const float inv = __frcp_rn(__fmul_rn(vmax, pre));
+                // vs / vmax of a row that sees the whole page, by the kernel's helper
+                // (ts_vmax_of, as stacked_ts_scale_p's other path): the same bits
+                float pre, inv;
+                pw::ts_vmax_of(page_max, pre, inv);
                 float *scales = reinterpret_cast<float *>(dst + pw::kTileBytes);
                 scales[tid] = ks;
                 scales[pw::kPageSize + tid] = vs;
