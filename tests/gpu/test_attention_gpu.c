@@ -847,6 +847,18 @@ static void test_captures(void **state)
 
 /* ---- cache bytes no query may see (docs/semantics.md: they never reach an output) ------ */
 
+/* A plan of cfg for c's problem and a workspace of its size (*ws NULL when it needs none). */
+static pw_plan_t *plan_with_workspace(const pw_problem_t *p, const pw_plan_config_t *cfg, void **ws, size_t *bytes)
+{
+    pw_plan_t *plan = NULL;
+    assert_pw_ok(pw_plan_create(p, cfg, &plan));
+    *bytes = 0;
+    assert_pw_ok(pw_plan_workspace_size(plan, bytes));
+    *ws = NULL;
+    if (*bytes) CUDA_OK(cudaMalloc(ws, *bytes));
+    return plan;
+}
+
 /* The full call: pw_sparse_prefill of a default plan (guarded W128 regroup) with `kernel`,
  * plan `flags` (e.g. PW_PLAN_VT_PREPASS) and config.vt_max_pages (0: the default); output
  * and LSE into o / l (host). */
@@ -869,12 +881,9 @@ static void full_call_run_cap(const pw_capture_t *c, device_problem_t *d, pw_ker
     cfg.vt_max_pages = vt_max_pages;
     cfg.regroup = g_full_regroup;
     if (g_full_window) cfg.window = g_full_window;
-    pw_plan_t *plan = NULL;
-    assert_pw_ok(pw_plan_create(p, &cfg, &plan));
-    size_t bytes = 0;
-    assert_pw_ok(pw_plan_workspace_size(plan, &bytes));
-    void *ws = NULL;
-    if (bytes) CUDA_OK(cudaMalloc(&ws, bytes));
+    void *ws;
+    size_t bytes;
+    pw_plan_t *plan = plan_with_workspace(p, &cfg, &ws, &bytes);
     CUDA_OK(cudaMemset(d->o, 0xff, (size_t)(n * hq * dim) * 2));
     CUDA_OK(cudaMemset(d->lse, 0xff, (size_t)(n * hq) * 4));
     if (g_poison_smem) assert_pw_ok(pw_dev_poison_shared_memory(0xffffffffu, NULL));
@@ -2440,6 +2449,53 @@ static void test_nonpositive_k_scale(void **state)
             }
 }
 
+/* Random per-token scales into ks / vs ([slots, Hkv] when slots_major, else [Hkv, slots]):
+ * K 2^U(-1,1), V 2^U(-3,3), 1 in 10 negative and 1 in 10 zero, every 7th page's V scales
+ * all 0 and every 11th page's subnormal (vmax's edges), NaN in every slot no row may see
+ * (visible[slot * hkv + h]); ones: 1 where visible, NaN elsewhere (may be NULL). Returns the
+ * (slot, head) pairs no row may see. */
+static int64_t random_token_scales(pw_rng_t *rng, int64_t slots, int hkv, int slots_major, const uint8_t *visible,
+                                   float *ks, float *vs, float *ones)
+{
+    int64_t invisible = 0;
+    for (int64_t slot = 0; slot < slots; slot++)
+        for (int64_t h = 0; h < hkv; h++) {
+            const int64_t at = slots_major ? slot * hkv + h : h * slots + slot;
+            const uint64_t kind = pw_rng_next(rng) % 10;
+            ks[at] = (float)exp2(2.0 * pw_rng_uniform(rng) - 1.0);
+            vs[at] = kind == 0 ? 0.0f : (float)((kind == 1 ? -1.0 : 1.0) * exp2(6.0 * pw_rng_uniform(rng) - 3.0));
+            if ((slot / 128) % 7 == 3) vs[at] = 0.0f;
+            if ((slot / 128) % 11 == 5) vs[at] = (float)ldexp(1.0 + pw_rng_uniform(rng), -140);
+            if (ones) ones[at] = 1.0f;
+            if (!visible[slot * hkv + h]) {
+                ks[at] = vs[at] = NAN;
+                if (ones) ones[at] = NAN;
+                invisible++;
+            }
+        }
+    return invisible;
+}
+
+/* Per-token scales (layout's strides) for the references, then for the GPU runs: emu / emu_lse
+ * = PW_REF_FP8_EMULATE and, with ex non-NULL, ex / ex_lse = PW_REF_EXACT of c with ks / vs
+ * (host), after which g_ts_dev holds ks_dev / vs_dev and g_ts_host none. */
+static void token_scales_references(const pw_capture_t *c, pw_token_scales_t layout, float *ks, float *vs,
+                                    float *ks_dev, float *vs_dev, float *emu, float *emu_lse, double *ex,
+                                    float *ex_lse, uint32_t *bad)
+{
+    g_ts_host = layout;
+    g_ts_host.k = ks;
+    g_ts_host.v = vs;
+    reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, bad);
+    if (ex) reference(c, PW_REF_EXACT, PW_DTYPE_FLOAT64, ex, ex_lse, bad);
+    g_ts_host.k = g_ts_host.v = NULL;
+    g_ts_dev = layout;
+    g_ts_dev.k = ks_dev;
+    g_ts_dev.v = vs_dev;
+}
+
+
+
 /* Per-token scales (args.token_scales, docs/semantics.md §4.5), both precisions, two layouts
  * ([Hkv, slots] and vLLM-like [slots, Hkv], two KV heads): K scales 2^U(-1,1), V scales
  * 2^U(-3,3) with some negative and some 0, pages whose V scales are all 0 or all subnormal,
@@ -2467,23 +2523,7 @@ static void test_token_scales(void **state)
         pw_test_visible_slots(c, visible); /* [slot * hkv + h] */
         float *ks = malloc(count * 4), *vs = malloc(count * 4), *ones = malloc(count * 4);
         pw_token_scales_t layout = {NULL, NULL, trial == 0 ? slots : 1, trial == 0 ? 1 : hkv};
-        int64_t invisible = 0;
-        for (int64_t slot = 0; slot < slots; slot++)
-            for (int64_t h = 0; h < hkv; h++) {
-                const int64_t at = h * layout.stride_h + slot * layout.stride_t;
-                const uint64_t kind = pw_rng_next(&rng) % 10;
-                ks[at] = (float)exp2(2.0 * pw_rng_uniform(&rng) - 1.0);
-                vs[at] = kind == 0 ? 0.0f : (float)((kind == 1 ? -1.0 : 1.0) * exp2(6.0 * pw_rng_uniform(&rng) - 3.0));
-                /* Whole pages of V scales at the edges of vmax's rule: every 7th page all 0
-                 * (vmax = 1), every 11th subnormal (vmax subnormal: the division path). */
-                if ((slot / 128) % 7 == 3) vs[at] = 0.0f;
-                if ((slot / 128) % 11 == 5) vs[at] = (float)ldexp(1.0 + pw_rng_uniform(&rng), -140);
-                ones[at] = 1.0f;
-                if (!visible[slot * hkv + h]) {
-                    ks[at] = vs[at] = ones[at] = NAN;
-                    invisible++;
-                }
-            }
+        const int64_t invisible = random_token_scales(&rng, slots, hkv, trial == 1, visible, ks, vs, ones);
         float *ks_dev = dev_copy(ks, count * 4), *vs_dev = dev_copy(vs, count * 4), *ones_dev = dev_copy(ones, count * 4);
         float *sinks = malloc(hq * 4);
         for (int64_t h = 0; h < hq; h++) sinks[h] = (float)(1.0 + 2.0 * pw_rng_normal(&rng));
@@ -2501,15 +2541,7 @@ static void test_token_scales(void **state)
         for (int pr = 0; pr < 2; pr++) {
             g_precision = precisions[pr];
             const int x2 = pr == 1;
-            g_ts_host = layout;
-            g_ts_host.k = ks;
-            g_ts_host.v = vs;
-            reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad_ref);
-            reference(c, PW_REF_EXACT, PW_DTYPE_FLOAT64, ex, ex_lse, &bad_ref);
-            g_ts_host.k = g_ts_host.v = NULL;
-            g_ts_dev = layout;
-            g_ts_dev.k = ks_dev;
-            g_ts_dev.v = vs_dev;
+            token_scales_references(c, layout, ks, vs, ks_dev, vs_dev, emu, emu_lse, ex, ex_lse, &bad_ref);
             // Arm 4 (Union4, guarded W128) first, then the other groupings on Union4, per-query.
             const int arms[6] = {4, 0, 1, 2, 3, 5};
             for (int a = 0; a < 6; a++) {
@@ -2579,29 +2611,6 @@ static void test_token_scales(void **state)
     }
 }
 
-/* Random per-token scales into ks / vs ([slots, Hkv] when slots_major, else [Hkv, slots]):
- * K 2^U(-1,1), V 2^U(-3,3), 1 in 10 negative and 1 in 10 zero, every 7th page's V scales
- * all 0 and every 11th page's subnormal (vmax's edges), NaN in every slot no row may see
- * (visible[slot * hkv + h]); ones: 1 where visible, NaN elsewhere (may be NULL). */
-static void random_token_scales(pw_rng_t *rng, int64_t slots, int hkv, int slots_major, const uint8_t *visible,
-                                float *ks, float *vs, float *ones)
-{
-    for (int64_t slot = 0; slot < slots; slot++)
-        for (int64_t h = 0; h < hkv; h++) {
-            const int64_t at = slots_major ? slot * hkv + h : h * slots + slot;
-            const uint64_t kind = pw_rng_next(rng) % 10;
-            ks[at] = (float)exp2(2.0 * pw_rng_uniform(rng) - 1.0);
-            vs[at] = kind == 0 ? 0.0f : (float)((kind == 1 ? -1.0 : 1.0) * exp2(6.0 * pw_rng_uniform(rng) - 3.0));
-            if ((slot / 128) % 7 == 3) vs[at] = 0.0f;
-            if ((slot / 128) % 11 == 5) vs[at] = (float)ldexp(1.0 + pw_rng_uniform(rng), -140);
-            if (ones) ones[at] = 1.0f;
-            if (!visible[slot * hkv + h]) {
-                ks[at] = vs[at] = NAN;
-                if (ones) ones[at] = NAN;
-            }
-        }
-}
-
 /* The full call of a plan with `flags` (taken as given) captured once into a CUDA graph on
  * its own stream and replayed; o / l: the replay's outputs (poisoned before it). The graph
  * is replayed `replays` times, `between` (may be NULL) run before each replay after the
@@ -2615,12 +2624,9 @@ static void full_call_graph(const pw_capture_t *c, device_problem_t *d, uint32_t
     pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
     cfg.kernel = PW_KERNEL_UNION4;
     cfg.flags = flags;
-    pw_plan_t *plan = NULL;
-    assert_pw_ok(pw_plan_create(p, &cfg, &plan));
-    size_t bytes = 0;
-    assert_pw_ok(pw_plan_workspace_size(plan, &bytes));
-    void *ws = NULL;
-    if (bytes) CUDA_OK(cudaMalloc(&ws, bytes));
+    void *ws;
+    size_t bytes;
+    pw_plan_t *plan = plan_with_workspace(p, &cfg, &ws, &bytes);
     cudaStream_t s;
     CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     const pw_attention_args_t a = device_args(c, d);
@@ -2721,15 +2727,7 @@ static void test_token_scales_stacked(void **state)
             device_problem_t dg;
             upload(c, &dg);
             uint32_t bad = 0;
-            g_ts_host = layout;
-            g_ts_host.k = ks;
-            g_ts_host.v = vs;
-            reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad);
-            reference(c, PW_REF_EXACT, PW_DTYPE_FLOAT64, ex, ex_lse, &bad);
-            g_ts_host.k = g_ts_host.v = NULL;
-            g_ts_dev = layout;
-            g_ts_dev.k = ks_dev;
-            g_ts_dev.v = vs_dev;
+            token_scales_references(c, layout, ks, vs, ks_dev, vs_dev, emu, emu_lse, ex, ex_lse, &bad);
             full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, os, ls);
             const compare_t ce = compare_rows(c, os, ls, emu, 0, emu_lse, NULL);
             const compare_t cx = compare_rows(c, os, ls, ex, 1, ex_lse, NULL);
@@ -2803,11 +2801,7 @@ static void test_token_scales_stacked(void **state)
                 const float k_scale = c->k_scale;
                 c->k_scale = -1.0f / 64.0f;
                 CUDA_OK(cudaMemcpy(dg.k_scale, &c->k_scale, 4, cudaMemcpyHostToDevice));
-                g_ts_host = layout;
-                g_ts_host.k = ks;
-                g_ts_host.v = vs;
-                reference(c, PW_REF_FP8_EMULATE, PW_DTYPE_FLOAT32, emu, emu_lse, &bad);
-                g_ts_host.k = g_ts_host.v = NULL;
+                token_scales_references(c, layout, ks, vs, ks_dev, vs_dev, emu, emu_lse, NULL, NULL, &bad);
                 full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o, l);
                 const compare_t cn = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
                 printf("  G=%d: k_scale -1/64: vs emulate NRMS %.3e lse %.2e\n", G, cn.nrms, cn.lse_max_abs);
