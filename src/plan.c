@@ -670,7 +670,8 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     }
     if (plan->config.kernel == PW_KERNEL_PER_QUERY)
         return pw_union_attention(p, args, NULL, NULL, NULL, PW_KERNEL_PER_QUERY, stream);
-    const int dense_g = call_dense_g(plan, args, stack_mode(plan, args)); /* the tile whose items this call runs */
+    const int stack = stack_mode(plan, args); /* the call's FP8X2 tile (PW_STACK_NEVER without the pre-pass) */
+    const int dense_g = call_dense_g(plan, args, stack); /* the tile whose items this call runs */
     const pw_union_meta_t meta = meta_view(plan, parts);
     int32_t *own_perm = (int32_t *)(void *)parts[PART_PERM];
     if (!caller_perm) perm = own_perm;
@@ -693,7 +694,7 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     vt.tiles = parts[PART_VT_TILES];
     vt.capacity = plan->vt_capacity;
     vt.f16_tiles = pw_args_f16_vt(args);
-    vt.stack_mode = stack_mode(plan, args);
+    vt.stack_mode = stack;
     vt.stack_stat = vt.stack_mode != PW_STACK_NEVER
                         ? (unsigned long long *)(void *)(vt.touched +
                                                          PW_STACK_STAT_OFFSET((int64_t)p->num_kv_heads * p->num_requests *
