@@ -426,6 +426,15 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         float o[32];
 #pragma unroll
         for (int k = 0; k < 32; k++) o[k] = 0.0f;
+        // TS: o holds O / o_unit, o_unit a power of two: the largest vmax of the row's pages
+        // so far (0 before its first). A page whose vmax is o_unit (most: vmax is the page's
+        // largest |vs| rounded up to a power of two) adds its PV sum as the call without
+        // scales does, with no multiply; a larger vmax first takes o to the new unit
+        // (o x o_unit / vmax <= 1), a smaller one scales its PV sum by vmax / o_unit <= 1.
+        // Every step is a power-of-two scaling of the absolute form o = o alpha + PV x vmax
+        // (docs/semantics.md §4.5): the same bits while the values stay normal floats; the
+        // output's 1 / l takes o_unit back.
+        float o_unit = 0.0f;
 
 #pragma unroll 1
         for (int i = 0; i < num_pages; i++) {
@@ -490,18 +499,37 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
             prevt_wait_zeroed<false>(sm, parity, vlim);
             const uint32_t none[1] = {0u};
             const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt);
+            // TS: the page's PV sum in units of o_unit (vmax / o_unit; 1 on most pages)
+            float pv_factor = 1.0f;
+            if (TS && member && vmax != o_unit) {
+                if (vmax > o_unit) { // the row's first page, or a larger vmax: o to the new unit
+                    const float down = __fdiv_rn(o_unit, vmax); // a power of two <= 1 (0 at first)
+#pragma unroll
+                    for (int k = 0; k < 32; k++) o[k] = __fmul_rn(o[k], down);
+                    o_unit = vmax;
+                } else {
+                    pv_factor = __fdiv_rn(vmax, o_unit); // a power of two < 1
+                }
+            }
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 float pv[32];
                 pv_part<false, 64>(pv, pa, none, desc_vt + (uint64_t)(h * 64 * kPageSize >> 4));
                 if (member) {
+                    if (!TS || pv_factor == 1.0f) {
 #pragma unroll
-                    for (int b = 0; b < 8; b++) {
-                        const int c = 16 * h + 2 * b;
-                        // TS: the page's PV sum times vmax (a power of two: exact)
-                        const float add0 = pv[4 * b] + pv[4 * b + 2], add1 = pv[4 * b + 1] + pv[4 * b + 3];
-                        o[c] = fmaf(o[c], alpha, TS ? __fmul_rn(add0, vmax) : add0);
-                        o[c + 1] = fmaf(o[c + 1], alpha, TS ? __fmul_rn(add1, vmax) : add1);
+                        for (int b = 0; b < 8; b++) {
+                            const int c = 16 * h + 2 * b;
+                            o[c] = fmaf(o[c], alpha, pv[4 * b] + pv[4 * b + 2]);
+                            o[c + 1] = fmaf(o[c + 1], alpha, pv[4 * b + 1] + pv[4 * b + 3]);
+                        }
+                    } else {
+#pragma unroll
+                        for (int b = 0; b < 8; b++) {
+                            const int c = 16 * h + 2 * b;
+                            o[c] = fmaf(o[c], alpha, __fmul_rn(pv[4 * b] + pv[4 * b + 2], pv_factor));
+                            o[c + 1] = fmaf(o[c + 1], alpha, __fmul_rn(pv[4 * b + 1] + pv[4 * b + 3], pv_factor));
+                        }
                     }
                 }
             }
@@ -519,6 +547,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         if (row >= 0) {
             float inv, lse;
             finish_row(m, l, *p.v_scale, sink_of(p, (int64_t)kv_head * G + head_end, row), inv, lse);
+            if (TS && o_unit > 0.0f) inv = __fmul_rn(inv, o_unit); // (a power of two: exact)
             uint16_t *out = p.o + (int64_t)row * p.o_stride + ((int64_t)kv_head * G + head_end) * kHeadDim;
 #pragma unroll
             for (int b = 0; b < 16; b++)
