@@ -69,6 +69,14 @@ pw_status_t pw_check_vt_stack(const pw_problem_t *problem, const pw_attention_ar
                        "V^T buffers: the stacked tile (stack_mode %d) runs FP8X2 at G = 16, 8 or 4, K = 16, P = 128 "
                        "(always, not per call, with per-token scales), its counts right after the marks (stack_stat)",
                        vt->stack_mode);
+    /* Without ts_tiles the pre-pass leaves the tiles' second halves as they were: the
+     * stacked tile would read whatever they hold as the pages' scales. */
+    const pw_token_scales_t ts = pw_args_token_scales(args);
+    if ((ts.k || ts.v) && !vt->ts_tiles)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "V^T buffers: the stacked tile (stack_mode %d) with per-token scales reads each page's scales "
+                       "behind its E4M3 tile, which the pre-pass writes only with ts_tiles set (ts_tiles is 0)",
+                       vt->stack_mode);
     return PW_SUCCESS;
 }
 

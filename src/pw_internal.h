@@ -117,7 +117,14 @@ pw_status_t pw_check_union_prepare_args(const pw_problem_t *problem, const int32
  *   tiles   [Hkv, capacity] x 32 KiB (kVtTileBytes): V^T tiles in the attention kernels'
  *           shared-memory order, E4M3 in the first 16 KiB, or f16 (f16_tiles);
  *   f16_tiles  1: the pre-pass writes f16 V^T (FP8X2 without per-token scales: the lean
- *           and dense kernels' f16 P, docs/semantics.md §4.5), 0: E4M3. */
+ *           and dense kernels' f16 P, docs/semantics.md §4.5), 0: E4M3;
+ *   ts_tiles  1: the pre-pass writes each E4M3 tile's per-token scale arrays behind it (the
+ *           stacked tile may run and the call has per-token scales: attention_stacked.cuh,
+ *           their only reader; ~2 KiB a tile), 0: it does not (the other kernels read
+ *           args.token_scales themselves). The pre-pass also checks that the call has
+ *           per-token scales (1 without them writes nothing); the stacked tile with
+ *           per-token scales on buffers with 0 is refused (pw_check_vt_stack, and
+ *           union_attention in attention.cu). */
 typedef struct pw_vt_buffers {
     uint8_t *touched;
     int32_t *slots;
@@ -126,6 +133,7 @@ typedef struct pw_vt_buffers {
     uint8_t *tiles;
     int64_t capacity;
     int f16_tiles;
+    int ts_tiles;
     /* Longest-first order of the attention kernel's CTAs on the tiles (bench/NOTES.md,
      * "Longest first"): union preparation appends every work item to the list of its size
      * class, min(pages / 8, 16); CTA b runs the b-th item counting from the largest class
@@ -189,7 +197,9 @@ typedef struct pw_vt_buffers {
 
 enum { PW_STACK_NEVER = 0, PW_STACK_PER_CALL = 1, PW_STACK_ALWAYS = 2 };
 /* vt's stack_mode against the call (FP8X2, with or without per-token scales, at G = 16, 8
- * or 4, K = 16, P = 128) and the place of stack_stat (right after the marks); PW_SUCCESS for NEVER.
+ * or 4, K = 16, P = 128), the place of stack_stat (right after the marks) and, with
+ * per-token scales, ts_tiles set (the stacked tile reads the scale arrays the pre-pass
+ * writes only then); PW_SUCCESS for NEVER.
  * Checked by pw_vt_prepare before it enqueues anything, and by pw_union_attention_vt. */
 pw_status_t pw_check_vt_stack(const pw_problem_t *problem, const pw_attention_args_t *args,
                               const pw_vt_buffers_t *vt);

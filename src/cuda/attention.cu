@@ -745,7 +745,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     } else if (impl == pw::kImplStack1Dev && (padded_g || has_ts)) {
         // dev impl 12 at G = 8: one 4-slot tile (4 queries x 8 heads x 2 terms) per half; at
         // G = 4 one 8-slot tile (8 queries x 4 heads x 2 terms) per group; per-token scales
-        // at every G (each page's scales behind its E4M3 V^T tile: vt_prepare.cu)
+        // at every G (each page's scales behind its E4M3 V^T tile: vt_prepare.cu, ts_tiles)
     } else if ((has_ts || padded_g) && !lean_impl) {
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "%s: dev impl %d does not run it (the library's kernels and dev impls 9 and 10 do)",
@@ -881,6 +881,13 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
                        impl == pw::kImplDense4X2;
     if (stacked && kernel != PW_KERNEL_UNION4)
         return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12 (stacked FP8X2) runs Union4 only");
+    // The stacked tile with per-token scales reads each page's scales behind its E4M3 tile
+    // (make_ts_map below), which the pre-pass writes only with ts_tiles: on the caller's
+    // buffers without it they would be whatever the tiles held (the own buffers below set it).
+    if (stacked && has_ts && vt && !vt->ts_tiles)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "V^T buffers: dev impl 12 (stacked FP8X2) with per-token scales reads each page's scales "
+                       "behind its E4M3 tile, which the pre-pass writes only with ts_tiles set (ts_tiles is 0)");
     if ((impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2 || stacked || dense) && !vt) {
         if (kernel == PW_KERNEL_UNION8)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 10 (lean + V^T pre-pass) runs Union4 and per-query only");
@@ -900,6 +907,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         b.tiles = own + count_bytes + slot_bytes + list_bytes;
         b.capacity = (int64_t)cap;
         b.f16_tiles = stacked ? 0 : pw_args_f16_vt(args); // the stacked kernel reads E4M3 tiles
+        b.ts_tiles = stacked; // and the per-token scales behind them (with the call's: make_ts_map)
         b.sched_count = NULL; // the dev entry's order: pw_dev_set_schedule
         b.sched_list = NULL;
         b.sched_stride = 0;

@@ -34,7 +34,8 @@
  *     in two 16 KiB chunks of 64 positions in natural order (attention_common.cuh, "FP8X2
  *     on f16 V^T tiles"), unless the call runs the stacked tile (stack_mode ALWAYS,
  *     or PER_CALL with PW_STACK_CHOSEN on the counts), which reads E4M3 tiles. With per-token
- *     scales and pages of 128 tokens, the E4M3 tile's second half then starts with the
+ *     scales, pages of 128 tokens and ts_tiles (the stacked tile may run: their only
+ *     reader), the E4M3 tile's second half then starts with the
  *     page's 128 K scales, 128 V scales (floats, raw), the V scales' 128 prefix maxima
  *     of |vs| and the 128 vs / vmax of a row that sees the whole page (the stacked tile
  *     copies them with K). A KV head
@@ -76,7 +77,8 @@ struct VtParams {
     int32_t heads_per_kv;       // G: the stacked tile's counts (pairs / 4-query halves) and rule
     uint32_t mark_ctas;         // the mark launch's CTAs past these count the units and blocks (stack_stat)
     // Per-token scales (args.token_scales; NULL: none): with the E4M3 tiles of pages of 128
-    // tokens each tile's second half starts with the page's K then V scales (the stacked tile's)
+    // tokens and vt.ts_tiles each tile's second half starts with the page's K then V scales
+    // (the stacked tile's)
     const float *ts_k, *ts_v;
     int64_t ts_stride_h, ts_stride_t;
 };
@@ -463,13 +465,14 @@ __global__ void __launch_bounds__(128) vt_transpose_kernel(const VtParams p)
             pw::transpose_v_chunk(pw::smem_u32(vt), pw::smem_u32(v), (uint32_t)chunk, pw::kPageSize - 1);
         if constexpr (PAGE == pw::kPageSize) {
             // Per-token scales, as the stacked tile reads them (a tensor copy with K;
-            // attention_stacked.cuh) behind the E4M3 V^T (written whenever the call has
-            // per-token scales, also where the stacked tile does not run: ~2 KiB a tile): the page's K scales, V scales (raw,
-            // whatever the slots hold, NaN included: each row masks the tokens it cannot
-            // see; a side without scales reads 1) and the V scales' prefix maxima, pmax[t] =
+            // attention_stacked.cuh) behind the E4M3 V^T (written only where the stacked
+            // tile, their one reader, may run and the call has per-token scales: ts_tiles;
+            // ~2 KiB a tile): the page's K scales, V scales (raw, whatever the slots hold,
+            // NaN included: each row masks the tokens it cannot see; a side without scales
+            // reads 1) and the V scales' prefix maxima, pmax[t] =
             // the largest |vs_u| over u <= t, NaN dropped (0 if none is a number): a row
             // that sees tokens 0..lim reads its vmax input at pmax[lim]. CTA-uniform.
-            if (p.ts_k || p.ts_v) {
+            if (p.vt.ts_tiles && (p.ts_k || p.ts_v)) {
                 const int64_t at = (int64_t)h * p.ts_stride_h + ((int64_t)physical * PAGE + tid) * p.ts_stride_t;
                 const float ks = p.ts_k ? __ldg(p.ts_k + at) : 1.0f, vs = p.ts_v ? __ldg(p.ts_v + at) : 1.0f;
                 float run = fmaxf(0.0f, fabsf(vs)); // fmaxf drops NaN

@@ -1406,6 +1406,7 @@ static void test_stack_counts_device(void **state)
             vt.capacity = 1;
             vt.f16_tiles = 1;
             vt.stack_mode = PW_STACK_PER_CALL;
+            vt.ts_tiles = 1; /* as the full call sets it (stack_mode not NEVER); the marks do not read it */
             vt.stack_stat = (unsigned long long *)(void *)(touched + PW_STACK_STAT_OFFSET(entries));
             g_precision = PW_PRECISION_FP8X2;
             const pw_attention_args_t args = device_args(p, &d);
