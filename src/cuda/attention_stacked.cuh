@@ -432,8 +432,8 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         // scales does, with no multiply; a larger vmax first takes o to the new unit
         // (o x o_unit / vmax <= 1), a smaller one scales its PV sum by vmax / o_unit <= 1.
         // Every step is a power-of-two scaling of the absolute form o = o alpha + PV x vmax
-        // (docs/semantics.md §4.5): the same bits while the values stay normal floats; the
-        // output's 1 / l takes o_unit back.
+        // (docs/semantics.md §4.5): the same bits while the values stay normal floats; O
+        // is multiplied by o_unit before the output's 1 / l.
         float o_unit = 0.0f;
 
 #pragma unroll 1
@@ -547,7 +547,11 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         if (row >= 0) {
             float inv, lse;
             finish_row(m, l, *p.v_scale, sink_of(p, (int64_t)kv_head * G + head_end, row), inv, lse);
-            if (TS && o_unit > 0.0f) inv = __fmul_rn(inv, o_unit); // (a power of two: exact)
+            if (TS && o_unit > 0.0f) { // O back in absolute units (a power of two: exact while O is normal;
+                                       // on inv instead, inv x o_unit could round below FLT_MIN)
+#pragma unroll
+                for (int k = 0; k < 32; k++) o[k] = __fmul_rn(o[k], o_unit);
+            }
             uint16_t *out = p.o + (int64_t)row * p.o_stride + ((int64_t)kv_head * G + head_end) * kHeadDim;
 #pragma unroll
             for (int b = 0; b < 16; b++)

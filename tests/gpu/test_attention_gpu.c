@@ -2450,7 +2450,7 @@ static void test_nonpositive_k_scale(void **state)
 }
 
 /* Random per-token scales into ks / vs ([slots, Hkv] when slots_major, else [Hkv, slots]):
- * K 2^U(-1,1), V 2^U(-3,3), 1 in 10 negative and 1 in 10 zero, every 7th page's V scales
+ * K 2^U(-1,1), V 2^U(e - 4, e) with a page exponent e in -2..2 (vmax rising and falling along a row), 1 in 10 negative and 1 in 10 zero, every 7th page's V scales
  * all 0 and every 11th page's subnormal (vmax's edges), NaN in every slot no row may see
  * (visible[slot * hkv + h]); ones: 1 where visible, NaN elsewhere (may be NULL). Returns the
  * (slot, head) pairs no row may see. */
@@ -2463,7 +2463,12 @@ static int64_t random_token_scales(pw_rng_t *rng, int64_t slots, int hkv, int sl
             const int64_t at = slots_major ? slot * hkv + h : h * slots + slot;
             const uint64_t kind = pw_rng_next(rng) % 10;
             ks[at] = (float)exp2(2.0 * pw_rng_uniform(rng) - 1.0);
-            vs[at] = kind == 0 ? 0.0f : (float)((kind == 1 ? -1.0 : 1.0) * exp2(6.0 * pw_rng_uniform(rng) - 3.0));
+            // A page exponent e in -2..2 (a fixed pattern over pages and heads: a row's pages
+            // mostly take vmax = 2^e, rising and falling along the row, so that the stacked
+            // tile's O unit is rebased and its smaller-vmax path runs, both on significant
+            // values); within the page 2^U(e - 4, e).
+            const int e = (int)(((slot / 128) * 3 + h * 2) % 5) - 2;
+            vs[at] = kind == 0 ? 0.0f : (float)((kind == 1 ? -1.0 : 1.0) * exp2(4.0 * pw_rng_uniform(rng) - 4.0 + e));
             if ((slot / 128) % 7 == 3) vs[at] = 0.0f;
             if ((slot / 128) % 11 == 5) vs[at] = (float)ldexp(1.0 + pw_rng_uniform(rng), -140);
             if (ones) ones[at] = 1.0f;
@@ -2498,7 +2503,7 @@ static void token_scales_references(const pw_capture_t *c, pw_token_scales_t lay
 
 /* Per-token scales (args.token_scales, docs/semantics.md §4.5), both precisions, two layouts
  * ([Hkv, slots] and vLLM-like [slots, Hkv], two KV heads): K scales 2^U(-1,1), V scales
- * 2^U(-3,3) with some negative and some 0, pages whose V scales are all 0 or all subnormal,
+ * 2^U(e - 4, e) with a page exponent e in -2..2, some negative and some 0, pages whose V scales are all 0 or all subnormal,
  * NaN in every slot no row may see. Union4 W128 against the emulating
  * reference (the bounds without scales) and the exact one; Union4 on every other grouping,
  * per-query and the full call (V^T pre-pass on and off) bitwise equal to it; Union8 refuses;
