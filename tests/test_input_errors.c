@@ -9,6 +9,8 @@
 
 #include "testutil.h"
 
+#include "../src/pw_internal.h" /* pw_vt_buffers_t, pw_check_vt_stack: the full call's V^T buffers */
+
 static uint64_t g_seed;
 
 #define assert_error_naming(expr, status, word)                                             \
@@ -378,6 +380,37 @@ static void test_no_device_everywhere(void **state)
     pw_plan_destroy(plan);
 }
 
+/* V^T buffers whose stacked tile would read per-token scales the pre-pass did not write
+ * (ts_tiles 0) are refused before anything is queued; with ts_tiles set, or without scales,
+ * the same buffers pass. Host only: pw_check_vt_stack reads no device memory. */
+static void test_stacked_scales_need_ts_tiles(void **state)
+{
+    (void)state;
+    pw_problem_t problem = PW_PROBLEM_INIT;
+    problem.num_tokens = 64;
+    problem.num_requests = 1;
+    problem.num_kv_heads = 2;
+    problem.max_pages_per_request = 3;
+    pw_attention_args_t args = PW_ATTENTION_ARGS_INIT;
+    args.precision = PW_PRECISION_FP8X2;
+    static const float scales[1] = {1.0f}; /* never read: the check looks at the pointers */
+    args.token_scales.k = scales;
+    args.token_scales.v = scales;
+    static uint64_t touched[16]; /* the marks (2 x 1 x 3 entries) and stack_stat right after them */
+    pw_vt_buffers_t vt;
+    memset(&vt, 0, sizeof vt);
+    vt.touched = (uint8_t *)touched;
+    vt.stack_mode = PW_STACK_ALWAYS;
+    vt.stack_stat = (unsigned long long *)(void *)(vt.touched + PW_STACK_STAT_OFFSET(2 * 1 * 3));
+    vt.ts_tiles = 0;
+    assert_error_naming(pw_check_vt_stack(&problem, &args, &vt), PW_ERROR_INVALID_ARGUMENT, "ts_tiles");
+    vt.ts_tiles = 1;
+    assert_int_equal(pw_check_vt_stack(&problem, &args, &vt), PW_SUCCESS);
+    vt.ts_tiles = 0;
+    args.token_scales.k = args.token_scales.v = NULL; /* no scales: nothing to read */
+    assert_int_equal(pw_check_vt_stack(&problem, &args, &vt), PW_SUCCESS);
+}
+
 int main(int argc, char **argv)
 {
     g_seed = pw_test_seed(argc, argv);
@@ -385,6 +418,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cache_pages_left_zero),
         cmocka_unit_test(test_huge_windows),
         cmocka_unit_test(test_no_device_everywhere),
+        cmocka_unit_test(test_stacked_scales_need_ts_tiles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
