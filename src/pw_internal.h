@@ -123,8 +123,7 @@ pw_status_t pw_check_union_prepare_args(const pw_problem_t *problem, const int32
  *           their only reader; ~2 KiB a tile), 0: it does not (the other kernels read
  *           args.token_scales themselves). The pre-pass also checks that the call has
  *           per-token scales (1 without them writes nothing); the stacked tile with
- *           per-token scales on buffers with 0 is refused (pw_check_vt_stack, and
- *           union_attention in attention.cu). */
+ *           per-token scales on buffers with 0 is refused (pw_check_vt_stack). */
 typedef struct pw_vt_buffers {
     uint8_t *touched;
     int32_t *slots;

@@ -881,13 +881,6 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
                        impl == pw::kImplDense4X2;
     if (stacked && kernel != PW_KERNEL_UNION4)
         return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12 (stacked FP8X2) runs Union4 only");
-    // The stacked tile with per-token scales reads each page's scales behind its E4M3 tile
-    // (make_ts_map below), which the pre-pass writes only with ts_tiles: on the caller's
-    // buffers without it they would be whatever the tiles held (the own buffers below set it).
-    if (stacked && has_ts && vt && !vt->ts_tiles)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "V^T buffers: dev impl 12 (stacked FP8X2) with per-token scales reads each page's scales "
-                       "behind its E4M3 tile, which the pre-pass writes only with ts_tiles set (ts_tiles is 0)");
     if ((impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2 || stacked || dense) && !vt) {
         if (kernel == PW_KERNEL_UNION8)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 10 (lean + V^T pre-pass) runs Union4 and per-query only");

@@ -2450,8 +2450,9 @@ static void test_nonpositive_k_scale(void **state)
 }
 
 /* Random per-token scales into ks / vs ([slots, Hkv] when slots_major, else [Hkv, slots]):
- * K 2^U(-1,1), V 2^U(e - 4, e) with a page exponent e in -2..2 (vmax rising and falling along a row), 1 in 10 negative and 1 in 10 zero, every 7th page's V scales
- * all 0 and every 11th page's subnormal (vmax's edges), NaN in every slot no row may see
+ * K 2^U(-1,1), V 2^U(e - 4, e) with a page exponent e in -2..2 (vmax rising and falling
+ * along a row), 1 in 10 negative and 1 in 10 zero, every 7th page's V scales all 0 and
+ * every 11th page's subnormal (vmax's edges), NaN in every slot no row may see
  * (visible[slot * hkv + h]); ones: 1 where visible, NaN elsewhere (may be NULL). Returns the
  * (slot, head) pairs no row may see. */
 static int64_t random_token_scales(pw_rng_t *rng, int64_t slots, int hkv, int slots_major, const uint8_t *visible,
@@ -2503,9 +2504,9 @@ static void token_scales_references(const pw_capture_t *c, pw_token_scales_t lay
 
 /* Per-token scales (args.token_scales, docs/semantics.md §4.5), both precisions, two layouts
  * ([Hkv, slots] and vLLM-like [slots, Hkv], two KV heads): K scales 2^U(-1,1), V scales
- * 2^U(e - 4, e) with a page exponent e in -2..2, some negative and some 0, pages whose V scales are all 0 or all subnormal,
- * NaN in every slot no row may see. Union4 W128 against the emulating
- * reference (the bounds without scales) and the exact one; Union4 on every other grouping,
+ * 2^U(e - 4, e) with a page exponent e in -2..2, some negative and some 0, pages whose V
+ * scales are all 0 or all subnormal, NaN in every slot no row may see. Union4 W128 against
+ * the emulating reference (the bounds without scales) and the exact one; Union4 on every other grouping,
  * per-query and the full call (V^T pre-pass on and off) bitwise equal to it; Union8 refuses;
  * scales all 1 (NaN where invisible) give the bytes of no scales. Trial 1 adds sink logits
  * (N(1, 4) per Q head) to everything, the references included: the full call on the pre-pass
