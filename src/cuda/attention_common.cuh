@@ -317,7 +317,7 @@ static __device__ __forceinline__ void zero_vt_after(uint32_t vt, int vlim)
     }
 }
 
-/* The two halves of a page's softmax that softmax_page and softmax_page_ts share, for this
+/* The two halves of a page's softmax that softmax_page and the other tiles' softmaxes share, for this
  * thread's rows r0 and r0 + 8 (quad shuffles: warp-collective).
  * softmax_rows_max: mx0 / mx1 the thread's partial row maxima, g0 / g1 the factors that take
  * them to log2 units (applied after the quad's maximum: exact, the max commutes with a
@@ -390,10 +390,20 @@ static __device__ __forceinline__ void row_max_tree(const float (&acc)[64], floa
  * score factors. Updates the running max m (log2 units) and l (kept as 256 * sum p), and
  * returns the rescale factors alpha = 2^(m_old - m_new) of O. Warp-collective (quad
  * shuffles); only for a warp whose query selected the page. */
-template <int kMaxWidth = 16, int NCOLS = kPageSize>
+static __device__ __forceinline__ float2 lds_float2_here(const float *at);                   // (below)
+static __device__ __forceinline__ float ts_v_normaliser(const float *vs, float &pre, float &inv); // (below)
+
+/* kFoldV (per-token scales, the lean kernels' TS form; vs the warp's V scales, masked past
+ * lim: ts_mask_v): P x (vs_t / vmax) in the same pass, acc = 256 p x ((vs_t x pre) x inv)
+ * (ts_v_normaliser's vmax, returned in *vmax, and factors; l sums the unscaled p), vs read by
+ * volatile shared loads (lds_float2_here) where used: ts_scale_p's bits without its separate
+ * pass, which, and the normaliser taken before the softmax, held the registers that the
+ * three-CTA instances do not have (12-108 B of spills). */
+template <int kMaxWidth = 16, int NCOLS = kPageSize, bool kFoldV = false>
 static __device__ __forceinline__ void softmax_page(float (&acc)[64], int64_t lim, uint32_t q, float f0,
                                                     float f1, float &m0, float &m1, float &l0, float &l1,
-                                                    float &alpha0, float &alpha1)
+                                                    float &alpha0, float &alpha1, const float *vs = nullptr,
+                                                    float *vmax = nullptr)
 {
     // NCOLS = 64 (pages of 64 tokens: lim <= 63): columns 64..127, acc[32..63], hold no
     // token and are masked by position, at compile time: p = 0 there without a compare, a
@@ -426,11 +436,20 @@ static __device__ __forceinline__ void softmax_page(float (&acc)[64], int64_t li
     softmax_rows_max(mx0, mx1, g0, g1, m0, m1, alpha0, alpha1);
     const float c0 = 8.0f - m0, c1 = 8.0f - m1;
     float s0 = 0.0f, s1 = 0.0f;
+    [[maybe_unused]] float rx = 1.0f, ry = 1.0f, pre = 1.0f, inv = 1.0f;
+    if constexpr (kFoldV) *vmax = ts_v_normaliser(vs, pre, inv);
 #pragma unroll
     for (int k = 0; k < kK; k++) {
         const bool first_row = (k % 4) < 2;
+        if constexpr (kFoldV) {
+            if (k % 4 == 0) { // columns 8 (k / 4) + 2q, +1
+                const float2 v = lds_float2_here(vs + 8 * (k / 4) + 2 * q);
+                rx = __fmul_rn(__fmul_rn(v.x, pre), inv);
+                ry = __fmul_rn(__fmul_rn(v.y, pre), inv);
+            }
+        }
         const float pk = ex2_approx(fmaf(acc[k], first_row ? g0 : g1, first_row ? c0 : c1));
-        acc[k] = pk; // 256 * p
+        acc[k] = kFoldV ? __fmul_rn(pk, k % 2 ? ry : rx) : pk; // 256 * p (x vs / vmax)
         if (first_row) s0 += pk; else s1 += pk;
     }
 #pragma unroll
@@ -599,14 +618,16 @@ static __device__ __forceinline__ void pv_add_to_o(float (&o)[64], const float (
         o[kN / 2 * part + k] = fmaf(o[kN / 2 * part + k], (k % 4) < 2 ? alpha0 : alpha1, pv[k]);
 }
 
-/* ---- Per-token scales (args.token_scales, docs/semantics.md §4.5; the lean kernels' TS form) ----
- * Rows r0 and r0 + 8 of a thread are two heads of one query, so they see the same tokens:
- * one vmax per warp and page. */
+/* ---- Per-token scales (args.token_scales, docs/semantics.md §4.5; the lean and dense kernels' TS forms) ----
+ * In the lean kernels rows r0 and r0 + 8 of a thread are two heads of one query, so they see
+ * the same tokens: one vmax per warp and page (ts_scale_p). The dense tiles' two rows are two
+ * queries: one vmax per row (attention_dense.cuh, ts_scale_p_two_queries). */
 
 /* One warp copies the K and V scales of page `physical` (KV head kv_head) into its buffer,
  * buf[0] K and buf[1] V, all PAGE slots (semantics §4.5: any slot of a selected page may be
  * read; the ones a row cannot see are never used; PAGE = 64: entries 64..127 are not
- * loaded, and ts_mask_page sets them, every step of a 64-token page being masked past 63);
+ * loaded: ts_scale_scores<64> does not read the K ones, and ts_mask_v (the lean kernels)
+ * or the dense tiles' per-row limits (<= 63) keep the V ones out);
  * cp.async, committed; a side without scales is written as 1. The reader waits (cp_async_wait_all) and __syncwarp()s first. */
 template <int PAGE = kPageSize>
 static __device__ __forceinline__ void ts_load_page(float (&buf)[2][kPageSize], const AttentionParams &p,
@@ -625,41 +646,51 @@ static __device__ __forceinline__ void ts_load_page(float (&buf)[2][kPageSize], 
     cp_async_commit();
 }
 
-/* The masked columns of a page (lim < 127: warp-uniform, only a query's own page and pages
- * past the KV length), before softmax_page_ts and ts_scale_p, so that they run without
- * compares: acc = -inf past lim (as softmax_page masks), and in the warp's scale buffer K
- * scale 1 and V scale 0 there (the slots' own values may be NaN: semantics §4.5 never
- * reads them). Then x = -inf x f past lim, the products softmax_page forms, so scales of 1
- * still give its bits; p = 0 there, and P x 0 = 0. Warp-collective (the lanes write the
- * buffer, then __syncwarp).
- * f0 / f1: this thread's rows' score factors, in and out. A non-positive one (k_scale <= 0,
- * never in practice) would make -inf x f +inf or NaN, so then (per thread, as
- * softmax_page's plain form decides: lanes may differ, e.g. a head whose factor underflows
- * to 0) the thread's scores are scaled here, x = acc x f, before the mask, and f0 = f1 = 1:
- * softmax_page_ts then takes x x ks_t and 2^(x ks_t - m + 8) in one FFMA, so that with
- * every ks_t = 1 the bits are softmax_page's plain form's (x rounded, then 2^(x - m + 8)).
- * The shared scale buffer is not touched on visible columns (other lanes read it). */
-static __device__ __forceinline__ void ts_mask_page(float (&acc)[64], int64_t lim, uint32_t q,
-                                                    float (&buf)[2][kPageSize], int lane, float &f0, float &f1)
+/* A float2 from shared memory, loaded where it is written in the program (asm volatile: the
+ * front end neither moves nor merges it; ptxas sees a plain ld.shared): a second pass over a
+ * page's scales reads them again instead of keeping 32 of them live from the first (the
+ * dense tiles' ts_scale_p_two_queries; it changes registers, not results). */
+static __device__ __forceinline__ float2 lds_float2_here(const float *at)
+{
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"((uint32_t)__cvta_generic_to_shared(at)));
+    return v;
+}
+
+/* The scores times their tokens' K scales (docs/semantics.md §4.5): acc = acc x ks_t,
+ * rounded, for this thread's rows r0 and r0 + 8 (one scale per column: both rows see the
+ * same token); the softmax (softmax_page, or the dense tiles' softmax_page_two_queries) then
+ * runs on the products exactly as without scales, with the rows' factors f: x_t = (acc x
+ * ks_t) x f, the form the stacked tile takes too, so every ks_t = 1 leaves the scores' bits.
+ * Past a row's last visible column the product may be NaN (a slot no row may see: its scale
+ * is never used); the softmax masks those columns after this (by selects, or by position for
+ * NCOLS = 64, whose columns 64..127 hold no token and are not multiplied here). */
+template <int NCOLS = kPageSize>
+static __device__ __forceinline__ void ts_scale_scores(float (&acc)[64], uint32_t q, const float *ks)
+{
+#pragma unroll
+    for (int b = 0; b < NCOLS / 8; b++) {
+        const float2 k2 = lds_float2_here(ks + 8 * b + 2 * q);
+        acc[4 * b] = __fmul_rn(acc[4 * b], k2.x);
+        acc[4 * b + 1] = __fmul_rn(acc[4 * b + 1], k2.y);
+        acc[4 * b + 2] = __fmul_rn(acc[4 * b + 2], k2.x);
+        acc[4 * b + 3] = __fmul_rn(acc[4 * b + 3], k2.y);
+    }
+}
+
+/* The V scales past lim set to 0 in the warp's buffer (lim < 127: warp-uniform, only a
+ * query's own page, a page past the KV length, and every step of a 64-token page), so that
+ * ts_scale_p's normaliser and products see only the row's visible tokens (the slots' own
+ * values may be NaN: semantics §4.5 never reads them; p = 0 there, and P x 0 = 0).
+ * Warp-collective (after the buffer's copy has landed: cp_async_wait_all, __syncwarp). */
+static __device__ __forceinline__ void ts_mask_v(float (&buf)[2][kPageSize], int64_t lim, int lane)
 {
     const int lim32 = lim < 0 ? -1 : (int)lim; // lim < 127 here
-    if (!(f0 > 0.0f && f1 > 0.0f)) { // scaled before the mask
-#pragma unroll
-        for (int k = 0; k < 64; k++) acc[k] *= (k % 4) < 2 ? f0 : f1;
-        f0 = f1 = 1.0f;
-    }
-#pragma unroll
-    for (int k = 0; k < 64; k++) {
-        const int col = 8 * (k / 4) + 2 * (int)q + (k % 2);
-        acc[k] = col <= lim32 ? acc[k] : -INFINITY;
-    }
+    __syncwarp();
 #pragma unroll
     for (int j = 0; j < kPageSize / 32; j++) {
         const int t = lane + 32 * j;
-        if (t > lim32) {
-            buf[0][t] = 1.0f;
-            buf[1][t] = 0.0f;
-        }
+        if (t > lim32) buf[1][t] = 0.0f;
     }
     __syncwarp();
 }
@@ -670,17 +701,6 @@ static __device__ __forceinline__ float pow2_at_least(float a)
     const uint32_t u = __float_as_uint(a);
     if (u >= 0x00800000u) return (u & 0x007fffffu) ? __uint_as_float((u & 0x7f800000u) + 0x00800000u) : a;
     return __uint_as_float((u & (u - 1u)) ? 1u << (32 - __clz(u)) : u); // subnormal: the integer's next power
-}
-
-/* A float2 from shared memory, loaded where it is written in the program (asm volatile: the
- * front end neither moves nor merges it; ptxas sees a plain ld.shared): the per-token-scale
- * softmax's second pass reads a page's scales again instead of keeping 32 of them (or their
- * products) live from the first (observed in the SASS; it changes registers, not results). */
-static __device__ __forceinline__ float2 lds_float2_here(const float *at)
-{
-    float2 v;
-    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"((uint32_t)__cvta_generic_to_shared(at)));
-    return v;
 }
 
 /* vmax from vabs, the largest |vs| of a row's visible tokens on a page: the smallest power of
@@ -699,7 +719,7 @@ static __device__ __forceinline__ float ts_vmax_of(float vabs, float &pre, float
     return vmax;
 }
 
-/* The page's V-scale normaliser (ts_vmax_of) over its tokens (ts_mask_page set the masked
+/* The page's V-scale normaliser (ts_vmax_of) over its tokens (ts_mask_v set the masked
  * slots' to 0). Lane l reads tokens l, l + 32, ... (4 loads, not the 32 values of its
  * columns, which would stay live), then the warp's maximum; fmaxf drops NaN, as the
  * reference's comparison does. */
@@ -714,75 +734,8 @@ static __device__ __forceinline__ float ts_v_normaliser(const float *vs, float &
     return ts_vmax_of(vabs, pre, inv);
 }
 
-/* softmax_page with per-token K scales ks (the warp's shared-memory copy of the page's,
- * masked by ts_mask_page on a page with masked columns): the score factor of column t is
- * f * ks_t (rounded once), so x_t = acc * (f * ks_t) and 256 p = 2^(acc * (f ks_t) - m + 8)
- * in one FFMA, as softmax_page does with f: with every ks_t = 1 the same instructions'
- * results, bit for bit (rounding is monotonic, so the row max of the rounded products is
- * softmax_page's rounded max times f). A non-positive f (k_scale <= 0, never in practice)
- * takes softmax_page's plain form: x rounded first, then 2^(x - m + 8), so that there too
- * scales of 1 give its bits. Same outputs and updates as softmax_page; acc = 256 p.
- * kFoldV (the three-CTA instances, 168 registers): P's per-token V scales in the same pass,
- * acc = 256 p * (vs_t / vmax) (ts_v_normaliser; l sums the unscaled p), returning vmax (by
- * which the page's PV sum is multiplied, pv_add_to_o_ts), and the second pass reads the
- * scales by volatile shared loads (lds_float2_here), so that ptxas does not keep the first
- * pass's 32 values, or their products, live between the passes. Otherwise ts_scale_p
- * follows (the same bits; at two CTAs per SM the three-CTA form's reloads and this fold,
- * measured together, were 2.5-3.6% slower). */
-template <bool kFoldV>
-static __device__ __forceinline__ float softmax_page_ts(float (&acc)[64], uint32_t q, float f0, float f1,
-                                                        const float *ks, const float *vs, float &m0, float &m1,
-                                                        float &l0, float &l1, float &alpha0, float &alpha1)
-{
-    const bool plain = !(f0 > 0.0f && f1 > 0.0f); // softmax_page's non-positive-factor form
-    float vmax = 1.0f, pre = 1.0f, inv = 1.0f;
-    if constexpr (kFoldV) vmax = ts_v_normaliser(vs, pre, inv);
-    float t0[4], t1[4]; // row maxima, four partial chains per row
-#pragma unroll
-    for (int j = 0; j < 4; j++) t0[j] = t1[j] = -INFINITY;
-#pragma unroll
-    for (int b = 0; b < 16; b++) {
-        const float2 s = *reinterpret_cast<const float2 *>(ks + 8 * b + 2 * q);
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int k = 4 * b + e;
-            const float x = acc[k] * ((e < 2 ? f0 : f1) * (e % 2 ? s.y : s.x));
-            if (e < 2) t0[b % 4] = fmaxf(t0[b % 4], x);
-            else t1[b % 4] = fmaxf(t1[b % 4], x);
-        }
-    }
-    float mx0 = fmaxf(fmaxf(t0[0], t0[1]), fmaxf(t0[2], t0[3]));
-    float mx1 = fmaxf(fmaxf(t1[0], t1[1]), fmaxf(t1[2], t1[3]));
-    softmax_rows_max(mx0, mx1, 1.0f, 1.0f, m0, m1, alpha0, alpha1); // the factors are in x already
-    const float c0 = 8.0f - m0, c1 = 8.0f - m1;
-    float s0 = 0.0f, s1 = 0.0f;
-#pragma unroll
-    for (int b = 0; b < 16; b++) {
-        const float2 s = kFoldV ? lds_float2_here(ks + 8 * b + 2 * q) : *reinterpret_cast<const float2 *>(ks + 8 * b + 2 * q);
-        float rx = 1.0f, ry = 1.0f;
-        if constexpr (kFoldV) {
-            const float2 v = lds_float2_here(vs + 8 * b + 2 * q);
-            rx = __fmul_rn(__fmul_rn(v.x, pre), inv);
-            ry = __fmul_rn(__fmul_rn(v.y, pre), inv);
-        }
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int k = 4 * b + e;
-            const bool first_row = e < 2;
-            const float fk = (first_row ? f0 : f1) * (e % 2 ? s.y : s.x);
-            const float cr = first_row ? c0 : c1;
-            const float arg = plain ? __fadd_rn(__fmul_rn(acc[k], fk), cr) : fmaf(acc[k], fk, cr);
-            const float pk = ex2_approx(arg);
-            acc[k] = kFoldV ? __fmul_rn(pk, e % 2 ? ry : rx) : pk; // 256 p (x vs / vmax)
-            if (first_row) s0 += pk; else s1 += pk;
-        }
-    }
-    softmax_rows_sum(s0, s1, alpha0, alpha1, l0, l1);
-    return vmax;
-}
-
-/* P with per-token V scales after softmax_page_ts<false> (acc = 256 p; l already summed the
- * unscaled p): acc = 256 p * (vs_t / vmax) (past lim p = 0 and, by ts_mask_page, vs = 0: a
+/* P with per-token V scales after the softmax (acc = 256 p; l already summed the
+ * unscaled p): acc = 256 p * (vs_t / vmax) (past lim p = 0 and, by ts_mask_v, vs = 0: a
  * masked slot's own scale may be NaN), vmax and the rounding as ts_v_normaliser says.
  * Returns vmax, by which the page's PV sum is multiplied (pv_add_to_o_ts). */
 static __device__ __forceinline__ float ts_scale_p(float (&acc)[64], uint32_t q, const float *vs)
@@ -791,7 +744,7 @@ static __device__ __forceinline__ float ts_scale_p(float (&acc)[64], uint32_t q,
     const float vmax = ts_v_normaliser(vs, pre, inv);
 #pragma unroll
     for (int b = 0; b < 16; b++) {
-        const float2 s = *reinterpret_cast<const float2 *>(vs + 8 * b + 2 * q);
+        const float2 s = lds_float2_here(vs + 8 * b + 2 * q);
         const float rx = __fmul_rn(__fmul_rn(s.x, pre), inv), ry = __fmul_rn(__fmul_rn(s.y, pre), inv);
 #pragma unroll
         for (int e = 0; e < 4; e++) {

@@ -235,11 +235,12 @@ static __device__ __forceinline__ void lean_release(uint32_t *done, int next, in
  * i + 1 is loaded once every warp waited for page i's PV.
  *
  * TS (per-token scales, docs/semantics.md §4.5): each warp copies the K and V scales of its
- * next member page into its own shared-memory buffer (cp.async, issued right after its
- * softmax has read the current page's, so the copy flies during PV and the next QK), runs
- * the softmax with the score factor f * ks_t (softmax_page_ts), scales P by vs / vmax after
- * it (ts_scale_p; the three-CTA form folds it into the softmax's second pass, the same bits)
- * and the page's PV sum by vmax. With every scale 1 the bytes of the kernel without.
+ * next member page into its own shared-memory buffer (cp.async, issued right after it has
+ * read the current page's, so the copy flies during PV and the next QK), multiplies the
+ * scores by the K scales (ts_scale_scores) and runs the softmax as without scales on the
+ * products, then scales P by vs / vmax (ts_scale_p) and the page's PV sum by vmax. With
+ * every scale 1 the bytes of the kernel without. (Until 2026-12-04 the softmax took the
+ * factor f x ks_t per column, three more multiplies a score: bench/NOTES.md, 31st session.)
  * Warp-private: no barrier beyond __syncwarp. Two or three CTAs per SM (lean_ts_ctas_per_sm).
  *
  * G = 8 or 4 Q heads per KV head (the padded tile): each slot's 16 rows hold its G heads
@@ -280,9 +281,8 @@ __global__ void __launch_bounds__(kThreads, TS ? lean_ts_ctas_per_sm<VARIANT, X2
     // TS at three CTAs per SM (168 registers): the page loop reloads the warp's limit, the
     // rows' factors and the KV head from shared memory, the epilogue the warp's row and the
     // rows' sinks (computed in the prologue: no call in the epilogue, whose calling
-    // convention kept values in local memory), and the softmax folds P x vs / vmax into its
-    // second pass. At two CTAs these cost 2.5-3.6% (the per-token-scale kernel without the
-    // pre-pass, bench/NOTES.md): there the plain forms.
+    // convention kept values in local memory). At two CTAs these cost 2.5-3.6% (the
+    // per-token-scale kernel without the pre-pass, bench/NOTES.md): there the plain forms.
     constexpr bool kTs3 = TS && lean_ts_ctas_per_sm<VARIANT, X2, PREVT, G, TOPK>() == 3;
     auto &ts_sm = reinterpret_cast<SmemPlanLeanTsT<lean_list_capacity(TOPK)> &>(sm);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -407,15 +407,17 @@ __global__ void __launch_bounds__(kThreads, TS ? lean_ts_ctas_per_sm<VARIANT, X2
         [[maybe_unused]] float vmax = 1.0f;
         if constexpr (TS) {
             if (member) {
-                const int64_t lim = page_column_limit<PAGE>(kTs3 ? lds_warp_s64_here(ts_sm.warp_limit) : my_limit,
-                                                            sm.page_logical[i]);
                 cp_async_wait_all();
                 __syncwarp();
-                float g0 = f0, g1 = f1; // 1 after ts_mask_page applied a non-positive factor
+                ts_scale_scores<PAGE>(acc, q, ts_buf[0]); // acc x ks, then the softmax as without scales
+                const int64_t lim = page_column_limit<PAGE>(kTs3 ? lds_warp_s64_here(ts_sm.warp_limit) : my_limit,
+                                                            sm.page_logical[i]);
+                if (lim < kPageSize - 1) ts_mask_v(ts_buf, lim, lane); // warp-uniform
+                float g0 = f0, g1 = f1;
                 if constexpr (kTs3) lds_thread_rows_here(sm.row_factor, g0, g1);
-                if (lim < kPageSize - 1) ts_mask_page(acc, lim, q, ts_buf, lane, g0, g1); // warp-uniform
-                vmax = softmax_page_ts<kTs3>(acc, q, g0, g1, ts_buf[0], ts_buf[1], m0, m1, l0, l1, alpha0, alpha1);
-                if constexpr (!kTs3) vmax = ts_scale_p(acc, q, ts_buf[1]);
+                // ... with P x vs / vmax in its last pass (ts_scale_p's bits)
+                softmax_page<kLeanMaxWidth, PAGE, true>(acc, lim, q, g0, g1, m0, m1, l0, l1, alpha0, alpha1,
+                                                        ts_buf[1], &vmax);
             }
             // The next member page's scales, once every lane has read this page's.
             if (i + 1 < num_pages && ((sm.page_members[i + 1] >> warp) & 1u)) {
