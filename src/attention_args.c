@@ -49,8 +49,9 @@ int pw_dense_tile_g(const pw_problem_t *problem)
 int pw_vt_runs_dense(const pw_problem_t *problem, const pw_attention_args_t *args)
 {
     if (!problem || !args) return 0;
+    /* Per-token scales: FP8 only (FP8X2's run on the stacked tile, pw_vt_buffers_t.stack_mode). */
     const pw_token_scales_t ts = pw_args_token_scales(args);
-    return !ts.k && !ts.v ? pw_dense_tile_g(problem) : 0;
+    return (!ts.k && !ts.v) || pw_args_precision(args) == PW_PRECISION_FP8 ? pw_dense_tile_g(problem) : 0;
 }
 
 pw_status_t pw_check_vt_stack(const pw_problem_t *problem, const pw_attention_args_t *args,

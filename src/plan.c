@@ -116,7 +116,7 @@ static int plan_runs_dense(const pw_plan_t *plan)
  * eligible plan, the flag's choice or, by default, the device's per call; PW_STACK_NEVER
  * for every other call. With per-token scales the default is the stacked tile, always: the
  * other tile is then the lean kernel's per-token-scale form (G = 16) or the padded tile
- * (G = 8 / 4: the dense tiles do not read them), and the stacked tile measured faster on
+ * (G = 8 / 4: the dense tiles read them in FP8 only), and the stacked tile measured faster on
  * every input, the captures included (H200, A / B / C-hot and two captures: 0.70-0.86x at
  * G = 16, 0.48-0.50x at G = 8, 0.27-0.38x at G = 4; bench/NOTES.md, 29th session). */
 static int stack_mode(const pw_plan_t *plan, const pw_attention_args_t *args)
@@ -130,7 +130,7 @@ static int stack_mode(const pw_plan_t *plan, const pw_attention_args_t *args)
 
 /* The G of the dense tile whose work items and regroup objective the call's tile takes
  * (0: the lean kernel's halves): the dense tile itself (pw_vt_runs_dense: without per-token
- * scales), or, with per-token scales, the stacked tile always run (stack_mode) at G = 8 / 4,
+ * scales, or FP8 with them), or, with per-token scales in FP8X2, the stacked tile always run (stack_mode) at G = 8 / 4,
  * which walks the dense tile's items (groups at G = 8, pairs of groups at G = 4); at G = 16
  * it walks the lean kernel's halves. */
 #ifdef PW_HAVE_CUDA
@@ -148,8 +148,8 @@ static int call_dense_g(const pw_plan_t *plan, const pw_attention_args_t *args, 
  * on A-hot after the g = 8 regroup, 95,292 after g = 4; G = 4, pairs of them: 69,233
  * merged visits, 70,524 after g = 4, 71,891 in identity order; H200 full call 0.713 ms
  * FP8X2 against 0.727 in identity order, bench/NOTES.md), every other tile (also a dense
- * plan's FP8 call with per-token scales, or an FP8X2 one with PW_PLAN_NO_FP8X2_STACKED:
- * the padded tile) the plan's objective (g = 4 for
+ * plan's FP8X2 call with per-token scales and PW_PLAN_NO_FP8X2_STACKED: the padded tile)
+ * the plan's objective (g = 4 for
  * Union4's halves, 8 for Union8 or PW_PLAN_REGROUP_GROUPS_OF_8).
  * dense_g: the tile's G (plan_runs_dense, or pw_vt_runs_dense for a call), 0 for none;
  * stack: the call's stack_mode. */

@@ -294,8 +294,9 @@ pw_status_t pw_capture_branch_join(pw_stream_t stream, pw_capture_branch_t *bran
 int pw_dense_tile_g(const pw_problem_t *problem);
 
 /* The G of the dense tile pw_union_attention_vt runs for these arguments (pw_dense_tile_g
- * without per-token scales), else 0 (the lean kernel). The plan's schedule and regroup
- * follow it. */
+ * without per-token scales, or with them in PW_PRECISION_FP8), else 0 (the lean kernel; with
+ * per-token scales in FP8X2 the stacked tile where pw_vt_buffers_t.stack_mode says so). The
+ * plan's schedule and regroup follow it. */
 int pw_vt_runs_dense(const pw_problem_t *problem, const pw_attention_args_t *args);
 
 /* CUDA build (src/cuda/union_prepare.cu): rows x k Top-K ids -> rows x k_padded, -1 after k

@@ -733,8 +733,8 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     chunks": 4,096+ queries and a page table of at most 4 entries per selection, 8,192+
     queries where a KV head may touch more pages than the tiles hold) and "vt_capacity"
     (its tiles per KV head, 0 without it); "tile": 'g16' (16 Q heads per KV head),
-    'dense' (G = 8 or 4 on the pre-pass without per-token scales: 8 queries x 8 heads,
-    or 16 queries x 4 heads, per tile) or 'padded' (G = 8 or 4 otherwise: 16 / G times
+    'dense' (G = 8 or 4 on the pre-pass, in 'fp8x2' without per-token scales: 8 queries x 8
+    heads, or 16 queries x 4 heads, per tile) or 'padded' (G = 8 or 4 otherwise: 16 / G times
     the useful tensor work; in 'fp8x2' with per-token scales on the pre-pass the stacked
     tile runs instead: "fp8x2_tile"). A KV head whose unions touch more than vt_capacity pages in a
     call runs that call on the kernel that transposes V (the padded tile at G = 8 and 4),
@@ -791,7 +791,9 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     info = plan.info(prec)
     del plan
     token_scales = k_token_scales is not None or v_token_scales is not None
-    tile = "g16" if g == 16 else "dense" if info.dense_tile and not token_scales else "padded"
+    fp8 = prec == _lib.PRECISIONS["fp8"]
+    # the dense tiles read per-token scales in 'fp8' only ('fp8x2' runs them on the stacked tile)
+    tile = "g16" if g == 16 else "dense" if info.dense_tile and (fp8 or not token_scales) else "padded"
     modes = {v: name for name, v in _lib.REGROUP_MODES.items()}
     group_size = int(info.regroup_group_size)
     fp8x2_tile = {1: "per_call", 2: "stacked"}.get(int(info.fp8x2_stacked))
@@ -801,8 +803,8 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
         # plan keeps identity order; pw_sparse_prefill, stack_mode)
         fp8x2_tile = "stacked"
         group_size = {16: 2, 8: 4, 4: 8}[g] if group_size else 0
-    elif info.dense_tile and token_scales and group_size:
-        group_size = 4  # the plan's calls with per-token scales run the padded tile (pw_sparse_prefill)
+    elif info.dense_tile and token_scales and group_size and not fp8:
+        group_size = 4  # 'fp8x2' with per-token scales off the stacked tile: the padded tile (pw_sparse_prefill)
     return {"kernel": kernel_name, "regroup": modes.get(info.regroup, str(info.regroup)),
             "regroup_group_size": group_size, "vt_prepass": bool(info.vt_prepass),
             "vt_capacity": int(info.vt_capacity), "tile": tile, "fp8x2_tile": fp8x2_tile}

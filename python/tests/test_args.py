@@ -210,15 +210,18 @@ def test_check_gpu_support_token_scales_and_sink_keys():
         pageweaver.check_gpu_support(*op_args(dict(p, topk_idx=p["topk_idx"][0])))
 
 
-@pytest.mark.parametrize("g,table_cols,scales,tile,prepass", [
-    (8, 64, False, "dense", True), (8, 64, True, "padded", True), (4, 64, False, "dense", True),
-    (4, 64, True, "padded", True),
-    (16, 64, False, "g16", True), (16, 64, True, "g16", True),
-    (8, 20000, False, "padded", False),  # a table with more entries than tiles: 8,192+ queries needed
+@pytest.mark.parametrize("g,table_cols,scales,tile,prepass,precision", [
+    (8, 64, False, "dense", True, "fp8x2"), (8, 64, True, "padded", True, "fp8x2"),
+    (4, 64, False, "dense", True, "fp8x2"), (4, 64, True, "padded", True, "fp8x2"),
+    (16, 64, False, "g16", True, "fp8x2"), (16, 64, True, "g16", True, "fp8x2"),
+    (8, 20000, False, "padded", False, "fp8x2"),  # a table with more entries than tiles: 8,192+ queries needed
+    (8, 64, False, "dense", True, "fp8"), (8, 64, True, "dense", True, "fp8"),
+    (4, 64, True, "dense", True, "fp8"), (8, 20000, True, "padded", False, "fp8"),
 ])
-def test_check_gpu_support_names_the_path(g, table_cols, scales, tile, prepass):
+def test_check_gpu_support_names_the_path(g, table_cols, scales, tile, prepass, precision):
     """A chunk of 4,096 queries: the V^T pre-pass rule holds with a short page table, and G = 8
-    or 4 without per-token scales then runs the dense tile (README: supported shapes)."""
+    or 4 then runs the dense tile, in 'fp8x2' without per-token scales (with them the
+    stacked tile: "fp8x2_tile"), in 'fp8' with them too (README: supported shapes)."""
     n, hkv, d = 4096, 1, 128
     slots = table_cols * 128
     i32 = lambda v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
@@ -229,7 +232,7 @@ def test_check_gpu_support_names_the_path(g, table_cols, scales, tile, prepass):
             torch.arange(table_cols, dtype=torch.int32).view(1, table_cols),
             i32([0, n]), i32([n + 100]), i32([100]))
     ts = torch.ones(hkv, slots) if scales else None
-    info = pageweaver.check_gpu_support(*args, k_token_scales=ts, v_token_scales=ts)
+    info = pageweaver.check_gpu_support(*args, k_token_scales=ts, v_token_scales=ts, precision=precision)
     assert info["kernel"] == "union4"
     assert info["vt_prepass"] is prepass
     assert (info["vt_capacity"] > 0) is prepass
@@ -237,8 +240,11 @@ def test_check_gpu_support_names_the_path(g, table_cols, scales, tile, prepass):
     # FP8X2 (the default) at G = 16, 8 and 4 on the pre-pass: the device picks the tile per
     # call (the lean kernel or, at G = 8 / 4, the dense tile, or the stacked tile); with
     # per-token scales the stacked tile always (faster than the other tile on every input)
-    stacked_always = scales and prepass
-    assert info["fp8x2_tile"] == ("stacked" if stacked_always else "per_call" if prepass else None)
+    stacked_always = scales and prepass and precision == "fp8x2"
+    if precision == "fp8":
+        assert info["fp8x2_tile"] is None
+    else:
+        assert info["fp8x2_tile"] == ("stacked" if stacked_always else "per_call" if prepass else None)
     # the dense tiles regroup for 8-query unions, the padded and G = 16 tiles for 4-query
     # halves; the stacked tile always run: pairs at G = 16, 4-query halves at G = 8, 8-query
     # groups at G = 4

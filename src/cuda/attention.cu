@@ -736,9 +736,11 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         if (problem->q_heads_per_kv != dense_g)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl %d (dense tile) runs G = %d only (G is %d)", impl, dense_g,
                            problem->q_heads_per_kv);
-        if (has_ts)
-            return pw_fail(PW_ERROR_UNSUPPORTED, "args.token_scales: dev impl %d (dense G = %d) does not read them", impl,
-                           dense_g);
+        if (has_ts && pw_args_precision(args) == PW_PRECISION_FP8X2)
+            return pw_fail(PW_ERROR_UNSUPPORTED,
+                           "args.token_scales: dev impl %d (dense G = %d) reads them in PW_PRECISION_FP8 only (FP8X2 "
+                           "runs them on the stacked tile, dev impl 12, or the padded tile)",
+                           impl, dense_g);
         if (kernel != PW_KERNEL_UNION4)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl %d (dense G = %d) runs with PW_KERNEL_UNION4 (its metadata)",
                            impl, dense_g);

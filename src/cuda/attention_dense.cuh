@@ -210,6 +210,92 @@ static __device__ __forceinline__ void pv_add_to_o_two_queries(float (&o)[64], c
     }
 }
 
+/* Per-token scales on the dense tiles (TS, FP8 only; docs/semantics.md §4.5): after the
+ * softmax (acc = 256 p, the scores having been multiplied by their K scales first:
+ * ts_scale_scores), P x (vs_t / vmax) for this thread's two rows, each with its own vmax:
+ * the rows are two queries, whose visible tokens differ on a page holding a member's last
+ * visible token. lim0 / lim1 the rows' last visible columns, mem0 / mem1 whether each row's
+ * query selected the page (a non-member row's P is 0 and its vmax 1). vabs is taken over the
+ * row's visible columns of this thread (32 of the page's 128), then the quad's (whose four
+ * lanes hold the row's 128 columns): the largest |vs| of the row's visible tokens, the value
+ * the lean kernel's ts_v_normaliser takes over its buffer masked past lim (fmaxf drops NaN in
+ * both). vs_t / vmax by ts_vmax_of's multiplications, 0 past the row's limit: ts_scale_p's
+ * products, so each member row's P is the padded tile's bit for bit. A page both rows see
+ * whole (most pages) takes one vabs and one factor per column. Quad shuffles: called by
+ * every lane of a member warp. */
+static __device__ __forceinline__ void ts_scale_p_two_queries(float (&acc)[64], int64_t lim0, int64_t lim1, bool mem0,
+                                                              bool mem1, uint32_t q, const float *vs, float &vmax0,
+                                                              float &vmax1)
+{
+    constexpr int kLast = kPageSize - 1;
+    const int c0 = !mem0 || lim0 < 0 ? -1 : lim0 < kLast ? (int)lim0 : kLast;
+    const int c1 = !mem1 || lim1 < 0 ? -1 : lim1 < kLast ? (int)lim1 : kLast;
+    const bool whole = c0 == kLast && c1 == kLast; // per lane (G = 4: the quad agrees)
+    float a0 = 0.0f, a1 = 0.0f;
+    if (whole) {
+#pragma unroll
+        for (int b = 0; b < 16; b++) {
+            const float2 v = *reinterpret_cast<const float2 *>(vs + 8 * b + 2 * q);
+            a0 = fmaxf(a0, fmaxf(fabsf(v.x), fabsf(v.y)));
+        }
+        a1 = a0;
+    } else {
+#pragma unroll
+        for (int b = 0; b < 16; b++) {
+            const float2 v = *reinterpret_cast<const float2 *>(vs + 8 * b + 2 * q);
+            const int col = 8 * b + 2 * (int)q;
+            if (col <= c0) a0 = fmaxf(a0, fabsf(v.x));
+            if (col + 1 <= c0) a0 = fmaxf(a0, fabsf(v.y));
+            if (col <= c1) a1 = fmaxf(a1, fabsf(v.x));
+            if (col + 1 <= c1) a1 = fmaxf(a1, fabsf(v.y));
+        }
+    }
+    a0 = fmaxf(a0, __shfl_xor_sync(0xffffffffu, a0, 1));
+    a0 = fmaxf(a0, __shfl_xor_sync(0xffffffffu, a0, 2));
+    a1 = fmaxf(a1, __shfl_xor_sync(0xffffffffu, a1, 1));
+    a1 = fmaxf(a1, __shfl_xor_sync(0xffffffffu, a1, 2));
+    float pre0, inv0, pre1, inv1;
+    vmax0 = ts_vmax_of(a0, pre0, inv0);
+    vmax1 = ts_vmax_of(a1, pre1, inv1);
+    if (whole) { // a0 == a1: one factor per column
+#pragma unroll
+        for (int b = 0; b < 16; b++) {
+            const float2 v = lds_float2_here(vs + 8 * b + 2 * q);
+            const float rx = __fmul_rn(__fmul_rn(v.x, pre0), inv0), ry = __fmul_rn(__fmul_rn(v.y, pre0), inv0);
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[4 * b + e] = __fmul_rn(acc[4 * b + e], e % 2 ? ry : rx);
+        }
+        return;
+    }
+#pragma unroll
+    for (int b = 0; b < 16; b++) {
+        const float2 v = lds_float2_here(vs + 8 * b + 2 * q);
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int k = 4 * b + e, col = 8 * b + 2 * (int)q + (e % 2);
+            const bool first_row = e < 2;
+            const float r = __fmul_rn(__fmul_rn(e % 2 ? v.y : v.x, first_row ? pre0 : pre1), first_row ? inv0 : inv1);
+            acc[k] = col <= (first_row ? c0 : c1) ? __fmul_rn(acc[k], r) : 0.0f;
+        }
+    }
+}
+
+/* pv_add_to_o_two_queries with per-token V scales: o = o * alpha + (pv * vmax), each row its
+ * own vmax (the product exact); a non-member row's O is left as it is. */
+template <bool kBoth>
+static __device__ __forceinline__ void pv_add_to_o_two_queries_ts(float (&o)[64], const float (&pv)[32], int part,
+                                                                  bool mem0, bool mem1, float alpha0, float alpha1,
+                                                                  float vmax0, float vmax1)
+{
+#pragma unroll
+    for (int k = 0; k < 32; k++) {
+        const bool first_row = (k % 4) < 2;
+        const float updated =
+            fmaf(o[32 * part + k], first_row ? alpha0 : alpha1, __fmul_rn(pv[k], first_row ? vmax0 : vmax1));
+        o[32 * part + k] = kBoth || (first_row ? mem0 : mem1) ? updated : o[32 * part + k];
+    }
+}
+
 /* The dense tiles' page walk (dev impls 13 and 14), after the page list is built (ends
  * with __syncthreads; the ring initialised): the first page's loads, Q quantised to the
  * dense layout (row G s + h), then per page QK, the two queries' softmax of each thread's
@@ -217,12 +303,21 @@ static __device__ __forceinline__ void pv_add_to_o_two_queries(float (&o)[64], c
  * G = 8: warp w holds slots 2w and 2w + 1 (membership warp-uniform per row half); G = 4:
  * slots 4w + lane / 16 and 4w + 2 + lane / 16 (per lane, the quad of a row agrees; the
  * both-members path needs all four slots of the warp). */
-template <bool X2, int G, class Plan, int SLOTS, int PAGE = kPageSize>
+template <bool X2, int G, class Plan, int SLOTS, int PAGE = kPageSize, bool TS = false>
 static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParams &p, int tid, int kv_head,
                                                   const int32_t (&query_rows)[SLOTS], const int64_t (&limits)[SLOTS])
 {
     static_assert((G == 8 && SLOTS == 8) || (G == 4 && SLOTS == 16), "dense tiles: 8 x 8 or 16 x 4");
+    static_assert(!(TS && X2), "dense tiles: per-token scales in FP8 only (FP8X2 runs them on the stacked tile)");
     const int warp = tid / 32, lane = tid % 32;
+    // TS: this warp's copy of the current page's K and V scales (2 x 128 floats), in the raw
+    // V tile, which FP8 on the pre-pass never uses (its V^T tile is sm.vt).
+    static_assert(sizeof(sm.v) >= kThreads / 32 * 2 * kPageSize * sizeof(float), "dense TS: the scale buffers fit sm.v");
+    float(&ts_buf)[2][kPageSize] = reinterpret_cast<float(*)[2][kPageSize]>(sm.v)[warp];
+    // The bits of warp w's slots in a page's member mask (G = 8: 2w, 2w + 1; G = 4: 4w..4w+3).
+    auto warp_selects = [&](int i) {
+        return G == 8 ? ((uint32_t)sm.page_members[i] >> (2 * warp)) & 3u : ((uint32_t)sm.page_members[i] >> (4 * warp)) & 0xfu;
+    };
     const int num_pages = sm.num_pages;
     const uint64_t keep_kv = createpolicy_evict_last();
     auto vt_tile = [&](int i) { return prevt_tile(p, kv_head, sm.page_vt[i]); };
@@ -284,6 +379,8 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
     const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q);
     const uint64_t desc_k = wgmma_desc_k_major_sw128(sm.k);
     const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt);
+    if constexpr (TS)
+        if (num_pages > 0 && warp_selects(0) != 0u) ts_load_page<PAGE>(ts_buf, p, kv_head, sm.page_physical[0], lane);
 
     float acc[64]; // the page's scores, then 256 p
 #pragma unroll 1
@@ -301,16 +398,30 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
         lean_release(&sm.k_done, i + 1, num_pages, issue_k);
 
         float alpha0 = 1.0f, alpha1 = 1.0f;
+        [[maybe_unused]] float vmax0 = 1.0f, vmax1 = 1.0f;
         if (member) {
             // PAGE = 64: each row's limit clamped to 63 (page_column_limit), columns 64..127 masked.
             const int64_t lim0 = page_column_limit<PAGE>(limit0, sm.page_logical[i]);
             const int64_t lim1 = page_column_limit<PAGE>(limit1, sm.page_logical[i]);
+            if constexpr (TS) { // the scores x their K scales, then the softmax as without scales
+                cp_async_wait_all();
+                __syncwarp();
+                ts_scale_scores<PAGE>(acc, q, ts_buf[0]);
+            }
             if (all)
                 softmax_page_two_queries<true, PAGE>(acc, lim0, lim1, mem0, mem1, q, f0, f1, m0, m1, l0, l1, alpha0,
                                                      alpha1);
             else
                 softmax_page_two_queries<false, PAGE>(acc, lim0, lim1, mem0, mem1, q, f0, f1, m0, m1, l0, l1, alpha0,
                                                       alpha1);
+            if constexpr (TS) ts_scale_p_two_queries(acc, lim0, lim1, mem0, mem1, q, ts_buf[1], vmax0, vmax1);
+        }
+        // TS: the next page's scales, once every lane has read this page's.
+        if constexpr (TS) {
+            if (i + 1 < num_pages && warp_selects(i + 1) != 0u) {
+                __syncwarp();
+                ts_load_page<PAGE>(ts_buf, p, kv_head, sm.page_physical[i + 1], lane);
+            }
         }
         if constexpr (kF16) { // f16 P on the f16 V^T tile (v | vt), then the next page
             uint32_t ph[32];
@@ -341,8 +452,13 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
         for (int h = 0; h < 2; h++) {
             float pv[32];
             pv_part<X2, 64>(pv, pa, pl, desc_vt + (uint64_t)(h * 64 * kPageSize >> 4));
-            if (all) pv_add_to_o_two_queries<true>(o, pv, h, mem0, mem1, alpha0, alpha1);
-            else if (member) pv_add_to_o_two_queries<false>(o, pv, h, mem0, mem1, alpha0, alpha1);
+            if constexpr (TS) {
+                if (all) pv_add_to_o_two_queries_ts<true>(o, pv, h, mem0, mem1, alpha0, alpha1, vmax0, vmax1);
+                else if (member) pv_add_to_o_two_queries_ts<false>(o, pv, h, mem0, mem1, alpha0, alpha1, vmax0, vmax1);
+            } else {
+                if (all) pv_add_to_o_two_queries<true>(o, pv, h, mem0, mem1, alpha0, alpha1);
+                else if (member) pv_add_to_o_two_queries<false>(o, pv, h, mem0, mem1, alpha0, alpha1);
+            }
         }
         wgmma_fence_operand(pa);
         if constexpr (X2) wgmma_fence_operand(pl);
@@ -364,8 +480,14 @@ template <int TOPK> constexpr size_t kSmemBytesDense8K = sizeof(SmemPlanLeanT<de
 static_assert(kSmemBytesDense8K<16> == kSmemBytesLean, "dense G = 8, K = 16: the lean plan");
 static_assert(kLeanCtasPerSm * (kSmemBytesDense8K<64> + 1024) <= 228 * 1024, "dense G = 8, K = 64: three CTAs per SM no longer fit");
 
-template <bool X2, int TOPK = kTopK, int PAGE = kPageSize>
-__global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_kernel(const __grid_constant__ AttentionParams p)
+/* CTAs per SM of the dense tiles' per-token-scale (TS) instances: two. At three (168
+ * registers) they spilled 204-284 bytes (ptxas, 2026-12-04: the tiles without scales sit at
+ * 165-168). */
+constexpr int kDenseTsCtasPerSm = 2;
+
+template <bool X2, int TOPK = kTopK, int PAGE = kPageSize, bool TS = false>
+__global__ void __launch_bounds__(kThreads, TS ? kDenseTsCtasPerSm : kLeanCtasPerSm)
+    dense8_attention_kernel(const __grid_constant__ AttentionParams p)
 {
     using Plan = SmemPlanLeanT<dense8_list_capacity(TOPK)>;
     extern __shared__ uint8_t smem_raw[];
@@ -384,7 +506,7 @@ __global__ void __launch_bounds__(kThreads, kLeanCtasPerSm) dense8_attention_ker
     build_page_list<kUnion4, Plan, kDenseSlots, TOPK, PAGE>(sm, p, kv_head, work.group, 0, work.request,
                                                             work.query_rows[0], work.limits, work.union_size,
                                                             sm.page_vt, 0xffu);
-    dense_walk<X2, kDenseG, Plan, kDenseSlots, PAGE>(sm, p, tid, kv_head, work.query_rows, work.limits);
+    dense_walk<X2, kDenseG, Plan, kDenseSlots, PAGE, TS>(sm, p, tid, kv_head, work.query_rows, work.limits);
 }
 
 /* ---- Dev impl 14: G = 4 on a dense tile (issue 16; bench/NOTES.md, eighth and ninth
@@ -669,8 +791,9 @@ static __device__ void build_pair_page_list(Plan &sm, const AttentionParams &p, 
     __syncthreads();
 }
 
-template <bool X2, int TOPK = kTopK, int PAGE = kPageSize>
-__global__ void __launch_bounds__(kThreads, dense4_ctas_per_sm(TOPK)) dense4_attention_kernel(const __grid_constant__ AttentionParams p)
+template <bool X2, int TOPK = kTopK, int PAGE = kPageSize, bool TS = false>
+__global__ void __launch_bounds__(kThreads, TS ? kDenseTsCtasPerSm : dense4_ctas_per_sm(TOPK))
+    dense4_attention_kernel(const __grid_constant__ AttentionParams p)
 {
     using Plan = typename Dense4Plan<TOPK>::type;
     extern __shared__ uint8_t smem_raw[];
@@ -685,18 +808,18 @@ __global__ void __launch_bounds__(kThreads, dense4_ctas_per_sm(TOPK)) dense4_att
 
     lean_init_ring(sm);
     build_pair_page_list<TOPK, Plan, PAGE>(sm, p, work); // ends with __syncthreads
-    dense_walk<X2, kDense4G, Plan, kDense4Slots, PAGE>(sm, p, tid, kv_head, work.query_rows, work.limits);
+    dense_walk<X2, kDense4G, Plan, kDense4Slots, PAGE, TS>(sm, p, tid, kv_head, work.query_rows, work.limits);
 }
 
 /* ---- Host: one launch of a dense tile for the call's K, pages of PAGE tokens ---- */
 
 /* The dense kernel for G (8: dev impl 13, 4: dev impl 14), precision, K and page size, and
  * its dynamic shared memory. */
-template <int G, bool X2, int TOPK, int PAGE>
+template <int G, bool X2, int TOPK, int PAGE, bool TS = false>
 constexpr void (*dense_kernel())(AttentionParams)
 {
-    if constexpr (G == 8) return dense8_attention_kernel<X2, TOPK, PAGE>;
-    else return dense4_attention_kernel<X2, TOPK, PAGE>;
+    if constexpr (G == 8) return dense8_attention_kernel<X2, TOPK, PAGE, TS>;
+    else return dense4_attention_kernel<X2, TOPK, PAGE, TS>;
 }
 template <int G, int TOPK> constexpr size_t dense_smem_bytes() { return G == 8 ? kSmemBytesDense8K<TOPK> : kSmemBytesDense4K<TOPK>; }
 
@@ -707,11 +830,21 @@ template <int G, int TOPK> constexpr size_t dense_smem_bytes() { return G == 8 ?
 template <int G, bool X2, int PAGE>
 pw_status_t launch_dense_page(const AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
-    static std::atomic<uint64_t> configured[3];
+    static std::atomic<uint64_t> configured[6];
     const int k = params.topk == 64 ? 2 : params.topk == 32 ? 1 : 0;
+    const size_t smem[3] = {dense_smem_bytes<G, kTopK>(), dense_smem_bytes<G, 32>(), dense_smem_bytes<G, 64>()};
+    if constexpr (!X2) { // per-token scales (TS): FP8 only (union_attention refuses FP8X2's)
+        if (params.ts_k || params.ts_v) {
+            void (*const ts_kernels[3])(AttentionParams) = {dense_kernel<G, false, kTopK, PAGE, true>(),
+                                                            dense_kernel<G, false, 32, PAGE, true>(),
+                                                            dense_kernel<G, false, 64, PAGE, true>()};
+            return launch_one_cta_kind(ts_kernels[k], smem[k], configured[3 + k],
+                                       G == 8 ? "dense G = 8, per-token scales" : "dense G = 4, per-token scales",
+                                       params, grid / 2, stream);
+        }
+    }
     void (*const kernels[3])(AttentionParams) = {dense_kernel<G, X2, kTopK, PAGE>(), dense_kernel<G, X2, 32, PAGE>(),
                                                  dense_kernel<G, X2, 64, PAGE>()};
-    const size_t smem[3] = {dense_smem_bytes<G, kTopK>(), dense_smem_bytes<G, 32>(), dense_smem_bytes<G, 64>()};
     return launch_one_cta_kind(kernels[k], smem[k], configured[k], G == 8 ? "dense G = 8" : "dense G = 4", params,
                                grid / 2, stream);
 }

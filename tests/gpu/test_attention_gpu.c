@@ -1448,9 +1448,10 @@ static void test_cache_layout(void **state)
  * sinks given as logits or as keys, with per-token scales, and with both per-token scales and
  * sink keys (the extras cut like Q; the full call on the V^T pre-pass runs the three-CTA
  * per-token-scale kernel, whose sinks come from its prologue); and within the
- * emulating reference's bounds; Union8 refuses. At G = 8 the dense tile (dev impl 13: 8
- * queries x 8 heads per M64 tile) gives the same bits on W128 and identity groups, and
- * refuses per-token scales. */
+ * emulating reference's bounds; Union8 refuses. At G = 8 / 4 the dense tiles (dev impls 13
+ * and 14: 8 queries x 8 heads, 16 x 4 per M64 tile) give the same bits on W128, identity,
+ * W64 and W24 groups, in FP8 also with per-token scales (whose full call then runs them);
+ * in FP8X2 they refuse per-token scales. */
 static void test_gqa_padded(void **state)
 {
     (void)state;
@@ -1552,7 +1553,7 @@ static void test_gqa_padded(void **state)
                         const int dense_arms[4] = {4, 1, 2, 6};
                         for (int a = 0; a < 4; a++) {
                             setup_arm(dense_arms[a], c, &rng, perm, &g, &dg);
-                            if (ts) {
+                            if (ts && pr == 1) { /* FP8X2's per-token scales: the stacked or the padded tile */
                                 const pw_attention_args_t args = device_args(c, &dg);
                                 assert_int_equal(pw_union_attention_dev(dense_impl, p, &args, &g, dg.perm, &dg.meta,
                                                                         PW_KERNEL_UNION4, NULL),
@@ -1572,9 +1573,9 @@ static void test_gqa_padded(void **state)
                                        name, extras[extra], dense_impl, a == 0 ? "W128" : a == 1 ? "identity" : a == 2 ? "W64" : "identity W24");
                             assert_true(same);
                         }
-                        if (extra != 3)
-                            printf("  G=%d %s %s dense tile (dev impl %d): W128, identity, W64, W24 groups bitwise equal\n",
-                                   G, name, extras[extra], dense_impl);
+                        if (!ts || pr == 0)
+                            printf("  G=%d %s %s dense tile (dev impl %d): W128, identity, W64, W24 groups bitwise equal%s\n",
+                                   G, name, extras[extra], dense_impl, ts ? " (to the padded tile)" : "");
                         /* FP8X2 at G = 8 / 4 (no per-token scales: sinks as given): the stacked
                          * 4-slot / 8-slot tile (dev impl 12) on clean caches: the full call
                          * forced to it == dev impl 12 on W128 and identity groups
@@ -2672,16 +2673,18 @@ static void copy_scales(void *ctx)
     CUDA_OK(cudaMemcpy(sc->v_dev, sc->v, sc->bytes, cudaMemcpyHostToDevice));
 }
 
-/* FP8X2's stacked tile with per-token scales (attention_stacked.cuh, TS: each page's K and V
- * scales and the V scales' prefix maxima copied with its K from behind its E4M3 V^T tile,
- * vt_prepare.cu), at G = 16, 8 and 4
+/* The pre-pass tiles with per-token scales, first FP8X2's stacked tile (attention_stacked.cuh,
+ * TS: each page's K and V scales and the V scales' prefix maxima copied with its K from behind
+ * its E4M3 V^T tile, vt_prepare.cu), then FP8's lean kernel (G = 16) and dense tiles (G = 8 / 4;
+ * since 2026-12-04; each warp copies its pages' scales itself), at G = 16, 8 and 4
  * (Q cut to each KV head's first G heads, as test_gqa_padded), two KV heads, the scales of
  * random_token_scales (trial 0 [Hkv, slots], trial 1 vLLM-like [slots, Hkv] plus sink
- * logits). The full call forced to the stacked tile: within the E4M3-term emulation's bounds
- * (the LSE bound x EMU_TS_LSE_FACTOR, as the lean kernel's per-token scales) and the exact
- * reference's FP8X2 bound; bitwise equal to dev impl 12 on W128 and identity groups
- * (grouping-invariant); the default plan runs the stacked tile (every G); scales all 1 (NaN where
- * invisible) give the stacked tile's bytes without scales; NaN codes in every cache slot no
+ * logits). The full call forced to the tile: within the emulation's bounds (the LSE bound x
+ * EMU_TS_LSE_FACTOR) and the exact reference's bound of the precision; bitwise equal to the
+ * tile's dev impl (12; FP8: 10, 13, 14) on W128 and identity groups (grouping-invariant) and in
+ * FP8 to dev impl 9 (the kernel that transposes V: at G = 8 / 4 the padded tile); the default
+ * plan runs that tile (every G); scales all 1 (NaN where invisible) give the tile's bytes
+ * without scales; NaN codes in every cache slot no
  * row may see change nothing; a captured call replayed after new scales were written into the
  * same device buffers gives the eager call's bytes of the new scales; k_scale -1/64 (the
  * non-positive-factor form) within the emulation's bounds. */
@@ -2691,8 +2694,6 @@ static void test_token_scales_stacked(void **state)
     const int quick = getenv("PW_TEST_QUICK") != NULL;
     const int hkv = 2;
     const int64_t d = 128;
-    g_precision = PW_PRECISION_FP8X2;
-    const uint32_t stacked = PW_PLAN_VT_PREPASS | PW_PLAN_FP8X2_STACKED;
     for (int trial = 0; trial < 2; trial++) {
         pw_rng_t rng;
         pw_rng_init(&rng, g_seed ^ 0x57ac5ull ^ (uint64_t)trial);
@@ -2732,89 +2733,102 @@ static void test_token_scales_stacked(void **state)
             g_sinks_dev = trial == 1 ? sinks_dev : NULL;
             device_problem_t dg;
             upload(c, &dg);
-            uint32_t bad = 0;
-            token_scales_references(c, layout, ks, vs, ks_dev, vs_dev, emu, emu_lse, ex, ex_lse, &bad);
-            full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, os, ls);
-            const compare_t ce = compare_rows(c, os, ls, emu, 0, emu_lse, NULL);
-            const compare_t cx = compare_rows(c, os, ls, ex, 1, ex_lse, NULL);
-            printf("token scales, stacked tile, G=%d trial %d (%s%s): N=%lld: vs emulate NRMS %.3e lse %.2e | vs exact "
-                   "NRMS %.5f\n",
-                   G, trial, slots_major ? "[slots, Hkv]" : "[Hkv, slots]", trial == 1 ? ", sink logits" : "",
-                   (long long)n, ce.nrms, ce.lse_max_abs, cx.nrms);
-            assert_int_equal(ce.nan, 0);
-            assert_int_equal(ce.empty_bad, 0);
-            assert_true(ce.nrms <= EMU_X2_NRMS_BOUND);
-            assert_true(ce.lse_max_abs <= EMU_X2_LSE_BOUND * EMU_TS_LSE_FACTOR);
-            assert_true(cx.nrms <= EXACT_X2_NRMS_BOUND);
-            /* dev impl 12 (its own pre-pass, every visible page) on two groupings */
-            for (int a = 0; a < 2; a++) {
-                pw_grouping_t g;
-                setup_arm(a == 0 ? 4 : 1, c, &rng, perm, &g, &dg);
-                run_kernel_impl(c, &dg, PW_KERNEL_UNION4, STACKED_IMPL, &g, o, l);
-                const int same = same_outputs(c, o, l, os, ls);
-                printf("  G=%d: dev impl 12 on %s groups: %s\n", G, a == 0 ? "W128" : "identity",
-                       same ? "bitwise equal" : "DIFFERENT");
-                assert_true(same);
-            }
-            /* the default plan (the pre-pass forced on: these problems are small) runs the
-             * stacked tile with per-token scales, at every G */
-            {
-                g_full_flags_as_given = 1;
-                full_call_run(c, &dg, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o, l);
-                g_full_flags_as_given = 0;
-                const int same = same_outputs(c, o, l, os, ls);
-                printf("  G=%d: default plan == the stacked tile forced: %s\n", G, same ? "bitwise" : "DIFFERENT");
-                assert_true(same);
-            }
-            /* scales all 1 == no scales (the stacked tile's bytes either way) */
-            g_ts_dev.k = g_ts_dev.v = ones_dev;
-            full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o, l);
-            g_ts_dev.k = g_ts_dev.v = NULL;
-            full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o2, l2);
-            const int same_ones = same_outputs(c, o, l, o2, l2);
-            printf("  G=%d: scales all 1 == the stacked tile without scales: %s\n", G, same_ones ? "bitwise" : "DIFFERENT");
-            assert_true(same_ones);
-            g_ts_dev.k = ks_dev;
-            g_ts_dev.v = vs_dev;
-            /* NaN codes in every cache slot no row may see */
-            const int64_t poisoned = load_caches(c, &dg, k_clean, v_clean, cache_bytes, 1, visible, 0x7f, 0xff, &rng);
-            full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o, l);
-            const int same_poison = same_outputs(c, o, l, os, ls);
-            printf("  G=%d: %lld (slot, head) pairs poisoned with NaN: %s\n", G, (long long)poisoned,
-                   same_poison ? "bitwise equal" : "DIFFERENT");
-            assert_true(poisoned > 0);
-            assert_true(same_poison);
-            load_caches(c, &dg, k_clean, v_clean, cache_bytes, 0, NULL, 0, 0, &rng);
-            /* graph replay: the second replay after the other scales were written */
-            {
-                scales_copy_t to2 = {ks_dev, vs_dev, ks2, vs2, (size_t)count * 4};
-                full_call_graph(c, &dg, stacked, 1, NULL, NULL, o, l);
-                const int same_first = same_outputs(c, o, l, os, ls);
-                full_call_graph(c, &dg, stacked, 2, copy_scales, &to2, o, l);
-                full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o2, l2); /* eager, scales 2 */
-                const int same_second = same_outputs(c, o, l, o2, l2), moved = !same_outputs(c, o, l, os, ls);
-                printf("  G=%d: graph replay == eager: %s; after new scales == eager with them: %s (outputs moved: %s)\n",
-                       G, same_first ? "bitwise" : "DIFFERENT", same_second ? "bitwise" : "DIFFERENT",
-                       moved ? "yes" : "NO");
-                assert_true(same_first);
-                assert_true(same_second);
-                assert_true(moved);
-                scales_copy_t back = {ks_dev, vs_dev, ks, vs, (size_t)count * 4};
-                copy_scales(&back);
-            }
-            /* k_scale -1/64: the factor's non-positive form */
-            if (G == 16 || !quick) {
-                const float k_scale = c->k_scale;
-                c->k_scale = -1.0f / 64.0f;
+            for (int pr = 0; pr < 2; pr++) {
+                /* pr 0: FP8X2 forced to the stacked tile; pr 1: FP8, whose default plan runs the
+                 * lean kernel (G = 16) or the dense tile (G = 8 / 4) with per-token scales */
+                const int x2 = pr == 0;
+                g_precision = x2 ? PW_PRECISION_FP8X2 : PW_PRECISION_FP8;
+                const uint32_t stacked = x2 ? PW_PLAN_VT_PREPASS | PW_PLAN_FP8X2_STACKED : PW_PLAN_VT_PREPASS;
+                const int tile_impl = x2 ? STACKED_IMPL : G == 16 ? 10 : G == 8 ? 13 : 14;
+                const char *tile = x2 ? "stacked tile" : G == 16 ? "FP8 lean kernel" : "FP8 dense tile";
                 CUDA_OK(cudaMemcpy(dg.k_scale, &c->k_scale, 4, cudaMemcpyHostToDevice));
-                token_scales_references(c, layout, ks, vs, ks_dev, vs_dev, emu, emu_lse, NULL, NULL, &bad);
+                uint32_t bad = 0;
+                token_scales_references(c, layout, ks, vs, ks_dev, vs_dev, emu, emu_lse, ex, ex_lse, &bad);
+                full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, os, ls);
+                const compare_t ce = compare_rows(c, os, ls, emu, 0, emu_lse, NULL);
+                const compare_t cx = compare_rows(c, os, ls, ex, 1, ex_lse, NULL);
+                printf("token scales, %s, G=%d trial %d (%s%s): N=%lld: vs emulate NRMS %.3e lse %.2e | vs exact "
+                       "NRMS %.5f\n",
+                       tile, G, trial, slots_major ? "[slots, Hkv]" : "[Hkv, slots]", trial == 1 ? ", sink logits" : "",
+                       (long long)n, ce.nrms, ce.lse_max_abs, cx.nrms);
+                assert_int_equal(ce.nan, 0);
+                assert_int_equal(ce.empty_bad, 0);
+                assert_true(ce.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
+                assert_true(ce.lse_max_abs <= (x2 ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND) * EMU_TS_LSE_FACTOR);
+                assert_true(cx.nrms <= (x2 ? EXACT_X2_NRMS_BOUND : 0.25));
+                /* the tile's dev impl (its own pre-pass, every visible page) on two groupings;
+                 * FP8: also dev impl 9 (the lean / padded tile transposing V) */
+                for (int a = 0; a < (x2 ? 2 : 3); a++) {
+                    pw_grouping_t g;
+                    setup_arm(a == 1 ? 1 : 4, c, &rng, perm, &g, &dg);
+                    const int impl = a == 2 ? 9 : tile_impl;
+                    run_kernel_impl(c, &dg, PW_KERNEL_UNION4, impl, &g, o, l);
+                    const int same = same_outputs(c, o, l, os, ls);
+                    printf("  G=%d %s: dev impl %d on %s groups: %s\n", G, x2 ? "FP8X2" : "FP8", impl,
+                           a == 1 ? "identity" : "W128", same ? "bitwise equal" : "DIFFERENT");
+                    assert_true(same);
+                }
+                /* the default plan (the pre-pass forced on: these problems are small) runs the
+                 * stacked tile with per-token scales, at every G */
+                {
+                    g_full_flags_as_given = 1;
+                    full_call_run(c, &dg, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o, l);
+                    g_full_flags_as_given = 0;
+                    const int same = same_outputs(c, o, l, os, ls);
+                    printf("  G=%d: default plan == the %s forced: %s\n", G, tile, same ? "bitwise" : "DIFFERENT");
+                    assert_true(same);
+                }
+                /* scales all 1 == no scales (the stacked tile's bytes either way) */
+                g_ts_dev.k = g_ts_dev.v = ones_dev;
                 full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o, l);
-                const compare_t cn = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
-                printf("  G=%d: k_scale -1/64: vs emulate NRMS %.3e lse %.2e\n", G, cn.nrms, cn.lse_max_abs);
-                assert_int_equal(cn.nan, 0);
-                assert_true(cn.nrms <= EMU_X2_NRMS_BOUND);
-                assert_true(cn.lse_max_abs <= EMU_X2_LSE_BOUND * EMU_TS_LSE_FACTOR);
-                c->k_scale = k_scale;
+                g_ts_dev.k = g_ts_dev.v = NULL;
+                full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o2, l2);
+                const int same_ones = same_outputs(c, o, l, o2, l2);
+                printf("  G=%d: scales all 1 == the %s without scales: %s\n", G, tile, same_ones ? "bitwise" : "DIFFERENT");
+                assert_true(same_ones);
+                g_ts_dev.k = ks_dev;
+                g_ts_dev.v = vs_dev;
+                /* NaN codes in every cache slot no row may see */
+                const int64_t poisoned = load_caches(c, &dg, k_clean, v_clean, cache_bytes, 1, visible, 0x7f, 0xff, &rng);
+                full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o, l);
+                const int same_poison = same_outputs(c, o, l, os, ls);
+                printf("  G=%d: %lld (slot, head) pairs poisoned with NaN: %s\n", G, (long long)poisoned,
+                       same_poison ? "bitwise equal" : "DIFFERENT");
+                assert_true(poisoned > 0);
+                assert_true(same_poison);
+                load_caches(c, &dg, k_clean, v_clean, cache_bytes, 0, NULL, 0, 0, &rng);
+                /* graph replay: the second replay after the other scales were written */
+                {
+                    scales_copy_t to2 = {ks_dev, vs_dev, ks2, vs2, (size_t)count * 4};
+                    full_call_graph(c, &dg, stacked, 1, NULL, NULL, o, l);
+                    const int same_first = same_outputs(c, o, l, os, ls);
+                    full_call_graph(c, &dg, stacked, 2, copy_scales, &to2, o, l);
+                    full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o2, l2); /* eager, scales 2 */
+                    const int same_second = same_outputs(c, o, l, o2, l2), moved = !same_outputs(c, o, l, os, ls);
+                    printf("  G=%d: graph replay == eager: %s; after new scales == eager with them: %s (outputs moved: %s)\n",
+                           G, same_first ? "bitwise" : "DIFFERENT", same_second ? "bitwise" : "DIFFERENT",
+                           moved ? "yes" : "NO");
+                    assert_true(same_first);
+                    assert_true(same_second);
+                    assert_true(moved);
+                    scales_copy_t back = {ks_dev, vs_dev, ks, vs, (size_t)count * 4};
+                    copy_scales(&back);
+                }
+                /* k_scale -1/64: the factor's non-positive form */
+                if (G == 16 || !quick) {
+                    const float k_scale = c->k_scale;
+                    c->k_scale = -1.0f / 64.0f;
+                    CUDA_OK(cudaMemcpy(dg.k_scale, &c->k_scale, 4, cudaMemcpyHostToDevice));
+                    token_scales_references(c, layout, ks, vs, ks_dev, vs_dev, emu, emu_lse, NULL, NULL, &bad);
+                    full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o, l);
+                    const compare_t cn = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
+                    printf("  G=%d: k_scale -1/64: vs emulate NRMS %.3e lse %.2e\n", G, cn.nrms, cn.lse_max_abs);
+                    assert_int_equal(cn.nan, 0);
+                    assert_true(cn.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
+                    assert_true(cn.lse_max_abs <= (x2 ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND) * EMU_TS_LSE_FACTOR);
+                    c->k_scale = k_scale;
+                    CUDA_OK(cudaMemcpy(dg.k_scale, &c->k_scale, 4, cudaMemcpyHostToDevice));
+                }
             }
             g_ts_dev = (pw_token_scales_t){NULL, NULL, 0, 0};
             g_sinks_host = NULL;
