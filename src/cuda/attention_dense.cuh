@@ -215,14 +215,14 @@ static __device__ __forceinline__ void pv_add_to_o_two_queries(float (&o)[64], c
  * ts_scale_scores), P x (vs_t / vmax) for this thread's two rows, each with its own vmax:
  * the rows are two queries, whose visible tokens differ on a page holding a member's last
  * visible token. lim0 / lim1 the rows' last visible columns, mem0 / mem1 whether each row's
- * query selected the page (a non-member row's P is 0 and its vmax 1). vabs is taken over the
- * row's visible columns of this thread (32 of the page's 128), then the quad's (whose four
- * lanes hold the row's 128 columns): the largest |vs| of the row's visible tokens, the value
- * the lean kernel's ts_v_normaliser takes over its buffer masked past lim (fmaxf drops NaN in
- * both). vs_t / vmax by ts_vmax_of's multiplications, 0 past the row's limit: ts_scale_p's
- * products, so each member row's P is the padded tile's bit for bit. A page both rows see
- * whole (most pages) takes one vabs and one factor per column. Quad shuffles: called by
- * every lane of a member warp. */
+ * query selected the page (a non-member row's P is 0 and its vmax 1). vabs, the largest |vs|
+ * of the row's visible tokens, is taken by the lanes whose row is the same query's (G = 8:
+ * the warp, G = 4: its half), each reading 4 or 8 of the page's tokens: the value the lean
+ * kernel's ts_v_normaliser takes over its buffer masked past lim (fmaxf drops NaN in both).
+ * vs_t / vmax by ts_vmax_of's multiplications, 0 past the row's limit: ts_scale_p's products,
+ * so each member row's P is the padded tile's bit for bit. A page both rows see whole (most
+ * pages) takes one factor per column. Shuffles: called by every lane of a member warp. */
+template <int G>
 static __device__ __forceinline__ void ts_scale_p_two_queries(float (&acc)[64], int64_t lim0, int64_t lim1, bool mem0,
                                                               bool mem1, uint32_t q, const float *vs, float &vmax0,
                                                               float &vmax1)
@@ -230,34 +230,28 @@ static __device__ __forceinline__ void ts_scale_p_two_queries(float (&acc)[64], 
     constexpr int kLast = kPageSize - 1;
     const int c0 = !mem0 || lim0 < 0 ? -1 : lim0 < kLast ? (int)lim0 : kLast;
     const int c1 = !mem1 || lim1 < 0 ? -1 : lim1 < kLast ? (int)lim1 : kLast;
-    const bool whole = c0 == kLast && c1 == kLast; // per lane (G = 4: the quad agrees)
+    // vabs of each row: the lanes that share the row's query (G = 8: the warp; G = 4: its
+    // half) read the page's tokens in turn (4 or 8 scalar loads a lane, masked by each row's
+    // limit), then their maximum by shuffles within the group.
+    constexpr int kLanes = G == 8 ? 32 : 16;
+    const int lane = (int)(threadIdx.x % 32);
     float a0 = 0.0f, a1 = 0.0f;
-    if (whole) {
 #pragma unroll
-        for (int b = 0; b < 16; b++) {
-            const float2 v = *reinterpret_cast<const float2 *>(vs + 8 * b + 2 * q);
-            a0 = fmaxf(a0, fmaxf(fabsf(v.x), fabsf(v.y)));
-        }
-        a1 = a0;
-    } else {
-#pragma unroll
-        for (int b = 0; b < 16; b++) {
-            const float2 v = *reinterpret_cast<const float2 *>(vs + 8 * b + 2 * q);
-            const int col = 8 * b + 2 * (int)q;
-            if (col <= c0) a0 = fmaxf(a0, fabsf(v.x));
-            if (col + 1 <= c0) a0 = fmaxf(a0, fabsf(v.y));
-            if (col <= c1) a1 = fmaxf(a1, fabsf(v.x));
-            if (col + 1 <= c1) a1 = fmaxf(a1, fabsf(v.y));
-        }
+    for (int j = 0; j < kPageSize / kLanes; j++) {
+        const int t = lane % kLanes + kLanes * j;
+        const float v = fabsf(vs[t]);
+        if (t <= c0) a0 = fmaxf(a0, v);
+        if (t <= c1) a1 = fmaxf(a1, v);
     }
-    a0 = fmaxf(a0, __shfl_xor_sync(0xffffffffu, a0, 1));
-    a0 = fmaxf(a0, __shfl_xor_sync(0xffffffffu, a0, 2));
-    a1 = fmaxf(a1, __shfl_xor_sync(0xffffffffu, a1, 1));
-    a1 = fmaxf(a1, __shfl_xor_sync(0xffffffffu, a1, 2));
+#pragma unroll
+    for (int d = kLanes / 2; d >= 1; d /= 2) {
+        a0 = fmaxf(a0, __shfl_xor_sync(0xffffffffu, a0, d));
+        a1 = fmaxf(a1, __shfl_xor_sync(0xffffffffu, a1, d));
+    }
     float pre0, inv0, pre1, inv1;
     vmax0 = ts_vmax_of(a0, pre0, inv0);
     vmax1 = ts_vmax_of(a1, pre1, inv1);
-    if (whole) { // a0 == a1: one factor per column
+    if (c0 == kLast && c1 == kLast) { // both rows see the page whole (most pages): one vmax, one factor per column
 #pragma unroll
         for (int b = 0; b < 16; b++) {
             const float2 v = lds_float2_here(vs + 8 * b + 2 * q);
@@ -414,7 +408,7 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
             else
                 softmax_page_two_queries<false, PAGE>(acc, lim0, lim1, mem0, mem1, q, f0, f1, m0, m1, l0, l1, alpha0,
                                                       alpha1);
-            if constexpr (TS) ts_scale_p_two_queries(acc, lim0, lim1, mem0, mem1, q, ts_buf[1], vmax0, vmax1);
+            if constexpr (TS) ts_scale_p_two_queries<G>(acc, lim0, lim1, mem0, mem1, q, ts_buf[1], vmax0, vmax1);
         }
         // TS: the next page's scales, once every lane has read this page's.
         if constexpr (TS) {
@@ -481,8 +475,9 @@ static_assert(kSmemBytesDense8K<16> == kSmemBytesLean, "dense G = 8, K = 16: the
 static_assert(kLeanCtasPerSm * (kSmemBytesDense8K<64> + 1024) <= 228 * 1024, "dense G = 8, K = 64: three CTAs per SM no longer fit");
 
 /* CTAs per SM of the dense tiles' per-token-scale (TS) instances: two. At three (168
- * registers) they spilled 204-284 bytes (ptxas, 2026-12-04: the tiles without scales sit at
- * 165-168). */
+ * registers; the tiles without scales use 165-168) the K = 16 instances spilled 204-284
+ * bytes, 44-72 with only the P scaling's whole-page path and 12-36 without any P scaling
+ * (ptxas, 2026-12-04; bench/NOTES.md, 31st session). */
 constexpr int kDenseTsCtasPerSm = 2;
 
 template <bool X2, int TOPK = kTopK, int PAGE = kPageSize, bool TS = false>
