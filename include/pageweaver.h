@@ -634,8 +634,8 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      lossy (cudaErrorLossyQuery, the count-only form with both arrays NULL included: ask
  *      with arrays larger than any expected count instead);
  *   4. the attention kernel: pw_union_attention's with the chosen kernel; with the pre-pass,
- *      Union4's lean kernel reading the tiles (without per-token scales, at G = 8 a dense
- *      tile of 8 queries x 8 heads, at G = 4 one of 16 queries x 4 heads walking two
+ *      Union4's lean kernel reading the tiles (at G = 8, in FP8X2 without per-token scales,
+ *      in FP8 with them too, a dense tile of 8 queries x 8 heads, at G = 4 one of 16 queries x 4 heads walking two
  *      consecutive groups' merged union; FP8: the same outputs, FP8X2: P in f16 on the
  *      pre-pass's f16 tiles, semantics §4.5; at G = 16, 8 or 4, K <= 16, P = 128 FP8X2 also
  *      the stacked tile, chosen per call on the device, or always with per-token
@@ -733,7 +733,7 @@ enum {
      * (args.token_scales; since 2026-12-04) the stacked tile reads them too (each page's
      * scales copied with its K from behind its E4M3 V^T tile), the other tile is the lean
      * kernel's per-token-scale form (G = 16) or the padded tile (G = 8 / 4: the dense tiles
-     * do not read per-token scales), and the default is the stacked tile, always: it
+     * read per-token scales in FP8 only), and the default is the stacked tile, always: it
      * measured faster on every input, the captures included (H200: 0.70-0.86x the other
      * tile's time at G = 16, 0.48-0.50x at G = 8, 0.27-0.38x at G = 4; bench/NOTES.md, 29th
      * session). These flags fix the choice (STACKED: always the
@@ -970,10 +970,10 @@ typedef struct pw_plan_info {
                                   PW_KERNEL_UNION4 (its objective is C_4), 8 for Union8,
                                   with PW_PLAN_REGROUP_GROUPS_OF_8, and for Union4 at
                                   G = 8 or 4 with the V^T pre-pass (its dense tile walks
-                                  each 8-query union, at G = 4 two of them merged; such a
-                                  plan's FP8 calls with per-token scales run the padded
-                                  tile and regroup with 4, its FP8X2 calls with them the
-                                  stacked tile: fp8x2_stacked); 0 when `regroup` is
+                                  each 8-query union, at G = 4 two of them merged, FP8
+                                  calls with per-token scales included since 2026-12-04;
+                                  such a plan's FP8X2 calls with them run the stacked
+                                  tile: fp8x2_stacked); 0 when `regroup` is
                                   IDENTITY; 2 (4 at G = 8, 8 at G = 4) for FP8X2 with
                                   PW_PLAN_FP8X2_STACKED unless the plan was created with
                                   PW_PLAN_NO_REGROUP_BY_TILE.
@@ -999,11 +999,12 @@ typedef struct pw_plan_info {
                                   scales runs the dense tile (8 queries x 8 heads, or 16
                                   queries x 4 heads = two consecutive 8-slot groups, per
                                   64-row tile; FP8: the padded tile's outputs, FP8X2: P
-                                  in f16, semantics §4.5); with
-                                  per-token scales (FP8, or FP8X2 with
-                                  PW_PLAN_NO_FP8X2_STACKED; FP8X2 otherwise runs the
-                                  stacked tile: fp8x2_stacked), or 0 here, G = 8 and 4 run
-                                  the padded tile (16 / G times the useful tensor work) */
+                                  in f16, semantics §4.5), and so does an FP8 call with
+                                  per-token scales (since 2026-12-04: the padded tile's
+                                  outputs); FP8X2 with per-token scales runs the stacked
+                                  tile (fp8x2_stacked), or with PW_PLAN_NO_FP8X2_STACKED,
+                                  like every call when this is 0, the padded tile at
+                                  G = 8 and 4 (16 / G times the useful tensor work) */
     int64_t vt_capacity;       /* V^T tiles per KV head (C), 0 without the pre-pass. A KV
                                   head whose unions touch more pages in a call runs on the
                                   kernel that transposes V in that call (decided on the
