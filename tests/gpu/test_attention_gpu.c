@@ -2058,7 +2058,8 @@ static void test_topk_wide(void **state)
  * per-query and after the regroup (GREEDY, GUARDED) bitwise equal; Union8 and the other dev
  * impls refuse (PW_ERROR_UNSUPPORTED); G = 8 and 4 (each KV head's first G heads): the padded
  * tile bitwise the G = 16 run's heads, the dense tiles (dev impls 13 / 14 and the full call
- * on the pre-pass) its bits in FP8 and P in f16 in FP8X2; per-token scales all 1 (NaN where invisible) the bytes of no scales; NaN, max
+ * on the pre-pass) its bits in FP8 (with random per-token scales too) and P in f16 in FP8X2;
+ * per-token scales all 1 (NaN where invisible) the bytes of no scales; NaN, max
  * finite and random bytes in every slot no query may see give the clean caches' bits. */
 static void test_page64(void **state)
 {
@@ -2309,6 +2310,27 @@ static void test_page64(void **state)
                 printf("  P=64 K=%d G=%d %s dense full call on NaN-poisoned caches: bitwise %s to clean caches\n", K, G,
                        prec, same_poison ? "equal" : "DIFFERENT");
                 assert_true(same_poison);
+                if (pr == 0) {
+                    /* FP8 with random per-token scales (NaN in every slot no row may see): the
+                     * dense tile (dev impl 13 / 14, and the full call on the pre-pass, which runs
+                     * it) bitwise the padded tile's (Union4 W128). */
+                    float *ks_dev = dev_copy(ks, pairs * 4), *vs_dev = dev_copy(vs, pairs * 4);
+                    g_ts_dev = (pw_token_scales_t){ks_dev, vs_dev, 1, hkv};
+                    setup_arm(4, c, &rng, perm, &g, &d);
+                    run_kernel(c, &d, PW_KERNEL_UNION4, &g, o, l);
+                    run_kernel_impl(c, &d, PW_KERNEL_UNION4, dense_impl, &g, o10, l10);
+                    const int same_ts = same_outputs(c, o10, l10, o, l);
+                    full_call_run(c, &d, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o10, l10);
+                    const int same_ts_full = same_outputs(c, o10, l10, o, l);
+                    printf("  P=64 K=%d G=%d FP8 token scales: dense tile (dev impl %d) bitwise %s, full call "
+                           "(pre-pass) bitwise %s to the padded tile\n",
+                           K, G, dense_impl, same_ts ? "equal" : "DIFFERENT", same_ts_full ? "equal" : "DIFFERENT");
+                    assert_true(same_ts);
+                    assert_true(same_ts_full);
+                    g_ts_dev = (pw_token_scales_t){NULL, NULL, 0, 0};
+                    cudaFree(ks_dev);
+                    cudaFree(vs_dev);
+                }
                 memcpy(c->q, q16, (size_t)n * hq * 128 * 2);
                 free(q16);
             }
@@ -2326,8 +2348,8 @@ static void test_page64(void **state)
 /* A non-positive k_scale (0, or negative: never in practice; the reference accepts any finite
  * value) on every GPU softmax, pages of 128 and 64 tokens: Union4 at G = 16, 8 and 4,
  * per-query, Union8 (softmax_page), dev impl 12 (softmax_row32), the dense tiles (dev impls
- * 13, 14: softmax_page_two_queries), dev impls 9 / 10, with and without per-token scales
- * (ts_mask_page), and the full call; Union4 against the emulation, the others bitwise to it
+ * 13, 14: softmax_page_two_queries; in FP8 also with per-token scales), dev impls 9 / 10, with
+ * and without per-token scales, and the full call; Union4 against the emulation, the others bitwise to it
  * (FP8X2 on the pre-pass and impl 12: against their own emulation / bounds). The factor
  * f = q_scale x k_scale x scale is then <= 0, the softmax's plain form (scores scaled first);
  * before 2026-12-02 it scaled the masked scores of a partial page too: -inf x f = +inf or
@@ -2414,7 +2436,7 @@ static void test_nonpositive_k_scale(void **state)
                                 assert_true(cs.lse_max_abs <= EMU_X2_LSE_BOUND);
                             }
                         }
-                        if (!ts && G < 16) { /* the dense tiles: FP8 the same bits, FP8X2 P in f16 */
+                        if ((!ts || !pr) && G < 16) { /* the dense tiles: FP8 the same bits (per-token scales too), FP8X2 P in f16 */
                             run_kernel_impl(c, &dg, PW_KERNEL_UNION4, G == 8 ? 13 : 14, &g, o, l);
                             if (pr) {
                                 check_f16_p(c, o, l, 1.0, what);
