@@ -105,9 +105,10 @@ typedef struct pw_problem {
                                       tile (Union4 and per-query; 16 / G times the useful
                                       tensor work), 8 and 4 on a dense tile (8 queries x
                                       8 heads, 16 queries x 4 heads) in pw_sparse_prefill
-                                      with the V^T pre-pass and no per-token scales (FP8:
-                                      the padded tile's outputs; FP8X2: P in f16, as every
-                                      pre-pass kernel, semantics §4.5); 1..64 for the
+                                      with the V^T pre-pass (FP8, per-token scales too:
+                                      the padded tile's outputs; FP8X2 without per-token
+                                      scales: P in f16, as every pre-pass kernel,
+                                      semantics §4.5); 1..64 for the
                                       reference */
     int32_t head_dim;              /* D: 128 on the fast path */
     int32_t page_size;             /* P in tokens: 128 on the fast path, 64 on Union4 / per-query */

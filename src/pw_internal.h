@@ -329,8 +329,8 @@ pw_status_t pw_regroup_dual(const pw_problem_t *problem, const int32_t *topk_ids
                             pw_stream_t stream);
 
 /* CUDA build: pw_union_attention with PW_KERNEL_UNION4 on the pre-pass's V^T tiles (the
- * lean kernel, attention_lean.cuh, PREVT; at G = 8 without per-token scales the dense
- * tile, attention_dense.cuh), its CTAs in vt's longest-first order when vt->sched_count
+ * lean kernel, attention_lean.cuh, PREVT; at G = 8 / 4 the dense tiles, attention_dense.cuh,
+ * unless FP8X2 with per-token scales: pw_vt_runs_dense), its CTAs in vt's longest-first order when vt->sched_count
  * is set: the full call's attention step. When
  * R x max_pages > vt->capacity a second launch, the kernel that transposes V itself, runs
  * the KV heads whose pages did not fit (its CTAs of the other heads exit at once). */

@@ -32,7 +32,7 @@
  * Implementations (template IMPL, pw_union_attention_dev in attention_dev.h; the public
  * pw_union_attention runs impl 6 for Union8 and Union4 and impl 9, the lean kernel of
  * attention_lean.cuh, for per-query; the full call's Union4 runs impl 10 on large inputs
- * (the plan's rule; impl 13, the dense tile, at G = 8 without per-token scales): the fastest measured, bench/NOTES.md v6 and v8). All give the same bytes: each row still sees
+ * (the plan's rule; impls 13 / 14, the dense tiles, at G = 8 / 4 unless FP8X2 with per-token scales): the fastest measured, bench/NOTES.md v6 and v8). All give the same bytes: each row still sees
  * its own pages in ascending order with the same arithmetic. Impls 1, 3 (A: a decoupled
  * cluster; A + B), 4 (C: a warp-specialised Union8 CTA), 5 (B + pipelined QK) and 7
  * (impl 6 with a batched transpose) measured slower or no faster and left the tree (git
@@ -988,7 +988,7 @@ extern "C" pw_status_t pw_union_attention_vt(const pw_problem_t *problem, const 
 {
     if ((!vt || !vt->tiles || !vt->slots || !vt->count || vt->capacity < 1) && problem && problem->num_tokens > 0)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_union_attention_vt: V^T buffers missing");
-    // G = 8 or 4 without per-token scales: the dense tiles (8 queries x 8 heads, or 16
+    // G = 8 or 4 (FP8, or FP8X2 without per-token scales): the dense tiles (8 queries x 8 heads, or 16
     // queries x 4 heads = a pair of 8-query groups, per M64 tile, walking the whole union
     // once; the padded tile's bits; A-hot FP8X2 W128 kernel 0.70x (G = 8) / 0.60x (G = 4)
     // the time of the kernel that transposes V, bench/NOTES.md ninth session); otherwise the

@@ -396,9 +396,10 @@ static __device__ __forceinline__ float ts_v_normaliser(const float *vs, float &
 /* kFoldV (per-token scales, the lean kernels' TS form; vs the warp's V scales, masked past
  * lim: ts_mask_v): P x (vs_t / vmax) in the same pass, acc = 256 p x ((vs_t x pre) x inv)
  * (ts_v_normaliser's vmax, returned in *vmax, and factors; l sums the unscaled p), vs read by
- * volatile shared loads (lds_float2_here) where used: ts_scale_p's bits without its separate
- * pass, which, and the normaliser taken before the softmax, held the registers that the
- * three-CTA instances do not have (12-108 B of spills). */
+ * volatile shared loads (lds_float2_here) where used: the bits of a separate pass over acc
+ * after the softmax (2026-12-04's ts_scale_p) without it; that pass, and the normaliser
+ * taken before the softmax, held the registers that the three-CTA instances do not have
+ * (12-108 B of spills). */
 template <int kMaxWidth = 16, int NCOLS = kPageSize, bool kFoldV = false>
 static __device__ __forceinline__ void softmax_page(float (&acc)[64], int64_t lim, uint32_t q, float f0,
                                                     float f1, float &m0, float &m1, float &l0, float &l1,
@@ -620,7 +621,7 @@ static __device__ __forceinline__ void pv_add_to_o(float (&o)[64], const float (
 
 /* ---- Per-token scales (args.token_scales, docs/semantics.md §4.5; the lean and dense kernels' TS forms) ----
  * In the lean kernels rows r0 and r0 + 8 of a thread are two heads of one query, so they see
- * the same tokens: one vmax per warp and page (ts_scale_p). The dense tiles' two rows are two
+ * the same tokens: one vmax per warp and page (softmax_page's kFoldV). The dense tiles' two rows are two
  * queries: one vmax per row (attention_dense.cuh, ts_scale_p_two_queries). */
 
 /* One warp copies the K and V scales of page `physical` (KV head kv_head) into its buffer,
@@ -680,7 +681,7 @@ static __device__ __forceinline__ void ts_scale_scores(float (&acc)[64], uint32_
 
 /* The V scales past lim set to 0 in the warp's buffer (lim < 127: warp-uniform, only a
  * query's own page, a page past the KV length, and every step of a 64-token page), so that
- * ts_scale_p's normaliser and products see only the row's visible tokens (the slots' own
+ * the normaliser (ts_v_normaliser) and softmax_page's kFoldV products see only the row's visible tokens (the slots' own
  * values may be NaN: semantics §4.5 never reads them; p = 0 there, and P x 0 = 0).
  * Warp-collective (after the buffer's copy has landed: cp_async_wait_all, __syncwarp). */
 static __device__ __forceinline__ void ts_mask_v(float (&buf)[2][kPageSize], int64_t lim, int lane)
@@ -732,27 +733,6 @@ static __device__ __forceinline__ float ts_v_normaliser(const float *vs, float &
 #pragma unroll
     for (int d = 16; d >= 1; d /= 2) vabs = fmaxf(vabs, __shfl_xor_sync(0xffffffffu, vabs, d));
     return ts_vmax_of(vabs, pre, inv);
-}
-
-/* P with per-token V scales after the softmax (acc = 256 p; l already summed the
- * unscaled p): acc = 256 p * (vs_t / vmax) (past lim p = 0 and, by ts_mask_v, vs = 0: a
- * masked slot's own scale may be NaN), vmax and the rounding as ts_v_normaliser says.
- * Returns vmax, by which the page's PV sum is multiplied (pv_add_to_o_ts). */
-static __device__ __forceinline__ float ts_scale_p(float (&acc)[64], uint32_t q, const float *vs)
-{
-    float pre, inv;
-    const float vmax = ts_v_normaliser(vs, pre, inv);
-#pragma unroll
-    for (int b = 0; b < 16; b++) {
-        const float2 s = lds_float2_here(vs + 8 * b + 2 * q);
-        const float rx = __fmul_rn(__fmul_rn(s.x, pre), inv), ry = __fmul_rn(__fmul_rn(s.y, pre), inv);
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int k = 4 * b + e;
-            acc[k] = __fmul_rn(acc[k], e % 2 ? ry : rx);
-        }
-    }
-    return vmax;
 }
 
 /* pv_add_to_o with per-token V scales: o = o * alpha + (pv * vmax), the product exact. */

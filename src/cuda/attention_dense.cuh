@@ -22,11 +22,13 @@
  * refilled by the last warp done with it (L1-L5 of attention_lean.cuh, four arrivals per
  * page), V^T past the members' last visible token zeroed before the PV (page_v_limit over
  * the 8 slots), P straight from the QK accumulator into the PV A fragments, PV in two
- * N = 64 halves. No per-token scales (PW_ERROR_UNSUPPORTED), FP8 and FP8X2.
+ * N = 64 halves. FP8 and FP8X2; per-token scales in FP8 only (the TS template, below
+ * dense_walk: FP8X2 returns PW_ERROR_UNSUPPORTED, its full call runs them on the stacked tile).
  *
  * test_gqa_padded compares it bitwise with the padded tile (H200, 2026-12-02: equal);
- * pw_sparse_prefill runs it for G = 8 on the V^T pre-pass without per-token scales
- * (pw_union_attention_vt), its CTAs in the longest-first order of the plan's schedule.
+ * pw_sparse_prefill runs it for G = 8 on the V^T pre-pass (FP8X2 without per-token scales,
+ * FP8 with them too: pw_union_attention_vt), its CTAs in the longest-first order of the plan's
+ * schedule.
  * PAGE = 64 (both dense tiles, instantiated in attention_page64.cu): as the lean kernel's
  * PAGE = 64 form (attention_lean.cuh): K by 64-row boxes, member limits clamped to 63
  * (page_column_limit), the pre-pass's tiles zero past 63. */
@@ -219,7 +221,7 @@ static __device__ __forceinline__ void pv_add_to_o_two_queries(float (&o)[64], c
  * of the row's visible tokens, is taken by the lanes whose row is the same query's (G = 8:
  * the warp, G = 4: its half), each reading 4 or 8 of the page's tokens: the value the lean
  * kernel's ts_v_normaliser takes over its buffer masked past lim (fmaxf drops NaN in both).
- * vs_t / vmax by ts_vmax_of's multiplications, 0 past the row's limit: ts_scale_p's products,
+ * vs_t / vmax by ts_vmax_of's multiplications, 0 past the row's limit: the lean kernel's products (softmax_page's kFoldV),
  * so each member row's P is the padded tile's bit for bit. A page both rows see whole (most
  * pages) takes one factor per column. Shuffles: called by every lane of a member warp. */
 template <int G>
@@ -305,7 +307,8 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
     static_assert(!(TS && X2), "dense tiles: per-token scales in FP8 only (FP8X2 runs them on the stacked tile)");
     const int warp = tid / 32, lane = tid % 32;
     // TS: this warp's copy of the current page's K and V scales (2 x 128 floats), in the raw
-    // V tile, which FP8 on the pre-pass never uses (its V^T tile is sm.vt).
+    // V tile, which FP8 on the pre-pass never uses (its V^T tile is sm.vt; the dense tiles
+    // always run on the pre-pass, and the f16 V^T tile that spans v | vt is FP8X2's: no TS).
     static_assert(sizeof(sm.v) >= kThreads / 32 * 2 * kPageSize * sizeof(float), "dense TS: the scale buffers fit sm.v");
     float(&ts_buf)[2][kPageSize] = reinterpret_cast<float(*)[2][kPageSize]>(sm.v)[warp];
     // The bits of warp w's slots in a page's member mask (G = 8: 2w, 2w + 1; G = 4: 4w..4w+3).
@@ -506,8 +509,8 @@ __global__ void __launch_bounds__(kThreads, TS ? kDenseTsCtasPerSm : kLeanCtasPe
 
 /* ---- Dev impl 14: G = 4 on a dense tile (issue 16; bench/NOTES.md, eighth and ninth
  * sessions). test_gqa_padded compares it bitwise with the padded G = 4 tile (H200,
- * 2026-12-02: equal); pw_sparse_prefill runs it for G = 4 on the V^T pre-pass without
- * per-token scales (pw_union_attention_vt).
+ * 2026-12-02: equal); pw_sparse_prefill runs it for G = 4 on the V^T pre-pass (FP8X2
+ * without per-token scales, FP8 with them too: pw_union_attention_vt).
  *
  * The M64 tile holds 16 queries x 4 heads, row 4 s + h: two consecutive 8-query groups of
  * the union metadata (a pair) walk their merged union once. A group is a pair's leader when

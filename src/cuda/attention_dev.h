@@ -36,13 +36,13 @@ extern "C" {
  *         tiles without a member skipped (src/cuda/attention_stacked.cuh, bench/NOTES.md v9).
  *         Its own rounding of the FP8X2 arithmetic: NOT bitwise equal to the other FP8X2
  *         impls (bitwise independent of the grouping, NRMS vs exact as theirs).
- * impl 13: G = 8 on a dense tile (Union4 plans' groups of 8, PW_KERNEL_UNION4 only; no
- *         per-token scales; own V^T tiles as impl 10): 8 queries x 8 heads per M64 tile, one
+ * impl 13: G = 8 on a dense tile (Union4 plans' groups of 8, PW_KERNEL_UNION4 only;
+ *         per-token scales in FP8 only; own V^T tiles as impl 10): 8 queries x 8 heads per M64 tile, one
  *         CTA per group walking its whole union once (src/cuda/attention_dense.cuh, issue
  *         16). FP8: bitwise equal to the padded tile's G = 8 outputs (test_gqa_padded; H200,
  *         2026-12-02); FP8X2: P in f16 on f16 V^T tiles (docs/semantics.md §4.5). pw_sparse_prefill runs it for G = 8 on the V^T pre-pass
- *         (pw_union_attention_vt) when the call has no per-token scales.
- * impl 14: G = 4 on a dense tile (PW_KERNEL_UNION4 only, no per-token scales, own V^T tiles
+ *         (pw_union_attention_vt) unless the call is FP8X2 with per-token scales.
+ * impl 14: G = 4 on a dense tile (PW_KERNEL_UNION4 only, per-token scales in FP8 only, own V^T tiles
  *         as impl 10): 16 queries x 4 heads per M64 tile, two consecutive 8-query groups of
  *         the metadata (a pair: the group at an even index of its window and the next one
  *         when it continues it) walking their merged union once (attention_dense.cuh).

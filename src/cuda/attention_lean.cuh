@@ -238,7 +238,8 @@ static __device__ __forceinline__ void lean_release(uint32_t *done, int next, in
  * next member page into its own shared-memory buffer (cp.async, issued right after it has
  * read the current page's, so the copy flies during PV and the next QK), multiplies the
  * scores by the K scales (ts_scale_scores) and runs the softmax as without scales on the
- * products, then scales P by vs / vmax (ts_scale_p) and the page's PV sum by vmax. With
+ * products with P x vs / vmax in its last pass (softmax_page's kFoldV), then the page's PV
+ * sum by vmax. With
  * every scale 1 the bytes of the kernel without. (Until 2026-12-04 the softmax took the
  * factor f x ks_t per column, three more multiplies a score: bench/NOTES.md, 31st session.)
  * Warp-private: no barrier beyond __syncwarp. Two or three CTAs per SM (lean_ts_ctas_per_sm).
@@ -415,7 +416,7 @@ __global__ void __launch_bounds__(kThreads, TS ? lean_ts_ctas_per_sm<VARIANT, X2
                 if (lim < kPageSize - 1) ts_mask_v(ts_buf, lim, lane); // warp-uniform
                 float g0 = f0, g1 = f1;
                 if constexpr (kTs3) lds_thread_rows_here(sm.row_factor, g0, g1);
-                // ... with P x vs / vmax in its last pass (ts_scale_p's bits)
+                // ... with P x vs / vmax in its last pass (kFoldV)
                 softmax_page<kLeanMaxWidth, PAGE, true>(acc, lim, q, g0, g1, m0, m1, l0, l1, alpha0, alpha1,
                                                         ts_buf[1], &vmax);
             }

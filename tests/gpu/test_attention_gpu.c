@@ -1648,9 +1648,9 @@ static void test_gqa_padded(void **state)
                     }
                     /* Pre-pass on, off, and on with 1 or 8 tiles per KV head: the KV heads whose
                      * unions touch more pages run on the fallback launch (the padded tile
-                     * transposing V), the others on the tiles (at G = 8 and 4 without per-token
-                     * scales the dense tiles, their CTAs in the schedule's order, those of
-                     * fallback heads exiting). */
+                     * transposing V), the others on the tiles (at G = 8 and 4 the dense tiles
+                     * unless FP8X2 with per-token scales, their CTAs in the schedule's order,
+                     * those of fallback heads exiting). */
                     for (int f = 0; f < 4; f++) {
                         const int32_t caps[4] = {0, 0, 1, 8};
                         full_call_run_cap(c, &dg, PW_KERNEL_UNION4, f == 1 ? PW_PLAN_NO_VT_PREPASS : PW_PLAN_VT_PREPASS,
@@ -2708,7 +2708,8 @@ static void copy_scales(void *ctx)
  * plan runs that tile (every G); scales all 1 (NaN where invisible) give the tile's bytes
  * without scales; NaN codes in every cache slot no
  * row may see change nothing; a captured call replayed after new scales were written into the
- * same device buffers gives the eager call's bytes of the new scales; k_scale -1/64 (the
+ * same device buffers gives the eager call's bytes of the new scales; in FP8 only the K or
+ * only the V scales (the other side NULL) give dev impl 9's bytes; k_scale -1/64 (the
  * non-positive-factor form) within the emulation's bounds. */
 static void test_token_scales_stacked(void **state)
 {
@@ -2810,6 +2811,22 @@ static void test_token_scales_stacked(void **state)
                 assert_true(same_ones);
                 g_ts_dev.k = ks_dev;
                 g_ts_dev.v = vs_dev;
+                if (!x2) { /* one side's scales only (the other NULL: 1): the tile == dev impl 9 */
+                    for (int side = 0; side < 2; side++) {
+                        g_ts_dev.k = side == 0 ? ks_dev : NULL;
+                        g_ts_dev.v = side == 1 ? vs_dev : NULL;
+                        full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o, l);
+                        pw_grouping_t g;
+                        setup_arm(4, c, &rng, perm, &g, &dg);
+                        run_kernel_impl(c, &dg, PW_KERNEL_UNION4, 9, &g, o2, l2);
+                        const int same_side = same_outputs(c, o, l, o2, l2);
+                        printf("  G=%d: %s scales only: the %s == dev impl 9: %s\n", G, side == 0 ? "K" : "V", tile,
+                               same_side ? "bitwise" : "DIFFERENT");
+                        assert_true(same_side);
+                    }
+                    g_ts_dev.k = ks_dev;
+                    g_ts_dev.v = vs_dev;
+                }
                 /* NaN codes in every cache slot no row may see */
                 const int64_t poisoned = load_caches(c, &dg, k_clean, v_clean, cache_bytes, 1, visible, 0x7f, 0xff, &rng);
                 full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o, l);
