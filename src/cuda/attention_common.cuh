@@ -391,20 +391,19 @@ static __device__ __forceinline__ void row_max_tree(const float (&acc)[64], floa
  * returns the rescale factors alpha = 2^(m_old - m_new) of O. Warp-collective (quad
  * shuffles); only for a warp whose query selected the page. */
 static __device__ __forceinline__ float2 lds_float2_here(const float *at);                   // (below)
-static __device__ __forceinline__ float ts_v_factors(float *vs); // (below)
+static __device__ __forceinline__ float ts_v_normaliser(const float *vs, float &pre, float &inv); // (below)
 
 /* kFoldV (per-token scales, the lean kernels' TS form; vs the warp's V scales, masked past
  * lim: ts_mask_v): P x (vs_t / vmax) in the same pass, acc = 256 p x ((vs_t x pre) x inv)
- * (ts_v_factors: vmax, returned in *vmax, and each token's factor written over its V scale
- * by the warp, 4 a lane; l sums the unscaled p), the factors read by volatile shared loads
- * (lds_float2_here) where used: the bits of a separate pass over acc
+ * (ts_v_normaliser's vmax, returned in *vmax, and factors; l sums the unscaled p), vs read by
+ * volatile shared loads (lds_float2_here) where used: the bits of a separate pass over acc
  * after the softmax (2026-12-04's ts_scale_p) without it; that pass, and the normaliser
  * taken before the softmax, held the registers that the three-CTA instances do not have
  * (12-108 B of spills). */
 template <int kMaxWidth = 16, int NCOLS = kPageSize, bool kFoldV = false>
 static __device__ __forceinline__ void softmax_page(float (&acc)[64], int64_t lim, uint32_t q, float f0,
                                                     float f1, float &m0, float &m1, float &l0, float &l1,
-                                                    float &alpha0, float &alpha1, float *vs = nullptr,
+                                                    float &alpha0, float &alpha1, const float *vs = nullptr,
                                                     float *vmax = nullptr)
 {
     // NCOLS = 64 (pages of 64 tokens: lim <= 63): columns 64..127, acc[32..63], hold no
@@ -438,16 +437,18 @@ static __device__ __forceinline__ void softmax_page(float (&acc)[64], int64_t li
     softmax_rows_max(mx0, mx1, g0, g1, m0, m1, alpha0, alpha1);
     const float c0 = 8.0f - m0, c1 = 8.0f - m1;
     float s0 = 0.0f, s1 = 0.0f;
-    [[maybe_unused]] float rx = 1.0f, ry = 1.0f;
-    if constexpr (kFoldV) *vmax = ts_v_factors(vs);
+    // (The factors formed once per token by the warp, in place, as the dense tiles do
+    // (ts_v_factors), spilled the three-CTA instances by 36 B: each thread forms its 32.)
+    [[maybe_unused]] float rx = 1.0f, ry = 1.0f, pre = 1.0f, inv = 1.0f;
+    if constexpr (kFoldV) *vmax = ts_v_normaliser(vs, pre, inv);
 #pragma unroll
     for (int k = 0; k < kK; k++) {
         const bool first_row = (k % 4) < 2;
         if constexpr (kFoldV) {
             if (k % 4 == 0) { // columns 8 (k / 4) + 2q, +1
-                const float2 r = lds_float2_here(vs + 8 * (k / 4) + 2 * q); // vs / vmax
-                rx = r.x;
-                ry = r.y;
+                const float2 v = lds_float2_here(vs + 8 * (k / 4) + 2 * q);
+                rx = __fmul_rn(__fmul_rn(v.x, pre), inv);
+                ry = __fmul_rn(__fmul_rn(v.y, pre), inv);
             }
         }
         const float pk = ex2_approx(fmaf(acc[k], first_row ? g0 : g1, first_row ? c0 : c1));
@@ -682,8 +683,8 @@ static __device__ __forceinline__ void ts_scale_scores(float (&acc)[64], uint32_
 
 /* The V scales past lim set to 0 in the warp's buffer (lim < 127: warp-uniform, only a
  * query's own page, a page past the KV length, and every step of a 64-token page), so that
- * the normaliser and the factors (ts_v_factors) see only the row's visible tokens (the slots' own
- * values may be NaN: semantics §4.5 never reads them; p = 0 there, and P x 0 = 0).
+ * the normaliser (ts_v_normaliser) and the P factors see only the row's visible tokens (the
+ * slots' own values may be NaN: semantics §4.5 never reads them; p = 0 there, and P x 0 = 0).
  * Warp-collective (after the buffer's copy has landed: cp_async_wait_all, __syncwarp). */
 static __device__ __forceinline__ void ts_mask_v(float (&buf)[2][kPageSize], int64_t lim, int lane)
 {
@@ -721,29 +722,33 @@ static __device__ __forceinline__ float ts_vmax_of(float vabs, float &pre, float
     return vmax;
 }
 
-/* The page's V-scale normaliser over its tokens (ts_mask_v set the masked slots' to 0): vmax
- * (ts_vmax_of) from the largest |vs| (lane l reads tokens l, l + 32, ...: 4 loads, then the
- * warp's maximum; fmaxf drops NaN, as the reference's comparison does), then each token's
- * factor vs_t / vmax = (vs_t x pre) x inv written over its V scale in the warp's buffer (by
- * the lane that read it), so that the
- * softmax's P scaling reads 32 ready factors a thread instead of forming them from 32 scales
- * (64 multiplies a thread and page become 8 a lane). Returns vmax. Warp-collective; the
- * buffer holds factors, not scales, until the next page's copy. */
+/* The page's V-scale normaliser (ts_vmax_of) over its tokens (ts_mask_v set the masked
+ * slots' to 0). Lane l reads tokens l, l + 32, ... (4 loads, not the 32 values of its
+ * columns, which would stay live), then the warp's maximum; fmaxf drops NaN, as the
+ * reference's comparison does. */
+static __device__ __forceinline__ float ts_v_normaliser(const float *vs, float &pre, float &inv)
+{
+    const int lane = threadIdx.x % 32;
+    float vabs = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kPageSize / 32; j++) vabs = fmaxf(vabs, fabsf(vs[lane + 32 * j]));
+#pragma unroll
+    for (int d = 16; d >= 1; d /= 2) vabs = fmaxf(vabs, __shfl_xor_sync(0xffffffffu, vabs, d));
+    return ts_vmax_of(vabs, pre, inv);
+}
+
+/* ts_v_normaliser, then each token's factor vs_t / vmax = (vs_t x pre) x inv written over its
+ * V scale in the warp's buffer (by the lane that read it: 4 a lane), so that a P scaling
+ * reads 32 ready factors a thread instead of forming them from 32 scales (64 multiplies a
+ * thread and page become 8 a lane; the dense tiles' whole pages). Returns vmax.
+ * Warp-collective; the buffer holds factors, not scales, until the next page's copy. */
 static __device__ __forceinline__ float ts_v_factors(float *vs)
 {
     const int lane = threadIdx.x % 32;
-    float v[kPageSize / 32], vabs = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kPageSize / 32; j++) {
-        v[j] = vs[lane + 32 * j];
-        vabs = fmaxf(vabs, fabsf(v[j]));
-    }
-#pragma unroll
-    for (int d = 16; d >= 1; d /= 2) vabs = fmaxf(vabs, __shfl_xor_sync(0xffffffffu, vabs, d));
     float pre, inv;
-    const float vmax = ts_vmax_of(vabs, pre, inv);
+    const float vmax = ts_v_normaliser(vs, pre, inv);
 #pragma unroll
-    for (int j = 0; j < kPageSize / 32; j++) vs[lane + 32 * j] = __fmul_rn(__fmul_rn(v[j], pre), inv);
+    for (int j = 0; j < kPageSize / 32; j++) vs[lane + 32 * j] = __fmul_rn(__fmul_rn(vs[lane + 32 * j], pre), inv);
     __syncwarp();
     return vmax;
 }

@@ -220,7 +220,7 @@ static __device__ __forceinline__ void pv_add_to_o_two_queries(float (&o)[64], c
  * query selected the page (a non-member row's P is 0 and its vmax 1). vabs, the largest |vs|
  * of the row's visible tokens, is taken by the lanes whose row is the same query's (G = 8:
  * the warp, G = 4: its half), each reading 4 or 8 of the page's tokens: the value the lean
- * kernel's ts_v_factors takes over its buffer masked past lim (fmaxf drops NaN in both).
+ * kernel's ts_v_normaliser takes over its buffer masked past lim (fmaxf drops NaN in both).
  * vs_t / vmax by ts_vmax_of's multiplications, 0 past the row's limit: the lean kernel's
  * products (softmax_page's kFoldV), so each member row's P is the padded tile's bit for bit.
  * A page every row of the warp sees whole (most pages) takes the lean kernel's path: the
