@@ -437,8 +437,6 @@ static __device__ __forceinline__ void softmax_page(float (&acc)[64], int64_t li
     softmax_rows_max(mx0, mx1, g0, g1, m0, m1, alpha0, alpha1);
     const float c0 = 8.0f - m0, c1 = 8.0f - m1;
     float s0 = 0.0f, s1 = 0.0f;
-    // (The factors formed once per token by the warp, in place, as the dense tiles do
-    // (ts_v_factors), spilled the three-CTA instances by 36 B: each thread forms its 32.)
     [[maybe_unused]] float rx = 1.0f, ry = 1.0f, pre = 1.0f, inv = 1.0f;
     if constexpr (kFoldV) *vmax = ts_v_normaliser(vs, pre, inv);
 #pragma unroll
@@ -683,8 +681,8 @@ static __device__ __forceinline__ void ts_scale_scores(float (&acc)[64], uint32_
 
 /* The V scales past lim set to 0 in the warp's buffer (lim < 127: warp-uniform, only a
  * query's own page, a page past the KV length, and every step of a 64-token page), so that
- * the normaliser (ts_v_normaliser) and the P factors see only the row's visible tokens (the
- * slots' own values may be NaN: semantics §4.5 never reads them; p = 0 there, and P x 0 = 0).
+ * the normaliser (ts_v_normaliser) and softmax_page's kFoldV products see only the row's visible tokens (the slots' own
+ * values may be NaN: semantics §4.5 never reads them; p = 0 there, and P x 0 = 0).
  * Warp-collective (after the buffer's copy has landed: cp_async_wait_all, __syncwarp). */
 static __device__ __forceinline__ void ts_mask_v(float (&buf)[2][kPageSize], int64_t lim, int lane)
 {
@@ -735,22 +733,6 @@ static __device__ __forceinline__ float ts_v_normaliser(const float *vs, float &
 #pragma unroll
     for (int d = 16; d >= 1; d /= 2) vabs = fmaxf(vabs, __shfl_xor_sync(0xffffffffu, vabs, d));
     return ts_vmax_of(vabs, pre, inv);
-}
-
-/* ts_v_normaliser, then each token's factor vs_t / vmax = (vs_t x pre) x inv written over its
- * V scale in the warp's buffer (by the lane that read it: 4 a lane), so that a P scaling
- * reads 32 ready factors a thread instead of forming them from 32 scales (64 multiplies a
- * thread and page become 8 a lane; the dense tiles' whole pages). Returns vmax.
- * Warp-collective; the buffer holds factors, not scales, until the next page's copy. */
-static __device__ __forceinline__ float ts_v_factors(float *vs)
-{
-    const int lane = threadIdx.x % 32;
-    float pre, inv;
-    const float vmax = ts_v_normaliser(vs, pre, inv);
-#pragma unroll
-    for (int j = 0; j < kPageSize / 32; j++) vs[lane + 32 * j] = __fmul_rn(__fmul_rn(vs[lane + 32 * j], pre), inv);
-    __syncwarp();
-    return vmax;
 }
 
 /* pv_add_to_o with per-token V scales: o = o * alpha + (pv * vmax), the product exact. */

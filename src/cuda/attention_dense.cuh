@@ -221,32 +221,17 @@ static __device__ __forceinline__ void pv_add_to_o_two_queries(float (&o)[64], c
  * of the row's visible tokens, is taken by the lanes whose row is the same query's (G = 8:
  * the warp, G = 4: its half), each reading 4 or 8 of the page's tokens: the value the lean
  * kernel's ts_v_normaliser takes over its buffer masked past lim (fmaxf drops NaN in both).
- * vs_t / vmax by ts_vmax_of's multiplications, 0 past the row's limit: the lean kernel's
- * products (softmax_page's kFoldV), so each member row's P is the padded tile's bit for bit.
- * A page every row of the warp sees whole (most pages) takes the lean kernel's path: the
- * factors formed once per token in the warp's buffer (ts_v_factors, which overwrites the V
- * scales), one multiply a score. Shuffles: called by every lane of a member warp. */
+ * vs_t / vmax by ts_vmax_of's multiplications, 0 past the row's limit: the lean kernel's products (softmax_page's kFoldV),
+ * so each member row's P is the padded tile's bit for bit. A page both rows see whole (most
+ * pages) takes one factor per column. Shuffles: called by every lane of a member warp. */
 template <int G>
 static __device__ __forceinline__ void ts_scale_p_two_queries(float (&acc)[64], int64_t lim0, int64_t lim1, bool mem0,
-                                                              bool mem1, uint32_t q, float *vs, float &vmax0,
+                                                              bool mem1, uint32_t q, const float *vs, float &vmax0,
                                                               float &vmax1)
 {
     constexpr int kLast = kPageSize - 1;
     const int c0 = !mem0 || lim0 < 0 ? -1 : lim0 < kLast ? (int)lim0 : kLast;
     const int c1 = !mem1 || lim1 < 0 ? -1 : lim1 < kLast ? (int)lim1 : kLast;
-    if (__all_sync(0xffffffffu, c0 == kLast && c1 == kLast)) {
-        // Every row of the warp sees the page whole (most pages): one vmax, the factors
-        // formed once per token by the warp over its scale buffer (ts_v_factors: 4 a lane,
-        // in place), then one multiply a score.
-        vmax0 = vmax1 = ts_v_factors(vs);
-#pragma unroll
-        for (int b = 0; b < 16; b++) {
-            const float2 r = lds_float2_here(vs + 8 * b + 2 * q);
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc[4 * b + e] = __fmul_rn(acc[4 * b + e], e % 2 ? r.y : r.x);
-        }
-        return;
-    }
     // vabs of each row: the lanes that share the row's query (G = 8: the warp; G = 4: its
     // half) read the page's tokens in turn (4 or 8 scalar loads a lane, masked by each row's
     // limit), then their maximum by shuffles within the group.
@@ -268,7 +253,7 @@ static __device__ __forceinline__ void ts_scale_p_two_queries(float (&acc)[64], 
     float pre0, inv0, pre1, inv1;
     vmax0 = ts_vmax_of(a0, pre0, inv0);
     vmax1 = ts_vmax_of(a1, pre1, inv1);
-    if (c0 == kLast && c1 == kLast) { // this lane's rows see the page whole (another half's do not: G = 4): one factor per column
+    if (c0 == kLast && c1 == kLast) { // both rows see the page whole (most pages): one vmax, one factor per column
 #pragma unroll
         for (int b = 0; b < 16; b++) {
             const float2 v = lds_float2_here(vs + 8 * b + 2 * q);
