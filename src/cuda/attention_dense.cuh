@@ -199,15 +199,18 @@ static __device__ __forceinline__ void dense_store_rows(const AttentionParams &p
 
 /* pv_add_to_o for the two queries' rows: a non-member row's O is left as it is (o * 1 + 0
  * would turn -0 into +0, and its P of 0 times V is not even 0 if V holds NaN at a position
- * another member may see). kBoth: both rows are members (no select). */
-template <bool kBoth>
+ * another member may see). kBoth: both rows are members (no select). kTs (per-token scales):
+ * o = o * alpha + (pv * vmax), each row its own vmax (the product exact). */
+template <bool kBoth, bool kTs = false>
 static __device__ __forceinline__ void pv_add_to_o_two_queries(float (&o)[64], const float (&pv)[32], int part,
-                                                               bool mem0, bool mem1, float alpha0, float alpha1)
+                                                               bool mem0, bool mem1, float alpha0, float alpha1,
+                                                               float vmax0 = 1.0f, float vmax1 = 1.0f)
 {
 #pragma unroll
     for (int k = 0; k < 32; k++) {
         const bool first_row = (k % 4) < 2;
-        const float updated = fmaf(o[32 * part + k], first_row ? alpha0 : alpha1, pv[k]);
+        const float add = kTs ? __fmul_rn(pv[k], first_row ? vmax0 : vmax1) : pv[k];
+        const float updated = fmaf(o[32 * part + k], first_row ? alpha0 : alpha1, add);
         o[32 * part + k] = kBoth || (first_row ? mem0 : mem1) ? updated : o[32 * part + k];
     }
 }
@@ -273,22 +276,6 @@ static __device__ __forceinline__ void ts_scale_p_two_queries(float (&acc)[64], 
             const float r = __fmul_rn(__fmul_rn(e % 2 ? v.y : v.x, first_row ? pre0 : pre1), first_row ? inv0 : inv1);
             acc[k] = col <= (first_row ? c0 : c1) ? __fmul_rn(acc[k], r) : 0.0f;
         }
-    }
-}
-
-/* pv_add_to_o_two_queries with per-token V scales: o = o * alpha + (pv * vmax), each row its
- * own vmax (the product exact); a non-member row's O is left as it is. */
-template <bool kBoth>
-static __device__ __forceinline__ void pv_add_to_o_two_queries_ts(float (&o)[64], const float (&pv)[32], int part,
-                                                                  bool mem0, bool mem1, float alpha0, float alpha1,
-                                                                  float vmax0, float vmax1)
-{
-#pragma unroll
-    for (int k = 0; k < 32; k++) {
-        const bool first_row = (k % 4) < 2;
-        const float updated =
-            fmaf(o[32 * part + k], first_row ? alpha0 : alpha1, __fmul_rn(pv[k], first_row ? vmax0 : vmax1));
-        o[32 * part + k] = kBoth || (first_row ? mem0 : mem1) ? updated : o[32 * part + k];
     }
 }
 
@@ -449,13 +436,8 @@ static __device__ __forceinline__ void dense_walk(Plan &sm, const AttentionParam
         for (int h = 0; h < 2; h++) {
             float pv[32];
             pv_part<X2, 64>(pv, pa, pl, desc_vt + (uint64_t)(h * 64 * kPageSize >> 4));
-            if constexpr (TS) {
-                if (all) pv_add_to_o_two_queries_ts<true>(o, pv, h, mem0, mem1, alpha0, alpha1, vmax0, vmax1);
-                else if (member) pv_add_to_o_two_queries_ts<false>(o, pv, h, mem0, mem1, alpha0, alpha1, vmax0, vmax1);
-            } else {
-                if (all) pv_add_to_o_two_queries<true>(o, pv, h, mem0, mem1, alpha0, alpha1);
-                else if (member) pv_add_to_o_two_queries<false>(o, pv, h, mem0, mem1, alpha0, alpha1);
-            }
+            if (all) pv_add_to_o_two_queries<true, TS>(o, pv, h, mem0, mem1, alpha0, alpha1, vmax0, vmax1);
+            else if (member) pv_add_to_o_two_queries<false, TS>(o, pv, h, mem0, mem1, alpha0, alpha1, vmax0, vmax1);
         }
         wgmma_fence_operand(pa);
         if constexpr (X2) wgmma_fence_operand(pl);

@@ -84,7 +84,7 @@ static pw_precision_t g_precision = PW_PRECISION_FP8;
 static pw_regroup_mode_t g_full_regroup = PW_REGROUP_AUTO;
 static int32_t g_full_window = 0;
 /* full_call_run's plans take the flags as given (the default tile choice) instead of the
- * tile these tests compare (test_token_scales_stacked's default-plan check). */
+ * tile these tests compare (test_token_scales_on_tiles's default-plan check). */
 static int g_full_flags_as_given = 0;
 /* Attention sinks of the GPU runs (device, [Hq]) and of the references (host): test_sinks only. */
 static float *g_sinks_dev = NULL;
@@ -873,7 +873,7 @@ static void full_call_run_cap(const pw_capture_t *c, device_problem_t *d, pw_ker
     /* G = 8 / 4: the dense tile's bytes, which these tests compare, unless the stacked 4-slot
      * (8-slot) tile is asked for (the per-call choice between them: test_full_call_gpu);
      * with per-token scales at every G the lean kernel's (the stacked tile with them:
-     * test_token_scales_stacked). */
+     * test_token_scales_on_tiles). */
     const int ts = g_ts_dev.k || g_ts_dev.v;
     if ((c->problem.q_heads_per_kv == 8 || c->problem.q_heads_per_kv == 4 || ts) && !(flags & PW_PLAN_FP8X2_STACKED) &&
         !g_full_flags_as_given)
@@ -2711,7 +2711,7 @@ static void copy_scales(void *ctx)
  * same device buffers gives the eager call's bytes of the new scales; in FP8 only the K or
  * only the V scales (the other side NULL) give dev impl 9's bytes; k_scale -1/64 (the
  * non-positive-factor form) within the emulation's bounds. */
-static void test_token_scales_stacked(void **state)
+static void test_token_scales_on_tiles(void **state)
 {
     (void)state;
     const int quick = getenv("PW_TEST_QUICK") != NULL;
@@ -2920,7 +2920,7 @@ int main(int argc, char **argv)
             return cmocka_run_group_tests(page64_tests, NULL, NULL);
         } else if (strcmp(argv[i], "--scales-only") == 0) { /* scripts/gpu-check scales */
             const struct CMUnitTest scales_tests[] = {cmocka_unit_test_setup(test_token_scales, reset_globals),
-                                                      cmocka_unit_test_setup(test_token_scales_stacked, reset_globals),
+                                                      cmocka_unit_test_setup(test_token_scales_on_tiles, reset_globals),
                                                       cmocka_unit_test_setup(test_gqa_padded, reset_globals)};
             return cmocka_run_group_tests(scales_tests, NULL, NULL);
         }
@@ -2932,7 +2932,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(test_sink_keys, reset_globals),
         cmocka_unit_test_setup(test_nonpositive_k_scale, reset_globals),
         cmocka_unit_test_setup(test_token_scales, reset_globals),
-        cmocka_unit_test_setup(test_token_scales_stacked, reset_globals),
+        cmocka_unit_test_setup(test_token_scales_on_tiles, reset_globals),
         cmocka_unit_test_setup(test_cache_layout, reset_globals),
         cmocka_unit_test_setup(test_gqa_padded, reset_globals),
         cmocka_unit_test_setup(test_topk_padded, reset_globals),
