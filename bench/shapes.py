@@ -48,9 +48,12 @@ them: C_4 for the G16 / padded tiles, 8-query unions for the dense G = 8 tile, f
 reference's grouping with the plan's regroup mode; not printed for the dense G = 4 tile and
 the vt / novt arms).
 
+--flush-mb M writes M MiB (untimed) before each timed replay, so that every call starts with
+a cold L2 as a serving engine's call for one layer does after the other layers' (on the H200
+A-hot and C-hot calls read the same with 256 MiB as without: bench/NOTES.md, 32nd session).
 --nrms-rows R adds each plain arm's NRMS against FP64 exact on R random rows (its copy 0's output).
 Run: python bench/shapes.py FILE.safetensors... [--replays 50] [--warmup 5] [--copies 1] [--arms ...]
-     [--nrms-rows 256]
+     [--flush-mb 256] [--nrms-rows 256]
 (PAGEWEAVER_LIBRARY or an installed package, as for the tests; needs an sm_90 GPU).
 """
 import argparse
@@ -280,6 +283,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--copies", type=int, default=1, help="Q / O copies per arm, replayed in turn")
     ap.add_argument("--arms", default=",".join(DEFAULT_ARMS), help="comma-separated, of " + ",".join(ARMS))
+    ap.add_argument("--flush-mb", type=int, default=0,
+                    help="before each timed replay, write this many MiB (untimed) so that the call starts with a "
+                         "cold L2, as a serving engine's call for one layer after the others' (0: off)")
     ap.add_argument("--nrms-rows", type=int, default=0,
                     help="also print each plain arm's NRMS vs FP64 exact on this many random rows (copy 0)")
     a = ap.parse_args()
@@ -290,7 +296,8 @@ def main():
         if x not in ARMS:
             ap.error(f"unknown arm {x!r} (arms: {', '.join(ARMS)})")
     print(f"pageweaver {pageweaver.__version__}, {torch.cuda.get_device_name()}, "
-          f"{a.replays} interleaved graph replays per arm, {a.copies} Q / O copies (median / p90, us)")
+          f"{a.replays} interleaved graph replays per arm, {a.copies} Q / O copies (median / p90, us)"
+          + (f", L2 flushed ({a.flush_mb} MiB written) before each replay" if a.flush_mb > 0 else ""))
     for path in a.files:
         b = build(path, torch.device("cuda"), a.copies)
         name = path.rsplit("/", 1)[-1]
@@ -303,9 +310,12 @@ def main():
                     graphs[arm].append(graph_of(fn))
             times = {k: [] for k in graphs}
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            flush = torch.empty(a.flush_mb << 20, dtype=torch.uint8, device="cuda") if a.flush_mb > 0 else None
             for i in range(a.warmup + a.replays):
                 for k, copies in graphs.items():
                     graph, _ = copies[i % len(copies)]
+                    if flush is not None:
+                        flush.fill_(i & 0xFF)  # stream-ordered before start: not timed
                     start.record()
                     graph.replay()
                     end.record()
