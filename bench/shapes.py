@@ -51,9 +51,12 @@ the vt / novt arms).
 --flush-mb M writes M MiB (untimed) before each timed replay, so that every call starts with
 a cold L2 as a serving engine's call for one layer does after the other layers' (on the H200
 A-hot and C-hot calls read the same with 256 MiB as without: bench/NOTES.md, 32nd session).
+--back-to-back queues the replays (a CUDA event pair around each, one synchronisation at the
+end) as bench/flashinfer_peer.py does; by default the host waits for each replay before
+launching the next, so the GPU idles between them.
 --nrms-rows R adds each plain arm's NRMS against FP64 exact on R random rows (its copy 0's output).
 Run: python bench/shapes.py FILE.safetensors... [--replays 50] [--warmup 5] [--copies 1] [--arms ...]
-     [--flush-mb 256] [--nrms-rows 256]
+     [--flush-mb 256] [--back-to-back] [--nrms-rows 256]
 (PAGEWEAVER_LIBRARY or an installed package, as for the tests; needs an sm_90 GPU).
 """
 import argparse
@@ -286,6 +289,9 @@ def main():
     ap.add_argument("--flush-mb", type=int, default=0,
                     help="before each timed replay, write this many MiB (untimed) so that the call starts with a "
                          "cold L2, as a serving engine's call for one layer after the others' (0: off)")
+    ap.add_argument("--back-to-back", action="store_true",
+                    help="queue the replays without waiting for each (one synchronisation at the end), as "
+                         "bench/flashinfer_peer.py and `pageweaver bench` time; default: wait after each replay")
     ap.add_argument("--nrms-rows", type=int, default=0,
                     help="also print each plain arm's NRMS vs FP64 exact on this many random rows (copy 0)")
     a = ap.parse_args()
@@ -297,7 +303,8 @@ def main():
             ap.error(f"unknown arm {x!r} (arms: {', '.join(ARMS)})")
     print(f"pageweaver {pageweaver.__version__}, {torch.cuda.get_device_name()}, "
           f"{a.replays} interleaved graph replays per arm, {a.copies} Q / O copies (median / p90, us)"
-          + (f", L2 flushed ({a.flush_mb} MiB written) before each replay" if a.flush_mb > 0 else ""))
+          + (f", L2 flushed ({a.flush_mb} MiB written) before each replay" if a.flush_mb > 0 else "")
+          + (", back to back" if a.back_to_back else ""))
     for path in a.files:
         b = build(path, torch.device("cuda"), a.copies)
         name = path.rsplit("/", 1)[-1]
@@ -309,19 +316,27 @@ def main():
                     fn, gs[arm] = arm_call(arm, b, prec, outs, copy)
                     graphs[arm].append(graph_of(fn))
             times = {k: [] for k in graphs}
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             flush = torch.empty(a.flush_mb << 20, dtype=torch.uint8, device="cuda") if a.flush_mb > 0 else None
+            pending = []  # --back-to-back: (arm, start, end) read after the last replay
             for i in range(a.warmup + a.replays):
                 for k, copies in graphs.items():
                     graph, _ = copies[i % len(copies)]
                     if flush is not None:
                         flush.fill_(i & 0xFF)  # stream-ordered before start: not timed
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     start.record()
                     graph.replay()
                     end.record()
+                    if a.back_to_back:
+                        if i >= a.warmup:
+                            pending.append((k, start, end))
+                        continue
                     end.synchronize()
                     if i >= a.warmup:
                         times[k].append(start.elapsed_time(end) * 1e3)
+            torch.cuda.synchronize()
+            for k, start, end in pending:
+                times[k].append(start.elapsed_time(end) * 1e3)
             base = statistics.median(times["G16"]) if "G16" in times else None
             for arm in arms:
                 x = sorted(times[arm])
