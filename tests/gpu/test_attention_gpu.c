@@ -1825,6 +1825,42 @@ static void check_dense_tile_wide(pw_capture_t *c, device_problem_t *d, pw_rng_t
             assert_true(same);
         }
         check_dense_full_call(c, d, impl, o, l, o_full, l_full);
+        if (pr == 0) {
+            /* FP8 with random per-token scales (K 2^U(-1,1), V 2^U(-3,3), NaN in every slot no
+             * row may see) at pages of 128 tokens and K > 16: the dense TS tile (dev impl 13 /
+             * 14, and the full call on the pre-pass, which runs it) bitwise the padded tile's
+             * (Union4 W128). test_page64 runs the same check at P = 64. */
+            const int hkv = p->num_kv_heads;
+            const int64_t pairs = p->num_cache_pages * p->page_size * hkv;
+            uint8_t *visible = malloc(pairs);
+            float *ks = malloc(pairs * 4), *vs = malloc(pairs * 4);
+            assert_non_null(visible);
+            assert_non_null(ks);
+            assert_non_null(vs);
+            pw_test_visible_slots(c, visible); /* [slot * hkv + h] */
+            for (int64_t i = 0; i < pairs; i++) {
+                ks[i] = visible[i] ? (float)exp2(2.0 * pw_rng_uniform(rng) - 1.0) : NAN;
+                vs[i] = visible[i] ? (float)exp2(6.0 * pw_rng_uniform(rng) - 3.0) : NAN;
+            }
+            float *ks_dev = dev_copy(ks, pairs * 4), *vs_dev = dev_copy(vs, pairs * 4);
+            g_ts_dev = (pw_token_scales_t){ks_dev, vs_dev, 1, hkv};
+            run_kernel(c, d, PW_KERNEL_UNION4, &g, o, l);
+            run_kernel_impl(c, d, PW_KERNEL_UNION4, impl, &g, o_full, l_full);
+            const int same_ts = same_outputs(c, o_full, l_full, o, l);
+            full_call_run(c, d, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o_full, l_full);
+            const int same_ts_full = same_outputs(c, o_full, l_full, o, l);
+            printf("  K=%d G=%d FP8 token scales: dense tile (dev impl %d) bitwise %s, full call (pre-pass) bitwise "
+                   "%s to the padded tile\n",
+                   K, G, impl, same_ts ? "equal" : "DIFFERENT", same_ts_full ? "equal" : "DIFFERENT");
+            assert_true(same_ts);
+            assert_true(same_ts_full);
+            g_ts_dev = (pw_token_scales_t){NULL, NULL, 0, 0};
+            CUDA_OK(cudaFree(ks_dev));
+            CUDA_OK(cudaFree(vs_dev));
+            free(visible);
+            free(ks);
+            free(vs);
+        }
     }
 }
 
