@@ -28,11 +28,14 @@
  * differ from the other FP8X2 kernels (NRMS vs exact is the measure: test_attention_gpu),
  * and each row is still computed alone: bitwise independent of the grouping.
  *
- * Resources: O is 32 registers (one row per thread after the fold); QK runs in two N = 64
- * halves of the page's keys, each waited and folded (32 live accumulators instead of 64), so
- * the kernel fits 128 registers (118; 127-128 with per-token scales) and four CTAs per SM;
- * no raw V tile (the pre-pass's V^T only) and one Q tile: ~47 KiB of shared memory (the
- * per-token scales' two 2 KiB buffers included in every instance).
+ * Resources: O is 32 registers (one row per thread after the fold), and the kernel fits 128
+ * registers at four CTAs per SM. Without per-token scales QK and PV each run as one N = 128
+ * product, waited once (64 accumulators; 127-128 registers, with the thread index and the grid
+ * size re-read where used and the next item's index kept in shared memory: held in registers
+ * they went to local memory); with them, in two N = 64 halves each waited and folded (32
+ * accumulators: stack_product_parts). No raw V tile (the pre-pass's V^T only) and one Q
+ * tile: ~47 KiB of shared memory (the per-token scales' two 2 KiB buffers included in every
+ * instance).
  * Synchronisation: as impl 10 (attention_lean.cuh L1-L5): every warp arrives on k_done once
  * per page, after its QK waits; on v_done once, after its PV waits.
  * Items: the dev entry runs one tile per CTA (CTA pair b = half b); the full call launches at
@@ -107,6 +110,93 @@ static __device__ __forceinline__ void stacked_p_fragments(const float (&s)[32],
         pa[2 * a] = (uint32_t)c0 | ((uint32_t)c1 << 16);
         pa[2 * a + 1] = (uint32_t)p_pair_lo(s[4 * a], s[4 * a + 1], c0) |
                         ((uint32_t)p_pair_lo(s[4 * a + 2], s[4 * a + 3], c1) << 16);
+    }
+}
+
+/* Wgmma products a page takes each way (QK, PV): 1, one N = 128 product waited once (64
+ * accumulators), in the instances without per-token scales; 2, two N = 64 halves each waited
+ * and folded (32 accumulators), in the per-token-scale instances, whose scale buffers and
+ * O unit leave no room for 64 at 128 registers. Each wait is a round trip on the CTA's chain
+ * (H200, A-hot: one per product instead of two, -2..-3% on the call; four N = 32 quarters
+ * instead of halves, +9..14%: bench/NOTES.md, 32nd session). */
+constexpr int stack_product_parts(bool ts) { return ts ? 2 : 1; }
+
+/* QK of one page into this thread's 32 scores s[2b + e] (columns 8b + 2q + e): row r (q8 x
+ * K) plus row r + 8 (its second term x K), summed in FP32. kParts products of N = 128 /
+ * kParts keys each (stack_product_parts). */
+template <int kParts>
+static __device__ __forceinline__ void stacked_qk(float (&s)[32], uint64_t desc_q, uint64_t desc_k)
+{
+    static_assert(kParts == 1 || kParts == 2, "stacked QK: one N = 128 product or two N = 64 halves");
+    constexpr int kN = kPageSize / kParts;
+#pragma unroll
+    for (int h = 0; h < kParts; h++) {
+        float acc[kN / 2];
+        wgmma_fence_operand(acc);
+        wgmma_fence();
+#pragma unroll
+        for (int kb = 0; kb < kHeadDim / 32; kb++) {
+            if constexpr (kParts == 1)
+                wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, kb > 0);
+            else
+                wgmma_m64n64k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + (uint64_t)(h * 64 * kHeadDim >> 4) + 2 * kb,
+                                            kb > 0);
+        }
+        wgmma_commit_group();
+        wgmma_wait_group<0>();
+        wgmma_fence_operand(acc);
+#pragma unroll
+        for (int b = 0; b < kN / 8; b++) { // row r (q8 x K) + row r + 8 (second term x K)
+            s[kN / 4 * h + 2 * b] = acc[4 * b] + acc[4 * b + 2];
+            s[kN / 4 * h + 2 * b + 1] = acc[4 * b + 1] + acc[4 * b + 3];
+        }
+    }
+}
+
+/* The page's PV product (P's two terms in rows r / r + 8 of the A fragments pa, V^T at
+ * desc_vt) into fresh accumulators, its two rows summed into O: o = o alpha + (pv_r +
+ * pv_r+8) (x pv_factor when kTs and it is not 1: the per-token scales' O unit), member rows
+ * only. kParts products of N = 128 / kParts columns of O each (stack_product_parts). */
+template <int kParts, bool kTs>
+static __device__ __forceinline__ void stacked_pv_add(float (&o)[32], const uint32_t (&pa)[16], uint64_t desc_vt,
+                                                      float alpha, float pv_factor, bool member)
+{
+    static_assert(kParts == 1 || kParts == 2, "stacked PV: one N = 128 product or two N = 64 halves");
+    constexpr int kN = kPageSize / kParts;
+#pragma unroll
+    for (int h = 0; h < kParts; h++) {
+        float pv[kN / 2];
+        if constexpr (kParts == 1) {
+            wgmma_fence_operand(pv);
+            wgmma_fence();
+#pragma unroll
+            for (int kb = 0; kb < kPageSize / 32; kb++)
+                wgmma_m64n128k32_f32_e4m3_rs(pv, pa[4 * kb], pa[4 * kb + 1], pa[4 * kb + 2], pa[4 * kb + 3],
+                                             desc_vt + 2 * kb, kb > 0);
+            wgmma_commit_group();
+            wgmma_wait_group<0>();
+            wgmma_fence_operand(pv);
+        } else {
+            const uint32_t none[1] = {0u};
+            pv_part<false, 64>(pv, pa, none, desc_vt + (uint64_t)(h * 64 * kPageSize >> 4));
+        }
+        if (member) {
+            if (!kTs || pv_factor == 1.0f) {
+#pragma unroll
+                for (int b = 0; b < kN / 8; b++) {
+                    const int c = kN / 4 * h + 2 * b;
+                    o[c] = fmaf(o[c], alpha, pv[4 * b] + pv[4 * b + 2]);
+                    o[c + 1] = fmaf(o[c + 1], alpha, pv[4 * b + 1] + pv[4 * b + 3]);
+                }
+            } else {
+#pragma unroll
+                for (int b = 0; b < kN / 8; b++) {
+                    const int c = kN / 4 * h + 2 * b;
+                    o[c] = fmaf(o[c], alpha, __fmul_rn(pv[4 * b] + pv[4 * b + 2], pv_factor));
+                    o[c + 1] = fmaf(o[c + 1], alpha, __fmul_rn(pv[4 * b + 1] + pv[4 * b + 3], pv_factor));
+                }
+            }
+        }
     }
 }
 
@@ -196,6 +286,7 @@ struct __align__(1024) SmemPlanStack1 {
     int32_t num_pages;
     uint32_t base;                      // the persistent loop's pages walked before this item (barrier phases)
     uint32_t item;                      // the persistent loop's current item
+    uint32_t next_item;                 // ... and the one after it (thread 0's, from the work counter)
     int32_t block;                      // its Union4 half (CTA-pair index; G = 4: stack_item_block's group code), -1: none
     uint32_t sched_counts[kSchedClasses]; // the longest-first schedule's class sizes (read once)
     // TS: page i's K scales (ts[i % 2][0]), V scales ([1]), their prefix maxima ([2]) and
@@ -281,6 +372,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     static_assert(G == 16 || G == 8 || G == 4, "stack1: G = 16, 8 or 4");
     // Slots per tile: 2 (G = 16), 4 (G = 8), 8 (G = 4: warp w holds slots 2 w and 2 w + 1)
     constexpr int kTiles = stack_tiles(G), kTileSlots = G == 4 ? kDenseSlots : 4 / kTiles;
+    constexpr int kParts = stack_product_parts(TS); // wgmma products a page each way
     extern __shared__ uint8_t smem_raw[];
     SmemPlanStack1 &sm = smem_plan<SmemPlanStack1>(smem_raw);
     // The full call's second launch (pw_union_attention_vt): this call may run the other tile
@@ -305,19 +397,26 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     static_assert(kSchedClasses <= kThreads, "one thread per schedule class");
     if (p.sched_count && threadIdx.x < kSchedClasses) sm.sched_counts[threadIdx.x] = __ldg(p.sched_count + threadIdx.x);
     __syncthreads();
-    uint32_t next = 0; // thread 0: the next item (the counter's value)
     if (threadIdx.x == 0) {
         sm.base = 0u; // pages this CTA walked before the item: the barriers' phases go on
-        next = counted ? (uint32_t)atomicAdd(p.stack_stat + 2, 1ull) : blockIdx.x;
+        sm.next_item = counted ? (uint32_t)atomicAdd(p.stack_stat + 2, 1ull) : blockIdx.x;
     }
-    // (base kept in shared memory: live across the prologue it cost spills at 128 registers.)
+    // (base and the next item kept in shared memory: live across the prologue or the page
+    // loop, each cost spills at 128 registers.)
 #pragma unroll 1
     for (;;) {
         __syncthreads(); // every thread read the previous item's index and left its shared state
         if (threadIdx.x == 0) {
-            sm.item = next;
-            sm.block = stack_item_block<G>(p, sm, next, num_items);
-            next = counted ? (uint32_t)atomicAdd(p.stack_stat + 2, 1ull) : next + gridDim.x; // waited for at the next item
+            // The item after this one is taken from the counter now, its value stored once the
+            // item's own schedule lookup (a global load too) has returned: both round trips
+            // overlap, and no register holds it across the page loop.
+            uint32_t grid; // (read here, volatile: hoisted out of the loop, ptxas kept it in local memory)
+            asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(grid));
+            const uint32_t current = sm.next_item;
+            const uint32_t next = counted ? (uint32_t)atomicAdd(p.stack_stat + 2, 1ull) : current + grid;
+            sm.item = current;
+            sm.block = stack_item_block<G>(p, sm, current, num_items);
+            sm.next_item = next;
         }
         __syncthreads();
         const uint32_t item = sm.item;
@@ -349,7 +448,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
             load_q_rows<true, G, false, kDenseSlots>(q_raw, tid, p, kv_head, rows);
             build_page_list<VARIANT, SmemPlanStack1, kDenseSlots>(sm, p, kv_head, work.group, 0, work.request,
                                                                   work.query_rows[0], work.limits, work.union_size,
-                                                                  sm.page_vt, 0xffu); // ends with __syncthreads
+                                                                  sm.page_vt, 0xffu, tid); // ends with __syncthreads
         } else {
             CtaWork work;
             if (!cta_work<VARIANT>(p, 0, work, block)) continue;                   // CTA-uniform
@@ -376,9 +475,9 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
             load_q_rows<true, G>(q_raw, tid, p, kv_head, rows);
             build_page_list<VARIANT>(sm, p, kv_head, work.group, work.half, work.request, work.query_rows[0],
                                      work.limits, work.union_size, sm.page_vt,
-                                     ((1u << kTileSlots) - 1u) << (kTileSlots * tile)); // ends with __syncthreads
+                                     ((1u << kTileSlots) - 1u) << (kTileSlots * tile), tid); // ends with __syncthreads
         }
-        const int warp = tid / 32, lane = tid % 32;
+        const int lane = tid % 32;
         const int num_pages = sm.num_pages;
         const uint32_t base = sm.base; // written before the __syncthreads that ends build_page_list
         // (The cache policy is made at each issue: kept live across the page loop it cost
@@ -440,32 +539,15 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         for (int i = 0; i < num_pages; i++) {
             const uint32_t parity = (base + (uint32_t)i) & 1u;
             // G = 16 / 8: warp-uniform; G = 4: per half warp, `walk` (either slot) warp-uniform
-            const bool member = (sm.page_members[i] >> (kTileSlots * tile + my_slot)) & 1u;
-            const bool walk = G == 4 ? ((sm.page_members[i] >> (2 * warp)) & 3u) != 0u : member;
+            int tid_page = tid; // G = 4: re-read (volatile), else its member masks, formed once, went to local memory
+            if constexpr (G == 4) asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid_page));
+            const bool member = (sm.page_members[i] >> (kTileSlots * tile + stack_thread_slot<G>(tid_page))) & 1u;
+            const bool walk = G == 4 ? ((sm.page_members[i] >> (2 * (tid_page / 32))) & 3u) != 0u : member;
             const int vlim = sm.page_vlim[i];
             mbarrier_wait_parity(&sm.k_full, parity);
             const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q), desc_k = wgmma_desc_k_major_sw128(sm.k);
-            // QK in two N = 64 halves (keys 0-63, 64-127), each waited and folded: 32 live
-            // accumulators instead of 64 (four CTAs per SM leave 128 registers a thread).
             float s[32];
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                float acc[32];
-                wgmma_fence_operand(acc);
-                wgmma_fence();
-#pragma unroll
-                for (int kb = 0; kb < kHeadDim / 32; kb++)
-                    wgmma_m64n64k32_f32_e4m3_ss(acc, desc_q + 2 * kb,
-                                                desc_k + (uint64_t)(h * 64 * kHeadDim >> 4) + 2 * kb, kb > 0);
-                wgmma_commit_group();
-                wgmma_wait_group<0>();
-                wgmma_fence_operand(acc);
-#pragma unroll
-                for (int b = 0; b < 8; b++) { // row r (q8 x K) + row r + 8 (second term x K)
-                    s[16 * h + 2 * b] = acc[4 * b] + acc[4 * b + 2];
-                    s[16 * h + 2 * b + 1] = acc[4 * b + 1] + acc[4 * b + 3];
-                }
-            }
+            stacked_qk<kParts>(s, desc_q, desc_k);
             lean_release(&sm.k_done, i + 1, num_pages, issue_k); // L1
             float alpha = 1.0f, vmax = 1.0f;
             uint32_t pa[16];
@@ -497,7 +579,6 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
                 if (lane == 0) mbarrier_arrive(&sm.ts_empty);
             }
             prevt_wait_zeroed<false>(sm, parity, vlim);
-            const uint32_t none[1] = {0u};
             const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt);
             // TS: the page's PV sum in units of o_unit (vmax / o_unit; 1 on most pages)
             float pv_factor = 1.0f;
@@ -511,28 +592,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
                     pv_factor = __fdiv_rn(vmax, o_unit); // a power of two < 1
                 }
             }
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                float pv[32];
-                pv_part<false, 64>(pv, pa, none, desc_vt + (uint64_t)(h * 64 * kPageSize >> 4));
-                if (member) {
-                    if (!TS || pv_factor == 1.0f) {
-#pragma unroll
-                        for (int b = 0; b < 8; b++) {
-                            const int c = 16 * h + 2 * b;
-                            o[c] = fmaf(o[c], alpha, pv[4 * b] + pv[4 * b + 2]);
-                            o[c + 1] = fmaf(o[c + 1], alpha, pv[4 * b + 1] + pv[4 * b + 3]);
-                        }
-                    } else {
-#pragma unroll
-                        for (int b = 0; b < 8; b++) {
-                            const int c = 16 * h + 2 * b;
-                            o[c] = fmaf(o[c], alpha, __fmul_rn(pv[4 * b] + pv[4 * b + 2], pv_factor));
-                            o[c + 1] = fmaf(o[c + 1], alpha, __fmul_rn(pv[4 * b + 1] + pv[4 * b + 3], pv_factor));
-                        }
-                    }
-                }
-            }
+            stacked_pv_add<kParts, TS>(o, pa, desc_vt, alpha, pv_factor, member);
             wgmma_fence_operand(pa);
             lean_release(&sm.v_done, i + 1, num_pages, issue_v); // L2
         }

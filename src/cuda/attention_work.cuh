@@ -24,14 +24,14 @@ template <int VARIANT, class Plan, int SLOTS = kSlotsPerCta, int TOPK = kTopK, i
 static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int kv_head,
                                        int64_t group, int half, int request, int32_t query_row,
                                        const int64_t (&limits)[SLOTS], int union_size,
-                                       int32_t *page_vt = nullptr, uint32_t slot_mask = 0xFu)
+                                       int32_t *page_vt = nullptr, uint32_t slot_mask = 0xFu, int tid_read = -1)
 {
     constexpr int kEntries = VARIANT == kPerQuery ? TOPK : kGroupSize * TOPK;
     constexpr int kPasses = (kEntries + kThreads - 1) / kThreads;
     constexpr int kCapacity = (int)(sizeof(sm.page_logical) / sizeof(sm.page_logical[0]));
     static_assert(VARIANT != kPerQuery || TOPK <= kThreads, "per-query: one thread per Top-K id");
     const int64_t query_limit = limits[0]; // per-query: the query's last visible token
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int tid = tid_read >= 0 ? tid_read : (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
     int kept = 0; // kPasses > 1: entries kept by the earlier passes (CTA-uniform)
 #pragma unroll 1
     for (int pass = 0; pass < kPasses; pass++) {
