@@ -40,8 +40,10 @@
  * per page, after its QK waits; on v_done once, after its PV waits.
  * Items: the dev entry runs one tile per CTA (CTA pair b = half b); the full call launches at
  * most 4 CTAs per SM that take items (tiles) from a work counter (stack_stat[2], cleared by
- * the pre-pass's memset), thread 0 fetching the next while the current one runs; a static
- * stride instead measured 2.7% slower on A-hot (load imbalance). Across items a CTA keeps its
+ * the pre-pass's memset), thread 0 taking the next item's index at the start of an item
+ * (its round trip overlaps the item's schedule lookup; kept in shared memory, not in a
+ * register across the page loop); a static stride instead measured 2.7% slower on A-hot
+ * (load imbalance). Across items a CTA keeps its
  * barriers: k_full / v_full complete one phase per page, so a page's parity counts from the
  * pages of earlier items (sm.base), and k_done / v_done stay multiples of 4 between items;
  * two CTA barriers at the top of each item order the previous item's readers of the shared
@@ -117,8 +119,9 @@ static __device__ __forceinline__ void stacked_p_fragments(const float (&s)[32],
  * accumulators), in the instances without per-token scales; 2, two N = 64 halves each waited
  * and folded (32 accumulators), in the per-token-scale instances, whose scale buffers and
  * O unit leave no room for 64 at 128 registers. Each wait is a round trip on the CTA's chain
- * (H200, A-hot: one per product instead of two, -2..-3% on the call; four N = 32 quarters
- * instead of halves, +9..14%: bench/NOTES.md, 32nd session). */
+ * (H200, A-hot and C-hot: one per product instead of two, -0.3..-3.0% on the call at G = 16,
+ * -1.5..-4.6% at G = 8 / 4; four N = 32 quarters instead of halves, +9..14%: bench/NOTES.md,
+ * 32nd session). */
 constexpr int stack_product_parts(bool ts) { return ts ? 2 : 1; }
 
 /* QK of one page into this thread's 32 scores s[2b + e] (columns 8b + 2q + e): row r (q8 x
@@ -385,9 +388,11 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     // the items, so that a call that runs the lean kernel exits a small grid); otherwise one
     // item per CTA (the dev entry).
     // Items in turn from a work counter (stack_stat[2], zeroed by the pre-pass's memset):
-    // thread 0 fetches the next item's index while this one runs, so a CTA that finishes
-    // early takes more, as the hardware's CTA scheduler would give them (a static stride
-    // measured 2% slower than one CTA per item; bench/NOTES.md, 21st session).
+    // thread 0 takes the next item's index at the start of this one (waited for before the
+    // item's second barrier, overlapping its schedule lookup; until the 32nd session it was
+    // waited for only at the next item, but held in a register across the page loop), so a
+    // CTA that finishes early takes more, as the hardware's CTA scheduler would give them (a
+    // static stride measured 2.7% slower than one CTA per item; bench/NOTES.md, 21st session).
     // (The counter's address is formed at each use from the kernel parameters: held across
     // the loop it took 8 bytes of local memory in the TS instances at 128 registers.)
     const bool counted = p.stack_items > 0;

@@ -19,7 +19,10 @@ namespace pw {
  * per-query row's stride, and the group rows' 8 K entries, read in passes of one entry per
  * thread; the list keeps at most its capacity (4 K >= the pages of 4 queries, so only
  * broken device metadata could reach it). PAGE: tokens per page (64 on the lean kernels'
- * page-64 forms, attention_lean.cuh). */
+ * page-64 forms, attention_lean.cuh). tid_read: -1 (threadIdx.x), or the caller's own read of
+ * it (the same value): the stacked tile passes a volatile re-read so that ptxas does not
+ * hoist this function's warp and lane out of its persistent loop (they went to local
+ * memory at 128 registers). */
 template <int VARIANT, class Plan, int SLOTS = kSlotsPerCta, int TOPK = kTopK, int PAGE = kPageSize>
 static __device__ void build_page_list(Plan &sm, const AttentionParams &p, int kv_head,
                                        int64_t group, int half, int request, int32_t query_row,
