@@ -598,6 +598,8 @@ pw_status_t launch_lean(const pw::AttentionParams &params, unsigned grid, pw_str
     return pw::launch_lean_page<VARIANT, X2, PREVT, pw::kPageSize>(params, grid, stream);
 }
 
+std::atomic<int> g_dev_stack_ctas{0}; // pw_dev_set_stack_ctas: the persistent stacked grid's cap (0: none)
+
 /* Dev impl 12 (attention_stacked.cuh): one tile per CTA, four CTAs per SM; `grid` counts
  * two CTAs per (group, KV head), this kernel runs four at G = 16 (2-slot tiles), two at G = 8
  * (one 4-slot tile per half), two at G = 4 (one 8-slot tile per group, the second item of a
@@ -613,7 +615,9 @@ pw_status_t launch_stack1_g(const pw::AttentionParams &params, unsigned grid, pw
         cudaError_t e = cudaGetDevice(&dev);
         if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
         if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "stacked tile: SM count: %s", cudaGetErrorString(e));
-        const int64_t resident = (int64_t)sms * pw::kStack1CtasPerSm;
+        int64_t resident = (int64_t)sms * pw::kStack1CtasPerSm;
+        const int cap = g_dev_stack_ctas.load(std::memory_order_relaxed); // tests only (pw_dev_set_stack_ctas)
+        if (cap > 0 && cap < resident) resident = cap;
         ctas = (unsigned)(params.stack_items < resident ? params.stack_items : resident); // items = 2 grid < 2^32
     } else { // one item per CTA (the dev entry): kTiles CTAs per half
         if (grid > 0x7fffffffu / kTiles) return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12: grid too large");
@@ -1040,6 +1044,11 @@ extern "C" void pw_dev_set_schedule(const uint32_t *count, const int32_t *list, 
 {
     const int kind = dense == 1 || dense == 2 ? dense : 0;
     g_dev_schedule[kind] = pw::DevSchedule{count, list, stride, kind};
+}
+
+extern "C" void pw_dev_set_stack_ctas(int ctas)
+{
+    g_dev_stack_ctas.store(ctas > 0 ? ctas : 0, std::memory_order_relaxed);
 }
 
 extern "C" pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem,

@@ -73,6 +73,15 @@ pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem, const 
  * check of the arrays. */
 void pw_dev_set_schedule(const uint32_t *count, const int32_t *list, int64_t stride, int dense);
 
+/* At most `ctas` CTAs (> 0) in the full call's persistent launches of the stacked tile (dev
+ * impl 12's kernel, which takes its items from a work counter), so that each CTA runs many
+ * items in turn: tests of the item chaining (the next item's index in shared memory, the
+ * page barriers' phases carried across items, items with nothing to run between real ones)
+ * on problems too small to give a CTA a second item at the default grid (kStack1CtasPerSm
+ * CTAs per SM). 0 (the default) restores it. The outputs must not change (each item is
+ * computed alone). The library's own entry points never set it. Not thread-safe. */
+void pw_dev_set_stack_ctas(int ctas);
+
 /* Fills the shared memory of every SM of the current device with the 32-bit `word`
  * (tests: 0xFFFFFFFF is a NaN in E4M3, f16 and FP32), one CTA per SM holding the largest
  * dynamic shared memory a CTA may have, so that the kernels launched after it find those

@@ -1313,6 +1313,24 @@ static void stacked_choice_case(int32_t g_heads)
         const int dev_same = same_result(p, &r[pat][STACKED], &direct);
         printf("  stacked tile in the full call == dev impl 12 run directly: %s\n", dev_same ? "bitwise" : "DIFFERENT");
         assert_true(dev_same);
+        /* The persistent launch capped at 1 and 3 CTAs (pw_dev_set_stack_ctas): every CTA runs
+         * many items in turn (at the default grid these problems give a CTA a second item at
+         * G = 16 only), so the item chaining is exercised at every G: the next item's index in
+         * shared memory, the page barriers' phases carried across items, and (G = 4, G = 16's
+         * empty tiles) items with nothing to run between real ones. The same bytes. */
+        for (int cap = 1; cap <= 3; cap += 2) {
+            pw_dev_set_stack_ctas(cap);
+            poison(p, &d, s);
+            const pw_attention_args_t capped_args = device_args(p, &d);
+            assert_pw_ok(pw_sparse_prefill(plans[STACKED], &capped_args, NULL, d.workspace, d.workspace_bytes,
+                                           (pw_stream_t)s));
+            fetch(p, &d, s, &replay);
+            pw_dev_set_stack_ctas(0);
+            const int capped_same = same_result(p, &r[pat][STACKED], &replay);
+            printf("  stacked tile with the persistent grid capped at %d CTA(s): %s\n", cap,
+                   capped_same ? "bitwise" : "DIFFERENT");
+            assert_true(capped_same);
+        }
         /* Against the E4M3-term emulation (the stacked tile's P and Q codes). */
         const pw_attention_args_t ra = ref_args(c, emu, emu_lse);
         assert_pw_ok(pw_ref_attention(p, &ra, PW_REF_FP8_EMULATE));
