@@ -519,17 +519,18 @@ static __device__ __forceinline__ void p_fragments(const float (&acc)[64], uint3
     }
 }
 
-/* One kN-wide part of PV (kN = 64: a half of the head dimension, 32: a quarter), into the
- * freshly zeroed accumulator pv (kN / 2 registers): P (pa, and pl with FP8X2) times the
- * V^T rows that desc_b addresses; waited for. The reduction axis and its order are those of
- * one N = 128 product, so o = o * alpha + pv (pv_add_to_o) gives the same sums. */
+/* One kN-wide part of PV (kN = 128: the whole head dimension, 64: a half, 32: a quarter),
+ * into the freshly zeroed accumulator pv (kN / 2 registers): P (pa, and pl with FP8X2) times
+ * the V^T rows that desc_b addresses; waited for. The reduction axis and its order are those
+ * of one N = 128 product, so o = o * alpha + pv (pv_add_to_o) gives the same sums. */
 template <bool X2, int kN>
 static __device__ __forceinline__ void pv_part(float (&pv)[kN / 2], const uint32_t (&pa)[16],
                                                const uint32_t (&pl)[X2 ? 16 : 1], uint64_t desc_b)
 {
-    static_assert(kN == 64 || kN == 32, "PV parts: N = 64 or 32");
+    static_assert(kN == 128 || kN == 64 || kN == 32, "PV parts: N = 128, 64 or 32");
     auto mma = [&](uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc, int scale_d) {
-        if constexpr (kN == 64) wgmma_m64n64k32_f32_e4m3_rs(pv, a0, a1, a2, a3, desc, scale_d);
+        if constexpr (kN == 128) wgmma_m64n128k32_f32_e4m3_rs(pv, a0, a1, a2, a3, desc, scale_d);
+        else if constexpr (kN == 64) wgmma_m64n64k32_f32_e4m3_rs(pv, a0, a1, a2, a3, desc, scale_d);
         else wgmma_m64n32k32_f32_e4m3_rs(pv, a0, a1, a2, a3, desc, scale_d);
     };
     wgmma_fence_operand(pv);

@@ -135,17 +135,17 @@ static __device__ __forceinline__ void stacked_qk(float (&s)[32], uint64_t desc_
 #pragma unroll
     for (int h = 0; h < kParts; h++) {
         float acc[kN / 2];
-        wgmma_fence_operand(acc);
-        wgmma_fence();
+        if constexpr (kParts == 1) {
+            qk_issue<false>(acc, desc_q, 0, desc_k); // the lean kernel's N = 128 QK (one Q tile: the terms are rows)
+        } else {
+            wgmma_fence_operand(acc);
+            wgmma_fence();
 #pragma unroll
-        for (int kb = 0; kb < kHeadDim / 32; kb++) {
-            if constexpr (kParts == 1)
-                wgmma_m64n128k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + 2 * kb, kb > 0);
-            else
+            for (int kb = 0; kb < kHeadDim / 32; kb++)
                 wgmma_m64n64k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + (uint64_t)(h * 64 * kHeadDim >> 4) + 2 * kb,
                                             kb > 0);
+            wgmma_commit_group();
         }
-        wgmma_commit_group();
         wgmma_wait_group<0>();
         wgmma_fence_operand(acc);
 #pragma unroll
@@ -169,20 +169,8 @@ static __device__ __forceinline__ void stacked_pv_add(float (&o)[32], const uint
 #pragma unroll
     for (int h = 0; h < kParts; h++) {
         float pv[kN / 2];
-        if constexpr (kParts == 1) {
-            wgmma_fence_operand(pv);
-            wgmma_fence();
-#pragma unroll
-            for (int kb = 0; kb < kPageSize / 32; kb++)
-                wgmma_m64n128k32_f32_e4m3_rs(pv, pa[4 * kb], pa[4 * kb + 1], pa[4 * kb + 2], pa[4 * kb + 3],
-                                             desc_vt + 2 * kb, kb > 0);
-            wgmma_commit_group();
-            wgmma_wait_group<0>();
-            wgmma_fence_operand(pv);
-        } else {
-            const uint32_t none[1] = {0u};
-            pv_part<false, 64>(pv, pa, none, desc_vt + (uint64_t)(h * 64 * kPageSize >> 4));
-        }
+        const uint32_t none[1] = {0u};
+        pv_part<false, kN>(pv, pa, none, desc_vt + (uint64_t)(h * kN * kPageSize >> 4));
         if (member) {
             if (!kTs || pv_factor == 1.0f) {
 #pragma unroll
