@@ -1785,6 +1785,32 @@ static int32_t longest_request(const pw_capture_t *c)
     return most;
 }
 
+/* FP8 with per-token scales ks / vs ([slot * Hkv + h], NaN where no row may see) on the
+ * dense tile (dev impl 13 / 14, and the full call on the pre-pass, which runs it) against
+ * the padded tile (Union4) on grouping g: bitwise equal. `label` starts the printed line
+ * (e.g. "P=64 K=16 G=8"). o / l and o_dense / l_dense: scratch. g_ts_dev is NULL after. */
+static void check_dense_ts_bitwise(const pw_capture_t *c, device_problem_t *d, const pw_grouping_t *g, int impl,
+                                   const float *ks, const float *vs, const char *label, pw_bf16_t *o, float *l,
+                                   pw_bf16_t *o_dense, float *l_dense)
+{
+    const int hkv = c->problem.num_kv_heads;
+    const int64_t pairs = c->problem.num_cache_pages * c->problem.page_size * hkv;
+    float *ks_dev = dev_copy(ks, pairs * 4), *vs_dev = dev_copy(vs, pairs * 4);
+    g_ts_dev = (pw_token_scales_t){ks_dev, vs_dev, 1, hkv};
+    run_kernel(c, d, PW_KERNEL_UNION4, g, o, l);
+    run_kernel_impl(c, d, PW_KERNEL_UNION4, impl, g, o_dense, l_dense);
+    const int same_ts = same_outputs(c, o_dense, l_dense, o, l);
+    full_call_run(c, d, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o_dense, l_dense);
+    const int same_ts_full = same_outputs(c, o_dense, l_dense, o, l);
+    printf("  %s FP8 token scales: dense tile (dev impl %d) bitwise %s, full call (pre-pass) bitwise %s to the "
+           "padded tile\n",
+           label, impl, same_ts ? "equal" : "DIFFERENT", same_ts_full ? "equal" : "DIFFERENT");
+    assert_true(same_ts);
+    assert_true(same_ts_full);
+    g_ts_dev = (pw_token_scales_t){NULL, NULL, 0, 0};
+    CUDA_OK(cudaFree(ks_dev));
+    CUDA_OK(cudaFree(vs_dev));
+}
 /* test_topk_wide's dense tiles: Q cut in place from `from` to G (8 or 4) heads per KV head
  * (each KV head's first G) and uploaded; per precision, on guarded W128 groups, dev impl 13
  * (G = 8) or 14 (G = 4) against the padded tile (FP8 the same bits, FP8X2 P in f16 against
@@ -1842,21 +1868,9 @@ static void check_dense_tile_wide(pw_capture_t *c, device_problem_t *d, pw_rng_t
                 ks[i] = visible[i] ? (float)exp2(2.0 * pw_rng_uniform(rng) - 1.0) : NAN;
                 vs[i] = visible[i] ? (float)exp2(6.0 * pw_rng_uniform(rng) - 3.0) : NAN;
             }
-            float *ks_dev = dev_copy(ks, pairs * 4), *vs_dev = dev_copy(vs, pairs * 4);
-            g_ts_dev = (pw_token_scales_t){ks_dev, vs_dev, 1, hkv};
-            run_kernel(c, d, PW_KERNEL_UNION4, &g, o, l);
-            run_kernel_impl(c, d, PW_KERNEL_UNION4, impl, &g, o_full, l_full);
-            const int same_ts = same_outputs(c, o_full, l_full, o, l);
-            full_call_run(c, d, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o_full, l_full);
-            const int same_ts_full = same_outputs(c, o_full, l_full, o, l);
-            printf("  K=%d G=%d FP8 token scales: dense tile (dev impl %d) bitwise %s, full call (pre-pass) bitwise "
-                   "%s to the padded tile\n",
-                   K, G, impl, same_ts ? "equal" : "DIFFERENT", same_ts_full ? "equal" : "DIFFERENT");
-            assert_true(same_ts);
-            assert_true(same_ts_full);
-            g_ts_dev = (pw_token_scales_t){NULL, NULL, 0, 0};
-            CUDA_OK(cudaFree(ks_dev));
-            CUDA_OK(cudaFree(vs_dev));
+            char label[32];
+            snprintf(label, sizeof label, "K=%d G=%d", K, G);
+            check_dense_ts_bitwise(c, d, &g, impl, ks, vs, label, o, l, o_full, l_full);
             free(visible);
             free(ks);
             free(vs);
@@ -2350,22 +2364,10 @@ static void test_page64(void **state)
                     /* FP8 with random per-token scales (NaN in every slot no row may see): the
                      * dense tile (dev impl 13 / 14, and the full call on the pre-pass, which runs
                      * it) bitwise the padded tile's (Union4 W128). */
-                    float *ks_dev = dev_copy(ks, pairs * 4), *vs_dev = dev_copy(vs, pairs * 4);
-                    g_ts_dev = (pw_token_scales_t){ks_dev, vs_dev, 1, hkv};
                     setup_arm(4, c, &rng, perm, &g, &d);
-                    run_kernel(c, &d, PW_KERNEL_UNION4, &g, o, l);
-                    run_kernel_impl(c, &d, PW_KERNEL_UNION4, dense_impl, &g, o10, l10);
-                    const int same_ts = same_outputs(c, o10, l10, o, l);
-                    full_call_run(c, &d, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o10, l10);
-                    const int same_ts_full = same_outputs(c, o10, l10, o, l);
-                    printf("  P=64 K=%d G=%d FP8 token scales: dense tile (dev impl %d) bitwise %s, full call "
-                           "(pre-pass) bitwise %s to the padded tile\n",
-                           K, G, dense_impl, same_ts ? "equal" : "DIFFERENT", same_ts_full ? "equal" : "DIFFERENT");
-                    assert_true(same_ts);
-                    assert_true(same_ts_full);
-                    g_ts_dev = (pw_token_scales_t){NULL, NULL, 0, 0};
-                    cudaFree(ks_dev);
-                    cudaFree(vs_dev);
+                    char label[32];
+                    snprintf(label, sizeof label, "P=64 K=%d G=%d", K, G);
+                    check_dense_ts_bitwise(c, &d, &g, dense_impl, ks, vs, label, o, l, o10, l10);
                 }
                 memcpy(c->q, q16, (size_t)n * hq * 128 * 2);
                 free(q16);
