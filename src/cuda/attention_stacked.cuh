@@ -29,13 +29,13 @@
  * and each row is still computed alone: bitwise independent of the grouping.
  *
  * Resources: O is 32 registers (one row per thread after the fold), and the kernel fits 128
- * registers at four CTAs per SM. Without per-token scales QK and PV each run as one N = 128
- * product, waited once (64 accumulators; 127-128 registers, with the thread index and the grid
- * size re-read where used and the next item's index kept in shared memory: held in registers
- * they went to local memory); with them, in two N = 64 halves each waited and folded (32
- * accumulators: stack_product_parts). No raw V tile (the pre-pass's V^T only) and one Q
- * tile: ~47 KiB of shared memory (the per-token scales' two 2 KiB buffers included in every
- * instance).
+ * registers at four CTAs per SM. QK and PV each run as one N = 128 product, waited once (64
+ * accumulators; 127-128 registers, with the thread index and the grid size re-read where
+ * used and the next item's index kept in shared memory: held in registers they went to local
+ * memory; the per-token-scale instances form their member masks and their slot's limit
+ * address from a thread index re-read per page for the same reason). No raw V tile (the
+ * pre-pass's V^T only) and one Q tile: ~47 KiB of shared memory (the per-token scales' two
+ * 2 KiB buffers included in every instance).
  * Synchronisation: as impl 10 (attention_lean.cuh L1-L5): every warp arrives on k_done once
  * per page, after its QK waits; on v_done once, after its PV waits.
  * Items: the dev entry runs one tile per CTA (CTA pair b = half b); the full call launches at
@@ -115,77 +115,48 @@ static __device__ __forceinline__ void stacked_p_fragments(const float (&s)[32],
     }
 }
 
-/* Wgmma products a page takes each way (QK, PV): 1, one N = 128 product waited once (64
- * accumulators), in the instances without per-token scales; 2, two N = 64 halves each waited
- * and folded (32 accumulators), in the per-token-scale instances, whose scale buffers and
- * O unit leave no room for 64 at 128 registers. Each wait is a round trip on the CTA's chain
- * (H200, A-hot and C-hot: one per product instead of two, -0.3..-3.0% on the call at G = 16,
- * -1.5..-4.6% at G = 8 / 4; four N = 32 quarters instead of halves, +9..14%: bench/NOTES.md,
- * 32nd session). */
-constexpr int stack_product_parts(bool ts) { return ts ? 2 : 1; }
-
 /* QK of one page into this thread's 32 scores s[2b + e] (columns 8b + 2q + e): row r (q8 x
- * K) plus row r + 8 (its second term x K), summed in FP32. kParts products of N = 128 /
- * kParts keys each (stack_product_parts). */
-template <int kParts>
+ * K) plus row r + 8 (its second term x K), summed in FP32. One N = 128 product waited once
+ * (64 accumulators), in every instance: each wait is a round trip on the CTA's chain (H200,
+ * A-hot and C-hot: one product instead of two N = 64 halves each waited, -0.3..-3.0% on the
+ * call at G = 16, -1.5..-4.6% at G = 8 / 4 without per-token scales, -2.3..-4.5% with them;
+ * four N = 32 quarters instead of halves, +9..14%: bench/NOTES.md, 32nd and 33rd sessions). */
 static __device__ __forceinline__ void stacked_qk(float (&s)[32], uint64_t desc_q, uint64_t desc_k)
 {
-    static_assert(kParts == 1 || kParts == 2, "stacked QK: one N = 128 product or two N = 64 halves");
-    constexpr int kN = kPageSize / kParts;
+    float acc[64];
+    qk_issue<false>(acc, desc_q, 0, desc_k); // the lean kernel's N = 128 QK (one Q tile: the terms are rows)
+    wgmma_wait_group<0>();
+    wgmma_fence_operand(acc);
 #pragma unroll
-    for (int h = 0; h < kParts; h++) {
-        float acc[kN / 2];
-        if constexpr (kParts == 1) {
-            qk_issue<false>(acc, desc_q, 0, desc_k); // the lean kernel's N = 128 QK (one Q tile: the terms are rows)
-        } else {
-            wgmma_fence_operand(acc);
-            wgmma_fence();
-#pragma unroll
-            for (int kb = 0; kb < kHeadDim / 32; kb++)
-                wgmma_m64n64k32_f32_e4m3_ss(acc, desc_q + 2 * kb, desc_k + (uint64_t)(h * 64 * kHeadDim >> 4) + 2 * kb,
-                                            kb > 0);
-            wgmma_commit_group();
-        }
-        wgmma_wait_group<0>();
-        wgmma_fence_operand(acc);
-#pragma unroll
-        for (int b = 0; b < kN / 8; b++) { // row r (q8 x K) + row r + 8 (second term x K)
-            s[kN / 4 * h + 2 * b] = acc[4 * b] + acc[4 * b + 2];
-            s[kN / 4 * h + 2 * b + 1] = acc[4 * b + 1] + acc[4 * b + 3];
-        }
+    for (int b = 0; b < 16; b++) { // row r (q8 x K) + row r + 8 (second term x K)
+        s[2 * b] = acc[4 * b] + acc[4 * b + 2];
+        s[2 * b + 1] = acc[4 * b + 1] + acc[4 * b + 3];
     }
 }
 
 /* The page's PV product (P's two terms in rows r / r + 8 of the A fragments pa, V^T at
- * desc_vt) into fresh accumulators, its two rows summed into O: o = o alpha + (pv_r +
- * pv_r+8) (x pv_factor when kTs and it is not 1: the per-token scales' O unit), member rows
- * only. kParts products of N = 128 / kParts columns of O each (stack_product_parts). */
-template <int kParts, bool kTs>
+ * desc_vt) into fresh accumulators, one N = 128 product waited once, its two rows summed into
+ * O: o = o alpha + (pv_r + pv_r+8) (x pv_factor when kTs and it is not 1: the per-token
+ * scales' O unit), member rows only. */
+template <bool kTs>
 static __device__ __forceinline__ void stacked_pv_add(float (&o)[32], const uint32_t (&pa)[16], uint64_t desc_vt,
                                                       float alpha, float pv_factor, bool member)
 {
-    static_assert(kParts == 1 || kParts == 2, "stacked PV: one N = 128 product or two N = 64 halves");
-    constexpr int kN = kPageSize / kParts;
+    float pv[64];
+    const uint32_t none[1] = {0u};
+    pv_part<false, kPageSize>(pv, pa, none, desc_vt);
+    if (member) {
+        if (!kTs || pv_factor == 1.0f) {
 #pragma unroll
-    for (int h = 0; h < kParts; h++) {
-        float pv[kN / 2];
-        const uint32_t none[1] = {0u};
-        pv_part<false, kN>(pv, pa, none, desc_vt + (uint64_t)(h * kN * kPageSize >> 4));
-        if (member) {
-            if (!kTs || pv_factor == 1.0f) {
+            for (int b = 0; b < 16; b++) {
+                o[2 * b] = fmaf(o[2 * b], alpha, pv[4 * b] + pv[4 * b + 2]);
+                o[2 * b + 1] = fmaf(o[2 * b + 1], alpha, pv[4 * b + 1] + pv[4 * b + 3]);
+            }
+        } else {
 #pragma unroll
-                for (int b = 0; b < kN / 8; b++) {
-                    const int c = kN / 4 * h + 2 * b;
-                    o[c] = fmaf(o[c], alpha, pv[4 * b] + pv[4 * b + 2]);
-                    o[c + 1] = fmaf(o[c + 1], alpha, pv[4 * b + 1] + pv[4 * b + 3]);
-                }
-            } else {
-#pragma unroll
-                for (int b = 0; b < kN / 8; b++) {
-                    const int c = kN / 4 * h + 2 * b;
-                    o[c] = fmaf(o[c], alpha, __fmul_rn(pv[4 * b] + pv[4 * b + 2], pv_factor));
-                    o[c + 1] = fmaf(o[c + 1], alpha, __fmul_rn(pv[4 * b + 1] + pv[4 * b + 3], pv_factor));
-                }
+            for (int b = 0; b < 16; b++) {
+                o[2 * b] = fmaf(o[2 * b], alpha, __fmul_rn(pv[4 * b] + pv[4 * b + 2], pv_factor));
+                o[2 * b + 1] = fmaf(o[2 * b + 1], alpha, __fmul_rn(pv[4 * b + 1] + pv[4 * b + 3], pv_factor));
             }
         }
     }
@@ -363,7 +334,6 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     static_assert(G == 16 || G == 8 || G == 4, "stack1: G = 16, 8 or 4");
     // Slots per tile: 2 (G = 16), 4 (G = 8), 8 (G = 4: warp w holds slots 2 w and 2 w + 1)
     constexpr int kTiles = stack_tiles(G), kTileSlots = G == 4 ? kDenseSlots : 4 / kTiles;
-    constexpr int kParts = stack_product_parts(TS); // wgmma products a page each way
     extern __shared__ uint8_t smem_raw[];
     SmemPlanStack1 &sm = smem_plan<SmemPlanStack1>(smem_raw);
     // The full call's second launch (pw_union_attention_vt): this call may run the other tile
@@ -532,15 +502,17 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         for (int i = 0; i < num_pages; i++) {
             const uint32_t parity = (base + (uint32_t)i) & 1u;
             // G = 16 / 8: warp-uniform; G = 4: per half warp, `walk` (either slot) warp-uniform
-            int tid_page = tid; // G = 4: re-read (volatile), else its member masks, formed once, went to local memory
-            if constexpr (G == 4) asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid_page));
+            // G = 4 and the per-token-scale instances: the thread index re-read (volatile), else
+            // the member masks and the slot's limit address, formed once, went to local memory
+            int tid_page = tid;
+            if constexpr (G == 4 || TS) asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid_page));
             const bool member = (sm.page_members[i] >> (kTileSlots * tile + stack_thread_slot<G>(tid_page))) & 1u;
             const bool walk = G == 4 ? ((sm.page_members[i] >> (2 * (tid_page / 32))) & 3u) != 0u : member;
             const int vlim = sm.page_vlim[i];
             mbarrier_wait_parity(&sm.k_full, parity);
             const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q), desc_k = wgmma_desc_k_major_sw128(sm.k);
             float s[32];
-            stacked_qk<kParts>(s, desc_q, desc_k);
+            stacked_qk(s, desc_q, desc_k);
             lean_release(&sm.k_done, i + 1, num_pages, issue_k); // L1
             float alpha = 1.0f, vmax = 1.0f;
             uint32_t pa[16];
@@ -550,7 +522,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
                 // (garbage, even NaN past every member's last token): its m and l are put
                 // back, its alpha is 1 and its P exactly 0 (the dense tiles' rule).
                 const float m_kept = m, l_kept = l;
-                const int64_t lim = sm.slot_limit[my_slot] - (int64_t)sm.page_logical[i] * kPageSize;
+                const int64_t lim = sm.slot_limit[stack_thread_slot<G>(tid_page)] - (int64_t)sm.page_logical[i] * kPageSize;
                 if constexpr (TS) stacked_ts_scale_scores(s, q, sm.ts[i % 2][0]);
                 softmax_row32(s, lim, q, f, m, l, alpha);
                 if constexpr (TS)
@@ -585,7 +557,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
                     pv_factor = __fdiv_rn(vmax, o_unit); // a power of two < 1
                 }
             }
-            stacked_pv_add<kParts, TS>(o, pa, desc_vt, alpha, pv_factor, member);
+            stacked_pv_add<TS>(o, pa, desc_vt, alpha, pv_factor, member);
             wgmma_fence_operand(pa);
             lean_release(&sm.v_done, i + 1, num_pages, issue_v); // L2
         }
