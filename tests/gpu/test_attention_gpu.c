@@ -313,6 +313,8 @@ typedef struct compare {
     int64_t nan;      /* NaN / unwritten elements */
     int64_t empty_bad; /* empty rows whose O is not exactly 0 or LSE not -inf */
     double lse_max_abs;
+    double worst_share; /* the largest share of the squared difference one (query, Q head) row holds */
+    int64_t rows_off;   /* rows whose own relative L2 difference exceeds 5% */
 } compare_t;
 
 /* rows: which query rows to compare (NULL: all). ref_o: float or double per ref_is_double. */
@@ -322,11 +324,12 @@ static compare_t compare_rows(const pw_capture_t *c, const pw_bf16_t *o, const f
 {
     const pw_problem_t *p = &c->problem;
     const int64_t hq = (int64_t)p->num_kv_heads * p->q_heads_per_kv, d = p->head_dim;
-    compare_t r = {0, 0, 0, 0, 0};
-    double num = 0, den = 0;
+    compare_t r = {0, 0, 0, 0, 0, 0, 0};
+    double num = 0, den = 0, worst = 0;
     for (int64_t n = 0; n < p->num_tokens; n++) {
         if (rows && !rows[n]) continue;
         for (int64_t h = 0; h < hq; h++) {
+            const double num0 = num, den0 = den;
             const float rl = ref_lse[n * hq + h], gl = lse[n * hq + h];
             const int empty = isinf(rl) && rl < 0;
             if (empty && !(isinf(gl) && gl < 0)) r.empty_bad++;
@@ -347,9 +350,12 @@ static compare_t compare_rows(const pw_capture_t *c, const pw_bf16_t *o, const f
                 den += ref * ref;
                 if (fabs(g - ref) > r.max_abs) r.max_abs = fabs(g - ref);
             }
+            if (num - num0 > worst) worst = num - num0;
+            if (num - num0 > 0.05 * 0.05 * (den - den0)) r.rows_off++;
         }
     }
     r.nrms = den > 0 ? sqrt(num / den) : sqrt(num);
+    r.worst_share = num > 0 ? worst / num : 0;
     return r;
 }
 
@@ -2808,10 +2814,11 @@ static void test_token_scales_on_tiles(void **state)
                 full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, os, ls);
                 const compare_t ce = compare_rows(c, os, ls, emu, 0, emu_lse, NULL);
                 const compare_t cx = compare_rows(c, os, ls, ex, 1, ex_lse, NULL);
-                printf("token scales, %s, G=%d trial %d (%s%s): N=%lld: vs emulate NRMS %.3e lse %.2e | vs exact "
-                       "NRMS %.5f\n",
+                printf("token scales, %s, G=%d trial %d (%s%s): N=%lld: vs emulate NRMS %.3e lse %.2e (worst row %.0f%% "
+                       "of the squared difference, %lld of %lld rows > 5%%) | vs exact NRMS %.5f\n",
                        tile, G, trial, slots_major ? "[slots, Hkv]" : "[Hkv, slots]", trial == 1 ? ", sink logits" : "",
-                       (long long)n, ce.nrms, ce.lse_max_abs, cx.nrms);
+                       (long long)n, ce.nrms, ce.lse_max_abs, 100 * ce.worst_share, (long long)ce.rows_off,
+                       (long long)(n * hkv * G), cx.nrms);
                 assert_int_equal(ce.nan, 0);
                 assert_int_equal(ce.empty_bad, 0);
                 assert_true(ce.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
@@ -2899,7 +2906,10 @@ static void test_token_scales_on_tiles(void **state)
                     token_scales_references(c, layout, ks, vs, ks_dev, vs_dev, emu, emu_lse, NULL, NULL, &bad);
                     full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o, l);
                     const compare_t cn = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
-                    printf("  G=%d: k_scale -1/64: vs emulate NRMS %.3e lse %.2e\n", G, cn.nrms, cn.lse_max_abs);
+                    printf("  G=%d %s: k_scale -1/64: vs emulate NRMS %.3e lse %.2e (worst row %.0f%% of the squared "
+                           "difference, %lld of %lld rows > 5%%)\n",
+                           G, x2 ? "FP8X2" : "FP8", cn.nrms, cn.lse_max_abs, 100 * cn.worst_share, (long long)cn.rows_off,
+                           (long long)(n * hkv * G));
                     assert_int_equal(cn.nan, 0);
                     assert_true(cn.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
                     assert_true(cn.lse_max_abs <= (x2 ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND) * EMU_TS_LSE_FACTOR);
@@ -2947,7 +2957,9 @@ int main(int argc, char **argv)
     }
     printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
     for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--topk-only") == 0) { /* scripts/gpu-check topk */
+        if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) { /* --only PATTERN: cmocka's filter (* and ?) */
+            cmocka_set_test_filter(argv[++i]);
+        } else if (strcmp(argv[i], "--topk-only") == 0) { /* scripts/gpu-check topk */
             const struct CMUnitTest topk_tests[] = {cmocka_unit_test_setup(test_topk_wide, reset_globals)};
             return cmocka_run_group_tests(topk_tests, NULL, NULL);
         } else if (strcmp(argv[i], "--kscale-only") == 0) { /* scripts/gpu-check kscale */
