@@ -36,6 +36,9 @@ precisions:
              (FP8 calls ignore the flags);
   G4dense, G4stacked  the same at G = 4 (the stacked 8-slot tile: an 8-query group x 4 heads
              x two terms per 64 rows, walking the group's union; both tiles regroup with g = 8).
+  G16lean, G16stacked  the same at G = 16 (the lean kernel, a 4-query half x 16 heads per 64
+             rows; the stacked 2-slot tile, a pair of queries x 16 heads x two terms, regrouped
+             for pairs): the break-even of the per-call rule (pageweaver.h, PW_PLAN_FP8X2_STACKED).
 Arms are replayed interleaved (--replays each after --warmup); --copies C (default 1) gives
 each arm C graphs on C different Q / O buffers, replayed in turn, as FlashInfer's harness
 (bench/flashinfer_peer.py, 3 copies) and `pageweaver bench` rotate their inputs, so that a
@@ -71,7 +74,8 @@ from pageweaver import _lib, _op
 D = 128  # head dim; the page size P is each capture's (metadata page_size: 128 or 64)
 ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys", "G16greedy", "G8greedy", "G4greedy", "G16id", "G8id", "G4id",
         "G16vt", "G8vt", "G4vt", "G16novt", "G8novt", "G4novt", "scalesnovt", "G8scales", "G8dense", "G8stacked",
-        "G4dense", "G4stacked", "G4scales", "scaleslean", "scalesstacked", "G8scaleslean", "G4scaleslean")
+        "G4dense", "G4stacked", "G4scales", "scaleslean", "scalesstacked", "G8scaleslean", "G4scaleslean", "G16lean",
+        "G16stacked")
 PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS = 1 << 1, 1 << 2  # pageweaver.h
 PW_PLAN_FP8X2_STACKED, PW_PLAN_NO_FP8X2_STACKED = 1 << 4, 1 << 5
 
@@ -82,7 +86,8 @@ def arm_flags(arm):
         return PW_PLAN_NO_VT_PREPASS
     if arm.endswith("vt"):
         return PW_PLAN_VT_PREPASS
-    return {"G8dense": PW_PLAN_NO_FP8X2_STACKED, "G8stacked": PW_PLAN_FP8X2_STACKED,
+    return {"G16lean": PW_PLAN_NO_FP8X2_STACKED, "G16stacked": PW_PLAN_FP8X2_STACKED,
+            "G8dense": PW_PLAN_NO_FP8X2_STACKED, "G8stacked": PW_PLAN_FP8X2_STACKED,
             "G4dense": PW_PLAN_NO_FP8X2_STACKED, "G4stacked": PW_PLAN_FP8X2_STACKED,
             "scaleslean": PW_PLAN_NO_FP8X2_STACKED, "G8scaleslean": PW_PLAN_NO_FP8X2_STACKED,
             "G4scaleslean": PW_PLAN_NO_FP8X2_STACKED, "scalesstacked": PW_PLAN_FP8X2_STACKED}.get(arm, 0)
@@ -242,7 +247,7 @@ def arm_call(arm, b, prec, outs, copy=0):
         info = pageweaver.check_gpu_support(q, k, v, *b["rest"], precision=prec, page_size=b["P"], **kw)
         info["g"] = g
         stacked = prec == "fp8x2" and info["vt_prepass"] and (
-            (arm in ("G8stacked", "G4stacked") and info["tile"] == "dense") or arm == "scalesstacked" or
+            (arm in ("G8stacked", "G4stacked") and info["tile"] == "dense") or arm in ("scalesstacked", "G16stacked") or
             (arm in ("scales", "G8scales", "G4scales") and info.get("fp8x2_tile") == "stacked"))
         if stacked:
             # the 2-slot (G = 16) / 4-slot (G = 8) / 8-slot (G = 4) tile: one 64-row product
