@@ -75,6 +75,17 @@ static uint64_t g_seed;
  * 7th device session) and FP8X2 1.53e-2 with such scales, so their LSE bounds are twice the
  * ones without. */
 #define EMU_TS_LSE_FACTOR 2.0
+/* FP8 (one term) with per-token scales against its emulation: the kernels take (acc x ks) x f
+ * and the tensor core's sum (an addend keeps ~14 bits), the emulation the exact dot and its
+ * factors in another order; each difference can flip one p's E4M3 rounding (a step of up to
+ * 12.5%), and V scales 2^U(-3,3) let one token carry a row, so a single row can set the
+ * NRMS. Measured on the H200 (2026-12-04, gpu-check tsspread: test_token_scales_on_tiles on
+ * seeds 1-12, 144 FP8 checks): 2.0e-3 .. 9.2e-3, median 3.1e-3; in the four largest
+ * (6.8e-3 .. 9.2e-3) one row held 70-93% of the squared difference; seed 9463609360232 gave
+ * 1.106e-2 (G = 4, k_scale -1/64). FP8X2 on the stacked tile stayed at 1.70-1.96e-3 (its
+ * second term absorbs such a flip), under EMU_X2_NRMS_BOUND. A wrong K or V scale, page or
+ * O unit moves rows by tens of percent. */
+#define EMU_TS_NRMS_BOUND 2e-2
 
 /* Arithmetic of the GPU runs and of the emulating reference in this file (set by the
  * FP8X2 sections, PW_PRECISION_FP8 otherwise). */
@@ -314,7 +325,6 @@ typedef struct compare {
     int64_t empty_bad; /* empty rows whose O is not exactly 0 or LSE not -inf */
     double lse_max_abs;
     double worst_share; /* the largest share of the squared difference one (query, Q head) row holds */
-    int64_t rows_off;   /* rows whose own relative L2 difference exceeds 5% */
 } compare_t;
 
 /* rows: which query rows to compare (NULL: all). ref_o: float or double per ref_is_double. */
@@ -324,12 +334,12 @@ static compare_t compare_rows(const pw_capture_t *c, const pw_bf16_t *o, const f
 {
     const pw_problem_t *p = &c->problem;
     const int64_t hq = (int64_t)p->num_kv_heads * p->q_heads_per_kv, d = p->head_dim;
-    compare_t r = {0, 0, 0, 0, 0, 0, 0};
+    compare_t r = {0, 0, 0, 0, 0, 0};
     double num = 0, den = 0, worst = 0;
     for (int64_t n = 0; n < p->num_tokens; n++) {
         if (rows && !rows[n]) continue;
         for (int64_t h = 0; h < hq; h++) {
-            const double num0 = num, den0 = den;
+            const double num0 = num;
             const float rl = ref_lse[n * hq + h], gl = lse[n * hq + h];
             const int empty = isinf(rl) && rl < 0;
             if (empty && !(isinf(gl) && gl < 0)) r.empty_bad++;
@@ -351,7 +361,6 @@ static compare_t compare_rows(const pw_capture_t *c, const pw_bf16_t *o, const f
                 if (fabs(g - ref) > r.max_abs) r.max_abs = fabs(g - ref);
             }
             if (num - num0 > worst) worst = num - num0;
-            if (num - num0 > 0.05 * 0.05 * (den - den0)) r.rows_off++;
         }
     }
     r.nrms = den > 0 ? sqrt(num / den) : sqrt(num);
@@ -2639,7 +2648,7 @@ static void test_token_scales(void **state)
                        p->num_requests, (long long)invisible, (long long)count, ce.nrms, ce.lse_max_abs, cx.nrms);
                 assert_int_equal(ce.nan, 0);
                 assert_int_equal(ce.empty_bad, 0);
-                assert_true(ce.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
+                assert_true(ce.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_TS_NRMS_BOUND));
                 assert_true(ce.lse_max_abs <= (x2 ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND) * EMU_TS_LSE_FACTOR);
                 assert_true(cx.nrms <= (x2 ? EXACT_X2_NRMS_BOUND : 0.25));
             }
@@ -2814,14 +2823,13 @@ static void test_token_scales_on_tiles(void **state)
                 full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, os, ls);
                 const compare_t ce = compare_rows(c, os, ls, emu, 0, emu_lse, NULL);
                 const compare_t cx = compare_rows(c, os, ls, ex, 1, ex_lse, NULL);
-                printf("token scales, %s, G=%d trial %d (%s%s): N=%lld: vs emulate NRMS %.3e lse %.2e (worst row %.0f%% "
-                       "of the squared difference, %lld of %lld rows > 5%%) | vs exact NRMS %.5f\n",
+                printf("token scales, %s, G=%d trial %d (%s%s): N=%lld: vs emulate NRMS %.3e lse %.2e (worst of %lld "
+                       "rows: %.0f%% of the squared difference) | vs exact NRMS %.5f\n",
                        tile, G, trial, slots_major ? "[slots, Hkv]" : "[Hkv, slots]", trial == 1 ? ", sink logits" : "",
-                       (long long)n, ce.nrms, ce.lse_max_abs, 100 * ce.worst_share, (long long)ce.rows_off,
-                       (long long)(n * hkv * G), cx.nrms);
+                       (long long)n, ce.nrms, ce.lse_max_abs, (long long)(n * hkv * G), 100 * ce.worst_share, cx.nrms);
                 assert_int_equal(ce.nan, 0);
                 assert_int_equal(ce.empty_bad, 0);
-                assert_true(ce.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
+                assert_true(ce.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_TS_NRMS_BOUND));
                 assert_true(ce.lse_max_abs <= (x2 ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND) * EMU_TS_LSE_FACTOR);
                 assert_true(cx.nrms <= (x2 ? EXACT_X2_NRMS_BOUND : 0.25));
                 /* the tile's dev impl (its own pre-pass, every visible page) on two groupings;
@@ -2906,12 +2914,11 @@ static void test_token_scales_on_tiles(void **state)
                     token_scales_references(c, layout, ks, vs, ks_dev, vs_dev, emu, emu_lse, NULL, NULL, &bad);
                     full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o, l);
                     const compare_t cn = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
-                    printf("  G=%d %s: k_scale -1/64: vs emulate NRMS %.3e lse %.2e (worst row %.0f%% of the squared "
-                           "difference, %lld of %lld rows > 5%%)\n",
-                           G, x2 ? "FP8X2" : "FP8", cn.nrms, cn.lse_max_abs, 100 * cn.worst_share, (long long)cn.rows_off,
-                           (long long)(n * hkv * G));
+                    printf("  G=%d %s: k_scale -1/64: vs emulate NRMS %.3e lse %.2e (worst of %lld rows: %.0f%% of the "
+                           "squared difference)\n",
+                           G, x2 ? "FP8X2" : "FP8", cn.nrms, cn.lse_max_abs, (long long)(n * hkv * G), 100 * cn.worst_share);
                     assert_int_equal(cn.nan, 0);
-                    assert_true(cn.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
+                    assert_true(cn.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_TS_NRMS_BOUND));
                     assert_true(cn.lse_max_abs <= (x2 ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND) * EMU_TS_LSE_FACTOR);
                     c->k_scale = k_scale;
                     CUDA_OK(cudaMemcpy(dg.k_scale, &c->k_scale, 4, cudaMemcpyHostToDevice));
