@@ -171,7 +171,8 @@ static __device__ __forceinline__ void stacked_pv_add(float (&o)[32], const uint
  * whose rows see different tokens: each thread masks by its own row's lim (the selects
  * softmax_row32 and stacked_ts_scale_p make past lim, only on such a page). H200, A-hot
  * FP8X2: 1.15x the call without scales at G = 16 (the lean kernel's per-token-scale form:
- * 1.63x), 1.11x at G = 8 and 4 (the padded tile: 2.2x / 2.9x); bench/NOTES.md, 29th session.
+ * 1.63x), 1.11x at G = 8 and 4 (the padded tile: 2.2x / 2.9x); bench/NOTES.md, 29th session;
+ * 1.13-1.14x at G = 16 on A-hot and C-hot since both products are one each (33rd session).
  *
  * The scores times the K scales, s_t x ks_t (rounded; then softmax_row32 takes x = that
  * times f: the folded factors in another order than the emulation's, within its bound;
