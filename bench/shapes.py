@@ -193,7 +193,7 @@ def build(path, device, copies=1):
                 cpu=dict(q=q16, kc=kc, vc=vc, topk=topk, table=table, cu=cu, kv=kv, prefix=prefix))
 
 
-NRMS_ARMS = ("G16", "G8", "G4", "G8dense", "G8stacked", "G4dense", "G4stacked", "G16greedy", "G8greedy", "G4greedy", "G16id", "G8id", "G4id",
+NRMS_ARMS = ("G16", "G8", "G4", "G16lean", "G16stacked", "G8dense", "G8stacked", "G4dense", "G4stacked", "G16greedy", "G8greedy", "G4greedy", "G16id", "G8id", "G4id",
              "G16vt", "G8vt", "G4vt", "G16novt", "G8novt", "G4novt")  # no scales, sinks or other layouts
 
 
@@ -246,8 +246,10 @@ def arm_call(arm, b, prec, outs, copy=0):
     if (arm, prec) not in b["steps"]:  # the executed work of the default plan's path (not the vt / novt arms')
         info = pageweaver.check_gpu_support(q, k, v, *b["rest"], precision=prec, page_size=b["P"], **kw)
         info["g"] = g
+        # (the flags fix the tile only where the device would pick it per call: fp8x2_tile set)
         stacked = prec == "fp8x2" and info["vt_prepass"] and (
-            (arm in ("G8stacked", "G4stacked") and info["tile"] == "dense") or arm in ("scalesstacked", "G16stacked") or
+            (arm in ("G8stacked", "G4stacked") and info["tile"] == "dense") or
+            (arm in ("scalesstacked", "G16stacked") and info.get("fp8x2_tile") is not None) or
             (arm in ("scales", "G8scales", "G4scales") and info.get("fp8x2_tile") == "stacked"))
         if stacked:
             # the 2-slot (G = 16) / 4-slot (G = 8) / 8-slot (G = 4) tile: one 64-row product

@@ -211,7 +211,9 @@ pw_status_t pw_check_vt_stack(const pw_problem_t *problem, const pw_attention_ar
  * are 4-query Union4 halves, the other tile the lean kernel. H200, A-hot-like synthetic
  * selections and two captures (bench/NOTES.md, 21st session): the stacked kernel's time over
  * the lean kernel's is ~0.11 + 1.23 x that ratio (0.76 at 0.53, 0.93 at 0.67, 1.02 at 0.74,
- * 1.14 at 0.84): break-even ~0.73. G = 8: units are 4-query halves (the 4-slot tile's
+ * 1.14 at 0.84): break-even ~0.73; after the stacked tile's one-product QK / PV (33rd session)
+ * ~0.044 + 1.263 x (0.89 at 0.67, 0.99 at 0.74, 1.04 at 0.79, 1.10 at 0.84): ~0.757, the
+ * threshold kept until an input between is timed. G = 8: units are 4-query halves (the 4-slot tile's
  * union), blocks 8-query groups (the dense G = 8 tile's): kernel time ratio 0.66 at 0.54,
  * 0.84 at 0.71, 0.92 at 0.80, 1.02 at 0.87, 1.04 at 0.88 (bench/NOTES.md, 27th session):
  * break-even ~0.845. G = 4: units are 8-query groups (the 8-slot tile's union), blocks

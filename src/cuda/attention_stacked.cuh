@@ -37,7 +37,7 @@
  * pre-pass's V^T only) and one Q tile: ~47 KiB of shared memory (the per-token scales' two
  * 2 KiB buffers included in every instance).
  * Synchronisation: as impl 10 (attention_lean.cuh L1-L5): every warp arrives on k_done once
- * per page, after its QK waits; on v_done once, after its PV waits.
+ * per page, after its QK's wait; on v_done once, after its PV's wait.
  * Items: the dev entry runs one tile per CTA (CTA pair b = half b); the full call launches at
  * most 4 CTAs per SM that take items (tiles) from a work counter (stack_stat[2], cleared by
  * the pre-pass's memset), thread 0 taking the next item's index at the start of an item
@@ -172,7 +172,8 @@ static __device__ __forceinline__ void stacked_pv_add(float (&o)[32], const uint
  * softmax_row32 and stacked_ts_scale_p make past lim, only on such a page). H200, A-hot
  * FP8X2: 1.15x the call without scales at G = 16 (the lean kernel's per-token-scale form:
  * 1.63x), 1.11x at G = 8 and 4 (the padded tile: 2.2x / 2.9x); bench/NOTES.md, 29th session;
- * 1.13-1.14x at G = 16 on A-hot and C-hot since both products are one each (33rd session).
+ * 1.13-1.14x at G = 16 on A-hot and C-hot since both products are one each, against
+ * 1.17-1.18x before in the same processes (33rd session).
  *
  * The scores times the K scales, s_t x ks_t (rounded; then softmax_row32 takes x = that
  * times f: the folded factors in another order than the emulation's, within its bound;

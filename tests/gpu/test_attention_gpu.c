@@ -82,9 +82,13 @@ static uint64_t g_seed;
  * NRMS. Measured on the H200 (2026-12-04, gpu-check tsspread: test_token_scales_on_tiles on
  * seeds 1-12, 144 FP8 checks): 2.0e-3 .. 9.2e-3, median 3.1e-3; in the four largest
  * (6.8e-3 .. 9.2e-3) one row held 70-93% of the squared difference; seed 9463609360232 gave
- * 1.106e-2 (G = 4, k_scale -1/64). FP8X2 on the stacked tile stayed at 1.70-1.96e-3 (its
- * second term absorbs such a flip), under EMU_X2_NRMS_BOUND. A wrong K or V scale, page or
- * O unit moves rows by tens of percent. */
+ * 1.106e-2 (G = 4, k_scale -1/64; one row 62%: 6.8e-3 without it). FP8X2 on the stacked
+ * tile stayed at 1.70-1.96e-3 (its second term absorbs such a flip), under EMU_X2_NRMS_BOUND.
+ * So FP8 with per-token scales passes at NRMS <= 2e-2 (~2x the largest seen) and <= 1e-2
+ * (EMU_NRMS_BOUND, the check without scales) without its single worst row (emu_nrms_ok): a
+ * wrong K or V scale, page or O unit on more than one row still fails the tight bound; a
+ * kernel's error on one row alone is left to the same tests' bitwise comparisons with the
+ * other kernels and groupings. */
 #define EMU_TS_NRMS_BOUND 2e-2
 
 /* Arithmetic of the GPU runs and of the emulating reference in this file (set by the
@@ -324,7 +328,8 @@ typedef struct compare {
     int64_t nan;      /* NaN / unwritten elements */
     int64_t empty_bad; /* empty rows whose O is not exactly 0 or LSE not -inf */
     double lse_max_abs;
-    double worst_share; /* the largest share of the squared difference one (query, Q head) row holds */
+    double worst_share;   /* the largest share of the squared difference one (query, Q head) row holds */
+    double nrms_wo_worst; /* nrms with that row's squared difference left out (den unchanged) */
 } compare_t;
 
 /* rows: which query rows to compare (NULL: all). ref_o: float or double per ref_is_double. */
@@ -334,12 +339,12 @@ static compare_t compare_rows(const pw_capture_t *c, const pw_bf16_t *o, const f
 {
     const pw_problem_t *p = &c->problem;
     const int64_t hq = (int64_t)p->num_kv_heads * p->q_heads_per_kv, d = p->head_dim;
-    compare_t r = {0, 0, 0, 0, 0, 0};
+    compare_t r = {0, 0, 0, 0, 0, 0, 0};
     double num = 0, den = 0, worst = 0;
     for (int64_t n = 0; n < p->num_tokens; n++) {
         if (rows && !rows[n]) continue;
         for (int64_t h = 0; h < hq; h++) {
-            const double num0 = num;
+            double row = 0; /* this row's squared difference */
             const float rl = ref_lse[n * hq + h], gl = lse[n * hq + h];
             const int empty = isinf(rl) && rl < 0;
             if (empty && !(isinf(gl) && gl < 0)) r.empty_bad++;
@@ -356,16 +361,28 @@ static compare_t compare_rows(const pw_capture_t *c, const pw_bf16_t *o, const f
                     continue;
                 }
                 if (empty && o[i] != 0) r.empty_bad++;
-                num += (g - ref) * (g - ref);
+                row += (g - ref) * (g - ref);
                 den += ref * ref;
                 if (fabs(g - ref) > r.max_abs) r.max_abs = fabs(g - ref);
             }
-            if (num - num0 > worst) worst = num - num0;
+            num += row;
+            if (row > worst) worst = row;
         }
     }
     r.nrms = den > 0 ? sqrt(num / den) : sqrt(num);
     r.worst_share = num > 0 ? worst / num : 0;
+    r.nrms_wo_worst = den > 0 ? sqrt((num - worst) / den) : sqrt(num - worst);
     return r;
+}
+
+/* Whether a run is within the emulating reference's NRMS bound: FP8X2 EMU_X2_NRMS_BOUND; FP8
+ * EMU_NRMS_BOUND, and with per-token scales (ts) EMU_TS_NRMS_BOUND overall and EMU_NRMS_BOUND
+ * without its worst row (a single row's E4M3 flip: the comment at EMU_TS_NRMS_BOUND). */
+static int emu_nrms_ok(compare_t c, int x2, int ts)
+{
+    if (x2) return c.nrms <= EMU_X2_NRMS_BOUND;
+    if (!ts) return c.nrms <= EMU_NRMS_BOUND;
+    return c.nrms <= EMU_TS_NRMS_BOUND && c.nrms_wo_worst <= EMU_NRMS_BOUND;
 }
 
 /* Whether output o and LSE l equal o0 / l0 byte for byte (c's N x Hq x D bf16 and N x Hq
@@ -1699,7 +1716,7 @@ static void test_gqa_padded(void **state)
                            f16 ? " (pre-pass heads: the dense tile's f16-P bytes)" : "");
                     assert_int_equal(differ, 0);
                     assert_int_equal(ce.nan, 0);
-                    assert_true(ce.nrms <= (pr ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
+                    assert_true(emu_nrms_ok(ce, pr, ts));
                     assert_true(ce.lse_max_abs <=
                                 (pr ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND) * (ts ? EMU_TS_LSE_FACTOR : 1.0));
                 }
@@ -2261,7 +2278,7 @@ static void test_page64(void **state)
                        "full call (pre-pass) bitwise %s\n",
                        K, prec, ce.nrms, ce.lse_max_abs, same_pq ? "equal" : "DIFFERENT", same_full ? "equal" : "DIFFERENT");
                 assert_int_equal(ce.nan, 0);
-                assert_true(ce.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
+                assert_true(emu_nrms_ok(ce, x2, 1));
                 assert_true(ce.lse_max_abs <= (x2 ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND) * EMU_TS_LSE_FACTOR);
                 assert_true(same_pq);
                 assert_true(same_full);
@@ -2463,7 +2480,7 @@ static void test_nonpositive_k_scale(void **state)
                                ce.nrms, ce.lse_max_abs, (long long)ce.nan);
                         assert_int_equal(ce.nan, 0);
                         assert_int_equal(ce.empty_bad, 0);
-                        assert_true(ce.nrms <= (pr ? EMU_X2_NRMS_BOUND : EMU_NRMS_BOUND));
+                        assert_true(emu_nrms_ok(ce, pr, ts));
                         assert_true(ce.lse_max_abs <=
                                     (pr ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND) * (ts ? EMU_TS_LSE_FACTOR : 1.0));
                         /* Per-query and (P = 128, G = 16, no token scales) Union8: the same bits. */
@@ -2582,7 +2599,9 @@ static void token_scales_references(const pw_capture_t *c, pw_token_scales_t lay
  * ([Hkv, slots] and vLLM-like [slots, Hkv], two KV heads): K scales 2^U(-1,1), V scales
  * 2^U(e - 4, e) with a page exponent e in -2..2, some negative and some 0, pages whose V
  * scales are all 0 or all subnormal, NaN in every slot no row may see. Union4 W128 against
- * the emulating reference (the bounds without scales) and the exact one; Union4 on every other grouping,
+ * the emulating reference (FP8: EMU_TS_NRMS_BOUND with EMU_NRMS_BOUND without the worst row,
+ * emu_nrms_ok; FP8X2 the bound without scales; LSE x EMU_TS_LSE_FACTOR) and the exact one;
+ * Union4 on every other grouping,
  * per-query and the full call (V^T pre-pass on and off) bitwise equal to it; Union8 refuses;
  * scales all 1 (NaN where invisible) give the bytes of no scales. Trial 1 adds sink logits
  * (N(1, 4) per Q head) to everything, the references included: the full call on the pre-pass
@@ -2648,7 +2667,7 @@ static void test_token_scales(void **state)
                        p->num_requests, (long long)invisible, (long long)count, ce.nrms, ce.lse_max_abs, cx.nrms);
                 assert_int_equal(ce.nan, 0);
                 assert_int_equal(ce.empty_bad, 0);
-                assert_true(ce.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_TS_NRMS_BOUND));
+                assert_true(emu_nrms_ok(ce, x2, 1));
                 assert_true(ce.lse_max_abs <= (x2 ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND) * EMU_TS_LSE_FACTOR);
                 assert_true(cx.nrms <= (x2 ? EXACT_X2_NRMS_BOUND : 0.25));
             }
@@ -2824,12 +2843,13 @@ static void test_token_scales_on_tiles(void **state)
                 const compare_t ce = compare_rows(c, os, ls, emu, 0, emu_lse, NULL);
                 const compare_t cx = compare_rows(c, os, ls, ex, 1, ex_lse, NULL);
                 printf("token scales, %s, G=%d trial %d (%s%s): N=%lld: vs emulate NRMS %.3e lse %.2e (worst of %lld "
-                       "rows: %.0f%% of the squared difference) | vs exact NRMS %.5f\n",
+                       "rows: %.0f%% of the squared difference; NRMS without it %.3e) | vs exact NRMS %.5f\n",
                        tile, G, trial, slots_major ? "[slots, Hkv]" : "[Hkv, slots]", trial == 1 ? ", sink logits" : "",
-                       (long long)n, ce.nrms, ce.lse_max_abs, (long long)(n * hkv * G), 100 * ce.worst_share, cx.nrms);
+                       (long long)n, ce.nrms, ce.lse_max_abs, (long long)(n * hkv * G), 100 * ce.worst_share,
+                       ce.nrms_wo_worst, cx.nrms);
                 assert_int_equal(ce.nan, 0);
                 assert_int_equal(ce.empty_bad, 0);
-                assert_true(ce.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_TS_NRMS_BOUND));
+                assert_true(emu_nrms_ok(ce, x2, 1));
                 assert_true(ce.lse_max_abs <= (x2 ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND) * EMU_TS_LSE_FACTOR);
                 assert_true(cx.nrms <= (x2 ? EXACT_X2_NRMS_BOUND : 0.25));
                 /* the tile's dev impl (its own pre-pass, every visible page) on two groupings;
@@ -2915,10 +2935,11 @@ static void test_token_scales_on_tiles(void **state)
                     full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o, l);
                     const compare_t cn = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
                     printf("  G=%d %s: k_scale -1/64: vs emulate NRMS %.3e lse %.2e (worst of %lld rows: %.0f%% of the "
-                           "squared difference)\n",
-                           G, x2 ? "FP8X2" : "FP8", cn.nrms, cn.lse_max_abs, (long long)(n * hkv * G), 100 * cn.worst_share);
+                           "squared difference; NRMS without it %.3e)\n",
+                           G, x2 ? "FP8X2" : "FP8", cn.nrms, cn.lse_max_abs, (long long)(n * hkv * G), 100 * cn.worst_share,
+                           cn.nrms_wo_worst);
                     assert_int_equal(cn.nan, 0);
-                    assert_true(cn.nrms <= (x2 ? EMU_X2_NRMS_BOUND : EMU_TS_NRMS_BOUND));
+                    assert_true(emu_nrms_ok(cn, x2, 1));
                     assert_true(cn.lse_max_abs <= (x2 ? EMU_X2_LSE_BOUND : EMU_LSE_BOUND) * EMU_TS_LSE_FACTOR);
                     c->k_scale = k_scale;
                     CUDA_OK(cudaMemcpy(dg.k_scale, &c->k_scale, 4, cudaMemcpyHostToDevice));
@@ -2963,10 +2984,17 @@ int main(int argc, char **argv)
         return 77;
     }
     printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+    /* --only PATTERN: cmocka's filter (* and ?) on whichever tests run, the --*-only sets too */
     for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) { /* --only PATTERN: cmocka's filter (* and ?) */
+        if (strcmp(argv[i], "--only") == 0) {
+            if (i + 1 >= argc) {
+                printf("--only needs a test name pattern (cmocka's filter: * and ?)\n");
+                return 2;
+            }
             cmocka_set_test_filter(argv[++i]);
-        } else if (strcmp(argv[i], "--topk-only") == 0) { /* scripts/gpu-check topk */
+        }
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--topk-only") == 0) { /* scripts/gpu-check topk */
             const struct CMUnitTest topk_tests[] = {cmocka_unit_test_setup(test_topk_wide, reset_globals)};
             return cmocka_run_group_tests(topk_tests, NULL, NULL);
         } else if (strcmp(argv[i], "--kscale-only") == 0) { /* scripts/gpu-check kscale */
