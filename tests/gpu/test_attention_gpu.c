@@ -10,6 +10,7 @@
  * --kscale-only]  (default dirs: captures, .data/workloads; --topk-only: test_topk_wide
  * alone, --page64-only: test_page64, --kscale-only: test_nonpositive_k_scale). */
 #include <dirent.h>
+#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2960,6 +2961,24 @@ static void test_token_scales_on_tiles(void **state)
     g_precision = PW_PRECISION_FP8;
 }
 
+/* --only's pattern (NULL: every test of the set runs). */
+static const char *g_only = NULL;
+
+/* Whether a test set has a test --only's pattern names (cmocka's filter takes * and ?; fnmatch
+ * reads them the same way): a pattern that names none is an error, not an empty pass. */
+static int only_names_some(const struct CMUnitTest *tests, size_t count)
+{
+    if (!g_only) return 1;
+    for (size_t i = 0; i < count; i++)
+        if (fnmatch(g_only, tests[i].name, 0) == 0) return 1;
+    printf("--only %s: no test of this set has that name\n", g_only);
+    return 0;
+}
+
+/* cmocka_run_group_tests on a set, exit status 2 when --only names none of its tests. */
+#define RUN_SET(set) \
+    (only_names_some((set), sizeof(set) / sizeof((set)[0])) ? cmocka_run_group_tests(set, NULL, NULL) : 2)
+
 int main(int argc, char **argv)
 {
     g_seed = pw_test_seed(argc, argv);
@@ -2991,23 +3010,24 @@ int main(int argc, char **argv)
                 printf("--only needs a test name pattern (cmocka's filter: * and ?)\n");
                 return 2;
             }
-            cmocka_set_test_filter(argv[++i]);
+            g_only = argv[++i];
+            cmocka_set_test_filter(g_only);
         }
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--topk-only") == 0) { /* scripts/gpu-check topk */
             const struct CMUnitTest topk_tests[] = {cmocka_unit_test_setup(test_topk_wide, reset_globals)};
-            return cmocka_run_group_tests(topk_tests, NULL, NULL);
+            return RUN_SET(topk_tests);
         } else if (strcmp(argv[i], "--kscale-only") == 0) { /* scripts/gpu-check kscale */
             const struct CMUnitTest kscale_tests[] = {cmocka_unit_test_setup(test_nonpositive_k_scale, reset_globals)};
-            return cmocka_run_group_tests(kscale_tests, NULL, NULL);
+            return RUN_SET(kscale_tests);
         } else if (strcmp(argv[i], "--page64-only") == 0) { /* scripts/gpu-check page64 */
             const struct CMUnitTest page64_tests[] = {cmocka_unit_test_setup(test_page64, reset_globals)};
-            return cmocka_run_group_tests(page64_tests, NULL, NULL);
+            return RUN_SET(page64_tests);
         } else if (strcmp(argv[i], "--scales-only") == 0) { /* scripts/gpu-check scales */
             const struct CMUnitTest scales_tests[] = {cmocka_unit_test_setup(test_token_scales, reset_globals),
                                                       cmocka_unit_test_setup(test_token_scales_on_tiles, reset_globals),
                                                       cmocka_unit_test_setup(test_gqa_padded, reset_globals)};
-            return cmocka_run_group_tests(scales_tests, NULL, NULL);
+            return RUN_SET(scales_tests);
         }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_precision_arguments, reset_globals),
@@ -3025,5 +3045,5 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(test_page64, reset_globals),
         cmocka_unit_test_setup(test_captures, reset_globals),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return RUN_SET(tests);
 }
