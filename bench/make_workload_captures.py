@@ -3,13 +3,16 @@
 hot/lowoverlap, one KV head, page 128, Top-16) as PageWeaver capture files
 (docs/capture-format.md), so that the C benchmarks and the GPU tests read them like real
 captures.  Usage: make_workload_captures.py OUTDIR [--kv-heads H] [--heads-per-kv G]
-[--topk K] [--page-size P] [--only A_hot,B_hot]
+[--topk K] [--page-size P] [--p-hot X] [--only A_hot,B_hot]
 
 With --kv-heads H > 1, KV head h gets the workload generated with seed + 1000*h (so the
 heads differ but keep the statistics). --heads-per-kv G (default 16) only changes the
 metadata's q_heads_per_kv (the selections are per KV head); files get a _g8 / _g4 suffix.
 --topk K / --page-size P (defaults 16 / 128): issue 16's other shapes (workloads.generate's
-topk / page); files get a _k32 / _p64 suffix."""
+topk / page); files get a _k32 / _p64 suffix. --p-hot X (default workloads.P_HOT, 0.7): the hot
+workloads' probability of drawing a page from the shared hot set, i.e. how many pages
+consecutive queries share (A-hot at 0.85: the stacked tile's count ratio 0.726 instead of
+0.674, for refitting the per-call tile rule); files get a _ph85 suffix."""
 import argparse
 import os
 import sys
@@ -28,8 +31,13 @@ def main():
     ap.add_argument("--heads-per-kv", type=int, default=16)
     ap.add_argument("--topk", type=int, default=workloads.TOPK)
     ap.add_argument("--page-size", type=int, default=workloads.PAGE)
+    ap.add_argument("--p-hot", type=float, default=workloads.P_HOT)
     ap.add_argument("--only", default="", help="comma list like A_hot,B_low")
     a = ap.parse_args()
+    if not 0.0 <= a.p_hot <= 1.0:
+        ap.error(f"--p-hot {a.p_hot}: a probability, 0..1")
+    default_p_hot = workloads.P_HOT
+    workloads.P_HOT = a.p_hot
     os.makedirs(a.outdir, exist_ok=True)
     only = set(x for x in a.only.split(",") if x)
     for shape, kind in workloads.all_workloads():
@@ -53,10 +61,13 @@ def main():
             "workload": f"{shape}-{kind}", "seed": str(seed),
             "kv_heads": str(a.kv_heads), "chunk": f"prefix {prefix}, {nq} queries",
         }
+        if kind == "hot" and a.p_hot != default_p_hot:
+            meta["p_hot"] = repr(a.p_hot)
         suffix = "" if a.kv_heads == 1 else f"_h{a.kv_heads}"
         suffix += "" if a.heads_per_kv == 16 else f"_g{a.heads_per_kv}"
         suffix += "" if a.topk == workloads.TOPK else f"_k{a.topk}"
         suffix += "" if a.page_size == workloads.PAGE else f"_p{a.page_size}"
+        suffix += "" if kind != "hot" or a.p_hot == default_p_hot else f"_ph{round(100 * a.p_hot)}"
         out = os.path.join(a.outdir, f"sel_{tag}{suffix}.safetensors")
         tmp = out + ".tmp"
         save_file(tensors, tmp, metadata=meta)

@@ -725,10 +725,9 @@ enum {
      * 4th block of each KV head (a sample: the full counts cost ~20 us of a 3-KV-head call
      * at G = 8): the stacked
      * tile when the units' pages are under r x twice the blocks' pages (the stacked tile's
-     * steps per step of the other tile; r = 0.71 at G = 16, 0.84 at G = 8, 0.87 at G = 4,
-     * at or below the measured break-evens ~0.73, ~0.845 and ~0.88; at G = 16 ~0.76 since
-     * the stacked tile's one-product QK / PV, measured on four inputs, none between 0.71 and
-     * 0.74: 0.71 stays until one is timed). The
+     * steps per step of the other tile; r = 0.75 at G = 16, 0.84 at G = 8, 0.87 at G = 4,
+     * below the measured break-evens ~0.76 (since the stacked tile's one-product QK / PV,
+     * 2026-12-04; 0.71 before), ~0.845 and ~0.88). The
      * choice is a function of the call's inputs, never of the grouping, so a call's outputs
      * stay independent of the grouping; they are the bytes of one of the two tiles
      * (within the same accuracy: NRMS vs exact ~0.2% either way). Both kernels are

@@ -670,7 +670,7 @@ static void test_full_call_matches_direct(void **state)
         assert_true(nrms16 <= EMU_X2_NRMS_BOUND);
         /* The bound cannot tell the two tiles apart (~2e-3 NRMS apart): the device's counts
          * must decide as the host's did, so the pre-pass arms' bytes are those of the plan
-         * forced to the host's tile, bitwise (this problem's ratio is near the rule's 0.71). */
+         * forced to the host's tile, bitwise (this problem's ratio is near the rule's G = 16 threshold). */
         pw_plan_t *forced = make_plan(p, PW_REGROUP_GUARDED, 128, PW_KERNEL_UNION4,
                                       PW_PLAN_VT_PREPASS | (stacked ? PW_PLAN_FP8X2_STACKED : PW_PLAN_NO_FP8X2_STACKED), &d);
         poison(p, &d, s);

@@ -618,7 +618,7 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
             printf("; GPU (T_online W128) NRMS %.4f vs exact, %.2e vs emulating, NaN %lld  [paper Union8: "
                    "0.022-0.040]",
                    bc->nrms_gpu_vs_exact, bc->nrms_gpu_vs_emulate, (long long)bc->gpu_nan);
-        const int g8 = p->q_heads_per_kv == 8; /* the stacked tile's form: 4 slots (G = 8) or 2 */
+        const int g8 = p->q_heads_per_kv == 8, g4 = p->q_heads_per_kv == 4; /* the stacked tile's form: 4 slots (G = 8), 8 (G = 4) or 2 */
         printf("\nFP8X2 (two-term FP8 Q, P %s): FP8X2-emulating reference NRMS %.4f vs exact",
                bc->x2_f16_p     ? "in f16 on the V^T pre-pass"
                : bc->x2_stacked ? (g8 ? "as two E4M3 terms: the stacked 4-slot tile" : "as two E4M3 terms: the stacked 2-slot tile")
@@ -626,8 +626,9 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
                bc->nrms_emulate_x2_vs_exact);
         if (bc->stack_counts[1])
             printf(" [FP8X2 tile: %s pages / 2 x blocks' %.3f, every 4th block (rule < %.3f): %s]",
-                   g8 ? "4-query halves'" : "pairs'", (double)bc->stack_counts[0] / (2.0 * (double)bc->stack_counts[1]),
-                   g8 ? 0.840 : 0.710, bc->x2_stacked ? "stacked" : g8 ? "dense" : "lean");
+                   g8 ? "4-query halves'" : g4 ? "8-query groups'" : "pairs'",
+                   (double)bc->stack_counts[0] / (2.0 * (double)bc->stack_counts[1]), g8 ? 0.840 : g4 ? 0.870 : 0.750,
+                   bc->x2_stacked ? "stacked" : g8 || g4 ? "dense" : "lean");
         if (bc->gpu_x2_checked)
             printf("; GPU (union4 W128 FP8X2) NRMS %.4f vs exact, %.2e vs FP8X2-emulating, NaN %lld",
                    bc->nrms_gpu_x2_vs_exact, bc->nrms_gpu_x2_vs_emulate, (long long)bc->gpu_x2_nan);
