@@ -1818,6 +1818,18 @@ static int32_t longest_request(const pw_capture_t *c)
     return most;
 }
 
+/* Per-token scales for `pairs` (slot, head) pairs, [slot * Hkv + h] as visible
+ * (pw_test_visible_slots): K 2^U(-1,1), V 2^U(-3,3) where visible, NaN where no row may see
+ * (each pair's K then V draw from rng). random_token_scales is the wider mix (zero,
+ * negative and subnormal V scales, both layouts) of test_token_scales. */
+static void visible_token_scales(pw_rng_t *rng, const uint8_t *visible, int64_t pairs, float *ks, float *vs)
+{
+    for (int64_t i = 0; i < pairs; i++) {
+        ks[i] = visible[i] ? (float)exp2(2.0 * pw_rng_uniform(rng) - 1.0) : NAN;
+        vs[i] = visible[i] ? (float)exp2(6.0 * pw_rng_uniform(rng) - 3.0) : NAN;
+    }
+}
+
 /* FP8 with per-token scales ks / vs ([slot * Hkv + h], NaN where no row may see) on the
  * dense tile (dev impl 13 / 14, and the full call on the pre-pass, which runs it) against
  * the padded tile (Union4) on grouping g: bitwise equal. `label` starts the printed line
@@ -1897,10 +1909,7 @@ static void check_dense_tile_wide(pw_capture_t *c, device_problem_t *d, pw_rng_t
             assert_non_null(ks);
             assert_non_null(vs);
             pw_test_visible_slots(c, visible); /* [slot * hkv + h] */
-            for (int64_t i = 0; i < pairs; i++) {
-                ks[i] = visible[i] ? (float)exp2(2.0 * pw_rng_uniform(rng) - 1.0) : NAN;
-                vs[i] = visible[i] ? (float)exp2(6.0 * pw_rng_uniform(rng) - 3.0) : NAN;
-            }
+            visible_token_scales(rng, visible, pairs, ks, vs);
             char label[32];
             snprintf(label, sizeof label, "K=%d G=%d", K, G);
             check_dense_ts_bitwise(c, d, &g, impl, ks, vs, label, o, l, o_full, l_full);
@@ -2192,10 +2201,7 @@ static void test_page64(void **state)
         assert_non_null(ks);
         assert_non_null(vs);
         assert_non_null(sinks);
-        for (int64_t i = 0; i < pairs; i++) {
-            ks[i] = visible[i] ? (float)exp2(2.0 * pw_rng_uniform(&rng) - 1.0) : NAN;
-            vs[i] = visible[i] ? (float)exp2(6.0 * pw_rng_uniform(&rng) - 3.0) : NAN;
-        }
+        visible_token_scales(&rng, visible, pairs, ks, vs);
         for (int64_t h = 0; h < hq; h++) sinks[h] = (float)(2.0 * (pw_rng_uniform(&rng) + pw_rng_uniform(&rng) - 1.0));
         device_problem_t d;
         upload(c, &d);

@@ -22,6 +22,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "../../src/pw_internal.h" /* PW_STACK_RATIO_MILLI: the FP8X2 tile rule's thresholds */
 #include "bench.h"
 #include "cli.h"
 
@@ -627,7 +628,8 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
         if (bc->stack_counts[1])
             printf(" [FP8X2 tile: %s pages / 2 x blocks' %.3f, every 4th block (rule < %.3f): %s]",
                    g8 ? "4-query halves'" : g4 ? "8-query groups'" : "pairs'",
-                   (double)bc->stack_counts[0] / (2.0 * (double)bc->stack_counts[1]), g8 ? 0.840 : g4 ? 0.870 : 0.750,
+                   (double)bc->stack_counts[0] / (2.0 * (double)bc->stack_counts[1]),
+                   PW_STACK_RATIO_MILLI(p->q_heads_per_kv) / 1000.0,
                    bc->x2_stacked ? "stacked" : g8 || g4 ? "dense" : "lean");
         if (bc->gpu_x2_checked)
             printf("; GPU (union4 W128 FP8X2) NRMS %.4f vs exact, %.2e vs FP8X2-emulating, NaN %lld",
