@@ -604,7 +604,7 @@ std::atomic<int> g_dev_stack_ctas{0}; // pw_dev_set_stack_ctas: the persistent s
  * two CTAs per (group, KV head), this kernel runs four at G = 16 (2-slot tiles), two at G = 8
  * (one 4-slot tile per half), two at G = 4 (one 8-slot tile per group, the second item of a
  * pair its partner's or nothing: stack_item_block). */
-template <int VARIANT, int G, bool TS>
+template <int VARIANT, int G, bool TS, bool X2>
 pw_status_t launch_stack1_g(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
     static std::atomic<uint64_t> configured{0};
@@ -625,25 +625,27 @@ pw_status_t launch_stack1_g(const pw::AttentionParams &params, unsigned grid, pw
     }
     const char *name = TS ? (G == 16 ? "stack1 TS" : G == 8 ? "stack1 G = 8 TS" : "stack1 G = 4 TS")
                           : (G == 16 ? "stack1" : G == 8 ? "stack1 G = 8" : "stack1 G = 4");
-    return pw::launch_one_cta_kind(pw::stack1_attention_kernel<VARIANT, G, TS>, pw::kSmemBytesStack1, configured, name,
+    return pw::launch_one_cta_kind(pw::stack1_attention_kernel<VARIANT, G, TS, X2>, pw::kSmemBytesStack1, configured, name,
                                    params, ctas, stream);
 }
 
 /* G and per-token scales (params.ts_k / ts_v: the TS instance reads each page's scales from
  * the second half of its pre-pass tile, vt_prepare.cu). */
-template <int VARIANT, bool TS>
+template <int VARIANT, bool TS, bool X2>
 pw_status_t launch_stack1_ts(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
-    if (params.heads_per_kv == 8) return launch_stack1_g<VARIANT, 8, TS>(params, grid, stream);
-    if (params.heads_per_kv == 4) return launch_stack1_g<VARIANT, 4, TS>(params, grid, stream);
-    return launch_stack1_g<VARIANT, 16, TS>(params, grid, stream);
+    if (params.heads_per_kv == 8) return launch_stack1_g<VARIANT, 8, TS, X2>(params, grid, stream);
+    if (params.heads_per_kv == 4) return launch_stack1_g<VARIANT, 4, TS, X2>(params, grid, stream);
+    return launch_stack1_g<VARIANT, 16, TS, X2>(params, grid, stream);
 }
 
-template <int VARIANT>
+/* X2: FP8X2's two terms; false (EXPERIMENT, exp/fp8-stacked): PW_PRECISION_FP8, the second
+ * term's rows 0. */
+template <int VARIANT, bool X2 = true>
 pw_status_t launch_stack1(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
-    if (params.ts_k || params.ts_v) return launch_stack1_ts<VARIANT, true>(params, grid, stream);
-    return launch_stack1_ts<VARIANT, false>(params, grid, stream);
+    if (params.ts_k || params.ts_v) return launch_stack1_ts<VARIANT, true, X2>(params, grid, stream);
+    return launch_stack1_ts<VARIANT, false, X2>(params, grid, stream);
 }
 
 /* Dev impls 13 (G = 8) and 14 (G = 4) (attention_dense.cuh): the dense tiles for the call's
@@ -686,9 +688,11 @@ pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned gr
         else if (impl == pw::kImplDense4X2) return launch_dense<4, true>(params, grid, stream);
         else return launch_dense<4, false>(params, grid, stream);
     }
-    if (impl == pw::kImplStack1PreVtX2) {
+    if (pw::impl_is_stacked(impl)) {
         if constexpr (VARIANT != pw::kUnion4)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12 (stacked FP8X2) runs Union4 only");
+        else if (impl == pw::kImplStack1PreVtFp8)
+            return launch_stack1<VARIANT, false>(params, grid, stream);
         else
             return launch_stack1<VARIANT>(params, grid, stream);
     }
@@ -776,7 +780,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
             return pw_fail(PW_ERROR_UNSUPPORTED,
                            "PW_PRECISION_FP8X2 has no path in dev impl %d (impls 2, 6, 9, 10, 12, 13 and 14 have)", impl);
     } else if (impl == pw::kImplStack1Dev) {
-        return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12 (stacked) is PW_PRECISION_FP8X2 only");
+        impl = pw::kImplStack1PreVtFp8; // EXPERIMENT (exp/fp8-stacked): FP8 on the stacked tile, no second term
     } else if (impl == pw::kImplLeanDev) {
         impl = pw::kImplLean;
     } else if (impl == pw::kImplLeanPreVtDev) {
@@ -852,10 +856,10 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         // dense kernels read it, and only a schedule of their kind of item.
         const bool dense8_impl = impl == pw::kImplDense8 || impl == pw::kImplDense8X2;
         const bool dense4_impl = impl == pw::kImplDense4 || impl == pw::kImplDense4X2;
-        const bool stacked8 = impl == pw::kImplStack1PreVtX2 && problem->q_heads_per_kv == 8; // groups (its halves)
-        const bool stacked4 = impl == pw::kImplStack1PreVtX2 && problem->q_heads_per_kv == 4; // pairs (their groups)
+        const bool stacked8 = pw::impl_is_stacked(impl) && problem->q_heads_per_kv == 8; // groups (its halves)
+        const bool stacked4 = pw::impl_is_stacked(impl) && problem->q_heads_per_kv == 4; // pairs (their groups)
         const bool lean_impl = impl == pw::kImplLean || impl == pw::kImplLeanX2 || impl == pw::kImplLeanPreVt ||
-                               impl == pw::kImplLeanPreVtX2 || impl == pw::kImplStack1PreVtX2; // halves
+                               impl == pw::kImplLeanPreVtX2 || pw::impl_is_stacked(impl); // halves
         const int kind = dense8_impl || stacked8 ? 1 : dense4_impl || stacked4 ? 2 : 0;
         const pw::DevSchedule none = {nullptr, nullptr, 0, 0};
         const pw::DevSchedule s = vt ? (vt_fallback ? none
@@ -882,7 +886,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         }
     }
     uint8_t *own = nullptr; // dev impl 10 without the full call's buffers: its own, for this call
-    const bool stacked = impl == pw::kImplStack1PreVtX2;
+    const bool stacked = pw::impl_is_stacked(impl);
     const bool dense = impl == pw::kImplDense8 || impl == pw::kImplDense8X2 || impl == pw::kImplDense4 ||
                        impl == pw::kImplDense4X2;
     if (stacked && kernel != PW_KERNEL_UNION4)

@@ -116,7 +116,8 @@ static __device__ __forceinline__ void load_q_rows(uint4 (&raw)[kRows / 8], int 
 
 /* quantize_q_rows after its loads (load_q_rows): the stacked tile issues them before its
  * page list is built, so that Q's HBM latency overlaps the metadata loads. */
-template <bool kStacked = false, int G = kHeadsPerKv, bool kDense = false, int SLOTS = kSlotsPerCta>
+template <bool kStacked = false, int G = kHeadsPerKv, bool kDense = false, int SLOTS = kSlotsPerCta,
+          bool kStackedLoZero = false>
 static __device__ __forceinline__ void quantize_q_loaded(const uint4 (&raw)[kRows / 8], uint32_t q_addr,
                                                          uint32_t q_lo_addr, float *row_factor, int tid,
                                                          const int32_t (&query_rows)[SLOTS], float score_scale)
@@ -173,7 +174,9 @@ static __device__ __forceinline__ void quantize_q_loaded(const uint4 (&raw)[kRow
                                              : 16u * (slot / 2) + 4u * (slot % 2) + head;
             if (tile) { // dev impl 12 passes one tile (q_lo_addr = 0): slots 0-1 only
                 st_shared_v2_u32(tile + sw128(hi_row, sub / 2) + (sub % 2) * 8, packed[0], packed[1]);
-                st_shared_v2_u32(tile + sw128(hi_row + 8, sub / 2) + (sub % 2) * 8, packed_lo[0], packed_lo[1]);
+                // EXPERIMENT (exp/fp8-stacked): kStackedLoZero, FP8 on the stacked tile: no second term
+                st_shared_v2_u32(tile + sw128(hi_row + 8, sub / 2) + (sub % 2) * 8, kStackedLoZero ? 0u : packed_lo[0],
+                                 kStackedLoZero ? 0u : packed_lo[1]);
             }
         } else {
             const uint32_t offset = sw128(row, sub / 2) + (sub % 2) * 8;

@@ -102,9 +102,21 @@ static __device__ __forceinline__ void softmax_row32(float (&s)[32], int64_t lim
 
 /* A fragments of the stacked PV product from one row's 256 p: word 2a (row r) = p8 of
  * positions 16a + 4q .. +3 (p_words' element order), word 2a + 1 (row r + 8) = their
- * second terms (p_pair_lo). */
+ * second terms (p_pair_lo); EXPERIMENT (branch exp/fp8-stacked): !kX2, PW_PRECISION_FP8 on
+ * the stacked tile, 0 (no second term: row r + 8 of the PV product adds exactly 0). */
+template <bool kX2 = true>
 static __device__ __forceinline__ void stacked_p_fragments(const float (&s)[32], uint32_t (&pa)[16])
 {
+    if constexpr (!kX2) {
+#pragma unroll
+        for (int a = 0; a < 8; a++) {
+            const uint16_t c0 = cvt_e4m3x2_rn_satfinite(s[4 * a], s[4 * a + 1]);
+            const uint16_t c1 = cvt_e4m3x2_rn_satfinite(s[4 * a + 2], s[4 * a + 3]);
+            pa[2 * a] = (uint32_t)c0 | ((uint32_t)c1 << 16);
+            pa[2 * a + 1] = 0u;
+        }
+        return;
+    }
 #pragma unroll
     for (int a = 0; a < 8; a++) {
         const uint16_t c0 = cvt_e4m3x2_rn_satfinite(s[4 * a], s[4 * a + 1]);
@@ -328,7 +340,7 @@ static __device__ __forceinline__ int stack_thread_slot(int tid)
     return G == 16 ? warp / 2 : G == 8 ? warp : 2 * warp + lane / 16;
 }
 
-template <int VARIANT, int G = kHeadsPerKv, bool TS = false>
+template <int VARIANT, int G = kHeadsPerKv, bool TS = false, bool X2 = true>
 __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     stack1_attention_kernel(const __grid_constant__ AttentionParams p)
 {
@@ -478,7 +490,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
 
         const float k_scale = *p.k_scale;
         const float log2e = 1.4426950408889634f;
-        quantize_q_loaded<true, G, false, kRowSlots>(q_raw, smem_u32(sm.q), 0u, sm.row_factor, tid, rows,
+        quantize_q_loaded<true, G, false, kRowSlots, !X2>(q_raw, smem_u32(sm.q), 0u, sm.row_factor, tid, rows,
                                                      k_scale * p.softmax_scale * log2e);
         fence_proxy_async_shared_cta();
         __syncthreads();
@@ -529,7 +541,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
                 softmax_row32(s, lim, q, f, m, l, alpha);
                 if constexpr (TS)
                     vmax = stacked_ts_scale_p(s, lim, q, sm.ts[i % 2][1], sm.ts[i % 2][2], sm.ts[i % 2][3]);
-                stacked_p_fragments(s, pa);
+                stacked_p_fragments<X2>(s, pa);
                 if (G == 4 && !member) {
                     m = m_kept;
                     l = l_kept;

@@ -333,7 +333,8 @@ typedef struct compare {
     double nrms_wo_worst; /* nrms with that row's squared difference left out (den unchanged) */
 } compare_t;
 
-/* rows: which query rows to compare (NULL: all). ref_o: float or double per ref_is_double. */
+/* rows: which query rows to compare (NULL: all). ref_o: float or double per ref_is_double
+ * (2: BF16, another GPU run's output). */
 static compare_t compare_rows(const pw_capture_t *c, const pw_bf16_t *o, const float *lse,
                               const void *ref_o, int ref_is_double, const float *ref_lse,
                               const uint8_t *rows)
@@ -356,7 +357,9 @@ static compare_t compare_rows(const pw_capture_t *c, const pw_bf16_t *o, const f
             for (int64_t k = 0; k < d; k++) {
                 const int64_t i = (n * hq + h) * d + k;
                 const double g = pw_bf16_to_float(o[i]);
-                const double ref = ref_is_double ? ((const double *)ref_o)[i] : ((const float *)ref_o)[i];
+                const double ref = ref_is_double == 2 ? (double)pw_bf16_to_float(((const pw_bf16_t *)ref_o)[i])
+                                   : ref_is_double ? ((const double *)ref_o)[i]
+                                                   : ((const float *)ref_o)[i];
                 if (isnan(g)) {
                     r.nan++;
                     continue;
@@ -2871,6 +2874,18 @@ static void test_token_scales_on_tiles(void **state)
                            a == 1 ? "identity" : "W128", same ? "bitwise equal" : "DIFFERENT");
                     assert_true(same);
                 }
+                if (!x2) { /* EXPERIMENT (branch exp/fp8-stacked): FP8 on the stacked tile, no second term */
+                    pw_grouping_t g;
+                    setup_arm(4, c, &rng, perm, &g, &dg);
+                    run_kernel_impl(c, &dg, PW_KERNEL_UNION4, STACKED_IMPL, &g, o, l);
+                    const int same = same_outputs(c, o, l, os, ls);
+                    const compare_t cs = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
+                    const compare_t ct = compare_rows(c, o, l, os, 2, ls, NULL);
+                    printf("  G=%d FP8 EXPERIMENT: the stacked tile without a second term (dev impl 12, W128) with "
+                           "per-token scales vs the %s: %s (NRMS %.3e); vs emulate NRMS %.3e lse %.2e, NaN %lld\n",
+                           G, tile, same ? "bitwise equal" : "DIFFERENT", ct.nrms, cs.nrms, cs.lse_max_abs,
+                           (long long)cs.nan);
+                }
                 /* the default plan (the pre-pass forced on: these problems are small) runs the
                  * stacked tile with per-token scales, at every G */
                 {
@@ -2886,6 +2901,18 @@ static void test_token_scales_on_tiles(void **state)
                 full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o, l);
                 g_ts_dev.k = g_ts_dev.v = NULL;
                 full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o2, l2);
+                if (!x2) { /* EXPERIMENT (branch exp/fp8-stacked): the same without per-token scales */
+                    pw_bf16_t *o3 = malloc(elems * 2);
+                    float *l3 = malloc(rows * 4);
+                    pw_grouping_t g;
+                    setup_arm(4, c, &rng, perm, &g, &dg);
+                    run_kernel_impl(c, &dg, PW_KERNEL_UNION4, STACKED_IMPL, &g, o3, l3);
+                    printf("  G=%d FP8 EXPERIMENT: the stacked tile without a second term (dev impl 12, W128), no "
+                           "per-token scales, vs the %s: %s\n",
+                           G, tile, same_outputs(c, o3, l3, o2, l2) ? "bitwise equal" : "DIFFERENT");
+                    free(o3);
+                    free(l3);
+                }
                 const int same_ones = same_outputs(c, o, l, o2, l2);
                 printf("  G=%d: scales all 1 == the %s without scales: %s\n", G, tile, same_ones ? "bitwise" : "DIFFERENT");
                 assert_true(same_ones);
