@@ -107,23 +107,16 @@ static __device__ __forceinline__ void softmax_row32(float (&s)[32], int64_t lim
 template <bool kX2 = true>
 static __device__ __forceinline__ void stacked_p_fragments(const float (&s)[32], uint32_t (&pa)[16])
 {
-    if constexpr (!kX2) {
-#pragma unroll
-        for (int a = 0; a < 8; a++) {
-            const uint16_t c0 = cvt_e4m3x2_rn_satfinite(s[4 * a], s[4 * a + 1]);
-            const uint16_t c1 = cvt_e4m3x2_rn_satfinite(s[4 * a + 2], s[4 * a + 3]);
-            pa[2 * a] = (uint32_t)c0 | ((uint32_t)c1 << 16);
-            pa[2 * a + 1] = 0u;
-        }
-        return;
-    }
 #pragma unroll
     for (int a = 0; a < 8; a++) {
         const uint16_t c0 = cvt_e4m3x2_rn_satfinite(s[4 * a], s[4 * a + 1]);
         const uint16_t c1 = cvt_e4m3x2_rn_satfinite(s[4 * a + 2], s[4 * a + 3]);
         pa[2 * a] = (uint32_t)c0 | ((uint32_t)c1 << 16);
-        pa[2 * a + 1] = (uint32_t)p_pair_lo(s[4 * a], s[4 * a + 1], c0) |
-                        ((uint32_t)p_pair_lo(s[4 * a + 2], s[4 * a + 3], c1) << 16);
+        if constexpr (kX2)
+            pa[2 * a + 1] = (uint32_t)p_pair_lo(s[4 * a], s[4 * a + 1], c0) |
+                            ((uint32_t)p_pair_lo(s[4 * a + 2], s[4 * a + 3], c1) << 16);
+        else
+            pa[2 * a + 1] = 0u;
     }
 }
 
