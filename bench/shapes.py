@@ -39,6 +39,11 @@ precisions:
   G16lean, G16stacked  the same at G = 16 (the lean kernel, a 4-query half x 16 heads per 64
              rows; the stacked 2-slot tile, a pair of queries x 16 heads x two terms, regrouped
              for pairs): the break-even of the per-call rule (pageweaver.h, PW_PLAN_FP8X2_STACKED).
+  EXPERIMENT (branch exp/fp8-stacked): on this branch PW_PLAN_FP8X2_STACKED also puts FP8
+             calls on the stacked tile (second term 0), so the FP8 rows of G16stacked,
+             G8stacked, G4stacked, scalesstacked and the new G8scalesstacked / G4scalesstacked
+             (G8scales / G4scales with the flag) time it; their executed TFLOP/s count the
+             default tile's steps, not the stacked tile's.
 Arms are replayed interleaved (--replays each after --warmup); --copies C (default 1) gives
 each arm C graphs on C different Q / O buffers, replayed in turn, as FlashInfer's harness
 (bench/flashinfer_peer.py, 3 copies) and `pageweaver bench` rotate their inputs, so that a
@@ -75,7 +80,7 @@ D = 128  # head dim; the page size P is each capture's (metadata page_size: 128 
 ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys", "G16greedy", "G8greedy", "G4greedy", "G16id", "G8id", "G4id",
         "G16vt", "G8vt", "G4vt", "G16novt", "G8novt", "G4novt", "scalesnovt", "G8scales", "G8dense", "G8stacked",
         "G4dense", "G4stacked", "G4scales", "scaleslean", "scalesstacked", "G8scaleslean", "G4scaleslean", "G16lean",
-        "G16stacked")
+        "G16stacked", "G8scalesstacked", "G4scalesstacked")
 PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS = 1 << 1, 1 << 2  # pageweaver.h
 PW_PLAN_FP8X2_STACKED, PW_PLAN_NO_FP8X2_STACKED = 1 << 4, 1 << 5
 
@@ -87,6 +92,7 @@ def arm_flags(arm):
     if arm.endswith("vt"):
         return PW_PLAN_VT_PREPASS
     return {"G16lean": PW_PLAN_NO_FP8X2_STACKED, "G16stacked": PW_PLAN_FP8X2_STACKED,
+            "G8scalesstacked": PW_PLAN_FP8X2_STACKED, "G4scalesstacked": PW_PLAN_FP8X2_STACKED,
             "G8dense": PW_PLAN_NO_FP8X2_STACKED, "G8stacked": PW_PLAN_FP8X2_STACKED,
             "G4dense": PW_PLAN_NO_FP8X2_STACKED, "G4stacked": PW_PLAN_FP8X2_STACKED,
             "scaleslean": PW_PLAN_NO_FP8X2_STACKED, "G8scaleslean": PW_PLAN_NO_FP8X2_STACKED,

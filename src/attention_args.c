@@ -60,7 +60,7 @@ pw_status_t pw_check_vt_stack(const pw_problem_t *problem, const pw_attention_ar
     if (vt->stack_mode == PW_STACK_NEVER) return PW_SUCCESS;
     const int64_t entries = (int64_t)problem->num_kv_heads * problem->num_requests * problem->max_pages_per_request;
     if ((vt->stack_mode != PW_STACK_PER_CALL && vt->stack_mode != PW_STACK_ALWAYS) ||
-        pw_args_precision(args) != PW_PRECISION_FP8X2 ||
+        (pw_args_precision(args) != PW_PRECISION_FP8X2 && vt->stack_mode != PW_STACK_ALWAYS) || /* EXPERIMENT: FP8 forced */
         (vt->stack_mode == PW_STACK_PER_CALL && !pw_args_f16_vt(args)) || /* per-token scales: ALWAYS */
         (problem->q_heads_per_kv != 16 && problem->q_heads_per_kv != 8 && problem->q_heads_per_kv != 4) ||
         problem->topk != 16 ||

@@ -121,7 +121,9 @@ static int plan_runs_dense(const pw_plan_t *plan)
  * G = 16, 0.48-0.50x at G = 8, 0.27-0.38x at G = 4; bench/NOTES.md, 29th session). */
 static int stack_mode(const pw_plan_t *plan, const pw_attention_args_t *args)
 {
-    if (!plan->stack_eligible || pw_args_precision(args) != PW_PRECISION_FP8X2) return PW_STACK_NEVER;
+    if (!plan->stack_eligible) return PW_STACK_NEVER;
+    if (pw_args_precision(args) != PW_PRECISION_FP8X2) /* EXPERIMENT (exp/fp8-stacked): FP8 on the stacked tile when forced */
+        return plan->config.flags & PW_PLAN_FP8X2_STACKED ? PW_STACK_ALWAYS : PW_STACK_NEVER;
     if (plan->config.flags & PW_PLAN_FP8X2_STACKED) return PW_STACK_ALWAYS;
     if (plan->config.flags & PW_PLAN_NO_FP8X2_STACKED) return PW_STACK_NEVER;
     if (!pw_args_f16_vt(args)) return PW_STACK_ALWAYS; /* per-token scales */
