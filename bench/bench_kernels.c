@@ -4,7 +4,7 @@
  *
  *   bench_kernels [--reps N] [--impls LIST] CAPTURE...   (LIST: slot keys, see `slots` below:
  *       0, 2, 6, 8, 9, a (= 10) the dev impls, x / y / b FP8X2 on impls 6 / 9 / 10, t impl 12
- *       (s: impl 12 in FP8, the EXPERIMENT of branch exp/fp8-stacked)
+ *       (s: impl 12 in FP8, its second term 0: FP8's bytes, compared bitwise with slot 0)
  *       (stacked FP8X2, Union4 only: NRMS against slot x, which must be in LIST), d / e impl 13
  *       (the dense G = 8 tile, FP8 / FP8X2: G = 8 captures only, e.g. --impls 6dxe), f / g
  *       impl 14 (the dense G = 4 tile: G = 4 captures only, e.g. --impls 6fxg))
@@ -239,7 +239,7 @@ static const slot_t slots[] = {
     {'y', 9, 1, 1, 1, "leanX2"},  {'a', 10, 0, 1, 1, "preVt"},  {'b', 10, 1, 2, 1, "preVtX2"},
     {'t', 12, 1, 2, 1, "stack1X2"}, {'d', 13, 0, 1, 1, "dense8"}, {'e', 13, 1, 2, 1, "dense8X2"},
     {'f', 14, 0, 1, 1, "dense4"}, {'g', 14, 1, 2, 1, "dense4X2"},
-    {'s', 12, 0, 1, 1, "stack1FP8"}, /* EXPERIMENT (branch exp/fp8-stacked): FP8, no second term */
+    {'s', 12, 0, 1, 1, "stack1FP8"}, /* FP8, the second term 0 */
 };
 /* Top-K above 16 (K 32 / 64): only impls 6 (which runs 9 there), 9, 10 and 13 take it (the
  * others and the Union8 arms are skipped), and slot '6' is the bitwise reference.

@@ -23,27 +23,30 @@ precisions:
   scales     G16 with per-token K / V scales [Hkv, slots] (K 2^U(-1,1), V 2^U(-3,3));
   scalesnovt the same with the V^T pre-pass forced off (the per-token-scale kernel that
              transposes V itself); G8scales, G4scales: per-token scales at G = 8 / 4 (FP8X2
-             on the pre-pass: the stacked tile, as at G = 16; FP8: the padded tile);
+             on the pre-pass: the stacked tile, as at G = 16; FP8 too since 2026-12-04, its second
+             term 0: the dense tile's bytes);
   scaleslean, G8scaleslean, G4scaleslean  the scales arms with PW_PLAN_NO_FP8X2_STACKED: FP8X2
              on the lean kernel's per-token-scale form (G = 16) or the padded tile (G = 8 /
-             4), what those calls ran before the stacked tile took per-token scales;
+             4), what those calls ran before the stacked tile took per-token scales; FP8 at
+             G = 8 / 4: the dense tile's per-token-scale form (the default before the 34th
+             session);
   scalesstacked  scales with PW_PLAN_FP8X2_STACKED (the default's tile: the same calls);
   interleave G16 reading vLLM's interleaved [pages, Hkv, 128, 2*D] cache through strides;
   sinkkeys   G16 with per-Q-head sink keys;
   G8dense, G8stacked  G8 with FP8X2's tile fixed (PW_PLAN_NO_FP8X2_STACKED: the dense tile;
              PW_PLAN_FP8X2_STACKED: the stacked 4-slot tile, a 4-query half x 8 heads x two
              terms per 64 rows, regrouped for C_4) where the G8 arm's device picks per call
-             (FP8 calls ignore the flags);
+             (FP8 calls: the dense tile, or the stacked tile with its second term 0);
   G4dense, G4stacked  the same at G = 4 (the stacked 8-slot tile: an 8-query group x 4 heads
              x two terms per 64 rows, walking the group's union; both tiles regroup with g = 8).
   G16lean, G16stacked  the same at G = 16 (the lean kernel, a 4-query half x 16 heads per 64
              rows; the stacked 2-slot tile, a pair of queries x 16 heads x two terms, regrouped
              for pairs): the break-even of the per-call rule (pageweaver.h, PW_PLAN_FP8X2_STACKED).
-  EXPERIMENT (branch exp/fp8-stacked): on this branch PW_PLAN_FP8X2_STACKED also puts FP8
-             calls on the stacked tile (second term 0), so the FP8 rows of G16stacked,
-             G8stacked, G4stacked, scalesstacked and the new G8scalesstacked / G4scalesstacked
-             (G8scales / G4scales with the flag) time it; their executed TFLOP/s count the
-             default tile's steps, not the stacked tile's.
+  G8scalesstacked, G4scalesstacked  G8scales / G4scales with PW_PLAN_FP8X2_STACKED.
+  FP8 rows: since 2026-12-04 PW_PLAN_FP8X2_STACKED puts FP8 calls on the stacked tile too
+             (its second term 0: the other tile's bytes), so the FP8 rows of the ...stacked
+             arms time it; FP8 with per-token scales at G = 8 / 4 runs it by default
+             (G8scales, G4scales; G8scaleslean / G4scaleslean: the dense tile).
 Arms are replayed interleaved (--replays each after --warmup); --copies C (default 1) gives
 each arm C graphs on C different Q / O buffers, replayed in turn, as FlashInfer's harness
 (bench/flashinfer_peer.py, 3 copies) and `pageweaver bench` rotate their inputs, so that a
@@ -252,18 +255,26 @@ def arm_call(arm, b, prec, outs, copy=0):
     if (arm, prec) not in b["steps"]:  # the executed work of the default plan's path (not the vt / novt arms')
         info = pageweaver.check_gpu_support(q, k, v, *b["rest"], precision=prec, page_size=b["P"], **kw)
         info["g"] = g
-        # (the flags fix the tile only where the device would pick it per call: fp8x2_tile set)
-        stacked = prec == "fp8x2" and info["vt_prepass"] and (
-            (arm in ("G8stacked", "G4stacked") and info["tile"] == "dense") or
-            (arm in ("scalesstacked", "G16stacked") and info.get("fp8x2_tile") is not None) or
-            (arm in ("scales", "G8scales", "G4scales") and info.get("fp8x2_tile") == "stacked"))
+        # (FP8X2: the flags fix the tile only where the device would pick it per call:
+        # fp8x2_tile set; FP8: PW_PLAN_FP8X2_STACKED puts every call on the pre-pass at
+        # P = 128 on it, and per-token scales at G = 8 / 4 by default)
+        if prec == "fp8x2":
+            stacked = info["vt_prepass"] and (
+                (arm in ("G8stacked", "G4stacked") and info["tile"] == "dense") or
+                (arm in ("scalesstacked", "G16stacked") and info.get("fp8x2_tile") is not None) or
+                (arm in ("scales", "G8scales", "G4scales") and info.get("fp8x2_tile") == "stacked"))
+        else:
+            stacked = info["vt_prepass"] and b["P"] == 128 and (
+                bool(arm_flags(arm) & PW_PLAN_FP8X2_STACKED) or
+                (arm in ("scales", "G8scales", "G4scales") and info.get("fp8x2_tile") == "stacked"))
         if stacked:
             # the 2-slot (G = 16) / 4-slot (G = 8) / 8-slot (G = 4) tile: one 64-row product
             # each way per step of a pair's (a half's, a group's) union, which the stacked
-            # tile's regroup minimises (pairs / C_4 / the 8-query unions; printed as half the
-            # FP8X2 factor)
-            b["steps"][(arm, prec)] = union_visits(b["capture"], _lib.REGROUP_MODES[info["regroup"]],
-                                                   _lib.DEFAULT_WINDOW, {16: 2, 8: 4, 4: 8}[g], b["P"]) / 2
+            # tile's regroup minimises (pairs / C_4 / the 8-query unions; in FP8X2 printed as
+            # half the FP8X2 factor; in FP8 the second term's rows are 0 but executed)
+            visits = union_visits(b["capture"], _lib.REGROUP_MODES[info["regroup"]],
+                                  _lib.DEFAULT_WINDOW, {16: 2, 8: 4, 4: 8}[g], b["P"])
+            b["steps"][(arm, prec)] = visits / 2 if prec == "fp8x2" else visits
         elif arm.endswith("vt") or (arm in ("G8", "G4", "scales") and info.get("fp8x2_tile") == "per_call"):
             b["steps"][(arm, prec)] = None  # not the default tile's, or picked per call on the device
         else:

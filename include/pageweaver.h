@@ -738,9 +738,16 @@ enum {
      * read per-token scales in FP8 only), and the default is the stacked tile, always: it
      * measured faster on every input, the captures included (H200: 0.70-0.86x the other
      * tile's time at G = 16, 0.48-0.50x at G = 8, 0.27-0.38x at G = 4; bench/NOTES.md, 29th
-     * session). These flags fix the choice (STACKED: always the
-     * stacked tile, NO_FP8X2_STACKED: always the other tile); both together are an
-     * argument error; other calls ignore them. */
+     * session). PW_PRECISION_FP8 calls (since 2026-12-04, 34th session) may run the
+     * stacked tile too, with its second term 0 (Q's and P's second-term rows stored as 0,
+     * so each sum adds exactly 0): the same bytes as the lean kernel and the dense tiles,
+     * with and without per-token scales. FP8 calls with per-token scales at G = 8 / 4 run
+     * it by default (H200 full call: 0.55-0.71x the dense tile's per-token-scale form, A-hot
+     * and kjv_L15_pre16384); every other FP8 call keeps the lean kernel or the dense tile
+     * (the stacked tile measured 0.90-0.98x on A / C-hot but 1.06-1.26x on B-hot and the
+     * captures: bench/NOTES.md, 34th session). These flags fix the choice in both
+     * precisions (STACKED: always the stacked tile, NO_FP8X2_STACKED: always the other
+     * tile); both together are an argument error; other calls ignore them. */
     PW_PLAN_FP8X2_STACKED = 1u << 4,
     PW_PLAN_NO_FP8X2_STACKED = 1u << 5,
     /* By default the regroup objective follows the FP8X2 tile the call runs; this flag
@@ -1001,10 +1008,12 @@ typedef struct pw_plan_info {
                                   scales runs the dense tile (8 queries x 8 heads, or 16
                                   queries x 4 heads = two consecutive 8-slot groups, per
                                   64-row tile; FP8: the padded tile's outputs, FP8X2: P
-                                  in f16, semantics §4.5), and so does an FP8 call with
-                                  per-token scales (since 2026-12-04: the padded tile's
-                                  outputs); FP8X2 with per-token scales runs the stacked
-                                  tile (fp8x2_stacked), or with PW_PLAN_NO_FP8X2_STACKED,
+                                  in f16, semantics §4.5), and the dense tile's bytes are
+                                  those of an FP8 call with per-token scales (since
+                                  2026-12-04: the padded tile's outputs; since the 34th
+                                  session computed on the stacked tile by default:
+                                  token_scales_stacked); FP8X2 with per-token scales runs the stacked
+                                  tile (token_scales_stacked), or with PW_PLAN_NO_FP8X2_STACKED,
                                   like every call when this is 0, the padded tile at
                                   G = 8 and 4 (16 / G times the useful tensor work) */
     int64_t vt_capacity;       /* V^T tiles per KV head (C), 0 without the pre-pass. A KV
@@ -1016,17 +1025,32 @@ typedef struct pw_plan_info {
      * fields above): */
     int32_t fp8x2_stacked;     /* for calls in `precision` without per-token scales: 0 the
                                   other tile (the lean kernel, at G = 8 / 4 the dense tile;
-                                  FP8, or a plan the stacked tile does not cover), 1 the
-                                  stacked tile or the other as the device decides per
-                                  call (PW_PLAN_FP8X2_STACKED's rule), 2 always the
-                                  stacked tile (the flag); G = 16, 8 or 4. Calls with
-                                  per-token scales: a 1 means the stacked tile always,
+                                  FP8 by default, or a plan the stacked tile does not
+                                  cover), 1 the stacked tile or the other as the device
+                                  decides per call (PW_PLAN_FP8X2_STACKED's rule; FP8X2
+                                  only), 2 always the stacked tile (the flag, in FP8 too
+                                  since the 34th session); G = 16, 8 or 4. Calls with
+                                  per-token scales: token_scales_stacked (a 1 here means
+                                  the stacked tile always for them,
                                   regrouped (where the plan regroups in FP8X2) with g = 2
                                   at G = 16, 4 at G = 8, 8 at G = 4, or, with
-                                  PW_PLAN_NO_REGROUP_BY_TILE, 4 at G = 16 and 8 at G = 8 / 4 */
+                                  PW_PLAN_NO_REGROUP_BY_TILE, 4 at G = 16 and 8 at G = 8 / 4) */
+    /* Since 2026-12-04 (34th session; a caller whose struct_size ends before it gets the
+     * fields above): */
+    int32_t token_scales_stacked; /* for calls in `precision` WITH per-token scales
+                                  (args.token_scales): 2 they run the stacked tile (always;
+                                  FP8X2 by default at G = 16, 8 and 4, FP8 by default at
+                                  G = 8 and 4, where its second term is 0 and the outputs
+                                  are the dense tile's bytes; either precision with
+                                  PW_PLAN_FP8X2_STACKED), 0 they do not (the lean kernel,
+                                  the dense or the padded tile; PW_PLAN_NO_FP8X2_STACKED, or
+                                  a plan the stacked tile does not cover). They regroup, where
+                                  the plan regroups, with the stacked tile's g (2 at G = 16,
+                                  4 at G = 8, 8 at G = 4; with PW_PLAN_NO_REGROUP_BY_TILE
+                                  fp8x2_stacked's note) */
 } pw_plan_info_t;
 
-#define PW_PLAN_INFO_INIT {sizeof(pw_plan_info_t), PW_REGROUP_IDENTITY, PW_REGROUP_IDENTITY, 0, PW_KERNEL_UNION4, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0}
+#define PW_PLAN_INFO_INIT {sizeof(pw_plan_info_t), PW_REGROUP_IDENTITY, PW_REGROUP_IDENTITY, 0, PW_KERNEL_UNION4, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0}
 
 /* Fills info for calls with args.precision == precision. The time-guard figures
  * (saving_us, cost_us) are filled for every plan that could regroup in the call (whatever
@@ -1045,7 +1069,7 @@ pw_status_t pw_plan_info(const pw_plan_t *plan, pw_precision_t precision, pw_pla
  * and KV heads, counts[1] = those of each sampled block; a query's pages are its Top-K
  * ids in [0, min(visible pages, max_pages_per_request)) of its request (blocks do not
  * follow request starts; ids of different requests are different pages). *stacked = 1
- * when counts[0] x 1000 < r x 2 x counts[1], r = 710 at G = 16, 840 at G = 8 and 870 at
+ * when counts[0] x 1000 < r x 2 x counts[1], r = 750 at G = 16 (710 before 2026-12-04), 840 at G = 8 and 870 at
  * G = 4 (the stacked tile), else 0 (the lean kernel at G = 16, the dense tile at G = 8 /
  * 4; at other G the counts are those of G = 16 and no call runs a stacked tile). For tests, benchmarks and engines that want to know which bytes a call gives.
  *   topk_ids: [Hkv, N, K] host, K <= 16; requests: host arrays (as pw_ref_regroup takes them).

@@ -63,6 +63,7 @@ int64_t pw_abi_query(const char *name)
         PW_ABI_OFFSET(pw_plan_info_t, dense_tile),
         PW_ABI_OFFSET(pw_plan_info_t, vt_capacity),
         PW_ABI_OFFSET(pw_plan_info_t, fp8x2_stacked),
+        PW_ABI_OFFSET(pw_plan_info_t, token_scales_stacked),
         PW_ABI_SIZE(pw_attention_args_t),
         PW_ABI_OFFSET(pw_attention_args_t, struct_size),
         PW_ABI_OFFSET(pw_attention_args_t, q),

@@ -60,15 +60,15 @@ pw_status_t pw_check_vt_stack(const pw_problem_t *problem, const pw_attention_ar
     if (vt->stack_mode == PW_STACK_NEVER) return PW_SUCCESS;
     const int64_t entries = (int64_t)problem->num_kv_heads * problem->num_requests * problem->max_pages_per_request;
     if ((vt->stack_mode != PW_STACK_PER_CALL && vt->stack_mode != PW_STACK_ALWAYS) ||
-        (pw_args_precision(args) != PW_PRECISION_FP8X2 && vt->stack_mode != PW_STACK_ALWAYS) || /* EXPERIMENT: FP8 forced */
-        (vt->stack_mode == PW_STACK_PER_CALL && !pw_args_f16_vt(args)) || /* per-token scales: ALWAYS */
+        (vt->stack_mode == PW_STACK_PER_CALL && !pw_args_f16_vt(args)) || /* FP8, per-token scales: ALWAYS */
         (problem->q_heads_per_kv != 16 && problem->q_heads_per_kv != 8 && problem->q_heads_per_kv != 4) ||
         problem->topk != 16 ||
         problem->page_size != 128 || !vt->touched ||
         vt->stack_stat != (unsigned long long *)(void *)(vt->touched + PW_STACK_STAT_OFFSET(entries)))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "V^T buffers: the stacked tile (stack_mode %d) runs FP8X2 at G = 16, 8 or 4, K = 16, P = 128 "
-                       "(always, not per call, with per-token scales), its counts right after the marks (stack_stat)",
+                       "V^T buffers: the stacked tile (stack_mode %d) runs at G = 16, 8 or 4, K = 16, P = 128 "
+                       "(per call only in FP8X2 without per-token scales), its counts right after the marks "
+                       "(stack_stat)",
                        vt->stack_mode);
     /* Without ts_tiles the pre-pass leaves the tiles' second halves as they were: the
      * stacked tile would read whatever they hold as the pages' scales. */

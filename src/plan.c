@@ -94,8 +94,8 @@ struct pw_plan {
     int64_t max_groups;     /* per KV head: pw_max_groups(problem, grouping) */
     int32_t union_capacity; /* 8 * Kd */
     int vt_prepass;         /* Union4: the V^T pre-pass + lean kernel (else impl 6 transposes V) */
-    int stack_eligible;     /* vt_prepass at G = 16, 8 or 4, Kd = 16, P = 128: FP8X2 calls
-                               may run the stacked tile (stack_mode) */
+    int stack_eligible;     /* vt_prepass at G = 16, 8 or 4, Kd = 16, P = 128: calls may run
+                               the stacked tile (stack_mode) */
     int64_t vt_capacity;    /* V^T tiles per KV head (C); a head touching more falls back */
     int by_tile;            /* not PW_PLAN_NO_REGROUP_BY_TILE, on a stack_eligible plan at G = 16 or 8
                                that regroups itself: FP8X2 calls regroup for the tile they run
@@ -112,22 +112,34 @@ static int plan_runs_dense(const pw_plan_t *plan)
     return plan->vt_prepass ? pw_dense_tile_g(&plan->problem) : 0;
 }
 
-/* Which FP8X2 tile a call on the tiles runs (pw_vt_buffers_t.stack_mode): for FP8X2 on an
- * eligible plan, the flag's choice or, by default, the device's per call; PW_STACK_NEVER
- * for every other call. With per-token scales the default is the stacked tile, always: the
- * other tile is then the lean kernel's per-token-scale form (G = 16) or the padded tile
- * (G = 8 / 4: the dense tiles read them in FP8 only), and the stacked tile measured faster on
- * every input, the captures included (H200, A / B / C-hot and two captures: 0.70-0.86x at
- * G = 16, 0.48-0.50x at G = 8, 0.27-0.38x at G = 4; bench/NOTES.md, 29th session). */
+/* Which tile a call on the tiles runs (pw_vt_buffers_t.stack_mode): the stacked tile
+ * (ALWAYS), the other tile (NEVER) or, for FP8X2 without per-token scales on an eligible
+ * plan by default, the device's choice per call (PER_CALL); the flags fix it. PW_STACK_NEVER
+ * on a plan that is not stack_eligible.
+ * FP8X2 with per-token scales: the stacked tile always by default: the other tile is then
+ * the lean kernel's per-token-scale form (G = 16) or the padded tile (G = 8 / 4: the dense
+ * tiles read them in FP8 only), and the stacked tile measured faster on every input, the
+ * captures included (H200, A / B / C-hot and two captures: 0.70-0.86x at G = 16, 0.48-0.50x
+ * at G = 8, 0.27-0.38x at G = 4; bench/NOTES.md, 29th session).
+ * FP8 (since 2026-12-04, 34th session): the stacked tile with its second-term rows 0 computes
+ * FP8's arithmetic bit for bit (the lean kernel's and the dense tiles' outputs, with and
+ * without per-token scales: test_token_scales_on_tiles). With per-token scales at G = 8 / 4
+ * it runs by default: the dense tiles' per-token-scale forms measured 1.4-1.8x its time
+ * (H200 full call, A-hot G = 8 / 4: 1179 / 943 us on the dense tile, 653 / 527 on the stacked
+ * tile; kjv_L15_pre16384: 1912 / 1289 vs 1371 / 818). At G = 16 with per-token scales and
+ * without them at every G the measurements split by input (the stacked tile 0.90-0.98x on
+ * A / C-hot, 1.06-1.26x on B-hot or the captures: bench/NOTES.md, 34th session), so those
+ * calls keep the other tile unless PW_PLAN_FP8X2_STACKED. */
 static int stack_mode(const pw_plan_t *plan, const pw_attention_args_t *args)
 {
     if (!plan->stack_eligible) return PW_STACK_NEVER;
-    if (pw_args_precision(args) != PW_PRECISION_FP8X2) /* EXPERIMENT (exp/fp8-stacked): FP8 on the stacked tile when forced */
-        return plan->config.flags & PW_PLAN_FP8X2_STACKED ? PW_STACK_ALWAYS : PW_STACK_NEVER;
     if (plan->config.flags & PW_PLAN_FP8X2_STACKED) return PW_STACK_ALWAYS;
     if (plan->config.flags & PW_PLAN_NO_FP8X2_STACKED) return PW_STACK_NEVER;
-    if (!pw_args_f16_vt(args)) return PW_STACK_ALWAYS; /* per-token scales */
-    return PW_STACK_PER_CALL;
+    const pw_token_scales_t ts = pw_args_token_scales(args);
+    const int scaled = ts.k || ts.v;
+    if (pw_args_precision(args) != PW_PRECISION_FP8X2)
+        return scaled && plan->problem.q_heads_per_kv != 16 ? PW_STACK_ALWAYS : PW_STACK_NEVER;
+    return scaled ? PW_STACK_ALWAYS : PW_STACK_PER_CALL;
 }
 
 /* The G of the dense tile whose work items and regroup objective the call's tile takes
@@ -463,9 +475,10 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
         if (cap < 1) plan->vt_prepass = 0;
         plan->vt_capacity = cap;
     }
-    /* FP8X2 calls on the tiles at G = 16, 8 or 4, K <= 16, P = 128 run the lean kernel
-     * (G = 16) or the dense G = 8 / 4 tile (the padded tile with per-token scales), or the
-     * stacked tile (stack_mode: per call, or always with per-token scales; the flags). */
+    /* Calls on the tiles at G = 16, 8 or 4, K <= 16, P = 128 run the lean kernel (G = 16)
+     * or the dense G = 8 / 4 tile (FP8X2 with per-token scales: the padded tile), or the
+     * stacked tile (stack_mode: FP8X2 per call, or always with per-token scales; FP8 with
+     * per-token scales at G = 8 / 4; the flags). */
     plan->stack_eligible = plan->vt_prepass &&
                            (problem->q_heads_per_kv == 16 || problem->q_heads_per_kv == 8 ||
                             problem->q_heads_per_kv == 4) &&
@@ -756,11 +769,15 @@ pw_status_t pw_plan_info(const pw_plan_t *plan, pw_precision_t precision, pw_pla
     const int has_v3 = info->struct_size >= v3_size;
     /* ... and with it (its end, not sizeof, which counts the struct's tail padding). */
     const size_t v4_size = offsetof(pw_plan_info_t, fp8x2_stacked) + sizeof info->fp8x2_stacked;
-    const int full = info->struct_size >= v4_size;
+    const int has_v4 = info->struct_size >= v4_size;
+    /* ... and with token_scales_stacked (34th session). */
+    const size_t v5_size = offsetof(pw_plan_info_t, token_scales_stacked) + sizeof info->token_scales_stacked;
+    const int full = info->struct_size >= v5_size;
     if (precision != PW_PRECISION_FP8 && precision != PW_PRECISION_FP8X2)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT, "precision is %d (not a pw_precision_t)", (int)precision);
     const int x2 = precision == PW_PRECISION_FP8X2;
-    info->struct_size = full     ? (uint32_t)(info->struct_size < sizeof(pw_plan_info_t) ? v4_size : sizeof(pw_plan_info_t))
+    info->struct_size = full     ? (uint32_t)(info->struct_size < sizeof(pw_plan_info_t) ? v5_size : sizeof(pw_plan_info_t))
+                        : has_v4 ? (uint32_t)v4_size
                         : has_v3 ? (uint32_t)v3_size
                         : has_v2 ? (uint32_t)v2_size
                                  : (uint32_t)v1_size;
@@ -776,8 +793,13 @@ pw_status_t pw_plan_info(const pw_plan_t *plan, pw_precision_t precision, pw_pla
         info->dense_tile = plan_runs_dense(plan) != 0;
         info->vt_capacity = plan->vt_prepass ? plan->vt_capacity : 0;
     }
+    if (has_v4) info->fp8x2_stacked = stack_mode(plan, &probe); /* PW_STACK_NEVER / PER_CALL / ALWAYS = 0 / 1 / 2 */
     if (full) {
-        info->fp8x2_stacked = stack_mode(plan, &probe); /* PW_STACK_NEVER / PER_CALL / ALWAYS = 0 / 1 / 2 */
+        /* the same call with per-token scales (stack_mode reads only whether they are given) */
+        static const float one = 1.0f;
+        pw_attention_args_t scaled = probe;
+        scaled.token_scales.k = &one;
+        info->token_scales_stacked = stack_mode(plan, &scaled); /* NEVER / ALWAYS = 0 / 2 */
     }
     info->window = plan->grouping.window;
     info->kernel = plan->config.kernel;

@@ -718,8 +718,11 @@ static int64_t count_distinct(uint64_t *keys, int count)
  * with every edge of the semantics (-1 rows, duplicates, future and huge ids, 1-query
  * requests, partial pages), K 16 and below; the rule's side at each G; errors. And the
  * plan's fp8x2_stacked: 1 by default on a G = 16, 8 or 4, K = 16, P = 128 plan with the
- * pre-pass in FP8X2, 2 / 0 with the flags, 0 in FP8, without the pre-pass and at K = 32;
- * both flags together are an argument error. */
+ * pre-pass in FP8X2, 2 / 0 with the flags (FP8 too since the 34th session: the stacked tile
+ * with its second term 0), 0 in FP8 by default, without the pre-pass and at K = 32; its
+ * token_scales_stacked (calls with per-token scales): 2 by default in FP8X2 at every G and
+ * in FP8 at G = 8 / 4, 2 / 0 with the flags, 0 without the pre-pass and at K = 32; both
+ * flags together are an argument error. */
 static void test_fp8x2_stack_choice(void **state)
 {
     (void)state;
@@ -806,23 +809,23 @@ static void test_fp8x2_stack_choice(void **state)
     const struct {
         int32_t topk, n, g;
         uint32_t flags;
-        int32_t x2, fp8;
+        int32_t x2, fp8, ts_x2, ts_fp8; /* fp8x2_stacked per precision; token_scales_stacked likewise */
     } cases[] = {
-        {16, 16384, 16, 0, 1, 0},
-        {16, 16384, 16, PW_PLAN_FP8X2_STACKED, 2, 0},
-        {16, 16384, 16, PW_PLAN_NO_FP8X2_STACKED, 0, 0},
-        {12, 16384, 16, 0, 1, 0},               /* K < 16: padded to 16 */
-        {16, 1024, 16, 0, 0, 0},                /* no pre-pass (N < 4096) */
-        {16, 1024, 16, PW_PLAN_VT_PREPASS, 1, 0},
-        {32, 16384, 16, PW_PLAN_FP8X2_STACKED, 0, 0}, /* K = 32: the lean kernel's tile only */
-        {16, 16384, 8, 0, 1, 0},                /* G = 8: the dense tile or the 4-slot stacked tile */
-        {16, 16384, 8, PW_PLAN_FP8X2_STACKED, 2, 0},
-        {16, 16384, 8, PW_PLAN_NO_FP8X2_STACKED, 0, 0},
-        {32, 16384, 8, 0, 0, 0},                /* K = 32: the dense tile only */
-        {16, 16384, 4, 0, 1, 0},                /* G = 4: the dense tile or the 8-slot stacked tile */
-        {16, 16384, 4, PW_PLAN_FP8X2_STACKED, 2, 0},
-        {16, 16384, 4, PW_PLAN_NO_FP8X2_STACKED, 0, 0},
-        {32, 16384, 4, 0, 0, 0},                /* K = 32: the dense tile only */
+        {16, 16384, 16, 0, 1, 0, 2, 0},
+        {16, 16384, 16, PW_PLAN_FP8X2_STACKED, 2, 2, 2, 2},
+        {16, 16384, 16, PW_PLAN_NO_FP8X2_STACKED, 0, 0, 0, 0},
+        {12, 16384, 16, 0, 1, 0, 2, 0},               /* K < 16: padded to 16 */
+        {16, 1024, 16, 0, 0, 0, 0, 0},                /* no pre-pass (N < 4096) */
+        {16, 1024, 16, PW_PLAN_VT_PREPASS, 1, 0, 2, 0},
+        {32, 16384, 16, PW_PLAN_FP8X2_STACKED, 0, 0, 0, 0}, /* K = 32: the lean kernel's tile only */
+        {16, 16384, 8, 0, 1, 0, 2, 2},                /* G = 8: the dense tile or the 4-slot stacked tile */
+        {16, 16384, 8, PW_PLAN_FP8X2_STACKED, 2, 2, 2, 2},
+        {16, 16384, 8, PW_PLAN_NO_FP8X2_STACKED, 0, 0, 0, 0},
+        {32, 16384, 8, 0, 0, 0, 0, 0},                /* K = 32: the dense tile only */
+        {16, 16384, 4, 0, 1, 0, 2, 2},                /* G = 4: the dense tile or the 8-slot stacked tile */
+        {16, 16384, 4, PW_PLAN_FP8X2_STACKED, 2, 2, 2, 2},
+        {16, 16384, 4, PW_PLAN_NO_FP8X2_STACKED, 0, 0, 0, 0},
+        {32, 16384, 4, 0, 0, 0, 0, 0},                /* K = 32: the dense tile only */
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         pw_problem_t q = fast_problem(cases[k].n, 1, 1);
@@ -835,18 +838,28 @@ static void test_fp8x2_stack_choice(void **state)
         pw_plan_info_t info = PW_PLAN_INFO_INIT, info8 = PW_PLAN_INFO_INIT;
         assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &info));
         assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8, &info8));
+        assert_int_equal(info.struct_size, sizeof(pw_plan_info_t));
         assert_int_equal(info.fp8x2_stacked, cases[k].x2);
-        /* EXPERIMENT (exp/fp8-stacked): FP8 takes the flag too (the stacked tile with a zero second term) */
-        assert_int_equal(info8.fp8x2_stacked,
-                         (cases[k].flags & PW_PLAN_FP8X2_STACKED) && cases[k].x2 == 2 ? 2 : cases[k].fp8);
-        /* A caller built against the struct before the field gets the others, not it. */
+        assert_int_equal(info8.fp8x2_stacked, cases[k].fp8);
+        assert_int_equal(info.token_scales_stacked, cases[k].ts_x2);
+        assert_int_equal(info8.token_scales_stacked, cases[k].ts_fp8);
+        /* A caller built against the struct before a field gets the others, not it. */
         pw_plan_info_t old = PW_PLAN_INFO_INIT;
         old.struct_size = (uint32_t)offsetof(pw_plan_info_t, fp8x2_stacked);
         old.fp8x2_stacked = -5;
+        old.token_scales_stacked = -6;
         assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &old));
         assert_int_equal(old.struct_size, offsetof(pw_plan_info_t, fp8x2_stacked));
         assert_int_equal(old.fp8x2_stacked, -5);
+        assert_int_equal(old.token_scales_stacked, -6);
         assert_int_equal(old.vt_prepass, info.vt_prepass);
+        pw_plan_info_t v4 = PW_PLAN_INFO_INIT;
+        v4.struct_size = (uint32_t)(offsetof(pw_plan_info_t, fp8x2_stacked) + sizeof v4.fp8x2_stacked);
+        v4.token_scales_stacked = -6;
+        assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &v4));
+        assert_int_equal(v4.struct_size, offsetof(pw_plan_info_t, fp8x2_stacked) + sizeof v4.fp8x2_stacked);
+        assert_int_equal(v4.fp8x2_stacked, cases[k].x2);
+        assert_int_equal(v4.token_scales_stacked, -6);
         pw_plan_destroy(plan);
     }
     pw_problem_t q = fast_problem(16384, 1, 1);
@@ -908,7 +921,7 @@ static void test_regroup_by_tile_workspace(void **state)
         assert_pw_ok(pw_plan_info(by_tile, PW_PRECISION_FP8X2, &info));
         assert_pw_ok(pw_plan_info(by_tile, PW_PRECISION_FP8, &info8));
         assert_int_equal(info.regroup_group_size, cases[k].g_x2);
-        /* EXPERIMENT (exp/fp8-stacked): FP8 with the flag regroups for the stacked tile too */
+        /* FP8 with the flag runs the stacked tile too (its second term 0), and regroups for it */
         assert_int_equal(info8.regroup_group_size, (cfg.flags & PW_PLAN_FP8X2_STACKED) ? cases[k].g_x2 : cases[k].g8);
         /* the plan without the flag: g = 4 (or 8) in both precisions */
         pw_plan_info_t plain_info = PW_PLAN_INFO_INIT;

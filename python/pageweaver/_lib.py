@@ -109,7 +109,8 @@ class PlanInfo(ctypes.Structure):
                 ("saving_us", ctypes.c_double), ("cost_us", ctypes.c_double),
                 ("margin_us", ctypes.c_double), ("regroup_group_size", ctypes.c_int32),
                 ("vt_prepass", ctypes.c_int32), ("dense_tile", ctypes.c_int32),
-                ("vt_capacity", ctypes.c_int64), ("fp8x2_stacked", ctypes.c_int32)]
+                ("vt_capacity", ctypes.c_int64), ("fp8x2_stacked", ctypes.c_int32),
+                ("token_scales_stacked", ctypes.c_int32)]
 
 
 class TokenScales(ctypes.Structure):

@@ -750,9 +750,11 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     both ~0.2% from exact; a call that runs the stacked tile regroups with g = 2, at G = 8
     with 4, at G = 4 with 8 as the dense tile, not "regroup_group_size": pageweaver.h,
     PW_PLAN_NO_REGROUP_BY_TILE), 'stacked' (the stacked tile always: the plan's flag, or
-    per-token scales, where it measured faster than the other tile on every input; then
-    "regroup_group_size" is the stacked tile's, 2 at G = 16, 4 at G = 8, 8 at G = 4), else None (no
-    such choice: the tile above runs). N = 0:
+    per-token scales, where it measured faster than the other tile on every input: 'fp8x2'
+    at G = 16, 8 and 4, and since 2026-12-04 'fp8' at G = 8 and 4, where the stacked tile's
+    second term is 0 and its outputs are the dense tile's bytes; then "regroup_group_size"
+    is the stacked tile's, 2 at G = 16, 4 at G = 8, 8 at G = 4), else None (no such choice:
+    the tile above runs). N = 0:
     {"kernel": ..., "tile": None} (nothing runs)."""
     if not isinstance(q, torch.Tensor) or q.dim() != 3:
         raise ValueError("q: expected a bfloat16 tensor [N, Hq, D]")
@@ -797,11 +799,13 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     modes = {v: name for name, v in _lib.REGROUP_MODES.items()}
     group_size = int(info.regroup_group_size)
     fp8x2_tile = {1: "per_call", 2: "stacked"}.get(int(info.fp8x2_stacked))
-    if token_scales and fp8x2_tile:
-        # per-token scales: the stacked tile always (faster than the other tile on every input
-        # measured), regrouped for it: g = 2 at G = 16, 4 at G = 8, 8 at G = 4 (unless the
-        # plan keeps identity order; pw_sparse_prefill, stack_mode)
-        fp8x2_tile = "stacked"
+    if token_scales:
+        # per-token scales: the stacked tile always where the plan says so (pw_plan_info's
+        # token_scales_stacked: 'fp8x2' at G = 16, 8, 4 and 'fp8' at G = 8, 4 by default,
+        # faster than the other tile on every input measured), regrouped for it: g = 2 at
+        # G = 16, 4 at G = 8, 8 at G = 4 (unless the plan keeps identity order)
+        fp8x2_tile = "stacked" if info.token_scales_stacked == 2 else None
+    if fp8x2_tile == "stacked" and token_scales:
         group_size = {16: 2, 8: 4, 4: 8}[g] if group_size else 0
     elif info.dense_tile and token_scales and group_size and not fp8:
         group_size = 4  # 'fp8x2' with per-token scales off the stacked tile: the padded tile (pw_sparse_prefill)

@@ -217,11 +217,14 @@ def test_check_gpu_support_token_scales_and_sink_keys():
     (8, 20000, False, "padded", False, "fp8x2"),  # a table with more entries than tiles: 8,192+ queries needed
     (8, 64, False, "dense", True, "fp8"), (8, 64, True, "dense", True, "fp8"),
     (4, 64, True, "dense", True, "fp8"), (8, 20000, True, "padded", False, "fp8"),
+    (16, 64, True, "g16", True, "fp8"), (16, 64, False, "g16", True, "fp8"), (4, 64, False, "dense", True, "fp8"),
 ])
 def test_check_gpu_support_names_the_path(g, table_cols, scales, tile, prepass, precision):
     """A chunk of 4,096 queries: the V^T pre-pass rule holds with a short page table, and G = 8
     or 4 then runs the dense tile, in 'fp8x2' without per-token scales (with them the
-    stacked tile: "fp8x2_tile"), in 'fp8' with them too (README: supported shapes)."""
+    stacked tile: "fp8x2_tile"), in 'fp8' with them too (the dense tile's bytes, run since
+    2026-12-04 on the stacked tile with its second term 0: "fp8x2_tile"; README: supported
+    shapes)."""
     n, hkv, d = 4096, 1, 128
     slots = table_cols * 128
     i32 = lambda v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
@@ -239,10 +242,11 @@ def test_check_gpu_support_names_the_path(g, table_cols, scales, tile, prepass, 
     assert info["tile"] == tile
     # FP8X2 (the default) at G = 16, 8 and 4 on the pre-pass: the device picks the tile per
     # call (the lean kernel or, at G = 8 / 4, the dense tile, or the stacked tile); with
-    # per-token scales the stacked tile always (faster than the other tile on every input)
-    stacked_always = scales and prepass and precision == "fp8x2"
+    # per-token scales the stacked tile always (faster than the other tile on every input),
+    # in 'fp8' too at G = 8 / 4 (its second term 0: the dense tile's bytes)
+    stacked_always = scales and prepass and (precision == "fp8x2" or g != 16)
     if precision == "fp8":
-        assert info["fp8x2_tile"] is None
+        assert info["fp8x2_tile"] == ("stacked" if stacked_always else None)
     else:
         assert info["fp8x2_tile"] == ("stacked" if stacked_always else "per_call" if prepass else None)
     # the dense tiles regroup for 8-query unions, the padded and G = 16 tiles for 4-query

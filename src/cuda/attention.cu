@@ -639,8 +639,9 @@ pw_status_t launch_stack1_ts(const pw::AttentionParams &params, unsigned grid, p
     return launch_stack1_g<VARIANT, 16, TS, X2>(params, grid, stream);
 }
 
-/* X2: FP8X2's two terms; false (EXPERIMENT, exp/fp8-stacked): PW_PRECISION_FP8, the second
- * term's rows 0. */
+/* X2: FP8X2's two terms; false: PW_PRECISION_FP8, the second term's rows 0 (Q's and P's),
+ * so each row's sums add exactly 0 and the outputs are the lean kernel's and the dense
+ * tiles' bytes (test_token_scales_on_tiles). */
 template <int VARIANT, bool X2 = true>
 pw_status_t launch_stack1(const pw::AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
@@ -780,7 +781,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
             return pw_fail(PW_ERROR_UNSUPPORTED,
                            "PW_PRECISION_FP8X2 has no path in dev impl %d (impls 2, 6, 9, 10, 12, 13 and 14 have)", impl);
     } else if (impl == pw::kImplStack1Dev) {
-        impl = pw::kImplStack1PreVtFp8; // EXPERIMENT (exp/fp8-stacked): FP8 on the stacked tile, no second term
+        impl = pw::kImplStack1PreVtFp8; // FP8 on the stacked tile: the second term 0
     } else if (impl == pw::kImplLeanDev) {
         impl = pw::kImplLean;
     } else if (impl == pw::kImplLeanPreVtDev) {

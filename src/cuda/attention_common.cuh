@@ -174,7 +174,7 @@ static __device__ __forceinline__ void quantize_q_loaded(const uint4 (&raw)[kRow
                                              : 16u * (slot / 2) + 4u * (slot % 2) + head;
             if (tile) { // dev impl 12 passes one tile (q_lo_addr = 0): slots 0-1 only
                 st_shared_v2_u32(tile + sw128(hi_row, sub / 2) + (sub % 2) * 8, packed[0], packed[1]);
-                // EXPERIMENT (exp/fp8-stacked): kStackedLoZero, FP8 on the stacked tile: no second term
+                // kStackedLoZero (FP8 on the stacked tile): the second term's row 0
                 st_shared_v2_u32(tile + sw128(hi_row + 8, sub / 2) + (sub % 2) * 8, kStackedLoZero ? 0u : packed_lo[0],
                                  kStackedLoZero ? 0u : packed_lo[1]);
             }

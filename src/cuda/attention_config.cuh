@@ -62,7 +62,7 @@ constexpr int kImplLean = 2009, kImplLeanX2 = 3009, kImplLeanPreVt = 2010, kImpl
 // left the tree: PW_ERROR_UNSUPPORTED.
 constexpr int kImplStack1Dev = 12;       // dev impl 12 = stacked FP8X2, one 2-slot tile per CTA (attention_stacked.cuh)
 constexpr int kImplStack1PreVtX2 = 3012;  // its dispatch value (FP8X2)
-constexpr int kImplStack1PreVtFp8 = 2012; // EXPERIMENT (exp/fp8-stacked): PW_PRECISION_FP8, no second term
+constexpr int kImplStack1PreVtFp8 = 2012; // in PW_PRECISION_FP8: the second term's rows 0 (FP8's bytes, 34th session)
 constexpr bool impl_is_stacked(int impl) { return impl == kImplStack1PreVtX2 || impl == kImplStack1PreVtFp8; }
 constexpr int kImplDense8Dev = 13;        // dev impl 13 = G = 8 on a dense tile (attention_dense.cuh)
 constexpr int kImplDense8 = 2013, kImplDense8X2 = 3013; // its dispatch values per precision

@@ -102,8 +102,8 @@ static __device__ __forceinline__ void softmax_row32(float (&s)[32], int64_t lim
 
 /* A fragments of the stacked PV product from one row's 256 p: word 2a (row r) = p8 of
  * positions 16a + 4q .. +3 (p_words' element order), word 2a + 1 (row r + 8) = their
- * second terms (p_pair_lo); EXPERIMENT (branch exp/fp8-stacked): !kX2, PW_PRECISION_FP8 on
- * the stacked tile, 0 (no second term: row r + 8 of the PV product adds exactly 0). */
+ * second terms (p_pair_lo); !kX2 (PW_PRECISION_FP8 on the stacked tile): 0, so row r + 8
+ * of the PV product adds exactly 0. */
 template <bool kX2 = true>
 static __device__ __forceinline__ void stacked_p_fragments(const float (&s)[32], uint32_t (&pa)[16])
 {

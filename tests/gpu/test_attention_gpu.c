@@ -302,7 +302,7 @@ static uint32_t run_kernel(const pw_capture_t *c, device_problem_t *d, pw_kernel
 static const char *const impl_names[NUM_IMPLS] = {"v4", "(removed A)", "B", "(removed A+B)", "(removed C)",
                                                   "(removed)", "B+idleVt", "(removed idleVt2)", "pre-fix", "lean",
                                                   "lean+preVt", "(removed stacked)", "stacked X2"};
-#define STACKED_IMPL 12 /* FP8X2 only, Union4 only, its own bytes (attention_dev.h) */
+#define STACKED_IMPL 12 /* Union4 only; FP8X2: its own bytes (attention_dev.h); FP8: the other tiles' */
 
 /* The impls a kernel has: Union8 0, 2 and 6; Union4 and per-query 0, 2, 6, 9 and 10 (9,
  * "lean", and 10, lean on the V^T pre-pass, have no Union8). Impls 1, 3, 4, 5 and 7 were
@@ -2839,13 +2839,15 @@ static void test_token_scales_on_tiles(void **state)
             device_problem_t dg;
             upload(c, &dg);
             for (int pr = 0; pr < 2; pr++) {
-                /* pr 0: FP8X2 forced to the stacked tile; pr 1: FP8, whose default plan runs the
-                 * lean kernel (G = 16) or the dense tile (G = 8 / 4) with per-token scales */
+                /* pr 0: FP8X2 forced to the stacked tile; pr 1: FP8 on the tile its default plan
+                 * runs with per-token scales: the lean kernel at G = 16, the stacked tile with
+                 * its second term 0 at G = 8 / 4 (since the 34th session; before it the dense
+                 * tile, whose bytes it gives: checked below, with the other tile forced) */
                 const int x2 = pr == 0;
                 g_precision = x2 ? PW_PRECISION_FP8X2 : PW_PRECISION_FP8;
-                const uint32_t stacked = x2 ? PW_PLAN_VT_PREPASS | PW_PLAN_FP8X2_STACKED : PW_PLAN_VT_PREPASS;
+                const uint32_t stacked = x2 || G < 16 ? PW_PLAN_VT_PREPASS | PW_PLAN_FP8X2_STACKED : PW_PLAN_VT_PREPASS;
                 const int tile_impl = x2 ? STACKED_IMPL : G == 16 ? 10 : G == 8 ? 13 : 14;
-                const char *tile = x2 ? "stacked tile" : G == 16 ? "FP8 lean kernel" : "FP8 dense tile";
+                const char *tile = x2 ? "stacked tile" : G == 16 ? "FP8 lean kernel" : "FP8 stacked tile";
                 CUDA_OK(cudaMemcpy(dg.k_scale, &c->k_scale, 4, cudaMemcpyHostToDevice));
                 uint32_t bad = 0;
                 token_scales_references(c, layout, ks, vs, ks_dev, vs_dev, emu, emu_lse, ex, ex_lse, &bad);
@@ -2874,20 +2876,28 @@ static void test_token_scales_on_tiles(void **state)
                            a == 1 ? "identity" : "W128", same ? "bitwise equal" : "DIFFERENT");
                     assert_true(same);
                 }
-                if (!x2) { /* EXPERIMENT (branch exp/fp8-stacked): FP8 on the stacked tile, no second term */
+                if (!x2) { /* FP8: the stacked tile with its second term 0 (dev impl 12) and the full
+                            * call on the other tile (G = 16: the stacked tile forced; G = 8 / 4:
+                            * the dense tile forced) give the same bytes */
                     pw_grouping_t g;
                     setup_arm(4, c, &rng, perm, &g, &dg);
                     run_kernel_impl(c, &dg, PW_KERNEL_UNION4, STACKED_IMPL, &g, o, l);
                     const int same = same_outputs(c, o, l, os, ls);
-                    const compare_t cs = compare_rows(c, o, l, emu, 0, emu_lse, NULL);
                     const compare_t ct = compare_rows(c, o, l, os, 2, ls, NULL);
-                    printf("  G=%d FP8 EXPERIMENT: the stacked tile without a second term (dev impl 12, W128) with "
-                           "per-token scales vs the %s: %s (NRMS %.3e); vs emulate NRMS %.3e lse %.2e, NaN %lld\n",
-                           G, tile, same ? "bitwise equal" : "DIFFERENT", ct.nrms, cs.nrms, cs.lse_max_abs,
-                           (long long)cs.nan);
+                    printf("  G=%d FP8: dev impl 12 (the stacked tile, second term 0) on W128 groups: %s (NRMS %.3e)\n",
+                           G, same ? "bitwise equal" : "DIFFERENT", ct.nrms);
+                    assert_true(same);
+                    full_call_run(c, &dg, PW_KERNEL_UNION4,
+                                  G == 16 ? PW_PLAN_VT_PREPASS | PW_PLAN_FP8X2_STACKED : PW_PLAN_VT_PREPASS, o, l);
+                    const int same_other = same_outputs(c, o, l, os, ls);
+                    printf("  G=%d FP8: the full call on the %s forced: %s\n", G,
+                           G == 16 ? "stacked tile (second term 0)" : "dense tile",
+                           same_other ? "bitwise equal" : "DIFFERENT");
+                    assert_true(same_other);
                 }
                 /* the default plan (the pre-pass forced on: these problems are small) runs the
-                 * stacked tile with per-token scales, at every G */
+                 * stacked tile with per-token scales, at every G in FP8X2, at G = 8 / 4 in FP8
+                 * (the lean kernel at G = 16) */
                 {
                     g_full_flags_as_given = 1;
                     full_call_run(c, &dg, PW_KERNEL_UNION4, PW_PLAN_VT_PREPASS, o, l);
@@ -2901,15 +2911,21 @@ static void test_token_scales_on_tiles(void **state)
                 full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o, l);
                 g_ts_dev.k = g_ts_dev.v = NULL;
                 full_call_run(c, &dg, PW_KERNEL_UNION4, stacked, o2, l2);
-                if (!x2) { /* EXPERIMENT (branch exp/fp8-stacked): the same without per-token scales */
+                if (!x2) { /* FP8 without per-token scales: dev impl 12 == the lean / dense tile (the
+                            * full call without the flag at G = 16; at G = 8 / 4 without per-token
+                            * scales the flag's stacked tile: both forms) */
                     pw_bf16_t *o3 = malloc(elems * 2);
                     float *l3 = malloc(rows * 4);
                     pw_grouping_t g;
                     setup_arm(4, c, &rng, perm, &g, &dg);
                     run_kernel_impl(c, &dg, PW_KERNEL_UNION4, STACKED_IMPL, &g, o3, l3);
-                    printf("  G=%d FP8 EXPERIMENT: the stacked tile without a second term (dev impl 12, W128), no "
-                           "per-token scales, vs the %s: %s\n",
-                           G, tile, same_outputs(c, o3, l3, o2, l2) ? "bitwise equal" : "DIFFERENT");
+                    const int same_plain = same_outputs(c, o3, l3, o2, l2);
+                    run_kernel_impl(c, &dg, PW_KERNEL_UNION4, tile_impl, &g, o3, l3);
+                    const int same_tile = same_outputs(c, o3, l3, o2, l2);
+                    printf("  G=%d FP8 without per-token scales: dev impl 12 == the full call: %s; dev impl %d == it: %s\n",
+                           G, same_plain ? "bitwise" : "DIFFERENT", tile_impl, same_tile ? "bitwise" : "DIFFERENT");
+                    assert_true(same_plain);
+                    assert_true(same_tile);
                     free(o3);
                     free(l3);
                 }

@@ -1255,7 +1255,8 @@ static void stacked_choice_case(int32_t g_heads)
         assert_pw_ok(pw_plan_info(plans[k], PW_PRECISION_FP8X2, &info));
         assert_pw_ok(pw_plan_info(plans[k], PW_PRECISION_FP8, &info8));
         assert_int_equal(info.fp8x2_stacked, expect_info[k]);
-        assert_int_equal(info8.fp8x2_stacked, 0);
+        /* FP8 takes the flags too (the stacked tile with its second term 0; 34th session) */
+        assert_int_equal(info8.fp8x2_stacked, k == STACKED || k == STACKED_IDENTITY ? 2 : 0);
     }
     result_t r[2][NUM_PLANS], direct, replay;
     for (int pat = 0; pat < 2; pat++)
@@ -1623,7 +1624,7 @@ static void by_tile_case(int32_t g_heads)
         assert_pw_ok(pw_plan_info(plans[BY_TILE_STACKED], PW_PRECISION_FP8X2, &info));
         assert_pw_ok(pw_plan_info(plans[BY_TILE_STACKED], PW_PRECISION_FP8, &info8));
         assert_int_equal(info.regroup_group_size, gs);
-        assert_int_equal(info8.regroup_group_size, go);
+        assert_int_equal(info8.regroup_group_size, gs); /* FP8 with the flag: the stacked tile too */
     }
     const int64_t perm_bytes = (int64_t)p->num_kv_heads * p->num_tokens * 4;
     int32_t *perm2 = malloc(perm_bytes), *perm4 = malloc(perm_bytes);
@@ -1701,6 +1702,14 @@ static void by_tile_case(int32_t g_heads)
         poison(p, &d, s);
         assert_pw_ok(pw_sparse_prefill(plans[PLAIN], &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
         fetch(p, &d, s, &plain);
+        assert_true(same_result(p, &replay, &plain));
+        /* FP8 with the flag: the stacked tile (its second term 0), regrouped with its g: the
+         * same bytes */
+        poison(p, &d, s);
+        assert_pw_ok(
+            pw_sparse_prefill(plans[BY_TILE_STACKED], &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
+        fetch(p, &d, s, &replay);
+        check_workspace_views(c, plans[BY_TILE_STACKED], &d, perm2);
         assert_true(same_result(p, &replay, &plain));
     }
     printf("  an input with the stacked tile where g = %d and g = %d order differently: %s\n", gs, go,
