@@ -712,8 +712,9 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     vt.stack_mode = stack;
     /* The per-token scale arrays behind each E4M3 tile only where the stacked tile, their
      * one reader, may run (with per-token scales stack_mode is ALWAYS or NEVER; the
-     * pre-pass writes them only for a call that has them): not for FP8, nor with
-     * PW_PLAN_NO_FP8X2_STACKED or on a plan that is not stack_eligible. */
+     * pre-pass writes them only for a call that has them): not for FP8 at G = 16 without
+     * PW_PLAN_FP8X2_STACKED, nor with PW_PLAN_NO_FP8X2_STACKED or on a plan that is not
+     * stack_eligible. */
     vt.ts_tiles = vt.stack_mode != PW_STACK_NEVER;
     vt.stack_stat = vt.stack_mode != PW_STACK_NEVER
                         ? (unsigned long long *)(void *)(vt.touched +
