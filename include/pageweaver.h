@@ -742,10 +742,11 @@ enum {
      * stacked tile too, with its second term 0 (Q's and P's second-term rows stored as 0,
      * so each sum adds exactly 0): the same bytes as the lean kernel and the dense tiles,
      * with and without per-token scales. FP8 calls with per-token scales at G = 8 / 4 run
-     * it by default (H200 full call: 0.55-0.71x the dense tile's per-token-scale form, A-hot
-     * and kjv_L15_pre16384); every other FP8 call keeps the lean kernel or the dense tile
-     * (the stacked tile measured 0.90-0.98x on A / C-hot but 1.06-1.26x on B-hot and the
-     * captures: bench/NOTES.md, 34th session). These flags fix the choice in both
+     * it by default (H200 full call: 0.55-0.74x the dense tile's per-token-scale form on
+     * A / B / C-hot and two captures), at G = 16 as the device picks per call with the
+     * G = 16 rule above (the stacked tile 0.90-0.98x the lean kernel's per-token-scale form
+     * at r 0.67-0.75, 1.06-1.07x at r 0.84-0.87); FP8 calls without per-token scales keep
+     * the lean kernel or the dense tile (bench/NOTES.md, 34th session). These flags fix the choice in both
      * precisions (STACKED: always the stacked tile, NO_FP8X2_STACKED: always the other
      * tile); both together are an argument error; other calls ignore them. */
     PW_PLAN_FP8X2_STACKED = 1u << 4,
@@ -1042,12 +1043,17 @@ typedef struct pw_plan_info {
                                   FP8X2 by default at G = 16, 8 and 4, FP8 by default at
                                   G = 8 and 4, where its second term is 0 and the outputs
                                   are the dense tile's bytes; either precision with
-                                  PW_PLAN_FP8X2_STACKED), 0 they do not (the lean kernel,
-                                  the dense or the padded tile; PW_PLAN_NO_FP8X2_STACKED, or
-                                  a plan the stacked tile does not cover). They regroup, where
-                                  the plan regroups, with the stacked tile's g (2 at G = 16,
-                                  4 at G = 8, 8 at G = 4; with PW_PLAN_NO_REGROUP_BY_TILE
-                                  fp8x2_stacked's note) */
+                                  PW_PLAN_FP8X2_STACKED) and regroup, where the plan
+                                  regroups, with its g (2 at G = 16, 4 at G = 8, 8 at
+                                  G = 4; with PW_PLAN_NO_REGROUP_BY_TILE fp8x2_stacked's
+                                  note); 1 the device picks per call between the stacked
+                                  tile and the lean kernel's per-token-scale form with
+                                  PW_PLAN_FP8X2_STACKED's G = 16 rule (FP8 at G = 16 by
+                                  default: the same bytes either way), regrouping as
+                                  fp8x2_stacked's 1 does; 0 they do not run it (the lean
+                                  kernel, the dense or the padded tile;
+                                  PW_PLAN_NO_FP8X2_STACKED, or a plan the stacked tile does
+                                  not cover) */
 } pw_plan_info_t;
 
 #define PW_PLAN_INFO_INIT {sizeof(pw_plan_info_t), PW_REGROUP_IDENTITY, PW_REGROUP_IDENTITY, 0, PW_KERNEL_UNION4, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0}

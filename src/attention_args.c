@@ -54,20 +54,29 @@ int pw_vt_runs_dense(const pw_problem_t *problem, const pw_attention_args_t *arg
     return (!ts.k && !ts.v) || pw_args_precision(args) == PW_PRECISION_FP8 ? pw_dense_tile_g(problem) : 0;
 }
 
+/* FP8 with per-token scales at G = 16: the stacked tile or the lean kernel's per-token-scale
+ * form, per call (plan.c, stack_mode). */
+static int stack_per_call_fp8_ts(const pw_problem_t *problem, const pw_attention_args_t *args)
+{
+    const pw_token_scales_t ts = pw_args_token_scales(args);
+    return pw_args_precision(args) == PW_PRECISION_FP8 && (ts.k || ts.v) && problem->q_heads_per_kv == 16;
+}
+
 pw_status_t pw_check_vt_stack(const pw_problem_t *problem, const pw_attention_args_t *args,
                               const pw_vt_buffers_t *vt)
 {
     if (vt->stack_mode == PW_STACK_NEVER) return PW_SUCCESS;
     const int64_t entries = (int64_t)problem->num_kv_heads * problem->num_requests * problem->max_pages_per_request;
     if ((vt->stack_mode != PW_STACK_PER_CALL && vt->stack_mode != PW_STACK_ALWAYS) ||
-        (vt->stack_mode == PW_STACK_PER_CALL && !pw_args_f16_vt(args)) || /* FP8, per-token scales: ALWAYS */
+        (vt->stack_mode == PW_STACK_PER_CALL && !pw_args_f16_vt(args) && !stack_per_call_fp8_ts(problem, args)) ||
         (problem->q_heads_per_kv != 16 && problem->q_heads_per_kv != 8 && problem->q_heads_per_kv != 4) ||
         problem->topk != 16 ||
         problem->page_size != 128 || !vt->touched ||
         vt->stack_stat != (unsigned long long *)(void *)(vt->touched + PW_STACK_STAT_OFFSET(entries)))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "V^T buffers: the stacked tile (stack_mode %d) runs at G = 16, 8 or 4, K = 16, P = 128 "
-                       "(per call only in FP8X2 without per-token scales), its counts right after the marks "
+                       "(per call only in FP8X2 without per-token scales and in FP8 with them at G = 16), its counts right "
+                       "after the marks "
                        "(stack_stat)",
                        vt->stack_mode);
     /* Without ts_tiles the pre-pass leaves the tiles' second halves as they were: the

@@ -124,12 +124,15 @@ static int plan_runs_dense(const pw_plan_t *plan)
  * FP8 (since 2026-12-04, 34th session): the stacked tile with its second-term rows 0 computes
  * FP8's arithmetic bit for bit (the lean kernel's and the dense tiles' outputs, with and
  * without per-token scales: test_token_scales_on_tiles). With per-token scales at G = 8 / 4
- * it runs by default: the dense tiles' per-token-scale forms measured 1.4-1.8x its time
- * (H200 full call, A-hot G = 8 / 4: 1179 / 943 us on the dense tile, 653 / 527 on the stacked
- * tile; kjv_L15_pre16384: 1912 / 1289 vs 1371 / 818). At G = 16 with per-token scales and
- * without them at every G the measurements split by input (the stacked tile 0.90-0.98x on
- * A / C-hot, 1.06-1.26x on B-hot or the captures: bench/NOTES.md, 34th session), so those
- * calls keep the other tile unless PW_PLAN_FP8X2_STACKED. */
+ * it runs by default: the dense tiles' per-token-scale forms measured 1.35-1.8x its time on
+ * every input (H200 full call, A-hot G = 8 / 4: 1171 / 934 us on the dense tile, 648 / 519 on
+ * the stacked tile; austen_L15_pre0: 1708 / 1093 vs 1267 / 737). With per-token scales at
+ * G = 16 the device picks per call with FP8X2's G = 16 rule (the stacked tile 0.90-0.98x the
+ * lean kernel's per-token-scale form on A / B / C-hot, r 0.67-0.75; 1.06-1.07x on two
+ * captures, r 0.84-0.87: break-even ~0.77). Without per-token scales FP8 keeps the lean
+ * kernel and the dense tiles (G = 16: the stacked tile 1.05-1.26x; G = 8 / 4 it was
+ * 0.92-0.97x on A / C-hot but 1.0-1.21x on B-hot and a capture, a break-even below FP8X2's
+ * rule; bench/NOTES.md, 34th session) unless PW_PLAN_FP8X2_STACKED. */
 static int stack_mode(const pw_plan_t *plan, const pw_attention_args_t *args)
 {
     if (!plan->stack_eligible) return PW_STACK_NEVER;
@@ -138,7 +141,7 @@ static int stack_mode(const pw_plan_t *plan, const pw_attention_args_t *args)
     const pw_token_scales_t ts = pw_args_token_scales(args);
     const int scaled = ts.k || ts.v;
     if (pw_args_precision(args) != PW_PRECISION_FP8X2)
-        return scaled && plan->problem.q_heads_per_kv != 16 ? PW_STACK_ALWAYS : PW_STACK_NEVER;
+        return !scaled ? PW_STACK_NEVER : plan->problem.q_heads_per_kv == 16 ? PW_STACK_PER_CALL : PW_STACK_ALWAYS;
     return scaled ? PW_STACK_ALWAYS : PW_STACK_PER_CALL;
 }
 
@@ -711,10 +714,8 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     vt.f16_tiles = pw_args_f16_vt(args);
     vt.stack_mode = stack;
     /* The per-token scale arrays behind each E4M3 tile only where the stacked tile, their
-     * one reader, may run (with per-token scales stack_mode is ALWAYS or NEVER; the
-     * pre-pass writes them only for a call that has them): not for FP8 at G = 16 without
-     * PW_PLAN_FP8X2_STACKED, nor with PW_PLAN_NO_FP8X2_STACKED or on a plan that is not
-     * stack_eligible. */
+     * one reader, may run (the pre-pass writes them only for a call that has them): not
+     * with PW_PLAN_NO_FP8X2_STACKED or on a plan that is not stack_eligible. */
     vt.ts_tiles = vt.stack_mode != PW_STACK_NEVER;
     vt.stack_stat = vt.stack_mode != PW_STACK_NEVER
                         ? (unsigned long long *)(void *)(vt.touched +
@@ -731,7 +732,10 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     vt.sched_list = (int32_t *)(void *)(parts[PART_SCHED] + PW_SCHED_COUNTS_BYTES + pairs_bytes);
     vt.sched_stride = dense_g == 4 ? rows : 2 * rows;
     vt.sched_dense = dense_g == 8 ? 1 : dense_g == 4 ? 2 : 0;
-    if (plan->by_tile && vt.stack_mode == PW_STACK_PER_CALL) /* caller_perm: no by_tile */
+    /* caller_perm: no by_tile; a call whose precision keeps identity order (AUTO's time
+     * guard; by_tile is FP8X2's) regroups for neither tile */
+    if (plan->by_tile && vt.stack_mode == PW_STACK_PER_CALL &&
+        plan->regroup_pays[pw_args_precision(args) == PW_PRECISION_FP8X2])
         return by_tile_call(plan, args, dense_g, own_perm, &meta, &vt, parts, stream);
     pw_capture_branch_t branch;
     PW_TRY(pw_capture_branch_open(stream, &branch));

@@ -721,7 +721,7 @@ static int64_t count_distinct(uint64_t *keys, int count)
  * pre-pass in FP8X2, 2 / 0 with the flags (FP8 too since the 34th session: the stacked tile
  * with its second term 0), 0 in FP8 by default, without the pre-pass and at K = 32; its
  * token_scales_stacked (calls with per-token scales): 2 by default in FP8X2 at every G and
- * in FP8 at G = 8 / 4, 2 / 0 with the flags, 0 without the pre-pass and at K = 32; both
+ * in FP8 at G = 8 / 4, 1 (per call) in FP8 at G = 16, 2 / 0 with the flags, 0 without the pre-pass and at K = 32; both
  * flags together are an argument error. */
 static void test_fp8x2_stack_choice(void **state)
 {
@@ -811,12 +811,12 @@ static void test_fp8x2_stack_choice(void **state)
         uint32_t flags;
         int32_t x2, fp8, ts_x2, ts_fp8; /* fp8x2_stacked per precision; token_scales_stacked likewise */
     } cases[] = {
-        {16, 16384, 16, 0, 1, 0, 2, 0},
+        {16, 16384, 16, 0, 1, 0, 2, 1},
         {16, 16384, 16, PW_PLAN_FP8X2_STACKED, 2, 2, 2, 2},
         {16, 16384, 16, PW_PLAN_NO_FP8X2_STACKED, 0, 0, 0, 0},
-        {12, 16384, 16, 0, 1, 0, 2, 0},               /* K < 16: padded to 16 */
+        {12, 16384, 16, 0, 1, 0, 2, 1},               /* K < 16: padded to 16 */
         {16, 1024, 16, 0, 0, 0, 0, 0},                /* no pre-pass (N < 4096) */
-        {16, 1024, 16, PW_PLAN_VT_PREPASS, 1, 0, 2, 0},
+        {16, 1024, 16, PW_PLAN_VT_PREPASS, 1, 0, 2, 1},
         {32, 16384, 16, PW_PLAN_FP8X2_STACKED, 0, 0, 0, 0}, /* K = 32: the lean kernel's tile only */
         {16, 16384, 8, 0, 1, 0, 2, 2},                /* G = 8: the dense tile or the 4-slot stacked tile */
         {16, 16384, 8, PW_PLAN_FP8X2_STACKED, 2, 2, 2, 2},

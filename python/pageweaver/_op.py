@@ -753,8 +753,9 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     per-token scales, where it measured faster than the other tile on every input: 'fp8x2'
     at G = 16, 8 and 4, and since 2026-12-04 'fp8' at G = 8 and 4, where the stacked tile's
     second term is 0 and its outputs are the dense tile's bytes; then "regroup_group_size"
-    is the stacked tile's, 2 at G = 16, 4 at G = 8, 8 at G = 4), else None (no such choice:
-    the tile above runs). N = 0:
+    is the stacked tile's, 2 at G = 16, 4 at G = 8, 8 at G = 4; 'fp8' with per-token scales
+    at G = 16 is 'per_call', the same bytes either way), else None (no such choice: the
+    tile above runs). N = 0:
     {"kernel": ..., "tile": None} (nothing runs)."""
     if not isinstance(q, torch.Tensor) or q.dim() != 3:
         raise ValueError("q: expected a bfloat16 tensor [N, Hq, D]")
@@ -800,11 +801,11 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     group_size = int(info.regroup_group_size)
     fp8x2_tile = {1: "per_call", 2: "stacked"}.get(int(info.fp8x2_stacked))
     if token_scales:
-        # per-token scales: the stacked tile always where the plan says so (pw_plan_info's
-        # token_scales_stacked: 'fp8x2' at G = 16, 8, 4 and 'fp8' at G = 8, 4 by default,
-        # faster than the other tile on every input measured), regrouped for it: g = 2 at
-        # G = 16, 4 at G = 8, 8 at G = 4 (unless the plan keeps identity order)
-        fp8x2_tile = "stacked" if info.token_scales_stacked == 2 else None
+        # per-token scales: pw_plan_info's token_scales_stacked: the stacked tile always
+        # ('fp8x2' at G = 16, 8, 4 and 'fp8' at G = 8, 4 by default, faster than the other
+        # tile on every input measured), regrouped for it: g = 2 at G = 16, 4 at G = 8, 8 at
+        # G = 4 (unless the plan keeps identity order); or per call ('fp8' at G = 16)
+        fp8x2_tile = {1: "per_call", 2: "stacked"}.get(int(info.token_scales_stacked))
     if fp8x2_tile == "stacked" and token_scales:
         group_size = {16: 2, 8: 4, 4: 8}[g] if group_size else 0
     elif info.dense_tile and token_scales and group_size and not fp8:

@@ -288,7 +288,9 @@ __global__ void __launch_bounds__(kThreads, TS ? lean_ts_ctas_per_sm<VARIANT, X2
     auto &ts_sm = reinterpret_cast<SmemPlanLeanTsT<lean_list_capacity(TOPK)> &>(sm);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
-    if constexpr (PREVT && X2 && VARIANT == kUnion4) // the full call's first launch: this call may run the stacked tile
+    // The full call's first launch: this call may run the stacked tile (FP8X2; FP8 with
+    // per-token scales at G = 16, since the 34th session).
+    if constexpr (PREVT && (X2 || (TS && G == kHeadsPerKv && TOPK == kTopK && PAGE == kPageSize)) && VARIANT == kUnion4)
         if (stacked_call(p)) return;
     CtaWork work;
     // Under the longest-first schedule (Union4 on the tiles): the scheduled item, or none.

@@ -1216,7 +1216,9 @@ static void fill_block_pattern(pw_capture_t *c, int shared)
  * default plan's call gives exactly the bytes of the plan forced to that tile (and not the
  * other's); the stacked tile is grouping-invariant (guarded W128 == identity), equal to dev
  * impl 12 run directly, and within the bounds of the E4M3-term emulation and of the other
- * tile; one captured call replayed on both inputs gives each input's tile. */
+ * tile; one captured call replayed on both inputs gives each input's tile. FP8 with
+ * per-token scales (since the 34th session the device's choice at G = 16, the stacked tile
+ * always at G = 8 / 4): the default, stacked and other plans give the same bytes. */
 static void stacked_choice_case(int32_t g_heads)
 {
     g_precision = PW_PRECISION_FP8X2;
@@ -1255,9 +1257,19 @@ static void stacked_choice_case(int32_t g_heads)
         assert_pw_ok(pw_plan_info(plans[k], PW_PRECISION_FP8X2, &info));
         assert_pw_ok(pw_plan_info(plans[k], PW_PRECISION_FP8, &info8));
         assert_int_equal(info.fp8x2_stacked, expect_info[k]);
-        /* FP8 takes the flags too (the stacked tile with its second term 0; 34th session) */
+        /* FP8 takes the flags too (the stacked tile with its second term 0; 34th session);
+         * with per-token scales it picks per call at G = 16, the stacked tile at G = 8 / 4 */
         assert_int_equal(info8.fp8x2_stacked, k == STACKED || k == STACKED_IDENTITY ? 2 : 0);
+        assert_int_equal(info8.token_scales_stacked, k == OTHER ? 0 : k == AUTO && g_heads == 16 ? 1 : 2);
+        assert_int_equal(info.token_scales_stacked, k == OTHER ? 0 : 2);
     }
+    /* per-token K / V scales [Hkv, slots], 2^(j / 4) for j in [-4, 4] */
+    const int64_t ts_count = p->num_cache_pages * p->page_size * p->num_kv_heads;
+    float *ts_host = malloc((size_t)ts_count * 4), *ts_dev = NULL;
+    assert_non_null(ts_host);
+    for (int64_t i = 0; i < ts_count; i++) ts_host[i] = exp2f((float)pw_rng_range(&rng, -4, 4) / 4.0f);
+    CUDA_OK(cudaMalloc((void **)&ts_dev, (size_t)ts_count * 4));
+    CUDA_OK(cudaMemcpy(ts_dev, ts_host, (size_t)ts_count * 4, cudaMemcpyHostToDevice));
     result_t r[2][NUM_PLANS], direct, replay;
     for (int pat = 0; pat < 2; pat++)
         for (int k = 0; k < NUM_PLANS; k++) result_alloc(p, &r[pat][k]);
@@ -1338,6 +1350,31 @@ static void stacked_choice_case(int32_t g_heads)
         const double nrms = nrms_vs_ref(p, r[pat][STACKED].o, emu);
         printf("  stacked tile vs the E4M3-term emulation: NRMS %.3e (bound %.0e)\n", nrms, EMU_X2_NRMS_BOUND);
         assert_true(nrms <= EMU_X2_NRMS_BOUND); /* (1 when the reference is all 0) */
+        /* FP8 with per-token scales on the default plan (G = 16: the device's choice; the
+         * lean kernel's CTAs exit where it picks the stacked tile, so poisoned rows would
+         * show a pick that runs neither), the stacked tile forced and the other tile forced:
+         * the same bytes. */
+        {
+            g_precision = PW_PRECISION_FP8;
+            pw_attention_args_t ta = device_args(p, &d);
+            ta.token_scales.k = ts_dev;
+            ta.token_scales.v = ts_dev;
+            ta.token_scales.stride_h = p->num_cache_pages * p->page_size;
+            ta.token_scales.stride_t = 1;
+            const int ts_plans[3] = {AUTO, STACKED, OTHER};
+            for (int j = 0; j < 3; j++) {
+                poison(p, &d, s);
+                assert_pw_ok(pw_sparse_prefill(plans[ts_plans[j]], &ta, NULL, d.workspace, d.workspace_bytes,
+                                               (pw_stream_t)s));
+                fetch(p, &d, s, j == 0 ? &direct : &replay);
+                if (j == 0) continue;
+                const int same = same_result(p, &direct, &replay);
+                printf("  FP8 with per-token scales: the default call == the %s tile forced: %s\n",
+                       j == 1 ? "stacked" : "other", same ? "bitwise" : "DIFFERENT");
+                assert_true(same);
+            }
+            g_precision = PW_PRECISION_FP8X2;
+        }
     }
     /* One captured default call, replayed on both inputs. */
     fill_block_pattern(c, 1);
@@ -1370,6 +1407,8 @@ static void stacked_choice_case(int32_t g_heads)
     free(emu);
     free(emu_lse);
     free(perm);
+    free(ts_host);
+    CUDA_OK(cudaFree(ts_dev));
     for (int pat = 0; pat < 2; pat++)
         for (int k = 0; k < NUM_PLANS; k++) result_free(&r[pat][k]);
     result_free(&direct);
