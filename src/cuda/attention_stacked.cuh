@@ -516,6 +516,13 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
             const bool member = (sm.page_members[i] >> (kTileSlots * tile + stack_thread_slot<G>(tid_page))) & 1u;
             const bool walk = G == 4 ? ((sm.page_members[i] >> (2 * (tid_page / 32))) & 3u) != 0u : member;
             const int vlim = sm.page_vlim[i];
+            // TS: the arriving lane waits for the previous page's ts_empty phase before it
+            // arrives for this one. Complete already (every warp arrived for that page before
+            // its PV wgmma, which this warp waited for), so this returns at once; it states
+            // that no arrival counts towards an earlier phase, which compute-sanitizer's
+            // synccheck cannot infer from the wgmma order ("missing wait" without it; 34th
+            // session).
+            if (TS && lane == 0 && base + (uint32_t)i > 0u) mbarrier_wait_parity(&sm.ts_empty, parity ^ 1u);
             mbarrier_wait_parity(&sm.k_full, parity);
             const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q), desc_k = wgmma_desc_k_major_sw128(sm.k);
             float s[32];
@@ -548,7 +555,7 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
             }
             if constexpr (TS) { // this warp's reads of the page's scales are done (issue_k waits for all four)
                 __syncwarp();
-                if (lane == 0) mbarrier_arrive(&sm.ts_empty);
+                if (lane == 0) mbarrier_arrive(&sm.ts_empty); // (after its wait for the previous phase: loop top)
             }
             prevt_wait_zeroed<false>(sm, parity, vlim);
             const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt);
