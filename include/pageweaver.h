@@ -635,12 +635,13 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      lossy (cudaErrorLossyQuery, the count-only form with both arrays NULL included: ask
  *      with arrays larger than any expected count instead);
  *   4. the attention kernel: pw_union_attention's with the chosen kernel; with the pre-pass,
- *      Union4's lean kernel reading the tiles (at G = 8, in FP8X2 without per-token scales,
- *      in FP8 with them too, a dense tile of 8 queries x 8 heads, at G = 4 one of 16 queries x 4 heads walking two
+ *      Union4's lean kernel reading the tiles (at G = 8, in FP8X2 without per-token scales
+ *      and in FP8, a dense tile of 8 queries x 8 heads, at G = 4 one of 16 queries x 4 heads walking two
  *      consecutive groups' merged union; FP8: the same outputs, FP8X2: P in f16 on the
- *      pre-pass's f16 tiles, semantics §4.5; at G = 16, 8 or 4, K <= 16, P = 128 FP8X2 also
- *      the stacked tile, chosen per call on the device, or always with per-token
- *      scales: PW_PLAN_FP8X2_STACKED), its CTAs
+ *      pre-pass's f16 tiles, semantics §4.5; at G = 16, 8 or 4, K <= 16, P = 128 also
+ *      the stacked tile: FP8X2 chosen per call on the device, or always with per-token
+ *      scales; FP8 with per-token scales, with its second term 0 and the other tiles'
+ *      bytes, always at G = 8 / 4 and chosen per call at G = 16: PW_PLAN_FP8X2_STACKED), its CTAs
  *      longest union first
  *      (union preparation lists them by size; pairs by the sum of the two unions), and,
  *      when R x max_pages_per_request exceeds
@@ -751,7 +752,9 @@ enum {
      * tile); both together are an argument error; other calls ignore them. */
     PW_PLAN_FP8X2_STACKED = 1u << 4,
     PW_PLAN_NO_FP8X2_STACKED = 1u << 5,
-    /* By default the regroup objective follows the FP8X2 tile the call runs; this flag
+    /* By default the regroup objective follows the tile the call runs (FP8X2's, and since
+     * the 34th session FP8's with per-token scales or PW_PLAN_FP8X2_STACKED: the same
+     * rules, below, with "FP8X2 calls" read as those calls); this flag
      * turns that off (the plan's g in every call, as before 2026-12-03: for A/B
      * benchmarks). It concerns plans whose FP8X2 calls may run the stacked tile (G = 16
      * or 8, K <= 16, P = 128 on the V^T pre-pass, not PW_PLAN_NO_FP8X2_STACKED; at G = 4
@@ -984,12 +987,16 @@ typedef struct pw_plan_info {
                                   calls with per-token scales included since 2026-12-04;
                                   such a plan's FP8X2 calls with them run the stacked
                                   tile: fp8x2_stacked); 0 when `regroup` is
-                                  IDENTITY; 2 (4 at G = 8, 8 at G = 4) for FP8X2 with
-                                  PW_PLAN_FP8X2_STACKED unless the plan was created with
-                                  PW_PLAN_NO_REGROUP_BY_TILE.
+                                  IDENTITY; 2 (4 at G = 8, 8 at G = 4) with
+                                  PW_PLAN_FP8X2_STACKED (FP8X2, and FP8 since the 34th
+                                  session) unless the plan was created with
+                                  PW_PLAN_NO_REGROUP_BY_TILE. Calls with per-token scales:
+                                  token_scales_stacked (2: the stacked tile's g; since the
+                                  34th session also FP8's at G = 8, g = 4).
                                   pw_ref_regroup with `regroup`, `window` and this g
                                   reproduces the call's permutation, except where the
-                                  FP8X2 tile is picked per call (fp8x2_stacked == 1) and
+                                  tile is picked per call (fp8x2_stacked == 1, or with
+                                  per-token scales token_scales_stacked == 1) and
                                   the flag is not set: a call that runs the stacked tile
                                   regroups with g = 2, or 4 at G = 8 (this field stays the
                                   plan's g; the
@@ -1053,10 +1060,14 @@ typedef struct pw_plan_info {
                                   fp8x2_stacked's 1 does; 0 they do not run it (the lean
                                   kernel, the dense or the padded tile;
                                   PW_PLAN_NO_FP8X2_STACKED, or a plan the stacked tile does
-                                  not cover) */
+                                  not cover). PW_PLAN_INFO_INIT sets -1: this field lies in
+                                  the struct's former tail padding (sizeof is the same with
+                                  and without it), so a library older than it returns the
+                                  same struct_size and leaves the -1; pw_abi_query("offsetof
+                                  pw_plan_info_t.token_scales_stacked") is -1 there too */
 } pw_plan_info_t;
 
-#define PW_PLAN_INFO_INIT {sizeof(pw_plan_info_t), PW_REGROUP_IDENTITY, PW_REGROUP_IDENTITY, 0, PW_KERNEL_UNION4, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0}
+#define PW_PLAN_INFO_INIT {sizeof(pw_plan_info_t), PW_REGROUP_IDENTITY, PW_REGROUP_IDENTITY, 0, PW_KERNEL_UNION4, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, -1}
 
 /* Fills info for calls with args.precision == precision. The time-guard figures
  * (saving_us, cost_us) are filled for every plan that could regroup in the call (whatever
@@ -1100,7 +1111,7 @@ void pw_plan_destroy(pw_plan_t *plan);
  *                         page_size, topk; pw_plan_config_t's struct_size, regroup, window,
  *                         kernel (and its flags, vt_max_pages: 0); pw_attention_args_t's
  *                         struct_size, o_dtype (FLOAT32: the GPU needs BFLOAT16) and
- *                         precision. The other INIT fields are 0 / NULL, but for the ones
+ *                         precision; pw_plan_info_t's token_scales_stacked (-1). The other INIT fields are 0 / NULL, but for the ones
  *                         this query does not report: every struct_size (sizeof the struct)
  *                         and pw_problem_t's num_requests and num_kv_heads (1).
  * Returns -1 for a name it does not know (NULL included); records no error. Host only. */

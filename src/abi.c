@@ -23,6 +23,7 @@ int64_t pw_abi_query(const char *name)
     static const pw_problem_t problem = PW_PROBLEM_INIT;
     static const pw_plan_config_t config = PW_PLAN_CONFIG_INIT;
     static const pw_attention_args_t args = PW_ATTENTION_ARGS_INIT;
+    static const pw_plan_info_t info = PW_PLAN_INFO_INIT;
     const abi_entry_t table[] = {
         PW_ABI_SIZE(pw_problem_t),
         PW_ABI_OFFSET(pw_problem_t, struct_size),
@@ -107,6 +108,7 @@ int64_t pw_abi_query(const char *name)
         {"init pw_attention_args_t.o_dtype", (int64_t)args.o_dtype},
         {"init pw_attention_args_t.struct_size", (int64_t)args.struct_size},
         {"init pw_plan_config_t.struct_size", (int64_t)config.struct_size},
+        {"init pw_plan_info_t.token_scales_stacked", (int64_t)info.token_scales_stacked},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (strcmp(table[i].name, name) == 0) return table[i].value;

@@ -17,8 +17,9 @@
  *                                            with -1 to Kd = 16, 32 or 64; every later
  *                                            step sees K = Kd)
  *   perm          [Hkv, N] int32            (absent with PW_PLAN_CALLER_PERM)
- *   perm_alt      [Hkv, N] int32            (by_tile plans whose FP8X2 calls choose the
- *                                            tile per call, unless PW_PLAN_NO_REGROUP_BY_TILE:
+ *   perm_alt      [Hkv, N] int32            (by_tile plans whose calls may choose the tile
+ *                                            per call (FP8X2; FP8 with per-token scales at
+ *                                            G = 16), unless PW_PLAN_NO_REGROUP_BY_TILE:
  *                                            the g = 2 regroup's permutation,
  *                                            pw_vt_buffers_t.perm_alt)
  *   num_groups    [Hkv] int32
@@ -98,7 +99,8 @@ struct pw_plan {
                                the stacked tile (stack_mode) */
     int64_t vt_capacity;    /* V^T tiles per KV head (C); a head touching more falls back */
     int by_tile;            /* not PW_PLAN_NO_REGROUP_BY_TILE, on a stack_eligible plan at G = 16 or 8
-                               that regroups itself: FP8X2 calls regroup for the tile they run
+                               that regroups itself: calls regroup for the tile they run (FP8X2's; FP8's
+                               with per-token scales or PW_PLAN_FP8X2_STACKED)
                                (at G = 4 both tiles walk 8-query unions: g = 8 either way) */
     size_t part_offset[NUM_PARTS]; /* from the aligned base */
     size_t part_bytes[NUM_PARTS];
@@ -113,8 +115,9 @@ static int plan_runs_dense(const pw_plan_t *plan)
 }
 
 /* Which tile a call on the tiles runs (pw_vt_buffers_t.stack_mode): the stacked tile
- * (ALWAYS), the other tile (NEVER) or, for FP8X2 without per-token scales on an eligible
- * plan by default, the device's choice per call (PER_CALL); the flags fix it. PW_STACK_NEVER
+ * (ALWAYS), the other tile (NEVER) or, for FP8X2 without per-token scales and FP8 with them
+ * at G = 16 on an eligible plan by default, the device's choice per call (PER_CALL); the
+ * flags fix it. PW_STACK_NEVER
  * on a plan that is not stack_eligible.
  * FP8X2 with per-token scales: the stacked tile always by default: the other tile is then
  * the lean kernel's per-token-scale form (G = 16) or the padded tile (G = 8 / 4: the dense
@@ -804,7 +807,7 @@ pw_status_t pw_plan_info(const pw_plan_t *plan, pw_precision_t precision, pw_pla
         static const float one = 1.0f;
         pw_attention_args_t scaled = probe;
         scaled.token_scales.k = &one;
-        info->token_scales_stacked = stack_mode(plan, &scaled); /* NEVER / ALWAYS = 0 / 2 */
+        info->token_scales_stacked = stack_mode(plan, &scaled); /* NEVER / PER_CALL / ALWAYS = 0 / 1 / 2 */
     }
     info->window = plan->grouping.window;
     info->kernel = plan->config.kernel;

@@ -158,7 +158,7 @@ typedef struct pw_vt_buffers {
      * the rows of one tile, tiles without a member skipped; E4M3 tiles; G = 16: 2-slot
      * tiles, G = 8: one 4-slot tile per Union4 half, G = 4: one 8-slot tile per group). PW_STACK_NEVER (0): the other tile, as every other
      * call; PW_STACK_ALWAYS: the stacked tile; PW_STACK_PER_CALL (FP8X2 without per-token
-     * scales only): decided on the device
+     * scales, FP8 with them at G = 16): decided on the device
      * from stack_stat, two counts over the call's Top-K rows in identity order (a function
      * of the inputs only, never of the grouping): [0] the distinct valid pages of each unit
      * of consecutive queries (G = 16: pairs 2i, 2i + 1; G = 8: 4i .. 4i + 3; G = 4: 8i ..
@@ -198,7 +198,7 @@ typedef struct pw_vt_buffers {
 
 enum { PW_STACK_NEVER = 0, PW_STACK_PER_CALL = 1, PW_STACK_ALWAYS = 2 };
 /* vt's stack_mode against the call (G = 16, 8 or 4, K = 16, P = 128; PER_CALL: FP8X2
- * without per-token scales only), the place of stack_stat (right after the marks) and, with
+ * without per-token scales, FP8 with them at G = 16), the place of stack_stat (right after the marks) and, with
  * per-token scales, ts_tiles set (the stacked tile reads the scale arrays the pre-pass
  * writes only then); PW_SUCCESS for NEVER.
  * Checked by pw_vt_prepare before it enqueues anything, and by pw_union_attention_vt. */

@@ -853,7 +853,14 @@ static void test_fp8x2_stack_choice(void **state)
         assert_int_equal(old.fp8x2_stacked, -5);
         assert_int_equal(old.token_scales_stacked, -6);
         assert_int_equal(old.vt_prepass, info.vt_prepass);
+        /* a struct_size ending at fp8x2_stacked: not token_scales_stacked (a caller built
+         * against the earlier header passes sizeof, the same 80 bytes: it gets the field in
+         * its former tail padding; a library older than the field leaves INIT's -1) */
         pw_plan_info_t v4 = PW_PLAN_INFO_INIT;
+        assert_int_equal(v4.token_scales_stacked, -1);
+        assert_int_equal(pw_abi_query("offsetof pw_plan_info_t.token_scales_stacked"),
+                         (int64_t)offsetof(pw_plan_info_t, token_scales_stacked));
+        assert_int_equal(pw_abi_query("init pw_plan_info_t.token_scales_stacked"), -1); /* (also "unknown name") */
         v4.struct_size = (uint32_t)(offsetof(pw_plan_info_t, fp8x2_stacked) + sizeof v4.fp8x2_stacked);
         v4.token_scales_stacked = -6;
         assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &v4));

@@ -1669,6 +1669,13 @@ static void by_tile_case(int32_t g_heads)
     int32_t *perm2 = malloc(perm_bytes), *perm4 = malloc(perm_bytes);
     assert_non_null(perm2);
     assert_non_null(perm4);
+    /* per-token K / V scales [Hkv, slots], 2^(j / 4) for j in [-4, 4] (FP8 calls below) */
+    const int64_t ts_count = p->num_cache_pages * p->page_size * p->num_kv_heads;
+    float *ts_host = malloc((size_t)ts_count * 4), *ts_dev = NULL;
+    assert_non_null(ts_host);
+    for (int64_t i = 0; i < ts_count; i++) ts_host[i] = exp2f((float)pw_rng_range(&rng, -4, 4) / 4.0f);
+    CUDA_OK(cudaMalloc((void **)&ts_dev, (size_t)ts_count * 4));
+    CUDA_OK(cudaMemcpy(ts_dev, ts_host, (size_t)ts_count * 4, cudaMemcpyHostToDevice));
     enum { NUM_INPUTS = 3 };
     result_t by_tile[NUM_INPUTS], plain, replay;
     for (int in = 0; in < NUM_INPUTS; in++) result_alloc(p, &by_tile[in]);
@@ -1750,6 +1757,29 @@ static void by_tile_case(int32_t g_heads)
         fetch(p, &d, s, &replay);
         check_workspace_views(c, plans[BY_TILE_STACKED], &d, perm2);
         assert_true(same_result(p, &replay, &plain));
+        /* FP8 with per-token scales (34th session): at G = 16 the device picks the tile per
+         * call with the G = 16 rule, so the workspace holds the permutation of the tile the
+         * host's rule names (stacked_of: g = 2, else 4); at G = 8 the stacked tile always,
+         * regrouped with its g = 4. The bytes of the plan without the by-tile objective. */
+        {
+            pw_attention_args_t ta = args;
+            ta.token_scales.k = ts_dev;
+            ta.token_scales.v = ts_dev;
+            ta.token_scales.stride_h = p->num_cache_pages * p->page_size;
+            ta.token_scales.stride_t = 1;
+            poison(p, &d, s);
+            assert_pw_ok(pw_sparse_prefill(plans[BY_TILE], &ta, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
+            fetch(p, &d, s, &replay);
+            check_workspace_views(c, plans[BY_TILE], &d, g_heads == 16 && !stacked_of[in] ? perm4 : perm2);
+            poison(p, &d, s);
+            assert_pw_ok(pw_sparse_prefill(plans[PLAIN], &ta, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
+            fetch(p, &d, s, &plain);
+            const int same_ts = same_result(p, &replay, &plain);
+            printf("  input %d: FP8 with per-token scales: the workspace's permutation is the %s tile's; == "
+                   "PW_PLAN_NO_REGROUP_BY_TILE's call: %s\n",
+                   in, g_heads == 16 && !stacked_of[in] ? "other" : "stacked", same_ts ? "bitwise" : "DIFFERENT");
+            assert_true(same_ts);
+        }
     }
     printf("  an input with the stacked tile where g = %d and g = %d order differently: %s\n", gs, go,
            orders_differ ? "yes" : "NO");
@@ -1788,6 +1818,8 @@ static void by_tile_case(int32_t g_heads)
     CUDA_OK(cudaGraphDestroy(graph));
     free(perm2);
     free(perm4);
+    free(ts_host);
+    CUDA_OK(cudaFree(ts_dev));
     for (int in = 0; in < NUM_INPUTS; in++) {
         result_free(&by_tile[in]);
         free(ids_of[in]);
