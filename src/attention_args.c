@@ -75,9 +75,8 @@ pw_status_t pw_check_vt_stack(const pw_problem_t *problem, const pw_attention_ar
         vt->stack_stat != (unsigned long long *)(void *)(vt->touched + PW_STACK_STAT_OFFSET(entries)))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "V^T buffers: the stacked tile (stack_mode %d) runs at G = 16, 8 or 4, K = 16, P = 128 "
-                       "(per call only in FP8X2 without per-token scales and in FP8 with them at G = 16), its counts right "
-                       "after the marks "
-                       "(stack_stat)",
+                       "(per call only in FP8X2 without per-token scales and in FP8 with them at G = 16), its counts "
+                       "right after the marks (stack_stat)",
                        vt->stack_mode);
     /* Without ts_tiles the pre-pass leaves the tiles' second halves as they were: the
      * stacked tile would read whatever they hold as the pages' scales. */

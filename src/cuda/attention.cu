@@ -691,7 +691,7 @@ pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned gr
     }
     if (pw::impl_is_stacked(impl)) {
         if constexpr (VARIANT != pw::kUnion4)
-            return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12 (stacked FP8X2) runs Union4 only");
+            return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12 (the stacked tile) runs Union4 only");
         else if (impl == pw::kImplStack1PreVtFp8)
             return launch_stack1<VARIANT, false>(params, grid, stream);
         else
@@ -891,7 +891,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     const bool dense = impl == pw::kImplDense8 || impl == pw::kImplDense8X2 || impl == pw::kImplDense4 ||
                        impl == pw::kImplDense4X2;
     if (stacked && kernel != PW_KERNEL_UNION4)
-        return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12 (stacked FP8X2) runs Union4 only");
+        return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12 (the stacked tile) runs Union4 only");
     if ((impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2 || stacked || dense) && !vt) {
         if (kernel == PW_KERNEL_UNION8)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 10 (lean + V^T pre-pass) runs Union4 and per-query only");

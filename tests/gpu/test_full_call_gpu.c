@@ -163,6 +163,30 @@ static pw_attention_args_t device_args(const pw_problem_t *p, const device_probl
     return a;
 }
 
+/* Per-token K / V scales [Hkv, slots] on the device (one array for both), 2^(j / 4) for j
+ * drawn in [-4, 4]: the FP8 per-token-scale calls of the stacked-tile tests. */
+static float *device_token_scales(const pw_problem_t *p, pw_rng_t *rng)
+{
+    const int64_t count = p->num_cache_pages * p->page_size * p->num_kv_heads;
+    float *host = malloc((size_t)count * 4), *dev = NULL;
+    assert_non_null(host);
+    for (int64_t i = 0; i < count; i++) host[i] = exp2f((float)pw_rng_range(rng, -4, 4) / 4.0f);
+    CUDA_OK(cudaMalloc((void **)&dev, (size_t)count * 4));
+    CUDA_OK(cudaMemcpy(dev, host, (size_t)count * 4, cudaMemcpyHostToDevice));
+    free(host);
+    return dev;
+}
+
+/* args with device_token_scales' array as its K and V scales ([Hkv, slots] strides). */
+static pw_attention_args_t with_token_scales(pw_attention_args_t a, const pw_problem_t *p, const float *ts_dev)
+{
+    a.token_scales.k = ts_dev;
+    a.token_scales.v = ts_dev;
+    a.token_scales.stride_h = p->num_cache_pages * p->page_size;
+    a.token_scales.stride_t = 1;
+    return a;
+}
+
 /* A run's results on the host. */
 typedef struct result {
     pw_bf16_t *o;
@@ -1263,13 +1287,7 @@ static void stacked_choice_case(int32_t g_heads)
         assert_int_equal(info8.token_scales_stacked, k == OTHER ? 0 : k == AUTO && g_heads == 16 ? 1 : 2);
         assert_int_equal(info.token_scales_stacked, k == OTHER ? 0 : 2);
     }
-    /* per-token K / V scales [Hkv, slots], 2^(j / 4) for j in [-4, 4] */
-    const int64_t ts_count = p->num_cache_pages * p->page_size * p->num_kv_heads;
-    float *ts_host = malloc((size_t)ts_count * 4), *ts_dev = NULL;
-    assert_non_null(ts_host);
-    for (int64_t i = 0; i < ts_count; i++) ts_host[i] = exp2f((float)pw_rng_range(&rng, -4, 4) / 4.0f);
-    CUDA_OK(cudaMalloc((void **)&ts_dev, (size_t)ts_count * 4));
-    CUDA_OK(cudaMemcpy(ts_dev, ts_host, (size_t)ts_count * 4, cudaMemcpyHostToDevice));
+    float *ts_dev = device_token_scales(p, &rng);
     result_t r[2][NUM_PLANS], direct, replay;
     for (int pat = 0; pat < 2; pat++)
         for (int k = 0; k < NUM_PLANS; k++) result_alloc(p, &r[pat][k]);
@@ -1356,11 +1374,7 @@ static void stacked_choice_case(int32_t g_heads)
          * the same bytes. */
         {
             g_precision = PW_PRECISION_FP8;
-            pw_attention_args_t ta = device_args(p, &d);
-            ta.token_scales.k = ts_dev;
-            ta.token_scales.v = ts_dev;
-            ta.token_scales.stride_h = p->num_cache_pages * p->page_size;
-            ta.token_scales.stride_t = 1;
+            const pw_attention_args_t ta = with_token_scales(device_args(p, &d), p, ts_dev);
             const int ts_plans[3] = {AUTO, STACKED, OTHER};
             for (int j = 0; j < 3; j++) {
                 poison(p, &d, s);
@@ -1407,7 +1421,6 @@ static void stacked_choice_case(int32_t g_heads)
     free(emu);
     free(emu_lse);
     free(perm);
-    free(ts_host);
     CUDA_OK(cudaFree(ts_dev));
     for (int pat = 0; pat < 2; pat++)
         for (int k = 0; k < NUM_PLANS; k++) result_free(&r[pat][k]);
@@ -1669,13 +1682,7 @@ static void by_tile_case(int32_t g_heads)
     int32_t *perm2 = malloc(perm_bytes), *perm4 = malloc(perm_bytes);
     assert_non_null(perm2);
     assert_non_null(perm4);
-    /* per-token K / V scales [Hkv, slots], 2^(j / 4) for j in [-4, 4] (FP8 calls below) */
-    const int64_t ts_count = p->num_cache_pages * p->page_size * p->num_kv_heads;
-    float *ts_host = malloc((size_t)ts_count * 4), *ts_dev = NULL;
-    assert_non_null(ts_host);
-    for (int64_t i = 0; i < ts_count; i++) ts_host[i] = exp2f((float)pw_rng_range(&rng, -4, 4) / 4.0f);
-    CUDA_OK(cudaMalloc((void **)&ts_dev, (size_t)ts_count * 4));
-    CUDA_OK(cudaMemcpy(ts_dev, ts_host, (size_t)ts_count * 4, cudaMemcpyHostToDevice));
+    float *ts_dev = device_token_scales(p, &rng); /* (FP8 calls below) */
     enum { NUM_INPUTS = 3 };
     result_t by_tile[NUM_INPUTS], plain, replay;
     for (int in = 0; in < NUM_INPUTS; in++) result_alloc(p, &by_tile[in]);
@@ -1762,11 +1769,7 @@ static void by_tile_case(int32_t g_heads)
          * host's rule names (stacked_of: g = 2, else 4); at G = 8 the stacked tile always,
          * regrouped with its g = 4. The bytes of the plan without the by-tile objective. */
         {
-            pw_attention_args_t ta = args;
-            ta.token_scales.k = ts_dev;
-            ta.token_scales.v = ts_dev;
-            ta.token_scales.stride_h = p->num_cache_pages * p->page_size;
-            ta.token_scales.stride_t = 1;
+            const pw_attention_args_t ta = with_token_scales(args, p, ts_dev);
             poison(p, &d, s);
             assert_pw_ok(pw_sparse_prefill(plans[BY_TILE], &ta, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
             fetch(p, &d, s, &replay);
@@ -1818,7 +1821,6 @@ static void by_tile_case(int32_t g_heads)
     CUDA_OK(cudaGraphDestroy(graph));
     free(perm2);
     free(perm4);
-    free(ts_host);
     CUDA_OK(cudaFree(ts_dev));
     for (int in = 0; in < NUM_INPUTS; in++) {
         result_free(&by_tile[in]);
