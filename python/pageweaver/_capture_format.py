@@ -17,6 +17,7 @@ patterns. `load_capture` hands them back as uint16 / uint8 bit patterns.
 
 Only the standard library, numpy and (to write) safetensors: no package-relative import.
 """
+import errno
 import json
 import math
 import numbers
@@ -203,19 +204,7 @@ def save_capture(path, topk_ids, cu_seqlens_q, prefix_lens, kv_lens, page_table=
     if r < 1 or len(cu) != r + 1 or len(kvl) != r:
         raise CaptureError(f"need cu_seqlens_q [R+1], prefix_lens [R], kv_lens [R]; got "
                            f"{len(cu)}, {len(pre)}, {len(kvl)}")
-    if cu[0] != 0 or cu[-1] != n or np.any(np.diff(cu) < 0):
-        hint = ""
-        if len(cu) and cu[0] == 0 and t.shape[0] == cu[-1] and np.all(np.diff(cu) >= 0):
-            hint = (f" (topk_ids has shape {list(t.shape)}: it looks like [N, Hkv, K]; "
-                    f"the format wants [Hkv, N, K], e.g. topk_ids.transpose(1, 0, 2))")
-        raise CaptureError(f"cu_seqlens_q must rise from 0 to N={n}: {cu.tolist()[:8]}...{hint}")
-    if np.any(pre < 0):
-        raise CaptureError("prefix_lens must be >= 0")
-    qlen = np.diff(cu)
-    if np.any(kvl.astype(np.int64) < pre.astype(np.int64) + qlen):
-        bad = int(np.argmax(kvl.astype(np.int64) < pre.astype(np.int64) + qlen))
-        raise CaptureError(f"request {bad}: kv_len {kvl[bad]} < prefix {pre[bad]} + "
-                           f"chunk {qlen[bad]}")
+    qlen = _check_requests(cu, pre, kvl, t.shape)
     need = -(-int(kvl.max()) // page_size)  # ceil(max(kv_lens) / P)
 
     tensors = {"topk_ids": t, "cu_seqlens_q": cu, "prefix_lens": pre, "kv_lens": kvl}
@@ -281,6 +270,8 @@ def save_capture(path, topk_ids, cu_seqlens_q, prefix_lens, kv_lens, page_table=
     specs = {name: TensorSpec(dtype=dtypes[name], shape=list(a.shape),
                               data_ptr=a.ctypes.data, data_len=a.nbytes)
              for name, a in tensors.items()}
+    if os.path.isdir(path):  # os.replace's error would name the temporary file
+        raise IsADirectoryError(errno.EISDIR, "is a directory (pass a file path)", str(path))
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".capture-", suffix=".tmp", dir=folder)
     os.close(fd)
@@ -293,6 +284,26 @@ def save_capture(path, topk_ids, cu_seqlens_q, prefix_lens, kv_lens, page_table=
             os.unlink(tmp)
         raise
     return path
+
+
+def _check_requests(cu, pre, kvl, topk_shape):
+    """cu_seqlens_q rises from 0 to N (topk_ids' [Hkv, N, K]), prefix_lens >= 0, and every
+    kv_len covers its prefix and chunk. Returns the chunk lengths."""
+    n = topk_shape[1]
+    if cu[0] != 0 or cu[-1] != n or np.any(np.diff(cu) < 0):
+        hint = ""
+        if len(cu) and cu[0] == 0 and topk_shape[0] == cu[-1] and np.all(np.diff(cu) >= 0):
+            hint = (f" (topk_ids has shape {list(topk_shape)}: it looks like [N, Hkv, K]; "
+                    f"the format wants [Hkv, N, K], e.g. topk_ids.transpose(1, 0, 2))")
+        raise CaptureError(f"cu_seqlens_q must rise from 0 to N={n}: {cu.tolist()[:8]}...{hint}")
+    if np.any(pre < 0):
+        raise CaptureError("prefix_lens must be >= 0")
+    qlen = np.diff(cu)
+    if np.any(kvl.astype(np.int64) < pre.astype(np.int64) + qlen):
+        bad = int(np.argmax(kvl.astype(np.int64) < pre.astype(np.int64) + qlen))
+        raise CaptureError(f"request {bad}: kv_len {kvl[bad]} < prefix {pre[bad]} + "
+                           f"chunk {qlen[bad]}")
+    return qlen
 
 
 def _check_coverage(pt, pre, qlen, max_pages, page_size, cache_pages, allow):
@@ -486,4 +497,70 @@ def _parse_capture(raw):
     for need in ("topk_ids", "cu_seqlens_q", "prefix_lens", "kv_lens"):
         if need not in out:
             raise CaptureError(f"required tensor {need} missing")
+    _check_contents(out, meta, dtypes)
     return out, meta, dtypes
+
+
+def _expect(name, out, dtypes, allowed, shape, what):
+    """Tensor `name` has a dtype in `allowed` and `shape` (None: any size there)."""
+    dt, got = dtypes[name], list(out[name].shape)
+    if dt not in allowed:
+        raise CaptureError(f"{name}: dtype {dt}, expected {' or '.join(allowed)}")
+    if len(got) != len(shape) or any(w is not None and g != w for g, w in zip(got, shape)):
+        raise CaptureError(f"{name}: shape {got}, expected {what}")
+
+
+def _check_contents(out, meta, dtypes):
+    """What the C reader (pw_capture_read) checks past the safetensors layout: the reserved
+    metadata keys' values, each known tensor's dtype and shape, the caches' pairing and slot
+    count. So that a file the C side refuses is not read here with its values cast."""
+    ints = {}
+    for key in ("page_size", "q_heads_per_kv", "head_dim"):
+        text = meta.get(key)
+        if text is None:
+            raise CaptureError(f"__metadata__.{key}: missing (required)")
+        if not re.fullmatch(r"[+]?[0-9]+", text) or not 1 <= int(text) <= 2**31 - 1:
+            raise CaptureError(f"__metadata__.{key} is {text[:40]!r}, expected a positive integer")
+        ints[key] = int(text)
+    for key, hi in (("page_size", MAX_PAGE_SIZE), ("q_heads_per_kv", MAX_Q_HEADS_PER_KV),
+                    ("head_dim", MAX_HEAD_DIM)):
+        if ints[key] > hi:
+            raise CaptureError(f"__metadata__.{key} is {ints[key]} (1..{hi})")
+    if "softmax_scale" in meta and parse_softmax_scale(meta["softmax_scale"]) is None:
+        raise CaptureError(f"__metadata__.softmax_scale is {meta['softmax_scale'][:40]!r}, "
+                           f"expected a positive finite number")
+    if "qkv_seed" in meta and parse_qkv_seed(meta["qkv_seed"]) is None:
+        raise CaptureError(f"__metadata__.qkv_seed is {meta['qkv_seed'][:40]!r}, expected an "
+                           f"unsigned 64-bit integer")
+    i32 = 2**31 - 1
+    _expect("topk_ids", out, dtypes, ("I32", "I16"), [None] * 3, "[Hkv, N, K]")
+    hkv, n, k = out["topk_ids"].shape
+    if not (1 <= hkv <= i32 and n <= i32 and 1 <= k <= MAX_TOPK):
+        raise CaptureError(f"topk_ids: shape {[hkv, n, k]}: need Hkv >= 1, 1 <= K <= {MAX_TOPK}, "
+                           f"all < 2^31")
+    _expect("prefix_lens", out, dtypes, ("I32",), [None], "[R]")
+    r = out["prefix_lens"].shape[0]
+    if not 1 <= r < i32:
+        raise CaptureError(f"prefix_lens: shape [{r}], expected [R] with R >= 1")
+    _expect("cu_seqlens_q", out, dtypes, ("I32",), [r + 1], "[R+1]")
+    _expect("kv_lens", out, dtypes, ("I32",), [r], "[R]")
+    _check_requests(out["cu_seqlens_q"], out["prefix_lens"], out["kv_lens"], [hkv, n, k])
+    if "page_table" in out:
+        _expect("page_table", out, dtypes, ("I32",), [r, None], "[R, max_pages]")
+    g, d = ints["q_heads_per_kv"], ints["head_dim"]
+    if "q" in out:
+        _expect("q", out, dtypes, ("BF16",), [n, hkv * g, d], "[N, Hkv*G, D]")
+    if ("k_cache" in out) != ("v_cache" in out):
+        have, other = ("k_cache", "v_cache") if "k_cache" in out else ("v_cache", "k_cache")
+        raise CaptureError(f"{have}: present without {other} (both caches or neither)")
+    if "k_cache" in out:
+        _expect("k_cache", out, dtypes, ("F8_E4M3",), [None, hkv, d], "[slots, Hkv, D]")
+        slots = out["k_cache"].shape[0]
+        _expect("v_cache", out, dtypes, ("F8_E4M3",), [slots, hkv, d], "[slots, Hkv, D] like k_cache")
+        for name in ("k_scale", "v_scale"):
+            if name not in out:
+                raise CaptureError(f"missing tensor {name!r} (required with the caches)")
+            _expect(name, out, dtypes, ("F32",), [1] if out[name].ndim else [], "[1]")
+        if slots % ints["page_size"]:
+            raise CaptureError(f"k_cache: {slots} slots is not a multiple of page_size "
+                               f"{ints['page_size']} (the cache is [pages * P, Hkv, D])")

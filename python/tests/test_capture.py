@@ -1,5 +1,7 @@
 """pageweaver.save_capture / load_capture: torch tensors in, torch tensors out, same bits,
 and the op gives the same output on the loaded inputs."""
+import re
+
 import pytest
 import torch
 
@@ -67,3 +69,72 @@ def test_invalid_capture_is_refused_before_writing(tmp_path):
     path.write_bytes(b"not a capture")
     with pytest.raises(pageweaver.CaptureError, match="bad.safetensors"):
         pageweaver.load_capture(str(path))
+
+
+def _rewrite_header(src, dst, edit):
+    """Copy capture `src` to `dst` with its safetensors header passed through edit(header)
+    (tensor entries and __metadata__; the data bytes unchanged)."""
+    import json
+    raw = src.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    edit(header)
+    text = json.dumps(header).encode()
+    dst.write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + n:])
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda h: h["topk_ids"].update(dtype="F32"), "topk_ids: dtype F32"),
+    (lambda h: h["__metadata__"].update(page_size="0"), "page_size is '0'"),
+    (lambda h: h["__metadata__"].update(head_dim="2048"), "head_dim is 2048"),
+    (lambda h: h["__metadata__"].pop("q_heads_per_kv"), "q_heads_per_kv: missing"),
+    (lambda h: h["__metadata__"].update(softmax_scale="nan"), "softmax_scale is 'nan'"),
+    (lambda h: h["kv_lens"].update(dtype="U32"), "kv_lens: dtype U32"),
+    (lambda h: h.pop("v_cache"), "k_cache: present without v_cache"),
+    (lambda h: h.pop("v_scale"), "'v_scale'"),
+    (lambda h: h["__metadata__"].update(page_size="96"), "not a multiple of page_size 96"),
+    (lambda h: h["q"].update(shape=[h["q"]["shape"][0], h["q"]["shape"][2], h["q"]["shape"][1]]),
+     "q: shape"),
+])
+def test_load_refuses_what_the_c_reader_refuses(tmp_path, edit, message):
+    """A file whose layout is sound but whose contents the C reader (pw_capture_read) refuses
+    raises CaptureError here too, instead of coming back with its values cast."""
+    p = random_problem(torch.Generator().manual_seed(3), hkv=1, g=2, d=32, k=4, bad_pages=False)
+    good = tmp_path / "good.safetensors"
+    pageweaver.save_capture(str(good), p["topk_idx"], p["cu_seqlens_q"], p["prefix_lens"],
+                            p["kv_lens"], p["page_table"], q=p["q"], k_cache=p["k_cache"],
+                            v_cache=p["v_cache"], k_scale=1.0, v_scale=1.0, topk_dtype="<i4")
+    pageweaver.load_capture(str(good))
+    bad = tmp_path / "bad.safetensors"
+    _rewrite_header(good, bad, edit)
+    with pytest.raises(pageweaver.CaptureError, match=re.escape(message)):
+        pageweaver.load_capture(str(bad))
+
+
+def test_load_refuses_inconsistent_requests(tmp_path):
+    """cu_seqlens_q that does not end at N, or a kv_len below its prefix and chunk."""
+    import numpy as np
+    from pageweaver import _capture_format as fmt
+    p = random_problem(torch.Generator().manual_seed(4), hkv=1, g=2, d=32, k=4, bad_pages=False)
+    good = tmp_path / "good.safetensors"
+    pageweaver.save_capture(str(good), p["topk_idx"], p["cu_seqlens_q"], p["prefix_lens"],
+                            p["kv_lens"], p["page_table"])
+    t, meta, dt = fmt.load_capture(str(good), return_dtypes=True)
+    broken = dict(t)
+    broken["kv_lens"] = np.zeros_like(t["kv_lens"])
+    with pytest.raises(fmt.CaptureError, match="kv_len 0 <"):
+        fmt._check_contents(broken, meta, dt)
+    broken = dict(t)
+    cu = t["cu_seqlens_q"].copy()
+    cu[-1] += 1
+    broken["cu_seqlens_q"] = cu
+    with pytest.raises(fmt.CaptureError, match="cu_seqlens_q must rise"):
+        fmt._check_contents(broken, meta, dt)
+
+
+def test_save_to_a_directory_names_it(tmp_path):
+    p = random_problem(torch.Generator().manual_seed(5), hkv=1, g=2, d=32, k=4, bad_pages=False)
+    with pytest.raises(IsADirectoryError, match=re.escape(str(tmp_path))):
+        pageweaver.save_capture(str(tmp_path), p["topk_idx"], p["cu_seqlens_q"], p["prefix_lens"],
+                                p["kv_lens"])
+    assert list(tmp_path.iterdir()) == []  # no temporary file left behind
