@@ -872,6 +872,11 @@ static pw_status_t load_tensors(const reader_t *rd, const layout_t *l, unsigned 
                     max_id = c->page_table[i];
                     max_id_at = i;
                 }
+            if (max_id < 0 && cells > 0 && p->num_tokens > 0) /* (N = 0 needs no cache) */
+                return pw_fail(PW_ERROR_FORMAT,
+                               "%s: page_table: none of its %lld entries is a physical page id (all are "
+                               "negative); without caches in the file the cache holds pages 0..max(page_table)",
+                               rd->path, (long long)cells);
             p->num_cache_pages = max_id + 1;
         }
     } else {

@@ -726,6 +726,14 @@ static void test_layout_errors(void **state)
     expect_failure(path, PW_ERROR_FORMAT, "kv_lens[0]", "max_pages_per_request", NULL);
     image_free(&im);
 
+    /* A page table without one physical page id, and no caches in the file: the message
+     * names the table, not num_cache_pages (a fresh user's trial, 2026-12-04). */
+    im = valid_image();
+    for (int i = 0; i < 3 * 6; i++) image_set_i32(&im, "page_table", i, -1);
+    image_save(path, &im);
+    expect_failure(path, PW_ERROR_FORMAT, "page_table", "none of its 18 entries", NULL);
+    image_free(&im);
+
     /* The untouched image still reads (the mutations above are what fail). */
     im = valid_image();
     image_save(path, &im);
