@@ -270,7 +270,8 @@ pw_status_t pw_ref_union_prepare(const pw_problem_t *problem, const int32_t *top
 /* Metrics of prepared metadata (host). total: whole call; per_kv_head: [Hkv] or NULL.
  * selections are counted from the member masks, union visits and c4 from the group
  * descriptors. Errors: PW_ERROR_INVALID_ARGUMENT (NULL pointers, num_groups[h] outside
- * 0..max_groups). */
+ * 0..max_groups, a group descriptor no union preparation writes: num_members < 1, or not
+ * 0 <= half_union_size <= union_size <= union_capacity). */
 pw_status_t pw_union_stats(const pw_problem_t *problem, const pw_union_meta_t *meta,
                            pw_union_stats_t *total, pw_union_stats_t *per_kv_head);
 
@@ -287,11 +288,14 @@ typedef struct pw_window_stats {
 /* Per-window breakdown of pw_union_stats (host), in the order of the groups: KV heads,
  * then requests, then windows ascending; windows without a query are not listed. meta
  * must come from pw_ref_union_prepare (or the device equivalent, copied to the host)
- * with the same problem, requests and grouping (window gives the window boundaries).
+ * with the same problem, requests and grouping (window gives the window boundaries). The
+ * metadata does not record its window: with another grouping the breakdown follows that
+ * grouping's windows, and no error can say so.
  *   window_stats_out: [capacity] host, or NULL to only count.   count: written, the
  *   number of windows (also when window_stats_out is NULL or too small).
  * Errors: PW_ERROR_INVALID_ARGUMENT (shapes, a group whose request or slot is out of
- *         range), PW_ERROR_INSUFFICIENT_WORKSPACE (capacity < *count). */
+ *         range, a group descriptor as pw_union_stats, capacity < 0 with
+ *         window_stats_out), PW_ERROR_INSUFFICIENT_WORKSPACE (capacity < *count). */
 pw_status_t pw_union_stats_windows(const pw_problem_t *problem, const pw_requests_t *requests,
                                    const pw_grouping_t *grouping, const pw_union_meta_t *meta,
                                    pw_window_stats_t *window_stats_out, int64_t capacity,
@@ -452,10 +456,15 @@ typedef struct pw_attention_args {
  * N = 0: success; only the request arrays (cu_seqlens_q, prefix_lens, kv_lens) are read,
  * every other tensor may be NULL. PW_REF_FP8_EMULATE is
  * deterministic under the default floating-point rounding mode (round to nearest).
+ * Non-finite data a row sees (NaN in its q, an E4M3 NaN code 0x7f / 0xff in a K or V
+ * slot of its visible tokens): PW_REF_EXACT computes with it (that row's O / LSE come out
+ * NaN); PW_REF_FP8_EMULATE refuses a non-finite score (the error below) and gives NaN
+ * outputs for NaN in V; the GPU kernels give NaN for that row. Slots no row may see never
+ * affect any output, in every mode and kernel.
  * Errors: PW_ERROR_INVALID_ARGUMENT (also: N > 0 with max_pages_per_request or
- * num_cache_pages < 1; scales so large that a score of the FP8
- * arithmetic overflows FP32; rows before it may have been written),
- * PW_ERROR_OUT_OF_MEMORY. */
+ * num_cache_pages < 1; FP8_EMULATE: a score that is not finite in FP32, from scales so
+ * large that it overflows or from NaN / Inf data as above; rows before it may have been
+ * written), PW_ERROR_OUT_OF_MEMORY. */
 pw_status_t pw_ref_attention(const pw_problem_t *problem, const pw_attention_args_t *args,
                              pw_ref_mode_t mode);
 
@@ -480,8 +489,8 @@ typedef struct CUstream_st *pw_stream_t;
  * PW_ERROR_UNSUPPORTED. After the argument checks, a machine without a usable CUDA device
  * gives PW_ERROR_NO_DEVICE (as every device entry point: the message says so), a device
  * other than sm_90 PW_ERROR_UNSUPPORTED; a launch failure gives PW_ERROR_CUDA with the
- * CUDA error in pw_last_error(). pw_regroup with N = 0 enqueues nothing and needs no
- * device; pw_union_prepare always enqueues (it writes num_groups). pw_regroup's kernel
+ * CUDA error in pw_last_error(). In a CUDA build pw_regroup with N = 0 enqueues nothing
+ * and needs no device; pw_union_prepare always enqueues (it writes num_groups). pw_regroup's kernel
  * signals griddepcontrol.launch_dependents before its greedy loop: a kernel of the
  * caller's launched after it with cudaLaunchAttributeProgrammaticStreamSerialization may
  * start early and must wait (griddepcontrol.wait / cudaGridDependencySynchronize) before
@@ -489,7 +498,8 @@ typedef struct CUstream_st *pw_stream_t;
 
 /* Device workspace bytes pw_regroup needs for this problem and grouping (currently 0;
  * query it anyway). Errors: PW_ERROR_INVALID_ARGUMENT (NULL bytes, bad shapes); a build
- * without CUDA returns PW_ERROR_UNSUPPORTED (as pw_regroup). */
+ * without CUDA returns PW_ERROR_UNSUPPORTED (as pw_regroup) for arguments that pass
+ * those checks. */
 pw_status_t pw_regroup_workspace_size(const pw_problem_t *problem, const pw_grouping_t *grouping,
                                       size_t *bytes);
 

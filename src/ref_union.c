@@ -166,16 +166,27 @@ done:
 }
 
 /* Adds group `at` of meta (flat index over [Hkv, max_groups]) to stats. */
-static void add_group(const pw_union_meta_t *meta, int64_t at, pw_union_stats_t *stats)
+static pw_status_t add_group(const pw_union_meta_t *meta, int64_t at, pw_union_stats_t *stats)
 {
     const pw_group_desc_t *desc = meta->groups + at;
     const uint8_t *masks = meta->member_masks + at * meta->union_capacity;
+    /* Counts a union preparation cannot write: wrong metadata (not prepared, or another
+     * problem's), reported instead of summed. */
+    if (desc->num_members < 1 || desc->union_size < 0 || desc->union_size > meta->union_capacity ||
+        desc->half_union_size[0] < 0 || desc->half_union_size[1] < 0 ||
+        desc->half_union_size[0] > desc->union_size || desc->half_union_size[1] > desc->union_size)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "meta group %lld of kv head %lld: num_members %d, union_size %d, half unions %d / %d "
+                       "(need num_members >= 1 and 0 <= halves <= union_size <= union_capacity %d)",
+                       (long long)(at % meta->max_groups), (long long)(at / meta->max_groups), desc->num_members,
+                       desc->union_size, desc->half_union_size[0], desc->half_union_size[1], meta->union_capacity);
     stats->queries += desc->num_members;
     stats->groups += 1;
     for (int32_t u = 0; u < desc->union_size && u < meta->union_capacity; u++)
         for (uint32_t bits = masks[u]; bits; bits &= bits - 1u) stats->selections += 1;
     stats->union_visits += desc->union_size;
     stats->c4 += desc->half_union_size[0] + desc->half_union_size[1];
+    return PW_SUCCESS;
 }
 
 static void finish(pw_union_stats_t *stats)
@@ -206,7 +217,7 @@ pw_status_t pw_union_stats(const pw_problem_t *problem, const pw_union_meta_t *m
         pw_union_stats_t head;
         memset(&head, 0, sizeof head);
         for (int32_t i = 0; i < meta->num_groups[h]; i++)
-            add_group(meta, (int64_t)h * meta->max_groups + i, &head);
+            PW_TRY(add_group(meta, (int64_t)h * meta->max_groups + i, &head));
         finish(&head);
         if (per_kv_head) per_kv_head[h] = head;
         total->queries += head.queries;
@@ -229,6 +240,9 @@ pw_status_t pw_union_stats_windows(const pw_problem_t *problem, const pw_request
     PW_TRY(pw_check_grouping(grouping));
     PW_TRY(check_meta_pointers(meta));
     if (!count) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "count is NULL");
+    if (window_stats_out && capacity < 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_union_stats_windows: capacity is %lld (< 0)",
+                       (long long)capacity);
     PW_TRY(check_num_groups(problem, meta));
     const int32_t window = grouping->window;
     int64_t num = 0;
@@ -265,7 +279,7 @@ pw_status_t pw_union_stats_windows(const pw_problem_t *problem, const pw_request
                                         : end - current.slot_begin;
                 num++;
             }
-            add_group(meta, at, &current.stats);
+            PW_TRY(add_group(meta, at, &current.stats));
         }
     }
     if (num > 0 && num <= capacity && window_stats_out) {

@@ -467,7 +467,26 @@ static void test_perm_and_meta_errors(void **state)
                                             &count),
                      PW_ERROR_INSUFFICIENT_WORKSPACE);
     assert_int_equal(count, 4); /* 2 KV heads x 2 requests */
+    assert_int_equal(pw_union_stats_windows(&tc.problem, &tc.requests, &grouping, &meta, one, -1,
+                                            &count),
+                     PW_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(pw_last_error(), "capacity is -1"));
     pw_union_stats_t total;
+    /* Group descriptors no union preparation writes: refused, not summed. */
+    const pw_group_desc_t kept = meta.groups[0];
+    for (int bad_field = 0; bad_field < 4; bad_field++) {
+        meta.groups[0] = kept;
+        if (bad_field == 0) meta.groups[0].union_size = meta.union_capacity + 1;
+        if (bad_field == 1) meta.groups[0].union_size = -1;
+        if (bad_field == 2) meta.groups[0].half_union_size[1] = kept.union_size + 1;
+        if (bad_field == 3) meta.groups[0].num_members = 0;
+        assert_int_equal(pw_union_stats(&tc.problem, &meta, &total, NULL), PW_ERROR_INVALID_ARGUMENT);
+        assert_non_null(strstr(pw_last_error(), "meta group 0 of kv head 0"));
+        assert_int_equal(pw_union_stats_windows(&tc.problem, &tc.requests, &grouping, &meta, NULL, 0, &count),
+                         PW_ERROR_INVALID_ARGUMENT);
+    }
+    meta.groups[0] = kept;
+    assert_pw_ok(pw_union_stats(&tc.problem, &meta, &total, NULL));
     meta.num_groups[1] = (int32_t)meta.max_groups + 1;
     assert_int_equal(pw_union_stats(&tc.problem, &meta, &total, NULL), PW_ERROR_INVALID_ARGUMENT);
     meta_free(&meta);
