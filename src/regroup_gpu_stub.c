@@ -3,15 +3,19 @@
  * them in src/cuda/regroup.cu and src/cuda/union_prepare.cu. */
 #include "pageweaver.h"
 #include "pw_internal.h"
+#include "selection.h"
 
 #ifndef PW_HAVE_CUDA
 
 pw_status_t pw_regroup_workspace_size(const pw_problem_t *problem, const pw_grouping_t *grouping,
                                       size_t *bytes)
 {
-    (void)problem;
-    (void)grouping;
-    if (bytes) *bytes = 0;
+    /* The argument checks of the CUDA build first (as pw_sparse_prefill's host checks), so
+     * that a bad argument reads the same in both builds. */
+    if (!bytes) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "bytes is NULL");
+    *bytes = 0;
+    PW_TRY(pw_problem_check(problem, NULL));
+    PW_TRY(pw_check_grouping(grouping));
     return pw_fail(PW_ERROR_UNSUPPORTED, "pw_regroup_workspace_size: built without CUDA");
 }
 

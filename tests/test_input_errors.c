@@ -320,6 +320,21 @@ static void test_no_device_everywhere(void **state)
 #endif
     assert_error_naming(pw_sparse_prefill(plan, &a, NULL, workspace, bytes, NULL), expect, word);
     assert_error_naming(pw_regroup(&p, topk, &a.requests, &regroup, perm, NULL, 0, NULL), expect, word);
+    /* pw_regroup_workspace_size: its argument checks first in both builds, then (no CUDA)
+     * UNSUPPORTED (a fresh user's trial, 2026-12-04). */
+    {
+        size_t ws = 1;
+        assert_error_naming(pw_regroup_workspace_size(&p, &regroup, NULL), PW_ERROR_INVALID_ARGUMENT,
+                            "bytes is NULL");
+        assert_int_equal(pw_regroup_workspace_size(NULL, &regroup, &ws), PW_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(pw_regroup_workspace_size(&p, NULL, &ws), PW_ERROR_INVALID_ARGUMENT);
+#ifdef PW_HAVE_CUDA
+        assert_pw_ok(pw_regroup_workspace_size(&p, &regroup, &ws));
+#else
+        assert_error_naming(pw_regroup_workspace_size(&p, &regroup, &ws), PW_ERROR_UNSUPPORTED, word);
+#endif
+        assert_int_equal(ws, 0);
+    }
     assert_error_naming(pw_union_prepare(&p, topk, &a.requests, &grouping, perm, &meta, NULL), expect, word);
     for (int k = 0; k < 3; k++)
         assert_error_naming(pw_union_attention(&p, &a, &grouping, perm, &meta, (pw_kernel_t)k, NULL),
