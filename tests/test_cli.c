@@ -135,6 +135,9 @@ static void test_usage(void **state)
     assert_non_null(strstr(g_out, "stats"));
     assert_int_equal(run_cli("--version"), 0);
     assert_non_null(strstr(g_out, pw_version_string()));
+    assert_int_equal(run_cli("--version extra"), 2); /* not silently ignored */
+    assert_non_null(strstr(g_err, "'extra'"));
+    assert_int_equal(run_cli("--help extra"), 2);
     assert_int_equal(run_cli(""), 2);
     assert_int_equal(run_cli("frobnicate"), 2);
     assert_non_null(strstr(g_err, "frobnicate"));

@@ -357,6 +357,16 @@ static void test_cpu_other_shape(void **state)
                 strstr(g_stdout, "default plan (W0, union4, regroup auto"));
     remove(path);
     pw_capture_free(c);
+
+    /* G = 3: no plan takes it; the report says so (the line was silently missing). */
+    c = small_capture(&rng, 1, 3);
+    snprintf(path, sizeof path, "%s/g3.safetensors", g_tmp);
+    assert_pw_ok(pw_capture_write(path, c, 0));
+    snprintf(args, sizeof args, "-q --no-rates --check-rows 4 '%s'", path);
+    assert_int_equal(bench(args), 0);
+    assert_non_null(strstr(g_stdout, "default plan: none, the library takes no plan for this shape ("));
+    remove(path);
+    pw_capture_free(c);
 }
 
 int main(int argc, char **argv)

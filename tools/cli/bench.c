@@ -642,6 +642,8 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
                bc->default_info.window, mode_word(bc->default_info.configured),
                bench_default_precision() == PW_PRECISION_FP8X2 ? "FP8X2" : "FP8", mode_word(bc->default_info.regroup),
                bc->default_info.saving_us, bc->default_info.cost_us, bc->default_info.margin_us);
+    else
+        printf("default plan: none, the library takes no plan for this shape (%s)\n", bc->default_note);
     if (!gpu) return;
     if (!bc->gpu_ran && !bc->arms[ARM_T0].ran) {
         printf("GPU: not run (%s)\n", bc->gpu_note);
@@ -937,6 +939,9 @@ static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates
          * the regroup, which then costs the call less (bench/fit_time_guard.py fits the
          * guard's cost on calls without it). */
         cJSON_AddBoolToObject(pj2, "vt_prepass", bc->default_info.vt_prepass != 0);
+    } else {
+        cJSON *pj2 = cJSON_AddObjectToObject(j, "default_plan");
+        cJSON_AddStringToObject(pj2, "error", bc->default_note);
     }
     return j;
 }
@@ -1172,6 +1177,8 @@ int pw_cli_bench(int argc, char **argv)
             if (pw_plan_create(p, &cfg, &plan) == PW_SUCCESS &&
                 pw_plan_info(plan, bench_default_precision(), &bc->default_info) == PW_SUCCESS)
                 bc->default_known = 1;
+            else
+                snprintf(bc->default_note, sizeof bc->default_note, "%s", pw_last_error());
             pw_plan_destroy(plan);
         }
         if (!o.quiet) fprintf(stderr, "[bench] %s: CPU reference groupings\n", bc->path);

@@ -146,6 +146,7 @@ typedef struct bench_capture {
     /* The default plan's choice (pw_plan_info, PW_PRECISION_FP8) and the time guard's figures */
     int default_known;
     pw_plan_info_t default_info;
+    char default_note[256]; /* !default_known: why (pw_plan_create's or pw_plan_info's message) */
     int x2_f16_p; /* the FP8X2 reference check emulates P in f16 (the Union4 arms' V^T pre-pass) */
     int x2_stacked; /* the default plan's FP8X2 calls run the stacked 2-slot tile (pw_fp8x2_stack_choice) */
     uint64_t stack_counts[2]; /* pw_fp8x2_stack_choice's counts (0 where the plan has no choice) */

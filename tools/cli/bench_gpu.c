@@ -47,7 +47,7 @@ int bench_gpu_available(char *reason, size_t reason_size)
     int count = 0;
     const cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
-        snprintf(reason, reason_size, "no usable CUDA device (no GPU or no NVIDIA driver on this machine?; CUDA says \"%s\")",
+        snprintf(reason, reason_size, "no usable CUDA device: no GPU or no NVIDIA driver on this machine? (CUDA says \"%s\")",
                  e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
         cudaGetLastError();
         return 0;

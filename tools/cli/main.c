@@ -56,6 +56,11 @@ int main(int argc, char **argv)
         return PW_CLI_USAGE;
     }
     const char *first = argv[1];
+    if ((strcmp(first, "--help") == 0 || strcmp(first, "-h") == 0 || strcmp(first, "--version") == 0) &&
+        argc > 2) {
+        fprintf(stderr, "pageweaver: %s takes no argument (got '%s')\n", first, argv[2]);
+        return PW_CLI_USAGE;
+    }
     if (strcmp(first, "--help") == 0 || strcmp(first, "-h") == 0) {
         print_usage(stdout);
         return PW_CLI_OK;
