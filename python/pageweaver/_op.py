@@ -547,7 +547,10 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    view into a fused QKV buffer), each row's [Hq, D] contiguous.
       k_cache, v_cache [slots, Hkv, D] float8_e4m3fn, slot = page * 128 + offset; one slot
                    stride for both (>= Hkv*D; on the GPU a multiple of 16, 16-byte
-                   aligned). Pages past slots // 128 count as outside the cache. Or both
+                   aligned). Pages past slots // 128 count as outside the cache, a partial
+                   last page too (an engine's pool may end in padding slots, as SGLang's
+                   does; a cache sliced to a sequence's length must be padded to whole
+                   pages, or its last tokens are not seen). Or both
                    [pages, Hkv, 128, D] with positive page / head / token strides (the
                    same for both, D contiguous; on the GPU multiples of 16 below 2^40):
                    e.g. vLLM's interleaved
@@ -659,8 +662,10 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
     mode = _enum("regroup", regroup, _lib.REGROUP_MODES, _lib.DEFAULT_REGROUP)
     kern = _enum("kernel", kernel, _lib.KERNELS, _lib.DEFAULT_KERNEL)
     psize = PAGE_SIZE if page_size is None else page_size
-    if not isinstance(q, torch.Tensor) or q.dim() != 3:
-        raise ValueError("q: expected a bfloat16 tensor [N, Hq, D]")
+    if not isinstance(q, torch.Tensor):
+        raise TypeError(f"q: expected a bfloat16 torch.Tensor [N, Hq, D], got {type(q).__name__}")
+    if q.dim() != 3:
+        raise ValueError(f"q: shape {list(q.shape)}, expected a bfloat16 tensor [N, Hq, D]")
     if out is None:
         out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
     lse = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device) if return_lse else None
@@ -757,8 +762,10 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     at G = 16 is 'per_call', the same bytes either way), else None (no such choice: the
     tile above runs). N = 0:
     {"kernel": ..., "tile": None} (nothing runs)."""
-    if not isinstance(q, torch.Tensor) or q.dim() != 3:
-        raise ValueError("q: expected a bfloat16 tensor [N, Hq, D]")
+    if not isinstance(q, torch.Tensor):
+        raise TypeError(f"q: expected a bfloat16 torch.Tensor [N, Hq, D], got {type(q).__name__}")
+    if q.dim() != 3:
+        raise ValueError(f"q: shape {list(q.shape)}, expected a bfloat16 tensor [N, Hq, D]")
     prec = _precision_code(precision)
     if prec in (_EXACT, _FP8X2_PREPASS):
         raise _lib.UnsupportedError("PW_ERROR_UNSUPPORTED", f"precision={precision!r} is the CPU "

@@ -185,6 +185,10 @@ def test_sglang_refuses_what_it_cannot_do():
         sglang_call(c, v_scale=[1.0])
     with pytest.raises(TypeError, match="q_scale: a meta tensor"):
         sglang_call(c, q_scale=torch.ones((), device="meta"))
+    # A scale that folds to 0 / NaN: the error names SGLang's arguments, not softmax_scale.
+    for bad in (0.0, float("nan")):
+        with pytest.raises(ValueError, match="sm_scale 0.1 x q_scale"):
+            sglang_call(c, sm_scale=0.1, q_scale=bad)
 
 
 # ---- vLLM -----------------------------------------------------------------------------
@@ -275,6 +279,8 @@ def test_vllm_refuses_what_it_cannot_do():
         vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 30, 1, 0.1, None)
     with pytest.raises(TypeError, match="k_scale: list"):
         vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 30, 1, 0.1, out, [1.0])
+    with pytest.raises(TypeError, match="kv_cache: expected a torch.Tensor"):  # not AttributeError
+        vllm.minimax_m3_sparse_attn(q, [1], topk, bt, cu, seq, prefix, 30, 1, 0.1, out)
 
 
 # ---- both ------------------------------------------------------------------------------

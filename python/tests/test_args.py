@@ -23,6 +23,8 @@ def run(p, **kw):
 
 @pytest.mark.parametrize("field,value,exc,words", [
     ("q", lambda p: p["q"].float(), TypeError, ["q", "bfloat16"]),
+    ("q", lambda p: None, TypeError, ["q", "torch.Tensor", "NoneType"]),
+    ("q", lambda p: p["q"].tolist(), TypeError, ["q", "torch.Tensor", "list"]),
     ("q", lambda p: p["q"][0], ValueError, ["q", "[N, Hq, D]"]),
     ("q", lambda p: p["q"].transpose(1, 2).contiguous().transpose(1, 2), ValueError, ["q", "strides"]),
     ("k_cache", lambda p: p["k_cache"].view(torch.uint8), TypeError, ["k_cache", "float8_e4m3fn"]),

@@ -15,9 +15,10 @@ starting at a multiple of P. A page whose slots are not is a layout error: it is
 the caller's `layout_errors` word and mapped outside the cache, so it contributes nothing
 (and every selection of it is counted in `bad_page_count` by the kernel).
 """
-import torch
-
+import math
 import operator
+
+import torch
 
 from .._op import MAX_PAGE_SIZE, PAGE_SIZE, sparse_prefill
 from ._common import host_float, i32 as _i32, scale_kwargs
@@ -143,6 +144,9 @@ def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, to
     scale = float(sm_scale) if sm_scale is not None else q.shape[-1] ** -0.5
     if q_scale is not None:
         scale = scale * float(q_scale)
+        if not (math.isfinite(scale) and scale > 0.0):  # name the engine's arguments
+            raise ValueError(f"sm_scale {sm_scale!r} x q_scale {q_scale!r} = {scale!r}: the "
+                             f"softmax scale must be finite and > 0")
     cache_ok = isinstance(k_cache, torch.Tensor) and k_cache.dim() == 3
     return sparse_prefill(q, k_cache, v_cache, _i32("topk_idx", topk_idx), page_table,
                           _i32("cu_seqlens", cu_seqlens), lens, _i32("prefix_lens", prefix_lens),
