@@ -718,7 +718,7 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
                       v_token_scales=None, page_size=None):
     """Whether the GPU path would accept these arguments, decided on the host (any device,
     CPU tensors included): for an engine's CPU-only CI, where sparse_prefill runs the FP64
-    reference, which takes shapes the GPU refuses (README: supported shapes).
+    reference, which takes shapes the GPU refuses (README: At a glance; docs/shapes.md).
 
     Same arguments as sparse_prefill (scales and outputs left out). Checks the tensors as
     sparse_prefill does, then the plan the GPU call would make (pw_plan_create: G, head dim,

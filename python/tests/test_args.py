@@ -225,8 +225,8 @@ def test_check_gpu_support_names_the_path(g, table_cols, scales, tile, prepass, 
     """A chunk of 4,096 queries: the V^T pre-pass rule holds with a short page table, and G = 8
     or 4 then runs the dense tile, in 'fp8x2' without per-token scales (with them the
     stacked tile: "fp8x2_tile"), in 'fp8' with them too (the dense tile's bytes, run since
-    2026-12-04 on the stacked tile with its second term 0: "fp8x2_tile"; README: supported
-    shapes)."""
+    2026-12-04 on the stacked tile with its second term 0: "fp8x2_tile"; docs/shapes.md:
+    which tile a G = 8 or 4 call runs)."""
     n, hkv, d = 4096, 1, 128
     slots = table_cols * 128
     i32 = lambda v: torch.tensor(v, dtype=torch.int32)  # noqa: E731

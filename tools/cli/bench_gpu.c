@@ -2,7 +2,7 @@
  * timed by replays, plus the two rates the floors use (L2 read bandwidth, dense FP8 GEMM),
  * measured in the same run.
  *
- * Timing protocol (printed by bench.c, also in README.md): for each arm, one call per
+ * Timing protocol (printed by bench.c, also in docs/bench.md): for each arm, one call per
  * copy of the inputs is captured in a CUDA graph (copies = separate Q, Top-K and O
  * buffers; K/V caches, page table and request arrays are shared, as in one layer's call);
  * the graphs are replayed `warmup` times, then `replays` times back to back with a CUDA
