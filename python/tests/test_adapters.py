@@ -218,6 +218,32 @@ def test_vllm_interleaved_cache(seed, hkv, g, d, extra):
     assert torch.equal(bits(out), bits(want)), f"seed {seed}"
 
 
+@pytest.mark.parametrize("page", [P, 64])
+def test_vllm_two_plane_cache(seed, page):
+    """kv_cache [num_blocks, 2, P, Hkv, D] (K in [:, 0], V in [:, 1], token-major inside a
+    block, the layout of vLLM's other MiniMax-M3 backends): read in place through strides,
+    the same bits as the interleaved layout holding the same values, with per-tensor and
+    per-token scales."""
+    gen = torch.Generator().manual_seed(seed)
+    q, kv_cache, topk, bt, cu, seq, prefix, _, _ = vllm_case(gen, hkv=2, g=2, d=32, page=page)
+    d = kv_cache.shape[-1] // 2
+    two = torch.stack([kv_cache[..., :d].permute(0, 2, 1, 3), kv_cache[..., d:].permute(0, 2, 1, 3)], dim=1)
+    assert two.shape == (kv_cache.shape[0], 2, page, 2, d) and two.is_contiguous()
+    slots = kv_cache.shape[0] * page
+    kt = torch.exp2(torch.rand(2, slots, generator=gen) * 2 - 1)
+    for scales in ((0.5, 0.25), (kt, kt.flip(1))):
+        want = torch.full(q.shape, float("nan"), dtype=torch.bfloat16)
+        got = torch.full(q.shape, float("nan"), dtype=torch.bfloat16)
+        vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 30, 2, 0.1, want, *scales)
+        vllm.minimax_m3_sparse_attn(q, two, topk, bt, cu, seq, prefix, 30, 2, 0.1, got, *scales)
+        assert not torch.isnan(want.float()).any()
+        assert torch.equal(bits(got), bits(want)), f"seed {seed}, page {page}"
+    with pytest.raises(ValueError, match="num_kv_heads"):
+        vllm.minimax_m3_sparse_attn(q, two, topk, bt, cu, seq, prefix, 30, 1, 0.1, got)
+    with pytest.raises(ValueError, match=r"2 \(K, V\)"):
+        vllm.minimax_m3_sparse_attn(q, torch.cat([two, two], 1), topk, bt, cu, seq, prefix, 30, 2, 0.1, got)
+
+
 def test_vllm_per_token_scales_and_padded_rows(seed):
     """Per-token scales [Hkv, slots] pass through as k_token_scales / v_token_scales (the
     same bits as the token-major call with them); rows padded inside a wider cache row

@@ -547,6 +547,15 @@ def test_vllm_adapter(seed, hkv):
                                      k_token_scales=kt, v_token_scales=vt)
     torch.cuda.synchronize()
     assert torch.equal(bits(out), bits(want)), f"seed {seed}: per-token scales"
+    # The same values as [num_blocks, 2, 128, Hkv, D] (K and V planes, token-major blocks),
+    # read in place through the strides: the same bits.
+    two = torch.stack([kv_cache[..., :d].permute(0, 2, 1, 3), kv_cache[..., d:].permute(0, 2, 1, 3)],
+                      dim=1).contiguous()
+    got = torch.empty_like(p["q"])
+    vllm.minimax_m3_sparse_attn(p["q"], two, p["topk_idx"], table, p["cu_seqlens_q"],
+                                p["kv_lens"], p["prefix_lens"], 150, hkv, 0.09, got, kt, vt)
+    torch.cuda.synchronize()
+    assert torch.equal(bits(got), bits(out)), f"seed {seed}: [num_blocks, 2, 128, Hkv, D]"
 
 
 def test_sglang_adapter_eager_and_graph(seed):
