@@ -547,6 +547,12 @@ def _check_contents(out, meta, dtypes):
     _check_requests(out["cu_seqlens_q"], out["prefix_lens"], out["kv_lens"], [hkv, n, k])
     if "page_table" in out:
         _expect("page_table", out, dtypes, ("I32",), [r, None], "[R, max_pages]")
+        cap = out["page_table"].shape[1] * ints["page_size"]
+        over = np.nonzero(out["kv_lens"].astype(np.int64) > cap)[0]
+        if len(over):
+            i = int(over[0])
+            raise CaptureError(f"kv_lens[{i}] is {int(out['kv_lens'][i])}, > the page table's "
+                               f"{out['page_table'].shape[1]} columns x page_size {ints['page_size']}")
     g, d = ints["q_heads_per_kv"], ints["head_dim"]
     if "q" in out:
         _expect("q", out, dtypes, ("BF16",), [n, hkv * g, d], "[N, Hkv*G, D]")

@@ -125,6 +125,12 @@ def test_load_refuses_inconsistent_requests(tmp_path):
     with pytest.raises(fmt.CaptureError, match="kv_len 0 <"):
         fmt._check_contents(broken, meta, dt)
     broken = dict(t)
+    kv = t["kv_lens"].copy()
+    kv[0] = t["page_table"].shape[1] * 128 + 1  # past the page table
+    broken["kv_lens"] = kv
+    with pytest.raises(fmt.CaptureError, match="kv_lens.0. is .*page table"):
+        fmt._check_contents(broken, meta, dt)
+    broken = dict(t)
     cu = t["cu_seqlens_q"].copy()
     cu[-1] += 1
     broken["cu_seqlens_q"] = cu
