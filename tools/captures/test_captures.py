@@ -567,6 +567,79 @@ def find_cli():
     return next((c for c in cands if c and os.access(c, os.X_OK)), None)
 
 
+class ReadersAgree(unittest.TestCase):
+    """Where the CLI is built: on random edits of a valid capture's header (dtypes, shapes,
+    reserved metadata values, tensors dropped) and of its request arrays, load_capture and
+    the C reader (`pageweaver stats`) accept and refuse the same files. The Python reader
+    used to check only the safetensors layout, so a float32 topk_ids loaded cast to int32
+    (a new user's trial, 2026-12-04)."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def test_random_edits(self):
+        cli = find_cli()
+        if cli is None:
+            self.skipTest("pageweaver CLI not built")
+        r = rng(31)
+        good = os.path.join(self.dir, "good.safetensors")
+        kc = r.integers(0, 126, size=(512, 2, 64), dtype=np.uint8)
+        ids = r.integers(-1, 4, size=(2, 12, 16))
+        pw_capture.save_capture(good, ids, [0, 5, 12], [100, 0], [105, 300],
+                                page_table=np.array([[0, 1, 2], [3, 2, 1]]), q_heads_per_kv=2,
+                                head_dim=64, k_cache=kc, v_cache=kc, k_scale=0.5, v_scale=0.5,
+                                topk_dtype="<i4")
+        out = subprocess.run([cli, "stats", good], capture_output=True, text=True)
+        if out.returncode != 0:
+            self.skipTest(f"{cli} stats fails on a valid capture: {out.stderr.strip()[:160]}")
+        pw_capture.load_capture(good)
+        with open(good, "rb") as f:
+            raw = f.read()
+        hlen = int.from_bytes(raw[:8], "little")
+        header0, data0 = json.loads(raw[8:8 + hlen]), bytearray(raw[8 + hlen:])
+        same_size = {"I32": ["F32", "U32"], "F32": ["I32"], "F8_E4M3": ["U8", "I8", "F8_E5M2"],
+                     "I16": ["F16", "BF16", "U16"]}
+        meta_values = {"page_size": ["0", "64", "128", "-128", "1048577", "x"],
+                       "q_heads_per_kv": ["1", "4", "65", "0"], "head_dim": ["32", "64", "1025"],
+                       "softmax_scale": ["0.1", "0", "nan"], "qkv_seed": ["7", "-1"]}
+        disagree = []
+        for i in range(60):
+            h = json.loads(json.dumps(header0))
+            data = bytearray(data0)
+            kind = i % 5
+            names = sorted(k for k in h if k != "__metadata__")
+            name = names[int(r.integers(0, len(names)))]
+            if kind == 0 and h[name]["dtype"] in same_size:  # a dtype of the same size
+                alts = same_size[h[name]["dtype"]]
+                h[name]["dtype"] = alts[int(r.integers(0, len(alts)))]
+            elif kind == 1:  # a reserved metadata value
+                key = sorted(meta_values)[int(r.integers(0, len(meta_values)))]
+                h["__metadata__"][key] = meta_values[key][int(r.integers(0, len(meta_values[key])))]
+            elif kind == 2 and name not in ("topk_ids", "cu_seqlens_q", "prefix_lens", "kv_lens"):
+                del h[name]  # an optional tensor dropped (the other cache or a scale may remain)
+            elif kind == 3:  # a shape permuted (same element count)
+                h[name]["shape"] = list(reversed(h[name]["shape"]))
+            else:  # one int32 of the request arrays or the page table rewritten
+                target = ["cu_seqlens_q", "prefix_lens", "kv_lens", "page_table"][int(r.integers(0, 4))]
+                a0, a1 = h[target]["data_offsets"]
+                at = a0 + 4 * int(r.integers(0, (a1 - a0) // 4))
+                data[at:at + 4] = int(r.integers(-5, 600)).to_bytes(4, "little", signed=True)
+            f = os.path.join(self.dir, f"e{i}.safetensors")
+            write_raw(f, h, bytes(data))
+            c_ok = subprocess.run([cli, "stats", f], capture_output=True, text=True).returncode == 0
+            try:
+                pw_capture.load_capture(f)
+                py_ok = True
+            except pw_capture.CaptureError:
+                py_ok = False
+            if c_ok != py_ok:
+                disagree.append((i, kind, name, c_ok, py_ok))
+        self.assertEqual(disagree, [], "edits where the readers disagree: (i, kind, tensor, C ok, Python ok)")
+
+
 class Shipped(unittest.TestCase):
     def files(self):
         fs = sorted(glob.glob(os.path.join(ROOT, "captures", "*.safetensors")))
