@@ -583,10 +583,10 @@ static pw_status_t parse_metadata(const reader_t *rd, const cJSON *meta, pw_capt
         char *end = NULL;
         const double s = strtod(scale->valuestring, &end);
         if (end == scale->valuestring || *end != '\0' || !(s > 0.0) || !isfinite(s) ||
-            s > 3.0e38)
+            s > 3.0e38 || (float)s == 0.0f) /* (rounds to 0 = the default 1/sqrt(D)) */
             return pw_fail(PW_ERROR_FORMAT,
                            "%s: __metadata__.softmax_scale is '%.40s', expected a positive "
-                           "finite number",
+                           "finite number (not 0 as a float32)",
                            rd->path, scale->valuestring);
         c->problem.softmax_scale = (float)s;
     }
@@ -619,6 +619,37 @@ static pw_status_t open_reader(reader_t *rd, const char *path)
 
 /* Every key and string value of the header must be UTF-8 (JSON text is; the Python
  * safetensors package refuses anything else). The message names the key, escaped. */
+static int compare_key_ptrs(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A JSON object whose keys repeat (at any level) is refused: cJSON would answer lookups
+ * with the first value and other readers (Python's json) with the last, so the two readers
+ * of this format would read different files. Sorted copy of the keys: n log n per object. */
+static pw_status_t check_unique_keys(const reader_t *rd, const cJSON *obj, const char *what)
+{
+    size_t n = 0;
+    for (const cJSON *it = obj->child; it; it = it->next) n++;
+    if (n < 2) return PW_SUCCESS;
+    const char **keys = malloc(n * sizeof *keys);
+    if (!keys) return pw_fail(PW_ERROR_OUT_OF_MEMORY, "%s: out of memory", rd->path);
+    size_t i = 0;
+    for (const cJSON *it = obj->child; it; it = it->next) keys[i++] = it->string ? it->string : "";
+    qsort(keys, n, sizeof *keys, compare_key_ptrs);
+    pw_status_t st = PW_SUCCESS;
+    for (i = 1; i < n; i++)
+        if (strcmp(keys[i - 1], keys[i]) == 0) {
+            st = pw_fail(PW_ERROR_FORMAT, "%s: %s: key '%.40s' appears more than once", rd->path, what, keys[i]);
+            break;
+        }
+    free(keys);
+    /* and in every object inside (tensor entries: "dtype", "shape", ...) */
+    for (const cJSON *it = obj->child; it && st == PW_SUCCESS; it = it->next)
+        if (cJSON_IsObject(it)) st = check_unique_keys(rd, it, it->string ? it->string : what);
+    return st;
+}
+
 static pw_status_t check_utf8_tree(const reader_t *rd, const cJSON *item, const char *owner)
 {
     char buf[96], vbuf[64];
@@ -728,7 +759,8 @@ static pw_status_t read_header(reader_t *rd, cJSON **root)
         cJSON_Delete(tree);
         return pw_fail(PW_ERROR_FORMAT, "%s: header: not a JSON object", rd->path);
     }
-    const pw_status_t st = check_utf8_tree(rd, tree, "header");
+    pw_status_t st = check_utf8_tree(rd, tree, "header");
+    if (st == PW_SUCCESS) st = check_unique_keys(rd, tree, "header"); /* (and every object inside) */
     if (st != PW_SUCCESS) {
         cJSON_Delete(tree);
         return st;

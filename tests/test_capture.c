@@ -673,6 +673,7 @@ static void test_metadata_errors(void **state)
         {"page_size", "0", "__metadata__.page_size", "positive integer"},
         {"head_dim", "128x", "__metadata__.head_dim", NULL},
         {"softmax_scale", "-1", "__metadata__.softmax_scale", NULL},
+        {"softmax_scale", "1e-50", "__metadata__.softmax_scale", "not 0 as a float32"}, /* would read as the default */
         {"qkv_seed", "seven", "__metadata__.qkv_seed", NULL},
         {"q_heads_per_kv", NULL, "__metadata__.q_heads_per_kv", "missing"},
         {"format", NULL, "__metadata__.format", "missing"},
@@ -693,6 +694,21 @@ static void test_metadata_errors(void **state)
     image_save(path, &im);
     expect_failure(path, PW_ERROR_FORMAT, "__metadata__.layer", "not a string", NULL);
     image_free(&im);
+
+    /* A repeated key, in the metadata, at the top level or in a tensor's entry: refused (cJSON
+     * reads the first value, Python's json the last; 2026-12-04). */
+    const char *where[3] = {"__metadata__", NULL, "kv_lens"};
+    for (int k = 0; k < 3; k++) {
+        im = valid_image();
+        cJSON *obj = where[k] ? cJSON_GetObjectItemCaseSensitive(im.header, where[k]) : im.header;
+        const char *key = k == 0 ? "page_size" : k == 1 ? "prefix_lens" : "dtype";
+        cJSON *dup = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(obj, key), 1);
+        assert_non_null(dup);
+        cJSON_AddItemToObject(obj, key, dup); /* a second item of the same key */
+        image_save(path, &im);
+        expect_failure(path, PW_ERROR_FORMAT, key, "appears more than once", NULL);
+        image_free(&im);
+    }
 }
 
 /* Layouts pw_problem_check refuses become PW_ERROR_FORMAT naming the file and field. */

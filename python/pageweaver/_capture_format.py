@@ -423,6 +423,17 @@ def load_capture(path, return_dtypes=False):
         raise CaptureError(f"{path}: malformed capture ({type(e).__name__}: {e})") from e
 
 
+def _unique_keys(pairs):
+    """A JSON object whose keys repeat is refused, as the C reader refuses it (json would
+    keep the last value, cJSON the first: the two readers would read different files)."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise CaptureError(f"header: key {key[:40]!r} appears more than once")
+        out[key] = value
+    return out
+
+
 def _parse_capture(raw):
     if len(raw) < 8:
         raise CaptureError(f"not a safetensors file: {len(raw)} bytes, the header length "
@@ -435,7 +446,7 @@ def _parse_capture(raw):
         raise CaptureError(f"truncated: header length {hlen} exceeds the file "
                            f"({len(raw)} bytes)")
     try:
-        header = json.loads(raw[8:8 + hlen].decode("utf-8"))
+        header = json.loads(raw[8:8 + hlen].decode("utf-8"), object_pairs_hook=_unique_keys)
     except UnicodeDecodeError as e:
         raise CaptureError(f"header is not valid UTF-8 ({e.reason} at byte {e.start})") from e
     except json.JSONDecodeError as e:
@@ -545,8 +556,13 @@ def _check_contents(out, meta, dtypes):
     _expect("cu_seqlens_q", out, dtypes, ("I32",), [r + 1], "[R+1]")
     _expect("kv_lens", out, dtypes, ("I32",), [r], "[R]")
     _check_requests(out["cu_seqlens_q"], out["prefix_lens"], out["kv_lens"], [hkv, n, k])
+    page = ints["page_size"]
     if "page_table" in out:
         _expect("page_table", out, dtypes, ("I32",), [r, None], "[R, max_pages]")
+        if n > 0 and "k_cache" not in out and out["page_table"].size and out["page_table"].max() < 0:
+            raise CaptureError(f"page_table: none of its {out['page_table'].size} entries is a "
+                               f"physical page id (all are negative); without caches in the file "
+                               f"the cache holds pages 0..max(page_table)")
         cap = out["page_table"].shape[1] * ints["page_size"]
         over = np.nonzero(out["kv_lens"].astype(np.int64) > cap)[0]
         if len(over):
@@ -570,3 +586,11 @@ def _check_contents(out, meta, dtypes):
         if slots % ints["page_size"]:
             raise CaptureError(f"k_cache: {slots} slots is not a multiple of page_size "
                                f"{ints['page_size']} (the cache is [pages * P, Hkv, D])")
+        if n > 0 and slots // page < 1:
+            raise CaptureError(f"k_cache: {slots} slots, no page of {page} tokens (the chunk has "
+                               f"{n} queries)")
+    if "page_table" not in out:
+        need = -(-int(out["kv_lens"].max()) // page) if r else 0
+        if r * need > i32:
+            raise CaptureError(f"page_table: absent, and the default layout needs R * "
+                               f"ceil(max(kv_lens)/P) = {r} * {need} physical pages (ids must fit int32)")

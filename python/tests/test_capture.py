@@ -144,3 +144,43 @@ def test_save_to_a_directory_names_it(tmp_path):
         pageweaver.save_capture(str(tmp_path), p["topk_idx"], p["cu_seqlens_q"], p["prefix_lens"],
                                 p["kv_lens"])
     assert list(tmp_path.iterdir()) == []  # no temporary file left behind
+
+
+def test_load_refuses_the_rest_of_what_the_c_reader_refuses(tmp_path):
+    """A key repeated in the header (json would keep the last, cJSON the first), a page table
+    of negative ids only without caches, caches of 0 slots, and a default page table whose
+    ids pass int32: CaptureError, as pw_capture_read refuses them (a review, 2026-12-04)."""
+    import json
+    import numpy as np
+    from pageweaver import _capture_format as fmt
+    ids = np.zeros((1, 4, 16), np.int32)
+    good = tmp_path / "good.safetensors"
+    fmt.save_capture(str(good), ids, [0, 4], [0], [4], page_table=np.array([[0]]))
+    raw = good.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    text = raw[8:8 + n].decode()
+    dup = text.replace('"page_size":"128"', '"page_size":"128","page_size":"64"', 1)
+    assert dup != text
+    path = tmp_path / "dup.safetensors"
+    path.write_bytes(len(dup.encode()).to_bytes(8, "little") + dup.encode() + raw[8 + n:])
+    with pytest.raises(fmt.CaptureError, match="'page_size' appears more than once"):
+        fmt.load_capture(str(path))
+    neg = tmp_path / "neg.safetensors"
+    with pytest.warns(UserWarning, match="outside the cache"):
+        fmt.save_capture(str(neg), ids, [0, 4], [0], [4], page_table=np.array([[-1]]),
+                         allow_uncovered_pages=True)
+    with pytest.raises(fmt.CaptureError, match="none of its 1 entries"):
+        fmt.load_capture(str(neg))
+    t, meta, dt = fmt.load_capture(str(good), return_dtypes=True)
+    empty = dict(t, k_cache=np.zeros((0, 1, 128), np.uint8), v_cache=np.zeros((0, 1, 128), np.uint8),
+                 k_scale=np.ones(1, np.float32), v_scale=np.ones(1, np.float32))
+    dt2 = dict(dt, k_cache="F8_E4M3", v_cache="F8_E4M3", k_scale="F32", v_scale="F32")
+    with pytest.raises(fmt.CaptureError, match="no page of 128 tokens"):
+        fmt._check_contents(empty, meta, dt2)
+    wide = {k: v for k, v in t.items() if k != "page_table"}
+    wide["prefix_lens"] = np.array([2**31 - 5, 0], np.int32)  # two requests x 2^31 - 1 pages of 1 token
+    wide["kv_lens"] = np.array([2**31 - 1, 0], np.int32)
+    wide["cu_seqlens_q"] = np.array([0, 4, 4], np.int32)
+    meta1 = dict(meta, page_size="1")
+    with pytest.raises(fmt.CaptureError, match="default layout needs"):
+        fmt._check_contents(wide, meta1, dt)

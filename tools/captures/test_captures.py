@@ -569,7 +569,8 @@ def find_cli():
 
 class ReadersAgree(unittest.TestCase):
     """Where the CLI is built: on random edits of a valid capture's header (dtypes, shapes,
-    reserved metadata values, tensors dropped) and of its request arrays, load_capture and
+    reserved metadata values, tensors dropped, a key repeated, a page table of negative ids
+    without caches) and of its request arrays, load_capture and
     the C reader (`pageweaver stats`) accept and refuse the same files. The Python reader
     used to check only the safetensors layout, so a float32 topk_ids loaded cast to int32
     (a new user's trial, 2026-12-04)."""
@@ -606,10 +607,11 @@ class ReadersAgree(unittest.TestCase):
                        "q_heads_per_kv": ["1", "4", "65", "0"], "head_dim": ["32", "64", "1025"],
                        "softmax_scale": ["0.1", "0", "nan"], "qkv_seed": ["7", "-1"]}
         disagree = []
-        for i in range(60):
+        for i in range(70):
             h = json.loads(json.dumps(header0))
             data = bytearray(data0)
-            kind = i % 5
+            kind = i % 7
+            raw_header = None
             names = sorted(k for k in h if k != "__metadata__")
             name = names[int(r.integers(0, len(names)))]
             if kind == 0 and h[name]["dtype"] in same_size:  # a dtype of the same size
@@ -622,13 +624,24 @@ class ReadersAgree(unittest.TestCase):
                 del h[name]  # an optional tensor dropped (the other cache or a scale may remain)
             elif kind == 3:  # a shape permuted (same element count)
                 h[name]["shape"] = list(reversed(h[name]["shape"]))
+            elif kind == 5:  # a key repeated (json keeps the last value, cJSON the first)
+                text = json.dumps(h)
+                key = ['"page_size": "128"', '"dtype": "I32"', '"q_heads_per_kv": "2"'][int(r.integers(0, 3))]
+                raw_header = text.replace(key, key + ", " + key.replace("128", "64").replace("I32", "F32")
+                                          .replace('"2"', '"4"'), 1).encode()
+            elif kind == 6:  # no caches and a page table of negative ids only
+                for k in ("k_cache", "v_cache", "k_scale", "v_scale"):
+                    del h[k]
+                a0, a1 = h["page_table"]["data_offsets"]
+                for at in range(a0, a1, 4):
+                    data[at:at + 4] = (-1).to_bytes(4, "little", signed=True)
             else:  # one int32 of the request arrays or the page table rewritten
                 target = ["cu_seqlens_q", "prefix_lens", "kv_lens", "page_table"][int(r.integers(0, 4))]
                 a0, a1 = h[target]["data_offsets"]
                 at = a0 + 4 * int(r.integers(0, (a1 - a0) // 4))
                 data[at:at + 4] = int(r.integers(-5, 600)).to_bytes(4, "little", signed=True)
             f = os.path.join(self.dir, f"e{i}.safetensors")
-            write_raw(f, h, bytes(data))
+            write_raw(f, raw_header if raw_header is not None else h, bytes(data))
             c_ok = subprocess.run([cli, "stats", f], capture_output=True, text=True).returncode == 0
             try:
                 pw_capture.load_capture(f)
