@@ -329,7 +329,7 @@ typedef enum pw_ref_mode {
  *     About 8 significant bits per operand instead of 4: NRMS 0.09% on the same inputs
  *     before the output is rounded to BF16, 0.19-0.23% in BF16 (BF16 rounding alone costs
  *     ~0.17%), at the cost measured in the README's benchmark table (1.21-1.31x the
- *     FP8 time on the default Union4 path, 1.27x on Union8). K and V stay the caller's FP8
+ *     FP8 time on the default Union4 path, 1.22-1.27x on Union8). K and V stay the caller's FP8
  *     caches (exact inputs). On pw_sparse_prefill's V^T pre-pass without per-token scales
  *     (Union4 plans that run it, the dense G = 8 / 4 tiles) P is instead one f16 value,
  *     f16(256 p), times V in f16 (exact) on the f16 tensor cores (since 2026-12-02: 5-8%

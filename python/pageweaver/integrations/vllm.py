@@ -71,8 +71,8 @@ def minimax_m3_sparse_attn(q, kv_cache, topk_idx, block_table, cu_seqlens_q, seq
     pageweaver.sparse_prefill. One library call for every KV head; no synchronisation;
     capturable."""
     if not isinstance(kv_cache, torch.Tensor):
-        raise TypeError(f"kv_cache: expected a torch.Tensor [num_blocks, Hkv, P, 2*D], got "
-                        f"{type(kv_cache).__name__}")
+        raise TypeError(f"kv_cache: expected a torch.Tensor [num_blocks, Hkv, P, 2*D] or "
+                        f"[num_blocks, 2, P, Hkv, D], got {type(kv_cache).__name__}")
     if not isinstance(output, torch.Tensor):
         raise TypeError("output: vLLM's minimax_m3_sparse_attn writes into output and returns "
                         "None; pass the [total_q, Hq, D] bfloat16 tensor to fill")
