@@ -617,16 +617,15 @@ static pw_status_t open_reader(reader_t *rd, const char *path)
     return PW_SUCCESS;
 }
 
-/* Every key and string value of the header must be UTF-8 (JSON text is; the Python
- * safetensors package refuses anything else). The message names the key, escaped. */
 static int compare_key_ptrs(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* A JSON object whose keys repeat (at any level) is refused: cJSON would answer lookups
- * with the first value and other readers (Python's json) with the last, so the two readers
- * of this format would read different files. Sorted copy of the keys: n log n per object. */
+/* A JSON object whose keys repeat is refused (check_utf8_tree calls this for every object):
+ * cJSON would answer lookups with the first value and other readers (Python's json) with
+ * the last, so the two readers of this format would read different files. Sorted copy of
+ * the keys: n log n per object. */
 static pw_status_t check_unique_keys(const reader_t *rd, const cJSON *obj, const char *what)
 {
     size_t n = 0;
@@ -640,16 +639,17 @@ static pw_status_t check_unique_keys(const reader_t *rd, const cJSON *obj, const
     pw_status_t st = PW_SUCCESS;
     for (i = 1; i < n; i++)
         if (strcmp(keys[i - 1], keys[i]) == 0) {
-            st = pw_fail(PW_ERROR_FORMAT, "%s: %s: key '%.40s' appears more than once", rd->path, what, keys[i]);
+            char buf[96];
+            st = pw_fail(PW_ERROR_FORMAT, "%s: %s: key '%s' appears more than once", rd->path, what,
+                         escaped(buf, sizeof buf, keys[i]));
             break;
         }
     free(keys);
-    /* and in every object inside (tensor entries: "dtype", "shape", ...) */
-    for (const cJSON *it = obj->child; it && st == PW_SUCCESS; it = it->next)
-        if (cJSON_IsObject(it)) st = check_unique_keys(rd, it, it->string ? it->string : what);
     return st;
 }
 
+/* Every key and string value of the header must be UTF-8 (JSON text is; the Python
+ * safetensors package refuses anything else). The message names the key, escaped. */
 static pw_status_t check_utf8_tree(const reader_t *rd, const cJSON *item, const char *owner)
 {
     char buf[96], vbuf[64];
@@ -665,7 +665,8 @@ static pw_status_t check_utf8_tree(const reader_t *rd, const cJSON *item, const 
                            escaped(vbuf, sizeof vbuf, child->valuestring));
         if (child->child) PW_TRY(check_utf8_tree(rd, child, name));
     }
-    return PW_SUCCESS;
+    /* (one walk of the tree: every object's keys also unique) */
+    return cJSON_IsObject(item) ? check_unique_keys(rd, item, owner) : PW_SUCCESS;
 }
 
 /* Depth of [ / { nesting at byte `at` of the JSON text (strings skipped). */
@@ -759,8 +760,7 @@ static pw_status_t read_header(reader_t *rd, cJSON **root)
         cJSON_Delete(tree);
         return pw_fail(PW_ERROR_FORMAT, "%s: header: not a JSON object", rd->path);
     }
-    pw_status_t st = check_utf8_tree(rd, tree, "header");
-    if (st == PW_SUCCESS) st = check_unique_keys(rd, tree, "header"); /* (and every object inside) */
+    const pw_status_t st = check_utf8_tree(rd, tree, "header"); /* and unique keys */
     if (st != PW_SUCCESS) {
         cJSON_Delete(tree);
         return st;
