@@ -1,23 +1,26 @@
 /* Device regroup and union preparation entry points in a build without CUDA: they exist
  * (so programs link either way) and return PW_ERROR_UNSUPPORTED. The CUDA build defines
- * them in src/cuda/regroup.cu and src/cuda/union_prepare.cu. */
+ * them in src/cuda/regroup.cu and src/cuda/union_prepare.cu. pw_regroup_workspace_size is
+ * host arithmetic: defined here for both builds (the same argument checks in each). */
 #include "pageweaver.h"
 #include "pw_internal.h"
 #include "selection.h"
 
-#ifndef PW_HAVE_CUDA
-
 pw_status_t pw_regroup_workspace_size(const pw_problem_t *problem, const pw_grouping_t *grouping,
                                       size_t *bytes)
 {
-    /* The argument checks of the CUDA build first (as pw_sparse_prefill's host checks), so
-     * that a bad argument reads the same in both builds. */
     if (!bytes) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "bytes is NULL");
-    *bytes = 0;
+    *bytes = 0; /* the kernels need none */
     PW_TRY(pw_problem_check(problem, NULL));
     PW_TRY(pw_check_grouping(grouping));
+#ifdef PW_HAVE_CUDA
+    return PW_SUCCESS;
+#else
     return pw_fail(PW_ERROR_UNSUPPORTED, "pw_regroup_workspace_size: built without CUDA");
+#endif
 }
+
+#ifndef PW_HAVE_CUDA
 
 pw_status_t pw_regroup(const pw_problem_t *problem, const int32_t *topk_ids,
                        const pw_requests_t *requests, const pw_grouping_t *grouping,
@@ -50,6 +53,4 @@ pw_status_t pw_union_prepare(const pw_problem_t *problem, const int32_t *topk_id
     return pw_fail(PW_ERROR_UNSUPPORTED, "pw_union_prepare: built without CUDA");
 }
 
-#else
-typedef int pw_regroup_gpu_stub_unused_t; /* ISO C: no empty translation unit */
 #endif

@@ -1132,15 +1132,7 @@ void launch_variant(int variant, RegroupParams params, bool vec, int32_t num_kv_
 
 } // namespace
 
-extern "C" pw_status_t pw_regroup_workspace_size(const pw_problem_t *problem,
-                                                 const pw_grouping_t *grouping, size_t *bytes)
-{
-    if (!bytes) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "bytes is NULL");
-    *bytes = 0;
-    PW_TRY(pw_problem_check(problem, NULL));
-    PW_TRY(pw_check_grouping(grouping));
-    return PW_SUCCESS;
-}
+/* (pw_regroup_workspace_size: host only, in regroup_gpu_stub.c for both builds.) */
 
 /* Kernel parameters of a GREEDY / GUARDED call (direct / adaptive set per window size). */
 static RegroupParams regroup_params(const pw_problem_t *problem, const int32_t *topk_ids,
