@@ -145,6 +145,16 @@ def _check_scale(name, t, device):
                          f"the kernel)")
 
 
+def _check_q(q):
+    """q is a bfloat16 tensor [N, Hq, D] (TypeError / ValueError naming it)."""
+    if not isinstance(q, torch.Tensor):
+        raise TypeError(f"q: expected a torch.Tensor, got {type(q).__name__}")
+    if q.dtype != _BF16:
+        raise TypeError(f"q: dtype {q.dtype}, expected torch.bfloat16")
+    if q.dim() != 3:
+        raise ValueError(f"q: shape {list(q.shape)}, expected [N, Hq, D]")
+
+
 def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                prefix_lens, k_scale, v_scale, out, lse, bad_page_count, sinks=None,
                sink_keys=None, k_token_scales=None, v_token_scales=None, page_size=PAGE_SIZE):
@@ -154,12 +164,7 @@ def check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
             not 1 <= page_size <= MAX_PAGE_SIZE:
         raise ValueError(f"page_size is {page_size!r}: an int in 1..{MAX_PAGE_SIZE} (tokens per "
                          f"KV page; the GPU runs 128 and 64)")
-    if not isinstance(q, torch.Tensor):
-        raise TypeError(f"q: expected a torch.Tensor, got {type(q).__name__}")
-    if q.dtype != _BF16:
-        raise TypeError(f"q: dtype {q.dtype}, expected torch.bfloat16")
-    if q.dim() != 3:
-        raise ValueError(f"q: shape {list(q.shape)}, expected [N, Hq, D]")
+    _check_q(q)
     n, hq, d = q.shape
     dev = q.device
     if q.stride(2) != 1 or q.stride(1) != d:
@@ -662,10 +667,7 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
     mode = _enum("regroup", regroup, _lib.REGROUP_MODES, _lib.DEFAULT_REGROUP)
     kern = _enum("kernel", kernel, _lib.KERNELS, _lib.DEFAULT_KERNEL)
     psize = PAGE_SIZE if page_size is None else page_size
-    if not isinstance(q, torch.Tensor):
-        raise TypeError(f"q: expected a bfloat16 torch.Tensor [N, Hq, D], got {type(q).__name__}")
-    if q.dim() != 3:
-        raise ValueError(f"q: shape {list(q.shape)}, expected a bfloat16 tensor [N, Hq, D]")
+    _check_q(q)  # (before its shape is used below; check_args checks the rest)
     if out is None:
         out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
     lse = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device) if return_lse else None
@@ -762,10 +764,7 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     at G = 16 is 'per_call', the same bytes either way), else None (no such choice: the
     tile above runs). N = 0:
     {"kernel": ..., "tile": None} (nothing runs)."""
-    if not isinstance(q, torch.Tensor):
-        raise TypeError(f"q: expected a bfloat16 torch.Tensor [N, Hq, D], got {type(q).__name__}")
-    if q.dim() != 3:
-        raise ValueError(f"q: shape {list(q.shape)}, expected a bfloat16 tensor [N, Hq, D]")
+    _check_q(q)  # (before its shape is used below; check_args checks the rest)
     prec = _precision_code(precision)
     if prec in (_EXACT, _FP8X2_PREPASS):
         raise _lib.UnsupportedError("PW_ERROR_UNSUPPORTED", f"precision={precision!r} is the CPU "
