@@ -217,10 +217,8 @@ def save_capture(path, topk_ids, cu_seqlens_q, prefix_lens, kv_lens, page_table=
             raise CaptureError(f"page_table: expected [R={r}, >= {need}], got {pt.shape}")
         tensors["page_table"] = pt
         dtypes["page_table"] = "int32"
-    elif r * need > INT32_MAX:
-        raise CaptureError(f"page_table: absent, and the default layout needs R * "
-                           f"ceil(max(kv_lens)/P) = {r} * {need} physical pages (ids must "
-                           f"fit int32): pass a page_table")
+    else:
+        _check_default_table(r, need)
     if q is not None:
         qa = np.asarray(q)
         if qa.shape != (n, hkv * q_heads_per_kv, head_dim):
@@ -304,6 +302,15 @@ def _check_requests(cu, pre, kvl, topk_shape):
         raise CaptureError(f"request {bad}: kv_len {kvl[bad]} < prefix {pre[bad]} + "
                            f"chunk {qlen[bad]}")
     return qlen
+
+
+def _check_default_table(r, need):
+    """Without a page table the default layout numbers R x need pages (need = ceil(max
+    kv_len / P)); their ids must fit int32 (as the C reader requires)."""
+    if r * need > INT32_MAX:
+        raise CaptureError(f"page_table: absent, and the default layout needs R * "
+                           f"ceil(max(kv_lens)/P) = {r} * {need} physical pages (ids must "
+                           f"fit int32): pass a page_table")
 
 
 def _check_coverage(pt, pre, qlen, max_pages, page_size, cache_pages, allow):
@@ -530,7 +537,7 @@ def _check_contents(out, meta, dtypes):
         text = meta.get(key)
         if text is None:
             raise CaptureError(f"__metadata__.{key}: missing (required)")
-        if not re.fullmatch(r"[+]?[0-9]+", text) or not 1 <= int(text) <= 2**31 - 1:
+        if not re.fullmatch(r"[+]?[0-9]+", text) or not 1 <= int(text) <= INT32_MAX:
             raise CaptureError(f"__metadata__.{key} is {text[:40]!r}, expected a positive integer")
         ints[key] = int(text)
     for key, hi in (("page_size", MAX_PAGE_SIZE), ("q_heads_per_kv", MAX_Q_HEADS_PER_KV),
@@ -543,15 +550,14 @@ def _check_contents(out, meta, dtypes):
     if "qkv_seed" in meta and parse_qkv_seed(meta["qkv_seed"]) is None:
         raise CaptureError(f"__metadata__.qkv_seed is {meta['qkv_seed'][:40]!r}, expected an "
                            f"unsigned 64-bit integer")
-    i32 = 2**31 - 1
     _expect("topk_ids", out, dtypes, ("I32", "I16"), [None] * 3, "[Hkv, N, K]")
     hkv, n, k = out["topk_ids"].shape
-    if not (1 <= hkv <= i32 and n <= i32 and 1 <= k <= MAX_TOPK):
+    if not (1 <= hkv <= INT32_MAX and n <= INT32_MAX and 1 <= k <= MAX_TOPK):
         raise CaptureError(f"topk_ids: shape {[hkv, n, k]}: need Hkv >= 1, 1 <= K <= {MAX_TOPK}, "
                            f"all < 2^31")
     _expect("prefix_lens", out, dtypes, ("I32",), [None], "[R]")
     r = out["prefix_lens"].shape[0]
-    if not 1 <= r < i32:
+    if not 1 <= r < INT32_MAX:
         raise CaptureError(f"prefix_lens: shape [{r}], expected [R] with R >= 1")
     _expect("cu_seqlens_q", out, dtypes, ("I32",), [r + 1], "[R+1]")
     _expect("kv_lens", out, dtypes, ("I32",), [r], "[R]")
@@ -590,7 +596,4 @@ def _check_contents(out, meta, dtypes):
             raise CaptureError(f"k_cache: {slots} slots, no page of {page} tokens (the chunk has "
                                f"{n} queries)")
     if "page_table" not in out:
-        need = -(-int(out["kv_lens"].max()) // page) if r else 0
-        if r * need > i32:
-            raise CaptureError(f"page_table: absent, and the default layout needs R * "
-                               f"ceil(max(kv_lens)/P) = {r} * {need} physical pages (ids must fit int32)")
+        _check_default_table(r, -(-int(out["kv_lens"].max()) // page))
