@@ -884,6 +884,16 @@ static pw_status_t check_layout(const reader_t *rd, const tensor_entry_t *tensor
     return PW_SUCCESS;
 }
 
+/* The failure of pw_problem_check on a read capture, as a FORMAT error naming the file,
+ * with the hint when topk_ids looks like [N, Hkv, K]. */
+static pw_status_t fail_layout(const reader_t *rd, const layout_t *l, const pw_capture_t *c)
+{
+    char why[512];
+    snprintf(why, sizeof why, "%s", pw_last_error());
+    const int swapped = topk_looks_swapped(l->topk, c->cu_seqlens_q[c->problem.num_requests], l->topk->shape[1]);
+    return pw_fail(PW_ERROR_FORMAT, "%s: %s%s", rd->path, why, swapped ? PW_SWAP_HINT : "");
+}
+
 static pw_status_t load_tensors(const reader_t *rd, const layout_t *l, unsigned flags,
                                 pw_capture_t *c)
 {
@@ -922,6 +932,11 @@ static pw_status_t load_tensors(const reader_t *rd, const layout_t *l, unsigned 
                            "ceil(max(kv_lens)/P) = %lld * %lld physical pages (ids must fit int32)",
                            rd->path, (long long)r, (long long)max_pages);
         p->max_pages_per_request = (int32_t)max_pages;
+        /* The request layout first: a broken file must not cost the table's allocation
+         * (a 500-byte file with a huge kv_lens asked for gigabytes, then failed). */
+        pw_requests_t layout = pw_capture_requests(c);
+        layout.page_table = NULL;
+        if (pw_problem_check(p, &layout) != PW_SUCCESS) return fail_layout(rd, l, c);
         c->page_table = alloc_zeroed(r * max_pages, sizeof(int32_t));
         if (!c->page_table)
             return pw_fail(PW_ERROR_OUT_OF_MEMORY, "%s: cannot allocate the default page table",
@@ -931,12 +946,7 @@ static pw_status_t load_tensors(const reader_t *rd, const layout_t *l, unsigned 
         if (!l->k) p->num_cache_pages = r * max_pages;
     }
     const pw_requests_t rq = pw_capture_requests(c);
-    if (pw_problem_check(p, &rq) != PW_SUCCESS) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", pw_last_error());
-        const int swapped = topk_looks_swapped(l->topk, c->cu_seqlens_q[r], l->topk->shape[1]);
-        return pw_fail(PW_ERROR_FORMAT, "%s: %s%s", rd->path, why, swapped ? PW_SWAP_HINT : "");
-    }
+    if (pw_problem_check(p, &rq) != PW_SUCCESS) return fail_layout(rd, l, c);
     if (flags & PW_CAPTURE_LOAD_QKV) {
         if (l->q) PW_TRY(read_raw_tensor(rd, l->q, (void **)&c->q));
         if (l->k) {

@@ -347,8 +347,9 @@ static void write_bytes(const char *path, const void *bytes, size_t len)
     fclose(f);
 }
 
-/* A valid small capture (3 requests, 2 KV heads, page table) as a mutable image. */
-static image_t valid_image(void)
+/* A valid small capture (3 requests, 2 KV heads, page table unless `default_table`) as a
+ * mutable image. */
+static image_t valid_image_with(int default_table)
 {
     pw_problem_t p = PW_PROBLEM_INIT;
     p.num_requests = 3;
@@ -356,7 +357,7 @@ static image_t valid_image(void)
     p.page_size = 16;
     p.topk = 4;
     p.num_tokens = 10;
-    p.max_pages_per_request = 6;
+    p.max_pages_per_request = default_table ? 5 : 6; /* the default: ceil(70 / 16) */
     p.num_cache_pages = 18;
     pw_capture_t *c = NULL;
     assert_pw_ok(pw_capture_create(&p, 0, &c));
@@ -365,7 +366,7 @@ static image_t valid_image(void)
     memcpy(c->prefix_lens, prefix, sizeof prefix);
     memcpy(c->kv_lens, kv, sizeof kv);
     for (int i = 0; i < 2 * 10 * 4; i++) c->topk_ids[i] = i % 9 - 1;
-    c->page_table_synthesised = 0;
+    c->page_table_synthesised = default_table;
     const char *path = temp_path("valid.safetensors");
     assert_pw_ok(pw_capture_write(path, c, 0));
     pw_capture_free(c);
@@ -382,6 +383,11 @@ static image_t valid_image(void)
     memcpy(im.data, bytes + 8 + hlen, im.data_len);
     free(bytes);
     return im;
+}
+
+static image_t valid_image(void)
+{
+    return valid_image_with(0);
 }
 
 static void image_free(image_t *im)
@@ -758,6 +764,38 @@ static void test_layout_errors(void **state)
     assert_int_equal(c->problem.num_cache_pages, 18);
     pw_capture_free(c);
     image_free(&im);
+}
+
+/* A file without a page table is checked before its default table is made: a broken
+ * request layout with a huge kv_lens (here 3 x 134M pages, 1.6 GB) fails at once, naming
+ * the layout, instead of allocating and filling the table first (the fuzz target found a
+ * 499-byte file that took 4 GB, 2026-12-05). Run in a child limited to 512 MB of address
+ * space, where making the table first fails as out of memory. */
+static void test_layout_before_default_table(void **state)
+{
+    (void)state;
+    const char *path = temp_path("huge_default_table.safetensors");
+    image_t im = valid_image_with(1);
+    image_set_i32(&im, "kv_lens", 2, INT32_MAX);
+    image_set_i32(&im, "cu_seqlens_q", 2, 3); /* 0, 4, 3, 10: decreases */
+    image_save(path, &im);
+    image_free(&im);
+    fflush(NULL);
+    const pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        const struct rlimit limit = {512ull << 20, 512ull << 20};
+        if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(3);
+        pw_capture_t *c = NULL;
+        const pw_status_t st = pw_capture_read(path, 0, &c);
+        fprintf(stderr, "  child: %s: %s\n", pw_status_string(st), pw_last_error());
+        _exit(st == PW_ERROR_FORMAT && strstr(pw_last_error(), "cu_seqlens_q") && strstr(pw_last_error(), "decreases")
+                  ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
 }
 
 /* Random corruptions of a valid file (flipped bytes anywhere, random truncation, random
@@ -1177,7 +1215,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_atomic_write),    cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_json_nesting),    cmocka_unit_test(test_swapped_topk_hint),
         cmocka_unit_test(test_cache_slots),     cmocka_unit_test(test_generate_parts_flags),
-        cmocka_unit_test(test_messages_name_the_value),
+        cmocka_unit_test(test_messages_name_the_value), cmocka_unit_test(test_layout_before_default_table),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }
