@@ -421,7 +421,8 @@ typedef struct pw_attention_args {
                                     exp(sink_logits[h]) and its numerator nothing; LSE
                                     includes it; a row with no visible token gets o = 0
                                     and LSE = sink_logits[h]. -inf: no sink for that head;
-                                    +inf (or a value past FLT_MAX / log2(e)): o = 0 and
+                                    +inf (or a value past 2.3e38, ~FLT_MAX / log2(e)):
+                                    o = 0 (NaN where the row sees NaN data) and
                                     LSE = the sink on every row; NaN: LSE NaN, and o NaN on
                                     rows with a visible token. Device memory for the GPU
                                     entry points (read when the kernel runs, so a captured

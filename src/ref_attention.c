@@ -70,8 +70,9 @@
 #include "pageweaver.h"
 #include "pw_internal.h"
 
-/* Sinks past this (FLT_MAX / log2(e) ~ 2.36e38, +inf included) give o = 0 and LSE = the sink
- * (docs/semantics.md §1): the limit, and what the kernels' log2-unit arithmetic returns. */
+/* Sinks past this (just under FLT_MAX / log2(e) ~ 2.36e38, +inf included) give o = 0 x the
+ * row's weighted sum and LSE = the sink (docs/semantics.md §1): the limit, and what the
+ * kernels' log2-unit arithmetic returns (finish_row's factor 0). */
 #define SINK_HUGE 2.3e38f
 
 /* Heads handled together by dot_scores: the Q row block is padded to a multiple of it. */
@@ -377,7 +378,9 @@ static void attend_exact(ref_scratch_t *s, int64_t tokens, int64_t group, int64_
         const double sink = sinks ? (double)sinks[g] : -INFINITY;
         if (sink > (double)SINK_HUGE) {
             s->lse[g] = (float)sink;
-            for (int64_t t = 0; t < tokens; t++) s->x[t * group + g] = 0.0; /* no weight */
+            /* Weight 0, as the kernels' factor 0 on O: 0 x the row's data, so NaN data the
+             * row sees (a NaN score here, a NaN V in the PV sum) still makes o NaN. */
+            for (int64_t t = 0; t < tokens; t++) s->x[t * group + g] = 0.0 * exp(s->x[t * group + g] - max_x);
             s->sum[g] = 1.0;
             continue;
         }
@@ -489,10 +492,10 @@ static int attend_emulate(ref_scratch_t *s, int32_t num_pages, int64_t group, in
         /* Sink (semantics §1, §4.5 step 4): the state and the sink on a common maximum,
          * ms = max(m, sink), a = exp(m - ms), b = exp(sink - ms), l' = l a + b,
          * o = O v_scale a / (256 l'), LSE = ms + ln l'; a and b below FLT_MIN are 0 (the
-         * kernels' ex2.approx flushes subnormal results); a sink past FLT_MAX / log2(e),
-         * +inf included: o = 0, LSE = the sink (the kernels work in log2 units). */
-        if (sink > SINK_HUGE) {
-            for (int64_t d = 0; d < dim; d++) s->out[g * dim + d] = 0.0;
+         * kernels' ex2.approx flushes subnormal results); a sink past SINK_HUGE,
+         * +inf included: o = O x 0, LSE = the sink (the kernels work in log2 units). */
+        if (sink > SINK_HUGE) { /* o = O x 0, as the kernels' factor 0: NaN in O stays */
+            for (int64_t d = 0; d < dim; d++) s->out[g * dim + d] = (double)(s->o_f[g * dim + d] * 0.0f);
             s->lse[g] = sink;
             continue;
         }

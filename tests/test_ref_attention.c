@@ -799,6 +799,58 @@ static void test_sinks(void **state)
         free(o); free(lse); free(sinks);
         tcase_free(&tc);
     }
+    /* The limit with NaN data the rows see (every V byte an E4M3 NaN code): o is 0 x the
+     * row's weighted sum, so NaN on every row with a visible token, as without a sink and
+     * as the kernels' factor 0 on O (finish_row); 0 on empty rows; LSE the sink. The
+     * FP8 emulation wrote 0 there until tests/fuzz found it (2026-12-05). */
+    {
+        tcase_t tc;
+        tcase_random(&tc, &rng);
+        const int64_t n = tc.pb.num_tokens, hq = hq_of(&tc), d = tc.pb.head_dim, count = n * hq * d;
+        const int64_t slots = tc.pb.num_cache_pages * tc.pb.page_size;
+        memset(tc.v_cache, 0x7f, (size_t)(slots * tc.kv_stride));
+        float *sinks = xcalloc((size_t)hq, sizeof *sinks);
+        for (int64_t h = 0; h < hq; h++) sinks[h] = h % 2 ? INFINITY : 3e38f;
+        double *o = xcalloc((size_t)count, sizeof *o), *o_plain = xcalloc((size_t)count, sizeof *o_plain);
+        double *lse_plain = xcalloc((size_t)(n * hq), sizeof *lse_plain);
+        float *lse = xcalloc((size_t)(n * hq), sizeof *lse);
+        naive_attention(&tc, o_plain, lse_plain); /* LSE -inf: the row sees no token */
+        int64_t nan_rows = 0;
+        for (int m = 0; m < 3; m++) {
+            pw_attention_args_t a = tcase_args(&tc, o, hq * d, PW_DTYPE_FLOAT64, lse, NULL);
+            a.precision = m == 2 ? PW_PRECISION_FP8X2 : PW_PRECISION_FP8;
+            a.sink_logits = sinks;
+            assert_pw_ok(pw_ref_attention(&tc.pb, &a, m == 0 ? PW_REF_EXACT : PW_REF_FP8_EMULATE));
+            for (int64_t i = 0; i < n * hq; i++) {
+                assert_true(lse[i] == sinks[i % hq]);
+                const int empty = isinf(lse_plain[i]);
+                nan_rows += !empty;
+                for (int64_t k = 0; k < d; k++) {
+                    if (empty ? o[i * d + k] == 0.0 : isnan(o[i * d + k])) continue;
+                    fail_msg("mode %d row-head %lld d %lld: o %g with a sink past 2.3e38 and NaN V on a %s row (seed %llu)",
+                             m, (long long)i, (long long)k, o[i * d + k], empty ? "empty" : "visible",
+                             (unsigned long long)g_seed);
+                }
+            }
+        }
+        assert_true(nan_rows > 0);
+        /* NaN scores instead (every K byte a NaN code, V restored): the exact reference
+         * computes with them, so NaN again (the FP8 emulation refuses non-finite scores). */
+        memset(tc.v_cache, 0x38, (size_t)(slots * tc.kv_stride)); /* E4M3 1.0 */
+        memset(tc.k_cache, 0xff, (size_t)(slots * tc.kv_stride));
+        pw_attention_args_t a = tcase_args(&tc, o, hq * d, PW_DTYPE_FLOAT64, lse, NULL);
+        a.sink_logits = sinks;
+        assert_pw_ok(pw_ref_attention(&tc.pb, &a, PW_REF_EXACT));
+        for (int64_t i = 0; i < n * hq; i++) {
+            assert_true(lse[i] == sinks[i % hq]);
+            for (int64_t k = 0; k < d; k++)
+                if (!(isinf(lse_plain[i]) ? o[i * d + k] == 0.0 : isnan(o[i * d + k])))
+                    fail_msg("NaN K, row-head %lld d %lld: o %g (seed %llu)", (long long)i, (long long)k, o[i * d + k],
+                             (unsigned long long)g_seed);
+        }
+        free(o); free(o_plain); free(lse_plain); free(lse); free(sinks);
+        tcase_free(&tc);
+    }
     printf("sinks: %lld rows (%lld with no visible token), max abs error vs naive %.3g, "
            "emulation vs exact: FP8 %.4f, FP8X2 %.5f (worst case)\n",
            (long long)rows, (long long)empty_rows, worst, worst_emu[0], worst_emu[1]);
