@@ -1270,6 +1270,28 @@ static void test_sinks(void **state)
             const int same_none = same_outputs(c, o, l, o0, l0);
             printf("  sinks %s: all -inf == no sinks bitwise: %s\n", x2 ? "FP8X2" : "FP8", same_none ? "yes" : "NO");
             assert_true(same_none);
+            // Sinks at the limit (+inf, and 3e38 past 2.3e38): o = O x 0 (+-0, no NaN data
+            // here) and LSE = the sink on every row, on every arm (docs/semantics.md §1; the
+            // references were aligned with the kernels' finish_row on 2026-12-05).
+            float *limit = malloc(hq * 4);
+            for (int64_t h = 0; h < hq; h++) limit[h] = h % 2 ? INFINITY : 3e38f;
+            float *limit_dev = dev_copy(limit, hq * 4);
+            g_sinks_dev = limit_dev;
+            int64_t limit_bad = 0;
+            for (int arm = 0; arm < 6; arm++) {
+                const pw_kernel_t k = setup_arm(arm, c, &rng, perm, &g, &d);
+                run_kernel(c, &d, k, &g, o, l);
+                for (int64_t i = 0; i < n * hq; i++) {
+                    limit_bad += l[i] != limit[i % hq];
+                    for (int64_t e = 0; e < 128; e++) limit_bad += (o[i * 128 + e] & 0x7fffu) != 0;
+                }
+            }
+            printf("  sinks %s at the limit (+inf, 3e38): o = 0 and LSE = sink on every arm: %s\n",
+                   x2 ? "FP8X2" : "FP8", limit_bad ? "NO" : "yes");
+            assert_int_equal(limit_bad, 0);
+            g_sinks_dev = NULL;
+            cudaFree(limit_dev);
+            free(limit);
         }
         g_sinks_dev = NULL;
         g_sinks_host = NULL;
