@@ -690,6 +690,35 @@ static int nesting_at(const char *text, size_t at)
 }
 
 /* Reads and parses the JSON header; *root receives the cJSON tree. */
+/* JSON (RFC 8259) allows no raw control byte inside a string and only space, tab, LF and
+ * CR between tokens. cJSON accepts both (it skips any byte <= 32 as whitespace and copies
+ * strings as they are); Python's json and the safetensors readers refuse them, so they are
+ * refused here too and every reader gives the same verdict (found by tests/fuzz:
+ * "page\x14table" read as an unknown tensor, i.e. a file without its page table). */
+static pw_status_t check_json_controls(const reader_t *rd, const char *text, size_t len)
+{
+    int in_string = 0, escaped = 0;
+    for (size_t i = 0; i < len; i++) {
+        const unsigned char c = (unsigned char)text[i];
+        if (in_string) {
+            if (escaped) escaped = 0;
+            else if (c == '\\') escaped = 1;
+            else if (c == '"') in_string = 0;
+            else if (c < 0x20)
+                return pw_fail(PW_ERROR_FORMAT,
+                               "%s: header: control byte 0x%02x inside a JSON string at byte %zu (JSON "
+                               "needs it escaped)",
+                               rd->path, c, i);
+        } else if (c == '"') {
+            in_string = 1;
+        } else if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+            return pw_fail(PW_ERROR_FORMAT, "%s: header: control byte 0x%02x between JSON tokens at byte %zu",
+                           rd->path, c, i);
+        }
+    }
+    return PW_SUCCESS;
+}
+
 static pw_status_t read_header(reader_t *rd, cJSON **root)
 {
     unsigned char len_bytes[8];
@@ -723,6 +752,11 @@ static pw_status_t read_header(reader_t *rd, cJSON **root)
                        (unsigned long long)header_len);
     }
     text[header_len] = '\0';
+    const pw_status_t controls = check_json_controls(rd, text, (size_t)header_len);
+    if (controls != PW_SUCCESS) {
+        free(text);
+        return controls;
+    }
     const char *end = NULL;
     cJSON *tree = cJSON_ParseWithLengthOpts(text, (size_t)header_len, &end, 0);
     if (!tree) {

@@ -766,6 +766,44 @@ static void test_layout_errors(void **state)
     image_free(&im);
 }
 
+/* Control bytes in the header: JSON allows none raw inside a string and only space, tab,
+ * LF, CR between tokens. cJSON took both (a key "page\x14table" read as an unknown tensor,
+ * i.e. a file without its page table) while Python's json refuses them (found by
+ * tests/fuzz, 2026-12-05). Escaped, the same byte is valid JSON and reads. */
+static void test_json_control_bytes(void **state)
+{
+    (void)state;
+    const char *path = temp_path("control.safetensors");
+    image_t im = valid_image();
+    char *text = cJSON_PrintUnformatted(im.header);
+    char *key = strstr(text, "\"page_table\"");
+    assert_non_null(key);
+    key[5] = 0x14; /* "page\x14table" */
+    image_save_text(path, text, im.data, im.data_len);
+    expect_failure(path, PW_ERROR_FORMAT, "control byte 0x14 inside a JSON string", NULL, NULL);
+    key[5] = '_';
+    char *colon = strchr(text, ':');
+    const size_t at = (size_t)(colon - text);
+    char *spaced = malloc(strlen(text) + 2);
+    memcpy(spaced, text, at + 1);
+    spaced[at + 1] = 0x01; /* between tokens */
+    strcpy(spaced + at + 2, text + at + 1);
+    image_save_text(path, spaced, im.data, im.data_len);
+    expect_failure(path, PW_ERROR_FORMAT, "control byte 0x01 between JSON tokens", NULL, NULL);
+    free(spaced);
+    free(text);
+    /* The byte escaped in a provenance value: valid JSON, read as the byte. */
+    cJSON *meta = cJSON_GetObjectItemCaseSensitive(im.header, "__metadata__");
+    assert_non_null(meta);
+    set_string(meta, "model", "a\x14" "b");
+    image_save(path, &im);
+    pw_capture_t *c = NULL;
+    assert_pw_ok(pw_capture_read(path, 0, &c));
+    assert_string_equal(pw_capture_get_meta(c, "model"), "a\x14" "b");
+    pw_capture_free(c);
+    image_free(&im);
+}
+
 /* A file without a page table is checked before its default table is made: a broken
  * request layout with a huge kv_lens (here 3 x 134M pages, 1.6 GB) fails at once, naming
  * the layout, instead of allocating and filling the table first (the fuzz target found a
@@ -1216,6 +1254,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_json_nesting),    cmocka_unit_test(test_swapped_topk_hint),
         cmocka_unit_test(test_cache_slots),     cmocka_unit_test(test_generate_parts_flags),
         cmocka_unit_test(test_messages_name_the_value), cmocka_unit_test(test_layout_before_default_table),
+        cmocka_unit_test(test_json_control_bytes),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }
