@@ -681,7 +681,10 @@ static pw_attention_args_t make_args(const fuzz_problem_t *f, const pw_fp8_e4m3_
 /* The exact outputs by brute force over the visible tokens (semantics §1). cond[i] is 0
  * for a row-head whose scores are too large for any FP64 evaluation order to agree
  * (|x| terms past 1e6: exp of a difference rounded at that size), tol[i] the absolute
- * tolerance of its outputs (1e-9 of the largest |v| it sees). */
+ * tolerance of its outputs: any FP64 order of the sums moves a score by at most ~(D + 2)
+ * eps x size (size = scale x sum |q_d k_d|, the largest of the row), hence each weight's
+ * ratio by twice that, and the PV sum by ~tokens x eps, all relative to the largest |v| the
+ * row sees (with margins of 4x). */
 static void brute_force(const fuzz_problem_t *f, double *o, float *lse, uint32_t *bad, uint8_t *cond, double *tol)
 {
     const pw_problem_t *p = &f->pb;
@@ -763,7 +766,8 @@ static void brute_force(const fuzz_problem_t *f, double *o, float *lse, uint32_t
                 for (int64_t d = 0; d < dim; d++) out[d] /= sum;
                 lse[at] = limit ? (float)sink : (float)(m + log(sum));
                 cond[at] = !(size > 1e6);
-                tol[at] = 1e-9 * vmax;
+                const double eps = 1.2e-16; /* 2^-53 with margin */
+                tol[at] = vmax * (8.0 * (double)(dim + 2) * eps * size + 4.0 * (double)nt * eps + 1e-15);
             }
         }
     free(sel);
