@@ -65,6 +65,13 @@ enum {
     PW_CAPTURE_GENERATE_QKV = 1u << 1
 };
 
+/* Most entries of the default page table a reader makes up for a file without its
+ * page_table (R x ceil(max(kv_lens) / P)): 2^26 (256 MiB of int32). A file whose default
+ * layout needs more is refused (PW_ERROR_FORMAT; pw_capture_write refuses to write one,
+ * PW_ERROR_INVALID_ARGUMENT): a few hundred bytes of header could otherwise make a reader
+ * allocate and fill gigabytes. Such captures store their page_table (since 2026-12-05). */
+#define PW_CAPTURE_MAX_DEFAULT_TABLE_ENTRIES (1ll << 26)
+
 /* Flags of pw_capture_write. */
 enum {
     PW_CAPTURE_WRITE_TOPK_I16 = 1u << 0 /* store topk_ids as I16 (every id must fit) */

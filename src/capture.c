@@ -689,28 +689,63 @@ static int nesting_at(const char *text, size_t at)
     return max_depth;
 }
 
-/* Reads and parses the JSON header; *root receives the cJSON tree. */
-/* JSON (RFC 8259) allows no raw control byte inside a string and only space, tab, LF and
- * CR between tokens. cJSON accepts both (it skips any byte <= 32 as whitespace and copies
- * strings as they are); Python's json and the safetensors readers refuse them, so they are
- * refused here too and every reader gives the same verdict (found by tests/fuzz:
- * "page\x14table" read as an unknown tensor, i.e. a file without its page table). */
-static pw_status_t check_json_controls(const reader_t *rd, const char *text, size_t len)
+/* What the header's JSON text may hold beyond what cJSON checks, so that every reader
+ * gives the same verdict and reads the same values (Python's json and the safetensors
+ * readers refuse the rest; found by tests/fuzz and its review, 2026-12-05):
+ *  - no raw control byte inside a string, and only space, tab, LF and CR between tokens
+ *    (cJSON skips any byte <= 32 and copies strings as they are: a key "page\x14table"
+ *    read as an unknown tensor, i.e. a file without its page table);
+ *  - no \u0000 escape (cJSON ends the string there: "page_table\u0000x" read as
+ *    page_table, where Python sees an unknown tensor);
+ *  - no byte order mark (cJSON skips it);
+ *  - numbers as JSON integers, -?(0|[1-9][0-9]*) (cJSON reads 60.0, 60e0 and 060 as 60). */
+static pw_status_t check_json_text(const reader_t *rd, const char *text, size_t len)
 {
+    if (len >= 3 && (unsigned char)text[0] == 0xef && (unsigned char)text[1] == 0xbb &&
+        (unsigned char)text[2] == 0xbf)
+        return pw_fail(PW_ERROR_FORMAT, "%s: header: starts with a UTF-8 byte order mark (JSON text must not)",
+                       rd->path);
     int in_string = 0, escaped = 0;
     for (size_t i = 0; i < len; i++) {
         const unsigned char c = (unsigned char)text[i];
         if (in_string) {
-            if (escaped) escaped = 0;
-            else if (c == '\\') escaped = 1;
-            else if (c == '"') in_string = 0;
-            else if (c < 0x20)
+            if (escaped) {
+                escaped = 0;
+                if (c == 'u' && i + 4 < len && memcmp(text + i + 1, "0000", 4) == 0)
+                    return pw_fail(PW_ERROR_FORMAT,
+                                   "%s: header: \\u0000 inside a JSON string at byte %zu (a NUL cannot be "
+                                   "held in a name or a value)",
+                                   rd->path, i - 1);
+            } else if (c == '\\') {
+                escaped = 1;
+            } else if (c == '"') {
+                in_string = 0;
+            } else if (c < 0x20) {
                 return pw_fail(PW_ERROR_FORMAT,
                                "%s: header: control byte 0x%02x inside a JSON string at byte %zu (JSON "
                                "needs it escaped)",
                                rd->path, c, i);
+            }
         } else if (c == '"') {
             in_string = 1;
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+            size_t end = i;
+            while (end < len && (strchr("0123456789+-.eE", text[end]) != NULL) && text[end] != '\0') end++;
+            const size_t first = i + (c == '-');
+            int integer = first < end;
+            for (size_t j = first; j < end; j++) integer = integer && text[j] >= '0' && text[j] <= '9';
+            if (integer && end - first > 1 && text[first] == '0') integer = 0; /* a leading zero */
+            if (!integer) {
+                char shown[24];
+                const size_t n = end - i < sizeof shown - 1 ? end - i : sizeof shown - 1;
+                memcpy(shown, text + i, n);
+                shown[n] = '\0';
+                return pw_fail(PW_ERROR_FORMAT,
+                               "%s: header: number '%s' at byte %zu is not a JSON integer (shapes and "
+                               "data_offsets are written as integers)",
+                               rd->path, shown, i);
+            }
+            i = end - 1;
         } else if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
             return pw_fail(PW_ERROR_FORMAT, "%s: header: control byte 0x%02x between JSON tokens at byte %zu",
                            rd->path, c, i);
@@ -719,6 +754,7 @@ static pw_status_t check_json_controls(const reader_t *rd, const char *text, siz
     return PW_SUCCESS;
 }
 
+/* Reads and parses the JSON header; *root receives the cJSON tree. */
 static pw_status_t read_header(reader_t *rd, cJSON **root)
 {
     unsigned char len_bytes[8];
@@ -752,7 +788,7 @@ static pw_status_t read_header(reader_t *rd, cJSON **root)
                        (unsigned long long)header_len);
     }
     text[header_len] = '\0';
-    const pw_status_t controls = check_json_controls(rd, text, (size_t)header_len);
+    const pw_status_t controls = check_json_text(rd, text, (size_t)header_len);
     if (controls != PW_SUCCESS) {
         free(text);
         return controls;
@@ -960,17 +996,24 @@ static pw_status_t load_tensors(const reader_t *rd, const layout_t *l, unsigned 
         for (int64_t i = 0; i < r; i++)
             if (c->kv_lens[i] > max_kv) max_kv = c->kv_lens[i];
         const int64_t max_pages = (max_kv + p->page_size - 1) / p->page_size;
-        if (r * max_pages > INT32_MAX)
-            return pw_fail(PW_ERROR_FORMAT,
-                           "%s: page_table: absent, and the default layout needs R * "
-                           "ceil(max(kv_lens)/P) = %lld * %lld physical pages (ids must fit int32)",
-                           rd->path, (long long)r, (long long)max_pages);
         p->max_pages_per_request = (int32_t)max_pages;
         /* The request layout first: a broken file must not cost the table's allocation
          * (a 500-byte file with a huge kv_lens asked for gigabytes, then failed). */
         pw_requests_t layout = pw_capture_requests(c);
         layout.page_table = NULL;
         if (pw_problem_check(p, &layout) != PW_SUCCESS) return fail_layout(rd, l, c);
+        if (r * max_pages > INT32_MAX)
+            return pw_fail(PW_ERROR_FORMAT,
+                           "%s: page_table: absent, and the default layout needs R * "
+                           "ceil(max(kv_lens)/P) = %lld * %lld physical pages (ids must fit int32)",
+                           rd->path, (long long)r, (long long)max_pages);
+        if (r * max_pages > PW_CAPTURE_MAX_DEFAULT_TABLE_ENTRIES)
+            return pw_fail(PW_ERROR_FORMAT,
+                           "%s: page_table: absent, and the default layout needs R * "
+                           "ceil(max(kv_lens)/P) = %lld * %lld entries, more than the %lld a reader "
+                           "makes up (PW_CAPTURE_MAX_DEFAULT_TABLE_ENTRIES): such a file stores its page_table",
+                           rd->path, (long long)r, (long long)max_pages,
+                           (long long)PW_CAPTURE_MAX_DEFAULT_TABLE_ENTRIES);
         c->page_table = alloc_zeroed(r * max_pages, sizeof(int32_t));
         if (!c->page_table)
             return pw_fail(PW_ERROR_OUT_OF_MEMORY, "%s: cannot allocate the default page table",
@@ -1407,6 +1450,13 @@ pw_status_t pw_capture_write(const char *path, const pw_capture_t *c, unsigned f
                            "= ceil(max(kv_lens)/P) = %lld, problem has %d",
                            (long long)((max_kv + p->page_size - 1) / p->page_size),
                            p->max_pages_per_request);
+        if ((int64_t)p->num_requests * p->max_pages_per_request > PW_CAPTURE_MAX_DEFAULT_TABLE_ENTRIES)
+            return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                           "pw_capture_write: page_table_synthesised with R * max_pages = %lld entries, more "
+                           "than the %lld a reader makes up (PW_CAPTURE_MAX_DEFAULT_TABLE_ENTRIES): set "
+                           "page_table_synthesised = 0 to store the table",
+                           (long long)p->num_requests * p->max_pages_per_request,
+                           (long long)PW_CAPTURE_MAX_DEFAULT_TABLE_ENTRIES);
     }
     const int i16 = (flags & PW_CAPTURE_WRITE_TOPK_I16) != 0;
     const int64_t hkv = p->num_kv_heads, n = p->num_tokens, k = p->topk, r = p->num_requests;

@@ -415,6 +415,31 @@ static void image_save(const char *path, const image_t *im)
     free(text);
 }
 
+/* image_save with every `from` in the printed header replaced by `to`: cJSON prints a
+ * huge integral number as 4e+15, which the reader refuses as not a JSON integer; a
+ * writer writes the integer. */
+static void image_save_replacing(const char *path, const image_t *im, const char *from, const char *to)
+{
+    char *text = cJSON_PrintUnformatted(im->header);
+    size_t count = 0;
+    for (const char *p = strstr(text, from); p; p = strstr(p + strlen(from), from)) count++;
+    assert_true(count > 0);
+    char *out = malloc(strlen(text) + count * (strlen(to) + 1) + 1);
+    char *w = out;
+    const char *r = text;
+    for (const char *p = strstr(r, from); p; p = strstr(r, from)) {
+        memcpy(w, r, (size_t)(p - r));
+        w += p - r;
+        strcpy(w, to);
+        w += strlen(to);
+        r = p + strlen(from);
+    }
+    strcpy(w, r);
+    image_save_text(path, out, im->data, im->data_len);
+    free(out);
+    free(text);
+}
+
 static cJSON *image_tensor(image_t *im, const char *name)
 {
     cJSON *t = cJSON_GetObjectItemCaseSensitive(im->header, name);
@@ -640,10 +665,12 @@ static void test_offset_errors(void **state)
     image_free(&im);
     im = valid_image();
     {
+        /* Not integers: refused as JSON text before any field is read (2026-12-05: cJSON
+         * would read 60.0 or 60e0 as 60, Python's readers refuse them). */
         const double o[2] = {0.5, 12.5};
         set_numbers(image_tensor(&im, "kv_lens"), "data_offsets", o, 2);
         image_save(path, &im);
-        expect_failure(path, PW_ERROR_FORMAT, "kv_lens", "data_offsets", NULL);
+        expect_failure(path, PW_ERROR_FORMAT, "number '0.5'", "not a JSON integer", NULL);
     }
     image_free(&im);
 
@@ -652,7 +679,7 @@ static void test_offset_errors(void **state)
     {
         const double shape[3] = {4e15, 4e15, 4e15};
         set_numbers(image_tensor(&im, "topk_ids"), "shape", shape, 3);
-        image_save(path, &im);
+        image_save_replacing(path, &im, "4e+15", "4000000000000000");
         expect_failure(path, PW_ERROR_FORMAT, "topk_ids", "too large", NULL);
     }
     image_free(&im);
@@ -802,6 +829,105 @@ static void test_json_control_bytes(void **state)
     assert_string_equal(pw_capture_get_meta(c, "model"), "a\x14" "b");
     pw_capture_free(c);
     image_free(&im);
+}
+
+/* More JSON text every reader must agree on (a review of the fuzz targets, 2026-12-05):
+ * a \u0000 escape (cJSON ends the string there, so "page_table\u0000x" read as the page
+ * table), a byte order mark (cJSON skips it), numbers spelled 60.0 / 60e0 / 060 (cJSON
+ * reads 60); and the default page table's bound (a few hundred bytes must not make the
+ * reader fill gigabytes), in the reader and the writer. */
+static void test_json_spellings_and_default_bound(void **state)
+{
+    (void)state;
+    const char *path = temp_path("spelling.safetensors");
+    image_t im = valid_image();
+    char *text = cJSON_PrintUnformatted(im.header);
+    const size_t len = strlen(text);
+    char *edit = malloc(len + 16);
+
+    char *key = strstr(text, "\"page_table\"");
+    assert_non_null(key);
+    const size_t at = (size_t)(key - text) + 11; /* before the closing quote */
+    memcpy(edit, text, at);
+    strcpy(edit + at, "\\u0000x");
+    strcat(edit, text + at);
+    image_save_text(path, edit, im.data, im.data_len);
+    expect_failure(path, PW_ERROR_FORMAT, "\\u0000 inside a JSON string", NULL, NULL);
+
+    edit[0] = (char)0xef;
+    edit[1] = (char)0xbb;
+    edit[2] = (char)0xbf;
+    strcpy(edit + 3, text);
+    image_save_text(path, edit, im.data, im.data_len);
+    expect_failure(path, PW_ERROR_FORMAT, "byte order mark", NULL, NULL);
+
+    const char *spellings[3] = {".0", "e0", NULL};
+    char *offs = strstr(text, "\"data_offsets\":[0,");
+    assert_non_null(offs);
+    const size_t zero = (size_t)(offs - text) + strlen("\"data_offsets\":[");
+    for (int i = 0; i < 3; i++) {
+        memcpy(edit, text, zero);
+        if (spellings[i]) {
+            edit[zero] = '0';
+            strcpy(edit + zero + 1, spellings[i]);
+        } else {
+            strcpy(edit + zero, "00"); /* a leading zero */
+        }
+        strcat(edit, text + zero + 1);
+        image_save_text(path, edit, im.data, im.data_len);
+        expect_failure(path, PW_ERROR_FORMAT, "not a JSON integer", NULL, NULL);
+    }
+    free(edit);
+    free(text);
+    image_free(&im);
+
+    /* The default table past 2^26 entries: 2 requests of 2^25 + 1 pages of 1 token. */
+    pw_problem_t p = PW_PROBLEM_INIT;
+    p.num_requests = 2;
+    p.page_size = 1;
+    p.topk = 1;
+    p.num_tokens = 2;
+    p.max_pages_per_request = 1;
+    pw_capture_t *c = NULL;
+    assert_pw_ok(pw_capture_create(&p, 0, &c));
+    const int32_t cu[3] = {0, 1, 2}, prefix[2] = {0, 0}, kv[2] = {1, 1};
+    memcpy(c->cu_seqlens_q, cu, sizeof cu);
+    memcpy(c->prefix_lens, prefix, sizeof prefix);
+    memcpy(c->kv_lens, kv, sizeof kv);
+    const char *small = temp_path("default_small.safetensors");
+    assert_pw_ok(pw_capture_write(small, c, 0));
+    size_t n = 0;
+    unsigned char *bytes = slurp(small, &n);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | bytes[i];
+    cJSON *header = cJSON_ParseWithLength((const char *)bytes + 8, (size_t)hlen);
+    assert_non_null(header);
+    image_t big = {header, malloc(n - 8 - (size_t)hlen + 1), n - 8 - (size_t)hlen};
+    memcpy(big.data, bytes + 8 + hlen, big.data_len);
+    free(bytes);
+    image_set_i32(&big, "kv_lens", 1, (1 << 25) + 1); /* 2 x (2^25 + 1) > 2^26 */
+    image_save(path, &big);
+    expect_failure(path, PW_ERROR_FORMAT, "more than the 67108864 a reader makes up", NULL, NULL);
+    image_set_i32(&big, "kv_lens", 1, 1 << 25); /* 2 x 2^25 = 2^26: the bound itself reads */
+    image_save(path, &big);
+    pw_capture_t *back = NULL;
+    assert_pw_ok(pw_capture_read(path, 0, &back));
+    assert_int_equal(back->problem.max_pages_per_request, 1 << 25);
+    pw_capture_free(back);
+    image_free(&big);
+    /* The writer refuses what the reader would refuse. */
+    pw_capture_free(c);
+    p.max_pages_per_request = (1 << 25) + 1;
+    assert_pw_ok(pw_capture_create(&p, 0, &c));
+    memcpy(c->cu_seqlens_q, cu, sizeof cu);
+    memcpy(c->prefix_lens, prefix, sizeof prefix);
+    const int32_t kv_big[2] = {1, (1 << 25) + 1};
+    memcpy(c->kv_lens, kv_big, sizeof kv_big);
+    assert_int_equal(pw_capture_write(small, c, 0), PW_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(pw_last_error(), "PW_CAPTURE_MAX_DEFAULT_TABLE_ENTRIES"));
+    c->page_table_synthesised = 0; /* stored: fine */
+    assert_pw_ok(pw_capture_write(small, c, 0));
+    pw_capture_free(c);
 }
 
 /* A file without a page table is checked before its default table is made: a broken
@@ -1210,7 +1336,7 @@ static void test_messages_name_the_value(void **state)
     image_t im = valid_image();
     const double huge[3] = {4611686018427387904.0 /* 2^62 */, 10, 4};
     set_numbers(image_tensor(&im, "topk_ids"), "shape", huge, 3);
-    image_save(path, &im);
+    image_save_replacing(path, &im, "4.6116860184273879e+18", "4611686018427387904");
     expect_failure(path, PW_ERROR_FORMAT, "topk_ids: shape[0]", "too large", NULL);
     image_free(&im);
 
@@ -1255,6 +1381,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cache_slots),     cmocka_unit_test(test_generate_parts_flags),
         cmocka_unit_test(test_messages_name_the_value), cmocka_unit_test(test_layout_before_default_table),
         cmocka_unit_test(test_json_control_bytes),
+        cmocka_unit_test(test_json_spellings_and_default_bound),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }

@@ -39,6 +39,7 @@ class CaptureError(ValueError):
 
 # Limits of the C reader (src/capture.c, pw_problem_check in src/problem.c).
 INT32_MAX = 2**31 - 1
+MAX_DEFAULT_TABLE_ENTRIES = 2**26  # PW_CAPTURE_MAX_DEFAULT_TABLE_ENTRIES (pageweaver_capture.h)
 MAX_TOPK = 1024
 MAX_Q_HEADS_PER_KV = 64
 MAX_HEAD_DIM = 1024
@@ -306,11 +307,17 @@ def _check_requests(cu, pre, kvl, topk_shape):
 
 def _check_default_table(r, need):
     """Without a page table the default layout numbers R x need pages (need = ceil(max
-    kv_len / P)); their ids must fit int32 (as the C reader requires)."""
+    kv_len / P)); their ids must fit int32, and there may be at most
+    MAX_DEFAULT_TABLE_ENTRIES of them (2^26: the C reader makes the table up in memory, and
+    a few hundred bytes of header must not ask it for gigabytes), as the C reader requires."""
     if r * need > INT32_MAX:
         raise CaptureError(f"page_table: absent, and the default layout needs R * "
                            f"ceil(max(kv_lens)/P) = {r} * {need} physical pages (ids must "
                            f"fit int32): pass a page_table")
+    if r * need > MAX_DEFAULT_TABLE_ENTRIES:
+        raise CaptureError(f"page_table: absent, and the default layout needs R * "
+                           f"ceil(max(kv_lens)/P) = {r} * {need} entries, more than the "
+                           f"{MAX_DEFAULT_TABLE_ENTRIES} a reader makes up: pass a page_table")
 
 
 def _check_coverage(pt, pre, qlen, max_pages, page_size, cache_pages, allow):
@@ -437,6 +444,9 @@ def _unique_keys(pairs):
     for key, value in pairs:
         if key in out:
             raise CaptureError(f"header: key {key[:40]!r} appears more than once")
+        # A NUL (\u0000) ends a C string: the C reader refuses it, so this one does too.
+        if "\0" in key or (isinstance(value, str) and "\0" in value):
+            raise CaptureError(f"header: a string holds a NUL character (\\u0000) near key {key[:40]!r}")
         out[key] = value
     return out
 

@@ -652,6 +652,52 @@ class ReadersAgree(unittest.TestCase):
                 disagree.append((i, kind, name, c_ok, py_ok))
         self.assertEqual(disagree, [], "edits where the readers disagree: (i, kind, tensor, C ok, Python ok)")
 
+    def test_json_text(self):
+        """JSON text cJSON takes and Python's json does not (or reads otherwise): a raw
+        control byte, a \\u0000 escape, a byte order mark, 60.0 / 60e0 / 060 for 60; and a
+        default page table past 2^26 entries. Both readers refuse each (2026-12-05)."""
+        cli = find_cli()
+        if cli is None:
+            self.skipTest("pageweaver CLI not built")
+        d = os.path.join(self.dir, "good.safetensors")
+        ids = np.zeros((1, 2, 1), dtype=np.int32)
+        pw_capture.save_capture(d, ids, [0, 1, 2], [0, 0], [1, 1], page_table=np.array([[0], [1]]),
+                                q_heads_per_kv=1, head_dim=4)
+        with open(d, "rb") as f:
+            raw = f.read()
+        hlen = int.from_bytes(raw[:8], "little")
+        text, data = raw[8:8 + hlen].decode().rstrip(" "), raw[8 + hlen:]
+        assert '"page_table"' in text and '"data_offsets":[0,' in text.replace(" ", ""), text
+        compact = text.replace(", ", ",").replace(": ", ":")
+        edits = {
+            "control byte in a key": compact.replace('"page_table"', '"page\x14table"'),
+            "\\u0000 in a key": compact.replace('"page_table"', '"page_table\\u0000x"'),
+            "byte order mark": "\ufeff" + compact,
+            "60.0": compact.replace('"data_offsets":[0,', '"data_offsets":[0.0,', 1),
+            "60e0": compact.replace('"data_offsets":[0,', '"data_offsets":[0e0,', 1),
+            "060": compact.replace('"data_offsets":[0,', '"data_offsets":[00,', 1),
+        }
+        results = {}
+        for name, header in edits.items():
+            f = os.path.join(self.dir, "edit.safetensors")
+            body = header.encode()
+            body += b" " * (-len(body) % 8)
+            with open(f, "wb") as out:
+                out.write(len(body).to_bytes(8, "little") + body + data)
+            c_ok = subprocess.run([cli, "stats", f], capture_output=True, text=True).returncode == 0
+            try:
+                pw_capture.load_capture(f)
+                py_ok = True
+            except pw_capture.CaptureError:
+                py_ok = False
+            results[name] = (c_ok, py_ok)
+        self.assertEqual({k: v for k, v in results.items() if v != (False, False)}, {},
+                         "edits not refused by both readers: name -> (C ok, Python ok)")
+        # The default table's bound: the writer refuses, as the reader would.
+        with self.assertRaises(pw_capture.CaptureError):
+            pw_capture.save_capture(os.path.join(self.dir, "big.safetensors"), ids, [0, 1, 2], [0, 0],
+                                    [1, 2**25 + 1], page_size=1, q_heads_per_kv=1, head_dim=4)
+
     def test_fuzz_corpus(self):
         """The capture fuzz target's corpus (tests/fuzz/corpus/capture: files libFuzzer made
         from valid captures, most of them broken somewhere): both readers give the same
