@@ -22,6 +22,12 @@
 
 #include "pageweaver_capture.h"
 
+/* The library's internal reset of pw_last_error() (src/status.c; these targets link the
+ * library's sources): cleared before each call whose failure message is checked, so that a
+ * failure without a message of its own cannot pass on an earlier call's message. */
+void pw_clear_error(void);
+#define FRESH(call) (pw_clear_error(), (call))
+
 #define CHECK(cond, ...)                                                                    \
     do {                                                                                    \
         if (!(cond)) {                                                                      \
@@ -34,9 +40,16 @@
 
 static char g_in[4096], g_out[4096];
 
+static void remove_files(void)
+{
+    remove(g_in);
+    remove(g_out);
+}
+
 static void paths(void)
 {
     if (g_in[0]) return;
+    atexit(remove_files);
     const char *dir = getenv("TMPDIR");
     if (!dir || !dir[0]) dir = "/tmp";
     snprintf(g_in, sizeof g_in, "%s/pw_fuzz_capture_in.%ld.safetensors", dir, (long)getpid());
@@ -102,7 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pw_status_t status[2];
     for (unsigned flags = 0; flags <= PW_CAPTURE_LOAD_QKV; flags++) {
         pw_capture_t *c = (pw_capture_t *)(uintptr_t)1; /* must be overwritten */
-        const pw_status_t st = pw_capture_read(g_in, flags, &c);
+        const pw_status_t st = FRESH(pw_capture_read(g_in, flags, &c));
         status[flags] = st;
         if (st != PW_SUCCESS) {
             CHECK(c == NULL, "a failed read left *out non-NULL");
@@ -120,12 +133,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             pw_capture_free(c);
             continue;
         }
-        const pw_status_t w = pw_capture_write(g_out, c, 0);
+        const pw_status_t w = FRESH(pw_capture_write(g_out, c, 0));
         CHECK(w == PW_SUCCESS || w == PW_ERROR_IO || w == PW_ERROR_OUT_OF_MEMORY,
               "a capture that reads cannot be written: %s: %s", pw_status_string(w), pw_last_error());
         if (w == PW_SUCCESS) {
             pw_capture_t *c2 = NULL;
-            const pw_status_t r2 = pw_capture_read(g_out, flags, &c2);
+            const pw_status_t r2 = FRESH(pw_capture_read(g_out, flags, &c2));
             CHECK(r2 == PW_SUCCESS, "the written capture does not read: %s", pw_last_error());
             check_same(c, c2, flags);
             pw_capture_free(c2);

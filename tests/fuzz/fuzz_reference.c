@@ -30,6 +30,12 @@
 #include "pageweaver.h"
 
 /* Stops the run with a message (the fuzzer records the input). */
+/* The library's internal reset of pw_last_error() (src/status.c; these targets link the
+ * library's sources): cleared before each call whose failure message is checked, so that a
+ * failure without a message of its own cannot pass on an earlier call's message. */
+void pw_clear_error(void);
+#define FRESH(call) (pw_clear_error(), (call))
+
 #define CHECK(cond, ...)                                                                    \
     do {                                                                                    \
         if (!(cond)) {                                                                      \
@@ -326,6 +332,24 @@ static int shapes_sane(const fuzz_problem_t *f)
 }
 
 /* ---- the definition (semantics §1), written here independently ---------------------- */
+/* BF16 and E4M3 values from their bits (semantics §4.5: E4M3 "fn", no infinities, S.1111.111
+ * is NaN, subnormals 2^-9 m), not the library's decoders. */
+static double bf16_value(pw_bf16_t bits)
+{
+    const uint32_t word = (uint32_t)bits << 16;
+    float f;
+    memcpy(&f, &word, 4);
+    return (double)f;
+}
+
+static double e4m3_value(pw_fp8_e4m3_t bits)
+{
+    const int sign = bits >> 7, exponent = (bits >> 3) & 15, mantissa = bits & 7;
+    if (exponent == 15 && mantissa == 7) return NAN;
+    const double magnitude = exponent == 0 ? ldexp((double)mantissa, -9) : ldexp(1.0 + mantissa / 8.0, exponent - 7);
+    return sign ? -magnitude : magnitude;
+}
+
 static int32_t request_of(const fuzz_problem_t *f, int32_t row)
 {
     int32_t r = 0;
@@ -444,12 +468,12 @@ static void check_meta(const fuzz_problem_t *f, const pw_grouping_t *grouping, c
     CHECK(selections_meta == selections_total, "member masks hold %lld selections, expected %lld",
           (long long)selections_meta, (long long)selections_total);
     pw_union_stats_t total;
-    const pw_status_t st = pw_union_stats(p, meta, &total, NULL);
+    const pw_status_t st = FRESH(pw_union_stats(p, meta, &total, NULL));
     CHECK(st == PW_SUCCESS, "pw_union_stats on prepared metadata: %s", pw_last_error());
     CHECK(total.selections == selections_total, "stats: %lld selections, expected %lld",
           (long long)total.selections, (long long)selections_total);
     int64_t count = 0;
-    const pw_status_t sw = pw_union_stats_windows(p, &f->rq, grouping, meta, NULL, 0, &count);
+    const pw_status_t sw = FRESH(pw_union_stats_windows(p, &f->rq, grouping, meta, NULL, 0, &count));
     CHECK(sw == PW_SUCCESS, "pw_union_stats_windows (count): %s", pw_last_error());
     if (count > 0) {
         pw_window_stats_t *ws = malloc(sizeof *ws * (size_t)count);
@@ -485,7 +509,7 @@ static void corrupt_meta(source_t *s, const fuzz_problem_t *f, const pw_grouping
         }
     }
     pw_union_stats_t total;
-    pw_status_t st = pw_union_stats(p, meta, &total, NULL);
+    pw_status_t st = FRESH(pw_union_stats(p, meta, &total, NULL));
     check_failure_message(st, "pw_union_stats");
     if (st == PW_SUCCESS)
         CHECK(total.queries >= 0 && total.groups >= 0 && total.selections >= 0 && total.union_visits >= 0 &&
@@ -494,14 +518,14 @@ static void corrupt_meta(source_t *s, const fuzz_problem_t *f, const pw_grouping
               (long long)total.queries, (long long)total.groups, (long long)total.selections,
               (long long)total.union_visits, (long long)total.c4);
     int64_t count = -1;
-    st = pw_union_stats_windows(p, &f->rq, grouping, meta, NULL, 0, &count);
+    st = FRESH(pw_union_stats_windows(p, &f->rq, grouping, meta, NULL, 0, &count));
     check_failure_message(st, "pw_union_stats_windows");
     if (st != PW_SUCCESS) return;
     CHECK(count >= 0, "count %lld", (long long)count);
     const int64_t capacity = take_range(s, 0, (int32_t)(count < 64 ? count : 64));
     pw_window_stats_t *ws = malloc(sizeof *ws * (size_t)(capacity + 1));
     int64_t count2 = -1;
-    st = pw_union_stats_windows(p, &f->rq, grouping, meta, ws, capacity, &count2);
+    st = FRESH(pw_union_stats_windows(p, &f->rq, grouping, meta, ws, capacity, &count2));
     check_failure_message(st, "pw_union_stats_windows");
     CHECK(count2 == count, "count %lld, then %lld", (long long)count, (long long)count2);
     CHECK(st == (capacity < count ? PW_ERROR_INSUFFICIENT_WORKSPACE : PW_SUCCESS),
@@ -523,7 +547,7 @@ static void run_grouping(source_t *s, const fuzz_problem_t *f, int problem_ok)
     int32_t *perm = malloc(sizeof(int32_t) * ((size_t)p->num_kv_heads * (size_t)p->num_tokens + 1));
     pw_requests_t rq = f->rq;
     rq.page_table = NULL; /* the grouping functions take none */
-    pw_status_t st = pw_ref_regroup(p, f->topk, &rq, &grouping, perm);
+    pw_status_t st = FRESH(pw_ref_regroup(p, f->topk, &rq, &grouping, perm));
     check_failure_message(st, "pw_ref_regroup");
     if (!problem_ok || !grouping_ok)
         CHECK(st != PW_SUCCESS, "pw_ref_regroup accepted %s", !problem_ok ? "a refused problem" : "a bad grouping");
@@ -534,17 +558,17 @@ static void run_grouping(source_t *s, const fuzz_problem_t *f, int problem_ok)
     check_perm(f, perm);
 
     pw_union_meta_t meta = PW_UNION_META_INIT;
-    st = pw_union_meta_alloc_host(p, &grouping, &meta);
+    st = FRESH(pw_union_meta_alloc_host(p, &grouping, &meta));
     check_failure_message(st, "pw_union_meta_alloc_host");
     CHECK(st == PW_SUCCESS, "pw_union_meta_alloc_host after a regroup: %s", pw_last_error());
-    st = pw_ref_union_prepare(p, f->topk, &rq, &grouping, perm, &meta);
+    st = FRESH(pw_ref_union_prepare(p, f->topk, &rq, &grouping, perm, &meta));
     check_failure_message(st, "pw_ref_union_prepare");
     CHECK(st == PW_SUCCESS, "pw_ref_union_prepare on a regroup's permutation: %s", pw_last_error());
     check_meta(f, &grouping, perm, &meta);
 
     pw_union_stats_t direct, convenience;
     CHECK(pw_union_stats(p, &meta, &direct, NULL) == PW_SUCCESS, "%s", pw_last_error());
-    st = pw_ref_grouping_stats(p, f->topk, &rq, &grouping, &convenience, NULL);
+    st = FRESH(pw_ref_grouping_stats(p, f->topk, &rq, &grouping, &convenience, NULL));
     CHECK(st == PW_SUCCESS, "pw_ref_grouping_stats: %s", pw_last_error());
     CHECK(direct.selections == convenience.selections && direct.union_visits == convenience.union_visits &&
               direct.c4 == convenience.c4 && direct.groups == convenience.groups,
@@ -579,7 +603,7 @@ static void run_grouping(source_t *s, const fuzz_problem_t *f, int problem_ok)
         }
     }
     free(seen);
-    st = pw_ref_union_prepare(p, f->topk, &rq, &grouping, perm, &meta);
+    st = FRESH(pw_ref_union_prepare(p, f->topk, &rq, &grouping, perm, &meta));
     check_failure_message(st, "pw_ref_union_prepare");
     CHECK((st == PW_SUCCESS) == bijection, "pw_ref_union_prepare: %s for a permutation that is %sa bijection",
           pw_status_string(st), bijection ? "" : "not ");
@@ -599,7 +623,7 @@ static void run_stack_choice(const fuzz_problem_t *f, int problem_ok)
     rq.page_table = NULL;
     uint64_t counts[2] = {UINT64_MAX, UINT64_MAX};
     int stacked = -1;
-    const pw_status_t st = pw_fp8x2_stack_choice(p, f->topk, &rq, counts, &stacked);
+    const pw_status_t st = FRESH(pw_fp8x2_stack_choice(p, f->topk, &rq, counts, &stacked));
     check_failure_message(st, "pw_fp8x2_stack_choice");
     if (!problem_ok) CHECK(st != PW_SUCCESS, "pw_fp8x2_stack_choice accepted a refused problem");
     if (st != PW_SUCCESS) return;
@@ -615,7 +639,27 @@ static void run_stack_choice(const fuzz_problem_t *f, int problem_ok)
 }
 
 /* ---- attention ----------------------------------------------------------------------- */
+/* Output poison per dtype: signalling-NaN payloads (quiet bit clear), which the
+ * library's conversions never write (a NaN result is quiet). */
 static const uint64_t k_poison64 = 0x7ff4deadbeef0001ull;
+static const uint32_t k_poison32 = 0x7fa5deadu;
+static const uint16_t k_poison16 = 0x7fa5u;
+
+static void poison_outputs(uint8_t *o, size_t elems, pw_dtype_t dt)
+{
+    for (size_t i = 0; i < elems; i++) {
+        if (dt == PW_DTYPE_FLOAT64) memcpy(o + i * 8, &k_poison64, 8);
+        else if (dt == PW_DTYPE_FLOAT32) memcpy(o + i * 4, &k_poison32, 4);
+        else memcpy(o + i * 2, &k_poison16, 2);
+    }
+}
+
+static int is_poison(const uint8_t *o, size_t i, pw_dtype_t dt)
+{
+    if (dt == PW_DTYPE_FLOAT64) return memcmp(o + i * 8, &k_poison64, 8) == 0;
+    if (dt == PW_DTYPE_FLOAT32) return memcmp(o + i * 4, &k_poison32, 4) == 0;
+    return memcmp(o + i * 2, &k_poison16, 2) == 0;
+}
 
 static int64_t slot_at(const fuzz_problem_t *f, int64_t h, int64_t slot)
 {
@@ -718,7 +762,7 @@ static void brute_force(const fuzz_problem_t *f, double *o, float *lse, uint32_t
                 if (f->sink_keys) {
                     double dot = 0.0;
                     for (int64_t d = 0; d < dim; d++)
-                        dot += (double)pw_bf16_to_float(q[d]) * (double)pw_bf16_to_float(f->sink_keys[head * dim + d]);
+                        dot += (double)bf16_value(q[d]) * (double)bf16_value(f->sink_keys[head * dim + d]);
                     sink = (double)(float)(scale * dot);
                 }
                 double *out = o + at * dim;
@@ -732,14 +776,15 @@ static void brute_force(const fuzz_problem_t *f, double *o, float *lse, uint32_t
                 /* A sink past 2.3e38 (+inf included; sk x log2 e would pass FLT_MAX): the
                  * limit, o = 0 x the weighted sum (NaN data the row sees stays NaN). */
                 const int limit = sink > (double)2.3e38f;
-                double m = limit ? -INFINITY : sink, size = fabs(sink) < INFINITY ? fabs(sink) : 0.0, vmax = 0.0;
+                double m = limit ? -INFINITY : sink, size = !limit && fabs(sink) < INFINITY ? fabs(sink) : 0.0;
+                double vmax = 0.0;
                 for (int64_t t = 0; t < nt; t++) {
                     const double ks = f->ts_k ? (double)f->ts_k[h * f->ts_stride_h + slot_of[t] * f->ts_stride_t] : 1.0;
                     const pw_fp8_e4m3_t *k = f->kc + slot_at(f, h, slot_of[t]);
                     double dot = 0.0, dot_abs = 0.0;
                     for (int64_t d = 0; d < dim; d++) {
-                        const double term = (double)pw_bf16_to_float(q[d]) *
-                                            ((double)f->k_scale * (double)pw_fp8_e4m3_to_float(k[d]) * ks);
+                        const double term = (double)bf16_value(q[d]) *
+                                            ((double)f->k_scale * (double)e4m3_value(k[d]) * ks);
                         dot += term;
                         dot_abs += fabs(term);
                     }
@@ -758,7 +803,7 @@ static void brute_force(const fuzz_problem_t *f, double *o, float *lse, uint32_t
                     const double vs = f->ts_v ? (double)f->ts_v[h * f->ts_stride_h + slot_of[t] * f->ts_stride_t] : 1.0;
                     const pw_fp8_e4m3_t *v = f->vc + slot_at(f, h, slot_of[t]);
                     for (int64_t d = 0; d < dim; d++) {
-                        const double value = (double)f->v_scale * (double)pw_fp8_e4m3_to_float(v[d]) * vs;
+                        const double value = (double)f->v_scale * (double)e4m3_value(v[d]) * vs;
                         out[d] += x[t] * value;
                         if (fabs(value) > vmax) vmax = fabs(value);
                     }
@@ -803,20 +848,19 @@ static void run_attention(source_t *s, fuzz_problem_t *f, int problem_ok)
     uint8_t *o = malloc(elems * 8 + 8), *o2 = malloc(elems * 8 + 8);
     float *lse = malloc(rows * sizeof(float) + 4), *lse2 = malloc(rows * sizeof(float) + 4);
     uint32_t bad = 0, bad2 = 0;
-    for (size_t i = 0; i < elems; i++) memcpy(o + i * 8, &k_poison64, 8);
+    poison_outputs(o, elems, dt);
     memset(lse, 0xa5, rows * sizeof(float) + 4);
     pw_attention_args_t a = make_args(f, f->kc, f->vc, f->ts_k, f->ts_v, o, dt, lse, &bad);
-    const pw_status_t st = pw_ref_attention(p, &a, mode);
+    const pw_status_t st = FRESH(pw_ref_attention(p, &a, mode));
     check_failure_message(st, "pw_ref_attention");
     if (!problem_ok || !valid_precision || !scales_ok)
         CHECK(st != PW_SUCCESS, "pw_ref_attention accepted %s",
               !problem_ok ? "a refused problem" : !valid_precision ? "an unknown precision" : "a non-finite scale");
     if (st == PW_SUCCESS) {
-        /* Every output written: the poison pattern (a NaN payload no computation makes, or
-         * 0xa5a5 in BF16 / FP32 outputs' bytes) is gone from each element. */
-        for (size_t i = 0; i < elems; i++) {
-            if (dt == PW_DTYPE_FLOAT64) CHECK(memcmp(o + i * 8, &k_poison64, 8) != 0, "output element %zu unwritten", i);
-        }
+        /* Every output written: the poison (a signalling-NaN payload, which no conversion
+         * makes: they give quiet NaNs) is gone from each element, in each dtype. */
+        for (size_t i = 0; i < elems; i++)
+            CHECK(!is_poison(o, i, dt), "output element %zu (dtype %d) unwritten", i, (int)dt);
         for (size_t i = 0; i < rows; i++) {
             uint32_t bits;
             memcpy(&bits, lse + i, 4);
@@ -876,11 +920,11 @@ static void run_attention(source_t *s, fuzz_problem_t *f, int problem_ok)
                 if (tk) tk[h * f->ts_stride_h + slot * f->ts_stride_t] = NAN;
                 if (tv) tv[h * f->ts_stride_h + slot * f->ts_stride_t] = NAN;
             }
-        for (size_t i = 0; i < elems; i++) memcpy(o2 + i * 8, &k_poison64, 8);
+        poison_outputs(o2, elems, dt);
         memset(lse2, 0xa5, rows * sizeof(float) + 4);
         pw_attention_args_t b = make_args(f, (const pw_fp8_e4m3_t *)poisoned, (const pw_fp8_e4m3_t *)(poisoned + v_off),
                                           tk, tv, o2, dt, lse2, &bad2);
-        const pw_status_t st2 = pw_ref_attention(p, &b, mode);
+        const pw_status_t st2 = FRESH(pw_ref_attention(p, &b, mode));
         CHECK(st2 == st, "status %s with NaN in unseen slots, %s without", pw_status_string(st2), pw_status_string(st));
         if (st == PW_SUCCESS) {
             CHECK(memcmp(o, o2, elems * dtype_size(dt)) == 0, "outputs changed with NaN in slots no row sees");
@@ -919,7 +963,7 @@ static void run_plan(source_t *s, const fuzz_problem_t *f, int problem_ok)
     default: break;
     }
     pw_plan_t *plan = (pw_plan_t *)(uintptr_t)1;
-    pw_status_t st = pw_plan_create(p, &config, &plan);
+    pw_status_t st = FRESH(pw_plan_create(p, &config, &plan));
     check_failure_message(st, "pw_plan_create");
     if (!problem_ok) CHECK(st != PW_SUCCESS, "pw_plan_create accepted refused shapes");
     if (st != PW_SUCCESS) {
@@ -928,7 +972,7 @@ static void run_plan(source_t *s, const fuzz_problem_t *f, int problem_ok)
     }
     for (int precision = 0; precision < 2; precision++) {
         pw_plan_info_t info = PW_PLAN_INFO_INIT;
-        st = pw_plan_info(plan, (pw_precision_t)precision, &info);
+        st = FRESH(pw_plan_info(plan, (pw_precision_t)precision, &info));
         CHECK(st == PW_SUCCESS, "pw_plan_info: %s", pw_last_error());
         CHECK(info.regroup == PW_REGROUP_IDENTITY || info.regroup == PW_REGROUP_GREEDY ||
                   info.regroup == PW_REGROUP_GUARDED,
@@ -944,10 +988,10 @@ static void run_plan(source_t *s, const fuzz_problem_t *f, int problem_ok)
         int32_t *perm_view = NULL;
         pw_union_meta_t meta_view = PW_UNION_META_INIT;
         pw_grouping_t grouping_view = PW_GROUPING_INIT;
-        st = pw_plan_workspace_views(plan, workspace, bytes, &perm_view, &meta_view, &grouping_view);
+        st = FRESH(pw_plan_workspace_views(plan, workspace, bytes, &perm_view, &meta_view, &grouping_view));
         CHECK(st == PW_SUCCESS, "pw_plan_workspace_views: %s", pw_last_error());
         if (bytes > 0) {
-            st = pw_plan_workspace_views(plan, workspace, bytes - 1, &perm_view, &meta_view, &grouping_view);
+            st = FRESH(pw_plan_workspace_views(plan, workspace, bytes - 1, &perm_view, &meta_view, &grouping_view));
             CHECK(st == PW_ERROR_INSUFFICIENT_WORKSPACE, "a workspace one byte short: %s", pw_status_string(st));
         }
         const int64_t hq = (int64_t)p->num_kv_heads * p->q_heads_per_kv;
@@ -958,7 +1002,7 @@ static void run_plan(source_t *s, const fuzz_problem_t *f, int problem_ok)
             caller_perm = malloc(((size_t)p->num_kv_heads * (size_t)p->num_tokens + 1) * sizeof(int32_t));
             for (int64_t i = 0; i < (int64_t)p->num_kv_heads * p->num_tokens; i++) caller_perm[i] = (int32_t)(i % (p->num_tokens ? p->num_tokens : 1));
         }
-        st = pw_sparse_prefill(plan, &a, caller_perm, workspace, bytes, NULL);
+        st = FRESH(pw_sparse_prefill(plan, &a, caller_perm, workspace, bytes, NULL));
         check_failure_message(st, "pw_sparse_prefill");
         if (verbose())
             fprintf(stderr, "plan: workspace %zu bytes; pw_sparse_prefill: %s: %s\n", bytes, pw_status_string(st),
@@ -981,7 +1025,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     describe(&f);
     if (!shapes_sane(&f)) {
         /* A shape the arrays were not sized for: only the checks may run. */
-        const pw_status_t st = pw_problem_check(&f.pb, &f.rq);
+        const pw_status_t st = FRESH(pw_problem_check(&f.pb, &f.rq));
         check_failure_message(st, "pw_problem_check");
         CHECK(st != PW_SUCCESS || f.pb.struct_size == sizeof(pw_problem_t), "a short struct_size accepted");
         problem_free(&f);
@@ -989,9 +1033,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     pw_requests_t no_table = f.rq;
     no_table.page_table = NULL;
-    const pw_status_t layout = pw_problem_check(&f.pb, &no_table);
+    const pw_status_t layout = FRESH(pw_problem_check(&f.pb, &no_table));
     check_failure_message(layout, "pw_problem_check");
-    const pw_status_t full = pw_problem_check(&f.pb, &f.rq);
+    const pw_status_t full = FRESH(pw_problem_check(&f.pb, &f.rq));
     check_failure_message(full, "pw_problem_check");
     CHECK(layout == PW_SUCCESS || full != PW_SUCCESS, "a page table made a refused layout valid");
     source_t choices = {f.choices, sizeof f.choices, 0};

@@ -5,10 +5,12 @@
  * runs LLVMFuzzerTestOneInput on every file named (a directory: each regular file in it,
  * in name order), then on N inputs made from the seed: random bytes of random lengths up
  * to L (default 4096), and mutations of the files read (bytes flipped, inserted, erased,
- * runs copied from another file). The seed is printed; --seed S --only I replays input I
- * alone. A failed check aborts inside the target; a signal handler names the input first.
- * Without --seed the seed comes from PW_TEST_SEED, else from the time. Exit 0 when every
- * input ran. */
+ * runs copied from another file). The seed and the command that replays one input are
+ * printed on stderr first (input I depends on the seed, L and the files: the same command
+ * with --only I). A failed check aborts inside the target (SIGABRT), a sanitizer report
+ * ends the run through its death callback (UBSan with abort_on_error=1 too); either way
+ * the input is named first. Without --seed the seed comes from PW_TEST_SEED, else from the
+ * time. Exit 0 when every input ran. */
 #define _POSIX_C_SOURCE 200809L /* strdup, getpid, opendir */
 
 #include <dirent.h>
@@ -34,13 +36,26 @@ static size_t g_count, g_cap;
 static const char *g_current = "";
 static char g_current_buf[512];
 
-static void on_signal(int sig)
+/* Names the input that failed, once (a sanitizer's death callback may run before the
+ * SIGABRT that abort_on_error raises). Not async-signal-safe in general; good enough to
+ * name the input before dying. */
+static void name_input(void)
 {
-    /* Not async-signal-safe in general; good enough to name the input before dying. */
-    fprintf(stderr, "fuzz replay: signal %d on input %s\n", sig, g_current);
+    static int named = 0;
+    if (named || !g_current[0]) return;
+    named = 1;
+    fprintf(stderr, "fuzz replay: failed on input %s\n", g_current);
+}
+
+static void on_abort(int sig)
+{
+    name_input();
     signal(sig, SIG_DFL);
     raise(sig);
 }
+
+/* The sanitizers' runtime, when linked (weak: absent without it). */
+void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
 
 static int read_file(const char *path, blob_t *out)
 {
@@ -211,31 +226,44 @@ int main(int argc, char **argv)
         const char *env = getenv("PW_TEST_SEED");
         seed = env && env[0] ? strtoull(env, NULL, 10) : (uint64_t)time(NULL) * 1000003u + (uint64_t)getpid();
     }
-    signal(SIGABRT, on_signal);
-    signal(SIGSEGV, on_signal);
-    signal(SIGFPE, on_signal);
+    /* SIGABRT only: a segmentation fault is the sanitizer's to report (with its stack), and
+     * its death callback names the input. */
+    signal(SIGABRT, on_abort);
+    if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(name_input);
 
+    for (size_t i = 0; i < g_count; i++)
+        if (g_files[i].size > max_len) max_len = g_files[i].size;
+    uint8_t *buf = malloc(max_len + 1);
+    if (!buf) {
+        fprintf(stderr, "fuzz replay: out of memory\n");
+        return 2;
+    }
+    /* On stderr (unbuffered): the seed and the replay command must survive a crash. */
+    fprintf(stderr, "seed: %llu; one input again:", (unsigned long long)seed);
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--seed") || !strcmp(argv[i], "--only") || !strcmp(argv[i], "--random")) {
+            i++;
+            continue;
+        }
+        fprintf(stderr, " %s", argv[i]);
+    }
+    fprintf(stderr, " --seed %llu --only I\n", (unsigned long long)seed);
     if (only < 0) {
         for (size_t i = 0; i < g_count; i++) {
             g_current = g_files[i].name;
             LLVMFuzzerTestOneInput(g_files[i].data, g_files[i].size);
         }
     }
-    uint8_t *buf = malloc(max_len + 1);
-    for (size_t i = 0; i < g_count; i++)
-        if (g_files[i].size > max_len) max_len = g_files[i].size;
-    buf = realloc(buf, max_len + 1);
-    printf("seed: %llu (rerun with --seed %llu; one input: --only I)\n", (unsigned long long)seed,
-           (unsigned long long)seed);
     long long ran = 0;
     for (long long i = only >= 0 ? only : 0; i < (only >= 0 ? only + 1 : random_count); i++) {
         const size_t len = make_input(seed, (uint64_t)i, max_len, buf);
-        snprintf(g_current_buf, sizeof g_current_buf, "random %lld of seed %llu (--seed %llu --only %lld)", i,
-                 (unsigned long long)seed, (unsigned long long)seed, i);
+        snprintf(g_current_buf, sizeof g_current_buf, "random %lld of seed %llu (the command above with I = %lld)",
+                 i, (unsigned long long)seed, i);
         g_current = g_current_buf;
         LLVMFuzzerTestOneInput(buf, len);
         ran++;
     }
+    g_current = ""; /* what fails after this (a leak report at exit) is no input's */
     printf("%zu files and %lld random inputs: every check passed\n", only >= 0 ? (size_t)0 : g_count, ran);
     for (size_t i = 0; i < g_count; i++) {
         free(g_files[i].data);
