@@ -1,12 +1,18 @@
-"""Random mutations of valid sparse_prefill calls on the CPU (the C library's reference): each
-argument may be transposed, strided, broadcast (stride 0), cast to another dtype, emptied,
-flattened, cut short, given an extreme value or a NaN, or moved to the meta device; sinks,
-`out`, per-token scales, a tensor k_scale, a bad_page_count or a page_size may join. Whatever
-the mutation, the call raises TypeError / ValueError (the package's InvalidArgumentError is
-a ValueError) or returns; when it returns, the same call in precision "exact" equals the
-independent float64 implementation of problems.py on the mutated tensors (never a wrong
-answer). tests/fuzz/README.md has the same search with the library built under
-AddressSanitizer + UBSan (~2,700 calls clean on 2026-12-05)."""
+"""Random mutations of valid calls on the CPU (the C library's reference).
+
+test_mutated_calls: each sparse_prefill argument may be transposed, strided, broadcast
+(stride 0), cast to another dtype, emptied, flattened, cut short, given an extreme value or
+a NaN, or moved to the meta device; sinks, `out`, per-token scales, a tensor k_scale, a
+bad_page_count or a page_size may join. The call raises TypeError / ValueError (the
+package's InvalidArgumentError is a ValueError) or returns; when it returns, the same call
+in precision "exact" equals the independent float64 implementation of problems.py on the
+mutated tensors (never a wrong answer). tests/fuzz/README.md runs it with the C library
+built under AddressSanitizer + UBSan (~2,700 calls clean on 2026-12-05).
+
+test_vllm_layouts: vLLM's adapter on the same values in other memory layouts (permuted
+storage, padded dimensions, the two-plane cache) gives the same output bits, or a
+TypeError / ValueError for a layout the library cannot address (rows of q or the cache's D
+not contiguous), never other bits."""
 import random
 
 import torch
@@ -107,3 +113,56 @@ def test_mutated_calls(seed):
         outcomes["checked"] += 1
     print(f"seed {seed}: {outcomes}")
     assert outcomes["refused"] > 0 and outcomes["returned"] > 0, outcomes
+
+
+def relaid(t, rng):
+    """The same values in another memory layout: stored in a permuted order and viewed back,
+    or cut out of a larger buffer (a padded dimension)."""
+    if rng.randrange(2) and t.dim() > 1:
+        order = list(range(t.dim()))
+        rng.shuffle(order)
+        inverse = [order.index(i) for i in range(t.dim())]
+        return t.permute(order).contiguous().permute(inverse)
+    dim = rng.randrange(t.dim())
+    pad = list(t.shape)
+    pad[dim] += rng.randrange(1, 4)
+    big = torch.zeros(pad, dtype=t.dtype)
+    at = rng.randrange(pad[dim] - t.shape[dim] + 1)
+    index = [slice(None)] * t.dim()
+    index[dim] = slice(at, at + t.shape[dim])
+    big[tuple(index)] = t
+    return big[tuple(index)]
+
+
+def test_vllm_layouts(seed):
+    """vLLM's adapter reads its tensors in place through strides: the same values in other
+    memory layouts (every tensor, the cache included) give the same output bits, or a
+    TypeError / ValueError (a layout the library cannot address), never other bits."""
+    from pageweaver.integrations import vllm
+    from test_adapters import vllm_case
+    rng = random.Random(seed)
+    outcomes = {"same": 0, "refused": 0}
+    for it in range(30):
+        gen = torch.Generator().manual_seed(seed * 100 + it)
+        hkv, g, d = rng.choice([(1, 4, 32), (2, 2, 16), (2, 4, 64)])
+        q, kv_cache, topk, bt, cu, seq, prefix, _, _ = vllm_case(gen, hkv=hkv, g=g, d=d, k=5, page=rng.choice([128, 64, 16]))
+        if rng.randrange(2):  # the two-plane layout [num_blocks, 2, P, Hkv, D] of the same values
+            kv_cache = torch.stack([kv_cache[..., :d], kv_cache[..., d:]], 1).permute(0, 1, 3, 2, 4).contiguous()
+        want = torch.empty(q.shape, dtype=torch.bfloat16)
+        vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 30, hkv, 0.1, want)
+        tensors = [q, kv_cache, topk, bt, cu, seq, prefix]
+        for _ in range(rng.randrange(1, 4)):
+            i = rng.randrange(len(tensors))
+            tensors[i] = relaid(tensors[i], rng)
+        got = torch.full(q.shape, float("nan"), dtype=torch.bfloat16)
+        try:
+            vllm.minimax_m3_sparse_attn(tensors[0], tensors[1], *tensors[2:], 30, hkv, 0.1, got)
+        except (TypeError, ValueError):
+            outcomes["refused"] += 1
+            continue
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), \
+            f"seed {seed} case {it}: other bits for the same values in the layout " \
+            f"{[(tuple(t.shape), t.stride()) for t in tensors]}"
+        outcomes["same"] += 1
+    print(f"seed {seed}: {outcomes}")
+    assert outcomes["same"] > 0, outcomes
