@@ -12,7 +12,9 @@ built under AddressSanitizer + UBSan (~2,700 calls clean on 2026-12-05).
 test_vllm_layouts: vLLM's adapter on the same values in other memory layouts (permuted
 storage, padded dimensions, the two-plane cache) gives the same output bits, or a
 TypeError / ValueError for a layout the library cannot address (rows of q or the cache's D
-not contiguous), never other bits."""
+not contiguous), never other bits. test_sglang_layouts: the same for SGLang's adapter (its
+refusals: rows of q or a cache slot's [Hkv, D] not contiguous, K and V slot strides that
+differ)."""
 import random
 
 import torch
@@ -163,6 +165,37 @@ def test_vllm_layouts(seed):
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), \
             f"seed {seed} case {it}: other bits for the same values in the layout " \
             f"{[(tuple(t.shape), t.stride()) for t in tensors]}"
+        outcomes["same"] += 1
+    print(f"seed {seed}: {outcomes}")
+    assert outcomes["same"] > 0, outcomes
+
+
+def test_sglang_layouts(seed):
+    """SGLang's adapter likewise: the same values of its tensors (caches, req_to_token,
+    slot ids, Top-K, request arrays, q) in other memory layouts give the same output bits or
+    a TypeError / ValueError, never other bits."""
+    from pageweaver.integrations import sglang
+    from test_adapters import sglang_call, sglang_case
+    rng = random.Random(seed)
+    outcomes = {"same": 0, "refused": 0}
+    keys = ("q", "k_cache", "v_cache", "req_to_token", "slot_ids", "topk_idx", "cu_seqlens",
+            "seq_lens", "prefix_lens")
+    for it in range(30):
+        gen = torch.Generator().manual_seed(seed * 100 + it)
+        c, _ = sglang_case(gen, b=rng.choice([1, 2, 3]), hkv=rng.choice([1, 2]), g=2, d=32, k=5)
+        want = sglang_call(c, sm_scale=0.1)
+        moved = dict(c)
+        for _ in range(rng.randrange(1, 4)):
+            key = rng.choice(keys)
+            moved[key] = relaid(moved[key], rng)
+        try:
+            got = sglang_call(moved, sm_scale=0.1)
+        except (TypeError, ValueError):
+            outcomes["refused"] += 1
+            continue
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), \
+            f"seed {seed} case {it}: other bits for the same values in the layout " \
+            f"{[(k, tuple(moved[k].shape), moved[k].stride()) for k in keys]}"
         outcomes["same"] += 1
     print(f"seed {seed}: {outcomes}")
     assert outcomes["same"] > 0, outcomes
