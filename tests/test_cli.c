@@ -4,8 +4,9 @@
  * pw_ref_grouping_stats per file, per KV head and over all files.
  *
  * The binary is PW_CLI_PATH (set by CMake), or the PW_CLI environment variable. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* POSIX 2008 + realpath */
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,12 +73,18 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    const char *names[] = {"stdout.txt", "stderr.txt", "a.safetensors", "b.safetensors",
-                           "bad.safetensors", "r.json"};
-    char path[160];
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", g_dir, names[i]);
-        remove(path);
+    /* Every file a test left (test_random_arguments' CLI runs in this folder and may
+     * write a --json file of any name there). */
+    DIR *dir = opendir(g_dir);
+    if (dir) {
+        struct dirent *e;
+        char path[512];
+        while ((e = readdir(dir)) != NULL) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            snprintf(path, sizeof path, "%s/%s", g_dir, e->d_name);
+            remove(path);
+        }
+        closedir(dir);
     }
     free(g_out);
     free(g_err);
@@ -458,6 +465,12 @@ static void test_random_arguments(void **state)
     const int num_tokens = (int)(sizeof tokens / sizeof tokens[0]);
     const char *commands[] = {"stats", "bench", "help"};
     int seen[3] = {0, 0, 0};
+    /* The CLI runs in the test's folder: `--json NAME` writes NAME in the working directory
+     * (e.g. a file named --group-size), which must not be the source tree. Every path
+     * above is absolute. */
+    char cwd[4096];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(g_dir), 0);
     for (int it = 0; it < 120; it++) {
         char args[2048] = "";
         size_t used = 0;
@@ -471,9 +484,13 @@ static void test_random_arguments(void **state)
         }
         if (bench) snprintf(args + used, sizeof args - used, " --cpu-only --check-rows 4 --replays 1");
         const int rc = run_cli(args);
-        assert_true(rc == 0 || rc == 1 || rc == 2);
+        if (!(rc == 0 || rc == 1 || rc == 2)) {
+            if (chdir(cwd) != 0) fail_msg("cannot return to %s", cwd);
+            fail_msg("pageweaver %s exited with %d (seed %llu)", args, rc, (unsigned long long)g_seed);
+        }
         seen[rc]++;
     }
+    assert_int_equal(chdir(cwd), 0);
     print_message("  random argument lists: exit 0 x %d, 1 x %d, 2 x %d\n", seen[0], seen[1], seen[2]);
     assert_true(seen[0] > 0 && seen[2] > 0);
 }
@@ -483,6 +500,8 @@ int main(int argc, char **argv)
     g_seed = pw_test_seed(argc, argv);
     g_cli = getenv("PW_CLI");
     if (!g_cli || !*g_cli) g_cli = PW_CLI_PATH;
+    static char cli_absolute[4096]; /* a relative path must survive test_random_arguments' chdir */
+    if (g_cli[0] != '/' && strchr(g_cli, '/') && realpath(g_cli, cli_absolute)) g_cli = cli_absolute;
     if (access(g_cli, X_OK) != 0) {
         printf("pageweaver binary '%s' not found or not executable\n", g_cli);
         return 1;
