@@ -156,6 +156,12 @@ static void test_usage(void **state)
     assert_int_equal(bench("--check-rows abc x.safetensors"), 2);
     assert_non_null(strstr(g_stderr, "--check-rows needs an integer in 0.."));
     assert_int_equal(bench("--json"), 2);
+    /* A forgotten --json name: the next option is not taken as the file (it wrote a file
+     * named --replays, found by test_cli's random argument lists, 2026-12-05). */
+    const int replays_existed = access("--replays", F_OK) == 0;
+    assert_int_equal(bench("--json --replays 5 x.safetensors"), 2);
+    assert_non_null(strstr(g_stderr, "--json needs a file name, got the option-like '--replays'"));
+    if (!replays_existed) assert_int_equal(access("--replays", F_OK), -1);
     assert_int_equal(bench("--vt-prepass maybe x.safetensors"), 2);
     assert_non_null(strstr(g_stderr, "--vt-prepass needs auto, on or off, got 'maybe'"));
     assert_int_equal(bench("--fp8x2-tile=both x.safetensors"), 2);

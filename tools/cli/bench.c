@@ -1050,6 +1050,16 @@ int pw_cli_bench(int argc, char **argv)
                 fprintf(stderr, "pageweaver bench: --json needs a file name ('-' for stdout)\n");
                 return PW_CLI_USAGE;
             }
+            /* `--json --replays 50 x.safetensors` forgot the name: refuse a value that reads
+             * as an option (a file of that name: --json=./--replays), rather than write a
+             * file called --replays. */
+            if (a[6] != '=' && json_path[0] == '-' && json_path[1] != '\0') {
+                fprintf(stderr,
+                        "pageweaver bench: --json needs a file name, got the option-like '%s' (for a file "
+                        "of that name: --json=./%s)\n",
+                        json_path, json_path);
+                return PW_CLI_USAGE;
+            }
         } else if (n >= 0) {
             const char *v = eq && name_len < strlen(a) ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
             if (!pw_cli_parse_long(v, numeric[n].lo, numeric[n].hi, numeric[n].value)) {
