@@ -307,13 +307,9 @@ def _check_requests(cu, pre, kvl, topk_shape):
 
 def _check_default_table(r, need):
     """Without a page table the default layout numbers R x need pages (need = ceil(max
-    kv_len / P)); their ids must fit int32, and there may be at most
-    MAX_DEFAULT_TABLE_ENTRIES of them (2^26: the C reader makes the table up in memory, and
-    a few hundred bytes of header must not ask it for gigabytes), as the C reader requires."""
-    if r * need > INT32_MAX:
-        raise CaptureError(f"page_table: absent, and the default layout needs R * "
-                           f"ceil(max(kv_lens)/P) = {r} * {need} physical pages (ids must "
-                           f"fit int32): pass a page_table")
+    kv_len / P)); there may be at most MAX_DEFAULT_TABLE_ENTRIES of them (2^26: the C reader
+    makes the table up in memory, and a few hundred bytes of header must not ask it for
+    gigabytes; the bound also keeps the ids within int32), as the C reader requires."""
     if r * need > MAX_DEFAULT_TABLE_ENTRIES:
         raise CaptureError(f"page_table: absent, and the default layout needs R * "
                            f"ceil(max(kv_lens)/P) = {r} * {need} entries, more than the "
