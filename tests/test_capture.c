@@ -347,6 +347,25 @@ static void write_bytes(const char *path, const void *bytes, size_t len)
     fclose(f);
 }
 
+/* A capture file written by pw_capture_write as a mutable image: its parsed header and a
+ * copy of its data section. */
+static image_t image_read(const char *path)
+{
+    size_t len = 0;
+    unsigned char *bytes = slurp(path, &len);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | bytes[i];
+    assert_int_equal(hlen % 8, 0);
+    image_t im;
+    im.header = cJSON_ParseWithLength((const char *)bytes + 8, (size_t)hlen);
+    assert_non_null(im.header);
+    im.data_len = len - 8 - (size_t)hlen;
+    im.data = malloc(im.data_len + 1);
+    memcpy(im.data, bytes + 8 + hlen, im.data_len);
+    free(bytes);
+    return im;
+}
+
 /* A valid small capture (3 requests, 2 KV heads, page table unless `default_table`) as a
  * mutable image. */
 static image_t valid_image_with(int default_table)
@@ -370,19 +389,7 @@ static image_t valid_image_with(int default_table)
     const char *path = temp_path("valid.safetensors");
     assert_pw_ok(pw_capture_write(path, c, 0));
     pw_capture_free(c);
-    size_t len = 0;
-    unsigned char *bytes = slurp(path, &len);
-    uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | bytes[i];
-    assert_int_equal(hlen % 8, 0);
-    image_t im;
-    im.header = cJSON_ParseWithLength((const char *)bytes + 8, (size_t)hlen);
-    assert_non_null(im.header);
-    im.data_len = len - 8 - (size_t)hlen;
-    im.data = malloc(im.data_len + 1);
-    memcpy(im.data, bytes + 8 + hlen, im.data_len);
-    free(bytes);
-    return im;
+    return image_read(path);
 }
 
 static image_t valid_image(void)
@@ -802,13 +809,9 @@ static void test_json_control_bytes(void **state)
     (void)state;
     const char *path = temp_path("control.safetensors");
     image_t im = valid_image();
-    char *text = cJSON_PrintUnformatted(im.header);
-    char *key = strstr(text, "\"page_table\"");
-    assert_non_null(key);
-    key[5] = 0x14; /* "page\x14table" */
-    image_save_text(path, text, im.data, im.data_len);
+    image_save_replacing(path, &im, "\"page_table\"", "\"page\x14table\"");
     expect_failure(path, PW_ERROR_FORMAT, "control byte 0x14 inside a JSON string", NULL, NULL);
-    key[5] = '_';
+    char *text = cJSON_PrintUnformatted(im.header);
     char *colon = strchr(text, ':');
     const size_t at = (size_t)(colon - text);
     char *spaced = malloc(strlen(text) + 2);
@@ -841,44 +844,24 @@ static void test_json_spellings_and_default_bound(void **state)
     (void)state;
     const char *path = temp_path("spelling.safetensors");
     image_t im = valid_image();
-    char *text = cJSON_PrintUnformatted(im.header);
-    const size_t len = strlen(text);
-    char *edit = malloc(len + 16);
-
-    char *key = strstr(text, "\"page_table\"");
-    assert_non_null(key);
-    const size_t at = (size_t)(key - text) + 11; /* before the closing quote */
-    memcpy(edit, text, at);
-    strcpy(edit + at, "\\u0000x");
-    strcat(edit, text + at);
-    image_save_text(path, edit, im.data, im.data_len);
+    image_save_replacing(path, &im, "\"page_table\"", "\"page_table\\u0000x\"");
     expect_failure(path, PW_ERROR_FORMAT, "\\u0000 inside a JSON string", NULL, NULL);
 
-    edit[0] = (char)0xef;
-    edit[1] = (char)0xbb;
-    edit[2] = (char)0xbf;
+    char *text = cJSON_PrintUnformatted(im.header);
+    char *edit = malloc(strlen(text) + 4);
+    memcpy(edit, "\xef\xbb\xbf", 3);
     strcpy(edit + 3, text);
     image_save_text(path, edit, im.data, im.data_len);
     expect_failure(path, PW_ERROR_FORMAT, "byte order mark", NULL, NULL);
-
-    const char *spellings[3] = {".0", "e0", NULL};
-    char *offs = strstr(text, "\"data_offsets\":[0,");
-    assert_non_null(offs);
-    const size_t zero = (size_t)(offs - text) + strlen("\"data_offsets\":[");
-    for (int i = 0; i < 3; i++) {
-        memcpy(edit, text, zero);
-        if (spellings[i]) {
-            edit[zero] = '0';
-            strcpy(edit + zero + 1, spellings[i]);
-        } else {
-            strcpy(edit + zero, "00"); /* a leading zero */
-        }
-        strcat(edit, text + zero + 1);
-        image_save_text(path, edit, im.data, im.data_len);
-        expect_failure(path, PW_ERROR_FORMAT, "not a JSON integer", NULL, NULL);
-    }
     free(edit);
     free(text);
+
+    /* The first tensor's begin offset 0 spelled 0.0, 0e0 and 00 (a leading zero). */
+    const char *spellings[3] = {"\"data_offsets\":[0.0,", "\"data_offsets\":[0e0,", "\"data_offsets\":[00,"};
+    for (int i = 0; i < 3; i++) {
+        image_save_replacing(path, &im, "\"data_offsets\":[0,", spellings[i]);
+        expect_failure(path, PW_ERROR_FORMAT, "not a JSON integer", NULL, NULL);
+    }
     image_free(&im);
 
     /* The default table past 2^26 entries: 2 requests of 2^25 + 1 pages of 1 token. */
@@ -896,15 +879,7 @@ static void test_json_spellings_and_default_bound(void **state)
     memcpy(c->kv_lens, kv, sizeof kv);
     const char *small = temp_path("default_small.safetensors");
     assert_pw_ok(pw_capture_write(small, c, 0));
-    size_t n = 0;
-    unsigned char *bytes = slurp(small, &n);
-    uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | bytes[i];
-    cJSON *header = cJSON_ParseWithLength((const char *)bytes + 8, (size_t)hlen);
-    assert_non_null(header);
-    image_t big = {header, malloc(n - 8 - (size_t)hlen + 1), n - 8 - (size_t)hlen};
-    memcpy(big.data, bytes + 8 + hlen, big.data_len);
-    free(bytes);
+    image_t big = image_read(small);
     image_set_i32(&big, "kv_lens", 1, (1 << 25) + 1); /* 2 x (2^25 + 1) > 2^26 */
     image_save(path, &big);
     expect_failure(path, PW_ERROR_FORMAT, "more than the 67108864 a reader makes up", NULL, NULL);
