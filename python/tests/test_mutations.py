@@ -136,6 +136,19 @@ def relaid(t, rng):
     return big[tuple(index)]
 
 
+def same_bits_or_refused(call, want, outcomes, where):
+    """call() on the relaid tensors: a TypeError / ValueError counts as refused, any output
+    must have want's bits (where() names the case in the failure)."""
+    try:
+        got = call()
+    except (TypeError, ValueError):
+        outcomes["refused"] += 1
+        return
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16)), \
+        f"other bits for the same values: {where()}"
+    outcomes["same"] += 1
+
+
 def test_vllm_layouts(seed):
     """vLLM's adapter reads its tensors in place through strides: the same values in other
     memory layouts (every tensor, the cache included) give the same output bits, or a
@@ -157,15 +170,12 @@ def test_vllm_layouts(seed):
             i = rng.randrange(len(tensors))
             tensors[i] = relaid(tensors[i], rng)
         got = torch.full(q.shape, float("nan"), dtype=torch.bfloat16)
-        try:
+
+        def call():
             vllm.minimax_m3_sparse_attn(tensors[0], tensors[1], *tensors[2:], 30, hkv, 0.1, got)
-        except (TypeError, ValueError):
-            outcomes["refused"] += 1
-            continue
-        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), \
-            f"seed {seed} case {it}: other bits for the same values in the layout " \
-            f"{[(tuple(t.shape), t.stride()) for t in tensors]}"
-        outcomes["same"] += 1
+            return got
+        same_bits_or_refused(call, want, outcomes, lambda: f"seed {seed} case {it}: layout "
+                             f"{[(tuple(t.shape), t.stride()) for t in tensors]}")
     print(f"seed {seed}: {outcomes}")
     assert outcomes["same"] > 0, outcomes
 
@@ -174,7 +184,6 @@ def test_sglang_layouts(seed):
     """SGLang's adapter likewise: the same values of its tensors (caches, req_to_token,
     slot ids, Top-K, request arrays, q) in other memory layouts give the same output bits or
     a TypeError / ValueError, never other bits."""
-    from pageweaver.integrations import sglang
     from test_adapters import sglang_call, sglang_case
     rng = random.Random(seed)
     outcomes = {"same": 0, "refused": 0}
@@ -188,14 +197,8 @@ def test_sglang_layouts(seed):
         for _ in range(rng.randrange(1, 4)):
             key = rng.choice(keys)
             moved[key] = relaid(moved[key], rng)
-        try:
-            got = sglang_call(moved, sm_scale=0.1)
-        except (TypeError, ValueError):
-            outcomes["refused"] += 1
-            continue
-        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), \
-            f"seed {seed} case {it}: other bits for the same values in the layout " \
-            f"{[(k, tuple(moved[k].shape), moved[k].stride()) for k in keys]}"
-        outcomes["same"] += 1
+        same_bits_or_refused(lambda: sglang_call(moved, sm_scale=0.1), want, outcomes,
+                             lambda: f"seed {seed} case {it}: layout "
+                             f"{[(k, tuple(moved[k].shape), moved[k].stride()) for k in keys]}")
     print(f"seed {seed}: {outcomes}")
     assert outcomes["same"] > 0, outcomes
