@@ -20,23 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz_check.h"
 #include "pageweaver_capture.h"
-
-/* The library's internal reset of pw_last_error() (src/status.c; these targets link the
- * library's sources): cleared before each call whose failure message is checked, so that a
- * failure without a message of its own cannot pass on an earlier call's message. */
-void pw_clear_error(void);
-#define FRESH(call) (pw_clear_error(), (call))
-
-#define CHECK(cond, ...)                                                                    \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            fprintf(stderr, "fuzz_capture: check failed at line %d: %s\n  ", __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                                   \
-            fprintf(stderr, "\n");                                                          \
-            abort();                                                                        \
-        }                                                                                   \
-    } while (0)
 
 static char g_in[4096], g_out[4096];
 
@@ -119,8 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         status[flags] = st;
         if (st != PW_SUCCESS) {
             CHECK(c == NULL, "a failed read left *out non-NULL");
-            const char *m = pw_last_error();
-            CHECK(m && m[0], "pw_capture_read returned %s without a message", pw_status_string(st));
+            check_failure_message(st, "pw_capture_read");
             continue;
         }
         CHECK(c != NULL, "a successful read gave NULL");

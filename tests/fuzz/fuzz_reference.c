@@ -27,33 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_check.h"
 #include "pageweaver.h"
-
-/* Stops the run with a message (the fuzzer records the input). */
-/* The library's internal reset of pw_last_error() (src/status.c; these targets link the
- * library's sources): cleared before each call whose failure message is checked, so that a
- * failure without a message of its own cannot pass on an earlier call's message. */
-void pw_clear_error(void);
-#define FRESH(call) (pw_clear_error(), (call))
-
-#define CHECK(cond, ...)                                                                    \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            fprintf(stderr, "fuzz_reference: check failed at line %d: %s\n  ", __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                                   \
-            fprintf(stderr, "\n");                                                          \
-            abort();                                                                        \
-        }                                                                                   \
-    } while (0)
-
-/* A failed call must say why. */
-static void check_failure_message(pw_status_t st, const char *call)
-{
-    if (st == PW_SUCCESS) return;
-    const char *m = pw_last_error();
-    CHECK(m && m[0], "%s returned %s without a message", call, pw_status_string(st));
-    CHECK(strlen(m) < 4096, "%s: message of %zu bytes", call, strlen(m));
-}
 
 /* ---- the byte source: every take returns 0 once the input is spent ------------------- */
 typedef struct source {
