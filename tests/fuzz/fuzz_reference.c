@@ -332,6 +332,22 @@ static int32_t request_of(const fuzz_problem_t *f, int32_t row)
     return r;
 }
 
+/* Insertion sort of ids ascending, with tags[i] (NULL: none) moving along. */
+static void sort_ids(int32_t *ids, uint8_t *tags, int32_t n)
+{
+    for (int32_t i = 1; i < n; i++)
+        for (int32_t j = i; j > 0 && ids[j - 1] > ids[j]; j--) {
+            const int32_t t = ids[j];
+            ids[j] = ids[j - 1];
+            ids[j - 1] = t;
+            if (tags) {
+                const uint8_t b = tags[j];
+                tags[j] = tags[j - 1];
+                tags[j - 1] = b;
+            }
+        }
+}
+
 /* S of row `row` of KV head h: ascending distinct ids p with 0 <= p <= min(c, L - 1) / P. */
 static int32_t support(const fuzz_problem_t *f, int32_t h, int32_t row, int32_t *out)
 {
@@ -349,12 +365,7 @@ static int32_t support(const fuzz_problem_t *f, int32_t h, int32_t row, int32_t 
         for (int32_t j = 0; j < count; j++) dup |= out[j] == id;
         if (!dup) out[count++] = (int32_t)id;
     }
-    for (int32_t i = 1; i < count; i++) /* insertion sort */
-        for (int32_t j = i; j > 0 && out[j - 1] > out[j]; j--) {
-            const int32_t t = out[j];
-            out[j] = out[j - 1];
-            out[j - 1] = t;
-        }
+    sort_ids(out, NULL, count);
     return count;
 }
 
@@ -384,6 +395,7 @@ static void check_meta(const fuzz_problem_t *f, const pw_grouping_t *grouping, c
     const int32_t g = grouping->group_size, cap = meta->union_capacity;
     int32_t *sel = malloc(sizeof(int32_t) * (size_t)p->topk);
     int32_t *uni = malloc(sizeof(int32_t) * (size_t)cap);
+    uint8_t *members = malloc((size_t)cap); /* members[j]: bit m iff member m selected uni[j] */
     int64_t selections_total = 0, selections_meta = 0;
     for (int32_t h = 0; h < p->num_kv_heads; h++) {
         const int32_t groups = meta->num_groups[h];
@@ -404,17 +416,16 @@ static void check_meta(const fuzz_problem_t *f, const pw_grouping_t *grouping, c
                 const int32_t ns = support(f, h, row, sel);
                 selections_total += ns;
                 for (int32_t i = 0; i < ns; i++) {
-                    int have = 0;
-                    for (int32_t j = 0; j < u; j++) have |= uni[j] == sel[i];
-                    if (!have) uni[u++] = sel[i];
+                    int32_t j = 0;
+                    while (j < u && uni[j] != sel[i]) j++;
+                    if (j == u) {
+                        uni[u] = sel[i];
+                        members[u++] = 0;
+                    }
+                    members[j] |= (uint8_t)(1u << m);
                 }
             }
-            for (int32_t i = 1; i < u; i++)
-                for (int32_t j = i; j > 0 && uni[j - 1] > uni[j]; j--) {
-                    const int32_t t = uni[j];
-                    uni[j] = uni[j - 1];
-                    uni[j - 1] = t;
-                }
+            sort_ids(uni, members, u);
             CHECK(d->union_size == u, "group %d: union_size %d, expected %d", gi, d->union_size, u);
             for (int32_t j = 0; j < cap; j++) {
                 if (j >= u) {
@@ -422,13 +433,7 @@ static void check_meta(const fuzz_problem_t *f, const pw_grouping_t *grouping, c
                     continue;
                 }
                 CHECK(pages[j] == uni[j], "group %d: union_pages[%d] = %d, expected %d", gi, j, pages[j], uni[j]);
-                uint8_t want = 0;
-                for (int32_t m = 0; m < d->num_members; m++) {
-                    const int32_t row = perm[(int64_t)h * p->num_tokens + d->slot_begin + m];
-                    const int32_t ns = support(f, h, row, sel);
-                    for (int32_t i = 0; i < ns; i++)
-                        if (sel[i] == uni[j]) want |= (uint8_t)(1u << m);
-                }
+                const uint8_t want = members[j];
                 CHECK(masks[j] == want, "group %d page %d: mask 0x%x, expected 0x%x", gi, uni[j], masks[j], want);
                 if (want & 0x0f) half[0]++;
                 if (want & 0xf0) half[1]++;
@@ -462,6 +467,7 @@ static void check_meta(const fuzz_problem_t *f, const pw_grouping_t *grouping, c
     }
     free(sel);
     free(uni);
+    free(members);
 }
 
 /* Metadata a caller may pass to the statistics functions after a bad copy: fields
