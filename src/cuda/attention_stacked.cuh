@@ -38,6 +38,13 @@
  * 2 KiB buffers included in every instance).
  * Synchronisation: as impl 10 (attention_lean.cuh L1-L5): every warp arrives on k_done once
  * per page, after its QK's wait; on v_done once, after its PV's wait.
+ *  L6 (TS scale buffers, WAR) page i's K / V scales land in ts[i % 2] with K(i) (k_full). The
+ *     copy of page i + 1 is issued by the last warp to arrive on k_done after page i's QK
+ *     wait; each warp read page i - 1's scales (ts[(i + 1) % 2]) in page i - 1's softmax,
+ *     before that arrival in program order, and the arrival (lean_release) is a release that
+ *     the issuer's block fence and proxy fence complete, as L1 for the K tile. So the
+ *     buffers need no release of their own (EXPERIMENT exp/ts-none: the 34th session's
+ *     mbarrier ts_empty, with a wait before each arrival for synccheck, is gone).
  * Items: the dev entry runs one tile per CTA (CTA pair b = half b); the full call launches at
  * most 4 CTAs per SM that take items (tiles) from a work counter (stack_stat[2], cleared by
  * the pre-pass's memset), thread 0 taking the next item's index at the start of an item
@@ -261,11 +268,11 @@ struct __align__(1024) SmemPlanStack1 {
     // TS: page i's K scales (ts[i % 2][0]), V scales ([1]), their prefix maxima ([2]) and
     // vs / vmax of the whole page ([3]),
     // copied with its K (k_full) from the second half of the page's pre-pass tile; two
-    // buffers: page i + 1's copy is issued after page i's QK, when every warp has arrived
-    // on ts_empty for page i - 1 (the issuer waits for that phase: no generic read of a
-    // buffer is outstanding when the copy overwrites it).
+    // buffers: page i + 1's copy is issued with K(i + 1), by the last warp to arrive on
+    // k_done after page i's QK; each warp read page i - 1's scales (the buffer the copy
+    // overwrites) before that arrival, in program order, and the arrival is a release (L6
+    // below: no release of its own). EXPERIMENT exp/ts-none.
     alignas(128) float ts[2][4][kPageSize];
-    uint64_t ts_empty; // TS: one arrival per warp and page, after its last read of the page's scales
 };
 constexpr uint32_t kStackTsBytes = 4 * kPageSize * sizeof(float); // one page's scales (vt_prepare.cu)
 constexpr size_t kSmemBytesStack1 = sizeof(SmemPlanStack1) + 1024;
@@ -362,7 +369,6 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
     // the loop it took 8 bytes of local memory in the TS instances at 128 registers.)
     const bool counted = p.stack_items > 0;
     const uint32_t num_items = p.stack_items > 0 ? (uint32_t)p.stack_items : gridDim.x;
-    if (TS && threadIdx.x == 0) mbarrier_init(&sm.ts_empty, kThreads / 32); // (lean_init_ring's fence publishes it)
     lean_init_ring(sm);
     static_assert(kSchedClasses <= kThreads, "one thread per schedule class");
     if (p.sched_count && threadIdx.x < kSchedClasses) sm.sched_counts[threadIdx.x] = __ldg(p.sched_count + threadIdx.x);
@@ -453,15 +459,11 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
         // (The cache policy is made at each issue: kept live across the page loop it cost
         // the registers of the persistent loop, 32 bytes of spills at 128.)
         auto issue_k = [&](int next) {
-            // TS: buffer next % 2 last held page next - 2 (the previous item's pages: CTA
-            // barriers). The issuer is the last warp to arrive on k_done after page next - 1's
-            // QK, so every warp has read page next - 2's scales already: this wait returns at
-            // once; it states the order (a guard), the k_done protocol gives it.
-            if constexpr (TS)
-                if (next >= 2) {
-                    mbarrier_wait_parity(&sm.ts_empty, (base + (uint32_t)next - 2u) & 1u);
-                    fence_proxy_async_shared_cta(); // those generic reads -> the async write below
-                }
+            // TS: buffer next % 2 last held page next - 2 (or a previous item's page: CTA
+            // barriers). L6: the issuer is the last warp to arrive on k_done after page
+            // next - 1's QK, and every warp read page next - 2's scales before its arrival
+            // (lean_release: __syncwarp, block fence, atomic; the issuer's block fence and
+            // proxy fence follow the count), so no generic read of the buffer is outstanding.
             mbarrier_arrive_expect_tx(&sm.k_full, kTileBytes + (TS ? kStackTsBytes : 0u));
             tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[next], createpolicy_evict_last());
             if constexpr (TS) // the page's scales, behind its E4M3 V^T in the pre-pass's tile
@@ -516,13 +518,6 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
             const bool member = (sm.page_members[i] >> (kTileSlots * tile + stack_thread_slot<G>(tid_page))) & 1u;
             const bool walk = G == 4 ? ((sm.page_members[i] >> (2 * (tid_page / 32))) & 3u) != 0u : member;
             const int vlim = sm.page_vlim[i];
-            // TS: the arriving lane waits for the previous page's ts_empty phase before it
-            // arrives for this one. Complete already (every warp arrived for that page before
-            // its PV wgmma, which this warp waited for), so this returns at once; it states
-            // that no arrival counts towards an earlier phase, which compute-sanitizer's
-            // synccheck cannot infer from the wgmma order ("missing wait" without it; 34th
-            // session).
-            if (TS && lane == 0 && base + (uint32_t)i > 0u) mbarrier_wait_parity(&sm.ts_empty, parity ^ 1u);
             mbarrier_wait_parity(&sm.k_full, parity);
             const uint64_t desc_q = wgmma_desc_k_major_sw128(sm.q), desc_k = wgmma_desc_k_major_sw128(sm.k);
             float s[32];
@@ -553,10 +548,8 @@ __global__ void __launch_bounds__(kThreads, kStack1CtasPerSm)
 #pragma unroll
                 for (int k = 0; k < 16; k++) pa[k] = 0u;
             }
-            if constexpr (TS) { // this warp's reads of the page's scales are done (issue_k waits for all four)
-                __syncwarp();
-                if (lane == 0) mbarrier_arrive(&sm.ts_empty); // (after its wait for the previous phase: loop top)
-            }
+            // (TS: this warp's last read of page i's scales; its k_done arrival after page
+            // i + 1's QK releases the buffer, L6.)
             prevt_wait_zeroed<false>(sm, parity, vlim);
             const uint64_t desc_vt = wgmma_desc_k_major_sw128(sm.vt);
             // TS: the page's PV sum in units of o_unit (vmax / o_unit; 1 on most pages)
