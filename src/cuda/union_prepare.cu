@@ -256,10 +256,10 @@ static __device__ __forceinline__ void union_prepare_body(const UnionParams &p)
 
 /* K <= 32 (4 or 8 keys per lane); K = 64 (16 per lane) with a minimum of one CTA per SM,
  * without which ptxas held the kernel at 64 registers and spilled 16 bytes (95 with it). */
-template <int KPL, bool kVecIn, bool kVecOut>
+template <int KPL, bool kVecIn, bool kVecOut, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads) union_prepare_kernel(const UnionParams p)
 {
-    union_prepare_body<KPL, kVecIn, kVecOut>(p);
+    union_prepare_body<KPL, kVecIn, kVecOut, false, kPdl>(p);
 }
 
 /* K <= 16 with pw_vt_buffers_t.perm_alt (the stacked tile's calls only). kPdl: launched as
@@ -306,10 +306,12 @@ template <int KPL, bool kVecIn, bool kVecOut, bool kAlt, bool kPdl>
 void launch_union_prepare_kernel(const UnionParams &params, dim3 grid, cudaStream_t st)
 {
     static_assert(!kAlt || KPL == 4, "the stacked tile's calls have K <= 16");
-    static_assert(!kPdl || kAlt, "only the alt kernel is launched as a programmatic dependent");
+    /* EXPERIMENT exp/pdl-plain: also the K <= 16 kernel without perm_alt (calls without the
+     * V^T pre-pass, whose regroup is on the serial path, e.g. 4,096 queries at 1M tokens) */
+    static_assert(!kPdl || KPL == 4, "only the K <= 16 kernels are launched as programmatic dependents");
     if constexpr (kAlt) launch_maybe_pdl<kPdl>(union_prepare_kernel_alt<kVecIn, kVecOut, kPdl>, grid, st, params);
     else if constexpr (KPL == 16) launch_maybe_pdl<false>(union_prepare_kernel_k64<kVecIn, kVecOut>, grid, st, params);
-    else launch_maybe_pdl<false>(union_prepare_kernel<KPL, kVecIn, kVecOut>, grid, st, params);
+    else launch_maybe_pdl<kPdl>(union_prepare_kernel<KPL, kVecIn, kVecOut, kPdl>, grid, st, params);
 }
 
 template <int KPL, bool kAlt = false, bool kPdl = false>
@@ -321,15 +323,15 @@ void launch_union_prepare_at(const UnionParams &params, bool vec_in, bool vec_ou
     else launch_union_prepare_kernel<KPL, false, false, kAlt, kPdl>(params, grid, st);
 }
 
-/* pdl only with kAlt: the by-tile calls are the only programmatic dependents (plan.c), and
- * they run the alt kernel, so the other kernels have no PDL instances. */
+/* pdl with K <= 16 only (KPL 4): the by-tile calls (the alt kernel) and, EXPERIMENT
+ * exp/pdl-plain, the calls without the pre-pass (the plain kernel). */
 template <int KPL, bool kAlt = false>
 void launch_union_prepare(const UnionParams &params, bool vec_in, bool vec_out, dim3 grid, cudaStream_t st,
                           bool pdl = false)
 {
-    if constexpr (kAlt) {
+    if constexpr (KPL == 4) {
         if (pdl) {
-            launch_union_prepare_at<KPL, true, true>(params, vec_in, vec_out, grid, st);
+            launch_union_prepare_at<KPL, kAlt, true>(params, vec_in, vec_out, grid, st);
             return;
         }
     }
@@ -449,9 +451,9 @@ extern "C" pw_status_t pw_union_prepare_scheduled(const pw_problem_t *problem, c
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "pw_union_prepare: perm_alt needs stack_mode PER_CALL, stack_stat, K <= 16 and a buffer other "
                        "than perm");
-    if (vt && vt->pdl && !params.perm_alt)
+    if (vt && vt->pdl && problem->topk > 16)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "pw_union_prepare: a programmatic-dependent launch (pdl) needs perm_alt (the by-tile calls)");
+                       "pw_union_prepare: a programmatic-dependent launch (pdl) needs K <= 16");
 
     /* The bound covers every group; CTA 0 of each KV head also writes num_groups (so a
      * call with N = 0 still writes zeros). */
@@ -470,7 +472,7 @@ extern "C" pw_status_t pw_union_prepare_scheduled(const pw_problem_t *problem, c
     if (params.sched_count && !pdl) /* the class counts (and the pairs' sizes) start at zero in every call; a pdl launch's caller cleared them */
         PW_TRY(pw_union_prepare_clear_schedule(problem, meta, vt, stream));
     if (params.perm_alt) launch_union_prepare<4, true>(params, vec_in, vec_out, grid, st, pdl);
-    else if (kpl == 4) launch_union_prepare<4>(params, vec_in, vec_out, grid, st);
+    else if (kpl == 4) launch_union_prepare<4>(params, vec_in, vec_out, grid, st, pdl);
     else if (kpl == 8) launch_union_prepare<8>(params, vec_in, vec_out, grid, st);
     else launch_union_prepare<16>(params, vec_in, vec_out, grid, st);
     const cudaError_t err = cudaGetLastError();

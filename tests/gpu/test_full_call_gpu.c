@@ -722,6 +722,9 @@ static void test_full_call_matches_direct(void **state)
 
 /* One call captured in a graph; new Top-K ids, page table, request lengths and scales in
  * the same buffers; replay == fresh direct run on the new inputs. */
+static int edge_type(cudaGraphNode_t from, cudaGraphNode_t to, int *port);
+static cudaGraphNode_t find_node(cudaGraphNode_t *nodes, size_t count, const char *part, int want);
+
 static void graph_replay_case(pw_kernel_t kernel, uint32_t flags)
 {
     pw_rng_t rng;
@@ -758,6 +761,23 @@ static void graph_replay_case(pw_kernel_t kernel, uint32_t flags)
            nodes, roots);
     if (flags & PW_PLAN_VT_PREPASS) assert_int_equal(roots, 2);
     else assert_int_equal(roots, 1);
+    if (!(flags & PW_PLAN_VT_PREPASS) && p->topk <= 16) {
+        /* EXPERIMENT exp/pdl-plain: without the pre-pass, union preparation is the regroup's
+         * programmatic dependent (a direct, programmatic edge; read with edge data, since a
+         * dependency query without it is refused as lossy once an edge is programmatic). */
+        cudaGraphNode_t *all = malloc(nodes * sizeof *all);
+        assert_non_null(all);
+        size_t got = nodes;
+        CUDA_OK(cudaGraphGetNodes(graph, all, &got));
+        cudaGraphNode_t regroup = find_node(all, got, "regroup_kernel", 1);
+        cudaGraphNode_t unions = find_node(all, got, "union_prepare_kernel", 1);
+        int port = -1;
+        const int type = edge_type(regroup, unions, &port);
+        printf("  graph (no pre-pass): edge regroup -> union preparation type %d port %d (programmatic: type %d)\n",
+               type, port, (int)cudaGraphDependencyTypeProgrammatic);
+        assert_int_equal(type, (int)cudaGraphDependencyTypeProgrammatic);
+        free(all);
+    }
     CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
 
     result_t replay, direct, before, eager;
