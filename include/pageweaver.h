@@ -644,7 +644,11 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      that reads the graph's dependencies must ask for the edge data
  *      (cudaGraphNodeGetDependencies with an edgeData array), or CUDA refuses the query as
  *      lossy (cudaErrorLossyQuery, the count-only form with both arrays NULL included: ask
- *      with arrays larger than any expected count instead);
+ *      with arrays larger than any expected count instead). Calls without the pre-pass
+ *      that regroup on the device (no caller permutation, K <= 16: chunks too small for
+ *      the pre-pass, or page tables too wide for it) launch step 2 the same way, after
+ *      step 1's one kernel: their graphs hold one programmatic edge (regroup -> union
+ *      preparation), with the same rule for tools that read it;
  *   4. the attention kernel: pw_union_attention's with the chosen kernel; with the pre-pass,
  *      Union4's lean kernel reading the tiles (at G = 8, in FP8X2 without per-token scales
  *      and in FP8, a dense tile of 8 queries x 8 heads, at G = 4 one of 16 queries x 4 heads walking two

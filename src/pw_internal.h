@@ -253,8 +253,8 @@ pw_status_t pw_union_prepare_clear_schedule(const pw_problem_t *problem, const p
 /* CUDA build: pw_union_prepare that, with vt->sched_count (the full call's pre-pass
  * buffers), also clears (memset, unless vt->pdl) and fills the attention CTAs'
  * schedule lists; vt->pdl launches it as a programmatic dependent of the previous kernel
- * (pw_vt_buffers_t.pdl; K <= 16 only, else PW_ERROR_INVALID_ARGUMENT; EXPERIMENT exp/pdl-plain:
- * also without perm_alt); vt->perm_alt
+ * (pw_vt_buffers_t.pdl; K <= 16 only, else PW_ERROR_INVALID_ARGUMENT; with or without
+ * perm_alt); vt->perm_alt
  * and stack_stat as documented there. vt NULL:
  * pw_union_prepare. */
 pw_status_t pw_union_prepare_scheduled(const pw_problem_t *problem, const int32_t *topk_ids,

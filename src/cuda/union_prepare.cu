@@ -306,7 +306,7 @@ template <int KPL, bool kVecIn, bool kVecOut, bool kAlt, bool kPdl>
 void launch_union_prepare_kernel(const UnionParams &params, dim3 grid, cudaStream_t st)
 {
     static_assert(!kAlt || KPL == 4, "the stacked tile's calls have K <= 16");
-    /* EXPERIMENT exp/pdl-plain: also the K <= 16 kernel without perm_alt (calls without the
+    /* also the K <= 16 kernel without perm_alt (calls without the
      * V^T pre-pass, whose regroup is on the serial path, e.g. 4,096 queries at 1M tokens) */
     static_assert(!kPdl || KPL == 4, "only the K <= 16 kernels are launched as programmatic dependents");
     if constexpr (kAlt) launch_maybe_pdl<kPdl>(union_prepare_kernel_alt<kVecIn, kVecOut, kPdl>, grid, st, params);
@@ -323,8 +323,8 @@ void launch_union_prepare_at(const UnionParams &params, bool vec_in, bool vec_ou
     else launch_union_prepare_kernel<KPL, false, false, kAlt, kPdl>(params, grid, st);
 }
 
-/* pdl with K <= 16 only (KPL 4): the by-tile calls (the alt kernel) and, EXPERIMENT
- * exp/pdl-plain, the calls without the pre-pass (the plain kernel). */
+/* pdl with K <= 16 only (KPL 4): the by-tile calls (the alt kernel) and the calls without
+ * the pre-pass (the plain kernel). */
 template <int KPL, bool kAlt = false>
 void launch_union_prepare(const UnionParams &params, bool vec_in, bool vec_out, dim3 grid, cudaStream_t st,
                           bool pdl = false)

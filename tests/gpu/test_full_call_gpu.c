@@ -762,7 +762,7 @@ static void graph_replay_case(pw_kernel_t kernel, uint32_t flags)
     if (flags & PW_PLAN_VT_PREPASS) assert_int_equal(roots, 2);
     else assert_int_equal(roots, 1);
     if (!(flags & PW_PLAN_VT_PREPASS) && p->topk <= 16) {
-        /* EXPERIMENT exp/pdl-plain: without the pre-pass, union preparation is the regroup's
+        /* Without the pre-pass, union preparation is the regroup's
          * programmatic dependent (a direct, programmatic edge; read with edge data, since a
          * dependency query without it is refused as lossy once an edge is programmatic). */
         cudaGraphNode_t *all = malloc(nodes * sizeof *all);
