@@ -328,7 +328,7 @@ typedef enum pw_ref_mode {
  *     QK and PV each run twice on the FP8 tensor cores into the same FP32 accumulator.
  *     About 8 significant bits per operand instead of 4: NRMS 0.09% on the same inputs
  *     before the output is rounded to BF16, 0.19-0.23% in BF16 (BF16 rounding alone costs
- *     ~0.17%), at the cost measured in the README's benchmark table (1.21-1.31x the
+ *     ~0.17%), at the cost measured in the README's benchmark table (1.20-1.32x the
  *     FP8 time on the default Union4 path, 1.22-1.27x on Union8). K and V stay the caller's FP8
  *     caches (exact inputs). On pw_sparse_prefill's V^T pre-pass without per-token scales
  *     (Union4 plans that run it, the dense G = 8 / 4 tiles) P is instead one f16 value,
@@ -644,11 +644,12 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
  *      that reads the graph's dependencies must ask for the edge data
  *      (cudaGraphNodeGetDependencies with an edgeData array), or CUDA refuses the query as
  *      lossy (cudaErrorLossyQuery, the count-only form with both arrays NULL included: ask
- *      with arrays larger than any expected count instead). Calls without the pre-pass
- *      that regroup on the device (no caller permutation, K <= 16: chunks too small for
- *      the pre-pass, or page tables too wide for it) launch step 2 the same way, after
- *      step 1's one kernel: their graphs hold one programmatic edge (regroup -> union
- *      preparation), with the same rule for tools that read it;
+ *      with arrays larger than any expected count instead). Every call without the pre-pass
+ *      that computes its own permutation at K <= 16 (Union8 and per-query plans; Union4
+ *      when the rule or PW_PLAN_NO_VT_PREPASS leaves the pre-pass off: chunks too small,
+ *      page tables too wide; any regroup mode, identity included) launches step 2 the
+ *      same way, after step 1's one kernel: its graph holds one programmatic edge
+ *      (regroup -> union preparation), with the same rule for tools that read it;
  *   4. the attention kernel: pw_union_attention's with the chosen kernel; with the pre-pass,
  *      Union4's lean kernel reading the tiles (at G = 8, in FP8X2 without per-token scales
  *      and in FP8, a dense tile of 8 queries x 8 heads, at G = 4 one of 16 queries x 4 heads walking two

@@ -706,8 +706,9 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
              * regroup_step enqueuing exactly one kernel right before it (pw_regroup at
              * K <= 16 and N > 0: the identity, direct, long or hash-fallback kernel), so
              * that its predecessor is never a caller's kernel (caller_perm takes the path
-             * below) nor a memset. H200 (37th session): C_online -1.8..-2.6 us at
-             * 1,024 / 4,096 queries, no call slower. */
+             * below) nor a memset. H200 (37th session, Union4's default call): C_online
+             * -1.6..-2.7 us per round at 1,024 / 4,096 queries, T_default unchanged within
+             * noise. */
             PW_TRY(regroup_step(plan, args, dense_g, PW_STACK_NEVER, own_perm, parts, stream));
             pw_vt_buffers_t pdl_only;
             memset(&pdl_only, 0, sizeof pdl_only);
@@ -761,9 +762,10 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
         return by_tile_call(plan, args, dense_g, own_perm, &meta, &vt, parts, stream);
     pw_capture_branch_t branch;
     PW_TRY(pw_capture_branch_open(stream, &branch));
-    /* (Union preparation as the regroup's programmatic dependent runs in by_tile_call only,
-     * where it was measured: -2.3..-2.9 us of C_online on A-hot. Here the pre-pass branch
-     * hides the regroup's, and in the twentieth session PDL measured no gain there.) */
+    /* (On this path, the pre-pass without by_tile, union preparation is an ordinary launch:
+     * the pre-pass branch hides the regroup's, and in the twentieth session PDL measured no
+     * gain here. It is the regroup's programmatic dependent in by_tile_call (-2.3..-2.9 us
+     * of C_online on A-hot) and on the path without the pre-pass above.) */
     if (!caller_perm) PW_TRY(regroup_step(plan, args, dense_g, vt.stack_mode, own_perm, parts, stream));
     PW_TRY(pw_union_prepare_scheduled(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, &vt, stream));
     PW_TRY(pw_capture_branch_next(stream, &branch));

@@ -182,7 +182,9 @@ typedef struct pw_vt_buffers {
      * it prepares perm's. */
     const int32_t *perm_alt;
     /* plan.c's by_tile calls, where union preparation follows the library's own kernels
-     * (captured: the regroup and the mark launch; eager: the mark): launched as a
+     * (captured: the regroup and the mark launch; eager: the mark), and its calls without
+     * the pre-pass that regroup on the device at K <= 16 (the regroup's one kernel right
+     * before; no perm_alt, no stack_stat, no schedule): launched as a
      * programmatic dependent (cudaLaunchAttributeProgrammaticStreamSerialization) that scans
      * the requests before griddepcontrol.wait and reads the permutations and stack_stat
      * after it; the schedule's counts are then cleared by the caller before the regroup

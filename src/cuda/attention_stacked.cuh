@@ -44,7 +44,8 @@
  *     before that arrival in program order, and the arrival (lean_release) is a release that
  *     the issuer's block fence and proxy fence complete, as L1 for the K tile. So the
  *     buffers need no release of their own (the 34th session's mbarrier ts_empty went in
- *     the 37th: 2-5% faster with per-token scales, racecheck / synccheck clean).
+ *     the 37th: 2-5% faster with per-token scales; the scales test clean under racecheck /
+ *     synccheck, bench/NOTES.md).
  * Items: the dev entry runs one tile per CTA (CTA pair b = half b); the full call launches at
  * most 4 CTAs per SM that take items (tiles) from a work counter (stack_stat[2], cleared by
  * the pre-pass's memset), thread 0 taking the next item's index at the start of an item

@@ -263,8 +263,8 @@ __global__ void __launch_bounds__(kThreads) union_prepare_kernel(const UnionPara
 }
 
 /* K <= 16 with pw_vt_buffers_t.perm_alt (the stacked tile's calls only). kPdl: launched as
- * a programmatic dependent of the regroup (pw_vt_buffers_t.pdl; the by-tile calls, the
- * only ones that set it, run this kernel). */
+ * a programmatic dependent of the regroup (pw_vt_buffers_t.pdl; the by-tile calls run this
+ * kernel, the calls without the pre-pass the plain one). */
 template <bool kVecIn, bool kVecOut, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads) union_prepare_kernel_alt(const UnionParams p)
 {
