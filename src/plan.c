@@ -697,28 +697,23 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     int32_t *own_perm = (int32_t *)(void *)parts[PART_PERM];
     if (!caller_perm) perm = own_perm;
     if (!plan->vt_prepass) {
-        if (!caller_perm && p->topk <= 16) {
-            /* Union preparation as the regroup's programmatic
-             * dependent here too, where no pre-pass hides the regroup (4,096 queries at a
-             * 1M-token context: C_online ~15.7 us, the regroup's ~14 us on the serial
-             * path): its request scan runs beside the regroup's greedy loop, and it waits
-             * (griddepcontrol.wait) before reading the permutation. It relies on
-             * regroup_step enqueuing exactly one kernel right before it (pw_regroup at
-             * K <= 16 and N > 0: the identity, direct, long or hash-fallback kernel), so
-             * that its predecessor is never a caller's kernel (caller_perm takes the path
-             * below) nor a memset. H200 (37th session, Union4's default call): C_online
-             * -1.6..-2.7 us per round at 1,024 / 4,096 queries, T_default unchanged within
-             * noise. */
-            PW_TRY(regroup_step(plan, args, dense_g, PW_STACK_NEVER, own_perm, parts, stream));
-            pw_vt_buffers_t pdl_only;
-            memset(&pdl_only, 0, sizeof pdl_only);
-            pdl_only.pdl = 1;
-            PW_TRY(pw_union_prepare_scheduled(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta,
-                                              &pdl_only, stream));
-            return pw_union_attention(p, args, &plan->grouping, perm, &meta, plan->config.kernel, stream);
-        }
         if (!caller_perm) PW_TRY(regroup_step(plan, args, dense_g, PW_STACK_NEVER, own_perm, parts, stream));
-        PW_TRY(pw_union_prepare(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, stream));
+        /* Union preparation as the regroup's programmatic dependent where it computes its
+         * own permutation at K <= 16: no pre-pass hides the regroup here (4,096 queries at
+         * a 1M-token context: C_online ~15.7 us, the regroup's ~14 us on the serial path),
+         * so its request scan runs beside the regroup's greedy loop, and it waits
+         * (griddepcontrol.wait) before reading the permutation. It relies on regroup_step
+         * enqueuing exactly one kernel right before it (pw_regroup at K <= 16 and N > 0:
+         * the identity, direct, long or hash-fallback kernel), so that its predecessor is
+         * never a caller's kernel (caller_perm: an ordinary launch) nor a memset. H200
+         * (37th session, Union4's default call): C_online -1.6..-2.7 us per round at
+         * 1,024 / 4,096 queries, T_default unchanged within noise. */
+        pw_vt_buffers_t pdl_only;
+        memset(&pdl_only, 0, sizeof pdl_only);
+        pdl_only.pdl = 1;
+        const pw_vt_buffers_t *vt_pdl = !caller_perm && p->topk <= 16 ? &pdl_only : NULL; /* NULL: pw_union_prepare */
+        PW_TRY(pw_union_prepare_scheduled(p, args->topk_ids, &args->requests, &plan->grouping, perm, &meta, vt_pdl,
+                                          stream));
         return pw_union_attention(p, args, &plan->grouping, perm, &meta, plan->config.kernel, stream);
     }
     /* Union4 on the pre-pass: the pre-pass marks the union pages from the Top-K ids, gives

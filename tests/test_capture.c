@@ -811,17 +811,8 @@ static void test_json_control_bytes(void **state)
     image_t im = valid_image();
     image_save_replacing(path, &im, "\"page_table\"", "\"page\x14table\"");
     expect_failure(path, PW_ERROR_FORMAT, "control byte 0x14 inside a JSON string", NULL, NULL);
-    char *text = cJSON_PrintUnformatted(im.header);
-    char *colon = strchr(text, ':');
-    const size_t at = (size_t)(colon - text);
-    char *spaced = malloc(strlen(text) + 2);
-    memcpy(spaced, text, at + 1);
-    spaced[at + 1] = 0x01; /* between tokens */
-    strcpy(spaced + at + 2, text + at + 1);
-    image_save_text(path, spaced, im.data, im.data_len);
+    image_save_replacing(path, &im, "\"page_table\":", "\"page_table\":\x01"); /* between tokens */
     expect_failure(path, PW_ERROR_FORMAT, "control byte 0x01 between JSON tokens", NULL, NULL);
-    free(spaced);
-    free(text);
     /* The byte escaped in a provenance value: valid JSON, read as the byte. */
     cJSON *meta = cJSON_GetObjectItemCaseSensitive(im.header, "__metadata__");
     assert_non_null(meta);
@@ -832,6 +823,25 @@ static void test_json_control_bytes(void **state)
     assert_string_equal(pw_capture_get_meta(c, "model"), "a\x14" "b");
     pw_capture_free(c);
     image_free(&im);
+}
+
+/* Two requests of one query each, pages of 1 token, Top-K 1, without a page table (the
+ * default layout): kv_lens {1, kv_last}, max_pages_per_request kv_last. */
+static pw_capture_t *two_query_capture(int32_t kv_last)
+{
+    pw_problem_t p = PW_PROBLEM_INIT;
+    p.num_requests = 2;
+    p.page_size = 1;
+    p.topk = 1;
+    p.num_tokens = 2;
+    p.max_pages_per_request = kv_last;
+    pw_capture_t *c = NULL;
+    assert_pw_ok(pw_capture_create(&p, 0, &c));
+    const int32_t cu[3] = {0, 1, 2}, prefix[2] = {0, 0}, kv[2] = {1, kv_last};
+    memcpy(c->cu_seqlens_q, cu, sizeof cu);
+    memcpy(c->prefix_lens, prefix, sizeof prefix);
+    memcpy(c->kv_lens, kv, sizeof kv);
+    return c;
 }
 
 /* More JSON text every reader must agree on (a review of the fuzz targets, 2026-12-05):
@@ -865,18 +875,7 @@ static void test_json_spellings_and_default_bound(void **state)
     image_free(&im);
 
     /* The default table past 2^26 entries: 2 requests of 2^25 + 1 pages of 1 token. */
-    pw_problem_t p = PW_PROBLEM_INIT;
-    p.num_requests = 2;
-    p.page_size = 1;
-    p.topk = 1;
-    p.num_tokens = 2;
-    p.max_pages_per_request = 1;
-    pw_capture_t *c = NULL;
-    assert_pw_ok(pw_capture_create(&p, 0, &c));
-    const int32_t cu[3] = {0, 1, 2}, prefix[2] = {0, 0}, kv[2] = {1, 1};
-    memcpy(c->cu_seqlens_q, cu, sizeof cu);
-    memcpy(c->prefix_lens, prefix, sizeof prefix);
-    memcpy(c->kv_lens, kv, sizeof kv);
+    pw_capture_t *c = two_query_capture(1);
     const char *small = temp_path("default_small.safetensors");
     assert_pw_ok(pw_capture_write(small, c, 0));
     image_t big = image_read(small);
@@ -892,12 +891,7 @@ static void test_json_spellings_and_default_bound(void **state)
     image_free(&big);
     /* The writer refuses what the reader would refuse. */
     pw_capture_free(c);
-    p.max_pages_per_request = (1 << 25) + 1;
-    assert_pw_ok(pw_capture_create(&p, 0, &c));
-    memcpy(c->cu_seqlens_q, cu, sizeof cu);
-    memcpy(c->prefix_lens, prefix, sizeof prefix);
-    const int32_t kv_big[2] = {1, (1 << 25) + 1};
-    memcpy(c->kv_lens, kv_big, sizeof kv_big);
+    c = two_query_capture((1 << 25) + 1);
     assert_int_equal(pw_capture_write(small, c, 0), PW_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(pw_last_error(), "PW_CAPTURE_MAX_DEFAULT_TABLE_ENTRIES"));
     c->page_table_synthesised = 0; /* stored: fine */

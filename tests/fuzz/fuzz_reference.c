@@ -370,21 +370,38 @@ static int32_t support(const fuzz_problem_t *f, int32_t h, int32_t row, int32_t 
 }
 
 /* ---- regroup and union preparation ------------------------------------------------- */
-static void check_perm(const fuzz_problem_t *f, const int32_t *perm)
+/* 1 if perm is, for every KV head, a bijection of the rows inside each request; else 0
+ * with the first fault described in why. */
+static int is_bijection(const fuzz_problem_t *f, const int32_t *perm, char *why, size_t why_len)
 {
     const pw_problem_t *p = &f->pb;
     uint8_t *seen = calloc((size_t)p->num_tokens + 1, 1);
-    for (int32_t h = 0; h < p->num_kv_heads; h++) {
+    int ok = 1;
+    for (int32_t h = 0; h < p->num_kv_heads && ok; h++) {
         memset(seen, 0, (size_t)p->num_tokens + 1);
-        for (int32_t slot = 0; slot < p->num_tokens; slot++) {
+        for (int32_t slot = 0; slot < p->num_tokens && ok; slot++) {
             const int32_t row = perm[(int64_t)h * p->num_tokens + slot];
-            CHECK(row >= 0 && row < p->num_tokens, "perm[%d][%d] = %d", h, slot, row);
-            CHECK(request_of(f, row) == request_of(f, slot), "slot %d holds row %d of another request", slot, row);
-            CHECK(!seen[row], "row %d twice in KV head %d", row, h);
-            seen[row] = 1;
+            if (row < 0 || row >= p->num_tokens) {
+                snprintf(why, why_len, "perm[%d][%d] = %d", h, slot, row);
+                ok = 0;
+            } else if (request_of(f, row) != request_of(f, slot)) {
+                snprintf(why, why_len, "slot %d holds row %d of another request", slot, row);
+                ok = 0;
+            } else if (seen[row]) {
+                snprintf(why, why_len, "row %d twice in KV head %d", row, h);
+                ok = 0;
+            }
+            if (ok) seen[row] = 1;
         }
     }
     free(seen);
+    return ok;
+}
+
+static void check_perm(const fuzz_problem_t *f, const int32_t *perm)
+{
+    char why[96] = "";
+    CHECK(is_bijection(f, perm, why, sizeof why), "%s", why);
 }
 
 /* The metadata against the unions of the members' S (semantics §4.1). */
@@ -573,17 +590,8 @@ static void run_grouping(source_t *s, const fuzz_problem_t *f, int problem_ok)
         const int64_t at = take_range(s, 0, p->num_kv_heads * p->num_tokens - 1);
         perm[at] = take_index(s, p->num_tokens);
     }
-    int bijection = 1;
-    uint8_t *seen = calloc((size_t)p->num_tokens + 1, 1);
-    for (int32_t h = 0; h < p->num_kv_heads && bijection; h++) {
-        memset(seen, 0, (size_t)p->num_tokens + 1);
-        for (int32_t slot = 0; slot < p->num_tokens && bijection; slot++) {
-            const int32_t row = perm[(int64_t)h * p->num_tokens + slot];
-            bijection = row >= 0 && row < p->num_tokens && !seen[row] && request_of(f, row) == request_of(f, slot);
-            if (bijection) seen[row] = 1;
-        }
-    }
-    free(seen);
+    char why[96] = "";
+    const int bijection = is_bijection(f, perm, why, sizeof why);
     st = FRESH(pw_ref_union_prepare(p, f->topk, &rq, &grouping, perm, &meta));
     check_failure_message(st, "pw_ref_union_prepare");
     CHECK((st == PW_SUCCESS) == bijection, "pw_ref_union_prepare: %s for a permutation that is %sa bijection",
@@ -649,6 +657,29 @@ static int64_t slot_at(const fuzz_problem_t *f, int64_t h, int64_t slot)
     return slot * f->kv_stride + h * f->pb.head_dim;
 }
 
+/* The cache slots row `row` of KV head h sees (semantics §1: tokens t <= c, t < L of its
+ * pages S, through the page table) into slot_of[] (room for K x P), their count returned;
+ * *bad += the pages of S outside the cache. sel: room for K ids. */
+static int64_t visible_tokens(const fuzz_problem_t *f, int32_t h, int32_t row, int32_t *sel, int64_t *slot_of,
+                              uint32_t *bad)
+{
+    const pw_problem_t *p = &f->pb;
+    const int32_t r = request_of(f, row);
+    const int64_t c = (int64_t)f->prefix[r] + (row - f->cu[r]);
+    const int32_t ns = support(f, h, row, sel);
+    int64_t nt = 0;
+    for (int32_t i = 0; i < ns; i++) {
+        const int64_t phys = f->page_table[r * f->stride + sel[i]];
+        if (phys < 0 || phys >= p->num_cache_pages) {
+            (*bad)++;
+            continue;
+        }
+        for (int64_t t = (int64_t)sel[i] * p->page_size; t < ((int64_t)sel[i] + 1) * p->page_size; t++)
+            if (t <= c && t < f->kv[r]) slot_of[nt++] = phys * p->page_size + t % p->page_size;
+    }
+    return nt;
+}
+
 /* visible[h * slots + slot] = 1 iff some row of KV head h sees that cache slot. */
 static uint8_t *visible_slots(const fuzz_problem_t *f)
 {
@@ -656,19 +687,15 @@ static uint8_t *visible_slots(const fuzz_problem_t *f)
     const int64_t slots = p->num_cache_pages * p->page_size;
     uint8_t *vis = calloc((size_t)(p->num_kv_heads * slots) + 1, 1);
     int32_t *sel = malloc(sizeof(int32_t) * (size_t)p->topk);
+    int64_t *slot_of = malloc(sizeof(int64_t) * (size_t)((int64_t)p->topk * p->page_size + 1));
+    uint32_t bad = 0;
     for (int32_t h = 0; h < p->num_kv_heads; h++)
         for (int32_t row = 0; row < p->num_tokens; row++) {
-            const int32_t r = request_of(f, row);
-            const int64_t c = (int64_t)f->prefix[r] + (row - f->cu[r]);
-            const int32_t ns = support(f, h, row, sel);
-            for (int32_t i = 0; i < ns; i++) {
-                const int64_t phys = f->page_table[r * f->stride + sel[i]];
-                if (phys < 0 || phys >= p->num_cache_pages) continue;
-                for (int64_t t = (int64_t)sel[i] * p->page_size; t < ((int64_t)sel[i] + 1) * p->page_size; t++)
-                    if (t <= c && t < f->kv[r]) vis[h * slots + phys * p->page_size + t % p->page_size] = 1;
-            }
+            const int64_t nt = visible_tokens(f, h, row, sel, slot_of, &bad);
+            for (int64_t t = 0; t < nt; t++) vis[h * slots + slot_of[t]] = 1;
         }
     free(sel);
+    free(slot_of);
     return vis;
 }
 
@@ -722,19 +749,7 @@ static void brute_force(const fuzz_problem_t *f, double *o, float *lse, uint32_t
     *bad = 0;
     for (int64_t h = 0; h < p->num_kv_heads; h++)
         for (int32_t row = 0; row < p->num_tokens; row++) {
-            const int32_t r = request_of(f, row);
-            const int64_t c = (int64_t)f->prefix[r] + (row - f->cu[r]);
-            const int32_t ns = support(f, (int32_t)h, row, sel);
-            int64_t nt = 0;
-            for (int32_t i = 0; i < ns; i++) {
-                const int64_t phys = f->page_table[r * f->stride + sel[i]];
-                if (phys < 0 || phys >= p->num_cache_pages) {
-                    (*bad)++;
-                    continue;
-                }
-                for (int64_t t = (int64_t)sel[i] * p->page_size; t < ((int64_t)sel[i] + 1) * p->page_size; t++)
-                    if (t <= c && t < f->kv[r]) slot_of[nt++] = phys * p->page_size + t % p->page_size;
-            }
+            const int64_t nt = visible_tokens(f, (int32_t)h, row, sel, slot_of, bad);
             for (int64_t j = 0; j < g; j++) {
                 const int64_t head = h * g + j, at = (int64_t)row * hq + head;
                 const pw_bf16_t *q = f->q + at * dim;
