@@ -80,6 +80,9 @@ def points(docs):
     """One dict per capture with a GPU run: shapes and the measured figures (us)."""
     out = []
     for doc in docs:
+        if doc.get("protocol", {}).get("union4_window", 128) != 128:
+            raise SystemExit("fit_time_guard: a run with --union4-window %s: the model's Union4 figures are "
+                             "W128's; refit from a run without it" % doc["protocol"]["union4_window"])
         for c in doc.get("captures", []):
             g = c.get("gpu", {})
             if not g.get("ran"):

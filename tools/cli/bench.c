@@ -81,6 +81,8 @@ static void print_help(FILE *out)
             "  --fp8x2-tile T    auto (default: the device decides per call), stacked or lean: the\n"
             "                    FP8X2 tile of the Union4 arms on the pre-pass (PW_PLAN_FP8X2_STACKED /\n"
             "                    PW_PLAN_NO_FP8X2_STACKED)\n"
+            "  --union4-window W 128 (default) or 64: the regroup window of every Union4 arm\n"
+            "                    (the default kernel's group) and of its caller permutations\n"
             "  --cpu-only        skip the GPU part even when a GPU is present\n"
             "  --no-rates        do not measure L2 bandwidth / FP8 GEMM rate (no floors)\n"
             "  -q, --quiet       no progress lines on stderr\n"
@@ -399,14 +401,16 @@ static int cpu_part(bench_capture_t *bc, const bench_options_t *o)
     for (int i = 0; i < NUM_PERMS; i++) {
         bc->perms[i] = malloc(perm_bytes ? perm_bytes : 4);
         if (!bc->perms[i]) return 1;
-        bc->perm_window[i] = windows[i];
+        /* Union4's caller permutations follow --union4-window (their names say W128) */
+        const int union4_perm = i == PERM_W128_GUARDED_G4 || i == PERM_W128_GUARDED_G2;
+        bc->perm_window[i] = union4_perm ? bc->union4_window : windows[i];
         const double t = now_ms();
         if (i == PERM_RANDOM) {
             random_perm(c, o->seed, bc->perms[i]);
         } else {
             pw_grouping_t g = PW_GROUPING_INIT;
             g.mode = modes[i];
-            g.window = windows[i];
+            g.window = bc->perm_window[i];
             if (i == PERM_W128_GUARDED_G4) g.group_size = 4; /* Union4's objective (pageweaver.h) */
             if (i == PERM_W128_GUARDED_G2) g.group_size = 2; /* the stacked tile's (PW_PLAN_NO_REGROUP_BY_TILE) */
             if (pw_ref_regroup(p, c->topk_ids, &rq, &g, bc->perms[i]) != PW_SUCCESS) {
@@ -415,7 +419,7 @@ static int cpu_part(bench_capture_t *bc, const bench_options_t *o)
             }
         }
         bc->perm_cpu_ms[i] = now_ms() - t;
-        if (perm_stats(c, bc->perms[i], windows[i], &bc->stats[i]) != 0) {
+        if (perm_stats(c, bc->perms[i], bc->perm_window[i], &bc->stats[i]) != 0) {
             fprintf(stderr, "pageweaver bench: %s: union statistics %s: %s\n", bc->path, bench_perm_name(i),
                     pw_last_error());
             return 1;
@@ -582,6 +586,9 @@ static void print_protocol(const bench_options_t *o)
     if (o->vt_flags & (PW_PLAN_FP8X2_STACKED | PW_PLAN_NO_FP8X2_STACKED))
         printf("FP8X2 tile forced to the %s on every Union4 arm (--fp8x2-tile)\n",
                o->vt_flags & PW_PLAN_FP8X2_STACKED ? "stacked tile" : "lean kernel (G = 8: the dense tile)");
+    if (o->union4_window != 128)
+        printf("regroup window %d on every Union4 arm and its caller permutations (--union4-window)\n",
+               o->union4_window);
 }
 
 static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates, int gpu)
@@ -603,7 +610,12 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
            "rho_Q", "cpu_regroup");
     for (int i = 0; i < NUM_PERMS; i++) {
         const pw_union_stats_t *s = &bc->stats[i];
-        printf("%-16s %13lld %9.2f%% %12lld %12lld %7.3f %9.1f ms\n", bench_perm_name(i), (long long)s->union_visits,
+        char name[32]; /* Union4's permutations at --union4-window 64 say so */
+        if ((i == PERM_W128_GUARDED_G4 || i == PERM_W128_GUARDED_G2) && bc->perm_window[i] != 128)
+            snprintf(name, sizeof name, "guarded W%d g%d", (int)bc->perm_window[i], i == PERM_W128_GUARDED_G4 ? 4 : 2);
+        else
+            snprintf(name, sizeof name, "%s", bench_perm_name(i));
+        printf("%-16s %13lld %9.2f%% %12lld %12lld %7.3f %9.1f ms\n", name, (long long)s->union_visits,
                reduction_pct(bc, i) != 0.0 ? -reduction_pct(bc, i) : 0.0, (long long)s->c4, (long long)s->selections, s->rho_q, bc->perm_cpu_ms[i]);
     }
     printf("union visits: identity %lld -> W64 %lld (%.2f%% fewer) -> W128 %lld (%.2f%% fewer)  [paper, 64K "
@@ -962,6 +974,7 @@ static int write_json(FILE *out, const char *path, const bench_options_t *o, con
     cJSON_AddNumberToObject(pj, "warmup", o->warmup);
     cJSON_AddNumberToObject(pj, "copies", o->copies);
     cJSON_AddNumberToObject(pj, "interleaved_replays", o->interleaved_replays);
+    cJSON_AddNumberToObject(pj, "union4_window", o->union4_window);
     cJSON *rj = cJSON_AddObjectToObject(root, "rates");
     cJSON_AddBoolToObject(rj, "measured", rates->measured);
     if (rates->measured) {
@@ -1006,13 +1019,13 @@ static int widen_page_table(pw_capture_t *c, int pages)
 /* ---------------------------------------------------------------------------------- */
 int pw_cli_bench(int argc, char **argv)
 {
-    bench_options_t o = {100, 10, 3, 256, 1, 0, 1, 0, 200, 0, 0u};
+    bench_options_t o = {100, 10, 3, 256, 1, 0, 1, 0, 200, 0, 0u, 128};
     const char *json_path = NULL;
     const char *files[MAX_FILES];
     int nfiles = 0;
     long replays = o.replays, warmup = o.warmup, copies = o.copies, check_rows = o.check_rows, seed = 1;
     long interleaved = o.interleaved_replays;
-    long table_pages = 0;
+    long table_pages = 0, union4_window = 128;
     const struct {
         const char *name;
         long lo, hi;
@@ -1021,7 +1034,7 @@ int pw_cli_bench(int argc, char **argv)
         {"--replays", 1, 100000, &replays},        {"--warmup", 0, 100000, &warmup},
         {"--copies", 1, 8, &copies},               {"--check-rows", 0, 1L << 30, &check_rows},
         {"--seed", 0, 1L << 62, &seed},            {"--interleaved-replays", 1, 100000, &interleaved},
-        {"--table-pages", 0, 1L << 29, &table_pages},
+        {"--table-pages", 0, 1L << 29, &table_pages}, {"--union4-window", 64, 128, &union4_window},
     };
     /* Options that force a pair of plan flags on every Union4 arm: auto (neither), or one. */
     const struct {
@@ -1097,6 +1110,11 @@ int pw_cli_bench(int argc, char **argv)
     o.warmup = (int)warmup;
     o.copies = (int)copies;
     o.check_rows = (int)check_rows;
+    if (union4_window != 64 && union4_window != 128) {
+        fprintf(stderr, "pageweaver bench: --union4-window needs 64 or 128, got %ld\n", union4_window);
+        return PW_CLI_USAGE;
+    }
+    o.union4_window = (int)union4_window;
     o.seed = (uint64_t)seed;
     o.interleaved_replays = (int)interleaved;
     o.table_pages = (int)table_pages;
@@ -1171,6 +1189,7 @@ int pw_cli_bench(int argc, char **argv)
             continue;
         }
         bc->vt_flags = o.vt_flags;
+        bc->union4_window = o.union4_window;
         if (widen_page_table(bc->capture, o.table_pages) != 0) {
             fprintf(stderr, "pageweaver bench: %s: no memory to widen the page table\n", files[f]);
             failed = 1;
@@ -1184,6 +1203,7 @@ int pw_cli_bench(int argc, char **argv)
             bc->default_info = (pw_plan_info_t)PW_PLAN_INFO_INIT;
             pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT; /* with --vt-prepass / --fp8x2-tile, as the Union4 arms */
             cfg.flags = o.vt_flags;
+            cfg.window = o.union4_window;
             if (pw_plan_create(p, &cfg, &plan) == PW_SUCCESS &&
                 pw_plan_info(plan, bench_default_precision(), &bc->default_info) == PW_SUCCESS)
                 bc->default_known = 1;

@@ -20,6 +20,7 @@ typedef struct bench_options {
     int interleaved_replays; /* replays per arm of the interleaved default-kernel arms */
     int table_pages; /* > max_pages: widen each page table to this many columns (0: as read) */
     uint32_t vt_flags; /* PW_PLAN_VT_PREPASS / NO_VT_PREPASS and PW_PLAN_FP8X2_STACKED / NO_FP8X2_STACKED on every Union4 arm, or 0 */
+    int union4_window; /* regroup window of every Union4 arm and of its caller permutations (64 or 128; default 128) */
 } bench_options_t;
 
 /* Permutations computed on the CPU (pw_ref_regroup) for every capture. */
@@ -108,6 +109,7 @@ typedef struct bench_capture {
     const char *path;
     pw_capture_t *capture;
     uint32_t vt_flags;             /* bench_options_t.vt_flags */
+    int32_t union4_window;         /* bench_options_t.union4_window */
     int fast_path;                 /* G=16 D=128 P=128 K=16 */
     double visible_pairs;          /* sum over KV heads and rows of |A_i| */
     int64_t bad_pages;             /* (query, KV head, page) pairs of S_i whose physical page

@@ -520,7 +520,7 @@ static pw_plan_config_t arm_config(const bench_capture_t *bc, const arm_spec_t *
 {
     pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
     cfg.regroup = spec->mode;
-    cfg.window = spec->window;
+    cfg.window = spec->kernel == PW_KERNEL_UNION4 ? bc->union4_window : spec->window; /* --union4-window */
     cfg.kernel = spec->kernel;
     if (spec->caller_perm >= 0) {
         cfg.flags = PW_PLAN_CALLER_PERM;
