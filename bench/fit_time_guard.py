@@ -15,7 +15,11 @@ What it fits (all times in us; rows = N * Hkv; windows = Hkv * (ceil(N / W) + R 
       Union4 (the default kernel): gpu.default_kernel (interleaved replays); Union8: arms
       t0 and t_fixed_w128.
   W64: rate(W64) = rate(W128) x the median of (union-visit reduction at W64 / at W128)
-      over the captures (no caller-perm W64 arm is timed); rows0 as W128.
+      over the captures; rows0 as W128. Union4 from a run with `--union4-window 64` when
+      one is given (its default_kernel figures are W64's: T_identity - T_fixed at the W64
+      permutation), fitted as W128's; the model's W64 constants decide PW_WINDOW_AUTO's
+      window (pw_time_guard_window), so refit both from one device call:
+      `PW_SCALING_WINDOWS="128 64" scripts/gpu-check scaling13`.
   C_online(W128) = T_online - T_fixed of both kernels, captures whose
       max_pages_per_request <= 14,336 (the regroup's direct or long direct path; 2048 before
       2026-12-03, when past 2048 it took the hash path) and whose call runs without the
@@ -25,7 +29,8 @@ What it fits (all times in us; rows = N * Hkv; windows = Hkv * (ceil(N / W) + R 
       (3-9 us instead of ~15 us), and the calls the guard decides on are small ones, which
       do not run it. Least squares C = fixed + per_window * windows. hash_factor: median of C / prediction over the
       captures past 14,336 pages. C_online(W64) = t_online_w64 - t0 + S_exec(W64, Union8)
-      with S_exec(W64) scaled from W128 as above; fitted the same way.
+      with S_exec(W64) scaled from W128 as above, and the W64 run's Union4 C_online where
+      no pre-pass hides it; fitted the same way.
   fp8x2_factor: median of union4_w128_fp8x2 / union4_w128 (attention time ratio, taken as
       the ratio of the savings).
   margin_us: not fitted (--margin, default 2.0).
@@ -80,9 +85,9 @@ def points(docs):
     """One dict per capture with a GPU run: shapes and the measured figures (us)."""
     out = []
     for doc in docs:
-        if doc.get("protocol", {}).get("union4_window", 128) != 128:
-            raise SystemExit("fit_time_guard: a run with --union4-window %s: the model's Union4 figures are "
-                             "W128's; refit from a run without it" % doc["protocol"]["union4_window"])
+        w64_run = doc.get("protocol", {}).get("union4_window", 0) == 64  # --union4-window 64
+        if doc.get("protocol", {}).get("union4_window", 0) not in (0, 64, 128):
+            continue
         for c in doc.get("captures", []):
             g = c.get("gpu", {})
             if not g.get("ran"):
@@ -93,6 +98,16 @@ def points(docs):
             pt = {"path": c["path"], "rows": p["num_tokens"] * p["num_kv_heads"],
                   "w128": windows_of(p, 128), "w64": windows_of(p, 64),
                   "pages": p.get("max_pages_per_request", 0), "problem": p}
+            if w64_run:  # its Union4 figures at W64; its Union8 arms are the W128 run's again
+                dk = g.get("default_kernel")
+                if dk:
+                    scale = DEFAULTS["fp8x2_factor"] if dk.get("precision") == "fp8x2" else 1.0
+                    pt["w64_run"] = True
+                    pt["s_u4_64"], pt["c_u4_64"] = dk["s_exec_us"] / scale, dk["c_online_us"]
+                    pt["x2_scale"] = scale
+                    pt["prepass"] = c.get("default_plan", {}).get("vt_prepass")
+                    out.append(pt)
+                continue
             gr = c.get("groupings", {})
             r64, r128 = gr.get("guarded_w64", {}).get("reduction_pct"), gr.get("guarded_w128", {}).get("reduction_pct")
             pt["red_ratio"] = r64 / r128 if r64 is not None and r128 else None
@@ -124,7 +139,7 @@ def points(docs):
 def unhidden_cost(p, key):
     """Point p has the cost `key`, measured on a call whose regroup no pre-pass hides:
     Union8 never runs the pre-pass; Union4 only where it is known not to have run."""
-    return key in p and (key != "c_u4" or p.get("prepass") is False)
+    return key in p and (key not in ("c_u4", "c_u4_64") or p.get("prepass") is False)
 
 
 def fit(pts, margin, s_max_rows=20000):
@@ -147,7 +162,18 @@ def fit(pts, margin, s_max_rows=20000):
         m["rows0"][k][W64] = rows0
         if not ratio:
             notes.append(f"{name} W64 rate: no W64/W128 reduction ratio; scaled as the defaults")
-    for w, key, wkey in ((W128, ("c_u8", "c_u4"), "w128"), (W64, ("c64",), "w64")):
+    data = [(p["rows"], p["s_u4_64"]) for p in pts if "s_u4_64" in p and p["rows"] <= s_max_rows]
+    if len({x for x, _ in data}) >= 2:
+        a, b = linear_fit([x for x, _ in data], [y for _, y in data])
+        m["rate"][U4][W64], m["rows0"][U4][W64] = (a * 1000.0, -b / a) if a > 0 else (0.0, 0.0)
+        # the W64 run's FP8X2 group was brought to FP8 terms with the default factor: redo it
+        # with the fitted one (below) once it is known
+        w64_scaled = {p["x2_scale"] for p in pts if "s_u4_64" in p}
+    else:
+        w64_scaled = set()
+        if any("s_u4_64" in p for p in pts):
+            notes.append("Union4 W64 S_exec: fewer than two sizes in the W64 run; scaled from W128")
+    for w, key, wkey in ((W128, ("c_u8", "c_u4"), "w128"), (W64, ("c64", "c_u4_64"), "w64")):
         bound = m["long_max_pages"][w]
         data = [(p[wkey], p[k]) for p in pts for k in key if unhidden_cost(p, k) and p["pages"] <= bound]
         if not data:
@@ -169,6 +195,8 @@ def fit(pts, margin, s_max_rows=20000):
         m["fp8x2_factor"] = statistics.median(x2)
     else:
         notes.append("fp8x2_factor: no FP8X2 arms; kept the default")
+    if w64_scaled and w64_scaled != {1.0}:  # S scales linearly: the rate by default / fitted factor
+        m["rate"][U4][W64] *= DEFAULTS["fp8x2_factor"] / m["fp8x2_factor"]
     return m, notes
 
 
@@ -221,6 +249,12 @@ def header(m, sources, rows):
 def report(m, pts):
     rows = []
     for p in pts:
+        if p.get("w64_run"):
+            s, c, _ = predict(m, p, U4, w=W64, x2=p["x2_scale"] != 1.0)
+            name = p["path"].rsplit("/", 1)[-1]
+            rows.append(f"{name} (Union4 W64 run): S {p['s_u4_64'] * p['x2_scale']:.1f}/{s:.1f}, "
+                        f"C {p['c_u4_64']:.1f}/{c:.1f}")
+            continue
         s, c, pays = predict(m, p, U4, x2=p.get("x2_group", False))
         meas = ""
         if "s_u4" in p:
@@ -296,6 +330,23 @@ def self_test():
     ok &= close(m["fixed"][W64], 6.0) and close(m["per_window"][W64], 0.0) and close(m["fp8x2_factor"], 1.25)
     text = header(m, ["self-test"], report(m, points([{"captures": captures}])))
     ok &= "PW_TIME_GUARD_FITTED" in text and text.count("{") == text.count("}")
+    # A --union4-window 64 run beside it: Union4's W64 saving is fitted from it directly,
+    # and its costs (no pre-pass) join Union8's W64 ones; the pre-pass call's may not.
+    truth["rate"][U4][W64], truth["rows0"][U4][W64] = 3.5, 2500.0
+    w64_caps = []
+    for n, pages, vt in ((1024, 392, False), (2048, 400, False), (3072, 408, False), (16384, 512, True)):
+        prob = {"num_tokens": n, "num_requests": 1, "num_kv_heads": 1, "max_pages_per_request": pages}
+        pt = {"rows": n, "w128": windows_of(prob, 128), "w64": windows_of(prob, 64), "pages": pages}
+        s4, c64, _ = predict(truth, pt, U4, w=W64)
+        w64_caps.append({"path": f"synthetic_w64_{n}", "problem": prob, "default_plan": {"vt_prepass": vt},
+                         "gpu": {"ran": True, "arms": {}, "default_kernel": {"s_exec_us": s4,
+                                                                             "c_online_us": 1.0 if vt else c64}}})
+    docs = [{"captures": captures}, {"protocol": {"union4_window": 64}, "captures": w64_caps}]
+    m2, _ = fit(points(docs), 2.0)
+    ok &= close(m2["rate"][U4][W64], 3.5) and close(m2["rows0"][U4][W64], 2500.0)
+    ok &= close(m2["rate"][U8][W64], truth["rate"][U8][W128] * 0.75)  # Union8: scaled as before
+    ok &= close(m2["fixed"][W64], 6.0) and close(m2["per_window"][W64], 0.0)
+    ok &= "Union4 W64 run" in header(m2, ["self-test"], report(m2, points(docs)))
     print("fit_time_guard self-test:", "ok" if ok else "FAILED", json.dumps(m), notes)
     return 0 if ok else 1
 

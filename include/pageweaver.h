@@ -806,13 +806,13 @@ typedef struct pw_plan_config {
                                   original order), GREEDY or GUARDED (always; GUARDED:
                                   greedy per window only where it strictly cuts the
                                   window's union visits) */
-    int32_t window;            /* W: 64 or 128 (default 128) query positions per regroup
-                                  window; with PW_PLAN_CALLER_PERM any W >= 0 (0 = one
-                                  window per request); ignored for IDENTITY; with AUTO at
-                                  K > 16 any W >= 0 too (kept from before the time guard
-                                  covered K > 16): a W other than 64 / 128 then means
-                                  identity order, the window only cutting the union
-                                  groups */
+    int32_t window;            /* W: query positions per regroup window, 64 or 128, or
+                                  PW_WINDOW_AUTO (the default: the plan picks, see there);
+                                  with PW_PLAN_CALLER_PERM any W >= 0 (0 = one window per
+                                  request); ignored for IDENTITY; with AUTO at K > 16 any
+                                  W >= 0 too (kept from before the time guard covered
+                                  K > 16): a W other than 64 / 128 then means identity
+                                  order, the window only cutting the union groups */
     pw_kernel_t kernel;        /* UNION4 (default: the fastest measured on every input so
                                   far, README benchmark), UNION8 (the paper's 2-CTA
                                   cluster kernel) or PER_QUERY; FP8 outputs are bitwise
@@ -832,7 +832,22 @@ typedef struct pw_plan_config {
                                   read with 0; a larger one is read up to this field. */
 } pw_plan_config_t;
 
-#define PW_PLAN_CONFIG_INIT {sizeof(pw_plan_config_t), PW_REGROUP_AUTO, 128, PW_KERNEL_UNION4, 0u, 0}
+/* config.window: the plan picks the regroup window (since 2026-12-05; the default before
+ * was 128). With PW_REGROUP_AUTO the time guard evaluates both windows in the default
+ * arithmetic (PW_PRECISION_FP8X2) and takes the one whose predicted saving minus cost is
+ * larger (ties: 128), then decides regroup or identity at that window for each precision:
+ * a shorter window cuts fewer union pages but halves the regroup's serial greedy chain
+ * (64 instead of 128 dependent steps per window: C_online ~6 us instead of ~12-14), so it
+ * wins on chunks of a few thousand query positions. (H100, one KV head, 48K prefix, the
+ * default call at W64 against W128, paired medians: 3,072 positions 7.3 us faster, 2,048
+ * 0.5, 4,096 0.7; 4,096 at a 1M-token context 1.0 us slower, which the model calls a tie
+ * and gives to W64; A-hot, 15,272 positions, keeps W128, 10.8 us faster there than W64;
+ * bench/NOTES.md, 38th session.) pw_plan_info reports the window taken. GREEDY and GUARDED take 128; with PW_PLAN_CALLER_PERM the union groups are cut in
+ * windows of 128 (runs of 8 slots from each request start, as any multiple of 8 gives);
+ * IDENTITY ignores it. */
+#define PW_WINDOW_AUTO (-1)
+
+#define PW_PLAN_CONFIG_INIT {sizeof(pw_plan_config_t), PW_REGROUP_AUTO, PW_WINDOW_AUTO, PW_KERNEL_UNION4, 0u, 0}
 
 /* Creates a plan (host only; touches no device).
  *   problem: copied. Fast path only: G = 16 (8 and 4 with Union4, the default, or
@@ -850,7 +865,8 @@ typedef struct pw_plan_config {
  *   config:  NULL for the defaults (PW_PLAN_CONFIG_INIT).
  *   out:     receives the plan (free with pw_plan_destroy); NULL on failure.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL problem/out, bad shapes, struct_size, mode,
- *         kernel or flags, CALLER_PERM with PER_QUERY, a window < 0, vt_max_pages < 0,
+ *         kernel or flags, CALLER_PERM with PER_QUERY, a window < 0 other than
+ *         PW_WINDOW_AUTO, vt_max_pages < 0,
  *         N > 0 with max_pages_per_request or num_cache_pages < 1),
  *         PW_ERROR_UNSUPPORTED (a shape off the fast path, window not 64/128 for the
  *         in-call regroup, Hkv > 65535, max_pages_per_request > 2^29 for the union
@@ -957,6 +973,14 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * queries, where regrouping pays anyway. With the twentieth session's constants (2026-12-03; H200, one
  * request, one KV head, W128, page table within the long bound) Union4 regroups from
  * ~2,520 queries in FP8X2 and ~3,070 in FP8 (~4,630 / ~5,720 with a table past it).
+ * W with config.window = PW_WINDOW_AUTO (the default): the W of 64 and 128 whose
+ * saving_us - cost_us is larger in FP8X2 (ties: 128), then the rule above at that W in each
+ * precision; the figures reported are that W's. With the constants above (their W64 rate
+ * scaled from W128 by the two windows' union-visit cuts, Union8's W64 cost) an AUTO plan
+ * regroups at W64 from ~2,000 to ~4,200 queries (one request, one KV head, FP8X2) and at
+ * W128 above.
+ * `PW_SCALING_WINDOWS="128 64" scripts/gpu-check scaling13` measures Union4 at both
+ * windows in one device call and the fit reads both (bench/NOTES.md, 38th session).
  * Top-K wider than 16 (Kd = 32 / 64; since 2026-12-02, thirteenth session): the same
  * inputs, with
  *   saving_us = saving_factor * (the formula above),
@@ -1124,8 +1148,10 @@ void pw_plan_destroy(pw_plan_t *plan);
  *   "offsetof T.field"    offsetof(T, field) of each of their fields;
  *   "init T.field"        the field's value in T's *_INIT macro, for the fields whose INIT
  *                         value is not 0 / NULL: pw_problem_t's q_heads_per_kv, head_dim,
- *                         page_size, topk; pw_plan_config_t's struct_size, regroup, window,
- *                         kernel (and its flags, vt_max_pages: 0); pw_attention_args_t's
+ *                         page_size, topk; pw_plan_config_t's struct_size, regroup, window
+ *                         (PW_WINDOW_AUTO, -1, since 2026-12-05; 128 before: every version
+ *                         knows the name, so -1 is the value), kernel (and its flags,
+ *                         vt_max_pages: 0); pw_attention_args_t's
  *                         struct_size, o_dtype (FLOAT32: the GPU needs BFLOAT16) and
  *                         precision; pw_plan_info_t's token_scales_stacked (-1). The other INIT fields are 0 / NULL, but for the ones
  *                         this query does not report: every struct_size (sizeof the struct)

@@ -238,7 +238,8 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
     if (caller_perm && c->kernel == PW_KERNEL_PER_QUERY)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "config: PW_PLAN_CALLER_PERM with PW_KERNEL_PER_QUERY (it uses no permutation)");
-    if (c->window < 0) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.window is %d (< 0)", c->window);
+    if (c->window < 0 && c->window != PW_WINDOW_AUTO)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "config.window is %d (< 0 and not PW_WINDOW_AUTO)", c->window);
     const int g = p->q_heads_per_kv;
     if ((g != 16 && g != 8 && g != 4) || p->head_dim != 128 || (p->page_size != 128 && p->page_size != 64) ||
         p->topk < 1 || p->topk > 64)
@@ -265,7 +266,8 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
      * time guard rejects the window, below), so the window only cuts the union groups (kept
      * from before the guard covered K > 16); otherwise regroups run in windows of 64 / 128. */
     if (!caller_perm && c->regroup != PW_REGROUP_IDENTITY && c->kernel != PW_KERNEL_PER_QUERY &&
-        (p->topk <= 16 || c->regroup != PW_REGROUP_AUTO) && c->window != 64 && c->window != 128)
+        (p->topk <= 16 || c->regroup != PW_REGROUP_AUTO) && c->window != 64 && c->window != 128 &&
+        c->window != PW_WINDOW_AUTO)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "config.window is %d; the in-call regroup supports 64 and 128", c->window);
     if (p->num_kv_heads > 65535)
@@ -346,6 +348,18 @@ place:;
     return PW_SUCCESS;
 }
 
+/* PW_WINDOW_AUTO (pageweaver.h): an AUTO plan that can regroup takes the time guard's
+ * window in the default arithmetic (FP8X2); every other plan 128 (the default before). */
+static int32_t auto_window(const pw_problem_t *p, const pw_plan_config_t *c)
+{
+    if (c->regroup != PW_REGROUP_AUTO || (c->flags & PW_PLAN_CALLER_PERM) || c->kernel == PW_KERNEL_PER_QUERY)
+        return 128;
+    const int32_t kd = p->topk <= 16 ? 16 : p->topk <= 32 ? 32 : 64;
+    const pw_time_guard_inputs_t in = {p->num_tokens,     p->num_requests, p->num_kv_heads, p->max_pages_per_request,
+                                       c->kernel,         PW_PRECISION_FP8X2, 128};
+    return pw_time_guard_window(&in, kd, pw_time_guard_model(), pw_time_guard_wide_model());
+}
+
 pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *config,
                            pw_plan_t **out)
 {
@@ -373,6 +387,7 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
     }
     config = &given;
     PW_TRY(check_config(problem, config));
+    if (given.window == PW_WINDOW_AUTO) given.window = auto_window(problem, &given);
 
     pw_plan_t *plan = calloc(1, sizeof *plan);
     if (!plan) return pw_fail(PW_ERROR_OUT_OF_MEMORY, "pw_plan_create: %zu bytes", sizeof *plan);

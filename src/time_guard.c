@@ -89,3 +89,29 @@ int pw_time_guard_wide(const pw_time_guard_wide_inputs_t *in, const pw_time_guar
     if (cost_us) *cost_us = cost;
     return saving > cost + m->margin_us;
 }
+
+int32_t pw_time_guard_window(const pw_time_guard_inputs_t *in, int32_t topk, const pw_time_guard_model_t *m,
+                             const pw_time_guard_wide_model_t *wide)
+{
+    if (!in || (topk > 16 && topk != 32 && topk != 64)) return 128;
+    static const int32_t windows[2] = {64, 128};
+    double net[2] = {0.0, 0.0};
+    int can[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        pw_time_guard_inputs_t at = *in;
+        at.window = windows[i];
+        int k, w;
+        double factor, saving = 0.0, cost = 0.0;
+        if (!guard_indices(&at, m, &k, &w, &factor)) continue;
+        if (topk <= 16) {
+            pw_time_guard(&at, m, &saving, &cost);
+        } else {
+            const pw_time_guard_wide_inputs_t wi = {at, topk};
+            if (!wide) continue;
+            pw_time_guard_wide(&wi, m, wide, &saving, &cost);
+        }
+        can[i] = 1;
+        net[i] = saving - cost;
+    }
+    return can[0] && (!can[1] || net[0] > net[1]) ? 64 : 128;
+}

@@ -178,8 +178,17 @@ static void test_create_errors(void **state)
     cfg.flags = PW_PLAN_CALLER_PERM; /* a caller's perm may use any window */
     assert_pw_ok(pw_plan_create(&p, &cfg, &plan));
     pw_plan_destroy(plan);
-    cfg.window = -1;
+    cfg.window = -2;
     assert_int_equal(pw_plan_create(&p, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(pw_last_error(), "PW_WINDOW_AUTO"));
+    cfg.window = PW_WINDOW_AUTO; /* a caller's perm: windows of 128 (the default before) */
+    assert_pw_ok(pw_plan_create(&p, &cfg, &plan));
+    {
+        pw_grouping_t g;
+        assert_pw_ok(pw_plan_workspace_views(plan, (void *)(uintptr_t)4096, SIZE_MAX, NULL, NULL, &g));
+        assert_int_equal(g.window, 128);
+    }
+    pw_plan_destroy(plan);
     cfg = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
     cfg.regroup = PW_REGROUP_IDENTITY;
     cfg.window = 7; /* ignored in identity order */

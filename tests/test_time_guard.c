@@ -395,7 +395,9 @@ static void test_plan_info(void **state)
     if (pw_time_guard_model()->fp8x2_factor > 1.0) {
         assert_true(flip > 0);
         p = problem_of(flip, 1, 1, 512);
-        assert_pw_ok(pw_plan_create(&p, NULL, &plan));
+        pw_plan_config_t w128 = PW_PLAN_CONFIG_INIT; /* the flip was found at W128 */
+        w128.window = 128;
+        assert_pw_ok(pw_plan_create(&p, &w128, &plan));
         assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8, &info));
         assert_int_equal(info.regroup, PW_REGROUP_IDENTITY);
         assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &info));
@@ -563,6 +565,115 @@ static void test_wide_topk(void **state)
         }
 }
 
+/* PW_WINDOW_AUTO: pw_time_guard_window takes the window of the larger predicted net
+ * saving (ties and nothing to compare: 128), and an AUTO plan with the default config
+ * groups in that window, with the guard's figures at it. */
+static void test_auto_window(void **state)
+{
+    (void)state;
+    pw_time_guard_model_t m = round_model();
+    for (int k = 0; k < PW_TG_KERNELS; k++) {
+        m.rate_ns_per_row[k][PW_TG_W64] = 4.0;
+        m.rate_ns_per_row[k][PW_TG_W128] = 8.0;
+    }
+    m.fixed_us[PW_TG_W64] = 2.0; /* net(W64) = 4 x - 2, net(W128) = 8 x - 10, x = (N - 1000) / 1000 */
+    m.fixed_us[PW_TG_W128] = 10.0;
+    m.per_window_us[PW_TG_W64] = m.per_window_us[PW_TG_W128] = 0.0;
+    const struct {
+        int64_t n;
+        pw_precision_t precision;
+        int32_t window;
+    } cases[] = {
+        {1500, PW_PRECISION_FP8, 64},   /* 0 vs -6: W64 (does not pay: the plan keeps identity) */
+        {2500, PW_PRECISION_FP8, 64},   /* 4 vs 2 */
+        {3000, PW_PRECISION_FP8, 128},  /* 6 vs 6: a tie keeps 128 */
+        {5000, PW_PRECISION_FP8, 128},  /* 14 vs 22 */
+        {2000, PW_PRECISION_FP8X2, 64}, /* x1.5: 4 vs 2 */
+        {3000, PW_PRECISION_FP8X2, 128} /* 10 vs 14 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const pw_time_guard_inputs_t in = inputs(cases[i].n, 1, 1, 512, PW_KERNEL_UNION4, cases[i].precision, 77);
+        assert_int_equal(pw_time_guard_window(&in, 16, &m, NULL), cases[i].window);
+    }
+    /* past the long bound the hash factor doubles both costs: 2500 rows, 6 - 4 vs 12 - 20 */
+    pw_time_guard_inputs_t in = inputs(2500, 1, 1, 30000, PW_KERNEL_UNION4, PW_PRECISION_FP8, 128);
+    assert_int_equal(pw_time_guard_window(&in, 16, &m, NULL), 64);
+    /* nothing to compare: 128 */
+    in = inputs(2500, 1, 1, 512, PW_KERNEL_PER_QUERY, PW_PRECISION_FP8, 128);
+    assert_int_equal(pw_time_guard_window(&in, 16, &m, NULL), 128);
+    in = inputs(0, 1, 1, 512, PW_KERNEL_UNION4, PW_PRECISION_FP8, 128);
+    assert_int_equal(pw_time_guard_window(&in, 16, &m, NULL), 128);
+    in = inputs(2500, 1, 1, 512, PW_KERNEL_UNION4, PW_PRECISION_FP8, 128);
+    assert_int_equal(pw_time_guard_window(&in, 48, &m, NULL), 128);
+    assert_int_equal(pw_time_guard_window(&in, 32, &m, NULL), 128); /* no wide model */
+    assert_int_equal(pw_time_guard_window(NULL, 16, &m, NULL), 128);
+    /* Kd 32: the wide model's costs (saving: the K = 16 one x 1): 4 x - 3 vs 8 x - 12 */
+    pw_time_guard_wide_model_t wm;
+    memset(&wm, 0, sizeof wm);
+    wm.cost_us[PW_TG_K32][PW_TG_W64] = 3.0;
+    wm.cost_us[PW_TG_K32][PW_TG_W128] = 12.0;
+    wm.wave_windows[PW_TG_K32][PW_TG_W64] = wm.wave_windows[PW_TG_K32][PW_TG_W128] = 1e9;
+    wm.saving_factor = 1.0;
+    in = inputs(2000, 1, 1, 512, PW_KERNEL_UNION4, PW_PRECISION_FP8, 128);
+    assert_int_equal(pw_time_guard_window(&in, 32, &m, &wm), 64); /* 1 vs -4 */
+    in.num_tokens = 5000;
+    assert_int_equal(pw_time_guard_window(&in, 32, &m, &wm), 128); /* 13 vs 20 */
+
+    /* The plan, with the library's constants: the default config groups in the guard's
+     * window (FP8X2, the default arithmetic), reports the guard's figures at it in both
+     * precisions, and is the identity plan (window 0) where neither precision regroups.
+     * The fitted model picks W64 for some chunk sizes (its W64 regroup costs about half of
+     * W128's) and W128 for A-hot's. */
+    int seen64 = 0, seen128 = 0;
+    for (int32_t n = 1024; n <= 32768; n += 512) {
+        const pw_problem_t p = problem_of(n, 1, 1, 512);
+        pw_plan_t *plan = NULL;
+        assert_pw_ok(pw_plan_create(&p, NULL, &plan));
+        const pw_time_guard_inputs_t x2 = inputs(n, 1, 1, 512, PW_KERNEL_UNION4, PW_PRECISION_FP8X2, 128);
+        const int32_t w = pw_time_guard_window(&x2, 16, pw_time_guard_model(), pw_time_guard_wide_model());
+        int any = 0;
+        for (int prec = 0; prec < 2; prec++) {
+            pw_plan_info_t info = PW_PLAN_INFO_INIT;
+            assert_pw_ok(pw_plan_info(plan, (pw_precision_t)prec, &info));
+            const pw_time_guard_inputs_t at = inputs(n, 1, 1, 512, PW_KERNEL_UNION4, (pw_precision_t)prec, w);
+            double s, c;
+            const int pays = pw_time_guard(&at, pw_time_guard_model(), &s, &c);
+            assert_int_equal(info.regroup, pays ? PW_REGROUP_GUARDED : PW_REGROUP_IDENTITY);
+            assert_close(info.saving_us, s);
+            assert_close(info.cost_us, c);
+            any |= pays;
+            if (prec == PW_PRECISION_FP8X2 && pays) {
+                seen64 |= w == 64;
+                seen128 |= w == 128;
+            }
+        }
+        pw_plan_info_t info = PW_PLAN_INFO_INIT;
+        assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &info));
+        assert_int_equal(info.window, any ? w : 0);
+        pw_plan_destroy(plan);
+    }
+    assert_true(seen64);
+    assert_true(seen128);
+    /* A given window is kept; GREEDY / GUARDED take 128 for PW_WINDOW_AUTO */
+    const pw_problem_t p = problem_of(3072, 1, 1, 512);
+    const pw_time_guard_inputs_t x2 = inputs(3072, 1, 1, 512, PW_KERNEL_UNION4, PW_PRECISION_FP8X2, 128);
+    const int32_t w3072 = pw_time_guard_window(&x2, 16, pw_time_guard_model(), pw_time_guard_wide_model());
+    pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
+    assert_int_equal(cfg.window, PW_WINDOW_AUTO);
+    for (int i = 0; i < 4; i++) {
+        cfg.regroup = i < 2 ? PW_REGROUP_AUTO : i == 2 ? PW_REGROUP_GREEDY : PW_REGROUP_GUARDED;
+        cfg.window = i == 0 ? (w3072 == 64 ? 128 : 64) : PW_WINDOW_AUTO;
+        pw_plan_t *plan = NULL;
+        assert_pw_ok(pw_plan_create(&p, &cfg, &plan));
+        pw_plan_info_t info = PW_PLAN_INFO_INIT;
+        assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &info));
+        if (info.regroup != PW_REGROUP_IDENTITY)
+            assert_int_equal(info.window, i == 0 ? cfg.window : i == 1 ? w3072 : 128);
+        if (i >= 2) assert_int_equal(info.window, 128);
+        pw_plan_destroy(plan);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_seed = pw_test_seed(argc, argv);
@@ -573,6 +684,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_library_constants),
         cmocka_unit_test(test_plan_info),
         cmocka_unit_test(test_wide_topk),
+        cmocka_unit_test(test_auto_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,6 +39,7 @@ PW_REF_FP8_EMULATE = 1
 PRECISIONS = {"fp8": 0, "fp8x2": 1}            # pw_precision_t
 REGROUP_MODES = {"identity": 0, "greedy": 1, "guarded": 2, "auto": 3}  # pw_regroup_mode_t
 KERNELS = {"union8": 0, "union4": 1, "per_query": 2}         # pw_kernel_t
+PW_WINDOW_AUTO = -1  # pw_plan_config_t.window: the plan picks 64 or 128 (the default since 2026-12-05)
 
 
 class PageWeaverError(RuntimeError):
@@ -224,7 +225,9 @@ def abi(name):
 
 DEFAULT_PRECISION = abi("init pw_attention_args_t.precision")
 DEFAULT_REGROUP = abi("init pw_plan_config_t.regroup")
-DEFAULT_WINDOW = abi("init pw_plan_config_t.window")
+# PW_WINDOW_AUTO is -1, which is also abi()'s "unknown name"; every library version knows
+# this name (128 before the window was picked by the plan), so -1 is the value here.
+DEFAULT_WINDOW = lib.pw_abi_query(b"init pw_plan_config_t.window")
 DEFAULT_KERNEL = abi("init pw_plan_config_t.kernel")
 _INIT_PROBLEM = tuple(abi(f"init pw_problem_t.{f}") for f in
                       ("q_heads_per_kv", "head_dim", "page_size", "topk"))

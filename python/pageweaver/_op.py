@@ -596,8 +596,9 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    docs/semantics.md §4.5; the softmax scale is the API's float32,
                    1/sqrt(D) rounded to float32 when None).
       regroup      None (library default: "auto"), "identity", "greedy", "guarded" or
-                   "auto" (guarded where the library's cost model says regrouping pays;
-                   windows of the library's default size, 128). Outputs do not depend on it.
+                   "auto" (guarded where the library's cost model says regrouping pays,
+                   in the window of 64 or 128 positions it predicts saves more; "greedy"
+                   and "guarded" use 128). Outputs do not depend on it.
                    CPU tensors (the reference) ignore regroup and kernel: the GPU's
                    choices are what check_gpu_support reports.
       kernel       None (library default), "union4", "union8" or "per_query". In "fp8"
@@ -735,8 +736,9 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
 
     Returns what the GPU call would run (the plan's choices, pw_plan_info in pageweaver.h),
     a dict: "kernel" ('union4', 'union8' or 'per_query'); "regroup" (the call's regroup
-    for this precision: 'identity', 'greedy' or 'guarded') and "regroup_group_size" (0
-    without a regroup); "vt_prepass" (bool: Union4's V^T pre-pass, the rule's "large
+    for this precision: 'identity', 'greedy' or 'guarded'), "regroup_group_size" (0
+    without a regroup) and "regroup_window" (its window, 64 or 128: "auto" picks the one
+    its cost model predicts saves more; 0 without a regroup); "vt_prepass" (bool: Union4's V^T pre-pass, the rule's "large
     chunks": 4,096+ queries and a page table of at most 4 entries per selection, 8,192+
     queries where a KV head may touch more pages than the tiles hold) and "vt_capacity"
     (its tiles per KV head, 0 without it); "tile": 'g16' (16 Q heads per KV head),
@@ -794,7 +796,7 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
                      _lib.DEFAULT_WINDOW, kern)  # raises what the GPU would
     if n == 0:
         del plan
-        return {"kernel": kernel_name, "regroup": "identity", "regroup_group_size": 0,
+        return {"kernel": kernel_name, "regroup": "identity", "regroup_group_size": 0, "regroup_window": 0,
                 "vt_prepass": False, "vt_capacity": 0, "tile": None, "fp8x2_tile": None}
     _check_gpu_layout(q, k_cache, v_cache, n, hkv * g, d, kv_stride, psize)
     info = plan.info(prec)
@@ -816,8 +818,10 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
         group_size = {16: 2, 8: 4, 4: 8}[g] if group_size else 0
     elif info.dense_tile and token_scales and group_size and not fp8:
         group_size = 4  # 'fp8x2' with per-token scales off the stacked tile: the padded tile (pw_sparse_prefill)
+    regroups = info.regroup != _lib.REGROUP_MODES["identity"]
     return {"kernel": kernel_name, "regroup": modes.get(info.regroup, str(info.regroup)),
-            "regroup_group_size": group_size, "vt_prepass": bool(info.vt_prepass),
+            "regroup_group_size": group_size, "regroup_window": int(info.window) if regroups else 0,
+            "vt_prepass": bool(info.vt_prepass),
             "vt_capacity": int(info.vt_capacity), "tile": tile, "fp8x2_tile": fp8x2_tile}
 
 

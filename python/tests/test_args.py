@@ -130,7 +130,7 @@ def test_library_version_and_defaults():
     assert _lib.DEFAULT_PRECISION in _lib.PRECISIONS.values()
     assert _lib.DEFAULT_KERNEL in _lib.KERNELS.values()
     assert _lib.DEFAULT_REGROUP in _lib.REGROUP_MODES.values()
-    assert _lib.DEFAULT_WINDOW in (64, 128)
+    assert _lib.DEFAULT_WINDOW in (_lib.PW_WINDOW_AUTO, 64, 128)  # 128 from a library before 2026-12-05
     with pytest.raises(KeyError):
         _lib.abi("sizeof nothing")
 
@@ -258,6 +258,31 @@ def test_check_gpu_support_names_the_path(g, table_cols, scales, tile, prepass, 
     if info["regroup"] != "identity":
         expect = {16: 2, 8: 4, 4: 8}[g] if stacked_always else 8 if tile == "dense" else 4
         assert info["regroup_group_size"] == expect
+        assert info["regroup_window"] in (64, 128)
+    else:
+        assert info["regroup_window"] == 0
+
+
+@pytest.mark.parametrize("n,regroup,window", [
+    (1024, None, 0), (3072, None, 64), (16384, None, 128), (3072, "guarded", 128), (1024, "greedy", 128)])
+def test_check_gpu_support_names_the_window(n, regroup, window):
+    """regroup="auto" (the default) picks the window its cost model predicts saves more:
+    identity order on a 1,024-query chunk, W64 at 3,072 (the regroup's cost about halves),
+    W128 at 16,384; "greedy" and "guarded" regroup in windows of 128 always. The figures
+    are the library's fitted constants (src/time_guard_constants.h): a refit may move the
+    sizes, and this test then says so."""
+    hkv, g, d, table_cols = 1, 16, 128, 640  # a 80K-token table: every chunk here fits
+    slots = table_cols * 128
+    i32 = lambda v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
+    args = (torch.empty((n, hkv * g, d), dtype=torch.bfloat16),
+            torch.empty((slots, hkv, d), dtype=torch.float8_e4m3fn),
+            torch.empty((slots, hkv, d), dtype=torch.float8_e4m3fn),
+            torch.zeros((hkv, n, 16), dtype=torch.int32),
+            torch.arange(table_cols, dtype=torch.int32).view(1, table_cols),
+            i32([0, n]), i32([48 * 1024 + n]), i32([48 * 1024]))
+    info = pageweaver.check_gpu_support(*args, regroup=regroup)
+    assert info["regroup_window"] == window
+    assert (info["regroup"] == "identity") is (window == 0)
 
 
 def test_check_gpu_support_applies_the_gpu_layout_rules():

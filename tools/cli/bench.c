@@ -81,8 +81,10 @@ static void print_help(FILE *out)
             "  --fp8x2-tile T    auto (default: the device decides per call), stacked or lean: the\n"
             "                    FP8X2 tile of the Union4 arms on the pre-pass (PW_PLAN_FP8X2_STACKED /\n"
             "                    PW_PLAN_NO_FP8X2_STACKED)\n"
-            "  --union4-window W 128 (default) or 64: the regroup window of every Union4 arm\n"
-            "                    (the default kernel's group) and of its caller permutations\n"
+            "  --union4-window W 64 or 128: the regroup window of every Union4 arm, the\n"
+            "                    default plan's included, and of their caller permutations\n"
+            "                    (default: the default plan picks its window, PW_WINDOW_AUTO;\n"
+            "                    the other Union4 arms and the permutations use 128)\n"
             "  --cpu-only        skip the GPU part even when a GPU is present\n"
             "  --no-rates        do not measure L2 bandwidth / FP8 GEMM rate (no floors)\n"
             "  -q, --quiet       no progress lines on stderr\n"
@@ -136,7 +138,7 @@ const char *bench_perm_name(int perm)
 {
     static const char *names[NUM_PERMS] = {"identity", "guarded W64", "guarded W128", "greedy W64",
                                            "greedy W128", "greedy W512", "greedy W2048", "random",
-                                           "guarded W128 g4", "guarded W128 g2"};
+                                           "guarded W128 g4", "guarded W128 g2", "guarded W64 g4"};
     return perm >= 0 && perm < NUM_PERMS ? names[perm] : "?";
 }
 
@@ -144,7 +146,7 @@ const char *bench_perm_key(int perm)
 {
     static const char *keys[NUM_PERMS] = {"identity", "guarded_w64", "guarded_w128", "greedy_w64",
                                           "greedy_w128", "greedy_w512", "greedy_w2048", "random",
-                                          "guarded_w128_g4", "guarded_w128_g2"};
+                                          "guarded_w128_g4", "guarded_w128_g2", "guarded_w64_g4"};
     return perm >= 0 && perm < NUM_PERMS ? keys[perm] : "?";
 }
 
@@ -393,17 +395,18 @@ static int cpu_part(bench_capture_t *bc, const bench_options_t *o)
     const pw_problem_t *p = &c->problem;
     const pw_requests_t rq = pw_capture_requests(c);
     const size_t perm_bytes = (size_t)p->num_kv_heads * (size_t)p->num_tokens * 4;
-    static const int32_t windows[NUM_PERMS] = {0, 64, 128, 64, 128, 512, 2048, 0, 128, 128};
+    static const int32_t windows[NUM_PERMS] = {0, 64, 128, 64, 128, 512, 2048, 0, 128, 128, 64};
     static const pw_regroup_mode_t modes[NUM_PERMS] = {
         PW_REGROUP_IDENTITY, PW_REGROUP_GUARDED, PW_REGROUP_GUARDED, PW_REGROUP_GREEDY,  PW_REGROUP_GREEDY,
-        PW_REGROUP_GREEDY,   PW_REGROUP_GREEDY,  PW_REGROUP_IDENTITY, PW_REGROUP_GUARDED, PW_REGROUP_GUARDED};
+        PW_REGROUP_GREEDY,   PW_REGROUP_GREEDY,  PW_REGROUP_IDENTITY, PW_REGROUP_GUARDED, PW_REGROUP_GUARDED,
+        PW_REGROUP_GUARDED};
     count_pairs(c, &bc->visible_pairs, &bc->bad_pages);
     for (int i = 0; i < NUM_PERMS; i++) {
         bc->perms[i] = malloc(perm_bytes ? perm_bytes : 4);
         if (!bc->perms[i]) return 1;
         /* Union4's caller permutations follow --union4-window (their names say W128) */
         const int union4_perm = i == PERM_W128_GUARDED_G4 || i == PERM_W128_GUARDED_G2;
-        bc->perm_window[i] = union4_perm ? bc->union4_window : windows[i];
+        bc->perm_window[i] = union4_perm && bc->union4_window ? bc->union4_window : windows[i];
         const double t = now_ms();
         if (i == PERM_RANDOM) {
             random_perm(c, o->seed, bc->perms[i]);
@@ -411,7 +414,7 @@ static int cpu_part(bench_capture_t *bc, const bench_options_t *o)
             pw_grouping_t g = PW_GROUPING_INIT;
             g.mode = modes[i];
             g.window = bc->perm_window[i];
-            if (i == PERM_W128_GUARDED_G4) g.group_size = 4; /* Union4's objective (pageweaver.h) */
+            if (i == PERM_W128_GUARDED_G4 || i == PERM_W64_GUARDED_G4) g.group_size = 4; /* Union4's objective */
             if (i == PERM_W128_GUARDED_G2) g.group_size = 2; /* the stacked tile's (PW_PLAN_NO_REGROUP_BY_TILE) */
             if (pw_ref_regroup(p, c->topk_ids, &rq, &g, bc->perms[i]) != PW_SUCCESS) {
                 fprintf(stderr, "pageweaver bench: %s: regroup %s: %s\n", bc->path, bench_perm_name(i), pw_last_error());
@@ -446,11 +449,15 @@ static const pw_union_stats_t *arm_stats(const bench_capture_t *bc, int arm)
     case ARM_DEFAULT:
     case ARM_DEFAULT_NOT_BY_TILE: /* the default's C_4 is g = 4's too (a call on the stacked tile runs g = 2's) */
     case ARM_DEFAULT_ALONE:
-        return bc->default_known && bc->default_info.regroup == PW_REGROUP_IDENTITY ? &bc->stats[PERM_IDENTITY]
-                                                                                   : &bc->stats[PERM_W128_GUARDED_G4];
+        if (bc->default_known && bc->default_info.regroup == PW_REGROUP_IDENTITY) return &bc->stats[PERM_IDENTITY];
+        /* at the default plan's window (PW_WINDOW_AUTO may pick 64) */
+        return bc->default_known && bc->default_info.window != bc->perm_window[PERM_W128_GUARDED_G4]
+                   ? &bc->stats[PERM_W64_GUARDED_G4]
+                   : &bc->stats[PERM_W128_GUARDED_G4];
     case ARM_DEFAULT_G8:
-        return bc->default_known && bc->default_info.regroup == PW_REGROUP_IDENTITY ? &bc->stats[PERM_IDENTITY]
-                                                                                   : &bc->stats[PERM_W128_GUARDED];
+        if (bc->default_known && bc->default_info.regroup == PW_REGROUP_IDENTITY) return &bc->stats[PERM_IDENTITY];
+        return bc->default_known && bc->default_info.window == 64 ? &bc->stats[PERM_W64_GUARDED]
+                                                                  : &bc->stats[PERM_W128_GUARDED];
     case ARM_UNION4:
     case ARM_UNION4_X2:
     case ARM_UNION4_FIXED_W128: /* its permutation: the g = 2 one where the FP8X2 default runs the stacked tile */
@@ -586,8 +593,9 @@ static void print_protocol(const bench_options_t *o)
     if (o->vt_flags & (PW_PLAN_FP8X2_STACKED | PW_PLAN_NO_FP8X2_STACKED))
         printf("FP8X2 tile forced to the %s on every Union4 arm (--fp8x2-tile)\n",
                o->vt_flags & PW_PLAN_FP8X2_STACKED ? "stacked tile" : "lean kernel (G = 8: the dense tile)");
-    if (o->union4_window != 128)
-        printf("regroup window %d on every Union4 arm and its caller permutations (--union4-window)\n",
+    if (o->union4_window)
+        printf("regroup window %d on every Union4 arm, the default plan's included, and their caller "
+               "permutations (--union4-window)\n",
                o->union4_window);
 }
 
@@ -1019,13 +1027,13 @@ static int widen_page_table(pw_capture_t *c, int pages)
 /* ---------------------------------------------------------------------------------- */
 int pw_cli_bench(int argc, char **argv)
 {
-    bench_options_t o = {100, 10, 3, 256, 1, 0, 1, 0, 200, 0, 0u, 128};
+    bench_options_t o = {100, 10, 3, 256, 1, 0, 1, 0, 200, 0, 0u, 0};
     const char *json_path = NULL;
     const char *files[MAX_FILES];
     int nfiles = 0;
     long replays = o.replays, warmup = o.warmup, copies = o.copies, check_rows = o.check_rows, seed = 1;
     long interleaved = o.interleaved_replays;
-    long table_pages = 0, union4_window = 128;
+    long table_pages = 0, union4_window = 0;
     const struct {
         const char *name;
         long lo, hi;
@@ -1110,7 +1118,7 @@ int pw_cli_bench(int argc, char **argv)
     o.warmup = (int)warmup;
     o.copies = (int)copies;
     o.check_rows = (int)check_rows;
-    if (union4_window != 64 && union4_window != 128) {
+    if (union4_window != 0 && union4_window != 64 && union4_window != 128) {
         fprintf(stderr, "pageweaver bench: --union4-window needs 64 or 128, got %ld\n", union4_window);
         return PW_CLI_USAGE;
     }
@@ -1203,7 +1211,7 @@ int pw_cli_bench(int argc, char **argv)
             bc->default_info = (pw_plan_info_t)PW_PLAN_INFO_INIT;
             pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT; /* with --vt-prepass / --fp8x2-tile, as the Union4 arms */
             cfg.flags = o.vt_flags;
-            cfg.window = o.union4_window;
+            if (o.union4_window) cfg.window = o.union4_window;
             if (pw_plan_create(p, &cfg, &plan) == PW_SUCCESS &&
                 pw_plan_info(plan, bench_default_precision(), &bc->default_info) == PW_SUCCESS)
                 bc->default_known = 1;

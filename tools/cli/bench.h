@@ -20,7 +20,9 @@ typedef struct bench_options {
     int interleaved_replays; /* replays per arm of the interleaved default-kernel arms */
     int table_pages; /* > max_pages: widen each page table to this many columns (0: as read) */
     uint32_t vt_flags; /* PW_PLAN_VT_PREPASS / NO_VT_PREPASS and PW_PLAN_FP8X2_STACKED / NO_FP8X2_STACKED on every Union4 arm, or 0 */
-    int union4_window; /* regroup window of every Union4 arm and of its caller permutations (64 or 128; default 128) */
+    int union4_window; /* 64 or 128: the regroup window of every Union4 arm (the default plan's too) and of
+                          their caller permutations; 0 (default): the default plan's arms PW_WINDOW_AUTO,
+                          the other Union4 arms and the permutations 128 */
 } bench_options_t;
 
 /* Permutations computed on the CPU (pw_ref_regroup) for every capture. */
@@ -35,6 +37,7 @@ enum {
     PERM_RANDOM,
     PERM_W128_GUARDED_G4, /* guarded W128 with 4-query groups: Union4's regroup objective (C_4) */
     PERM_W128_GUARDED_G2, /* guarded W128 with pairs: the stacked FP8X2 tile's objective */
+    PERM_W64_GUARDED_G4,  /* guarded W64 with 4-query groups: the default plan where it picks W64 */
     NUM_PERMS
 };
 

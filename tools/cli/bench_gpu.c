@@ -405,14 +405,20 @@ static arm_spec_t arm_spec(int arm)
     /* Union4's caller perm: the 4-query objective its in-call regroup uses (C_online compares the two) */
     case ARM_UNION4_FIXED_W128: s.caller_perm = PERM_W128_GUARDED_G4; s.kernel = PW_KERNEL_UNION4; break;
     case ARM_DEFAULT:
-    case ARM_DEFAULT_ALONE: s.mode = PW_REGROUP_AUTO; s.kernel = PW_KERNEL_UNION4; break; /* PW_PLAN_CONFIG_INIT */
+    case ARM_DEFAULT_ALONE: /* PW_PLAN_CONFIG_INIT */
+        s.mode = PW_REGROUP_AUTO;
+        s.window = PW_WINDOW_AUTO;
+        s.kernel = PW_KERNEL_UNION4;
+        break;
     case ARM_DEFAULT_G8:
         s.mode = PW_REGROUP_AUTO;
+        s.window = PW_WINDOW_AUTO;
         s.kernel = PW_KERNEL_UNION4;
         s.flags = PW_PLAN_REGROUP_GROUPS_OF_8;
         break;
     case ARM_DEFAULT_NOT_BY_TILE:
         s.mode = PW_REGROUP_AUTO;
+        s.window = PW_WINDOW_AUTO;
         s.kernel = PW_KERNEL_UNION4;
         s.flags = PW_PLAN_NO_REGROUP_BY_TILE;
         break;
@@ -520,7 +526,7 @@ static pw_plan_config_t arm_config(const bench_capture_t *bc, const arm_spec_t *
 {
     pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
     cfg.regroup = spec->mode;
-    cfg.window = spec->kernel == PW_KERNEL_UNION4 ? bc->union4_window : spec->window; /* --union4-window */
+    cfg.window = spec->kernel == PW_KERNEL_UNION4 && bc->union4_window ? bc->union4_window : spec->window;
     cfg.kernel = spec->kernel;
     if (spec->caller_perm >= 0) {
         cfg.flags = PW_PLAN_CALLER_PERM;
