@@ -87,6 +87,8 @@ def points(docs):
     for doc in docs:
         w64_run = doc.get("protocol", {}).get("union4_window", 0) == 64  # --union4-window 64
         if doc.get("protocol", {}).get("union4_window", 0) not in (0, 64, 128):
+            print(f"fit_time_guard: skipped a run with union4_window {doc['protocol']['union4_window']} "
+                  "(the model has W64 and W128)", file=sys.stderr)
             continue
         for c in doc.get("captures", []):
             g = c.get("gpu", {})

@@ -168,8 +168,14 @@ def executed_steps(t, info, P):
     pairs of unions: not counted here)."""
     mode = _lib.REGROUP_MODES[info["regroup"]]
     if info["tile"] == "dense":
-        return None if info.get("g") == 4 else union_visits(t, mode, _lib.DEFAULT_WINDOW, 8, P)
-    return union_visits(t, mode, _lib.DEFAULT_WINDOW, 4, P)
+        return None if info.get("g") == 4 else union_visits(t, mode, call_window(info), 8, P)
+    return union_visits(t, mode, call_window(info), 4, P)
+
+
+def call_window(info):
+    """The regroup window the call runs (check_gpu_support: the plan's pick under "auto";
+    0, the identity order's runs of 8 per request, when it keeps identity order)."""
+    return int(info.get("regroup_window", 128))
 
 
 def build(path, device, copies=1):
@@ -273,7 +279,7 @@ def arm_call(arm, b, prec, outs, copy=0):
             # tile's regroup minimises (pairs / C_4 / the 8-query unions; in FP8X2 printed as
             # half the FP8X2 factor; in FP8 the second term's rows are 0 but executed)
             visits = union_visits(b["capture"], _lib.REGROUP_MODES[info["regroup"]],
-                                  _lib.DEFAULT_WINDOW, {16: 2, 8: 4, 4: 8}[g], b["P"])
+                                  call_window(info), {16: 2, 8: 4, 4: 8}[g], b["P"])
             b["steps"][(arm, prec)] = visits / 2 if prec == "fp8x2" else visits
         elif arm.endswith("vt") or (arm in ("G8", "G4", "scales") and info.get("fp8x2_tile") == "per_call"):
             b["steps"][(arm, prec)] = None  # not the default tile's, or picked per call on the device

@@ -254,7 +254,7 @@ static double run_gpu(const chunk_t *c, const float *exact)
 
     /* The five lines. */
     pw_plan_t *plan;
-    CHECK(pw_plan_create(problem, NULL, &plan)); /* guarded regroup, W = 128, Union4 */
+    CHECK(pw_plan_create(problem, NULL, &plan)); /* regroup when it pays, W = 64 or 128, Union4 */
     size_t bytes;
     CHECK(pw_plan_workspace_size(plan, &bytes));
     void *workspace = to_device(NULL, bytes);

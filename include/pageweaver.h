@@ -840,8 +840,8 @@ typedef struct pw_plan_config {
  * (64 instead of 128 dependent steps per window: C_online ~6 us instead of ~12-14), so it
  * wins on chunks of a few thousand query positions. (H100, one KV head, 48K prefix, the
  * default call at W64 against W128, paired medians: 3,072 positions 7.3 us faster, 2,048
- * 0.5, 4,096 0.7; 4,096 at a 1M-token context 1.0 us slower, which the model calls a tie
- * and gives to W64; A-hot, 15,272 positions, keeps W128, 10.8 us faster there than W64;
+ * 0.5, 4,096 0.7; 4,096 at a 1M-token context 1.0 us slower, where the model's nets differ
+ * by 0.15 us in W64's favour; A-hot, 15,272 positions, keeps W128, 10.8 us faster there than W64;
  * bench/NOTES.md, 38th session.) pw_plan_info reports the window taken. GREEDY and GUARDED take 128; with PW_PLAN_CALLER_PERM the union groups are cut in
  * windows of 128 (runs of 8 slots from each request start, as any multiple of 8 gives);
  * IDENTITY ignores it. */
@@ -858,8 +858,8 @@ typedef struct pw_plan_config {
  *            windows 64 / 128; H200 A-hot, regroup="guarded" against identity order:
  *            -4.0..-6.7% at G = 16, -3.1..-5.1% at G = 8, -2.8..-3.5% at G = 4,
  *            bench/NOTES.md), PW_REGROUP_AUTO asks the time guard's K > 16 form
- *            (pw_plan_info; with a config.window other than 64 / 128 it keeps identity
- *            order, the window only cutting the union groups), per-query ignores the mode as for any K, and
+ *            (pw_plan_info; with a config.window other than 64, 128 or PW_WINDOW_AUTO it
+ *            keeps identity order, the window only cutting the union groups), per-query ignores the mode as for any K, and
  *            PW_PLAN_CALLER_PERM takes a permutation of any K. The dense G = 8 / 4 tiles
  *            run any K (page lists of 8 K / 16 K entries).
  *   config:  NULL for the defaults (PW_PLAN_CONFIG_INIT).

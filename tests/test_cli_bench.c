@@ -168,6 +168,11 @@ static void test_usage(void **state)
     assert_non_null(strstr(g_stderr, "--fp8x2-tile needs auto, stacked or lean, got 'both'"));
     assert_int_equal(bench("--help"), 0);
     assert_non_null(strstr(g_stdout, "--fp8x2-tile"));
+    assert_non_null(strstr(g_stdout, "--union4-window"));
+    assert_int_equal(bench("--union4-window 0 x.safetensors"), 2); /* 0 is the internal "not given" */
+    assert_non_null(strstr(g_stderr, "--union4-window needs an integer in 64..128, got '0'"));
+    assert_int_equal(bench("--union4-window=100 x.safetensors"), 2);
+    assert_non_null(strstr(g_stderr, "--union4-window needs 64 or 128, got 100"));
 }
 
 /* --json to a path that cannot be written fails before any work; --json - is stdout. */
@@ -312,6 +317,17 @@ static void test_cpu_figures(void **state)
     /* This chunk is too small for the V^T pre-pass: no FP8X2 tile choice is reported. */
     assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cap, "reference_check"),
                                                  "fp8x2_stack_ratio"));
+    /* The default plan's W64 grouping (g = 4) is listed; --union4-window is 0 (not given). */
+    {
+        pw_grouping_t g = PW_GROUPING_INIT;
+        g.mode = PW_REGROUP_GUARDED;
+        g.window = 64;
+        g.group_size = 4;
+        pw_union_stats_t want;
+        assert_pw_ok(pw_ref_grouping_stats(&c->problem, c->topk_ids, &rq, &g, &want, NULL));
+        assert_int_equal((int64_t)json_number(cap, "groupings.guarded_w64_g4.c4"), want.c4);
+        assert_int_equal((int64_t)json_number(doc, "protocol.union4_window"), 0);
+    }
     cJSON_Delete(doc);
     /* With the pre-pass forced, the report gives the FP8X2 tile choice's ratio, the host
      * function's (pw_fp8x2_stack_choice), and the reference check emulates that tile. */
@@ -337,6 +353,23 @@ static void test_cpu_figures(void **state)
     assert_true(cJSON_IsBool(st) && cJSON_IsTrue(st) == (stacked == 1));
     assert_non_null(strstr(g_stdout, "FP8X2 tile: pairs' pages"));
     cJSON_Delete(doc);
+    /* --union4-window 64: Union4's caller permutations (and every Union4 arm) at W64; the
+     * report and the JSON say so, and the default plan is made at W64. */
+    snprintf(args, sizeof args, "--cpu-only --check-rows 0 --union4-window 64 --json '%s' '%s'", json_path, path);
+    assert_int_equal(bench(args), 0);
+    assert_non_null(strstr(g_stdout, "(--union4-window)"));
+    assert_true(strstr(g_stdout, "default plan (W64,") || strstr(g_stdout, "default plan (W0,"));
+    text = read_all(json_path);
+    doc = cJSON_Parse(text);
+    free(text);
+    assert_non_null(doc);
+    assert_int_equal((int64_t)json_number(doc, "protocol.union4_window"), 64);
+    cap = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "captures"), 0);
+    assert_non_null(cap);
+    assert_int_equal((int64_t)json_number(cap, "groupings.guarded_w128_g4.window"), 64);
+    assert_int_equal((int64_t)json_number(cap, "groupings.guarded_w128_g4.c4"),
+                     (int64_t)json_number(cap, "groupings.guarded_w64_g4.c4"));
+    cJSON_Delete(doc);
     remove(json_path);
     remove(path);
     pw_capture_free(c);
@@ -357,9 +390,10 @@ static void test_cpu_other_shape(void **state)
     assert_int_equal(bench(args), 0);
     assert_non_null(strstr(g_stdout, "G=4"));
     assert_non_null(strstr(g_stdout, "reference check on 4 rows"));
-    /* W128, or W0 where the time guard keeps identity order in both precisions (the plan is
-     * then the identity plan). */
+    /* The window the time guard picks (PW_WINDOW_AUTO: W64 or W128), or W0 where it keeps
+     * identity order in both precisions (the plan is then the identity plan). */
     assert_true(strstr(g_stdout, "default plan (W128, union4, regroup auto") ||
+                strstr(g_stdout, "default plan (W64, union4, regroup auto") ||
                 strstr(g_stdout, "default plan (W0, union4, regroup auto"));
     remove(path);
     pw_capture_free(c);

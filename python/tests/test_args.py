@@ -1,5 +1,8 @@
 """Argument checks: every bad argument raises TypeError / ValueError naming the tensor, or
 the library's error (carrying pw_last_error) for what only the library checks."""
+import pathlib
+import sys
+
 import pytest
 import torch
 
@@ -283,6 +286,13 @@ def test_check_gpu_support_names_the_window(n, regroup, window):
     info = pageweaver.check_gpu_support(*args, regroup=regroup)
     assert info["regroup_window"] == window
     assert (info["regroup"] == "identity") is (window == 0)
+    # bench/shapes.py counts the call's steps in the window it runs (it passed the config's
+    # PW_WINDOW_AUTO, -1, as a grouping window, which the reference refuses)
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+    import shapes
+    t = {"topk_ids": args[3], "cu_seqlens_q": args[5], "kv_lens": args[6], "prefix_lens": args[7]}
+    assert shapes.executed_steps(t, info, 128) == shapes.union_visits(
+        t, pageweaver._lib.REGROUP_MODES[info["regroup"]], window, 4, 128) > 0
 
 
 def test_check_gpu_support_applies_the_gpu_layout_rules():

@@ -940,7 +940,7 @@ static void full_call_run(const pw_capture_t *c, device_problem_t *d, pw_kernel_
 }
 
 /* The full call at G = 8 / 4 with the pre-pass (the library's dense tile at any K), in
- * identity order (AUTO, whose time guard keeps it for these small problems, W128 and, at
+ * identity order (AUTO, whose time guard keeps it for these small problems, its own window and, at
  * K > 16, W24: AUTO takes any window there, which cuts the groups and, at G = 4, the pairs) and
  * after the regroup (GREEDY: the wide-Top-K kernel at
  * K > 16): bitwise the dense tile's outputs o / l (dev impl 13 / 14 on another grouping).

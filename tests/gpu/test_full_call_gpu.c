@@ -28,6 +28,7 @@
 
 #include "../../src/cuda/attention_dev.h" /* internal: dev impl 12, the stacked tile, for direct runs */
 #include "../../src/pw_internal.h"        /* internal: the pre-pass's mark launch and its counts */
+#include "../../src/time_guard.h"         /* internal: the window PW_WINDOW_AUTO picks */
 
 #define CUDA_OK(x)                                                                          \
     do {                                                                                    \
@@ -1887,6 +1888,87 @@ static void test_errors(void **state)
     pw_plan_destroy(plan);
 }
 
+/* PW_WINDOW_AUTO on a shape where the time guard picks a regroup window (3,072 queries, two
+ * requests, one KV head: W64 with the fitted constants): the default plan's call regroups in
+ * that window (the workspace's permutation and metadata are the reference's at it) and gives
+ * the identity plan's bytes, in both precisions. */
+static void test_auto_window_regroups(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0xa17011dull);
+    pw_problem_t shape = PW_PROBLEM_INIT;
+    shape.num_tokens = 3072;
+    shape.num_requests = 2;
+    shape.num_kv_heads = 1;
+    shape.max_pages_per_request = MAX_PAGES;
+    shape.num_cache_pages = 2 * MAX_PAGES + 7;
+    pw_capture_t *c = NULL;
+    assert_pw_ok(pw_capture_create(&shape, PW_CAPTURE_LOAD_QKV, &c));
+    fill_inputs(c, &rng);
+    assert_pw_ok(pw_capture_generate_qkv(c, g_seed ^ 0x3072ull));
+    const pw_problem_t *p = &c->problem;
+    const pw_requests_t rq = pw_capture_requests(c);
+    assert_pw_ok(pw_problem_check(p, &rq));
+    device_problem_t d;
+    device_alloc(p, &d);
+    upload(c, &d, 1);
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    result_t def, ident;
+    result_alloc(p, &def);
+    result_alloc(p, &ident);
+    int32_t *perm = malloc((size_t)p->num_tokens * 4);
+    assert_non_null(perm);
+    const pw_time_guard_inputs_t in = {p->num_tokens,          p->num_requests,   p->num_kv_heads,
+                                       p->max_pages_per_request, PW_KERNEL_UNION4, PW_PRECISION_FP8X2, 128};
+    const int32_t want = pw_time_guard_window(&in, 16, pw_time_guard_model(), pw_time_guard_wide_model());
+    const pw_precision_t precisions[2] = {PW_PRECISION_FP8X2, PW_PRECISION_FP8};
+    for (int k = 0; k < 2; k++) {
+        g_precision = precisions[k];
+        pw_plan_t *plan = make_plan(p, PW_REGROUP_AUTO, PW_WINDOW_AUTO, PW_KERNEL_UNION4, 0, &d);
+        pw_plan_info_t info = PW_PLAN_INFO_INIT;
+        assert_pw_ok(pw_plan_info(plan, g_precision, &info));
+        printf("  auto window, %s: the guard picks W%d; the call %s in W%d (saving %.1f us, cost %.1f us)\n",
+               k ? "FP8" : "FP8X2", want, info.regroup == PW_REGROUP_IDENTITY ? "keeps identity order" : "regroups",
+               info.window, info.saving_us, info.cost_us);
+        if (k == 0 && info.regroup == PW_REGROUP_IDENTITY)
+            fail_msg("the time guard keeps identity order on this shape: pick one it regroups (a refit moved it)");
+        assert_int_equal(info.window, info.regroup == PW_REGROUP_IDENTITY ? 0 : want);
+        if (info.regroup == PW_REGROUP_IDENTITY) {
+            identity_perm(p, perm);
+        } else {
+            pw_grouping_t g = PW_GROUPING_INIT;
+            g.mode = info.regroup;
+            g.window = info.window;
+            g.group_size = call_regroup_size(plan, c, 0, info.regroup_group_size);
+            assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm));
+        }
+        poison(p, &d, s);
+        const pw_attention_args_t args = device_args(p, &d);
+        assert_pw_ok(pw_sparse_prefill(plan, &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
+        fetch(p, &d, s, &def);
+        check_workspace_views(c, plan, &d, perm);
+        pw_plan_destroy(plan);
+        plan = make_plan(p, PW_REGROUP_IDENTITY, 128, PW_KERNEL_UNION4, 0, &d);
+        poison(p, &d, s);
+        assert_pw_ok(pw_sparse_prefill(plan, &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
+        fetch(p, &d, s, &ident);
+        pw_plan_destroy(plan);
+        const int same = same_result(p, &def, &ident);
+        printf("  auto window, %s: default call == identity plan: %s (bad pages %u / %u)\n", k ? "FP8" : "FP8X2",
+               same ? "bitwise" : "DIFFERENT", def.bad, ident.bad);
+        assert_true(same);
+    }
+    g_precision = PW_PRECISION_FP8X2;
+    free(perm);
+    result_free(&def);
+    result_free(&ident);
+    CUDA_OK(cudaStreamDestroy(s));
+    device_free(&d);
+    pw_capture_free(c);
+}
+
 int main(int argc, char **argv)
 {
     g_seed = pw_test_seed(argc, argv);
@@ -1915,6 +1997,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fp8x2_stacked_choice),
         cmocka_unit_test(test_stack_counts_device),
         cmocka_unit_test(test_regroup_by_tile),
+        cmocka_unit_test(test_auto_window_regroups),
         cmocka_unit_test(test_errors),
     };
     // --only PATTERN: run the tests whose names match (cmocka's filter, * and ?), e.g. one

@@ -63,7 +63,7 @@ enum {
      * (arm after arm, replay after replay; first_interleaved_arm..NUM_ARMS-1 + ARM_UNION4) */
     ARM_UNION4_IDENTITY,   /* full call, identity order, Union4 (T_identity) */
     ARM_UNION4_FIXED_W128, /* caller's guarded W128 perm, Union4 (T_fixed of the default kernel) */
-    ARM_DEFAULT,           /* PW_PLAN_CONFIG_INIT as it is: AUTO, W128, Union4 (T_default) */
+    ARM_DEFAULT,           /* PW_PLAN_CONFIG_INIT as it is: AUTO, PW_WINDOW_AUTO, Union4 (T_default) */
     ARM_DEFAULT_G8,        /* the default plan with PW_PLAN_REGROUP_GROUPS_OF_8 (the objective
                               before 2026-12-01's 4-query regroup; A/B) */
     ARM_DEFAULT_NOT_BY_TILE, /* the default plan with PW_PLAN_NO_REGROUP_BY_TILE (the regroup
@@ -151,6 +151,10 @@ typedef struct bench_capture {
     /* The default plan's choice (pw_plan_info, PW_PRECISION_FP8) and the time guard's figures */
     int default_known;
     pw_plan_info_t default_info;
+    /* The same plan at the window T_online and T_fixed run (--union4-window, else 128): the
+     * time guard's figures beside the measured S_exec and C_online (default_info's are at the
+     * window PW_WINDOW_AUTO picks). Valid when default_known. */
+    pw_plan_info_t measured_window_info;
     char default_note[256]; /* !default_known: why (pw_plan_create's or pw_plan_info's message) */
     int x2_f16_p; /* the FP8X2 reference check emulates P in f16 (the Union4 arms' V^T pre-pass) */
     int x2_stacked; /* the default plan's FP8X2 calls run the stacked 2-slot tile (pw_fp8x2_stack_choice) */
