@@ -9,6 +9,8 @@ import torch
 import pageweaver
 from problems import op_args, random_problem
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))  # bench/shapes.py
+
 
 @pytest.fixture
 def p():
@@ -277,22 +279,26 @@ def test_check_gpu_support_names_the_window(n, regroup, window):
     hkv, g, d, table_cols = 1, 16, 128, 640  # a 80K-token table: every chunk here fits
     slots = table_cols * 128
     i32 = lambda v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
+    ids = torch.randint(0, 48 * 1024 // 128, (hkv, n, 16), generator=torch.Generator().manual_seed(n),
+                        dtype=torch.int32)  # (so that the windows' groupings differ, for shapes.py below)
     args = (torch.empty((n, hkv * g, d), dtype=torch.bfloat16),
             torch.empty((slots, hkv, d), dtype=torch.float8_e4m3fn),
             torch.empty((slots, hkv, d), dtype=torch.float8_e4m3fn),
-            torch.zeros((hkv, n, 16), dtype=torch.int32),
-            torch.arange(table_cols, dtype=torch.int32).view(1, table_cols),
+            ids, torch.arange(table_cols, dtype=torch.int32).view(1, table_cols),
             i32([0, n]), i32([48 * 1024 + n]), i32([48 * 1024]))
     info = pageweaver.check_gpu_support(*args, regroup=regroup)
     assert info["regroup_window"] == window
     assert (info["regroup"] == "identity") is (window == 0)
     # bench/shapes.py counts the call's steps in the window it runs (it passed the config's
-    # PW_WINDOW_AUTO, -1, as a grouping window, which the reference refuses)
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+    # PW_WINDOW_AUTO, -1, as a grouping window, which the reference refuses); on these ids the
+    # windows' counts differ, so a count at another window fails here too
     import shapes
     t = {"topk_ids": args[3], "cu_seqlens_q": args[5], "kv_lens": args[6], "prefix_lens": args[7]}
-    assert shapes.executed_steps(t, info, 128) == shapes.union_visits(
-        t, pageweaver._lib.REGROUP_MODES[info["regroup"]], window, 4, 128) > 0
+    mode = pageweaver._lib.REGROUP_MODES[info["regroup"]]
+    steps = shapes.executed_steps(t, info, 128)
+    assert steps == shapes.union_visits(t, mode, window, 4, 128) > 0
+    if window:
+        assert steps != shapes.union_visits(t, mode, 192 - window, 4, 128)
 
 
 def test_check_gpu_support_applies_the_gpu_layout_rules():
