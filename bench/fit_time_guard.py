@@ -100,14 +100,22 @@ def points(docs):
             pt = {"path": c["path"], "rows": p["num_tokens"] * p["num_kv_heads"],
                   "w128": windows_of(p, 128), "w64": windows_of(p, 64),
                   "pages": p.get("max_pages_per_request", 0), "problem": p}
+            # The model's rate is the FP8 one (FP8X2 calls scale it by fp8x2_factor): a group
+            # timed in FP8X2 (the library's default arithmetic) is brought back to FP8 terms by
+            # the capture's own Union4 FP8X2 / FP8 ratio (at W64 in a W64 run).
+            # C_online (regroup + union preparation) does not depend on the arithmetic.
+            u4, u4x2 = med_ms(arms, "union4_w128"), med_ms(arms, "union4_w128_fp8x2")
+            if u4 and u4x2:
+                pt["x2"] = u4x2 / u4
+            dk = g.get("default_kernel")
+            scale = pt.get("x2", DEFAULTS["fp8x2_factor"]) if dk and dk.get("precision") == "fp8x2" else 1.0
             if w64_run:  # its Union4 figures at W64; its Union8 arms are the W128 run's again
-                dk = g.get("default_kernel")
                 if dk:
-                    scale = DEFAULTS["fp8x2_factor"] if dk.get("precision") == "fp8x2" else 1.0
                     pt["w64_run"] = True
                     pt["s_u4_64"], pt["c_u4_64"] = dk["s_exec_us"] / scale, dk["c_online_us"]
                     pt["x2_scale"] = scale
                     pt["prepass"] = c.get("default_plan", {}).get("vt_prepass")
+                    pt.pop("x2", None)  # the fp8x2_factor fit reads the W128 run's
                     out.append(pt)
                 continue
             gr = c.get("groupings", {})
@@ -118,15 +126,7 @@ def points(docs):
                 pt["s_u8"], pt["c_u8"] = (t0 - tf) * 1e3, (to - tf) * 1e3
                 if to64 is not None and pt["red_ratio"] is not None:
                     pt["c64"] = (to64 - t0) * 1e3 + pt["s_u8"] * pt["red_ratio"]
-            u4, u4x2 = med_ms(arms, "union4_w128"), med_ms(arms, "union4_w128_fp8x2")
-            if u4 and u4x2:
-                pt["x2"] = u4x2 / u4
-            dk = g.get("default_kernel")
             if dk:
-                # The model's rate is the FP8 one (FP8X2 calls scale it by fp8x2_factor): a group
-                # timed in FP8X2 (the library's default arithmetic) is brought back to FP8 terms.
-                # C_online (regroup + union preparation) does not depend on the arithmetic.
-                scale = pt.get("x2", DEFAULTS["fp8x2_factor"]) if dk.get("precision") == "fp8x2" else 1.0
                 pt["s_u4"], pt["c_u4"] = dk["s_exec_us"] / scale, dk["c_online_us"]
                 pt["s_net_u4"] = dk["s_exec_us"] - pt["c_u4"]
                 pt["x2_group"] = dk.get("precision") == "fp8x2"
@@ -168,13 +168,8 @@ def fit(pts, margin, s_max_rows=20000):
     if len({x for x, _ in data}) >= 2:
         a, b = linear_fit([x for x, _ in data], [y for _, y in data])
         m["rate"][U4][W64], m["rows0"][U4][W64] = (a * 1000.0, -b / a) if a > 0 else (0.0, 0.0)
-        # the W64 run's FP8X2 group was brought to FP8 terms with the default factor: redo it
-        # with the fitted one (below) once it is known
-        w64_scaled = {p["x2_scale"] for p in pts if "s_u4_64" in p}
-    else:
-        w64_scaled = set()
-        if any("s_u4_64" in p for p in pts):
-            notes.append("Union4 W64 S_exec: fewer than two sizes in the W64 run; scaled from W128")
+    elif any("s_u4_64" in p for p in pts):
+        notes.append("Union4 W64 S_exec: fewer than two sizes in the W64 run; scaled from W128")
     for w, key, wkey in ((W128, ("c_u8", "c_u4"), "w128"), (W64, ("c64", "c_u4_64"), "w64")):
         bound = m["long_max_pages"][w]
         data = [(p[wkey], p[k]) for p in pts for k in key if unhidden_cost(p, k) and p["pages"] <= bound]
@@ -197,8 +192,6 @@ def fit(pts, margin, s_max_rows=20000):
         m["fp8x2_factor"] = statistics.median(x2)
     else:
         notes.append("fp8x2_factor: no FP8X2 arms; kept the default")
-    if w64_scaled and w64_scaled != {1.0}:  # S scales linearly: the rate by default / fitted factor
-        m["rate"][U4][W64] *= DEFAULTS["fp8x2_factor"] / m["fp8x2_factor"]
     return m, notes
 
 

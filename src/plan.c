@@ -349,15 +349,15 @@ place:;
 }
 
 /* PW_WINDOW_AUTO (pageweaver.h): an AUTO plan that can regroup takes the time guard's
- * window in the default arithmetic (FP8X2); every other plan 128 (the default before). */
+ * window in the default arithmetic (FP8X2); every other plan 128 (the default before).
+ * p: the plan's problem (topk = Kd). */
 static int32_t auto_window(const pw_problem_t *p, const pw_plan_config_t *c)
 {
     if (c->regroup != PW_REGROUP_AUTO || (c->flags & PW_PLAN_CALLER_PERM) || c->kernel == PW_KERNEL_PER_QUERY)
         return 128;
-    const int32_t kd = p->topk <= 16 ? 16 : p->topk <= 32 ? 32 : 64;
     const pw_time_guard_inputs_t in = {p->num_tokens,     p->num_requests, p->num_kv_heads, p->max_pages_per_request,
                                        c->kernel,         PW_PRECISION_FP8X2, 128};
-    return pw_time_guard_window(&in, kd, pw_time_guard_model(), pw_time_guard_wide_model());
+    return pw_time_guard_window(&in, p->topk, pw_time_guard_model(), pw_time_guard_wide_model());
 }
 
 pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *config,
@@ -387,7 +387,6 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
     }
     config = &given;
     PW_TRY(check_config(problem, config));
-    if (given.window == PW_WINDOW_AUTO) given.window = auto_window(problem, &given);
 
     pw_plan_t *plan = calloc(1, sizeof *plan);
     if (!plan) return pw_fail(PW_ERROR_OUT_OF_MEMORY, "pw_plan_create: %zu bytes", sizeof *plan);
@@ -396,6 +395,7 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
     /* Kd: every device step runs on rows of 16, 32 or 64 ids (-1 padded). */
     plan->problem.topk = problem->topk <= 16 ? 16 : problem->topk <= 32 ? 32 : 64;
     problem = &plan->problem;
+    if (given.window == PW_WINDOW_AUTO) given.window = auto_window(problem, &given);
     plan->config = *config;
     plan->config.struct_size = sizeof(pw_plan_config_t);
     const int caller_perm = (config->flags & PW_PLAN_CALLER_PERM) != 0;

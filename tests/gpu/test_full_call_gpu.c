@@ -455,16 +455,18 @@ static void break_a_selected_page(pw_capture_t *c)
     fail_msg("%s", "no query selected a visible page");
 }
 
-/* G: Q heads per KV head (16, or 8 / 4 for the G = 8 / 4 arms). */
-static pw_capture_t *make_problem_g(pw_rng_t *rng, int32_t g)
+/* G: Q heads per KV head (16, or 8 / 4 for the G = 8 / 4 arms); n queries in r requests
+ * (2..NUM_REQUESTS: fill_inputs' cut points) over hkv KV heads. */
+static pw_capture_t *make_problem_shape(pw_rng_t *rng, int32_t g, int32_t n, int32_t r, int32_t hkv)
 {
+    assert_true(r >= 2 && r <= NUM_REQUESTS);
     pw_problem_t p = PW_PROBLEM_INIT;
     p.q_heads_per_kv = g;
-    p.num_tokens = NUM_TOKENS;
-    p.num_requests = NUM_REQUESTS;
-    p.num_kv_heads = HKV;
+    p.num_tokens = n;
+    p.num_requests = r;
+    p.num_kv_heads = hkv;
     p.max_pages_per_request = MAX_PAGES;
-    p.num_cache_pages = NUM_REQUESTS * MAX_PAGES + 7;
+    p.num_cache_pages = r * MAX_PAGES + 7;
     pw_capture_t *c = NULL;
     assert_pw_ok(pw_capture_create(&p, PW_CAPTURE_LOAD_QKV, &c));
     fill_inputs(c, rng);
@@ -472,6 +474,11 @@ static pw_capture_t *make_problem_g(pw_rng_t *rng, int32_t g)
     const pw_requests_t rq = pw_capture_requests(c);
     assert_pw_ok(pw_problem_check(&c->problem, &rq));
     return c;
+}
+
+static pw_capture_t *make_problem_g(pw_rng_t *rng, int32_t g)
+{
+    return make_problem_shape(rng, g, NUM_TOKENS, NUM_REQUESTS, HKV);
 }
 
 static pw_capture_t *make_problem(pw_rng_t *rng)
@@ -539,6 +546,22 @@ static int32_t call_regroup_size(const pw_plan_t *plan, const pw_capture_t *c, u
     int stacked = 0;
     assert_pw_ok(pw_fp8x2_stack_choice(&c->problem, c->topk_ids, &rq, counts, &stacked));
     return stacked ? (c->problem.q_heads_per_kv == 8 ? 4 : 2) : plan_g;
+}
+
+/* The permutation a full call of `plan` computes in g_precision, by the CPU reference: g's
+ * mode and window, the call's regroup g (plan_g, pw_plan_info's regroup_group_size, through
+ * call_regroup_size; 0 keeps g's); identity order as it is. */
+static void reference_call_perm(const pw_capture_t *c, const pw_plan_t *plan, const pw_grouping_t *g, uint32_t flags,
+                                int32_t plan_g, int32_t *perm)
+{
+    if (g->mode == PW_REGROUP_IDENTITY) {
+        identity_perm(&c->problem, perm);
+        return;
+    }
+    pw_grouping_t gr = *g;
+    if (plan_g > 0) gr.group_size = call_regroup_size(plan, c, flags, plan_g);
+    const pw_requests_t rq = pw_capture_requests(c);
+    assert_pw_ok(pw_ref_regroup(&c->problem, c->topk_ids, &rq, &gr, perm));
 }
 
 /* Every arm: full call == direct run (bitwise), workspace == reference metadata. */
@@ -615,12 +638,8 @@ static void test_full_call_matches_direct(void **state)
         }
         /* The regroup's group size is the plan's (4 for Union4: pw_plan_info); union
          * preparation groups 8 slots either way (g). */
-        pw_grouping_t g_regroup = g;
-        if (info.regroup_group_size > 0)
-            g_regroup.group_size = call_regroup_size(plan, c, a->flags, info.regroup_group_size);
         if (a->flags & PW_PLAN_CALLER_PERM) random_perm_within_requests(c, &rng, perm);
-        else if (g.mode == PW_REGROUP_IDENTITY) identity_perm(p, perm);
-        else assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g_regroup, perm));
+        else reference_call_perm(c, plan, &g, a->flags, info.regroup_group_size, perm);
         const int32_t *perm_dev = NULL;
         if (a->flags & PW_PLAN_CALLER_PERM) { /* the caller's perm lives in its own buffer */
             put(d.perm, perm, (size_t)p->num_kv_heads * p->num_tokens * 4);
@@ -1897,19 +1916,8 @@ static void test_auto_window_regroups(void **state)
     (void)state;
     pw_rng_t rng;
     pw_rng_init(&rng, g_seed ^ 0xa17011dull);
-    pw_problem_t shape = PW_PROBLEM_INIT;
-    shape.num_tokens = 3072;
-    shape.num_requests = 2;
-    shape.num_kv_heads = 1;
-    shape.max_pages_per_request = MAX_PAGES;
-    shape.num_cache_pages = 2 * MAX_PAGES + 7;
-    pw_capture_t *c = NULL;
-    assert_pw_ok(pw_capture_create(&shape, PW_CAPTURE_LOAD_QKV, &c));
-    fill_inputs(c, &rng);
-    assert_pw_ok(pw_capture_generate_qkv(c, g_seed ^ 0x3072ull));
+    pw_capture_t *c = make_problem_shape(&rng, 16, 3072, 2, 1);
     const pw_problem_t *p = &c->problem;
-    const pw_requests_t rq = pw_capture_requests(c);
-    assert_pw_ok(pw_problem_check(p, &rq));
     device_problem_t d;
     device_alloc(p, &d);
     upload(c, &d, 1);
@@ -1938,15 +1946,10 @@ static void test_auto_window_regroups(void **state)
         /* FP8X2 regroups, so the plan groups in the window for both precisions (FP8 may keep
          * identity order inside it: pw_plan_info's regroup says which) */
         assert_int_equal(info.window, want);
-        if (info.regroup == PW_REGROUP_IDENTITY) {
-            identity_perm(p, perm);
-        } else {
-            pw_grouping_t g = PW_GROUPING_INIT;
-            g.mode = info.regroup;
-            g.window = info.window;
-            g.group_size = call_regroup_size(plan, c, 0, info.regroup_group_size);
-            assert_pw_ok(pw_ref_regroup(p, c->topk_ids, &rq, &g, perm));
-        }
+        pw_grouping_t g = PW_GROUPING_INIT;
+        g.mode = info.regroup;
+        g.window = info.window;
+        reference_call_perm(c, plan, &g, 0, info.regroup_group_size, perm);
         poison(p, &d, s);
         const pw_attention_args_t args = device_args(p, &d);
         assert_pw_ok(pw_sparse_prefill(plan, &args, NULL, d.workspace, d.workspace_bytes, (pw_stream_t)s));
