@@ -416,6 +416,7 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
 #include "attention_lean.cuh" // dev impl 9 (v8 "lean")
 #include "attention_dense.cuh" // dev impls 13 and 14 (G = 8 / 4 on a dense tile)
 #include "attention_stacked.cuh" // dev impl 12 (v9 "stacked FP8X2"; its G = 4 work is the dense tiles')
+#include "attention_quad.cuh" // dev impl 15 ("quad": impl 10 in FP8 at four CTAs per SM)
 
 /* ------------------------------------------------------------------------------------ */
 /* Host side                                                                            */
@@ -697,6 +698,10 @@ pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned gr
         else
             return launch_stack1<VARIANT>(params, grid, stream);
     }
+    if (impl == pw::kImplQuadPreVt) {
+        if constexpr (VARIANT == pw::kUnion4) return pw::launch_quad<VARIANT>(params, grid, stream);
+        else return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 15 (quad) runs Union4 only");
+    }
     if (impl == pw::kImplIdleVtDev) return launch<VARIANT, pw::kImplPRegs | pw::kImplIdleVt>(params, grid, stream);
     if (impl == pw::kImplNoVMaskDev)
         return launch<VARIANT, pw::kImplPRegs | pw::kImplIdleVt | pw::kImplNoVMask>(params, grid, stream);
@@ -727,6 +732,12 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     // (pw_dense_tile_g).
     // Pages of 64 tokens run on the lean and dense kernels only (their PAGE = 64 forms).
     const bool page64 = problem->page_size == 64;
+    if (impl == pw::kImplQuadDev &&
+        (kernel != PW_KERNEL_UNION4 || wide_k || has_ts || padded_g || page64 ||
+         pw_args_precision(args) != PW_PRECISION_FP8))
+        return pw_fail(PW_ERROR_UNSUPPORTED,
+                       "dev impl 15 (quad) runs Union4 in PW_PRECISION_FP8 at G = 16, K = 16, P = 128 without "
+                       "per-token scales only");
     if ((wide_k || has_ts || padded_g || page64) && impl == pw::kImplIdleVtDev) impl = pw::kImplLeanDev;
     const bool lean_impl = impl == pw::kImplLeanDev || impl == pw::kImplLeanPreVtDev;
     const bool dense_impl = impl == pw::kImplDense8Dev || impl == pw::kImplDense4Dev;
@@ -786,6 +797,8 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         impl = pw::kImplLean;
     } else if (impl == pw::kImplLeanPreVtDev) {
         impl = pw::kImplLeanPreVt;
+    } else if (impl == pw::kImplQuadDev) {
+        impl = pw::kImplQuadPreVt;
     } else if (impl == pw::kImplDense8Dev) {
         impl = pw::kImplDense8;
     } else if (impl == pw::kImplDense4Dev) {
@@ -860,7 +873,8 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         const bool stacked8 = pw::impl_is_stacked(impl) && problem->q_heads_per_kv == 8; // groups (its halves)
         const bool stacked4 = pw::impl_is_stacked(impl) && problem->q_heads_per_kv == 4; // pairs (their groups)
         const bool lean_impl = impl == pw::kImplLean || impl == pw::kImplLeanX2 || impl == pw::kImplLeanPreVt ||
-                               impl == pw::kImplLeanPreVtX2 || pw::impl_is_stacked(impl); // halves
+                               impl == pw::kImplLeanPreVtX2 || impl == pw::kImplQuadPreVt ||
+                               pw::impl_is_stacked(impl); // halves
         const int kind = dense8_impl || stacked8 ? 1 : dense4_impl || stacked4 ? 2 : 0;
         const pw::DevSchedule none = {nullptr, nullptr, 0, 0};
         const pw::DevSchedule s = vt ? (vt_fallback ? none
@@ -892,7 +906,9 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
                        impl == pw::kImplDense4X2;
     if (stacked && kernel != PW_KERNEL_UNION4)
         return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12 (the stacked tile) runs Union4 only");
-    if ((impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2 || stacked || dense) && !vt) {
+    if ((impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2 || impl == pw::kImplQuadPreVt || stacked ||
+         dense) &&
+        !vt) {
         if (kernel == PW_KERNEL_UNION8)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 10 (lean + V^T pre-pass) runs Union4 and per-query only");
         // Every page a query may see gets a tile: capacity R x max_pages per KV head.

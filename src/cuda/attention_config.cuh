@@ -68,7 +68,9 @@ constexpr int kImplDense8Dev = 13;        // dev impl 13 = G = 8 on a dense tile
 constexpr int kImplDense8 = 2013, kImplDense8X2 = 3013; // its dispatch values per precision
 constexpr int kImplDense4Dev = 14;        // dev impl 14 = G = 4 on a dense tile (attention_dense.cuh)
 constexpr int kImplDense4 = 2014, kImplDense4X2 = 3014; // its dispatch values per precision
-constexpr int kNumImpls = 15;
+constexpr int kImplQuadDev = 15;          // dev impl 15 = "quad": impl 10 in FP8 at four CTAs per SM (attention_quad.cuh)
+constexpr int kImplQuadPreVt = 2015;      // its dispatch value (FP8 only)
+constexpr int kNumImpls = 16;
 
 /* Shared memory of one CTA. Tiles are 1024-byte aligned (128-byte swizzle atoms); the
  * multicast copies land at the same offsets in both CTAs of a cluster. */

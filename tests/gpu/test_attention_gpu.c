@@ -2,8 +2,8 @@
  * references (docs/semantics.md §4): FP8-emulating reference (tight), exact FP64 reference (NRMS), and
  * bitwise identity across groupings, kernels and kernel implementations, for both
  * arithmetics of pw_precision_t (FP8X2 on impls 2, 6, 9 and 10) (impls 0, 2, 6, 9 and 10
- * of src/cuda/attention_dev.h; 1, 3, 4, 5 and 7 were removed: every impl must give impl 0's
- * bytes). Skips (exit 77) without
+ * of src/cuda/attention_dev.h, and 15 in FP8 on Union4; 1, 3, 4, 5 and 7 were removed: every
+ * impl must give impl 0's bytes). Skips (exit 77) without
  * an sm_90 GPU.
  *
  * Usage: test_attention_gpu [--seed N] [--captures DIR...] [--topk-only | --page64-only |
@@ -298,21 +298,27 @@ static uint32_t run_kernel(const pw_capture_t *c, device_problem_t *d, pw_kernel
     return run_kernel_impl(c, d, kernel, 0, grouping, o_out, lse_out);
 }
 
-#define NUM_IMPLS 13
+#define NUM_IMPLS 16
 static const char *const impl_names[NUM_IMPLS] = {"v4", "(removed A)", "B", "(removed A+B)", "(removed C)",
                                                   "(removed)", "B+idleVt", "(removed idleVt2)", "pre-fix", "lean",
-                                                  "lean+preVt", "(removed stacked)", "stacked X2"};
+                                                  "lean+preVt", "(removed stacked)", "stacked X2", "dense G8",
+                                                  "dense G4", "quad"};
 #define STACKED_IMPL 12 /* Union4 only; FP8X2: its own bytes (attention_dev.h); FP8: the other tiles' */
 
 /* The impls a kernel has: Union8 0, 2 and 6; Union4 and per-query 0, 2, 6, 9 and 10 (9,
- * "lean", and 10, lean on the V^T pre-pass, have no Union8). Impls 1, 3, 4, 5 and 7 were
- * removed (PW_ERROR_UNSUPPORTED); impl 8 (before the cache-poison fix) runs only as
- * test_cache_poison's witness. */
+ * "lean", and 10, lean on the V^T pre-pass, have no Union8); Union4 also 15 ("quad": impl 10
+ * in FP8 at four CTAs per SM, G = 16, K = 16, P = 128 only, the shapes of the loops that ask).
+ * Impls 1, 3, 4, 5 and 7 were removed (PW_ERROR_UNSUPPORTED); impl 8 (before the cache-poison
+ * fix) runs only as test_cache_poison's witness; 13 and 14 (the dense G = 8 / 4 tiles) have
+ * their own tests. */
+#define QUAD_IMPL 15
 static int kernel_has_impl(pw_kernel_t kernel, int impl)
 {
     if (impl == 1 || impl == 3 || impl == 4 || impl == 5 || impl == 7 || impl == 8) return 0;
     if (impl == 11 || impl == STACKED_IMPL) return 0; // 12: check_fp8x2 and test_cache_poison only
+    if (impl == 13 || impl == 14) return 0;
     if (impl == 9 || impl == 10) return kernel != PW_KERNEL_UNION8;
+    if (impl == QUAD_IMPL) return kernel == PW_KERNEL_UNION4;
     return 1;
 }
 
@@ -1044,10 +1050,10 @@ static void test_cache_poison(void **state)
         arms[num_arms++] = (arm_t){5, 0, 0, PW_KERNEL_PER_QUERY};
         for (int impl = 1; impl < NUM_IMPLS; impl++) {
             if (kernel_has_impl(PW_KERNEL_UNION8, impl)) arms[num_arms++] = (arm_t){0, impl, 0, PW_KERNEL_UNION8};
-            else if (kernel_has_impl(PW_KERNEL_UNION4, impl)) { // lean: Union4 (W128, random order), per-query
+            else if (kernel_has_impl(PW_KERNEL_UNION4, impl)) { // lean, quad: Union4 (W128, random order), per-query
                 arms[num_arms++] = (arm_t){0, impl, 0, PW_KERNEL_UNION4};
                 arms[num_arms++] = (arm_t){3, impl, 0, PW_KERNEL_UNION4};
-                arms[num_arms++] = (arm_t){5, impl, 0, PW_KERNEL_PER_QUERY};
+                if (kernel_has_impl(PW_KERNEL_PER_QUERY, impl)) arms[num_arms++] = (arm_t){5, impl, 0, PW_KERNEL_PER_QUERY};
             }
         }
         arms[num_arms++] = (arm_t){0, STACKED_IMPL, 0, PW_KERNEL_UNION4}; // FP8X2 only (below)
