@@ -11,7 +11,7 @@
  *       ("quad": impl 10 in FP8 at four CTAs per SM, G = 16 / K = 16 / P = 128, Union4 only;
  *       its executed FLOP count QK 1.5 times))
  *       (default capture: .data/workloads/sel_A_hot.safetensors; LIST e.g. 0,3, default all)
- *   PW_KBENCH_SCHEDULE=lpt: the Union4 lean (9, 10; at G != 16 also 6, which runs 9 there)
+ *   PW_KBENCH_SCHEDULE=lpt: the Union4 lean (9, 10, 15; at G != 16 also 6, which runs 9 there)
  *       and dense (13) kernels' CTAs in the full call's longest-first order
  *       (pw_dev_set_schedule; lists built here from the host metadata, exact order inside
  *       each size class); unset: block order, as `pw_union_attention` runs them.
@@ -373,7 +373,7 @@ int main(int argc, char **argv)
             {PW_KERNEL_PER_QUERY, &mi, &gi, "per-query", "-", (double)mi.stats.selections},
         };
         if (mi.lpt_count_dev[0])
-            printf("%s: lean (impls 9, 10) and dense (13, 14: pairs) Union4 CTAs in longest-first order\n", files[f]);
+            printf("%s: lean (impls 9, 10, 15) and dense (13, 14: pairs) Union4 CTAs in longest-first order\n", files[f]);
         printf("%s: C_4 identity %lld, W128 %lld; 2-slot tile steps (dev impl 12) identity %lld (%.3f x 2 C_4), "
                "W128 %lld (%.3f x 2 C_4)\n",
                files[f], (long long)mi.stats.c4, (long long)mw.stats.c4, (long long)mi.tile_steps,

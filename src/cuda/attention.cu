@@ -917,7 +917,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
                      list_bytes = (hkv * cap * 8 + 255) / 256 * 256; // tiles 256-byte aligned (bulk copies: 16)
         const size_t bytes = count_bytes + slot_bytes + list_bytes + hkv * cap * pw::kVtTileBytes;
         cudaError_t e = cudaMallocAsync((void **)&own, bytes, (cudaStream_t)stream);
-        if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "dev impl 10: cudaMallocAsync(%zu): %s", bytes, cudaGetErrorString(e));
+        if (e != cudaSuccess) return pw_fail(PW_ERROR_CUDA, "dev entry's V^T tiles: cudaMallocAsync(%zu): %s", bytes, cudaGetErrorString(e));
         pw_vt_buffers_t b;
         memset(&b, 0, sizeof b); // every field this path does not set: 0 / NULL (stack_mode NEVER)
         b.touched = NULL;
@@ -932,11 +932,11 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         b.sched_list = NULL;
         b.sched_stride = 0;
         b.sched_dense = 0;
-        pw_status_t st = hkv * 4 <= count_bytes ? PW_SUCCESS : pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 10: Hkv > 64");
+        pw_status_t st = hkv * 4 <= count_bytes ? PW_SUCCESS : pw_fail(PW_ERROR_UNSUPPORTED, "dev entry's V^T tiles: Hkv > 64");
         if (st == PW_SUCCESS) {
             e = cudaMemsetAsync(b.count, 0, hkv * 4, (cudaStream_t)stream);
             st = e == cudaSuccess ? pw_vt_prepare(problem, args, &b, stream)
-                                  : pw_fail(PW_ERROR_CUDA, "dev impl 10: cudaMemsetAsync: %s", cudaGetErrorString(e));
+                                  : pw_fail(PW_ERROR_CUDA, "dev entry's V^T tiles: cudaMemsetAsync: %s", cudaGetErrorString(e));
         }
         if (st != PW_SUCCESS) {
             cudaFreeAsync(own, (cudaStream_t)stream);
@@ -981,7 +981,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     if (own) {
         const cudaError_t e = cudaFreeAsync(own, (cudaStream_t)stream);
         if (e != cudaSuccess && status == PW_SUCCESS)
-            status = pw_fail(PW_ERROR_CUDA, "dev impl 10: cudaFreeAsync: %s", cudaGetErrorString(e));
+            status = pw_fail(PW_ERROR_CUDA, "dev entry's V^T tiles: cudaFreeAsync: %s", cudaGetErrorString(e));
     }
     return status;
 }

@@ -21,6 +21,9 @@
  * outputs, are bitwise the lean kernel's. The price: QK runs 1.5 times (FP8's executed
  * tensor work x 1.25).
  *
+ * A page that no member sees past token 63 (a query's own page, the KV length's) runs pass 2
+ * alone: the second half's scores would all be masked (p = +0: nothing added, zero P words).
+ *
  * Shared memory: K (16 KiB), V^T (16 KiB, from the pre-pass), Q (8 KiB) and the page lists:
  * ~43 KiB, four CTAs per SM (the lean kernel reserves V, V^T and Q's second term too).
  * Synchronisation: the lean kernel's ring (attention_lean.cuh, L1-L5) with K released after
@@ -234,11 +237,16 @@ __global__ void __launch_bounds__(kThreads, kQuadCtasPerSm) quad_attention_kerne
             return page_column_limit<kPageSize>(lds_warp_s64_here(sm.warp_limit), sm.page_logical[i]);
         };
 
+        // A page no member sees past token 63 (vlim < 64: every member's column limit is below
+        // 64; CTA-uniform) skips passes 1 and 3: their scores would all be masked, p = +0,
+        // which adds nothing to a row sum and packs to zero P words, so the bytes are the same.
+        const bool second_half = vlim >= 64;
+
         mbarrier_wait_parity(&sm.k_full, parity);
         // Pass 1: the row maxima of tokens 64..127.
-        quad_qk_half(acc, desc_q, desc_k, 1);
         float mx0 = -INFINITY, mx1 = -INFINITY;
-        if (member) {
+        quad_qk_half(acc, desc_q, desc_k, 1);
+        if (second_half && member) {
             float g0, g1;
             const bool plain = factors(g0, g1);
             quad_prepare_half(acc, 1, column_limit(), q, f0, f1, plain);
@@ -260,16 +268,18 @@ __global__ void __launch_bounds__(kThreads, kQuadCtasPerSm) quad_attention_kerne
         uint32_t pa[16];
         quad_p_words(acc, 0, member, pa);
         // Pass 3: tokens 64..127 again; then K is free.
-        quad_qk_half(acc, desc_q, desc_k, 1);
+        if (second_half) quad_qk_half(acc, desc_q, desc_k, 1);
         lean_release(&sm.k_done, i + 1, num_pages, issue_k);
         if (member) {
-            float g0, g1;
-            const bool plain = factors(g0, g1);
-            quad_prepare_half(acc, 1, column_limit(), q, f0, f1, plain);
-            quad_exp_half(acc, g0, g1, 8.0f - m0, 8.0f - m1, s0, s1);
+            if (second_half) {
+                float g0, g1;
+                const bool plain = factors(g0, g1);
+                quad_prepare_half(acc, 1, column_limit(), q, f0, f1, plain);
+                quad_exp_half(acc, g0, g1, 8.0f - m0, 8.0f - m1, s0, s1);
+            }
             softmax_rows_sum(s0, s1, alpha0, alpha1, l0, l1);
         }
-        quad_p_words(acc, 1, member, pa);
+        quad_p_words(acc, 1, member && second_half, pa);
         const uint32_t pl_unused[1] = {0u};
         prevt_wait_zeroed<false, Plan>(sm, parity, vlim);
         // PV in two halves of the head dimension, each into a freshly zeroed accumulator;

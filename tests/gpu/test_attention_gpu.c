@@ -322,6 +322,12 @@ static int kernel_has_impl(pw_kernel_t kernel, int impl)
     return 1;
 }
 
+/* Dev impl 15 (quad) on grouping g: where it runs (Union4, FP8, G = 16, K <= 16, P = 128, no
+ * per-token scales) bitwise o0 / l0, with every byte of shared memory poisoned first;
+ * elsewhere PW_ERROR_UNSUPPORTED. `what`: the label. */
+static void check_quad_impl(const pw_capture_t *c, device_problem_t *d, pw_kernel_t kernel, const pw_grouping_t *g,
+                            const char *what, const pw_bf16_t *o0, const float *l0, pw_bf16_t *o, float *l);
+
 /* The dev impls with an FP8X2 path besides the library's: 2 (B), 9 and 10 (lean; 10 on the
  * pre-pass's f16 V^T tiles: P in f16, f16_p_arithmetic). */
 static int impl_has_x2(int impl)
@@ -1256,6 +1262,11 @@ static void test_sinks(void **state)
                 printf("  sinks FP8: full call (Union4, V^T pre-pass) bitwise %s\n", same_full ? "equal" : "DIFFERENT");
                 assert_true(same_full);
             }
+            if (!x2) { // dev impl 15 (quad): the same bits
+                pw_grouping_t g;
+                setup_arm(4, c, &rng, perm, &g, &d);
+                check_quad_impl(c, &d, PW_KERNEL_UNION4, &g, "sinks FP8", o0, l0, o, l);
+            }
             if (x2) { // dev impl 12: its own rounding, the same bounds
                 pw_grouping_t g;
                 setup_arm(4, c, &rng, perm, &g, &d);
@@ -1402,6 +1413,11 @@ static void test_sink_keys(void **state)
                 const int same_full = same_outputs(c, o, l, o0, l0);
                 printf("  sink keys FP8: full call (Union4, V^T pre-pass) bitwise %s\n", same_full ? "equal" : "DIFFERENT");
                 assert_true(same_full);
+            }
+            if (!x2) { // dev impl 15 (quad): the same bits
+                pw_grouping_t g;
+                setup_arm(4, c, &rng, perm, &g, &d);
+                check_quad_impl(c, &d, PW_KERNEL_UNION4, &g, "sink keys FP8", o0, l0, o, l);
             }
             if (x2) {
                 pw_grouping_t g;
@@ -1984,6 +2000,28 @@ static void check_lean_dev_impls(const pw_capture_t *c, device_problem_t *d, pw_
         printf("  %s dev impl 10: bitwise %s\n", what, same10 ? "equal" : "DIFFERENT");
         assert_true(same10);
     }
+    check_quad_impl(c, d, kernel, g, what, o0, l0, o, l);
+}
+
+static void check_quad_impl(const pw_capture_t *c, device_problem_t *d, pw_kernel_t kernel, const pw_grouping_t *g,
+                            const char *what, const pw_bf16_t *o0, const float *l0, pw_bf16_t *o, float *l)
+{
+    const pw_problem_t *p = &c->problem;
+    if (kernel != PW_KERNEL_UNION4 || g_precision != PW_PRECISION_FP8 || p->q_heads_per_kv != 16 || p->topk > 16 ||
+        p->page_size != 128 || g_ts_dev.k || g_ts_dev.v) {
+        const pw_attention_args_t args = device_args(c, d);
+        assert_int_equal(pw_union_attention_dev(QUAD_IMPL, p, &args, g, d->perm, &d->meta, kernel, NULL),
+                         PW_ERROR_UNSUPPORTED);
+        printf("  %s dev impl %d (quad) refuses: %s\n", what, QUAD_IMPL, pw_last_error());
+        return;
+    }
+    const int saved = g_poison_smem;
+    g_poison_smem = 1; /* NaN in every byte of shared memory the kernel reads without writing */
+    run_kernel_impl(c, d, PW_KERNEL_UNION4, QUAD_IMPL, g, o, l);
+    g_poison_smem = saved;
+    const int same = same_outputs(c, o, l, o0, l0);
+    printf("  %s dev impl %d (quad): bitwise %s\n", what, QUAD_IMPL, same ? "equal" : "DIFFERENT");
+    assert_true(same);
 }
 
 /* The full call: identity order (AUTO: the time guard keeps it for these small problems)
