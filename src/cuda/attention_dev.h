@@ -53,6 +53,8 @@ extern "C" {
  *         the page's scores in two N = 64 halves, QK of the second half run twice (its row
  *         maxima first), so QK runs 1.5 times; impl 10's bytes (src/cuda/attention_quad.cuh,
  *         bench/NOTES.md, thirty-ninth session). An experiment: no library entry point runs it.
+ * impl 16: impl 15 with the K tile as two 64-token halves, each with its own barrier (tokens
+ *         0..63 released after their last use, a pass before the rest); the same shape and bytes.
  * impls 1, 3, 4, 5, 7, 11 were removed (measured slower or no faster; bench/NOTES.md v5, v6,
  *         v9): PW_ERROR_UNSUPPORTED.
  * O and LSE are bitwise identical for every impl but 12 in FP8; in FP8X2 impls 10, 13 and 14
@@ -60,7 +62,7 @@ extern "C" {
  * are bitwise identical to each other, 2, 6 and 9 to each other, and 12 has its own. args->precision = PW_PRECISION_FP8X2
  * runs on impls 2, 6, 9, 10, 12, 13 and 14 only; other impls give PW_ERROR_UNSUPPORTED, as does
  * impl 12 in FP8. Other arguments and errors as pw_union_attention; PW_ERROR_INVALID_ARGUMENT
- * for an impl outside 0..15. Every impl but 8 is NaN-safe (cache bytes no query may see
+ * for an impl outside 0..16. Every impl but 8 is NaN-safe (cache bytes no query may see
  * never reach an output). */
 pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
                                    const pw_grouping_t *grouping, const int32_t *perm,

@@ -46,10 +46,12 @@ struct __align__(1024) SmemPlanQuadT {
     uint8_t k[kTileBytes];              // K of the current page [token][d], TMA 128B-swizzled
     uint8_t vt[kTileBytes];             // V^T of the current page (the pre-pass's E4M3 tile)
     uint8_t q[kRows * kHeadDim];        // Q (FP8) [row][d], 128B-swizzled
-    uint64_t k_full;                    // K of page i landed (phase i)
+    uint64_t k_full;                    // K of page i landed (phase i); SPLITK: its tokens 0..63
     uint64_t v_full;                    // V^T of page i landed (phase i)
-    uint32_t k_done;                    // arrivals of warps done with the K tile (4 per page)
+    uint32_t k_done;                    // arrivals of warps done with the K tile (4 per page); SPLITK: tokens 0..63
     uint32_t v_done;                    // arrivals of warps done with the V^T tile (4 per page)
+    uint64_t k_full_b;                  // SPLITK: tokens 64..127 of page i's K landed (phase i)
+    uint32_t k_done_b;                  // SPLITK: arrivals of warps done with tokens 64..127 (4 per page)
     int32_t page_logical[CAP];          // the pages this CTA walks, ascending
     int32_t page_physical[CAP];
     uint8_t page_members[CAP];          // bit w: slot w selected the page
@@ -150,11 +152,18 @@ static __device__ __forceinline__ void quad_p_words(const float (&acc)[32], int 
     }
 }
 
-template <int VARIANT>
+/* SPLITK (dev impl 16): the K tile as two halves of 64 tokens (8 KiB each, TMA boxes of 64
+ * tokens: p.k_half_map, the same swizzled bytes at the same offsets), each with its own full
+ * barrier and done counter (the lean ring's L1 and L3 per half): tokens 0..63 are released
+ * after pass 2, their last use, so the next page's copy of them starts a pass earlier, and
+ * only the 8 KiB of tokens 64..127 are issued after pass 3 (their copy is the one the next
+ * page's pass 1 waits for). Without SPLITK the whole K tile is released after pass 3. */
+template <int VARIANT, bool SPLITK>
 __global__ void __launch_bounds__(kThreads, kQuadCtasPerSm) quad_attention_kernel(const __grid_constant__ AttentionParams p)
 {
     static_assert(VARIANT == kUnion4, "quad: Union4 only");
     constexpr uint32_t kKvTxBytes = kPageSize * kHeadDim;
+    constexpr uint32_t kHalfTxBytes = kKvTxBytes / 2;
     using Plan = SmemPlanQuad;
     extern __shared__ uint8_t smem_raw[];
     Plan &sm = smem_plan<Plan>(smem_raw);
@@ -166,15 +175,27 @@ __global__ void __launch_bounds__(kThreads, kQuadCtasPerSm) quad_attention_kerne
     if (!cta_work<VARIANT>(p, 0, work, block)) return; // CTA-uniform
     const int kv_head = work.kv_head;
 
-    lean_init_ring(sm);
+    if constexpr (SPLITK) {
+        if (threadIdx.x == 0) {
+            mbarrier_init(&sm.k_full_b, 1);
+            sm.k_done_b = 0u;
+        }
+    }
+    lean_init_ring(sm); // its fence also publishes k_full_b's initialisation (thread 0, before it)
     build_page_list<VARIANT, Plan, kSlotsPerCta, kTopK, kPageSize>(sm, p, kv_head, work.group, work.half,
                                                                    work.request, work.query_rows[0], work.limits,
                                                                    work.union_size, sm.page_vt); // __syncthreads
     const int num_pages = sm.num_pages;
     // The issuing lane reads the KV head and makes the cache policy where it issues.
-    auto issue_k = [&](int next) {
-        mbarrier_arrive_expect_tx(&sm.k_full, kKvTxBytes);
-        tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, sm.kv_head, 0, sm.page_physical[next], createpolicy_evict_last());
+    auto issue_k = [&](int next) { // SPLITK: tokens 0..63
+        mbarrier_arrive_expect_tx(&sm.k_full, SPLITK ? kHalfTxBytes : kKvTxBytes);
+        tma_load_4d(sm.k, SPLITK ? &p.k_half_map : &p.k_map, &sm.k_full, 0, sm.kv_head, 0, sm.page_physical[next],
+                    createpolicy_evict_last());
+    };
+    auto issue_k_b = [&](int next) { // SPLITK: tokens 64..127
+        mbarrier_arrive_expect_tx(&sm.k_full_b, kHalfTxBytes);
+        tma_load_4d(sm.k + kHalfTxBytes, &p.k_half_map, &sm.k_full_b, 0, sm.kv_head, 64, sm.page_physical[next],
+                    createpolicy_evict_last());
     };
     auto issue_v = [&](int next) {
         mbarrier_arrive_expect_tx(&sm.v_full, kTileBytes);
@@ -183,9 +204,18 @@ __global__ void __launch_bounds__(kThreads, kQuadCtasPerSm) quad_attention_kerne
     };
     if (tid == 0) sm.kv_head = kv_head; // published by quantize_q's barrier below
     if (tid == 0 && num_pages > 0) {
-        prefetch_tensormap(&p.k_map);
-        mbarrier_arrive_expect_tx(&sm.k_full, kKvTxBytes);
-        tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[0], createpolicy_evict_last());
+        if constexpr (SPLITK) {
+            prefetch_tensormap(&p.k_half_map);
+            mbarrier_arrive_expect_tx(&sm.k_full, kHalfTxBytes);
+            tma_load_4d(sm.k, &p.k_half_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[0], createpolicy_evict_last());
+            mbarrier_arrive_expect_tx(&sm.k_full_b, kHalfTxBytes);
+            tma_load_4d(sm.k + kHalfTxBytes, &p.k_half_map, &sm.k_full_b, 0, kv_head, 64, sm.page_physical[0],
+                        createpolicy_evict_last());
+        } else {
+            prefetch_tensormap(&p.k_map);
+            mbarrier_arrive_expect_tx(&sm.k_full, kKvTxBytes);
+            tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[0], createpolicy_evict_last());
+        }
         mbarrier_arrive_expect_tx(&sm.v_full, kTileBytes);
         bulk_load(sm.vt, prevt_tile(p, kv_head, sm.page_vt[0]), kTileBytes, &sm.v_full, createpolicy_evict_last());
     }
@@ -242,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, kQuadCtasPerSm) quad_attention_kerne
         // which adds nothing to a row sum and packs to zero P words, so the bytes are the same.
         const bool second_half = vlim >= 64;
 
-        mbarrier_wait_parity(&sm.k_full, parity);
+        mbarrier_wait_parity(SPLITK ? &sm.k_full_b : &sm.k_full, parity);
         // Pass 1: the row maxima of tokens 64..127.
         float mx0 = -INFINITY, mx1 = -INFINITY;
         quad_qk_half(acc, desc_q, desc_k, 1);
@@ -253,7 +283,9 @@ __global__ void __launch_bounds__(kThreads, kQuadCtasPerSm) quad_attention_kerne
             quad_row_max(acc, mx0, mx1);
         }
         // Pass 2: tokens 0..63; the page's maxima, then their p and P words.
+        if constexpr (SPLITK) mbarrier_wait_parity(&sm.k_full, parity);
         quad_qk_half(acc, desc_q, desc_k, 0);
+        if constexpr (SPLITK) lean_release(&sm.k_done, i + 1, num_pages, issue_k); // tokens 0..63: done
         float alpha0 = 1.0f, alpha1 = 1.0f, s0 = 0.0f, s1 = 0.0f;
         if (member) {
             float g0, g1;
@@ -269,7 +301,8 @@ __global__ void __launch_bounds__(kThreads, kQuadCtasPerSm) quad_attention_kerne
         quad_p_words(acc, 0, member, pa);
         // Pass 3: tokens 64..127 again; then K is free.
         if (second_half) quad_qk_half(acc, desc_q, desc_k, 1);
-        lean_release(&sm.k_done, i + 1, num_pages, issue_k);
+        if constexpr (SPLITK) lean_release(&sm.k_done_b, i + 1, num_pages, issue_k_b);
+        else lean_release(&sm.k_done, i + 1, num_pages, issue_k);
         if (member) {
             if (second_half) {
                 float g0, g1;
@@ -297,14 +330,14 @@ __global__ void __launch_bounds__(kThreads, kQuadCtasPerSm) quad_attention_kerne
     if (row_end >= 0) store_rows<kHeadsPerKv>(p, o, row_end, sm.kv_head, lane, m0, m1, l0, l1, *p.v_scale);
 }
 
-/* Dev impl 15's launch (Union4, FP8, the pre-pass's tiles, G = 16, K = 16, P = 128; the
- * caller checked the shape). */
-template <int VARIANT>
+/* Dev impl 15's (SPLITK: 16's) launch (Union4, FP8, the pre-pass's tiles, G = 16, K = 16,
+ * P = 128; the caller checked the shape; SPLITK: and encoded p.k_half_map). */
+template <int VARIANT, bool SPLITK>
 pw_status_t launch_quad(const AttentionParams &params, unsigned grid, pw_stream_t stream)
 {
     static std::atomic<uint64_t> configured{0};
-    return launch_one_cta_kind(quad_attention_kernel<VARIANT>, kSmemBytesQuad, configured, "quad", params, grid,
-                               stream);
+    return launch_one_cta_kind(quad_attention_kernel<VARIANT, SPLITK>, kSmemBytesQuad, configured,
+                               SPLITK ? "quad, split K" : "quad", params, grid, stream);
 }
 
 } // namespace pw

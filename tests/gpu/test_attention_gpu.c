@@ -2,7 +2,7 @@
  * references (docs/semantics.md §4): FP8-emulating reference (tight), exact FP64 reference (NRMS), and
  * bitwise identity across groupings, kernels and kernel implementations, for both
  * arithmetics of pw_precision_t (FP8X2 on impls 2, 6, 9 and 10) (impls 0, 2, 6, 9 and 10
- * of src/cuda/attention_dev.h, and 15 in FP8 on Union4; 1, 3, 4, 5 and 7 were removed: every
+ * of src/cuda/attention_dev.h, and 15 and 16 in FP8 on Union4; 1, 3, 4, 5 and 7 were removed: every
  * impl must give impl 0's bytes). Skips (exit 77) without
  * an sm_90 GPU.
  *
@@ -298,33 +298,35 @@ static uint32_t run_kernel(const pw_capture_t *c, device_problem_t *d, pw_kernel
     return run_kernel_impl(c, d, kernel, 0, grouping, o_out, lse_out);
 }
 
-#define NUM_IMPLS 16
+#define NUM_IMPLS 17
 static const char *const impl_names[NUM_IMPLS] = {"v4", "(removed A)", "B", "(removed A+B)", "(removed C)",
                                                   "(removed)", "B+idleVt", "(removed idleVt2)", "pre-fix", "lean",
                                                   "lean+preVt", "(removed stacked)", "stacked X2", "dense G8",
-                                                  "dense G4", "quad"};
+                                                  "dense G4", "quad", "quad split K"};
 #define STACKED_IMPL 12 /* Union4 only; FP8X2: its own bytes (attention_dev.h); FP8: the other tiles' */
 
 /* The impls a kernel has: Union8 0, 2 and 6; Union4 and per-query 0, 2, 6, 9 and 10 (9,
- * "lean", and 10, lean on the V^T pre-pass, have no Union8); Union4 also 15 ("quad": impl 10
- * in FP8 at four CTAs per SM, G = 16, K = 16, P = 128 only, the shapes of the loops that ask).
+ * "lean", and 10, lean on the V^T pre-pass, have no Union8); Union4 also 15 and 16 ("quad":
+ * impl 10 in FP8 at four CTAs per SM; 16 with the K tile in two halves; G = 16, K = 16,
+ * P = 128 only, the shapes of the loops that ask).
  * Impls 1, 3, 4, 5 and 7 were removed (PW_ERROR_UNSUPPORTED); impl 8 (before the cache-poison
  * fix) runs only as test_cache_poison's witness; 13 and 14 (the dense G = 8 / 4 tiles) have
  * their own tests. */
 #define QUAD_IMPL 15
+#define QUAD_SPLIT_IMPL 16
 static int kernel_has_impl(pw_kernel_t kernel, int impl)
 {
     if (impl == 1 || impl == 3 || impl == 4 || impl == 5 || impl == 7 || impl == 8) return 0;
     if (impl == 11 || impl == STACKED_IMPL) return 0; // 12: check_fp8x2 and test_cache_poison only
     if (impl == 13 || impl == 14) return 0;
     if (impl == 9 || impl == 10) return kernel != PW_KERNEL_UNION8;
-    if (impl == QUAD_IMPL) return kernel == PW_KERNEL_UNION4;
+    if (impl == QUAD_IMPL || impl == QUAD_SPLIT_IMPL) return kernel == PW_KERNEL_UNION4;
     return 1;
 }
 
-/* Dev impl 15 (quad) on grouping g: where it runs (Union4, FP8, G = 16, K <= 16, P = 128, no
- * per-token scales) bitwise o0 / l0, with every byte of shared memory poisoned first;
- * elsewhere PW_ERROR_UNSUPPORTED. `what`: the label. */
+/* Dev impls 15 and 16 (quad) on grouping g: where they run (Union4, FP8, G = 16, K <= 16,
+ * P = 128, no per-token scales) bitwise o0 / l0, with every byte of shared memory poisoned
+ * first; elsewhere PW_ERROR_UNSUPPORTED. `what`: the label. */
 static void check_quad_impl(const pw_capture_t *c, device_problem_t *d, pw_kernel_t kernel, const pw_grouping_t *g,
                             const char *what, const pw_bf16_t *o0, const float *l0, pw_bf16_t *o, float *l);
 
@@ -2007,21 +2009,24 @@ static void check_quad_impl(const pw_capture_t *c, device_problem_t *d, pw_kerne
                             const char *what, const pw_bf16_t *o0, const float *l0, pw_bf16_t *o, float *l)
 {
     const pw_problem_t *p = &c->problem;
-    if (kernel != PW_KERNEL_UNION4 || g_precision != PW_PRECISION_FP8 || p->q_heads_per_kv != 16 || p->topk > 16 ||
-        p->page_size != 128 || g_ts_dev.k || g_ts_dev.v) {
-        const pw_attention_args_t args = device_args(c, d);
-        assert_int_equal(pw_union_attention_dev(QUAD_IMPL, p, &args, g, d->perm, &d->meta, kernel, NULL),
-                         PW_ERROR_UNSUPPORTED);
-        printf("  %s dev impl %d (quad) refuses: %s\n", what, QUAD_IMPL, pw_last_error());
-        return;
+    const int runs = kernel == PW_KERNEL_UNION4 && g_precision == PW_PRECISION_FP8 && p->q_heads_per_kv == 16 &&
+                     p->topk <= 16 && p->page_size == 128 && !g_ts_dev.k && !g_ts_dev.v;
+    for (int impl = QUAD_IMPL; impl <= QUAD_SPLIT_IMPL; impl++) {
+        if (!runs) {
+            const pw_attention_args_t args = device_args(c, d);
+            assert_int_equal(pw_union_attention_dev(impl, p, &args, g, d->perm, &d->meta, kernel, NULL),
+                             PW_ERROR_UNSUPPORTED);
+            printf("  %s dev impl %d (%s) refuses: %s\n", what, impl, impl_names[impl], pw_last_error());
+            continue;
+        }
+        const int saved = g_poison_smem;
+        g_poison_smem = 1; /* NaN in every byte of shared memory the kernel reads without writing */
+        run_kernel_impl(c, d, PW_KERNEL_UNION4, impl, g, o, l);
+        g_poison_smem = saved;
+        const int same = same_outputs(c, o, l, o0, l0);
+        printf("  %s dev impl %d (%s): bitwise %s\n", what, impl, impl_names[impl], same ? "equal" : "DIFFERENT");
+        assert_true(same);
     }
-    const int saved = g_poison_smem;
-    g_poison_smem = 1; /* NaN in every byte of shared memory the kernel reads without writing */
-    run_kernel_impl(c, d, PW_KERNEL_UNION4, QUAD_IMPL, g, o, l);
-    g_poison_smem = saved;
-    const int same = same_outputs(c, o, l, o0, l0);
-    printf("  %s dev impl %d (quad): bitwise %s\n", what, QUAD_IMPL, same ? "equal" : "DIFFERENT");
-    assert_true(same);
 }
 
 /* The full call: identity order (AUTO: the time guard keeps it for these small problems)
