@@ -1498,6 +1498,11 @@ static void test_cache_layout(void **state)
                 printf("cache layout trial %d %s %s: [page][head][token][K|V] == token-major bitwise: %s\n", trial,
                        g_precision == PW_PRECISION_FP8X2 ? "FP8X2" : "FP8", kernel_name(kernel), same ? "yes" : "NO");
                 assert_true(same);
+                if (kernel == PW_KERNEL_UNION4) { /* dev impls 15 / 16 on the strided cache (16: half-page boxes) */
+                    g_layout_kv = kv_dev;
+                    check_quad_impl(c, &d, kernel, &g, "cache layout", o0, l0, o, l);
+                    g_layout_kv = NULL;
+                }
             }
             const uint32_t flags[2] = {PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS};
             for (int f = 1; f >= 0; f--) { /* off first: o0 stays the kernels' bytes until then */
