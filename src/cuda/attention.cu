@@ -449,10 +449,13 @@ pw_status_t get_encode_tiled(EncodeTiledFn *fn)
 
 /* A cache [pages][P][Hkv][D] e4m3 as a 4-D tensor map (innermost first) with one page of
  * one KV head (P tokens x 128 bytes; P = 64 lands in rows 0..63 of a 128-row tile) per box,
- * 128B-swizzled for the wgmma descriptors. */
+ * 128B-swizzled for the wgmma descriptors; box_tokens > 0: boxes of that many tokens of a
+ * page instead (dev impl 16: 64, half a 128-token page; at most P). */
 pw_status_t make_cache_map(CUtensorMap *map, const void *cache, const char *name, int64_t pages,
                            int kv_heads, int page_size, const pw_cache_strides_t &cs, int box_tokens = 0)
 {
+    if (box_tokens < 0 || box_tokens > page_size)
+        return pw_fail(PW_ERROR_UNSUPPORTED, "make_cache_map: a box of %d tokens for pages of %d", box_tokens, page_size);
     EncodeTiledFn encode = nullptr;
     PW_TRY(get_encode_tiled(&encode));
     // Dimensions (d, KV head, token, page) whatever the layout (args.cache_layout): the

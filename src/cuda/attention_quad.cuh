@@ -28,7 +28,10 @@
  * ~43 KiB, four CTAs per SM (the lean kernel reserves V, V^T and Q's second term too).
  * Synchronisation: the lean kernel's ring (attention_lean.cuh, L1-L5) with K released after
  * pass 3 instead of after the one QK: L1 holds (every warp's last read of the K tile is
- * pass 3's wgmma, waited for before its arrival on k_done).
+ * pass 3's wgmma, waited for before its arrival on k_done). SPLITK (dev impl 16) keeps L1
+ * and L3 per half of the K tile: tokens 0..63 (k_full / k_done, last read by pass 2) and
+ * 64..127 (k_full_b / k_done_b, last read by pass 3, or pass 1 where pass 3 is skipped);
+ * every warp waits both halves' phase i on page i.
  */
 #ifndef PW_ATTENTION_QUAD_CUH
 #define PW_ATTENTION_QUAD_CUH
@@ -268,8 +271,12 @@ __global__ void __launch_bounds__(kThreads, kQuadCtasPerSm) quad_attention_kerne
         };
 
         // A page no member sees past token 63 (vlim < 64: every member's column limit is below
-        // 64; CTA-uniform) skips passes 1 and 3: their scores would all be masked, p = +0,
-        // which adds nothing to a row sum and packs to zero P words, so the bytes are the same.
+        // 64; CTA-uniform) skips pass 3 and pass 1's maxima: those scores would all be masked,
+        // p = +0, which adds nothing to a row sum and packs to zero P words, so the bytes are
+        // the same. Pass 1's wgmma, and the wait before it, always run (skipping that wgmma
+        // made ptxas spill; under SPLITK the wait on tokens 64..127 must stay unconditional:
+        // a warp that skipped it could arrive, and so arm the next phase, while this one is
+        // still pending).
         const bool second_half = vlim >= 64;
 
         mbarrier_wait_parity(SPLITK ? &sm.k_full_b : &sm.k_full, parity);
