@@ -487,7 +487,8 @@ int main(int argc, char **argv)
                 const double steps = si == 13 || (si == 12 && g_heads == 4) ? (double)arms[a].m->stats.union_visits
                                      : si == 14                              ? (double)arms[a].m->pair_visits
                                                                              : arms[a].steps;
-                /* Dev impls 15 and 16 (quad) run each step's QK 1.5 times: (1.5 + 1) / 2 of QK + PV. */
+                /* Dev impls 15 and 16 (quad) run each step's QK 1.5 times: (1.5 + 1) / 2 of QK + PV
+                 * (at most: a page no member sees past token 63 runs it 1.0 times, ~1 in 16). */
                 const double exec_flop = steps * 64.0 * 128 * 128 * 4 * (si == 15 || si == 16 ? 1.25 : 1.0);
                 med_of[impl] = med;
                 printf("%-34s %-10s %-9s %-4s %9.1f %9.1f %9.1f %10.1f %10.1f %8lld %6.3f %s\n", files[f], arms[a].kn,
