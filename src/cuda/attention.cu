@@ -74,6 +74,9 @@
  *           (bench/NOTES.md v9). Since the twenty-first session also the full call's second
  *           FP8X2 tile, chosen per call on the device and run persistent there
  *           (pw_union_attention_vt). Impl 11 (both tiles in one CTA) left the tree.
+ *   impl 15, 16 "quad" (attention_quad.cuh; experiments, no library entry point): impl 10 in
+ *           FP8 at four CTAs per SM (the page's scores in two N = 64 halves, QK 1.5 times;
+ *           16 with the K tile in two halves); impl 10's bytes; Union4, G = 16, K = 16, P = 128.
  *   Union4 and per-query have no cluster: they run impls 0, 2, 6, 8, 9 and 10 as given.
  *
  * Cache bytes no query may see (docs/semantics.md): every impl but 8 zeroes, in V^T, the
