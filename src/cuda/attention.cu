@@ -705,7 +705,7 @@ pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned gr
         else
             return launch_stack1<VARIANT>(params, grid, stream);
     }
-    if (impl == pw::kImplQuadPreVt || impl == pw::kImplQuadSplitPreVt) {
+    if (pw::impl_is_quad(impl)) {
         if constexpr (VARIANT == pw::kUnion4) {
             if (impl == pw::kImplQuadSplitPreVt) return pw::launch_quad<VARIANT, true>(params, grid, stream);
             return pw::launch_quad<VARIANT, false>(params, grid, stream);
@@ -890,8 +890,8 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         const bool stacked8 = pw::impl_is_stacked(impl) && problem->q_heads_per_kv == 8; // groups (its halves)
         const bool stacked4 = pw::impl_is_stacked(impl) && problem->q_heads_per_kv == 4; // pairs (their groups)
         const bool lean_impl = impl == pw::kImplLean || impl == pw::kImplLeanX2 || impl == pw::kImplLeanPreVt ||
-                               impl == pw::kImplLeanPreVtX2 || impl == pw::kImplQuadPreVt ||
-                               impl == pw::kImplQuadSplitPreVt || pw::impl_is_stacked(impl); // halves
+                               impl == pw::kImplLeanPreVtX2 || pw::impl_is_quad(impl) ||
+                               pw::impl_is_stacked(impl); // halves
         const int kind = dense8_impl || stacked8 ? 1 : dense4_impl || stacked4 ? 2 : 0;
         const pw::DevSchedule none = {nullptr, nullptr, 0, 0};
         const pw::DevSchedule s = vt ? (vt_fallback ? none
@@ -923,8 +923,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
                        impl == pw::kImplDense4X2;
     if (stacked && kernel != PW_KERNEL_UNION4)
         return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12 (the stacked tile) runs Union4 only");
-    if ((impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2 || impl == pw::kImplQuadPreVt ||
-         impl == pw::kImplQuadSplitPreVt || stacked || dense) &&
+    if ((impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2 || pw::impl_is_quad(impl) || stacked || dense) &&
         !vt) {
         if (kernel == PW_KERNEL_UNION8)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 10 (lean + V^T pre-pass) runs Union4 and per-query only");

@@ -72,6 +72,7 @@ constexpr int kImplQuadDev = 15;          // dev impl 15 = "quad": impl 10 in FP
 constexpr int kImplQuadPreVt = 2015;      // its dispatch value (FP8 only)
 constexpr int kImplQuadSplitDev = 16;     // dev impl 16 = quad with the K tile in two 64-token halves (SPLITK)
 constexpr int kImplQuadSplitPreVt = 2016; // its dispatch value (FP8 only)
+constexpr bool impl_is_quad(int impl) { return impl == kImplQuadPreVt || impl == kImplQuadSplitPreVt; }
 constexpr int kNumImpls = 17;
 
 /* Shared memory of one CTA. Tiles are 1024-byte aligned (128-byte swizzle atoms); the

@@ -106,26 +106,6 @@ static __device__ __forceinline__ void quad_prepare_half(float (&acc)[32], int h
     }
 }
 
-/* This thread's partial row maxima (rows r0: mx0, r0 + 8: mx1) over half of the scores, a
- * width-4 tree (exact: any order gives the same maximum). */
-static __device__ __forceinline__ void quad_row_max(const float (&acc)[32], float &mx0, float &mx1)
-{
-    float t0[4], t1[4];
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        const float a0 = fmaxf(acc[4 * j], acc[4 * j + 1]), a1 = fmaxf(acc[4 * j + 2], acc[4 * j + 3]);
-        if (j < 4) {
-            t0[j] = a0;
-            t1[j] = a1;
-        } else {
-            t0[j % 4] = fmaxf(t0[j % 4], a0);
-            t1[j % 4] = fmaxf(t1[j % 4], a1);
-        }
-    }
-    mx0 = fmaxf(fmaxf(t0[0], t0[2]), fmaxf(t0[1], t0[3]));
-    mx1 = fmaxf(fmaxf(t1[0], t1[2]), fmaxf(t1[1], t1[3]));
-}
-
 /* 256 p of half of the scores, in softmax_page's arithmetic and element order: p256 =
  * 2^(acc g + c), summed into s0 (row r0) / s1 (row r0 + 8) element by element. */
 static __device__ __forceinline__ void quad_exp_half(float (&acc)[32], float g0, float g1, float c0, float c1,
@@ -140,16 +120,14 @@ static __device__ __forceinline__ void quad_exp_half(float (&acc)[32], float g0,
     }
 }
 
-/* P words of half h (p_words' blocks 4h .. 4h + 3) into pa[8h .. 8h + 7]; zeros for a warp
- * that is not a member. */
+/* P words of half h (p_words' blocks 4h .. 4h + 3 of the page) into pa[8h .. 8h + 7]; zeros
+ * for a warp that is not a member. */
 static __device__ __forceinline__ void quad_p_words(const float (&acc)[32], int h, bool member, uint32_t (&pa)[16])
 {
 #pragma unroll
     for (int a = 0; a < 4; a++) {
-        const uint32_t w0 = (uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 0], acc[8 * a + 1]) |
-                            ((uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 4], acc[8 * a + 5]) << 16);
-        const uint32_t w1 = (uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 2], acc[8 * a + 3]) |
-                            ((uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 6], acc[8 * a + 7]) << 16);
+        uint32_t w0, w1;
+        p_words(acc, a, w0, w1);
         pa[8 * h + 2 * a] = member ? w0 : 0u;
         pa[8 * h + 2 * a + 1] = member ? w1 : 0u;
     }
@@ -205,22 +183,14 @@ __global__ void __launch_bounds__(kThreads, kQuadCtasPerSm) quad_attention_kerne
         bulk_load(sm.vt, prevt_tile(p, sm.kv_head, sm.page_vt[next]), kTileBytes, &sm.v_full,
                   createpolicy_evict_last());
     };
-    if (tid == 0) sm.kv_head = kv_head; // published by quantize_q's barrier below
-    if (tid == 0 && num_pages > 0) {
-        if constexpr (SPLITK) {
-            prefetch_tensormap(&p.k_half_map);
-            mbarrier_arrive_expect_tx(&sm.k_full, kHalfTxBytes);
-            tma_load_4d(sm.k, &p.k_half_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[0], createpolicy_evict_last());
-            mbarrier_arrive_expect_tx(&sm.k_full_b, kHalfTxBytes);
-            tma_load_4d(sm.k + kHalfTxBytes, &p.k_half_map, &sm.k_full_b, 0, kv_head, 64, sm.page_physical[0],
-                        createpolicy_evict_last());
-        } else {
-            prefetch_tensormap(&p.k_map);
-            mbarrier_arrive_expect_tx(&sm.k_full, kKvTxBytes);
-            tma_load_4d(sm.k, &p.k_map, &sm.k_full, 0, kv_head, 0, sm.page_physical[0], createpolicy_evict_last());
+    if (tid == 0) {
+        sm.kv_head = kv_head; // for the other warps: published by quantize_q's barrier below
+        if (num_pages > 0) {  // page 0's copies (this thread reads its own store)
+            prefetch_tensormap(SPLITK ? &p.k_half_map : &p.k_map);
+            issue_k(0);
+            if constexpr (SPLITK) issue_k_b(0);
+            issue_v(0);
         }
-        mbarrier_arrive_expect_tx(&sm.v_full, kTileBytes);
-        bulk_load(sm.vt, prevt_tile(p, kv_head, sm.page_vt[0]), kTileBytes, &sm.v_full, createpolicy_evict_last());
     }
 
     const float k_scale = *p.k_scale;
@@ -287,7 +257,7 @@ __global__ void __launch_bounds__(kThreads, kQuadCtasPerSm) quad_attention_kerne
             float g0, g1;
             const bool plain = factors(g0, g1);
             quad_prepare_half(acc, 1, column_limit(), q, f0, f1, plain);
-            quad_row_max(acc, mx0, mx1);
+            row_max_tree<kLeanMaxWidth, 64>(acc, mx0, mx1); // half a page: exact, as the page's
         }
         // Pass 2: tokens 0..63; the page's maxima, then their p and P words.
         if constexpr (SPLITK) mbarrier_wait_parity(&sm.k_full, parity);
@@ -299,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, kQuadCtasPerSm) quad_attention_kerne
             const bool plain = factors(g0, g1);
             quad_prepare_half(acc, 0, column_limit(), q, f0, f1, plain);
             float ma0, ma1;
-            quad_row_max(acc, ma0, ma1);
+            row_max_tree<kLeanMaxWidth, 64>(acc, ma0, ma1);
             // A member page always holds a visible token, so the maxima are finite.
             softmax_rows_max(fmaxf(ma0, mx0), fmaxf(ma1, mx1), g0, g1, m0, m1, alpha0, alpha1);
             quad_exp_half(acc, g0, g1, 8.0f - m0, 8.0f - m1, s0, s1);
