@@ -7,11 +7,9 @@
  *       (s: impl 12 in FP8, its second term 0: FP8's bytes, compared bitwise with slot 0)
  *       (stacked FP8X2, Union4 only: NRMS against slot x, which must be in LIST), d / e impl 13
  *       (the dense G = 8 tile, FP8 / FP8X2: G = 8 captures only, e.g. --impls 6dxe), f / g
- *       impl 14 (the dense G = 4 tile: G = 4 captures only, e.g. --impls 6fxg), q impl 15
- *       ("quad": impl 10 in FP8 at four CTAs per SM, G = 16 / K = 16 / P = 128, Union4 only;
- *       its executed FLOP count QK 1.5 times), r impl 16 (quad with the K tile in two halves))
+ *       impl 14 (the dense G = 4 tile: G = 4 captures only, e.g. --impls 6fxg))
  *       (default capture: .data/workloads/sel_A_hot.safetensors; LIST e.g. 0,3, default all)
- *   PW_KBENCH_SCHEDULE=lpt: the Union4 lean (9, 10, 15, 16; at G != 16 also 6, which runs 9 there)
+ *   PW_KBENCH_SCHEDULE=lpt: the Union4 lean (9, 10; at G != 16 also 6, which runs 9 there)
  *       and dense (13) kernels' CTAs in the full call's longest-first order
  *       (pw_dev_set_schedule; lists built here from the host metadata, exact order inside
  *       each size class); unset: block order, as `pw_union_attention` runs them.
@@ -242,8 +240,6 @@ static const slot_t slots[] = {
     {'t', 12, 1, 2, 1, "stack1X2"}, {'d', 13, 0, 1, 1, "dense8"}, {'e', 13, 1, 2, 1, "dense8X2"},
     {'f', 14, 0, 1, 1, "dense4"}, {'g', 14, 1, 2, 1, "dense4X2"},
     {'s', 12, 0, 1, 1, "stack1FP8"}, /* FP8, the second term 0 */
-    {'q', 15, 0, 1, 1, "quad"}, /* impl 10 in FP8 at four CTAs per SM (QK 1.5 times): FP8's bytes */
-    {'r', 16, 0, 1, 1, "quadSplitK"}, /* 15 with the K tile in two 64-token halves */
 };
 /* Top-K above 16 (K 32 / 64): only impls 6 (which runs 9 there), 9, 10 and 13 take it (the
  * others and the Union8 arms are skipped), and slot '6' is the bitwise reference.
@@ -374,7 +370,7 @@ int main(int argc, char **argv)
             {PW_KERNEL_PER_QUERY, &mi, &gi, "per-query", "-", (double)mi.stats.selections},
         };
         if (mi.lpt_count_dev[0])
-            printf("%s: lean (impls 9, 10, 15, 16) and dense (13, 14: pairs) Union4 CTAs in longest-first order\n", files[f]);
+            printf("%s: lean (impls 9, 10) and dense (13, 14: pairs) Union4 CTAs in longest-first order\n", files[f]);
         printf("%s: C_4 identity %lld, W128 %lld; 2-slot tile steps (dev impl 12) identity %lld (%.3f x 2 C_4), "
                "W128 %lld (%.3f x 2 C_4)\n",
                files[f], (long long)mi.stats.c4, (long long)mw.stats.c4, (long long)mi.tile_steps,
@@ -390,8 +386,7 @@ int main(int argc, char **argv)
                     (slots[impl].impl >= 11 && arms[a].k != PW_KERNEL_UNION4)) /* stacked, dense: Union4 only */
                     continue;
                 const int si = slots[impl].impl;
-                if (g_heads != 16 && (si == 0 || si == 2 || si == 8 || si == 15 || si == 16 || arms[a].k == PW_KERNEL_UNION8))
-                    continue;
+                if (g_heads != 16 && (si == 0 || si == 2 || si == 8 || arms[a].k == PW_KERNEL_UNION8)) continue;
                 /* stacked: G = 16 (2-slot), 8 (4-slot), 4 (8-slot) tiles; K = 16 (below) */
                 /* K > 16: the lean kernels (slot '6' runs 9 there) and the dense G = 8 tile only. */
                 if (p->topk > 16 && ((si != 6 && si != 9 && si != 10 && si != 13) || arms[a].k == PW_KERNEL_UNION8))
@@ -487,9 +482,7 @@ int main(int argc, char **argv)
                 const double steps = si == 13 || (si == 12 && g_heads == 4) ? (double)arms[a].m->stats.union_visits
                                      : si == 14                              ? (double)arms[a].m->pair_visits
                                                                              : arms[a].steps;
-                /* Dev impls 15 and 16 (quad) run each step's QK 1.5 times: (1.5 + 1) / 2 of QK + PV
-                 * (at most: a page no member sees past token 63 runs it 1.0 times, ~1 in 16). */
-                const double exec_flop = steps * 64.0 * 128 * 128 * 4 * (si == 15 || si == 16 ? 1.25 : 1.0);
+                const double exec_flop = steps * 64.0 * 128 * 128 * 4;
                 med_of[impl] = med;
                 printf("%-34s %-10s %-9s %-4s %9.1f %9.1f %9.1f %10.1f %10.1f %8lld %6.3f %s\n", files[f], arms[a].kn,
                        arms[a].gn, slots[impl].name, med, mn, p90, useful / (med * 1e-6) / 1e12,

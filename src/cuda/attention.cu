@@ -74,9 +74,9 @@
  *           (bench/NOTES.md v9). Since the twenty-first session also the full call's second
  *           FP8X2 tile, chosen per call on the device and run persistent there
  *           (pw_union_attention_vt). Impl 11 (both tiles in one CTA) left the tree.
- *   impl 15, 16 "quad" (attention_quad.cuh; experiments, no library entry point): impl 10 in
- *           FP8 at four CTAs per SM (the page's scores in two N = 64 halves, QK 1.5 times;
- *           16 with the K tile in two halves); impl 10's bytes; Union4, G = 16, K = 16, P = 128.
+ *   impls 15, 16 "quad" (impl 10 in FP8 at four CTAs per SM, QK 1.5 times) measured 7-15%
+ *           slower than impl 10 and left the tree (bench/NOTES.md, fortieth session; code:
+ *           commit 73193c6).
  *   Union4 and per-query have no cluster: they run impls 0, 2, 6, 8, 9 and 10 as given.
  *
  * Cache bytes no query may see (docs/semantics.md): every impl but 8 zeroes, in V^T, the
@@ -419,7 +419,6 @@ __global__ void __launch_bounds__(kThreads, 2) sparse_attention_kernel(const __g
 #include "attention_lean.cuh" // dev impl 9 (v8 "lean")
 #include "attention_dense.cuh" // dev impls 13 and 14 (G = 8 / 4 on a dense tile)
 #include "attention_stacked.cuh" // dev impl 12 (v9 "stacked FP8X2"; its G = 4 work is the dense tiles')
-#include "attention_quad.cuh" // dev impl 15 ("quad": impl 10 in FP8 at four CTAs per SM)
 
 /* ------------------------------------------------------------------------------------ */
 /* Host side                                                                            */
@@ -452,13 +451,10 @@ pw_status_t get_encode_tiled(EncodeTiledFn *fn)
 
 /* A cache [pages][P][Hkv][D] e4m3 as a 4-D tensor map (innermost first) with one page of
  * one KV head (P tokens x 128 bytes; P = 64 lands in rows 0..63 of a 128-row tile) per box,
- * 128B-swizzled for the wgmma descriptors; box_tokens > 0: boxes of that many tokens of a
- * page instead (dev impl 16: 64, half a 128-token page; at most P). */
+ * 128B-swizzled for the wgmma descriptors. */
 pw_status_t make_cache_map(CUtensorMap *map, const void *cache, const char *name, int64_t pages,
-                           int kv_heads, int page_size, const pw_cache_strides_t &cs, int box_tokens = 0)
+                           int kv_heads, int page_size, const pw_cache_strides_t &cs)
 {
-    if (box_tokens < 0 || box_tokens > page_size)
-        return pw_fail(PW_ERROR_UNSUPPORTED, "make_cache_map: a box of %d tokens for pages of %d", box_tokens, page_size);
     EncodeTiledFn encode = nullptr;
     PW_TRY(get_encode_tiled(&encode));
     // Dimensions (d, KV head, token, page) whatever the layout (args.cache_layout): the
@@ -466,8 +462,7 @@ pw_status_t make_cache_map(CUtensorMap *map, const void *cache, const char *name
     const cuuint64_t dims[4] = {(cuuint64_t)pw::kHeadDim, (cuuint64_t)kv_heads, (cuuint64_t)page_size,
                                 (cuuint64_t)pages};
     const cuuint64_t strides[3] = {(cuuint64_t)cs.head, (cuuint64_t)cs.token, (cuuint64_t)cs.page};
-    // box_tokens: 0 for the whole page, or fewer (dev impl 16: half-page boxes of 64 tokens).
-    const cuuint32_t box[4] = {(cuuint32_t)pw::kHeadDim, 1, (cuuint32_t)(box_tokens > 0 ? box_tokens : page_size), 1};
+    const cuuint32_t box[4] = {(cuuint32_t)pw::kHeadDim, 1, (cuuint32_t)page_size, 1};
     const cuuint32_t elem[4] = {1, 1, 1, 1};
     const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void *>(cache), dims,
                               strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
@@ -705,14 +700,6 @@ pw_status_t launch_impl(int impl, const pw::AttentionParams &params, unsigned gr
         else
             return launch_stack1<VARIANT>(params, grid, stream);
     }
-    if (pw::impl_is_quad(impl)) {
-        if constexpr (VARIANT == pw::kUnion4) {
-            if (impl == pw::kImplQuadSplitPreVt) return pw::launch_quad<VARIANT, true>(params, grid, stream);
-            return pw::launch_quad<VARIANT, false>(params, grid, stream);
-        } else {
-            return pw_fail(PW_ERROR_UNSUPPORTED, "dev impls 15 and 16 (quad) run Union4 only");
-        }
-    }
     if (impl == pw::kImplIdleVtDev) return launch<VARIANT, pw::kImplPRegs | pw::kImplIdleVt>(params, grid, stream);
     if (impl == pw::kImplNoVMaskDev)
         return launch<VARIANT, pw::kImplPRegs | pw::kImplIdleVt | pw::kImplNoVMask>(params, grid, stream);
@@ -743,13 +730,6 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     // (pw_dense_tile_g).
     // Pages of 64 tokens run on the lean and dense kernels only (their PAGE = 64 forms).
     const bool page64 = problem->page_size == 64;
-    if ((impl == pw::kImplQuadDev || impl == pw::kImplQuadSplitDev) &&
-        (kernel != PW_KERNEL_UNION4 || wide_k || has_ts || padded_g || page64 ||
-         pw_args_precision(args) != PW_PRECISION_FP8))
-        return pw_fail(PW_ERROR_UNSUPPORTED,
-                       "dev impl %d (quad) runs Union4 in PW_PRECISION_FP8 at G = 16, K = 16, P = 128 without "
-                       "per-token scales only",
-                       impl);
     if ((wide_k || has_ts || padded_g || page64) && impl == pw::kImplIdleVtDev) impl = pw::kImplLeanDev;
     const bool lean_impl = impl == pw::kImplLeanDev || impl == pw::kImplLeanPreVtDev;
     const bool dense_impl = impl == pw::kImplDense8Dev || impl == pw::kImplDense4Dev;
@@ -809,10 +789,6 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         impl = pw::kImplLean;
     } else if (impl == pw::kImplLeanPreVtDev) {
         impl = pw::kImplLeanPreVt;
-    } else if (impl == pw::kImplQuadDev) {
-        impl = pw::kImplQuadPreVt;
-    } else if (impl == pw::kImplQuadSplitDev) {
-        impl = pw::kImplQuadSplitPreVt;
     } else if (impl == pw::kImplDense8Dev) {
         impl = pw::kImplDense8;
     } else if (impl == pw::kImplDense4Dev) {
@@ -845,9 +821,6 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
                           problem->num_kv_heads, problem->page_size, cache_strides));
     PW_TRY(make_cache_map(&params.v_map, args->v_cache, "v_cache", problem->num_cache_pages,
                           problem->num_kv_heads, problem->page_size, cache_strides));
-    if (impl == pw::kImplQuadSplitPreVt) // K in boxes of 64 tokens (P = 128 here)
-        PW_TRY(make_cache_map(&params.k_half_map, args->k_cache, "k_cache", problem->num_cache_pages,
-                              problem->num_kv_heads, problem->page_size, cache_strides, 64));
     params.q = args->q;
     params.q_stride = args->q_stride;
     params.o = static_cast<uint16_t *>(args->o);
@@ -890,8 +863,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
         const bool stacked8 = pw::impl_is_stacked(impl) && problem->q_heads_per_kv == 8; // groups (its halves)
         const bool stacked4 = pw::impl_is_stacked(impl) && problem->q_heads_per_kv == 4; // pairs (their groups)
         const bool lean_impl = impl == pw::kImplLean || impl == pw::kImplLeanX2 || impl == pw::kImplLeanPreVt ||
-                               impl == pw::kImplLeanPreVtX2 || pw::impl_is_quad(impl) ||
-                               pw::impl_is_stacked(impl); // halves
+                               impl == pw::kImplLeanPreVtX2 || pw::impl_is_stacked(impl); // halves
         const int kind = dense8_impl || stacked8 ? 1 : dense4_impl || stacked4 ? 2 : 0;
         const pw::DevSchedule none = {nullptr, nullptr, 0, 0};
         const pw::DevSchedule s = vt ? (vt_fallback ? none
@@ -923,8 +895,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
                        impl == pw::kImplDense4X2;
     if (stacked && kernel != PW_KERNEL_UNION4)
         return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 12 (the stacked tile) runs Union4 only");
-    if ((impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2 || pw::impl_is_quad(impl) || stacked || dense) &&
-        !vt) {
+    if ((impl == pw::kImplLeanPreVt || impl == pw::kImplLeanPreVtX2 || stacked || dense) && !vt) {
         if (kernel == PW_KERNEL_UNION8)
             return pw_fail(PW_ERROR_UNSUPPORTED, "dev impl 10 (lean + V^T pre-pass) runs Union4 and per-query only");
         // Every page a query may see gets a tile: capacity R x max_pages per KV head.

@@ -357,12 +357,11 @@ static __device__ __forceinline__ void softmax_rows_sum(float s0, float s1, floa
  * scores in acc, as a tree (instead of a chain of 32 dependent FMNMX per row; the max is
  * exact, so the order changes nothing): kMaxWidth independent partial maxima per row (16:
  * a 5-level tree; fewer hold fewer registers at once, for kernels short of them). */
-template <int kMaxWidth, int NCOLS = kPageSize, int N>
-static __device__ __forceinline__ void row_max_tree(const float (&acc)[N], float &mx0, float &mx1)
+template <int kMaxWidth, int NCOLS = kPageSize>
+static __device__ __forceinline__ void row_max_tree(const float (&acc)[64], float &mx0, float &mx1)
 {
     static_assert(kMaxWidth >= 2 && kMaxWidth <= 16 && (kMaxWidth & (kMaxWidth - 1)) == 0, "tree width");
     static_assert(NCOLS == kPageSize || NCOLS == 64, "columns 0..127 or 0..63");
-    static_assert(2 * N >= NCOLS, "acc holds the columns (N = 32: half a page's, attention_quad.cuh)");
     static_assert(kMaxWidth <= NCOLS / 8, "every partial maximum takes at least one pair");
     float t0[kMaxWidth], t1[kMaxWidth];
 #pragma unroll
@@ -465,10 +464,8 @@ static __device__ __forceinline__ void softmax_page(float (&acc)[64], int64_t li
 /* P words of block a (0..7) from the softmax's 256 p: row r0 (w0) and r0 + 8 (w1), positions
  * 16a + 4q .. +3 = tokens 16a+2q, +1, 16a+8+2q, +1, E4M3. They are also the A fragments of
  * the PV wgmma (ptx.cuh, _rs): for k-block kb, a[0] = row r0 positions 32kb + 4q.. (a = 2kb),
- * a[1] = row r0 + 8, a[2] / a[3] = the same for a = 2kb + 1 (positions + 16). acc: a
- * page's 64 values, or half a page's 32 (blocks 0..3 of that half: attention_quad.cuh). */
-template <int N>
-static __device__ __forceinline__ void p_words(const float (&acc)[N], int a, uint32_t &w0, uint32_t &w1)
+ * a[1] = row r0 + 8, a[2] / a[3] = the same for a = 2kb + 1 (positions + 16). */
+static __device__ __forceinline__ void p_words(const float (&acc)[64], int a, uint32_t &w0, uint32_t &w1)
 {
     w0 = (uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 0], acc[8 * a + 1]) |
          ((uint32_t)cvt_e4m3x2_rn_satfinite(acc[8 * a + 4], acc[8 * a + 5]) << 16);

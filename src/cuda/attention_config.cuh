@@ -68,12 +68,7 @@ constexpr int kImplDense8Dev = 13;        // dev impl 13 = G = 8 on a dense tile
 constexpr int kImplDense8 = 2013, kImplDense8X2 = 3013; // its dispatch values per precision
 constexpr int kImplDense4Dev = 14;        // dev impl 14 = G = 4 on a dense tile (attention_dense.cuh)
 constexpr int kImplDense4 = 2014, kImplDense4X2 = 3014; // its dispatch values per precision
-constexpr int kImplQuadDev = 15;          // dev impl 15 = "quad": impl 10 in FP8 at four CTAs per SM (attention_quad.cuh)
-constexpr int kImplQuadPreVt = 2015;      // its dispatch value (FP8 only)
-constexpr int kImplQuadSplitDev = 16;     // dev impl 16 = quad with the K tile in two 64-token halves (SPLITK)
-constexpr int kImplQuadSplitPreVt = 2016; // its dispatch value (FP8 only)
-constexpr bool impl_is_quad(int impl) { return impl == kImplQuadPreVt || impl == kImplQuadSplitPreVt; }
-constexpr int kNumImpls = 17;
+constexpr int kNumImpls = 15;
 
 /* Shared memory of one CTA. Tiles are 1024-byte aligned (128-byte swizzle atoms); the
  * multicast copies land at the same offsets in both CTAs of a cluster. */
@@ -175,7 +170,6 @@ struct AttentionParams {
                                           // [2]: the stacked tile's work counter (PER_CALL, ALWAYS)
     int64_t stack_items;             // the stacked tile's persistent launch: its items (G = 16:
                                      // 2 per Union4 half of the grid; G = 8: 1); 0: one item per CTA
-    CUtensorMap k_half_map;          // dev impl 16 only (quad, split K): k_cache with boxes of 64 tokens
 };
 
 constexpr int kSchedClasses = PW_SCHED_CLASSES;

@@ -48,21 +48,16 @@ extern "C" {
  *         when it continues it) walking their merged union once (attention_dense.cuh).
  *         The padded tile's G = 4 outputs bitwise (FP8; test_gqa_padded, test_topk_wide).
  *         Impls 13 and 14 take K = 16, 32 and 64 (page lists of 8 K / 16 K entries).
- * impl 15: "quad" (Union4, PW_PRECISION_FP8, G = 16, K = 16, P = 128, no per-token scales;
- *         own tiles as impl 10): impl 10 rebuilt for four CTAs per SM (<= 128 registers):
- *         the page's scores in two N = 64 halves, QK of the second half run twice (its row
- *         maxima first), so QK runs 1.5 times; impl 10's bytes (src/cuda/attention_quad.cuh,
- *         bench/NOTES.md, thirty-ninth session). An experiment: no library entry point runs it.
- * impl 16: impl 15 with the K tile as two 64-token halves, each with its own barrier (tokens
- *         0..63 released after their last use, a pass before the rest); the same shape and bytes.
  * impls 1, 3, 4, 5, 7, 11 were removed (measured slower or no faster; bench/NOTES.md v5, v6,
- *         v9): PW_ERROR_UNSUPPORTED.
+ *         v9): PW_ERROR_UNSUPPORTED. Impls 15 and 16 ("quad", FP8 at four CTAs per SM)
+ *         measured 7-15% slower than impl 10 and left the tree (fortieth session; code:
+ *         commit 73193c6): outside 0..14, so PW_ERROR_INVALID_ARGUMENT.
  * O and LSE are bitwise identical for every impl but 12 in FP8; in FP8X2 impls 10, 13 and 14
  * (without per-token scales: P in f16 on the pre-pass's f16 tiles, docs/semantics.md §4.5)
  * are bitwise identical to each other, 2, 6 and 9 to each other, and 12 has its own. args->precision = PW_PRECISION_FP8X2
  * runs on impls 2, 6, 9, 10, 12, 13 and 14 only; other impls give PW_ERROR_UNSUPPORTED, as does
  * impl 12 in FP8. Other arguments and errors as pw_union_attention; PW_ERROR_INVALID_ARGUMENT
- * for an impl outside 0..16. Every impl but 8 is NaN-safe (cache bytes no query may see
+ * for an impl outside 0..14. Every impl but 8 is NaN-safe (cache bytes no query may see
  * never reach an output). */
 pw_status_t pw_union_attention_dev(int impl, const pw_problem_t *problem, const pw_attention_args_t *args,
                                    const pw_grouping_t *grouping, const int32_t *perm,

@@ -395,25 +395,6 @@ static __device__ __forceinline__ void wgmma_m64n128k32_f32_e4m3_ss(float (&d)[6
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
-/* wgmma.mma_async m64n64k32, f32 += e4m3 x e4m3, A and B from shared memory: half of the
- * m64n128k32 SS product (B: 64 rows of N, K-major; the rows 64h.. of a K tile are its
- * descriptor + 64h x 128 bytes >> 4). d[4i+0..1]: row 16*warp + lane/4, cols 8i + 2*(lane%4)
- * + {0,1} (i < 8); d[4i+2..3] the same 8 rows further: element k of the half is element k
- * of the N = 128 product's first (h = 0) or second (h = 1) 32. */
-static __device__ __forceinline__ void wgmma_m64n64k32_f32_e4m3_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
-                                                                   int scale_d)
-{
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "setp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
-        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1;\n"
-        "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-}
-
 /* Keeps the compiler from reusing the registers of a register-sourced wgmma A operand
  * before the wgmma that reads them has been waited for. */
 template <int N> static __device__ __forceinline__ void wgmma_fence_operand(uint32_t (&a)[N])

@@ -2,8 +2,8 @@
  * references (docs/semantics.md §4): FP8-emulating reference (tight), exact FP64 reference (NRMS), and
  * bitwise identity across groupings, kernels and kernel implementations, for both
  * arithmetics of pw_precision_t (FP8X2 on impls 2, 6, 9 and 10) (impls 0, 2, 6, 9 and 10
- * of src/cuda/attention_dev.h, and 15 and 16 in FP8 on Union4; 1, 3, 4, 5 and 7 were removed: every
- * impl must give impl 0's bytes). Skips (exit 77) without
+ * of src/cuda/attention_dev.h; 1, 3, 4, 5 and 7 were removed: every impl must give impl 0's
+ * bytes). Skips (exit 77) without
  * an sm_90 GPU.
  *
  * Usage: test_attention_gpu [--seed N] [--captures DIR...] [--topk-only | --page64-only |
@@ -298,37 +298,26 @@ static uint32_t run_kernel(const pw_capture_t *c, device_problem_t *d, pw_kernel
     return run_kernel_impl(c, d, kernel, 0, grouping, o_out, lse_out);
 }
 
-#define NUM_IMPLS 17
+#define NUM_IMPLS 15
 static const char *const impl_names[NUM_IMPLS] = {"v4", "(removed A)", "B", "(removed A+B)", "(removed C)",
                                                   "(removed)", "B+idleVt", "(removed idleVt2)", "pre-fix", "lean",
                                                   "lean+preVt", "(removed stacked)", "stacked X2", "dense G8",
-                                                  "dense G4", "quad", "quad split K"};
+                                                  "dense G4"};
 #define STACKED_IMPL 12 /* Union4 only; FP8X2: its own bytes (attention_dev.h); FP8: the other tiles' */
 
 /* The impls a kernel has: Union8 0, 2 and 6; Union4 and per-query 0, 2, 6, 9 and 10 (9,
- * "lean", and 10, lean on the V^T pre-pass, have no Union8); Union4 also 15 and 16 ("quad":
- * impl 10 in FP8 at four CTAs per SM; 16 with the K tile in two halves; G = 16, K = 16,
- * P = 128 only, the shapes of the loops that ask).
+ * "lean", and 10, lean on the V^T pre-pass, have no Union8).
  * Impls 1, 3, 4, 5 and 7 were removed (PW_ERROR_UNSUPPORTED); impl 8 (before the cache-poison
  * fix) runs only as test_cache_poison's witness; 13 and 14 (the dense G = 8 / 4 tiles) have
  * their own tests. */
-#define QUAD_IMPL 15
-#define QUAD_SPLIT_IMPL 16
 static int kernel_has_impl(pw_kernel_t kernel, int impl)
 {
     if (impl == 1 || impl == 3 || impl == 4 || impl == 5 || impl == 7 || impl == 8) return 0;
     if (impl == 11 || impl == STACKED_IMPL) return 0; // 12: check_fp8x2 and test_cache_poison only
     if (impl == 13 || impl == 14) return 0;
     if (impl == 9 || impl == 10) return kernel != PW_KERNEL_UNION8;
-    if (impl == QUAD_IMPL || impl == QUAD_SPLIT_IMPL) return kernel == PW_KERNEL_UNION4;
     return 1;
 }
-
-/* Dev impls 15 and 16 (quad) on grouping g: where they run (Union4, FP8, G = 16, K <= 16,
- * P = 128, no per-token scales) bitwise o0 / l0, with every byte of shared memory poisoned
- * first; elsewhere PW_ERROR_UNSUPPORTED. `what`: the label. */
-static void check_quad_impl(const pw_capture_t *c, device_problem_t *d, pw_kernel_t kernel, const pw_grouping_t *g,
-                            const char *what, const pw_bf16_t *o0, const float *l0, pw_bf16_t *o, float *l);
 
 /* The dev impls with an FP8X2 path besides the library's: 2 (B), 9 and 10 (lean; 10 on the
  * pre-pass's f16 V^T tiles: P in f16, f16_p_arithmetic). */
@@ -1058,7 +1047,7 @@ static void test_cache_poison(void **state)
         arms[num_arms++] = (arm_t){5, 0, 0, PW_KERNEL_PER_QUERY};
         for (int impl = 1; impl < NUM_IMPLS; impl++) {
             if (kernel_has_impl(PW_KERNEL_UNION8, impl)) arms[num_arms++] = (arm_t){0, impl, 0, PW_KERNEL_UNION8};
-            else if (kernel_has_impl(PW_KERNEL_UNION4, impl)) { // lean, quad: Union4 (W128, random order), per-query
+            else if (kernel_has_impl(PW_KERNEL_UNION4, impl)) { // lean: Union4 (W128, random order), per-query
                 arms[num_arms++] = (arm_t){0, impl, 0, PW_KERNEL_UNION4};
                 arms[num_arms++] = (arm_t){3, impl, 0, PW_KERNEL_UNION4};
                 if (kernel_has_impl(PW_KERNEL_PER_QUERY, impl)) arms[num_arms++] = (arm_t){5, impl, 0, PW_KERNEL_PER_QUERY};
@@ -1264,11 +1253,6 @@ static void test_sinks(void **state)
                 printf("  sinks FP8: full call (Union4, V^T pre-pass) bitwise %s\n", same_full ? "equal" : "DIFFERENT");
                 assert_true(same_full);
             }
-            if (!x2) { // dev impl 15 (quad): the same bits
-                pw_grouping_t g;
-                setup_arm(4, c, &rng, perm, &g, &d);
-                check_quad_impl(c, &d, PW_KERNEL_UNION4, &g, "sinks FP8", o0, l0, o, l);
-            }
             if (x2) { // dev impl 12: its own rounding, the same bounds
                 pw_grouping_t g;
                 setup_arm(4, c, &rng, perm, &g, &d);
@@ -1416,11 +1400,6 @@ static void test_sink_keys(void **state)
                 printf("  sink keys FP8: full call (Union4, V^T pre-pass) bitwise %s\n", same_full ? "equal" : "DIFFERENT");
                 assert_true(same_full);
             }
-            if (!x2) { // dev impl 15 (quad): the same bits
-                pw_grouping_t g;
-                setup_arm(4, c, &rng, perm, &g, &d);
-                check_quad_impl(c, &d, PW_KERNEL_UNION4, &g, "sink keys FP8", o0, l0, o, l);
-            }
             if (x2) {
                 pw_grouping_t g;
                 setup_arm(4, c, &rng, perm, &g, &d);
@@ -1498,11 +1477,6 @@ static void test_cache_layout(void **state)
                 printf("cache layout trial %d %s %s: [page][head][token][K|V] == token-major bitwise: %s\n", trial,
                        g_precision == PW_PRECISION_FP8X2 ? "FP8X2" : "FP8", kernel_name(kernel), same ? "yes" : "NO");
                 assert_true(same);
-                if (kernel == PW_KERNEL_UNION4) { /* dev impls 15 / 16 on the strided cache (16: half-page boxes) */
-                    g_layout_kv = kv_dev;
-                    check_quad_impl(c, &d, kernel, &g, "cache layout", o0, l0, o, l);
-                    g_layout_kv = NULL;
-                }
             }
             const uint32_t flags[2] = {PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS};
             for (int f = 1; f >= 0; f--) { /* off first: o0 stays the kernels' bytes until then */
@@ -2006,31 +1980,6 @@ static void check_lean_dev_impls(const pw_capture_t *c, device_problem_t *d, pw_
         const int same10 = same_outputs(c, o10, l10, o0, l0);
         printf("  %s dev impl 10: bitwise %s\n", what, same10 ? "equal" : "DIFFERENT");
         assert_true(same10);
-    }
-    check_quad_impl(c, d, kernel, g, what, o0, l0, o, l);
-}
-
-static void check_quad_impl(const pw_capture_t *c, device_problem_t *d, pw_kernel_t kernel, const pw_grouping_t *g,
-                            const char *what, const pw_bf16_t *o0, const float *l0, pw_bf16_t *o, float *l)
-{
-    const pw_problem_t *p = &c->problem;
-    const int runs = kernel == PW_KERNEL_UNION4 && g_precision == PW_PRECISION_FP8 && p->q_heads_per_kv == 16 &&
-                     p->topk <= 16 && p->page_size == 128 && !g_ts_dev.k && !g_ts_dev.v;
-    for (int impl = QUAD_IMPL; impl <= QUAD_SPLIT_IMPL; impl++) {
-        if (!runs) {
-            const pw_attention_args_t args = device_args(c, d);
-            assert_int_equal(pw_union_attention_dev(impl, p, &args, g, d->perm, &d->meta, kernel, NULL),
-                             PW_ERROR_UNSUPPORTED);
-            printf("  %s dev impl %d (%s) refuses: %s\n", what, impl, impl_names[impl], pw_last_error());
-            continue;
-        }
-        const int saved = g_poison_smem;
-        g_poison_smem = 1; /* NaN in every byte of shared memory the kernel reads without writing */
-        run_kernel_impl(c, d, PW_KERNEL_UNION4, impl, g, o, l);
-        g_poison_smem = saved;
-        const int same = same_outputs(c, o, l, o0, l0);
-        printf("  %s dev impl %d (%s): bitwise %s\n", what, impl, impl_names[impl], same ? "equal" : "DIFFERENT");
-        assert_true(same);
     }
 }
 
