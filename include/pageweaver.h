@@ -401,7 +401,10 @@ typedef struct pw_attention_args {
     const int32_t *topk_ids;     /* [Hkv, N, K] logical page ids */
     pw_requests_t requests;      /* page_table required */
     void *o;                     /* [N, Hq, D] of o_dtype, written: (n,h,d) at
-                                    n*o_stride + h*D + d */
+                                    n*o_stride + h*D + d; shares no byte with q, the
+                                    caches or lse (no attention in place: else
+                                    PW_ERROR_INVALID_ARGUMENT; Q and O as column blocks of
+                                    one buffer, same stride, are fine) */
     int64_t o_stride;            /* elements between output rows, >= Hq*D */
     pw_dtype_t o_dtype;          /* FLOAT32 / BFLOAT16 / FLOAT64 (reference); the GPU needs
                                     BFLOAT16: set it (PW_ATTENTION_ARGS_INIT gives FLOAT32) */

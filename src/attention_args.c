@@ -182,6 +182,63 @@ pw_status_t pw_check_row_strides(const pw_problem_t *problem, const pw_attention
     return PW_SUCCESS;
 }
 
+/* Bytes [base + i * stride, base + i * stride + len) for i in [0, rows): a tensor's rows
+ * (stride >= len > 0, rows > 0; every offset below 2^62, as the callers checked). */
+typedef struct byte_rows {
+    uintptr_t base;
+    int64_t stride, len, rows;
+    const char *name;
+} byte_rows_t;
+
+static int rows_overlap(const byte_rows_t *a, const byte_rows_t *b)
+{
+    const uintptr_t a_end = a->base + (uintptr_t)((a->rows - 1) * a->stride + a->len);
+    const uintptr_t b_end = b->base + (uintptr_t)((b->rows - 1) * b->stride + b->len);
+    if (a_end <= b->base || b_end <= a->base) return 0; /* disjoint extents */
+    if (a->rows > 1 && b->rows > 1 && a->stride == b->stride) {
+        /* Same row stride s: row j of b starts d bytes (mod s) after some row of a. They
+         * share a byte iff [d, d + b.len) meets [0, a.len) or [s, s + a.len). */
+        const int64_t s = a->stride;
+        const int64_t diff = (int64_t)(b->base - a->base); /* two's complement difference */
+        const int64_t d = ((diff % s) + s) % s;
+        return d < a->len || d + b->len > s;
+    }
+    return 1;
+}
+
+pw_status_t pw_check_output_overlap(const pw_problem_t *problem, const pw_attention_args_t *args)
+{
+    const int64_t n = problem->num_tokens, hq = (int64_t)problem->num_kv_heads * problem->q_heads_per_kv;
+    const int64_t d = problem->head_dim;
+    const int64_t o_size = args->o_dtype == PW_DTYPE_FLOAT64 ? 8 : args->o_dtype == PW_DTYPE_BFLOAT16 ? 2 : 4;
+    if (n <= 0 || !args->o || !args->q) return PW_SUCCESS;
+    const pw_cache_strides_t cs = pw_args_cache_strides(problem, args);
+    /* A cache's extent: its last addressed element + 1 (as pw_check_cache_layout bounds it). */
+    const int64_t cache_len = (problem->num_cache_pages - 1) * cs.page + (problem->num_kv_heads - 1) * cs.head +
+                              ((int64_t)problem->page_size - 1) * cs.token + d;
+    const byte_rows_t o = {(uintptr_t)args->o, args->o_stride * o_size, hq * d * o_size, n, "args.o"};
+    const byte_rows_t inputs[] = {
+        {(uintptr_t)args->q, args->q_stride * 2, hq * d * 2, n, "args.q"},
+        {(uintptr_t)args->k_cache, cache_len, cache_len, 1, "args.k_cache"},
+        {(uintptr_t)args->v_cache, cache_len, cache_len, 1, "args.v_cache"},
+    };
+    const byte_rows_t lse = {(uintptr_t)args->lse, n * hq * 4, n * hq * 4, 1, "args.lse"};
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
+        if (!inputs[i].base) continue;
+        if (rows_overlap(&o, &inputs[i]))
+            return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                           "args.o overlaps %s: the output must not share memory with the inputs (attention in "
+                           "place is not supported)",
+                           inputs[i].name);
+        if (args->lse && rows_overlap(&lse, &inputs[i]))
+            return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.lse overlaps %s: the outputs must not share memory with the inputs",
+                           inputs[i].name);
+    }
+    if (args->lse && rows_overlap(&o, &lse))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.o and args.lse overlap");
+    return PW_SUCCESS;
+}
+
 pw_status_t pw_check_token_scales(const pw_problem_t *problem, const pw_attention_args_t *args)
 {
     const pw_token_scales_t ts = pw_args_token_scales(args);
@@ -306,6 +363,7 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
     PW_TRY(pw_check_cache_shape(problem));
     PW_TRY(pw_check_cache_layout(problem, args, 1));
     PW_TRY(pw_check_row_strides(problem, args));
+    PW_TRY(pw_check_output_overlap(problem, args));
     if (rq->page_table_stride < problem->max_pages_per_request)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "args.requests.page_table_stride %lld < max_pages_per_request %d",

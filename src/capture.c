@@ -493,6 +493,9 @@ static pw_status_t read_scale(const reader_t *rd, const tensor_entry_t *t, float
     PW_TRY(read_range(rd, t, raw));
     const int32_t bits = load_i32_le(raw);
     memcpy(out, &bits, sizeof *out);
+    if (!(isfinite(*out) && *out > 0.0f)) /* docs/capture-format.md (pw_capture_write refuses them too) */
+        return pw_fail(PW_ERROR_FORMAT, "%s: %s is %g: a capture's scales must be finite and > 0", rd->path, t->name,
+                       (double)*out);
     return PW_SUCCESS;
 }
 
@@ -1430,6 +1433,10 @@ pw_status_t pw_capture_write(const char *path, const pw_capture_t *c, unsigned f
     if (!c->k_cache != !c->v_cache)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "pw_capture_write: k_cache and v_cache must both be set or both NULL");
+    if (c->k_cache && !(isfinite(c->k_scale) && c->k_scale > 0.0f && isfinite(c->v_scale) && c->v_scale > 0.0f))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "pw_capture_write: k_scale (%g) and v_scale (%g) must be finite and > 0 (the format's rule)",
+                       (double)c->k_scale, (double)c->v_scale);
     pw_requests_t rq = pw_capture_requests(c);
     /* Without K/V tensors the file holds no cache size (the reader derives one from the
      * page table), so num_cache_pages need not be set: the layout is checked without it. */

@@ -72,6 +72,14 @@ pw_status_t pw_check_cache_layout(const pw_problem_t *problem, const pw_attentio
  * field. */
 pw_status_t pw_check_row_strides(const pw_problem_t *problem, const pw_attention_args_t *args);
 
+/* The outputs (o, and lse when given) share no byte with q, the caches or each other
+ * (problem, strides and cache layout checked; N > 0, o and q set). Rows are compared as
+ * strided ranges: two ranges with the same row stride may interleave (e.g. Q and O as
+ * column blocks of one buffer); other overlapping extents count as overlapping.
+ * PW_ERROR_INVALID_ARGUMENT naming both fields: the kernels read Q and the caches while
+ * other CTAs write O, so attention in place is not supported. */
+pw_status_t pw_check_output_overlap(const pw_problem_t *problem, const pw_attention_args_t *args);
+
 /* Per-token scales' index range (problem checked): every (KV head, slot) index below 2^60
  * elements. PW_ERROR_INVALID_ARGUMENT naming the field. */
 pw_status_t pw_check_token_scales(const pw_problem_t *problem, const pw_attention_args_t *args);

@@ -194,11 +194,12 @@ static pw_status_t check_args(const pw_problem_t *problem, const pw_attention_ar
                        (long long)a->o_stride, (long long)hq_d);
     PW_TRY(pw_check_cache_layout(problem, a, 0));
     PW_TRY(pw_check_token_scales(problem, a));
-    PW_TRY(pw_check_row_strides(problem, a));
     if (a->o_dtype != PW_DTYPE_FLOAT32 && a->o_dtype != PW_DTYPE_BFLOAT16 &&
         a->o_dtype != PW_DTYPE_FLOAT64)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "args.o_dtype is %d (FLOAT32, BFLOAT16 or FLOAT64)", (int)a->o_dtype);
+    PW_TRY(pw_check_row_strides(problem, a));
+    PW_TRY(pw_check_output_overlap(problem, a));
     return PW_SUCCESS;
 }
 

@@ -301,30 +301,22 @@ pw_status_t pw_ref_grouping_stats(const pw_problem_t *problem, const int32_t *to
     if (!requests) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "requests is NULL");
     PW_TRY(pw_check_problem_layout(problem, requests));
     PW_TRY(pw_check_grouping(grouping));
-    const size_t heads = (size_t)problem->num_kv_heads;
-    const size_t max_groups = (size_t)pw_max_groups(problem, grouping);
-    const size_t cap = (size_t)grouping->group_size * (size_t)problem->topk;
+    /* The metadata sized (and its size checked against the address space) as
+     * pw_union_meta_alloc_host does; perm [Hkv, N] (at most 2^31 x 2^31 entries: the product
+     * checked in double before it is formed). */
     pw_union_meta_t meta;
-    meta.max_groups = (int64_t)max_groups;
-    meta.union_capacity = (int32_t)cap;
-    meta.num_groups = malloc(heads * sizeof *meta.num_groups);
-    meta.groups = malloc(heads * max_groups * sizeof *meta.groups + 1);
-    meta.union_pages = malloc(heads * max_groups * cap * sizeof *meta.union_pages + 1);
-    meta.member_masks = malloc(heads * max_groups * cap + 1);
-    int32_t *perm = malloc(heads * (size_t)problem->num_tokens * sizeof *perm + 1);
+    PW_TRY(pw_union_meta_alloc_host(problem, grouping, &meta));
+    const double perm_bytes = (double)problem->num_kv_heads * (double)problem->num_tokens * sizeof(int32_t);
+    int32_t *perm = perm_bytes < (double)SIZE_MAX / 2 ? malloc((size_t)perm_bytes + 1) : NULL;
     pw_status_t status;
-    if (!meta.num_groups || !meta.groups || !meta.union_pages || !meta.member_masks || !perm)
-        status = pw_fail(PW_ERROR_OUT_OF_MEMORY, "pw_ref_grouping_stats: %zu groups x %zu pages",
-                         heads * max_groups, cap);
+    if (!perm)
+        status = pw_fail(PW_ERROR_OUT_OF_MEMORY, "pw_ref_grouping_stats: a permutation of %.4g entries", perm_bytes / 4);
     else
         status = pw_ref_regroup(problem, topk_ids, requests, grouping, perm);
     if (status == PW_SUCCESS)
         status = pw_ref_union_prepare(problem, topk_ids, requests, grouping, perm, &meta);
     if (status == PW_SUCCESS) status = pw_union_stats(problem, &meta, total, per_kv_head);
-    free(meta.num_groups);
-    free(meta.groups);
-    free(meta.union_pages);
-    free(meta.member_masks);
+    pw_union_meta_free_host(&meta);
     free(perm);
     return status;
 }

@@ -1279,6 +1279,64 @@ static void test_cache_slots(void **state)
     image_free(&im);
 }
 
+/* k_scale / v_scale must be finite and > 0 (docs/capture-format.md): the writer refuses
+ * others, and the reader refuses a file that holds one (NaN, inf, 0, negative), naming the
+ * tensor and the value. */
+static void test_scale_values(void **state)
+{
+    (void)state;
+    pw_problem_t p = PW_PROBLEM_INIT;
+    p.num_requests = 1;
+    p.num_kv_heads = 1;
+    p.q_heads_per_kv = 2;
+    p.head_dim = 8;
+    p.page_size = 4;
+    p.topk = 2;
+    p.num_tokens = 3;
+    p.max_pages_per_request = 2;
+    p.num_cache_pages = 2;
+    pw_capture_t *c = NULL;
+    assert_pw_ok(pw_capture_create(&p, PW_CAPTURE_LOAD_QKV, &c));
+    c->cu_seqlens_q[1] = 3;
+    c->prefix_lens[0] = 2;
+    c->kv_lens[0] = 5;
+    for (int i = 0; i < 3 * 2; i++) c->topk_ids[i] = i % 2;
+    assert_pw_ok(pw_capture_generate_qkv(c, g_seed));
+    const char *path = temp_path("scales.safetensors");
+    const float bad[4] = {NAN, INFINITY, 0.0f, -2.0f};
+    for (int i = 0; i < 4; i++) { /* the writer */
+        c->k_scale = i % 2 ? 1.0f : bad[i];
+        c->v_scale = i % 2 ? bad[i] : 1.0f;
+        assert_int_equal(pw_capture_write(path, c, 0), PW_ERROR_INVALID_ARGUMENT);
+        assert_non_null(strstr(pw_last_error(), "finite and > 0"));
+    }
+    c->k_scale = c->v_scale = 0.5f;
+    assert_pw_ok(pw_capture_write(path, c, 0));
+    pw_capture_free(c);
+    size_t len = 0;
+    unsigned char *bytes = slurp(path, &len);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | bytes[i];
+    for (int i = 0; i < 8; i++) { /* the reader: each bad value in k_scale, then in v_scale */
+        const char *name = i < 4 ? "k_scale" : "v_scale";
+        image_t im;
+        im.header = cJSON_ParseWithLength((const char *)bytes + 8, (size_t)hlen);
+        assert_non_null(im.header);
+        im.data_len = len - 8 - (size_t)hlen;
+        im.data = malloc(im.data_len + 1);
+        memcpy(im.data, bytes + 8 + hlen, im.data_len);
+        const cJSON *offs = cJSON_GetObjectItemCaseSensitive(image_tensor(&im, name), "data_offsets");
+        const size_t at = (size_t)cJSON_GetArrayItem(offs, 0)->valuedouble;
+        uint32_t bits;
+        memcpy(&bits, &bad[i % 4], 4);
+        for (int b = 0; b < 4; b++) ((unsigned char *)im.data)[at + b] = (unsigned char)(bits >> (8 * b)); /* LE */
+        image_save(path, &im);
+        expect_failure(path, PW_ERROR_FORMAT, name, "finite and > 0", NULL);
+        image_free(&im);
+    }
+    free(bytes);
+}
+
 static void test_generate_parts_flags(void **state)
 {
     (void)state;
@@ -1349,7 +1407,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_json_nesting),    cmocka_unit_test(test_swapped_topk_hint),
         cmocka_unit_test(test_cache_slots),     cmocka_unit_test(test_generate_parts_flags),
         cmocka_unit_test(test_messages_name_the_value), cmocka_unit_test(test_layout_before_default_table),
-        cmocka_unit_test(test_json_control_bytes),
+        cmocka_unit_test(test_json_control_bytes), cmocka_unit_test(test_scale_values),
         cmocka_unit_test(test_json_spellings_and_default_bound),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);

@@ -1461,6 +1461,67 @@ static void test_invalid_arguments(void **state)
     tcase_free(&tc);
 }
 
+/* Outputs sharing memory with the inputs (attention in place) are refused, naming both
+ * fields; Q and O as column blocks of one buffer (same row stride, disjoint bytes) are
+ * accepted and give the bytes of separate buffers. */
+static void test_output_overlap(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x0ff1ceull);
+    tcase_t tc;
+    tcase_medium(&tc, &rng, 16, 8, 2, 4);
+    const int64_t n = tc.pb.num_tokens, hq_d = hq_of(&tc) * tc.pb.head_dim;
+    pw_bf16_t *o = xcalloc((size_t)(n * hq_d), sizeof *o);
+    float *lse = xcalloc((size_t)(n * hq_of(&tc)), sizeof *lse);
+    const pw_attention_args_t good = tcase_args(&tc, o, hq_d, PW_DTYPE_BFLOAT16, lse, NULL);
+    assert_pw_ok(pw_ref_attention(&tc.pb, &good, PW_REF_FP8_EMULATE));
+
+    pw_attention_args_t a = good;
+    a.o = tc.q; /* in place */
+    a.o_stride = tc.q_stride;
+    expect_invalid(&tc.pb, &a, PW_REF_FP8_EMULATE, "o == q");
+    assert_non_null(strstr(pw_last_error(), "args.q"));
+    a = good;
+    a.o = tc.q + tc.q_stride * (n / 2); /* overlapping the second half of Q's rows */
+    expect_invalid(&tc.pb, &a, PW_REF_FP8_EMULATE, "o inside q");
+    a = good;
+    a.o = tc.k_cache;
+    expect_invalid(&tc.pb, &a, PW_REF_FP8_EMULATE, "o == k_cache");
+    assert_non_null(strstr(pw_last_error(), "args.k_cache"));
+    a = good;
+    a.lse = (float *)(void *)(o + 8);
+    expect_invalid(&tc.pb, &a, PW_REF_FP8_EMULATE, "lse inside o");
+    a = good;
+    a.lse = (float *)(void *)tc.q;
+    expect_invalid(&tc.pb, &a, PW_REF_FP8_EMULATE, "lse == q");
+
+    /* [Q | O] rows of one buffer: row stride 2 Hq*D, O at column Hq*D. */
+    pw_bf16_t *both = xcalloc((size_t)(n * 2 * hq_d), sizeof *both);
+    for (int64_t i = 0; i < n; i++) memcpy(both + i * 2 * hq_d, tc.q + i * tc.q_stride, (size_t)hq_d * sizeof *both);
+    float *lse2 = xcalloc((size_t)(n * hq_of(&tc)), sizeof *lse2);
+    a = good;
+    a.q = both;
+    a.q_stride = 2 * hq_d;
+    a.o = both + hq_d;
+    a.o_stride = 2 * hq_d;
+    a.lse = lse2;
+    assert_pw_ok(pw_ref_attention(&tc.pb, &a, PW_REF_FP8_EMULATE));
+    for (int64_t i = 0; i < n; i++) {
+        assert_memory_equal(both + i * 2 * hq_d + hq_d, o + i * hq_d, (size_t)hq_d * sizeof *o);
+        assert_memory_equal(both + i * 2 * hq_d, tc.q + i * tc.q_stride, (size_t)hq_d * sizeof *o); /* Q intact */
+    }
+    assert_memory_equal(lse2, lse, (size_t)(n * hq_of(&tc)) * sizeof *lse);
+    /* ... and O one element to the left: its last element is Q's next row's first. */
+    a.o = both + hq_d - 1;
+    expect_invalid(&tc.pb, &a, PW_REF_FP8_EMULATE, "[Q | O] rows, O one left");
+    free(both);
+    free(lse2);
+    free(lse);
+    free(o);
+    tcase_free(&tc);
+}
+
 /* Logical id 2^31-1 is ignored; a context far past 65,536 tokens works (against the naive
  * implementation); pages near 2^31 / P in a context of 2^31 - 1 tokens, where t = p*P no
  * longer fits in int32, give exactly the result of the same tokens in a small request. */
@@ -1681,6 +1742,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_args_compatibility),
         cmocka_unit_test(test_fp8_emulate_exact_cases),
         cmocka_unit_test(test_invalid_arguments),
+        cmocka_unit_test(test_output_overlap),
         cmocka_unit_test(test_huge_ids_and_long_context),
         cmocka_unit_test(test_cache_poison),
         cmocka_unit_test(test_fast_path_shape_timing),

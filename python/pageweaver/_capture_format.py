@@ -595,6 +595,9 @@ def _check_contents(out, meta, dtypes):
             if name not in out:
                 raise CaptureError(f"missing tensor {name!r} (required with the caches)")
             _expect(name, out, dtypes, ("F32",), [1] if out[name].ndim else [], "[1]")
+            value = float(out[name].reshape(-1)[0])
+            if not (math.isfinite(value) and value > 0.0):
+                raise CaptureError(f"{name} is {value!r}: a capture's scales must be finite and > 0")
         if slots % ints["page_size"]:
             raise CaptureError(f"k_cache: {slots} slots is not a multiple of page_size "
                                f"{ints['page_size']} (the cache is [pages * P, Hkv, D])")

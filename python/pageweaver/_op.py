@@ -85,8 +85,10 @@ def _scale_arg(name, s):
         raise TypeError(f"{name}: expected a float or a 0-dim / 1-element float32 tensor, "
                         f"got {type(s).__name__}")
     v = float(s)
-    if not math.isfinite(v):
-        raise ValueError(f"{name} is {v!r}: must be finite")
+    # The library takes it as a float32 (args.k_scale / v_scale; on the GPU a float32 tensor):
+    # a double past float32's range would arrive as inf.
+    if not (math.isfinite(v) and math.isfinite(ctypes.c_float(v).value)):
+        raise ValueError(f"{name} is {s!r}: must be finite as a float32 (|x| <= about 3.4e38)")
     return None, v
 
 

@@ -55,9 +55,19 @@ def test_tensor_errors_name_the_tensor(p, field, value, exc, words):
         assert w in str(e.value), (w, str(e.value))
 
 
+def test_out_sharing_memory_with_q_is_refused(p):
+    """Attention in place (out = q, or out over q's rows) is refused by the library's check
+    (args.o overlaps args.q), on every device; a separate out of the same shape works."""
+    with pytest.raises(pageweaver.InvalidArgumentError, match="args.o overlaps args.q"):
+        run(p, out=p["q"])
+    run(p, out=torch.empty_like(p["q"]))
+
+
 @pytest.mark.parametrize("kw,exc,words", [
     (dict(k_scale=float("inf")), ValueError, ["k_scale", "finite"]),
     (dict(v_scale=float("nan")), ValueError, ["v_scale"]),
+    (dict(k_scale=1e39), ValueError, ["k_scale", "float32"]),   # finite double, inf as a float32
+    (dict(v_scale=-1e39), ValueError, ["v_scale", "float32"]),
     (dict(k_scale="1"), TypeError, ["k_scale"]),
     (dict(k_scale=torch.ones(2)), ValueError, ["k_scale", "one"]),
     (dict(v_scale=torch.ones(1, dtype=torch.float64)), TypeError, ["v_scale", "float32"]),

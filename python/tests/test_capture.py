@@ -111,6 +111,32 @@ def test_load_refuses_what_the_c_reader_refuses(tmp_path, edit, message):
         pageweaver.load_capture(str(bad))
 
 
+@pytest.mark.parametrize("name", ["k_scale", "v_scale"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 0.0, -2.0])
+def test_load_refuses_scales_the_format_forbids(tmp_path, name, value):
+    """k_scale / v_scale must be finite and > 0 (docs/capture-format.md): a file holding
+    another value is refused by load_capture, as by pw_capture_read and save_capture."""
+    import json
+    import struct
+    p = random_problem(torch.Generator().manual_seed(4), hkv=1, g=2, d=32, k=4, bad_pages=False)
+    good = tmp_path / "good.safetensors"
+    pageweaver.save_capture(str(good), p["topk_idx"], p["cu_seqlens_q"], p["prefix_lens"],
+                            p["kv_lens"], p["page_table"], q=p["q"], k_cache=p["k_cache"],
+                            v_cache=p["v_cache"], k_scale=0.5, v_scale=0.5)
+    with pytest.raises(pageweaver.CaptureError, match=name):
+        pageweaver.save_capture(str(tmp_path / "refused.safetensors"), p["topk_idx"], p["cu_seqlens_q"],
+                                p["prefix_lens"], p["kv_lens"], p["page_table"], q=p["q"],
+                                k_cache=p["k_cache"], v_cache=p["v_cache"], **{name: value})
+    raw = bytearray(good.read_bytes())
+    n = int.from_bytes(raw[:8], "little")
+    begin = 8 + n + json.loads(raw[8:8 + n])[name]["data_offsets"][0]
+    raw[begin:begin + 4] = struct.pack("<f", value)
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(pageweaver.CaptureError, match=f"{name} is .*finite and > 0"):
+        pageweaver.load_capture(str(bad))
+
+
 def test_load_refuses_inconsistent_requests(tmp_path):
     """cu_seqlens_q that does not end at N, or a kv_len below its prefix and chunk."""
     import numpy as np
