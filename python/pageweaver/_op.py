@@ -77,6 +77,9 @@ def _softmax_scale_arg(softmax_scale):
     return scale
 
 
+_F32_OVERFLOW = 2.0 ** 128 - 2.0 ** 103  # the smallest magnitude that rounds to inf as a float32
+
+
 def _scale_arg(name, s):
     """(tensor or None, float value) of a k_scale / v_scale argument."""
     if isinstance(s, torch.Tensor):
@@ -86,8 +89,10 @@ def _scale_arg(name, s):
                         f"got {type(s).__name__}")
     v = float(s)
     # The library takes it as a float32 (args.k_scale / v_scale; on the GPU a float32 tensor):
-    # a double past float32's range would arrive as inf.
-    if not (math.isfinite(v) and math.isfinite(ctypes.c_float(v).value)):
+    # a double at or past float32's overflow threshold (2^128 - 2^103, halfway between the
+    # largest float32 and 2^128) would round to inf. Plain arithmetic: torch.compile traces
+    # this function (no ctypes here).
+    if not (math.isfinite(v) and abs(v) < _F32_OVERFLOW):
         raise ValueError(f"{name} is {s!r}: must be finite as a float32 (|x| <= about 3.4e38)")
     return None, v
 
