@@ -404,7 +404,8 @@ typedef struct pw_attention_args {
                                     n*o_stride + h*D + d; shares no byte with q, the
                                     caches or lse (no attention in place: else
                                     PW_ERROR_INVALID_ARGUMENT; Q and O as column blocks of
-                                    one buffer, same stride, are fine) */
+                                    one buffer, the same row stride in bytes, are fine;
+                                    the caches are compared by their whole address range) */
     int64_t o_stride;            /* elements between output rows, >= Hq*D */
     pw_dtype_t o_dtype;          /* FLOAT32 / BFLOAT16 / FLOAT64 (reference); the GPU needs
                                     BFLOAT16: set it (PW_ATTENTION_ARGS_INIT gives FLOAT32) */

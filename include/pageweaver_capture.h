@@ -92,7 +92,8 @@ enum {
  *         PW_ERROR_FORMAT (header length, JSON (also: nested deeper than cJSON's
  *         CJSON_NESTING_LIMIT), a key or string that is not UTF-8, missing tensor, dtype,
  *         shape, data_offsets out of range or overlapping, cache slots not a multiple of
- *         page_size (the caches are [pages * P, Hkv, D], docs/semantics.md section 6), metadata,
+ *         page_size (the caches are [pages * P, Hkv, D], docs/semantics.md section 6), k_scale or
+ *         v_scale not finite and > 0 (checked with or without PW_CAPTURE_LOAD_QKV), metadata,
  *         request layout, with a hint when topk_ids looks like [N, Hkv, K]; the message
  *         names the file and the field. Names are quoted from the file as they are (they
  *         may hold control bytes: escape them before printing), except in the UTF-8
@@ -126,7 +127,8 @@ void pw_capture_free(pw_capture_t *capture);
  * that is not a regular file (a device such as /dev/full, a pipe) is written in place and
  * never removed.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL arrays, request layout, an I16 id out of
- *         range, only one of the caches; page_table_synthesised with
+ *         range, only one of the caches, with the caches a k_scale or v_scale that is not
+ *         finite and > 0; page_table_synthesised with
  *         problem.max_pages_per_request != ceil(max(kv_lens) / P): the reader rebuilds
  *         the default table from kv_lens, so the shapes would not round-trip),
  *         PW_ERROR_IO (cannot create or write the file, its directory does not exist,

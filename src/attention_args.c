@@ -216,9 +216,12 @@ pw_status_t pw_check_output_overlap(const pw_problem_t *problem, const pw_attent
     /* A cache's extent: its last addressed element + 1 (as pw_check_cache_layout bounds it). */
     const int64_t cache_len = (problem->num_cache_pages - 1) * cs.page + (problem->num_kv_heads - 1) * cs.head +
                               ((int64_t)problem->page_size - 1) * cs.token + d;
-    const byte_rows_t o = {(uintptr_t)args->o, args->o_stride * o_size, hq * d * o_size, n, "args.o"};
+    /* Row strides in bytes only where there is a second row (at N = 1 a stride is unbounded
+     * and unused). */
+    const byte_rows_t o = {(uintptr_t)args->o, n > 1 ? args->o_stride * o_size : hq * d * o_size, hq * d * o_size, n,
+                           "args.o"};
     const byte_rows_t inputs[] = {
-        {(uintptr_t)args->q, args->q_stride * 2, hq * d * 2, n, "args.q"},
+        {(uintptr_t)args->q, n > 1 ? args->q_stride * 2 : hq * d * 2, hq * d * 2, n, "args.q"},
         {(uintptr_t)args->k_cache, cache_len, cache_len, 1, "args.k_cache"},
         {(uintptr_t)args->v_cache, cache_len, cache_len, 1, "args.v_cache"},
     };

@@ -1023,6 +1023,11 @@ static pw_status_t load_tensors(const reader_t *rd, const layout_t *l, unsigned 
     }
     const pw_requests_t rq = pw_capture_requests(c);
     if (pw_problem_check(p, &rq) != PW_SUCCESS) return fail_layout(rd, l, c);
+    if (l->k && !(flags & PW_CAPTURE_LOAD_QKV)) { /* the scales' rule holds for every read (8 bytes) */
+        float ks, vs;
+        PW_TRY(read_scale(rd, l->ks, &ks));
+        PW_TRY(read_scale(rd, l->vs, &vs));
+    }
     if (flags & PW_CAPTURE_LOAD_QKV) {
         if (l->q) PW_TRY(read_raw_tensor(rd, l->q, (void **)&c->q));
         if (l->k) {

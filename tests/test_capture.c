@@ -1332,6 +1332,9 @@ static void test_scale_values(void **state)
         for (int b = 0; b < 4; b++) ((unsigned char *)im.data)[at + b] = (unsigned char)(bits >> (8 * b)); /* LE */
         image_save(path, &im);
         expect_failure(path, PW_ERROR_FORMAT, name, "finite and > 0", NULL);
+        pw_capture_t *lean = NULL; /* without Q / K / V too */
+        assert_int_equal(pw_capture_read(path, 0, &lean), PW_ERROR_FORMAT);
+        assert_null(lean);
         image_free(&im);
     }
     free(bytes);

@@ -1512,7 +1512,7 @@ static void test_output_overlap(void **state)
         assert_memory_equal(both + i * 2 * hq_d, tc.q + i * tc.q_stride, (size_t)hq_d * sizeof *o); /* Q intact */
     }
     assert_memory_equal(lse2, lse, (size_t)(n * hq_of(&tc)) * sizeof *lse);
-    /* ... and O one element to the left: its last element is Q's next row's first. */
+    /* ... and O one element to the left: its first element is Q's own row's last. */
     a.o = both + hq_d - 1;
     expect_invalid(&tc.pb, &a, PW_REF_FP8_EMULATE, "[Q | O] rows, O one left");
     free(both);

@@ -74,7 +74,7 @@
  *           (bench/NOTES.md v9). Since the twenty-first session also the full call's second
  *           FP8X2 tile, chosen per call on the device and run persistent there
  *           (pw_union_attention_vt). Impl 11 (both tiles in one CTA) left the tree.
- *   impls 15, 16 "quad" (impl 10 in FP8 at four CTAs per SM, QK 1.5 times) measured 7-15%
+ *   impls 15, 16 "quad" (impl 10 in FP8 at four CTAs per SM, QK 1.5 times) measured 6-16%
  *           slower than impl 10 and left the tree (bench/NOTES.md, fortieth session; code:
  *           commit 73193c6).
  *   Union4 and per-query have no cluster: they run impls 0, 2, 6, 8, 9 and 10 as given.

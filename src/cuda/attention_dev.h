@@ -50,7 +50,7 @@ extern "C" {
  *         Impls 13 and 14 take K = 16, 32 and 64 (page lists of 8 K / 16 K entries).
  * impls 1, 3, 4, 5, 7, 11 were removed (measured slower or no faster; bench/NOTES.md v5, v6,
  *         v9): PW_ERROR_UNSUPPORTED. Impls 15 and 16 ("quad", FP8 at four CTAs per SM)
- *         measured 7-15% slower than impl 10 and left the tree (fortieth session; code:
+ *         measured 6-16% slower than impl 10 and left the tree (fortieth session; code:
  *         commit 73193c6): outside 0..14, so PW_ERROR_INVALID_ARGUMENT.
  * O and LSE are bitwise identical for every impl but 12 in FP8; in FP8X2 impls 10, 13 and 14
  * (without per-token scales: P in f16 on the pre-pass's f16 tiles, docs/semantics.md §4.5)
