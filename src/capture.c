@@ -1023,18 +1023,18 @@ static pw_status_t load_tensors(const reader_t *rd, const layout_t *l, unsigned 
     }
     const pw_requests_t rq = pw_capture_requests(c);
     if (pw_problem_check(p, &rq) != PW_SUCCESS) return fail_layout(rd, l, c);
-    if (l->k && !(flags & PW_CAPTURE_LOAD_QKV)) { /* the scales' rule holds for every read (8 bytes) */
-        float ks, vs;
-        PW_TRY(read_scale(rd, l->ks, &ks));
-        PW_TRY(read_scale(rd, l->vs, &vs));
+    float k_scale = 0.0f, v_scale = 0.0f;
+    if (l->k) { /* read (8 bytes) and checked with or without PW_CAPTURE_LOAD_QKV */
+        PW_TRY(read_scale(rd, l->ks, &k_scale));
+        PW_TRY(read_scale(rd, l->vs, &v_scale));
     }
     if (flags & PW_CAPTURE_LOAD_QKV) {
         if (l->q) PW_TRY(read_raw_tensor(rd, l->q, (void **)&c->q));
         if (l->k) {
             PW_TRY(read_raw_tensor(rd, l->k, (void **)&c->k_cache));
             PW_TRY(read_raw_tensor(rd, l->v, (void **)&c->v_cache));
-            PW_TRY(read_scale(rd, l->ks, &c->k_scale));
-            PW_TRY(read_scale(rd, l->vs, &c->v_scale));
+            c->k_scale = k_scale;
+            c->v_scale = v_scale;
         }
     }
     if (flags & PW_CAPTURE_GENERATE_QKV) {

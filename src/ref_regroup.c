@@ -130,11 +130,7 @@ pw_status_t pw_ref_regroup(const pw_problem_t *problem, const int32_t *topk_ids,
     if (!requests) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "requests is NULL");
     PW_TRY(pw_check_problem_layout(problem, requests));
     PW_TRY(pw_check_grouping(grouping));
-    if (grouping->mode != PW_REGROUP_IDENTITY && grouping->mode != PW_REGROUP_GREEDY &&
-        grouping->mode != PW_REGROUP_GUARDED)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "grouping.mode is %d (IDENTITY 0, GREEDY 1 or GUARDED 2%s)", (int)grouping->mode,
-                       grouping->mode == PW_REGROUP_AUTO ? "; AUTO is a plan's mode: pw_plan_create decides per call" : "");
+    PW_TRY(pw_check_regroup_mode(grouping));
     const int32_t n_rows = problem->num_tokens, g = grouping->group_size;
     /* N = 0 writes and reads nothing: NULL is accepted, as pw_ref_attention accepts it. */
     if (n_rows > 0 && !perm) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "perm is NULL");

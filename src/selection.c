@@ -37,6 +37,16 @@ int32_t pw_selection_of_row(const pw_problem_t *problem, const pw_requests_t *re
                         problem->page_size, pages_out);
 }
 
+pw_status_t pw_check_regroup_mode(const pw_grouping_t *grouping)
+{
+    if (grouping->mode == PW_REGROUP_IDENTITY || grouping->mode == PW_REGROUP_GREEDY ||
+        grouping->mode == PW_REGROUP_GUARDED)
+        return PW_SUCCESS;
+    return pw_fail(PW_ERROR_INVALID_ARGUMENT, "grouping.mode is %d (IDENTITY 0, GREEDY 1 or GUARDED 2%s)",
+                   (int)grouping->mode,
+                   grouping->mode == PW_REGROUP_AUTO ? "; AUTO is a plan's mode: pw_plan_create decides per call" : "");
+}
+
 pw_status_t pw_check_grouping(const pw_grouping_t *grouping)
 {
     if (!grouping) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "grouping is NULL");

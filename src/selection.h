@@ -40,6 +40,10 @@ int32_t pw_selection_of_row(const pw_problem_t *problem, const pw_requests_t *re
  * Errors: PW_ERROR_INVALID_ARGUMENT naming the field. */
 pw_status_t pw_check_grouping(const pw_grouping_t *grouping);
 
+/* grouping->mode is one a regroup runs (IDENTITY, GREEDY, GUARDED; AUTO belongs to plans),
+ * grouping checked: else PW_ERROR_INVALID_ARGUMENT. pw_ref_regroup's and pw_regroup's. */
+pw_status_t pw_check_regroup_mode(const pw_grouping_t *grouping);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1227,10 +1227,10 @@ static void test_swapped_topk_hint(void **state)
     image_free(&im);
 }
 
-/* Caches whose slot count is not a multiple of P are refused (docs/semantics.md §6: [pages * P, Hkv, D]). */
-static void test_cache_slots(void **state)
+/* A tiny capture with generated caches: one request of 3 queries (prefix 2, KV 5), 2 KV
+ * heads, G = 2, D = 8, P = 4, K = 2, 3 cache pages of 4 slots. */
+static pw_capture_t *tiny_capture_with_caches(void)
 {
-    (void)state;
     pw_problem_t p = PW_PROBLEM_INIT;
     p.num_requests = 1;
     p.num_kv_heads = 2;
@@ -1248,20 +1248,18 @@ static void test_cache_slots(void **state)
     c->kv_lens[0] = 5;
     for (int i = 0; i < 2 * 3 * 2; i++) c->topk_ids[i] = i % 3 - 1;
     assert_pw_ok(pw_capture_generate_qkv(c, g_seed));
+    return c;
+}
+
+/* Caches whose slot count is not a multiple of P are refused (docs/semantics.md §6: [pages * P, Hkv, D]). */
+static void test_cache_slots(void **state)
+{
+    (void)state;
+    pw_capture_t *c = tiny_capture_with_caches();
     const char *path = temp_path("slots.safetensors");
     assert_pw_ok(pw_capture_write(path, c, 0));
     pw_capture_free(c);
-    size_t len = 0;
-    unsigned char *bytes = slurp(path, &len);
-    uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | bytes[i];
-    image_t im;
-    im.header = cJSON_ParseWithLength((const char *)bytes + 8, (size_t)hlen);
-    assert_non_null(im.header);
-    im.data_len = len - 8 - (size_t)hlen;
-    im.data = malloc(im.data_len + 1);
-    memcpy(im.data, bytes + 8 + hlen, im.data_len);
-    free(bytes);
+    image_t im = image_read(path);
     /* One slot fewer in both caches (12 -> 11): the ranges shrink by Hkv * D bytes. */
     const char *names[2] = {"k_cache", "v_cache"};
     for (int i = 0; i < 2; i++) {
@@ -1285,46 +1283,22 @@ static void test_cache_slots(void **state)
 static void test_scale_values(void **state)
 {
     (void)state;
-    pw_problem_t p = PW_PROBLEM_INIT;
-    p.num_requests = 1;
-    p.num_kv_heads = 1;
-    p.q_heads_per_kv = 2;
-    p.head_dim = 8;
-    p.page_size = 4;
-    p.topk = 2;
-    p.num_tokens = 3;
-    p.max_pages_per_request = 2;
-    p.num_cache_pages = 2;
-    pw_capture_t *c = NULL;
-    assert_pw_ok(pw_capture_create(&p, PW_CAPTURE_LOAD_QKV, &c));
-    c->cu_seqlens_q[1] = 3;
-    c->prefix_lens[0] = 2;
-    c->kv_lens[0] = 5;
-    for (int i = 0; i < 3 * 2; i++) c->topk_ids[i] = i % 2;
-    assert_pw_ok(pw_capture_generate_qkv(c, g_seed));
-    const char *path = temp_path("scales.safetensors");
+    pw_capture_t *c = tiny_capture_with_caches();
+    const char *good = temp_path("scales-good.safetensors");
     const float bad[4] = {NAN, INFINITY, 0.0f, -2.0f};
     for (int i = 0; i < 4; i++) { /* the writer */
         c->k_scale = i % 2 ? 1.0f : bad[i];
         c->v_scale = i % 2 ? bad[i] : 1.0f;
-        assert_int_equal(pw_capture_write(path, c, 0), PW_ERROR_INVALID_ARGUMENT);
+        assert_int_equal(pw_capture_write(good, c, 0), PW_ERROR_INVALID_ARGUMENT);
         assert_non_null(strstr(pw_last_error(), "finite and > 0"));
     }
     c->k_scale = c->v_scale = 0.5f;
-    assert_pw_ok(pw_capture_write(path, c, 0));
+    assert_pw_ok(pw_capture_write(good, c, 0));
     pw_capture_free(c);
-    size_t len = 0;
-    unsigned char *bytes = slurp(path, &len);
-    uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | bytes[i];
+    const char *path = temp_path("scales.safetensors");
     for (int i = 0; i < 8; i++) { /* the reader: each bad value in k_scale, then in v_scale */
         const char *name = i < 4 ? "k_scale" : "v_scale";
-        image_t im;
-        im.header = cJSON_ParseWithLength((const char *)bytes + 8, (size_t)hlen);
-        assert_non_null(im.header);
-        im.data_len = len - 8 - (size_t)hlen;
-        im.data = malloc(im.data_len + 1);
-        memcpy(im.data, bytes + 8 + hlen, im.data_len);
+        image_t im = image_read(good);
         const cJSON *offs = cJSON_GetObjectItemCaseSensitive(image_tensor(&im, name), "data_offsets");
         const size_t at = (size_t)cJSON_GetArrayItem(offs, 0)->valuedouble;
         uint32_t bits;
@@ -1337,7 +1311,6 @@ static void test_scale_values(void **state)
         assert_null(lean);
         image_free(&im);
     }
-    free(bytes);
 }
 
 static void test_generate_parts_flags(void **state)

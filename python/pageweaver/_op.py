@@ -87,14 +87,15 @@ def _scale_arg(name, s):
     if isinstance(s, bool) or not isinstance(s, (int, float)):
         raise TypeError(f"{name}: expected a float or a 0-dim / 1-element float32 tensor, "
                         f"got {type(s).__name__}")
-    try:
-        v = float(s)
-    except OverflowError:  # an int past the double range
-        raise ValueError(f"{name} is {s!r}: must be finite as a float32 (|x| <= about 3.4e38)") from None
     # The library takes it as a float32 (args.k_scale / v_scale; on the GPU a float32 tensor):
     # a double at or past float32's overflow threshold (2^128 - 2^103, halfway between the
-    # largest float32 and 2^128) would round to inf. Plain arithmetic: torch.compile traces
-    # this function (no ctypes here).
+    # largest float32 and 2^128) would round to inf; an int past the double range does not
+    # convert at all (inf here). Plain arithmetic: torch.compile traces this function (no
+    # ctypes here).
+    try:
+        v = float(s)
+    except OverflowError:
+        v = math.inf
     if not (math.isfinite(v) and abs(v) < _F32_OVERFLOW):
         raise ValueError(f"{name} is {s!r}: must be finite as a float32 (|x| <= about 3.4e38)")
     return None, v

@@ -959,11 +959,7 @@ pw_status_t check_regroup_args(const pw_problem_t *problem, const int32_t *topk_
     PW_TRY(pw_problem_check(problem, NULL));
     PW_TRY(pw_check_max_pages(problem));
     PW_TRY(pw_check_grouping(grouping));
-    if (grouping->mode != PW_REGROUP_IDENTITY && grouping->mode != PW_REGROUP_GREEDY &&
-        grouping->mode != PW_REGROUP_GUARDED)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "grouping.mode is %d (IDENTITY 0, GREEDY 1 or GUARDED 2%s)", (int)grouping->mode,
-                       grouping->mode == PW_REGROUP_AUTO ? "; AUTO is a plan's mode: pw_plan_create decides per call" : "");
+    PW_TRY(pw_check_regroup_mode(grouping));
     if (!requests || !requests->cu_seqlens_q || !requests->prefix_lens || !requests->kv_lens)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "requests and its cu_seqlens_q, prefix_lens, kv_lens must not be NULL");
