@@ -35,12 +35,14 @@ What it fits (all times in us; rows = N * Hkv; windows = Hkv * (ceil(N / W) + R 
       the ratio of the savings).
   margin_us: not fitted (--margin, default 2.0).
 Values it cannot fit (e.g. no capture past the direct bound) keep the defaults below,
-which are the constants fitted to issue 13's table; the script says which.
+which are the constants fitted to issue 13's table, or with --base HEADER the values of that
+installed header (scaling13 passes src/time_guard_constants.h); the script says which.
   --self-test  checks the fit on synthetic data made from a known model."""
 import argparse
 import datetime
 import json
 import math
+import re
 import statistics
 import sys
 
@@ -144,8 +146,37 @@ def unhidden_cost(p, key):
     return key in p and (key not in ("c_u4", "c_u4_64") or p.get("prepass") is False)
 
 
-def fit(pts, margin, s_max_rows=20000):
-    m = json.loads(json.dumps(DEFAULTS))
+BASE_FIELDS = (("rate", (2, 2)), ("rows0", (2, 2)), ("fp8x2_factor", ()), ("fixed", (2,)), ("per_window", (2,)),
+               ("hash_factor", ()), ("direct_max_pages", (2,)), ("margin", ()), ("long_max_pages", (2,)))
+
+
+def read_base(text):
+    """The constants of an installed header (the PW_TIME_GUARD_FITTED initialiser, fields in
+    BASE_FIELDS' order), as a model dict; ValueError when it does not have that shape."""
+    body = text.split("#define PW_TIME_GUARD_FITTED", 1)
+    if len(body) != 2:
+        raise ValueError("no PW_TIME_GUARD_FITTED")
+    body = re.sub(r"/\*.*?\*/", " ", body[1].split("#endif", 1)[0], flags=re.S)
+    nums = [float(x) for x in re.findall(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", body)]
+    need = sum(math.prod(shape) for _, shape in BASE_FIELDS)
+    if len(nums) != need:
+        raise ValueError(f"{len(nums)} numbers in PW_TIME_GUARD_FITTED, expected {need}")
+    m, i = {}, 0
+    for name, shape in BASE_FIELDS:
+        if shape == ():
+            m[name], i = nums[i], i + 1
+        elif shape == (2,):
+            m[name], i = nums[i:i + 2], i + 2
+        else:
+            m[name], i = [nums[i:i + 2], nums[i + 2:i + 4]], i + 4
+    for key in ("direct_max_pages", "long_max_pages"):
+        m[key] = [int(v) for v in m[key]]
+    return m
+
+
+def fit(pts, margin, s_max_rows=20000, base=None):
+    """Fits the model to the points; what it cannot fit keeps base's value (DEFAULTS if None)."""
+    m = json.loads(json.dumps(base or DEFAULTS))
     m["margin"] = margin
     notes = []
     ratios = [p["red_ratio"] for p in pts if p.get("red_ratio")]
@@ -186,7 +217,8 @@ def fit(pts, margin, s_max_rows=20000):
             if hashed:
                 m["hash_factor"] = max(1.0, statistics.median(hashed))
             else:
-                notes.append("hash_factor: no capture past the long direct bound; kept the default")
+                notes.append(f"hash_factor: no capture past the long direct bound; kept {m['hash_factor']:.6g}"
+                             f" ({'the base header' if base else 'the default'})")
     x2 = [p["x2"] for p in pts if "x2" in p]
     if x2:
         m["fp8x2_factor"] = statistics.median(x2)
@@ -278,6 +310,11 @@ def threshold(m, x2, pages, limit=1 << 20):
     return "never"
 
 
+def flat(v):
+    """A field of the model as a flat list of numbers."""
+    return [x for row in v for x in (row if isinstance(row, list) else [row])] if isinstance(v, list) else [v]
+
+
 def self_test():
     """Synthetic bench documents from a known model: the fit must give it back."""
     truth = json.loads(json.dumps(DEFAULTS))
@@ -342,6 +379,14 @@ def self_test():
     ok &= close(m2["rate"][U8][W64], truth["rate"][U8][W128] * 0.75)  # Union8: scaled as before
     ok &= close(m2["fixed"][W64], 6.0) and close(m2["per_window"][W64], 0.0)
     ok &= "Union4 W64 run" in header(m2, ["self-test"], report(m2, points(docs)))
+    # --base: a written header reads back as its model, and what a fit cannot fit (here the
+    # hash factor: no capture past the long direct bound) keeps the base's value.
+    back = read_base(text)
+    ok &= all(abs(x - y) <= 1e-5 * max(1.0, abs(y)) for k in m for x, y in zip(flat(back[k]), flat(m[k])))
+    back["hash_factor"] = 3.25
+    m3, notes3 = fit(points([{"captures": captures[:4]}]), 2.0, base=back)
+    ok &= close(m3["hash_factor"], 3.25) and any("base header" in n for n in notes3)
+    ok &= close(m3["fixed"][W128], 10.0)  # fitted values still come from the data
     print("fit_time_guard self-test:", "ok" if ok else "FAILED", json.dumps(m), notes)
     return 0 if ok else 1
 
@@ -350,6 +395,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("json", nargs="*")
     ap.add_argument("--write", metavar="HEADER", help="write the constants header (src/time_guard_constants.h)")
+    ap.add_argument("--base", metavar="HEADER",
+                    help="an installed constants header: what the fit cannot fit keeps its values, not the defaults")
     ap.add_argument("--margin", type=float, default=DEFAULTS["margin"])
     ap.add_argument("--s-max-rows", type=int, default=20000,
                     help="fit the saving over captures of at most this many rows (N * Hkv)")
@@ -366,7 +413,14 @@ def main():
     pts = points(docs)
     if not pts:
         sys.exit("fit_time_guard: no capture with GPU timings in " + ", ".join(a.json))
-    m, notes = fit(pts, a.margin, a.s_max_rows)
+    base = None
+    if a.base:
+        with open(a.base) as fh:
+            try:
+                base = read_base(fh.read())
+            except ValueError as e:
+                sys.exit(f"fit_time_guard: --base {a.base}: {e}")
+    m, notes = fit(pts, a.margin, a.s_max_rows, base)
     rows = report(m, pts)
     print("fitted:", json.dumps(m))
     for n in notes:
