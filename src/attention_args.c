@@ -208,7 +208,8 @@ static int rows_overlap(const byte_rows_t *a, const byte_rows_t *b)
 
 pw_status_t pw_check_output_overlap(const pw_problem_t *problem, const pw_attention_args_t *args)
 {
-    const int64_t n = problem->num_tokens, hq = (int64_t)problem->num_kv_heads * problem->q_heads_per_kv;
+    const int64_t n = problem->num_tokens, r = problem->num_requests;
+    const int64_t hkv = problem->num_kv_heads, hq = hkv * problem->q_heads_per_kv;
     const int64_t d = problem->head_dim;
     const int64_t o_size = args->o_dtype == PW_DTYPE_FLOAT64 ? 8 : args->o_dtype == PW_DTYPE_BFLOAT16 ? 2 : 4;
     if (n <= 0 || !args->o || !args->q) return PW_SUCCESS;
@@ -216,29 +217,50 @@ pw_status_t pw_check_output_overlap(const pw_problem_t *problem, const pw_attent
     /* A cache's extent: its last addressed element + 1 (as pw_check_cache_layout bounds it). */
     const int64_t cache_len = (problem->num_cache_pages - 1) * cs.page + (problem->num_kv_heads - 1) * cs.head +
                               ((int64_t)problem->page_size - 1) * cs.token + d;
-    /* Row strides in bytes only where there is a second row (at N = 1 a stride is unbounded
-     * and unused). */
-    const byte_rows_t o = {(uintptr_t)args->o, n > 1 ? args->o_stride * o_size : hq * d * o_size, hq * d * o_size, n,
-                           "args.o"};
+    /* The per-token scales' extent, in floats (pw_check_token_scales bounds it). */
+    const pw_token_scales_t ts = pw_args_token_scales(args);
+    const int64_t slots = problem->num_cache_pages * problem->page_size;
+    const int64_t ts_len = ((hkv - 1) * ts.stride_h + (slots - 1) * ts.stride_t + 1) * 4;
+    const pw_requests_t *rq = &args->requests;
+    /* Row strides in bytes only where there is a second row (at N = 1 or R = 1 a stride is
+     * unbounded and unused). */
+    const int64_t pt_len = (int64_t)problem->max_pages_per_request * 4;
+    const byte_rows_t outputs[] = {
+        {(uintptr_t)args->o, n > 1 ? args->o_stride * o_size : hq * d * o_size, hq * d * o_size, n, "args.o"},
+        {(uintptr_t)args->lse, n * hq * 4, n * hq * 4, 1, "args.lse"},
+        {(uintptr_t)args->bad_page_count, 4, 4, 1, "args.bad_page_count"},
+    };
     const byte_rows_t inputs[] = {
         {(uintptr_t)args->q, n > 1 ? args->q_stride * 2 : hq * d * 2, hq * d * 2, n, "args.q"},
         {(uintptr_t)args->k_cache, cache_len, cache_len, 1, "args.k_cache"},
         {(uintptr_t)args->v_cache, cache_len, cache_len, 1, "args.v_cache"},
+        {(uintptr_t)args->k_scale, 4, 4, 1, "args.k_scale"},
+        {(uintptr_t)args->v_scale, 4, 4, 1, "args.v_scale"},
+        {(uintptr_t)args->topk_ids, hkv * n * problem->topk * 4, hkv * n * problem->topk * 4, 1, "args.topk_ids"},
+        {(uintptr_t)rq->cu_seqlens_q, (r + 1) * 4, (r + 1) * 4, 1, "args.requests.cu_seqlens_q"},
+        {(uintptr_t)rq->prefix_lens, r * 4, r * 4, 1, "args.requests.prefix_lens"},
+        {(uintptr_t)rq->kv_lens, r * 4, r * 4, 1, "args.requests.kv_lens"},
+        {(uintptr_t)rq->page_table, r > 1 ? rq->page_table_stride * 4 : pt_len, pt_len, r, "args.requests.page_table"},
+        {(uintptr_t)pw_args_sinks(args), hq * 4, hq * 4, 1, "args.sink_logits"},
+        {(uintptr_t)pw_args_sink_keys(args), hq * d * 2, hq * d * 2, 1, "args.sink_keys"},
+        {(uintptr_t)ts.k, ts_len, ts_len, 1, "args.token_scales.k"},
+        {(uintptr_t)ts.v, ts_len, ts_len, 1, "args.token_scales.v"},
     };
-    const byte_rows_t lse = {(uintptr_t)args->lse, n * hq * 4, n * hq * 4, 1, "args.lse"};
-    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
-        if (!inputs[i].base) continue;
-        if (rows_overlap(&o, &inputs[i]))
-            return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                           "args.o overlaps %s: the output must not share memory with the inputs (attention in "
-                           "place is not supported)",
-                           inputs[i].name);
-        if (args->lse && rows_overlap(&lse, &inputs[i]))
-            return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.lse overlaps %s: the outputs must not share memory with the inputs",
-                           inputs[i].name);
+    const size_t n_out = sizeof outputs / sizeof outputs[0], n_in = sizeof inputs / sizeof inputs[0];
+    for (size_t i = 0; i < n_out; i++) {
+        if (!outputs[i].base || outputs[i].len <= 0 || outputs[i].rows <= 0) continue;
+        for (size_t j = 0; j < n_in; j++) {
+            if (!inputs[j].base || inputs[j].len <= 0 || inputs[j].rows <= 0) continue;
+            if (rows_overlap(&outputs[i], &inputs[j]))
+                return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                               "%s overlaps %s: the outputs must not share memory with the inputs (attention in "
+                               "place is not supported)",
+                               outputs[i].name, inputs[j].name);
+        }
+        for (size_t j = i + 1; j < n_out; j++)
+            if (outputs[j].base && rows_overlap(&outputs[i], &outputs[j]))
+                return pw_fail(PW_ERROR_INVALID_ARGUMENT, "%s and %s overlap", outputs[i].name, outputs[j].name);
     }
-    if (args->lse && rows_overlap(&o, &lse))
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.o and args.lse overlap");
     return PW_SUCCESS;
 }
 
@@ -366,10 +388,10 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
     PW_TRY(pw_check_cache_shape(problem));
     PW_TRY(pw_check_cache_layout(problem, args, 1));
     PW_TRY(pw_check_row_strides(problem, args));
-    PW_TRY(pw_check_output_overlap(problem, args));
     if (rq->page_table_stride < problem->max_pages_per_request)
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "args.requests.page_table_stride %lld < max_pages_per_request %d",
                        (long long)rq->page_table_stride, problem->max_pages_per_request);
+    PW_TRY(pw_check_output_overlap(problem, args));
     return PW_SUCCESS;
 }

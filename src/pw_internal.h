@@ -72,8 +72,10 @@ pw_status_t pw_check_cache_layout(const pw_problem_t *problem, const pw_attentio
  * field. */
 pw_status_t pw_check_row_strides(const pw_problem_t *problem, const pw_attention_args_t *args);
 
-/* The outputs (o, and lse when given) share no byte with q, the caches or each other
- * (problem, strides and cache layout checked; N > 0, o and q set). Rows are compared as
+/* The outputs (o, and lse and bad_page_count when given) share no byte with any input (q,
+ * the caches, k_scale / v_scale, topk_ids, the request arrays, the page table, the sinks,
+ * the per-token scales) or with each other (problem, strides, page-table stride, cache
+ * layout and token scales checked; N > 0, o and q set). Rows are compared as
  * strided ranges: two ranges with the same row stride may interleave (e.g. Q and O as
  * column blocks of one buffer); other overlapping extents count as overlapping.
  * PW_ERROR_INVALID_ARGUMENT naming both fields: the kernels read Q and the caches while

@@ -1496,6 +1496,81 @@ static void test_output_overlap(void **state)
     a.lse = (float *)(void *)tc.q;
     expect_invalid(&tc.pb, &a, PW_REF_FP8_EMULATE, "lse == q");
 
+    /* Every other input, and the outputs among themselves: the output and the input both
+     * inside one buffer `big` (zeros, or a copy of the input's real values where the host
+     * checks read them), so that no other allocation lies in either extent. */
+    const char *what = NULL, *names = NULL; /* the case, and the field the message must name */
+    const int64_t slots = tc.pb.num_cache_pages * tc.pb.page_size;
+    const int64_t r = tc.pb.num_requests, ids_n = tc.pb.num_kv_heads * n * tc.pb.topk;
+    const size_t big_floats = (size_t)(n * hq_d / 2 + tc.pb.num_kv_heads * slots + r * tc.pt_stride + ids_n + 256);
+    float *big = xcalloc(big_floats, sizeof(float));
+    for (int c = 0; c < 9; c++) {
+        a = good;
+        memset(big, 0, big_floats * sizeof(float));
+        switch (c) {
+        case 0:
+            memcpy(big + 64, tc.ids, (size_t)ids_n * sizeof *tc.ids);
+            a.o = big, a.topk_ids = (const int32_t *)(const void *)(big + 64);
+            what = "topk_ids in o", names = "args.o overlaps args.topk_ids";
+            break;
+        case 1:
+            memcpy(big + 4, tc.page_table, (size_t)(r * tc.pt_stride) * sizeof *tc.page_table);
+            a.lse = big, a.requests.page_table = (const int32_t *)(const void *)(big + 4);
+            what = "page_table in lse", names = "args.lse overlaps args.requests.page_table";
+            break;
+        case 2:
+            memcpy(big + 1, tc.cu, (size_t)(r + 1) * sizeof *tc.cu);
+            a.lse = big, a.requests.cu_seqlens_q = (const int32_t *)(const void *)(big + 1);
+            what = "cu_seqlens_q in lse", names = "args.lse overlaps args.requests.cu_seqlens_q";
+            break;
+        case 3:
+            memcpy(big, tc.kv_len, (size_t)r * sizeof *tc.kv_len);
+            a.bad_page_count = (uint32_t *)(void *)big, a.requests.kv_lens = (const int32_t *)(const void *)big;
+            what = "bad_page_count == kv_lens", names = "args.bad_page_count overlaps args.requests.kv_lens";
+            break;
+        case 4:
+            a.bad_page_count = (uint32_t *)(void *)(lse + 1);
+            what = "bad_page_count in lse", names = "args.lse and args.bad_page_count overlap";
+            break;
+        case 5:
+            a.o = big, a.k_scale = big + 2;
+            what = "k_scale in o", names = "args.o overlaps args.k_scale";
+            break;
+        case 6:
+            a.o = big, a.sink_logits = big + 4;
+            what = "sink_logits in o", names = "args.o overlaps args.sink_logits";
+            break;
+        case 7:
+            a.o = big, a.sink_keys = (const pw_bf16_t *)(const void *)(big + 16);
+            what = "sink_keys in o", names = "args.o overlaps args.sink_keys";
+            break;
+        default:
+            a.o = big + 8, a.token_scales = (pw_token_scales_t){NULL, big, slots, 1};
+            what = "o in token_scales.v", names = "args.o overlaps args.token_scales.v";
+        }
+        expect_invalid(&tc.pb, &a, PW_REF_FP8_EMULATE, what);
+        assert_non_null(strstr(pw_last_error(), names));
+    }
+    /* Adjacent, not overlapping: bad_page_count right after lse, o right after the token
+     * scales' last float. */
+    float *lse_more = xcalloc((size_t)(n * hq_of(&tc)) + 1, sizeof *lse_more);
+    a = good;
+    a.lse = lse_more;
+    a.bad_page_count = (uint32_t *)(void *)(lse_more + n * hq_of(&tc));
+    assert_pw_ok(pw_ref_attention(&tc.pb, &a, PW_REF_FP8_EMULATE));
+    assert_memory_equal(lse_more, lse, (size_t)(n * hq_of(&tc)) * sizeof *lse);
+    a = good;
+    memset(big, 0, big_floats * sizeof(float));
+    for (int64_t i = 0; i < tc.pb.num_kv_heads * slots; i++) big[i] = 1.0f; /* scales of 1: same bytes */
+    a.token_scales = (pw_token_scales_t){big, big, slots, 1};
+    pw_bf16_t *o_after = (pw_bf16_t *)(void *)(big + tc.pb.num_kv_heads * slots);
+    a.o = o_after;
+    a.lse = NULL;
+    assert_pw_ok(pw_ref_attention(&tc.pb, &a, PW_REF_FP8_EMULATE));
+    assert_memory_equal(o_after, o, (size_t)(n * hq_d) * sizeof *o);
+    free(lse_more);
+    free(big);
+
     /* [Q | O] rows of one buffer: row stride 2 Hq*D, O at column Hq*D. */
     pw_bf16_t *both = xcalloc((size_t)(n * 2 * hq_d), sizeof *both);
     for (int64_t i = 0; i < n; i++) memcpy(both + i * 2 * hq_d, tc.q + i * tc.q_stride, (size_t)hq_d * sizeof *both);
