@@ -33,7 +33,7 @@ What it fits (all times in us; rows = N * Hkv; windows = Hkv * (ceil(N / W) + R 
       no pre-pass hides it; fitted the same way.
   fp8x2_factor: median of union4_w128_fp8x2 / union4_w128 (attention time ratio, taken as
       the ratio of the savings).
-  margin_us: not fitted (--margin, default 2.0).
+  margin_us: not fitted (--margin; default the --base header's, else 2.0).
 Values it cannot fit (e.g. no capture past the direct bound) keep the defaults below,
 which are the constants fitted to issue 13's table, or with --base HEADER the values of that
 installed header (scaling13 passes src/time_guard_constants.h); the script says which.
@@ -42,6 +42,7 @@ import argparse
 import datetime
 import json
 import math
+import os
 import re
 import statistics
 import sys
@@ -177,7 +178,9 @@ def read_base(text):
 def fit(pts, margin, s_max_rows=20000, base=None):
     """Fits the model to the points; what it cannot fit keeps base's value (DEFAULTS if None)."""
     m = json.loads(json.dumps(base or DEFAULTS))
-    m["margin"] = margin
+    kept = "the base header's" if base else "the defaults"
+    if margin is not None:
+        m["margin"] = margin
     notes = []
     ratios = [p["red_ratio"] for p in pts if p.get("red_ratio")]
     ratio = statistics.median(ratios) if ratios else None
@@ -191,10 +194,11 @@ def fit(pts, margin, s_max_rows=20000, base=None):
         a, b = linear_fit([x for x, _ in data], [y for _, y in data])
         rate, rows0 = (a * 1000.0, -b / a) if a > 0 else (0.0, 0.0)
         m["rate"][k][W128], m["rows0"][k][W128] = rate, rows0
-        m["rate"][k][W64] = rate * ratio if ratio else rate * DEFAULTS["rate"][k][W64] / DEFAULTS["rate"][k][W128]
+        base_rate = (base or DEFAULTS)["rate"][k]
+        m["rate"][k][W64] = rate * ratio if ratio else rate * base_rate[W64] / base_rate[W128]
         m["rows0"][k][W64] = rows0
         if not ratio:
-            notes.append(f"{name} W64 rate: no W64/W128 reduction ratio; scaled as the defaults")
+            notes.append(f"{name} W64 rate: no W64/W128 reduction ratio; scaled as {kept}")
     data = [(p["rows"], p["s_u4_64"]) for p in pts if "s_u4_64" in p and p["rows"] <= s_max_rows]
     if len({x for x, _ in data}) >= 2:
         a, b = linear_fit([x for x, _ in data], [y for _, y in data])
@@ -205,7 +209,7 @@ def fit(pts, margin, s_max_rows=20000, base=None):
         bound = m["long_max_pages"][w]
         data = [(p[wkey], p[k]) for p in pts for k in key if unhidden_cost(p, k) and p["pages"] <= bound]
         if not data:
-            notes.append(f"C_online W{64 if w == W64 else 128}: no direct-path data; kept the defaults")
+            notes.append(f"C_online W{64 if w == W64 else 128}: no direct-path data; kept {kept}")
             continue
         a, b = linear_fit([x for x, _ in data], [y for _, y in data])
         if a < 0:  # more windows never cost less: flat fit
@@ -217,13 +221,12 @@ def fit(pts, margin, s_max_rows=20000, base=None):
             if hashed:
                 m["hash_factor"] = max(1.0, statistics.median(hashed))
             else:
-                notes.append(f"hash_factor: no capture past the long direct bound; kept {m['hash_factor']:.6g}"
-                             f" ({'the base header' if base else 'the default'})")
+                notes.append(f"hash_factor: no capture past the long direct bound; kept {m['hash_factor']:.6g} ({kept})")
     x2 = [p["x2"] for p in pts if "x2" in p]
     if x2:
         m["fp8x2_factor"] = statistics.median(x2)
     else:
-        notes.append("fp8x2_factor: no FP8X2 arms; kept the default")
+        notes.append(f"fp8x2_factor: no FP8X2 arms; kept {kept}")
     return m, notes
 
 
@@ -387,6 +390,12 @@ def self_test():
     m3, notes3 = fit(points([{"captures": captures[:4]}]), 2.0, base=back)
     ok &= close(m3["hash_factor"], 3.25) and any("base header" in n for n in notes3)
     ok &= close(m3["fixed"][W128], 10.0)  # fitted values still come from the data
+    # The installed header parses (the --base that scaling13 passes).
+    installed = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "time_guard_constants.h")
+    if os.path.exists(installed):
+        with open(installed) as fh:
+            inst = read_base(fh.read())
+        ok &= all(v > 0 for v in flat(inst["long_max_pages"]) + flat(inst["direct_max_pages"])) and inst["margin"] >= 0
     print("fit_time_guard self-test:", "ok" if ok else "FAILED", json.dumps(m), notes)
     return 0 if ok else 1
 
@@ -397,7 +406,8 @@ def main():
     ap.add_argument("--write", metavar="HEADER", help="write the constants header (src/time_guard_constants.h)")
     ap.add_argument("--base", metavar="HEADER",
                     help="an installed constants header: what the fit cannot fit keeps its values, not the defaults")
-    ap.add_argument("--margin", type=float, default=DEFAULTS["margin"])
+    ap.add_argument("--margin", type=float, default=None,
+                    help="margin_us (not fitted): default the base header's, else %g" % DEFAULTS["margin"])
     ap.add_argument("--s-max-rows", type=int, default=20000,
                     help="fit the saving over captures of at most this many rows (N * Hkv)")
     ap.add_argument("--self-test", action="store_true")

@@ -402,13 +402,14 @@ typedef struct pw_attention_args {
     pw_requests_t requests;      /* page_table required */
     void *o;                     /* [N, Hq, D] of o_dtype, written: (n,h,d) at
                                     n*o_stride + h*D + d. The outputs (o, lse,
-                                    bad_page_count) share no byte with any input (q, the
+                                    bad_page_count) must not overlap any input (q, the
                                     caches, the scales, topk_ids, the request arrays and page
-                                    table, the sinks, the per-token scales) or with each other
-                                    (no attention in place: else PW_ERROR_INVALID_ARGUMENT
-                                    naming both; Q and O as column blocks of one buffer, the
-                                    same row stride in bytes, are fine; the caches and the
-                                    per-token scales are compared by their whole address range) */
+                                    table, the sinks, the per-token scales) or each other (no
+                                    attention in place: else PW_ERROR_INVALID_ARGUMENT naming
+                                    both). Compared by address range, except two row sets of
+                                    the same row stride in bytes (o, q, the page table), which
+                                    are compared row by row: Q and O as column blocks of one
+                                    buffer are fine, an lse inside O's row gaps is not */
     int64_t o_stride;            /* elements between output rows, >= Hq*D */
     pw_dtype_t o_dtype;          /* FLOAT32 / BFLOAT16 / FLOAT64 (reference); the GPU needs
                                     BFLOAT16: set it (PW_ATTENTION_ARGS_INIT gives FLOAT32) */

@@ -206,7 +206,7 @@ static int rows_overlap(const byte_rows_t *a, const byte_rows_t *b)
     return 1;
 }
 
-pw_status_t pw_check_output_overlap(const pw_problem_t *problem, const pw_attention_args_t *args)
+pw_status_t pw_check_output_overlap(const pw_problem_t *problem, const pw_attention_args_t *args, int32_t ids_topk)
 {
     const int64_t n = problem->num_tokens, r = problem->num_requests;
     const int64_t hkv = problem->num_kv_heads, hq = hkv * problem->q_heads_per_kv;
@@ -217,10 +217,16 @@ pw_status_t pw_check_output_overlap(const pw_problem_t *problem, const pw_attent
     /* A cache's extent: its last addressed element + 1 (as pw_check_cache_layout bounds it). */
     const int64_t cache_len = (problem->num_cache_pages - 1) * cs.page + (problem->num_kv_heads - 1) * cs.head +
                               ((int64_t)problem->page_size - 1) * cs.token + d;
-    /* The per-token scales' extent, in floats (pw_check_token_scales bounds it). */
+    /* The per-token scales' extent in bytes (pw_check_token_scales bounds it when a scale
+     * array is given; the strides mean nothing otherwise). */
     const pw_token_scales_t ts = pw_args_token_scales(args);
     const int64_t slots = problem->num_cache_pages * problem->page_size;
-    const int64_t ts_len = ((hkv - 1) * ts.stride_h + (slots - 1) * ts.stride_t + 1) * 4;
+    const int64_t ts_len = ts.k || ts.v ? ((hkv - 1) * ts.stride_h + (slots - 1) * ts.stride_t + 1) * 4 : 0;
+    /* The Top-K ids' bytes, Hkv x N x K x 4: no earlier check bounds the product. */
+    if (args->topk_ids && (double)hkv * (double)n * (double)ids_topk * 4.0 >= 4611686018427387904.0) /* 2^62 */
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "args.topk_ids: Hkv x N x K = %lld x %lld x %d ids address bytes past 2^62",
+                       (long long)hkv, (long long)n, (int)ids_topk);
+    const int64_t ids_len = hkv * n * ids_topk * 4;
     const pw_requests_t *rq = &args->requests;
     /* Row strides in bytes only where there is a second row (at N = 1 or R = 1 a stride is
      * unbounded and unused). */
@@ -236,7 +242,7 @@ pw_status_t pw_check_output_overlap(const pw_problem_t *problem, const pw_attent
         {(uintptr_t)args->v_cache, cache_len, cache_len, 1, "args.v_cache"},
         {(uintptr_t)args->k_scale, 4, 4, 1, "args.k_scale"},
         {(uintptr_t)args->v_scale, 4, 4, 1, "args.v_scale"},
-        {(uintptr_t)args->topk_ids, hkv * n * problem->topk * 4, hkv * n * problem->topk * 4, 1, "args.topk_ids"},
+        {(uintptr_t)args->topk_ids, ids_len, ids_len, 1, "args.topk_ids"},
         {(uintptr_t)rq->cu_seqlens_q, (r + 1) * 4, (r + 1) * 4, 1, "args.requests.cu_seqlens_q"},
         {(uintptr_t)rq->prefix_lens, r * 4, r * 4, 1, "args.requests.prefix_lens"},
         {(uintptr_t)rq->kv_lens, r * 4, r * 4, 1, "args.requests.kv_lens"},
@@ -304,6 +310,12 @@ pw_status_t pw_check_args_struct(const pw_attention_args_t *args)
 
 pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_attention_args_t *args,
                                         pw_kernel_t kernel)
+{
+    return pw_check_gpu_attention_args_k(problem, args, kernel, problem ? problem->topk : 0);
+}
+
+pw_status_t pw_check_gpu_attention_args_k(const pw_problem_t *problem, const pw_attention_args_t *args,
+                                          pw_kernel_t kernel, int32_t ids_topk)
 {
     PW_TRY(pw_problem_check(problem, NULL));
     PW_TRY(pw_check_args_struct(args));
@@ -392,6 +404,6 @@ pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_at
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "args.requests.page_table_stride %lld < max_pages_per_request %d",
                        (long long)rq->page_table_stride, problem->max_pages_per_request);
-    PW_TRY(pw_check_output_overlap(problem, args));
+    PW_TRY(pw_check_output_overlap(problem, args, ids_topk));
     return PW_SUCCESS;
 }

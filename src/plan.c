@@ -683,7 +683,7 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
     /* Every check pw_union_attention makes on the call's arguments, made first, so that a
      * bad argument is reported before the regroup and union steps are enqueued (or
      * captured into a graph). */
-    PW_TRY(pw_check_gpu_attention_args(p, args, plan->config.kernel));
+    PW_TRY(pw_check_gpu_attention_args_k(p, args, plan->config.kernel, plan->given_topk));
 #ifndef PW_HAVE_CUDA
     /* Without CUDA, this comes before any check that speaks of the GPU (host argument
      * errors above are still reported as such). */

@@ -75,12 +75,13 @@ pw_status_t pw_check_row_strides(const pw_problem_t *problem, const pw_attention
 /* The outputs (o, and lse and bad_page_count when given) share no byte with any input (q,
  * the caches, k_scale / v_scale, topk_ids, the request arrays, the page table, the sinks,
  * the per-token scales) or with each other (problem, strides, page-table stride, cache
- * layout and token scales checked; N > 0, o and q set). Rows are compared as
+ * layout and token scales checked; N > 0, o and q set); args.topk_ids holds [Hkv, N,
+ * ids_topk] ids (problem->topk, or the caller's K before padding). Rows are compared as
  * strided ranges: two ranges with the same row stride may interleave (e.g. Q and O as
  * column blocks of one buffer); other overlapping extents count as overlapping.
  * PW_ERROR_INVALID_ARGUMENT naming both fields: the kernels read Q and the caches while
  * other CTAs write O, so attention in place is not supported. */
-pw_status_t pw_check_output_overlap(const pw_problem_t *problem, const pw_attention_args_t *args);
+pw_status_t pw_check_output_overlap(const pw_problem_t *problem, const pw_attention_args_t *args, int32_t ids_topk);
 
 /* Per-token scales' index range (problem checked): every (KV head, slot) index below 2^60
  * elements. PW_ERROR_INVALID_ARGUMENT naming the field. */
@@ -102,6 +103,10 @@ pw_status_t pw_check_args_struct(const pw_attention_args_t *args);
  * pw_union_attention itself. */
 pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_attention_args_t *args,
                                         pw_kernel_t kernel);
+/* The same, with args.topk_ids holding rows of ids_topk ids (pw_sparse_prefill: the caller's
+ * K, which the plan pads to problem->topk = Kd on the device). */
+pw_status_t pw_check_gpu_attention_args_k(const pw_problem_t *problem, const pw_attention_args_t *args,
+                                          pw_kernel_t kernel, int32_t ids_topk);
 
 /* The CUDA build: PW_ERROR_NO_DEVICE without a usable CUDA device, PW_ERROR_UNSUPPORTED for
  * a device other than sm_90 (src/cuda/attention.cu). */

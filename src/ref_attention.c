@@ -199,7 +199,7 @@ static pw_status_t check_args(const pw_problem_t *problem, const pw_attention_ar
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "args.o_dtype is %d (FLOAT32, BFLOAT16 or FLOAT64)", (int)a->o_dtype);
     PW_TRY(pw_check_row_strides(problem, a));
-    PW_TRY(pw_check_output_overlap(problem, a));
+    PW_TRY(pw_check_output_overlap(problem, a, problem->topk));
     return PW_SUCCESS;
 }
 

@@ -396,6 +396,65 @@ static void test_no_device_everywhere(void **state)
     pw_plan_destroy(plan);
 }
 
+/* pw_sparse_prefill pads a Top-K of 1..64 to Kd = 16 / 32 / 64 on the device; its output
+ * overlap check sizes the caller's topk_ids by the caller's K (a review, 2026-12-05: sized
+ * by Kd, an output right after a K = 20 id array was refused). Host buffers stand in for
+ * device ones: every call here stops at the host checks, or runs in a build without CUDA. */
+static void test_padded_topk_overlap(void **state)
+{
+    (void)state;
+    enum { N = 4, K = 20, HQD = 16 * 128 };
+    pw_problem_t p = PW_PROBLEM_INIT;
+    p.num_tokens = N;
+    p.max_pages_per_request = 4;
+    p.num_cache_pages = 4;
+    p.topk = K;
+    static int32_t cu[2] = {0, N}, prefix[1] = {0}, kv[1] = {N}, table[4] = {0, 1, 2, 3};
+    static _Alignas(16) pw_bf16_t q[N * HQD];
+    static _Alignas(16) pw_fp8_e4m3_t cache[4 * 128 * 128];
+    static float scale = 1.0f;
+    /* [N, K] ids, then O right after them (the ids take 320 bytes, Kd = 32 would be 512) */
+    static _Alignas(16) unsigned char block[N * K * 4 + N * HQD * 2];
+    static _Alignas(16) unsigned char workspace[1 << 20];
+    int32_t *ids = (int32_t *)(void *)block;
+    for (int i = 0; i < N * K; i++) ids[i] = i % 4;
+    pw_attention_args_t a = PW_ATTENTION_ARGS_INIT;
+    a.q = q;
+    a.q_stride = HQD;
+    a.k_cache = a.v_cache = cache;
+    a.kv_stride = 128;
+    a.k_scale = a.v_scale = &scale;
+    a.topk_ids = ids;
+    a.requests.cu_seqlens_q = cu;
+    a.requests.prefix_lens = prefix;
+    a.requests.kv_lens = kv;
+    a.requests.page_table = table;
+    a.requests.page_table_stride = 4;
+    a.o = block + N * K * 4;
+    a.o_stride = HQD;
+    a.o_dtype = PW_DTYPE_BFLOAT16;
+    pw_plan_t *plan = NULL;
+    assert_pw_ok(pw_plan_create(&p, NULL, &plan));
+    size_t bytes = 0;
+    assert_pw_ok(pw_plan_workspace_size(plan, &bytes));
+    assert_true(bytes <= sizeof workspace);
+    /* The plan's problem has Kd = 32: sized by it, the ids would reach into O. */
+    pw_problem_t padded = p;
+    padded.topk = 32;
+    assert_pw_ok(pw_check_gpu_attention_args_k(&padded, &a, PW_KERNEL_UNION4, K));
+    assert_error_naming(pw_check_gpu_attention_args_k(&padded, &a, PW_KERNEL_UNION4, 32), PW_ERROR_INVALID_ARGUMENT,
+                        "args.o overlaps args.topk_ids");
+#ifndef PW_HAVE_CUDA
+    assert_error_naming(pw_sparse_prefill(plan, &a, NULL, workspace, bytes, NULL), PW_ERROR_UNSUPPORTED,
+                        "built without CUDA");
+#endif
+    /* O over the caller's last id: refused before anything is queued, in every build. */
+    a.o = block + N * K * 4 - 4;
+    assert_error_naming(pw_sparse_prefill(plan, &a, NULL, workspace, bytes, NULL), PW_ERROR_INVALID_ARGUMENT,
+                        "args.o overlaps args.topk_ids");
+    pw_plan_destroy(plan);
+}
+
 /* V^T buffers whose stacked tile would read per-token scales the pre-pass did not write
  * (ts_tiles 0) are refused before anything is queued; with ts_tiles set, or without scales,
  * the same buffers pass. Host only: pw_check_vt_stack reads no device memory. */
@@ -434,6 +493,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cache_pages_left_zero),
         cmocka_unit_test(test_huge_windows),
         cmocka_unit_test(test_no_device_everywhere),
+        cmocka_unit_test(test_padded_topk_overlap),
         cmocka_unit_test(test_stacked_scales_need_ts_tiles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1504,7 +1504,7 @@ static void test_output_overlap(void **state)
     const int64_t r = tc.pb.num_requests, ids_n = tc.pb.num_kv_heads * n * tc.pb.topk;
     const size_t big_floats = (size_t)(n * hq_d / 2 + tc.pb.num_kv_heads * slots + r * tc.pt_stride + ids_n + 256);
     float *big = xcalloc(big_floats, sizeof(float));
-    for (int c = 0; c < 9; c++) {
+    for (int c = 0; c < 12; c++) {
         a = good;
         memset(big, 0, big_floats * sizeof(float));
         switch (c) {
@@ -1544,9 +1544,30 @@ static void test_output_overlap(void **state)
             a.o = big, a.sink_keys = (const pw_bf16_t *)(const void *)(big + 16);
             what = "sink_keys in o", names = "args.o overlaps args.sink_keys";
             break;
-        default:
+        case 8:
             a.o = big + 8, a.token_scales = (pw_token_scales_t){NULL, big, slots, 1};
             what = "o in token_scales.v", names = "args.o overlaps args.token_scales.v";
+            break;
+        /* The output over an input's last element only (an extent one element short would
+         * miss these). */
+        case 9: {
+            const int64_t last = tc.pb.num_kv_heads * slots - 1; /* token_scales.k's last float */
+            a.o = big + last, a.token_scales = (pw_token_scales_t){big, NULL, slots, 1};
+            what = "o on token_scales.k's last", names = "args.o overlaps args.token_scales.k";
+            break;
+        }
+        case 10:
+            memcpy(big, tc.prefix, (size_t)r * sizeof *tc.prefix);
+            a.requests.prefix_lens = (const int32_t *)(const void *)big;
+            a.bad_page_count = (uint32_t *)(void *)(big + r - 1);
+            what = "bad_page_count on prefix_lens' last", names = "args.bad_page_count overlaps args.requests.prefix_lens";
+            break;
+        default:
+            memcpy(big + 64, tc.ids, (size_t)ids_n * sizeof *tc.ids);
+            a.topk_ids = (const int32_t *)(const void *)(big + 64);
+            a.v_scale = big + 64 + ids_n; /* after the ids: only v_scale meets the output */
+            a.bad_page_count = (uint32_t *)(void *)(big + 64 + ids_n);
+            what = "bad_page_count == v_scale", names = "args.bad_page_count overlaps args.v_scale";
         }
         expect_invalid(&tc.pb, &a, PW_REF_FP8_EMULATE, what);
         assert_non_null(strstr(pw_last_error(), names));

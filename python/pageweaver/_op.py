@@ -595,10 +595,10 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    (docs/semantics.md §4.5: k_scale = 0 makes every visible score 0).
       softmax_scale  None for 1/sqrt(D).
       out          None (allocated) or [N, Hq, D] bfloat16 (CPU also float32 / float64),
-                   rows may be strided; written in place. It must not share memory
-                   with any input (q, the caches, topk_ids, the request tensors, the
-                   sinks, the scales) or the LSE (no attention in place:
-                   InvalidArgumentError).
+                   rows may be strided; written in place. It, lse and bad_page_count
+                   must not overlap any input (q, the caches, topk_ids, the request
+                   tensors, the sinks, the scales) or each other (no attention in
+                   place: InvalidArgumentError).
       return_lse   also return the LSE [N, Hq] float32 (natural log of the row's softmax
                    denominator, scaled scores; -inf for empty rows, or the head's sink).
       precision    None (the library's default: "fp8x2"), "fp8" (FP8 Q and P, the fast
