@@ -494,8 +494,9 @@ typedef struct CUstream_st *pw_stream_t;
  * never read outside [0, N) even when they do not; what the host can check, e.g.
  * max_pages_per_request >= 1 when N > 0, is checked before anything is enqueued: the
  * references' PW_ERROR_INVALID_ARGUMENT). Results are bitwise equal to
- * pw_ref_regroup / pw_ref_union_prepare on the same inputs. Builds without CUDA return
- * PW_ERROR_UNSUPPORTED. After the argument checks, a machine without a usable CUDA device
+ * pw_ref_regroup / pw_ref_union_prepare on the same inputs. Builds without CUDA make the
+ * same argument checks (PW_ERROR_INVALID_ARGUMENT) and then return PW_ERROR_UNSUPPORTED.
+ * After the argument checks, a machine without a usable CUDA device
  * gives PW_ERROR_NO_DEVICE (as every device entry point: the message says so), a device
  * other than sm_90 PW_ERROR_UNSUPPORTED; a launch failure gives PW_ERROR_CUDA with the
  * CUDA error in pw_last_error(). In a CUDA build pw_regroup with N = 0 enqueues nothing
@@ -608,8 +609,9 @@ typedef enum pw_kernel {
  * CUDA graph. The scales are device data, read by the kernel: scales so large that the
  * scores overflow FP32 give NaN outputs (not detectable on the host; the reference
  * reports them). N = 0: success, nothing enqueued. Errors: PW_ERROR_INVALID_ARGUMENT,
- * PW_ERROR_UNSUPPORTED, PW_ERROR_NO_DEVICE, PW_ERROR_CUDA (launch failure; message names
- * the CUDA error). */
+ * PW_ERROR_UNSUPPORTED (also, after the checks of problem, args and kernel, in a build
+ * without CUDA), PW_ERROR_NO_DEVICE, PW_ERROR_CUDA (launch failure; message names the
+ * CUDA error). */
 pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_args_t *args,
                                const pw_grouping_t *grouping, const int32_t *perm,
                                const pw_union_meta_t *meta, pw_kernel_t kernel,

@@ -1,5 +1,7 @@
 /* Device regroup and union preparation entry points in a build without CUDA: they exist
- * (so programs link either way) and return PW_ERROR_UNSUPPORTED. The CUDA build defines
+ * (so programs link either way), make the argument checks that do not depend on the device
+ * (selection.c: the CUDA build makes the same ones first) and then return
+ * PW_ERROR_UNSUPPORTED. The CUDA build defines
  * them in src/cuda/regroup.cu and src/cuda/union_prepare.cu. pw_regroup_workspace_size is
  * host arithmetic: defined here for both builds (the same argument checks in each). */
 #include "pageweaver.h"
@@ -27,14 +29,10 @@ pw_status_t pw_regroup(const pw_problem_t *problem, const int32_t *topk_ids,
                        int32_t *perm, void *workspace, size_t workspace_bytes,
                        pw_stream_t stream)
 {
-    (void)problem;
-    (void)topk_ids;
-    (void)requests;
-    (void)grouping;
-    (void)perm;
     (void)workspace;
     (void)workspace_bytes;
     (void)stream;
+    PW_TRY(pw_check_regroup_call(problem, topk_ids, requests, grouping, perm));
     return pw_fail(PW_ERROR_UNSUPPORTED, "pw_regroup: built without CUDA");
 }
 
@@ -43,13 +41,8 @@ pw_status_t pw_union_prepare(const pw_problem_t *problem, const int32_t *topk_id
                              const int32_t *perm, const pw_union_meta_t *meta,
                              pw_stream_t stream)
 {
-    (void)problem;
-    (void)topk_ids;
-    (void)requests;
-    (void)grouping;
-    (void)perm;
-    (void)meta;
     (void)stream;
+    PW_TRY(pw_check_union_prepare_call(problem, topk_ids, requests, grouping, perm, meta));
     return pw_fail(PW_ERROR_UNSUPPORTED, "pw_union_prepare: built without CUDA");
 }
 

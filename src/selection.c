@@ -47,6 +47,47 @@ pw_status_t pw_check_regroup_mode(const pw_grouping_t *grouping)
                    grouping->mode == PW_REGROUP_AUTO ? "; AUTO is a plan's mode: pw_plan_create decides per call" : "");
 }
 
+/* The request pointers and, with N > 0, topk_ids and perm. */
+static pw_status_t check_call_pointers(const pw_problem_t *problem, const int32_t *topk_ids,
+                                       const pw_requests_t *requests, const int32_t *perm)
+{
+    if (!requests || !requests->cu_seqlens_q || !requests->prefix_lens || !requests->kv_lens)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "requests and its cu_seqlens_q, prefix_lens, kv_lens must not be NULL");
+    if (problem->num_tokens > 0 && (!topk_ids || !perm))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "topk_ids and perm must not be NULL");
+    return PW_SUCCESS;
+}
+
+pw_status_t pw_check_regroup_call(const pw_problem_t *problem, const int32_t *topk_ids,
+                                  const pw_requests_t *requests, const pw_grouping_t *grouping,
+                                  const int32_t *perm)
+{
+    PW_TRY(pw_problem_check(problem, NULL));
+    PW_TRY(pw_check_max_pages(problem));
+    PW_TRY(pw_check_grouping(grouping));
+    PW_TRY(pw_check_regroup_mode(grouping));
+    return check_call_pointers(problem, topk_ids, requests, perm);
+}
+
+pw_status_t pw_check_union_prepare_call(const pw_problem_t *problem, const int32_t *topk_ids,
+                                        const pw_requests_t *requests, const pw_grouping_t *grouping,
+                                        const int32_t *perm, const pw_union_meta_t *meta)
+{
+    PW_TRY(pw_problem_check(problem, NULL));
+    PW_TRY(pw_check_max_pages(problem));
+    PW_TRY(pw_check_grouping(grouping));
+    PW_TRY(check_call_pointers(problem, topk_ids, requests, perm));
+    if (!meta) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "meta is NULL");
+    if (!meta->num_groups || !meta->groups || !meta->union_pages || !meta->member_masks)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "meta.num_groups, groups, union_pages and member_masks must not be NULL");
+    const int64_t needed = pw_max_groups(problem, grouping);
+    if (meta->max_groups < needed)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "meta.max_groups is %lld, < pw_max_groups %lld",
+                       (long long)meta->max_groups, (long long)needed);
+    return PW_SUCCESS;
+}
+
 pw_status_t pw_check_grouping(const pw_grouping_t *grouping)
 {
     if (!grouping) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "grouping is NULL");

@@ -44,6 +44,22 @@ pw_status_t pw_check_grouping(const pw_grouping_t *grouping);
  * grouping checked: else PW_ERROR_INVALID_ARGUMENT. pw_ref_regroup's and pw_regroup's. */
 pw_status_t pw_check_regroup_mode(const pw_grouping_t *grouping);
 
+/* The argument checks of a device regroup call (pw_regroup) that do not depend on the
+ * device: the problem (no request arrays read: they are device data), max_pages_per_request,
+ * the grouping and its mode, the request pointers, topk_ids and perm (N > 0).
+ * PW_ERROR_INVALID_ARGUMENT naming the field. The CUDA build adds its size limits
+ * (PW_ERROR_UNSUPPORTED); a build without CUDA makes these first, then says UNSUPPORTED. */
+pw_status_t pw_check_regroup_call(const pw_problem_t *problem, const int32_t *topk_ids,
+                                  const pw_requests_t *requests, const pw_grouping_t *grouping,
+                                  const int32_t *perm);
+
+/* The same for union preparation (pw_union_prepare): the problem, max_pages_per_request, the
+ * grouping, the request pointers, topk_ids and perm (N > 0), meta's arrays and max_groups >=
+ * pw_max_groups. PW_ERROR_INVALID_ARGUMENT. */
+pw_status_t pw_check_union_prepare_call(const pw_problem_t *problem, const int32_t *topk_ids,
+                                        const pw_requests_t *requests, const pw_grouping_t *grouping,
+                                        const int32_t *perm, const pw_union_meta_t *meta);
+
 #ifdef __cplusplus
 }
 #endif

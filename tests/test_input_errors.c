@@ -340,10 +340,25 @@ static void test_no_device_everywhere(void **state)
     for (int k = 0; k < 3; k++)
         assert_error_naming(pw_union_attention(&p, &a, &grouping, perm, &meta, (pw_kernel_t)k, NULL),
                             expect, word);
+    /* A bad argument is still reported as such first, in both builds (without CUDA since
+     * 2026-12-05: the stubs make the device-independent checks the CUDA build makes). */
+    assert_error_naming(pw_regroup(&p, NULL, &a.requests, &regroup, perm, NULL, 0, NULL), PW_ERROR_INVALID_ARGUMENT,
+                        "topk_ids and perm must not be NULL");
+    assert_error_naming(pw_union_prepare(&p, topk, &a.requests, &grouping, perm, NULL, NULL), PW_ERROR_INVALID_ARGUMENT,
+                        "meta is NULL");
+    assert_error_naming(pw_union_attention(&p, NULL, &grouping, perm, &meta, PW_KERNEL_UNION4, NULL),
+                        PW_ERROR_INVALID_ARGUMENT, "args is NULL");
+    {
+        pw_attention_args_t no_o = a;
+        no_o.o = NULL;
+        assert_error_naming(pw_union_attention(&p, &no_o, &grouping, perm, &meta, PW_KERNEL_UNION4, NULL),
+                            PW_ERROR_INVALID_ARGUMENT, "args.o");
+        pw_grouping_t auto_mode = regroup;
+        auto_mode.mode = PW_REGROUP_AUTO;
+        assert_error_naming(pw_regroup(&p, topk, &a.requests, &auto_mode, perm, NULL, 0, NULL),
+                            PW_ERROR_INVALID_ARGUMENT, "AUTO is a plan's mode");
+    }
 #ifdef PW_HAVE_CUDA
-    /* A bad argument is still reported as such first. */
-    assert_int_equal(pw_regroup(&p, NULL, &a.requests, &regroup, perm, NULL, 0, NULL),
-                     PW_ERROR_INVALID_ARGUMENT);
     /* max_pages_per_request left at PW_PROBLEM_INIT's 0 with N > 0: the device steps name it
      * as the references do (a fresh user's trial, 2026-12-03: they reported no device, and
      * on a GPU the regroup would have treated every id as past the table). */

@@ -956,15 +956,7 @@ pw_status_t check_regroup_args(const pw_problem_t *problem, const int32_t *topk_
                                const pw_requests_t *requests, const pw_grouping_t *grouping,
                                const int32_t *perm, int32_t max_topk = kMaxTopk)
 {
-    PW_TRY(pw_problem_check(problem, NULL));
-    PW_TRY(pw_check_max_pages(problem));
-    PW_TRY(pw_check_grouping(grouping));
-    PW_TRY(pw_check_regroup_mode(grouping));
-    if (!requests || !requests->cu_seqlens_q || !requests->prefix_lens || !requests->kv_lens)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "requests and its cu_seqlens_q, prefix_lens, kv_lens must not be NULL");
-    if (problem->num_tokens > 0 && (!topk_ids || !perm))
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "topk_ids and perm must not be NULL");
+    PW_TRY(pw_check_regroup_call(problem, topk_ids, requests, grouping, perm)); /* selection.c */
     if (problem->num_kv_heads > 65535)
         return pw_fail(PW_ERROR_UNSUPPORTED, "pw_regroup: num_kv_heads %d > 65535",
                        problem->num_kv_heads);

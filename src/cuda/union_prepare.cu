@@ -348,22 +348,8 @@ extern "C" pw_status_t pw_check_union_prepare_args(const pw_problem_t *problem,
                                                    const int32_t *perm,
                                                    const pw_union_meta_t *meta)
 {
-    PW_TRY(pw_problem_check(problem, NULL));
-    PW_TRY(pw_check_max_pages(problem));
-    PW_TRY(pw_check_grouping(grouping));
-    if (!requests || !requests->cu_seqlens_q || !requests->prefix_lens || !requests->kv_lens)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "requests and its cu_seqlens_q, prefix_lens, kv_lens must not be NULL");
-    if (problem->num_tokens > 0 && (!topk_ids || !perm))
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "topk_ids and perm must not be NULL");
-    if (!meta) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "meta is NULL");
-    if (!meta->num_groups || !meta->groups || !meta->union_pages || !meta->member_masks)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "meta.num_groups, groups, union_pages and member_masks must not be NULL");
+    PW_TRY(pw_check_union_prepare_call(problem, topk_ids, requests, grouping, perm, meta)); /* selection.c */
     const int64_t needed = pw_max_groups(problem, grouping);
-    if (meta->max_groups < needed)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "meta.max_groups is %lld, < pw_max_groups %lld",
-                       (long long)meta->max_groups, (long long)needed);
     if (problem->topk > pw_dev::kMaxUnionTopk)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "pw_union_prepare: topk is %d; the GPU supports 1..%d", problem->topk,
