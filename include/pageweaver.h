@@ -462,8 +462,9 @@ typedef struct pw_attention_args {
 
 /* Sparse attention of semantics §1 on the CPU, FP64 accumulation. Empty rows: O = 0,
  * LSE = -inf (with args.sink_logits: LSE = the head's sink logit). A physical page outside the cache contributes nothing and is counted.
- * N = 0: success; only the request arrays (cu_seqlens_q, prefix_lens, kv_lens) are read,
- * every other tensor may be NULL. PW_REF_FP8_EMULATE is
+ * N = 0: success when the problem and the request arrays (cu_seqlens_q, prefix_lens,
+ * kv_lens, the only tensors read) pass pw_problem_check (e.g. a kv_lens[r] > 0 still needs
+ * max_pages_per_request * P to hold it); every other tensor may be NULL. PW_REF_FP8_EMULATE is
  * deterministic under the default floating-point rounding mode (round to nearest).
  * Non-finite data a row sees (NaN in its q, an E4M3 NaN code 0x7f / 0xff in a K or V
  * slot of its visible tokens): PW_REF_EXACT computes with it (that row's O / LSE come out

@@ -84,9 +84,11 @@ def _scale_arg(name, s):
     """(tensor or None, float value) of a k_scale / v_scale argument."""
     if isinstance(s, torch.Tensor):
         return s, 0.0
-    if isinstance(s, bool) or not isinstance(s, (int, float)):
-        raise TypeError(f"{name}: expected a float or a 0-dim / 1-element float32 tensor, "
-                        f"got {type(s).__name__}")
+    # Any real number: Python's int / float and NumPy's scalars (numpy.float32 etc.), not bool.
+    if isinstance(s, bool) or not isinstance(s, numbers.Real):
+        t = type(s)
+        kind = t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+        raise TypeError(f"{name}: expected a real number or a 0-dim / 1-element float32 tensor, got {kind}")
     # The library takes it as a float32 (args.k_scale / v_scale; on the GPU a float32 tensor):
     # a double at or past float32's overflow threshold (2^128 - 2^103, halfway between the
     # largest float32 and 2^128) would round to inf; an int past the double range does not

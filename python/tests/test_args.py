@@ -63,6 +63,19 @@ def test_out_sharing_memory_with_q_is_refused(p):
     run(p, out=torch.empty_like(p["q"]))
 
 
+def test_numpy_scalar_scales_are_accepted(p):
+    """k_scale / v_scale as NumPy scalars (what an engine reads from a config) give the bytes
+    of the same Python floats (a fresh user's trial, 2026-12-05: numpy.float32 was refused
+    with "expected a float ..., got float32"); a NumPy array is still refused, by its type's
+    full name."""
+    np = pytest.importorskip("numpy")
+    want = run(p, k_scale=0.5, v_scale=2.0)
+    got = run(p, k_scale=np.float32(0.5), v_scale=np.float64(2.0))
+    assert torch.equal(got, want)
+    with pytest.raises(TypeError, match="numpy.ndarray"):
+        run(p, k_scale=np.ones(1, dtype=np.float32))
+
+
 @pytest.mark.parametrize("kw,exc,words", [
     (dict(k_scale=float("inf")), ValueError, ["k_scale", "finite"]),
     (dict(v_scale=float("nan")), ValueError, ["v_scale"]),
