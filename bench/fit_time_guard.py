@@ -175,6 +175,56 @@ def read_base(text):
     return m
 
 
+def read_wide_base(text):
+    """cost_us [K32, K64][W64, W128] and saving_factor of src/time_guard_wide_constants.h (the
+    PW_TIME_GUARD_WIDE initialiser: cost_us, hash_cost_us, wave_windows, hash_wave_windows,
+    saving_factor); ValueError when it does not have that shape."""
+    body = text.split("#define PW_TIME_GUARD_WIDE", 1)
+    if len(body) != 2:
+        raise ValueError("no PW_TIME_GUARD_WIDE")
+    body = re.sub(r"/\*.*?\*/", " ", body[1].split("#endif", 1)[0], flags=re.S)
+    nums = [float(x) for x in re.findall(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", body)]
+    if len(nums) != 17:
+        raise ValueError(f"{len(nums)} numbers in PW_TIME_GUARD_WIDE, expected 17")
+    return {"cost": [nums[0:2], nums[2:4]], "saving_factor": nums[16]}
+
+
+def wide_factor(m, shapes_docs, wide):
+    """The Top-K > 16 guard's saving factor against model m (src/time_guard_wide_constants.h's
+    definition, thirteenth session): per capture of K > 16, precision and G, the attention
+    time a W128 regroup saved, T(G<g>id) - T(G<g>greedy) + the wide regroup's cost (the
+    header's cost_us: the greedy arm's call includes the regroup), over m's K = 16 saving for
+    the same rows (Union4, W128, in that precision); the factor is the smallest ratio. Reads
+    bench/shapes.py --json documents with the G16id / G16greedy (G8, G4) arms. Returns
+    (factor or None, report lines)."""
+    groups = {}
+    for doc in shapes_docs:
+        for r in doc.get("rows", []):
+            mt = re.fullmatch(r"G(16|8|4)(id|greedy)", r.get("arm", ""))
+            if not mt or r.get("topk", 16) <= 16:
+                continue
+            key = (r["file"].rsplit("/", 1)[-1], r["precision"], int(mt.group(1)))
+            groups.setdefault(key, {"row": r})[mt.group(2)] = r["median_us"]
+    lines, ratios = [], []
+    for (name, prec, g), v in sorted(groups.items()):
+        if "id" not in v or "greedy" not in v:
+            continue
+        r = v["row"]
+        kd = 0 if r["topk"] <= 32 else 1
+        saving = v["id"] - v["greedy"] + wide["cost"][kd][W128]
+        rows = r["num_tokens"] * r["num_kv_heads"]
+        s_model = predict(m, {"rows": rows, "w128": 0, "w64": 0, "pages": 0}, U4, W128, x2=prec == "fp8x2")[0]
+        if s_model <= 0:
+            lines.append(f"{name} {prec} G={g}: the K = 16 model saves nothing at {rows} rows; skipped")
+            continue
+        ratios.append(saving / s_model)
+        lines.append(f"{name} K={r['topk']} {prec} G={g}: saved {saving:.1f} us (identity {v['id']:.1f}, "
+                     f"regrouped {v['greedy']:.1f}, regroup {wide['cost'][kd][W128]:.2f}) / model {s_model:.1f} us "
+                     f"= {saving / s_model:.3f}")
+    factor = min(ratios) if ratios else None
+    return factor, lines
+
+
 def fit(pts, margin, s_max_rows=20000, base=None):
     """Fits the model to the points; what it cannot fit keeps base's value (DEFAULTS if None)."""
     m = json.loads(json.dumps(base or DEFAULTS))
@@ -390,12 +440,36 @@ def self_test():
     m3, notes3 = fit(points([{"captures": captures[:4]}]), 2.0, base=back)
     ok &= close(m3["hash_factor"], 3.25) and any("base header" in n for n in notes3)
     ok &= close(m3["fixed"][W128], 10.0)  # fitted values still come from the data
+    # --wide: shapes.py rows whose savings are known multiples of the model's; the factor is
+    # the smallest, and K = 16 rows or arms without a pair are ignored.
+    wide = {"cost": [[10.0, 20.0], [15.0, 30.0]], "saving_factor": 0.5}
+    shape_rows = []
+    for name, k, g, prec, mult in (("a_k32", 32, 16, "fp8", 1.5), ("a_k32", 32, 4, "fp8", 0.6),
+                                   ("a_k64", 64, 8, "fp8x2", 0.9), ("a_k16", 16, 4, "fp8", 0.1)):
+        s_model = predict(m, {"rows": 15272, "w128": 0, "w64": 0, "pages": 0}, U4, W128, x2=prec == "fp8x2")[0]
+        cost = wide["cost"][0 if k <= 32 else 1][W128]
+        t_id = 1000.0
+        for arm, t in ((f"G{g}id", t_id), (f"G{g}greedy", t_id - (mult * s_model - cost))):
+            shape_rows.append({"file": f"x/{name}.safetensors", "num_tokens": 15272, "num_kv_heads": 1, "topk": k,
+                               "page_size": 128, "q_heads_per_kv": g, "precision": prec, "arm": arm,
+                               "median_us": t})
+    shape_rows.append(dict(shape_rows[0], arm="G8id"))  # no G8greedy: ignored
+    factor, wlines = wide_factor(m, [{"rows": shape_rows}], wide)
+    ok &= factor is not None and close(factor, 0.6) and len(wlines) == 3
+    wtext = ("#define PW_TIME_GUARD_WIDE { /* cost_us */ {{13.02, 21.20}, {19.14, 30.74}}, {{1, 2}, {3, 4}}, "
+             "{{5, 6}, {7, 8}}, {{9, 10}, {11, 12}}, /* saving_factor */ 0.584 }\n#endif\n")
+    wb = read_wide_base(wtext)
+    ok &= wb["cost"] == [[13.02, 21.20], [19.14, 30.74]] and close(wb["saving_factor"], 0.584)
     # The installed header parses (the --base that scaling13 passes).
     installed = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "time_guard_constants.h")
     if os.path.exists(installed):
         with open(installed) as fh:
             inst = read_base(fh.read())
         ok &= all(v > 0 for v in flat(inst["long_max_pages"]) + flat(inst["direct_max_pages"])) and inst["margin"] >= 0
+    installed_wide = os.path.join(os.path.dirname(installed), "time_guard_wide_constants.h")
+    if os.path.exists(installed_wide):
+        with open(installed_wide) as fh:
+            ok &= read_wide_base(fh.read())["saving_factor"] > 0
     print("fit_time_guard self-test:", "ok" if ok else "FAILED", json.dumps(m), notes)
     return 0 if ok else 1
 
@@ -406,6 +480,11 @@ def main():
     ap.add_argument("--write", metavar="HEADER", help="write the constants header (src/time_guard_constants.h)")
     ap.add_argument("--base", metavar="HEADER",
                     help="an installed constants header: what the fit cannot fit keeps its values, not the defaults")
+    ap.add_argument("--wide", metavar="SHAPES_JSON", nargs="+",
+                    help="bench/shapes.py --json runs of the K = 32 / 64 captures (arms G16id,G16greedy,G8id,"
+                         "G8greedy,G4id,G4greedy): print the Top-K > 16 saving factor against the fitted model")
+    ap.add_argument("--wide-base", metavar="HEADER", default=None,
+                    help="the wide constants header (default src/time_guard_wide_constants.h next to this script)")
     ap.add_argument("--margin", type=float, default=None,
                     help="margin_us (not fitted): default the base header's, else %g" % DEFAULTS["margin"])
     ap.add_argument("--s-max-rows", type=int, default=20000,
@@ -437,6 +516,26 @@ def main():
         print("note:", n)
     for r in rows:
         print(r)
+    if a.wide:
+        wide_path = a.wide_base or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src",
+                                                "time_guard_wide_constants.h")
+        with open(wide_path) as fh:
+            try:
+                wide = read_wide_base(fh.read())
+            except ValueError as e:
+                sys.exit(f"fit_time_guard: {wide_path}: {e}")
+        shapes_docs = []
+        for path in a.wide:
+            with open(path) as fh:
+                shapes_docs.append(json.load(fh))
+        factor, lines = wide_factor(m, shapes_docs, wide)
+        for line in lines:
+            print("wide:", line)
+        if factor is None:
+            print("wide: no K > 16 capture with both an id and a greedy arm; no factor")
+        else:
+            print(f"wide saving_factor against this fit: {factor:.3f} (installed {wide['saving_factor']:.3f}; "
+                  "src/time_guard_wide_constants.h is written by hand: set it there with the fit)")
     if a.write:
         with open(a.write, "w") as fh:
             fh.write(header(m, [p.rsplit("/", 1)[-1] for p in a.json], rows))

@@ -72,6 +72,7 @@ Run: python bench/shapes.py FILE.safetensors... [--replays 50] [--warmup 5] [--c
 """
 import argparse
 import ctypes
+import json
 import statistics
 
 import torch
@@ -324,6 +325,8 @@ def main():
                          "bench/flashinfer_peer.py and `pageweaver bench` time; default: wait after each replay")
     ap.add_argument("--nrms-rows", type=int, default=0,
                     help="also print each plain arm's NRMS vs FP64 exact on this many random rows (copy 0)")
+    ap.add_argument("--json", metavar="PATH",
+                    help="also write every timed row as JSON (bench/fit_time_guard.py --wide reads it)")
     a = ap.parse_args()
     if a.copies < 1:
         ap.error("--copies must be >= 1")
@@ -335,6 +338,7 @@ def main():
           f"{a.replays} interleaved graph replays per arm, {a.copies} Q / O copies (median / p90, us)"
           + (f", L2 flushed ({a.flush_mb} MiB written) before each replay" if a.flush_mb > 0 else "")
           + (", back to back" if a.back_to_back else ""))
+    records = []  # --json: one per (file, precision, arm)
     for path in a.files:
         b = build(path, torch.device("cuda"), a.copies)
         name = path.rsplit("/", 1)[-1]
@@ -381,6 +385,10 @@ def main():
                     flop = steps * 64.0 * 128 * D * 4 * (2 if prec == "fp8x2" else 1)
                     executed = (f"  executed {flop / (med * 1e-6) / 1e12:6.1f} TFLOP/s "
                                 f"(x{flop / useful_flop:.2f} useful)")
+                records.append(dict(file=path, num_tokens=b["n"], num_kv_heads=b["hkv"],
+                                    topk=int(b["rest"][0].shape[2]), page_size=b["P"], q_heads_per_kv=gs[arm],
+                                    precision=prec, arm=arm, median_us=med, p90_us=x[int(0.9 * len(x))],
+                                    regroup=str(b["modes"].get((arm, prec)))))
                 print(f"{name} N={b['n']} Hkv={b['hkv']} {prec:5s} {arm:10s}: median {med:8.1f}  "
                       f"p90 {x[int(0.9 * len(x))]:8.1f}  useful {useful:6.1f} TFLOP/s{ratio}{executed}"
                       f"  [regroup {b['modes'].get((arm, prec))}]")
@@ -398,6 +406,10 @@ def main():
                     o = outs[(g, 0)][rows].cpu().to(torch.float64)
                     err = float(((o - ref[g]) ** 2).sum() / (ref[g] ** 2).sum()) ** 0.5
                     print(f"{name} {prec:5s} {arm:10s}: NRMS vs FP64 exact {100 * err:.4f}% ({len(rows)} rows)")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump({"tool": "bench/shapes.py", "device": torch.cuda.get_device_name(), "replays": a.replays,
+                       "copies": a.copies, "back_to_back": a.back_to_back, "rows": records}, fh, indent=1)
 
 
 if __name__ == "__main__":

@@ -28,8 +28,12 @@
  * one wave's; past a wave the cost is taken to grow linearly.
  * Re-measure after a change of the wide-Top-K regroup kernels or the attention kernels:
  *     PW_SHAPES_FILES=".data/workloads_k32/sel_A_hot_k32.safetensors .data/workloads_k64/sel_A_hot_k64.safetensors" \
- *     PW_SHAPES_ARMS=G16id,G16greedy,G8id,G8greedy,G4id,G4greedy PW_SHAPES_COPIES=3 \
+ *     PW_SHAPES_ARMS=G16id,G16greedy,G8id,G8greedy,G4id,G4greedy PW_SHAPES_COPIES=3 PW_SHAPES_JSON=1 \
  *     scripts/gpu-check regroupwide shapes
+ * then `python3 bench/fit_time_guard.py <scaling JSONs> --base src/time_guard_constants.h --wide
+ * shapes.json` prints the factor against the K = 16 model it fits (since 2026-12-05; against the
+ * installed K = 16 constants the thirteenth session's smallest case, 49.7 us, is 0.527 of the
+ * model's 94.3 us: this 0.584 was taken against the model of that session).
  * (bench/NOTES.md, thirteenth session, has the table). */
 #ifndef PW_TIME_GUARD_WIDE_CONSTANTS_H
 #define PW_TIME_GUARD_WIDE_CONSTANTS_H
