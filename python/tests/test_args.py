@@ -429,3 +429,29 @@ def test_page_size_64_on_the_cpu_equals_the_128_token_problem():
     with pytest.raises(ValueError, match="page_size"):
         pageweaver.sparse_prefill(q, kc, vc, sel128, torch.arange(pages, dtype=torch.int32).view(1, -1), *req,
                                   page_size=0)
+
+
+def test_plan_sweep_reports_the_plans_choices(tmp_path, capsys, monkeypatch):
+    """bench/plan_sweep.py (host only): 324 plans; A-hot's shape regroups at W128 and a
+    1,024-query chunk keeps identity order with the installed constants, as pw_plan_info
+    says; --against its own output reports no change, and a doctored line one flip."""
+    import plan_sweep
+    now = plan_sweep.sweep()
+    assert len(now) == 324
+    assert now["K16 FP8X2 hkv1 pages504 N15272"][:2] == ("regroup", 128)
+    assert now["K16 FP8X2 hkv1 pages504 N1024"][:2] == ("identity", 0)
+    lines = [plan_sweep.line(k, v) for k, v in now.items()]
+    same = tmp_path / "same.txt"
+    same.write_text("\n".join(lines) + "\n")
+    doctored = tmp_path / "doctored.txt"
+    key = "K16 FP8X2 hkv1 pages504 N1024"
+    doctored.write_text("\n".join(x.replace(": identity W0", ": regroup W64", 1) if x.startswith(key + ":") else x
+                                  for x in lines) + "\n")
+    monkeypatch.setattr(sys, "argv", ["plan_sweep.py", "--against", str(same)])
+    assert plan_sweep.main() == 0
+    assert "0 regroup / identity changes, 0 window-only changes" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", ["plan_sweep.py", "--against", str(doctored)])
+    assert plan_sweep.main() == 0
+    out = capsys.readouterr().out
+    assert "K16 FP8X2 hkv1 pages504 N1024: was regroup W64, now identity W0" in out
+    assert "1 regroup / identity changes" in out
