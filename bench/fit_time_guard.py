@@ -151,17 +151,23 @@ BASE_FIELDS = (("rate", (2, 2)), ("rows0", (2, 2)), ("fp8x2_factor", ()), ("fixe
                ("hash_factor", ()), ("direct_max_pages", (2,)), ("margin", ()), ("long_max_pages", (2,)))
 
 
+def macro_numbers(text, macro, count):
+    """The numbers of a header's `#define MACRO { ... }` initialiser, comments left out, in
+    order; ValueError unless there are `count` of them."""
+    found = re.search(r"#define\s+" + macro + r"\b(.*?)(?:#endif|\Z)", text, flags=re.S)
+    if not found:
+        raise ValueError(f"no {macro}")
+    body = re.sub(r"/\*.*?\*/", " ", found.group(1), flags=re.S)
+    nums = [float(x) for x in re.findall(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", body)]
+    if len(nums) != count:
+        raise ValueError(f"{len(nums)} numbers in {macro}, expected {count}")
+    return nums
+
+
 def read_base(text):
     """The constants of an installed header (the PW_TIME_GUARD_FITTED initialiser, fields in
     BASE_FIELDS' order), as a model dict; ValueError when it does not have that shape."""
-    body = text.split("#define PW_TIME_GUARD_FITTED", 1)
-    if len(body) != 2:
-        raise ValueError("no PW_TIME_GUARD_FITTED")
-    body = re.sub(r"/\*.*?\*/", " ", body[1].split("#endif", 1)[0], flags=re.S)
-    nums = [float(x) for x in re.findall(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", body)]
-    need = sum(math.prod(shape) for _, shape in BASE_FIELDS)
-    if len(nums) != need:
-        raise ValueError(f"{len(nums)} numbers in PW_TIME_GUARD_FITTED, expected {need}")
+    nums = macro_numbers(text, "PW_TIME_GUARD_FITTED", sum(math.prod(shape) for _, shape in BASE_FIELDS))
     m, i = {}, 0
     for name, shape in BASE_FIELDS:
         if shape == ():
@@ -179,13 +185,7 @@ def read_wide_base(text):
     """cost_us [K32, K64][W64, W128] and saving_factor of src/time_guard_wide_constants.h (the
     PW_TIME_GUARD_WIDE initialiser: cost_us, hash_cost_us, wave_windows, hash_wave_windows,
     saving_factor); ValueError when it does not have that shape."""
-    body = text.split("#define PW_TIME_GUARD_WIDE", 1)
-    if len(body) != 2:
-        raise ValueError("no PW_TIME_GUARD_WIDE")
-    body = re.sub(r"/\*.*?\*/", " ", body[1].split("#endif", 1)[0], flags=re.S)
-    nums = [float(x) for x in re.findall(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", body)]
-    if len(nums) != 17:
-        raise ValueError(f"{len(nums)} numbers in PW_TIME_GUARD_WIDE, expected 17")
+    nums = macro_numbers(text, "PW_TIME_GUARD_WIDE", 17)
     return {"cost": [nums[0:2], nums[2:4]], "saving_factor": nums[16]}
 
 
