@@ -17,11 +17,10 @@ import sys
 from pageweaver import _lib
 
 TOPKS = (16, 32, 64)
-PRECISIONS = (("FP8", 0), ("FP8X2", 1))  # pw_precision_t
+PRECISIONS = (("FP8", _lib.PRECISIONS["fp8"]), ("FP8X2", _lib.PRECISIONS["fp8x2"]))
 KV_HEADS = (1, 4)
 PAGES = (504, 8192, 16384)
 QUERIES = (1024, 1536, 2048, 2560, 3072, 4096, 8192, 15272, 65536)
-REGROUP_IDENTITY, REGROUP_AUTO, KERNEL_UNION4 = 0, 3, 1
 
 
 def sweep():
@@ -35,9 +34,9 @@ def sweep():
                         p = _lib.new_problem()
                         p.num_tokens, p.num_kv_heads, p.topk = n, hkv, k
                         p.max_pages_per_request, p.num_cache_pages = pages, pages
-                        plan = _lib.Plan(p, REGROUP_AUTO, _lib.PW_WINDOW_AUTO, KERNEL_UNION4)
+                        plan = _lib.Plan(p, _lib.REGROUP_MODES["auto"], _lib.PW_WINDOW_AUTO, _lib.KERNELS["union4"])
                         info = plan.info(prec)
-                        choice = "identity" if info.regroup == REGROUP_IDENTITY else "regroup"
+                        choice = "identity" if info.regroup == _lib.REGROUP_MODES["identity"] else "regroup"
                         out[f"K{k} {pname} hkv{hkv} pages{pages} N{n}"] = (choice, info.window, info.saving_us,
                                                                           info.cost_us)
     return out
