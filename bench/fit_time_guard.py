@@ -182,11 +182,15 @@ def read_base(text):
 
 
 def read_wide_base(text):
-    """cost_us [K32, K64][W64, W128] and saving_factor of src/time_guard_wide_constants.h (the
-    PW_TIME_GUARD_WIDE initialiser: cost_us, hash_cost_us, wave_windows, hash_wave_windows,
-    saving_factor); ValueError when it does not have that shape."""
-    nums = macro_numbers(text, "PW_TIME_GUARD_WIDE", 17)
-    return {"cost": [nums[0:2], nums[2:4]], "saving_factor": nums[16]}
+    """cost_us [K32, K64][W64, W128], saving_factor and the K = 16 saving constants it
+    multiplies (saving_rate [Union8, Union4][W64, W128], saving_rows0, saving_fp8x2_factor)
+    of src/time_guard_wide_constants.h (the PW_TIME_GUARD_WIDE initialiser: cost_us,
+    hash_cost_us, wave_windows, hash_wave_windows, saving_factor, saving_rate_ns_per_row,
+    saving_rows0, saving_fp8x2_factor); ValueError when it does not have that shape."""
+    nums = macro_numbers(text, "PW_TIME_GUARD_WIDE", 26)
+    return {"cost": [nums[0:2], nums[2:4]], "saving_factor": nums[16],
+            "saving_rate": [nums[17:19], nums[19:21]], "saving_rows0": [nums[21:23], nums[23:25]],
+            "saving_fp8x2_factor": nums[25]}
 
 
 def wide_factor(m, shapes_docs, wide):
@@ -457,9 +461,17 @@ def self_test():
     factor, wlines = wide_factor(m, [{"rows": shape_rows}], wide)
     ok &= factor is not None and close(factor, 0.6) and len(wlines) == 3
     wtext = ("#define PW_TIME_GUARD_WIDE { /* cost_us */ {{13.02, 21.20}, {19.14, 30.74}}, {{1, 2}, {3, 4}}, "
-             "{{5, 6}, {7, 8}}, {{9, 10}, {11, 12}}, /* saving_factor */ 0.584 }\n#endif\n")
+             "{{5, 6}, {7, 8}}, {{9, 10}, {11, 12}}, /* saving_factor */ 0.584, {{4.38, 5.85}, {4.74, 6.33}}, "
+             "{{2550.7, 2550.7}, {376.2, 376.2}}, 1.2566 }\n#endif\n")
     wb = read_wide_base(wtext)
     ok &= wb["cost"] == [[13.02, 21.20], [19.14, 30.74]] and close(wb["saving_factor"], 0.584)
+    ok &= wb["saving_rate"] == [[4.38, 5.85], [4.74, 6.33]] and wb["saving_rows0"][U4] == [376.2, 376.2]
+    ok &= close(wb["saving_fp8x2_factor"], 1.2566)
+    try:  # the shape before 2026-12-05 (17 numbers, no saving constants) is refused
+        read_wide_base(wtext.replace(", {{4.38, 5.85}, {4.74, 6.33}}, {{2550.7, 2550.7}, {376.2, 376.2}}, 1.2566", ""))
+        ok = False
+    except ValueError:
+        pass
     # The installed header parses (the --base that scaling13 passes).
     installed = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "time_guard_constants.h")
     if os.path.exists(installed):
@@ -534,8 +546,12 @@ def main():
         if factor is None:
             print("wide: no K > 16 capture with both an id and a greedy arm; no factor")
         else:
-            print(f"wide saving_factor against this fit: {factor:.3f} (installed {wide['saving_factor']:.3f}; "
-                  "src/time_guard_wide_constants.h is written by hand: set it there with the fit)")
+            print(f"wide saving_factor against this fit: {factor:.3f} (installed {wide['saving_factor']:.3f} "
+                  f"against its own K = 16 saving constants, rate {json.dumps(wide['saving_rate'])}, rows0 "
+                  f"{json.dumps(wide['saving_rows0'])}, FP8X2 {wide['saving_fp8x2_factor']:g})")
+            print("wide: to install, set src/time_guard_wide_constants.h by hand: saving_factor "
+                  f"{factor:.3f}, saving_rate_ns_per_row {json.dumps(m['rate'])}, saving_rows0 "
+                  f"{json.dumps(m['rows0'])}, saving_fp8x2_factor {m['fp8x2_factor']:.6g} (this fit's)")
     if a.write:
         with open(a.write, "w") as fh:
             fh.write(header(m, [p.rsplit("/", 1)[-1] for p in a.json], rows))

@@ -77,8 +77,16 @@ int pw_time_guard_wide(const pw_time_guard_wide_inputs_t *in, const pw_time_guar
     int k, w;
     double factor;
     if (!guard_indices(&in->base, m, &k, &w, &factor)) return 0; /* as pw_time_guard */
+    /* The K = 16 formula with the wide model's own saving constants (time_guard.h). */
+    pw_time_guard_model_t base = *m;
+    for (int i = 0; i < PW_TG_KERNELS; i++)
+        for (int j = 0; j < PW_TG_WINDOWS; j++) {
+            base.rate_ns_per_row[i][j] = wide->saving_rate_ns_per_row[i][j];
+            base.rows0[i][j] = wide->saving_rows0[i][j];
+        }
+    base.fp8x2_factor = wide->saving_fp8x2_factor;
     double saving16 = 0.0;
-    pw_time_guard(&in->base, m, &saving16, NULL);
+    pw_time_guard(&in->base, &base, &saving16, NULL);
     const double windows = guard_windows(&in->base);
     const int hash = in->base.max_pages_per_request > m->direct_max_pages[w];
     const double per_wave = hash ? wide->hash_wave_windows[kd][w] : wide->wave_windows[kd][w];

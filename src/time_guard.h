@@ -62,8 +62,16 @@ typedef struct pw_time_guard_wide_model {
     double hash_cost_us[PW_TG_WIDE_KS][PW_TG_WINDOWS];
     double wave_windows[PW_TG_WIDE_KS][PW_TG_WINDOWS];
     double hash_wave_windows[PW_TG_WIDE_KS][PW_TG_WINDOWS];
-    /* S_exec = saving_factor * the K = 16 model's S_exec (its rate, rows0, FP8X2 factor) */
+    /* S_exec = saving_factor * the K = 16 formula (pw_time_guard's saving) evaluated with
+     * saving_rate_ns_per_row, saving_rows0 and saving_fp8x2_factor in place of the K = 16
+     * model's rate, rows0 and fp8x2_factor: the K = 16 saving constants the factor is used
+     * with, kept here (since 2026-12-05) so that a refit of the K = 16 model
+     * (time_guard_constants.h) leaves the K > 16 choices as they are until the factor is
+     * re-measured against the new fit (bench/fit_time_guard.py --wide) */
     double saving_factor;
+    double saving_rate_ns_per_row[PW_TG_KERNELS][PW_TG_WINDOWS];
+    double saving_rows0[PW_TG_KERNELS][PW_TG_WINDOWS];
+    double saving_fp8x2_factor;
 } pw_time_guard_wide_model_t;
 
 /* What the host knows, plus the device's Kd. */
@@ -83,9 +91,10 @@ int pw_time_guard(const pw_time_guard_inputs_t *in, const pw_time_guard_model_t 
                   double *saving_us, double *cost_us);
 
 /* The same decision for Kd = 32 / 64: saving = wide->saving_factor * pw_time_guard's
- * saving (model), cost = wide->cost_us[Kd][W] * max(1, windows / wave_windows[Kd][W])
- * (hash_cost_us and hash_wave_windows past model's direct bound); returns 1 iff
- * saving > cost + model's margin.
+ * saving with wide's saving_rate_ns_per_row, saving_rows0 and saving_fp8x2_factor (model's
+ * own rate, rows0 and fp8x2_factor are not read), cost = wide->cost_us[Kd][W] * max(1,
+ * windows / wave_windows[Kd][W]) (hash_cost_us and hash_wave_windows past model's direct
+ * bound); returns 1 iff saving > cost + model's margin.
  * Kd other than 32 / 64, and every input pw_time_guard rejects: 0 with saving = cost = 0. */
 int pw_time_guard_wide(const pw_time_guard_wide_inputs_t *in, const pw_time_guard_model_t *model,
                        const pw_time_guard_wide_model_t *wide, double *saving_us, double *cost_us);

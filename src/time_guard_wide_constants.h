@@ -17,9 +17,9 @@
  *     G 16 / 8 / 4, K 32 / 64 and both precisions: 0.584 (G = 4, K = 32, FP8, second call:
  *     1033.9 - 1005.4 + 21.2 = 49.7 us; the first call gave 0.643 there); the others
  *     0.59-2.15 (G = 16: 1.31-2.15). So the K > 16 guard is conservative for G = 16 and 8.
- *     The factor multiplies the K = 16 model (src/time_guard_constants.h): a refit of that
- *     model (bench/fit_time_guard.py) changes the K > 16 saving too, so re-measure this
- *     factor after one.
+ *     The factor multiplies the K = 16 formula with the saving constants below (not
+ *     src/time_guard_constants.h's since 2026-12-05): re-measure it after a refit of the
+ *     K = 16 model and install both together.
  * wave_windows, hash_wave_windows: windows one wave of CTAs holds on the H200 (132 SMs x
  * the CTAs per SM the kernel's shared memory allows: variant 7 48 / 64 KiB at W64, 96 /
  * 160 KiB at W128 for Kd 32 / 64, i.e. 4 / 3 and 2 / 1 per SM; variant 6 in guarded mode
@@ -34,7 +34,15 @@
  * shapes.json` prints the factor against the K = 16 model it fits (since 2026-12-05; against the
  * installed K = 16 constants the thirteenth session's smallest case, 49.7 us, is 0.527 of the
  * model's 94.3 us: this 0.584 was taken against the model of that session).
- * (bench/NOTES.md, thirteenth session, has the table). */
+ * (bench/NOTES.md, thirteenth session, has the table).
+ * saving_rate_ns_per_row, saving_rows0, saving_fp8x2_factor: the K = 16 saving constants
+ * the factor multiplies, copied here on 2026-12-05 (forty-second session) from the
+ * twentieth session's src/time_guard_constants.h, the K = 16 model the K > 16 guard has run
+ * with since 2026-12-03: until then a refit of the K = 16 model moved the K > 16 saving with
+ * it (the forty-first session's refit would have turned 22 K > 16 plans from regrouping to
+ * identity order, none measured), and now it cannot before the factor is re-measured.
+ * After that measurement, set these three to the K = 16 fit the factor was taken against
+ * (bench/fit_time_guard.py --wide prints both). */
 #ifndef PW_TIME_GUARD_WIDE_CONSTANTS_H
 #define PW_TIME_GUARD_WIDE_CONSTANTS_H
 
@@ -44,7 +52,10 @@
         /* hash_cost_us */ {{49.98, 77.54}, {105.63, 136.20}},                              \
         /* wave_windows [K32, K64][W64, W128] */ {{528.0, 264.0}, {396.0, 132.0}},          \
         /* hash_wave_windows */ {{1320.0, 660.0}, {660.0, 264.0}},                          \
-        /* saving_factor */ 0.584                                                           \
+        /* saving_factor */ 0.584,                                                          \
+        /* saving_rate_ns_per_row [Union8, Union4][W64, W128] */ {{4.38034, 5.84769}, {4.7414, 6.3297}}, \
+        /* saving_rows0 */ {{2550.74, 2550.74}, {376.198, 376.198}},                        \
+        /* saving_fp8x2_factor */ 1.25661                                                   \
     }
 
 #endif

@@ -38,6 +38,18 @@ static pw_time_guard_model_t round_model(void)
     return m;
 }
 
+/* The wide model's K = 16 saving constants set to m's (its saving is then factor x
+ * pw_time_guard's saving under m). */
+static void wide_saving_of(pw_time_guard_wide_model_t *wm, const pw_time_guard_model_t *m)
+{
+    for (int k = 0; k < PW_TG_KERNELS; k++)
+        for (int w = 0; w < PW_TG_WINDOWS; w++) {
+            wm->saving_rate_ns_per_row[k][w] = m->rate_ns_per_row[k][w];
+            wm->saving_rows0[k][w] = m->rows0[k][w];
+        }
+    wm->saving_fp8x2_factor = m->fp8x2_factor;
+}
+
 static pw_time_guard_inputs_t inputs(int64_t n, int64_t r, int64_t hkv, int64_t v, pw_kernel_t kernel,
                                      pw_precision_t precision, int32_t window)
 {
@@ -480,6 +492,7 @@ static void test_wide_topk(void **state)
         wm.hash_wave_windows[kd][PW_TG_W128] = 16.0;
     }
     wm.saving_factor = 0.5;
+    wide_saving_of(&wm, &m);
     double s, c, s16, c16;
     /* 3000 rows, W128: 24 windows (> 20: 1.2 waves); K = 16 saving 8 * 2000 / 1000 = 16 us */
     pw_time_guard_wide_inputs_t in = {inputs(3000, 1, 1, 512, PW_KERNEL_UNION4, PW_PRECISION_FP8, 128), 32};
@@ -520,6 +533,37 @@ static void test_wide_topk(void **state)
         assert_true(s == 0.0 && c == 0.0);
     }
     assert_int_equal(pw_time_guard_wide(&never[0], &m, NULL, &s, &c), 0);
+
+    /* The saving reads the wide model's own K = 16 saving constants, not the K = 16
+     * model's: a refit of that model (its rate, rows0 and FP8X2 factor) leaves the K > 16
+     * saving and choice as they are; the wide model's constants move it. The cost side
+     * (the direct bound, the margin) is still the K = 16 model's. */
+    in = (pw_time_guard_wide_inputs_t){inputs(3000, 1, 1, 512, PW_KERNEL_UNION4, PW_PRECISION_FP8X2, 128), 32};
+    double s_before, c_before;
+    const int pays_before = pw_time_guard_wide(&in, &m, &wm, &s_before, &c_before);
+    pw_time_guard_model_t refit = m;
+    for (int k = 0; k < PW_TG_KERNELS; k++)
+        for (int w = 0; w < PW_TG_WINDOWS; w++) {
+            refit.rate_ns_per_row[k][w] *= 0.25;
+            refit.rows0[k][w] = 2900.0;
+        }
+    refit.fp8x2_factor = 1.0;
+    assert_int_equal(pw_time_guard_wide(&in, &refit, &wm, &s, &c), pays_before);
+    assert_close(s, s_before);
+    assert_close(c, c_before);
+    assert_close(s, 12.0);
+    pw_time_guard_wide_model_t wm2 = wm;
+    wm2.saving_rate_ns_per_row[PW_TG_UNION4][PW_TG_W128] = 4.0; /* half: 6 < 7.2 + 1 */
+    assert_int_equal(pw_time_guard_wide(&in, &refit, &wm2, &s, &c), 0);
+    assert_close(s, 6.0);
+    wm2 = wm;
+    wm2.saving_fp8x2_factor = 1.0; /* the FP8X2 factor is the wide model's too: 8 */
+    pw_time_guard_wide(&in, &m, &wm2, &s, &c);
+    assert_close(s, 8.0);
+    wm2 = wm;
+    wm2.saving_rows0[PW_TG_UNION4][PW_TG_W128] = 2000.0; /* 0.5 x 8 x 1.5 x 1000 / 1000 = 6 */
+    pw_time_guard_wide(&in, &m, &wm2, &s, &c);
+    assert_close(s, 6.0);
 
     /* The library's constants: A-hot's shape (15,272 queries, 504 pages) regroups at
      * K 32 / 64 in both precisions (measured: -3..-7% per call on the H200); a 1,024-query
@@ -614,6 +658,7 @@ static void test_auto_window(void **state)
     wm.cost_us[PW_TG_K32][PW_TG_W128] = 12.0;
     wm.wave_windows[PW_TG_K32][PW_TG_W64] = wm.wave_windows[PW_TG_K32][PW_TG_W128] = 1e9;
     wm.saving_factor = 1.0;
+    wide_saving_of(&wm, &m);
     in = inputs(2000, 1, 1, 512, PW_KERNEL_UNION4, PW_PRECISION_FP8, 128);
     assert_int_equal(pw_time_guard_window(&in, 32, &m, &wm), 64); /* 1 vs -4 */
     in.num_tokens = 5000;
