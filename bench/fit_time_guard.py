@@ -293,10 +293,11 @@ def predict(m, p, kernel, w=W128, x2=False):
     return s, c, s > c + m["margin"]
 
 
-def header(m, sources, rows):
+def header(m, sources, rows, notes=()):
     f = lambda v: f"{v:.6g}"  # noqa: E731
     pair = lambda v: "{" + ", ".join(f(x) for x in v) + "}"  # noqa: E731
     table = "\n".join(" *   " + r for r in rows)
+    table += "".join("\n * Note: " + n for n in notes)
     return f"""/* time_guard_constants.h — constants of the time guard (src/time_guard.h; the model is
  * documented at pw_plan_info in include/pageweaver.h). Refit with ONE command on the
  * device after a kernel change:
@@ -304,7 +305,8 @@ def header(m, sources, rows):
  *     python3 bench/fit_time_guard.py bench.json --write src/time_guard_constants.h
  * (`scripts/gpu-check scaling13` runs the bench on the scaling set and the fit; bench/NOTES.md).
  * Captures of Top-K > 16 are skipped. The K > 16 form (src/time_guard_wide_constants.h)
- * scales this model's saving: re-measure its factor after a refit.
+ * multiplies its own copy of the K = 16 saving constants: a refit here leaves its choices
+ * as they are; re-measure its factor against the new fit (--wide) and install both there.
  *
  * Written by bench/fit_time_guard.py on {datetime.date.today().isoformat()} from {", ".join(sources)}.
  * Per capture (measured / predicted, us; Union4 = the default kernel, W128, in the arithmetic its group ran):
@@ -554,7 +556,7 @@ def main():
                   f"{json.dumps(m['rows0'])}, saving_fp8x2_factor {m['fp8x2_factor']:.6g} (this fit's)")
     if a.write:
         with open(a.write, "w") as fh:
-            fh.write(header(m, [p.rsplit("/", 1)[-1] for p in a.json], rows))
+            fh.write(header(m, [p.rsplit("/", 1)[-1] for p in a.json], rows, notes))
         print("wrote", a.write)
     return 0
 

@@ -981,20 +981,27 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * chunks of at most 20,000 rows (where the choice is made) and the cost on calls without
  * the V^T pre-pass: under stream capture the pre-pass runs beside the regroup and hides
  * most of it (C_online 4-8 us measured instead of ~15), but it runs only from 4,096
- * queries, where regrouping pays anyway. With the twentieth session's constants (2026-12-03; H200, one
- * request, one KV head, W128, page table within the long bound) Union4 regroups from
- * ~2,520 queries in FP8X2 and ~3,070 in FP8 (~4,630 / ~5,720 with a table past it).
+ * queries, where regrouping pays anyway. The installed constants (since 2026-12-05,
+ * forty-second session; fitted on the forty-first session's H200 run of the scaling set at
+ * W128 and W64, `PW_SCALING_WINDOWS="128 64" scripts/gpu-check scaling13`, which measures
+ * Union4 at both windows in one device call for the fit): with one request, one KV head
+ * and W128, page table within the long bound, Union4 regroups from ~2,360 queries in FP8X2
+ * and ~3,000 in FP8 (~5,010 / ~6,240 with a table past it). (The twentieth session's
+ * constants, 2026-12-03, said ~2,520 / ~3,070: they predicted the saving of a kernel that
+ * has since got faster, A-hot 118 us against 70 measured, 75 by these.)
  * W with config.window = PW_WINDOW_AUTO (the default): the W of 64 and 128 whose
  * saving_us - cost_us is larger in FP8X2 (ties: 128), then the rule above at that W in each
- * precision; the figures reported are that W's. With the constants above (their W64 rate
- * scaled from W128 by the two windows' union-visit cuts, Union8's W64 cost) an AUTO plan
- * regroups at W64 from ~2,000 to ~4,200 queries (one request, one KV head, FP8X2) and at
- * W128 above.
- * `PW_SCALING_WINDOWS="128 64" scripts/gpu-check scaling13` measures Union4 at both
- * windows in one device call and the fit reads both (bench/NOTES.md, 38th session).
+ * precision; the figures reported are that W's. With the installed constants an AUTO plan
+ * (one request, one KV head, page table within the long bounds) regroups at W64 from ~1,730
+ * queries in FP8X2 (~2,140 in FP8) to ~6,650, at W128 above (the twentieth session's
+ * constants: ~2,000 to ~4,200); with a table past W128's long bound (14,336 pages) W64 is
+ * kept up to ~26,200 queries.
  * Top-K wider than 16 (Kd = 32 / 64; since 2026-12-02, thirteenth session): the same
  * inputs, with
- *   saving_us = saving_factor * (the formula above),
+ *   saving_us = saving_factor * (the formula above, with the wide model's own rate, rows0
+ *     and FP8X2 factor: the twentieth session's K = 16 constants, which the factor has been
+ *     used with since 2026-12-03; since 2026-12-05 a refit of the K = 16 constants no
+ *     longer moves the K > 16 choices until the factor is re-measured against it),
  *   cost_us = wide_cost[Kd][W] * max(1, windows / wave_windows[Kd][W])
  * where wide_cost is the wide-Top-K regroup kernel's measured time per A-hot call, one
  * wave of CTAs (H200, guarded: 21.2 / 30.7 us at W128, 13.0 / 19.1 at W64 for Kd 32 / 64;
@@ -1005,7 +1012,8 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * derived, not measured), and saving_factor = 0.584, the least measured ratio of the
  * attention time regrouping saved at K 32 / 64 (G 16 / 8 / 4, both precisions) to the
  * K = 16 formula's: conservative at G = 16 (measured 1.3-2.2x the formula; measured
- * against the K = 16 constants of 2026-12-01, whose saving is 2-11% below today's). So
+ * against the K = 16 constants of 2026-12-01, whose saving is 2-11% below the twentieth
+ * session's, so the least case is 0.527 of the formula as used here). So
  * A-hot (504 pages) regroups at K 32 / 64; at W128 with a page table within the bound,
  * chunks below ~5,400 / 6,700 rows (Kd 32, FP8X2 / FP8) and ~7,400 / 9,200 rows (Kd 64)
  * keep identity order; with a wider table (e.g. one sized for 1M-token contexts) the hash
