@@ -14,6 +14,9 @@ precisions:
   G16greedy, G8greedy, G4greedy  the same with regroup="guarded" (the regroup always
              runs: W128, g = 8 on the dense tiles, the wide-Top-K kernel for K > 16),
              against "auto"'s choice;
+  G16greedy64, G8greedy64, G4greedy64  regroup="guarded" at W64 (the package's private
+             window hook): the window the Top-K > 16 time guard would pick on paper with a
+             refit (bench/NOTES.md, forty-second session);
   G16id, G8id, G4id  the same with regroup="identity" (no regroup: what "auto" must not
              lose to);
   G16vt, G8vt, G4vt  the V^T pre-pass forced on (PW_PLAN_VT_PREPASS through the package's
@@ -84,7 +87,7 @@ D = 128  # head dim; the page size P is each capture's (metadata page_size: 128 
 ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys", "G16greedy", "G8greedy", "G4greedy", "G16id", "G8id", "G4id",
         "G16vt", "G8vt", "G4vt", "G16novt", "G8novt", "G4novt", "scalesnovt", "G8scales", "G8dense", "G8stacked",
         "G4dense", "G4stacked", "G4scales", "scaleslean", "scalesstacked", "G8scaleslean", "G4scaleslean", "G16lean",
-        "G16stacked", "G8scalesstacked", "G4scalesstacked")
+        "G16stacked", "G8scalesstacked", "G4scalesstacked", "G16greedy64", "G8greedy64", "G4greedy64")
 PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS = 1 << 1, 1 << 2  # pageweaver.h
 PW_PLAN_FP8X2_STACKED, PW_PLAN_NO_FP8X2_STACKED = 1 << 4, 1 << 5
 
@@ -250,7 +253,7 @@ def arm_call(arm, b, prec, outs, copy=0):
         k, v = b["kv_cache"][..., :D], b["kv_cache"][..., D:]
     elif arm == "sinkkeys":
         kw = dict(sink_keys=b["keys"])
-    elif arm.endswith("greedy"):
+    elif arm.endswith("greedy") or arm.endswith("greedy64"):
         kw = dict(regroup="guarded")
     elif arm.endswith("id"):
         kw = dict(regroup="identity")
@@ -259,8 +262,13 @@ def arm_call(arm, b, prec, outs, copy=0):
     # empty_cache returned the block, and the next replay read unmapped memory).
     call = lambda: pageweaver.sparse_prefill(q, k, v, *b["rest"], k_scale=1 / 64, v_scale=1 / 64,  # noqa: E731
                                              out=out, precision=prec, page_size=b["P"], **kw)
+    window = 64 if arm.endswith("greedy64") else None
     if (arm, prec) not in b["steps"]:  # the executed work of the default plan's path (not the vt / novt arms')
-        info = pageweaver.check_gpu_support(q, k, v, *b["rest"], precision=prec, page_size=b["P"], **kw)
+        _op._plan_window = window
+        try:
+            info = pageweaver.check_gpu_support(q, k, v, *b["rest"], precision=prec, page_size=b["P"], **kw)
+        finally:
+            _op._plan_window = None
         info["g"] = g
         # (FP8X2: the flags fix the tile only where the device would pick it per call:
         # fp8x2_tile set; FP8: PW_PLAN_FP8X2_STACKED puts every call on the pre-pass at
@@ -286,17 +294,17 @@ def arm_call(arm, b, prec, outs, copy=0):
             b["steps"][(arm, prec)] = None  # not the default tile's, or picked per call on the device
         else:
             b["steps"][(arm, prec)] = executed_steps(b["capture"], info, b["P"])
-        b["modes"][(arm, prec)] = info["regroup"]
+        b["modes"][(arm, prec)] = info["regroup"] + (f" W{call_window(info)}" if info["regroup"] != "identity" else "")
     flags = arm_flags(arm)
-    if not flags:
+    if not flags and window is None:
         return call, g
 
-    def fn():  # the plan is made (and cached under these flags) at the first call
-        _op._plan_flags = flags
+    def fn():  # the plan is made (and cached under these flags / this window) at the first call
+        _op._plan_flags, _op._plan_window = flags, window
         try:
             call()
         finally:
-            _op._plan_flags = 0
+            _op._plan_flags, _op._plan_window = 0, None
     return fn, g
 
 

@@ -314,13 +314,22 @@ _plans_lock = threading.Lock()
 # Private, for benchmarks only (bench/shapes.py's pre-pass arms): pw_plan_config_t.flags of
 # the plans made while it is set (e.g. PW_PLAN_VT_PREPASS = 1 << 1); part of the cache key.
 _plan_flags = 0
+# Private, for benchmarks only (bench/shapes.py's W64 arms): pw_plan_config_t.window of the
+# plans made while it is not None (64 or 128; the library's default, PW_WINDOW_AUTO, lets
+# the time guard pick); part of the cache key. check_gpu_support reports it too.
+_plan_window = None
+
+
+def _window(window):
+    return window if _plan_window is None else _plan_window
 
 
 def _plan(key, problem, regroup, window, kernel):
     """The cached plan of (device, shapes, softmax scale, config). LRU of _MAX_PLANS; an
     evicted plan is destroyed when its last user drops it."""
     flags = _plan_flags
-    key = (key, flags)
+    window = _window(window)
+    key = (key, flags, window)
     with _plans_lock:
         p = _plans.get(key)
         if p is not None:
@@ -809,7 +818,7 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     kernel_name = {v: name for name, v in _lib.KERNELS.items()}[kern]
     # The plan refuses unsupported shapes (G, D, P, K, kernel) at N = 0 too.
     plan = _lib.Plan(_problem(n, r, hkv, g, d, k, max_pages, num_pages, scale, psize), mode,
-                     _lib.DEFAULT_WINDOW, kern)  # raises what the GPU would
+                     _window(_lib.DEFAULT_WINDOW), kern)  # raises what the GPU would
     if n == 0:
         del plan
         return {"kernel": kernel_name, "regroup": "identity", "regroup_group_size": 0, "regroup_window": 0,

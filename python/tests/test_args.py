@@ -324,6 +324,28 @@ def test_check_gpu_support_names_the_window(n, regroup, window):
         assert steps != shapes.union_visits(t, mode, 192 - window, 4, 128)
 
 
+def test_private_window_hook():
+    """bench/shapes.py's W64 arms (G16greedy64 ...): the package's private _plan_window makes
+    the plans W64 while it is set (guarded too, which otherwise takes 128), and
+    check_gpu_support reports it; unset, the default again."""
+    from pageweaver import _op
+    n, hkv, g, d, table_cols = 16384, 1, 16, 128, 640
+    i32 = lambda v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
+    args = (torch.empty((n, hkv * g, d), dtype=torch.bfloat16),
+            torch.empty((table_cols * 128, hkv, d), dtype=torch.float8_e4m3fn),
+            torch.empty((table_cols * 128, hkv, d), dtype=torch.float8_e4m3fn),
+            torch.zeros((hkv, n, 16), dtype=torch.int32), torch.arange(table_cols, dtype=torch.int32).view(1, table_cols),
+            i32([0, n]), i32([48 * 1024 + n]), i32([48 * 1024]))
+    assert pageweaver.check_gpu_support(*args, regroup="guarded")["regroup_window"] == 128
+    _op._plan_window = 64
+    try:
+        assert pageweaver.check_gpu_support(*args, regroup="guarded")["regroup_window"] == 64
+        assert pageweaver.check_gpu_support(*args)["regroup_window"] == 64
+    finally:
+        _op._plan_window = None
+    assert pageweaver.check_gpu_support(*args)["regroup_window"] == 128
+
+
 def test_check_gpu_support_applies_the_gpu_layout_rules():
     """Layouts the CPU reference takes but the GPU refuses are refused by check_gpu_support
     too (a fresh user's trial, 2026-12-02): a cache slot stride that is not a multiple of
