@@ -213,7 +213,7 @@ def build(path, device, copies=1):
 
 
 NRMS_ARMS = ("G16", "G8", "G4", "G16lean", "G16stacked", "G8dense", "G8stacked", "G4dense", "G4stacked", "G16greedy", "G8greedy", "G4greedy", "G16id", "G8id", "G4id",
-             "G16vt", "G8vt", "G4vt", "G16novt", "G8novt", "G4novt")  # no scales, sinks or other layouts
+             "G16greedy64", "G8greedy64", "G4greedy64", "G16vt", "G8vt", "G4vt", "G16novt", "G8novt", "G4novt")  # no scales, sinks or other layouts
 
 
 def exact_rows(b, g, rows):

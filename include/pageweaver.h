@@ -959,20 +959,23 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * Top-K ids change under graph replay): N, R, Hkv, max_pages_per_request, the kernel,
  * args.precision and W. With rows = N * Hkv and windows = Hkv * (ceil(N / W) + R - 1):
  *   saving_us = rate[kernel][W] * precision_factor * (rows - rows0[kernel][W]) / 1000
- *     (S_exec: attention time saved by the regrouped order; below rows0 the attention
- *     kernel does not fill the GPU and regrouping saves nothing: the formula, and
- *     saving_us, are then negative),
+ *     (S_exec: attention time saved by the regrouped order, a line fitted to chunks of
+ *     1,024-20,000 rows; with a positive rows0, below it the attention kernel does not
+ *     fill the GPU and the formula, and saving_us, are negative; the installed Union4
+ *     rows0 are negative (-235 at W64, -436 at W128), so saving_us stays positive, ~2 us
+ *     for the smallest chunks, an extrapolation below 1,024 rows, where the cost decides),
  *   cost_us = (fixed[W] + per_window[W] * windows) * (hash_factor when
  *     max_pages_per_request exceeds the long direct path's bound, 14,336 pages at W128 /
  *     28,672 at W64, else 1)   (C_online: regroup + union preparation in the call),
  *   regroup iff saving_us > cost_us + margin_us.
  * Up to that bound the regroup indexes its masks by page id whatever the context length
  * (pw_regroup), so a page table sized for 1M-token contexts costs what a short one does
- * (H200, 4,096 queries at a 1M-token context: C_online 15.9 us measured, 15.1 predicted).
+ * (H200, 4,096 queries at a 1M-token context at W128: C_online 15.9 us measured, 15.1
+ * predicted by the constants then; the installed ones predict 11.4).
  * The model does not price the launches that fall back to the 32 KB / hash path for lack
  * of waves (pw_regroup: on an H200, more than 264 CTAs past ~7,200 pages at W128, i.e.
  * more than ~33,800 rows); the decision there is unchanged: such calls save ~200 us or
- * more, far above even the hash path's ~32 us. Before the twenty-fourth session
+ * more, far above even the hash path's ~24 us (11.4 x 2.11 at W128). Before the twenty-fourth session
  * (2026-12-03) the guard assumed the hash path past 2048 / 4096 pages, and 4,096-query
  * chunks at a 1M-token context kept identity order.
  * The constants are H200 measurements of the default attention kernel, refitted by one
@@ -980,7 +983,7 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * BENCH.json --write src/time_guard_constants.h (docs/bench.md). The saving is fitted on
  * chunks of at most 20,000 rows (where the choice is made) and the cost on calls without
  * the V^T pre-pass: under stream capture the pre-pass runs beside the regroup and hides
- * most of it (C_online 4-8 us measured instead of ~15), but it runs only from 4,096
+ * most of it (C_online 4-8 us measured instead of ~11-13), but it runs only from 4,096
  * queries, where regrouping pays anyway. The installed constants (since 2026-12-05,
  * forty-second session; fitted on the forty-first session's H200 run of the scaling set at
  * W128 and W64, `PW_SCALING_WINDOWS="128 64" scripts/gpu-check scaling13`, which measures
@@ -992,10 +995,12 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * W with config.window = PW_WINDOW_AUTO (the default): the W of 64 and 128 whose
  * saving_us - cost_us is larger in FP8X2 (ties: 128), then the rule above at that W in each
  * precision; the figures reported are that W's. With the installed constants an AUTO plan
- * (one request, one KV head, page table within the long bounds) regroups at W64 from ~1,730
- * queries in FP8X2 (~2,140 in FP8) to ~6,650, at W128 above (the twentieth session's
- * constants: ~2,000 to ~4,200); with a table past W128's long bound (14,336 pages) W64 is
- * kept up to ~26,200 queries.
+ * (one request, one KV head, page table within the long bounds) regroups at W64 from ~1,700
+ * queries in FP8X2 (~2,140 in FP8) to ~6,630, at W128 above (the twentieth session's
+ * constants: ~1,960 (~2,360) to ~4,170); with a table past W128's long bound (14,336 pages)
+ * W64 is kept up to ~26,200 queries (~12,400). The window figures between the measured
+ * chunk sizes (1,024 / 2,048 / 3,072 / 4,096 / 15,272 queries) and past the long bound are
+ * the model's predictions; nothing measured them.
  * Top-K wider than 16 (Kd = 32 / 64; since 2026-12-02, thirteenth session): the same
  * inputs, with
  *   saving_us = saving_factor * (the formula above, with the wide model's own rate, rows0

@@ -31,9 +31,11 @@
  *     PW_SHAPES_ARMS=G16id,G16greedy,G8id,G8greedy,G4id,G4greedy PW_SHAPES_COPIES=3 PW_SHAPES_JSON=1 \
  *     scripts/gpu-check regroupwide shapes
  * then `python3 bench/fit_time_guard.py <scaling JSONs> --base src/time_guard_constants.h --wide
- * shapes.json` prints the factor against the K = 16 model it fits (since 2026-12-05; against the
- * installed K = 16 constants the thirteenth session's smallest case, 49.7 us, is 0.527 of the
- * model's 94.3 us: this 0.584 was taken against the model of that session).
+ * shapes.json` prints the factor against the K = 16 model it fits (since 2026-12-05). The
+ * thirteenth session's smallest case, 49.7 us, is 0.527 of the saving constants below (the
+ * twentieth session's K = 16 model, 94.3 us): this 0.584 was taken against the model of the
+ * thirteenth session. Against the K = 16 constants installed on 2026-12-05 it is 0.81; the
+ * forty-second session's re-measurement gives 0.823 against them (bench/NOTES.md).
  * (bench/NOTES.md, thirteenth session, has the table).
  * saving_rate_ns_per_row, saving_rows0, saving_fp8x2_factor: the K = 16 saving constants
  * the factor multiplies, copied here on 2026-12-05 (forty-second session) from the

@@ -344,6 +344,25 @@ def test_private_window_hook():
     finally:
         _op._plan_window = None
     assert pageweaver.check_gpu_support(*args)["regroup_window"] == 128
+    # The plan cache keys on the window: the hooked plan and the default one are distinct
+    # cached plans of the same shapes, each with its window, and each is found again.
+    lib = pageweaver._lib
+    problem = lib.new_problem()
+    problem.num_tokens, problem.num_kv_heads, problem.topk = n, hkv, 16
+    problem.max_pages_per_request, problem.num_cache_pages = table_cols, table_cols
+    key = ("test_private_window_hook", n)
+    guarded, union4 = lib.REGROUP_MODES["guarded"], lib.KERNELS["union4"]
+    default = _op._plan(key, problem, guarded, lib.DEFAULT_WINDOW, union4)
+    _op._plan_window = 64
+    try:
+        hooked = _op._plan(key, problem, guarded, lib.DEFAULT_WINDOW, union4)
+        assert _op._plan(key, problem, guarded, lib.DEFAULT_WINDOW, union4) is hooked
+    finally:
+        _op._plan_window = None
+    assert hooked is not default
+    assert _op._plan(key, problem, guarded, lib.DEFAULT_WINDOW, union4) is default
+    assert hooked.info(lib.PRECISIONS["fp8x2"]).window == 64
+    assert default.info(lib.PRECISIONS["fp8x2"]).window == 128
 
 
 def test_check_gpu_support_applies_the_gpu_layout_rules():
