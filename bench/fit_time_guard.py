@@ -199,12 +199,14 @@ def wide_factor(m, shapes_docs, wide):
     time a W128 regroup saved, T(G<g>id) - T(G<g>greedy) + the wide regroup's cost (the
     header's cost_us: the greedy arm's call includes the regroup), over m's K = 16 saving for
     the same rows (Union4, W128, in that precision); the factor is the smallest ratio. Reads
-    bench/shapes.py --json documents with the G16id / G16greedy (G8, G4) arms. Returns
-    (factor or None, report lines)."""
+    bench/shapes.py --json documents with the G16id / G16greedy (G8, G4) arms. With the W64
+    arms (G16greedy64 ...) the same ratio at W64 (the header's W64 cost, m's W64 saving) joins
+    the minimum (one factor serves both windows), and a line gives the measured W64 - W128
+    call time. Returns (factor or None, report lines)."""
     groups = {}
     for doc in shapes_docs:
         for r in doc.get("rows", []):
-            mt = re.fullmatch(r"G(16|8|4)(id|greedy)", r.get("arm", ""))
+            mt = re.fullmatch(r"G(16|8|4)(id|greedy|greedy64)", r.get("arm", ""))
             if not mt or r.get("topk", 16) <= 16:
                 continue
             key = (r["file"].rsplit("/", 1)[-1], r["precision"], int(mt.group(1)))
@@ -225,6 +227,15 @@ def wide_factor(m, shapes_docs, wide):
         lines.append(f"{name} K={r['topk']} {prec} G={g}: saved {saving:.1f} us (identity {v['id']:.1f}, "
                      f"regrouped {v['greedy']:.1f}, regroup {wide['cost'][kd][W128]:.2f}) / model {s_model:.1f} us "
                      f"= {saving / s_model:.3f}")
+        if "greedy64" in v:
+            saving64 = v["id"] - v["greedy64"] + wide["cost"][kd][W64]
+            s64 = predict(m, {"rows": rows, "w128": 0, "w64": 0, "pages": 0}, U4, W64, x2=prec == "fp8x2")[0]
+            if s64 > 0:
+                ratios.append(saving64 / s64)
+            lines.append(f"{name} K={r['topk']} {prec} G={g} W64: saved {saving64:.1f} us (regrouped "
+                         f"{v['greedy64']:.1f}, regroup {wide['cost'][kd][W64]:.2f}) / model {s64:.1f} us = "
+                         + (f"{saving64 / s64:.3f}" if s64 > 0 else "(model saves nothing)")
+                         + f"; W64 - W128 measured {v['greedy64'] - v['greedy']:+.1f} us")
     factor = min(ratios) if ratios else None
     return factor, lines
 
@@ -462,6 +473,12 @@ def self_test():
     shape_rows.append(dict(shape_rows[0], arm="G8id"))  # no G8greedy: ignored
     factor, wlines = wide_factor(m, [{"rows": shape_rows}], wide)
     ok &= factor is not None and close(factor, 0.6) and len(wlines) == 3
+    # a W64 arm: its ratio (here 0.5 of the model's W64 saving) joins the minimum
+    s64 = predict(m, {"rows": 15272, "w128": 0, "w64": 0, "pages": 0}, U4, W64)[0]
+    shape_rows.append(dict(shape_rows[0], arm="G16greedy64", median_us=1000.0 - (0.5 * s64 - wide["cost"][0][W64])))
+    factor, wlines = wide_factor(m, [{"rows": shape_rows}], wide)
+    ok &= factor is not None and close(factor, 0.5) and len(wlines) == 4
+    ok &= any("W64 - W128 measured" in x for x in wlines)
     wtext = ("#define PW_TIME_GUARD_WIDE { /* cost_us */ {{13.02, 21.20}, {19.14, 30.74}}, {{1, 2}, {3, 4}}, "
              "{{5, 6}, {7, 8}}, {{9, 10}, {11, 12}}, /* saving_factor */ 0.584, {{4.38, 5.85}, {4.74, 6.33}}, "
              "{{2550.7, 2550.7}, {376.2, 376.2}}, 1.2566 }\n#endif\n")
