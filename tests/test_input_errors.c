@@ -253,31 +253,6 @@ static void test_huge_windows(void **state)
     }
 }
 
-/* Attention arguments over host buffers standing in for device ones (the calls below stop
- * before anything is dereferenced): G = 16, D = 128, one request, a 4-page table, one
- * token-major cache for K and V, bf16 O. */
-static pw_attention_args_t host_args(const pw_bf16_t *q, const pw_fp8_e4m3_t *cache, const float *scale,
-                                     const int32_t *topk, const int32_t *cu, const int32_t *prefix, const int32_t *kv,
-                                     const int32_t *table, void *o)
-{
-    pw_attention_args_t a = PW_ATTENTION_ARGS_INIT;
-    a.q = q;
-    a.q_stride = 16 * 128;
-    a.k_cache = a.v_cache = cache;
-    a.kv_stride = 128;
-    a.k_scale = a.v_scale = scale;
-    a.topk_ids = topk;
-    a.requests.cu_seqlens_q = cu;
-    a.requests.prefix_lens = prefix;
-    a.requests.kv_lens = kv;
-    a.requests.page_table = table;
-    a.requests.page_table_stride = 4;
-    a.o = o;
-    a.o_stride = 16 * 128;
-    a.o_dtype = PW_DTYPE_BFLOAT16;
-    return a;
-}
-
 /* Every device entry point reports a machine without a GPU the same way. Runs where
  * pw_sparse_prefill says NO_DEVICE (a CUDA build on a machine without a GPU); a build
  * without CUDA must say UNSUPPORTED everywhere; on a GPU machine there is nothing to test
@@ -300,7 +275,7 @@ static void test_no_device_everywhere(void **state)
     static float scale = 1.0f;
     static _Alignas(16) unsigned char workspace[4 << 20];
     for (int i = 0; i < 256 * 16; i++) topk[i] = (int32_t)pw_rng_range(&rng, 0, 3);
-    pw_attention_args_t a = host_args(q, cache, &scale, topk, cu, prefix, kv, table, o);
+    pw_attention_args_t a = pw_test_host_args(q, cache, &scale, topk, cu, prefix, kv, table, 4, o);
 
     pw_plan_t *plan = NULL;
     assert_pw_ok(pw_plan_create(&p, NULL, &plan));
@@ -444,7 +419,7 @@ static void test_padded_topk_overlap(void **state)
     static _Alignas(16) unsigned char workspace[1 << 20];
     int32_t *ids = (int32_t *)(void *)block;
     for (int i = 0; i < N * K; i++) ids[i] = i % 4;
-    pw_attention_args_t a = host_args(q, cache, &scale, ids, cu, prefix, kv, table, block + N * K * 4);
+    pw_attention_args_t a = pw_test_host_args(q, cache, &scale, ids, cu, prefix, kv, table, 4, block + N * K * 4);
     pw_plan_t *plan = NULL;
     assert_pw_ok(pw_plan_create(&p, NULL, &plan));
     size_t bytes = 0;

@@ -603,24 +603,8 @@ static void test_prefill_argument_errors(void **state)
      * (never dereferenced) device pointers, a bad precision, stride or alignment is an
      * argument error, in builds with and without CUDA alike. */
     assert_pw_ok(pw_plan_create(&p, NULL, &plan));
-    pw_attention_args_t g = PW_ATTENTION_ARGS_INIT;
     void *fake = (void *)(uintptr_t)0x10000;
-    g.q = fake;
-    g.q_stride = 16 * 128;
-    g.k_cache = fake;
-    g.v_cache = fake;
-    g.kv_stride = 128;
-    g.k_scale = fake;
-    g.v_scale = fake;
-    g.topk_ids = fake;
-    g.requests.cu_seqlens_q = fake;
-    g.requests.prefix_lens = fake;
-    g.requests.kv_lens = fake;
-    g.requests.page_table = fake;
-    g.requests.page_table_stride = 512;
-    g.o = fake;
-    g.o_stride = 16 * 128;
-    g.o_dtype = PW_DTYPE_BFLOAT16;
+    const pw_attention_args_t g = pw_test_host_args(fake, fake, fake, fake, fake, fake, fake, fake, 512, fake);
     a = g;
     a.precision = (pw_precision_t)7;
     assert_int_equal(pw_sparse_prefill(plan, &a, NULL, ws, bytes, NULL), PW_ERROR_INVALID_ARGUMENT);

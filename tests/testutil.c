@@ -331,3 +331,25 @@ pw_attention_args_t pw_test_capture_args(const pw_capture_t *c, pw_dtype_t dt, v
     a.precision = precision;
     return a;
 }
+
+pw_attention_args_t pw_test_host_args(const void *q, const void *cache, const void *scale, const void *topk,
+                                      const void *cu, const void *prefix, const void *kv, const void *table,
+                                      int64_t table_stride, void *o)
+{
+    pw_attention_args_t a = PW_ATTENTION_ARGS_INIT;
+    a.q = q;
+    a.q_stride = 16 * 128;
+    a.k_cache = a.v_cache = cache;
+    a.kv_stride = 128;
+    a.k_scale = a.v_scale = scale;
+    a.topk_ids = topk;
+    a.requests.cu_seqlens_q = cu;
+    a.requests.prefix_lens = prefix;
+    a.requests.kv_lens = kv;
+    a.requests.page_table = table;
+    a.requests.page_table_stride = table_stride;
+    a.o = o;
+    a.o_stride = 16 * 128;
+    a.o_dtype = PW_DTYPE_BFLOAT16;
+    return a;
+}

@@ -91,6 +91,14 @@ void pw_test_shuffle_page_table(pw_capture_t *c, pw_rng_t *rng);
 pw_attention_args_t pw_test_capture_args(const pw_capture_t *c, pw_dtype_t dt, void *o, float *lse, uint32_t *bad,
                                          pw_precision_t precision);
 
+/* Attention arguments over stand-in buffers (host memory, or fake pointers never
+ * dereferenced) for tests of the host-side checks: G = 16, D = 128, one token-major cache
+ * for K and V (kv_stride 128, i.e. Hkv = 1), one scale for both, a page table of
+ * table_stride ids per request, bf16 O with Q's row stride 16 * 128. */
+pw_attention_args_t pw_test_host_args(const void *q, const void *cache, const void *scale, const void *topk,
+                                      const void *cu, const void *prefix, const void *kv, const void *table,
+                                      int64_t table_stride, void *o);
+
 /* Marks the (cache slot, KV head) pairs inside some A_i of the call (docs/semantics.md,
  * "Visibility"): visible[slot * Hkv + h] = 1, else 0, for slot < num_cache_pages * P.
  * Written from the definition, independently of the library: query n of request r sees
