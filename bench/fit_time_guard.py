@@ -182,15 +182,16 @@ def read_base(text):
 
 
 def read_wide_base(text):
-    """cost_us [K32, K64][W64, W128], saving_factor and the K = 16 saving constants it
-    multiplies (saving_rate [Union8, Union4][W64, W128], saving_rows0, saving_fp8x2_factor)
-    of src/time_guard_wide_constants.h (the PW_TIME_GUARD_WIDE initialiser: cost_us,
-    hash_cost_us, wave_windows, hash_wave_windows, saving_factor, saving_rate_ns_per_row,
-    saving_rows0, saving_fp8x2_factor); ValueError when it does not have that shape."""
-    nums = macro_numbers(text, "PW_TIME_GUARD_WIDE", 26)
-    return {"cost": [nums[0:2], nums[2:4]], "saving_factor": nums[16],
-            "saving_rate": [nums[17:19], nums[19:21]], "saving_rows0": [nums[21:23], nums[23:25]],
-            "saving_fp8x2_factor": nums[25]}
+    """cost_us [K32, K64][W64, W128], saving_factor [W64, W128] and the K = 16 saving
+    constants it multiplies (saving_rate [Union8, Union4][W64, W128], saving_rows0,
+    saving_fp8x2_factor) of src/time_guard_wide_constants.h (the PW_TIME_GUARD_WIDE
+    initialiser: cost_us, hash_cost_us, wave_windows, hash_wave_windows, saving_factor,
+    saving_rate_ns_per_row, saving_rows0, saving_fp8x2_factor); ValueError when it does not
+    have that shape (the 26-number form before the per-window factor is refused)."""
+    nums = macro_numbers(text, "PW_TIME_GUARD_WIDE", 27)
+    return {"cost": [nums[0:2], nums[2:4]], "saving_factor": nums[16:18],
+            "saving_rate": [nums[18:20], nums[20:22]], "saving_rows0": [nums[22:24], nums[24:26]],
+            "saving_fp8x2_factor": nums[26]}
 
 
 def wide_factor(m, shapes_docs, wide):
@@ -200,9 +201,10 @@ def wide_factor(m, shapes_docs, wide):
     header's cost_us: the greedy arm's call includes the regroup), over m's K = 16 saving for
     the same rows (Union4, W128, in that precision); the factor is the smallest ratio. Reads
     bench/shapes.py --json documents with the G16id / G16greedy (G8, G4) arms. With the W64
-    arms (G16greedy64 ...) the same ratio at W64 (the header's W64 cost, m's W64 saving) joins
-    the minimum (one factor serves both windows), and a line gives the measured W64 - W128
-    call time. Returns (factor or None, report lines)."""
+    arms (G16greedy64 ...) the same ratio at W64 (the header's W64 cost, m's W64 saving) gives
+    W64's factor (its own minimum: since the forty-third session each window has a factor),
+    and a line gives the measured W64 - W128 call time. Returns ([W64 factor or None, W128
+    factor or None], report lines)."""
     groups = {}
     for doc in shapes_docs:
         for r in doc.get("rows", []):
@@ -211,7 +213,7 @@ def wide_factor(m, shapes_docs, wide):
                 continue
             key = (r["file"].rsplit("/", 1)[-1], r["precision"], int(mt.group(1)))
             groups.setdefault(key, {"row": r})[mt.group(2)] = r["median_us"]
-    lines, ratios = [], []
+    lines, ratios = [], [[], []]
     for (name, prec, g), v in sorted(groups.items()):
         if "id" not in v or "greedy" not in v:
             continue
@@ -223,7 +225,7 @@ def wide_factor(m, shapes_docs, wide):
         if s_model <= 0:
             lines.append(f"{name} {prec} G={g}: the K = 16 model saves nothing at {rows} rows; skipped")
             continue
-        ratios.append(saving / s_model)
+        ratios[W128].append(saving / s_model)
         lines.append(f"{name} K={r['topk']} {prec} G={g}: saved {saving:.1f} us (identity {v['id']:.1f}, "
                      f"regrouped {v['greedy']:.1f}, regroup {wide['cost'][kd][W128]:.2f}) / model {s_model:.1f} us "
                      f"= {saving / s_model:.3f}")
@@ -231,13 +233,12 @@ def wide_factor(m, shapes_docs, wide):
             saving64 = v["id"] - v["greedy64"] + wide["cost"][kd][W64]
             s64 = predict(m, {"rows": rows, "w128": 0, "w64": 0, "pages": 0}, U4, W64, x2=prec == "fp8x2")[0]
             if s64 > 0:
-                ratios.append(saving64 / s64)
+                ratios[W64].append(saving64 / s64)
             lines.append(f"{name} K={r['topk']} {prec} G={g} W64: saved {saving64:.1f} us (regrouped "
                          f"{v['greedy64']:.1f}, regroup {wide['cost'][kd][W64]:.2f}) / model {s64:.1f} us = "
                          + (f"{saving64 / s64:.3f}" if s64 > 0 else "(model saves nothing)")
                          + f"; W64 - W128 measured {v['greedy64'] - v['greedy']:+.1f} us")
-    factor = min(ratios) if ratios else None
-    return factor, lines
+    return [min(x) if x else None for x in ratios], lines
 
 
 def fit(pts, margin, s_max_rows=20000, base=None):
@@ -459,7 +460,7 @@ def self_test():
     ok &= close(m3["fixed"][W128], 10.0)  # fitted values still come from the data
     # --wide: shapes.py rows whose savings are known multiples of the model's; the factor is
     # the smallest, and K = 16 rows or arms without a pair are ignored.
-    wide = {"cost": [[10.0, 20.0], [15.0, 30.0]], "saving_factor": 0.5}
+    wide = {"cost": [[10.0, 20.0], [15.0, 30.0]], "saving_factor": [0.5, 0.5]}
     shape_rows = []
     for name, k, g, prec, mult in (("a_k32", 32, 16, "fp8", 1.5), ("a_k32", 32, 4, "fp8", 0.6),
                                    ("a_k64", 64, 8, "fp8x2", 0.9), ("a_k16", 16, 4, "fp8", 0.1)):
@@ -472,25 +473,27 @@ def self_test():
                                "median_us": t})
     shape_rows.append(dict(shape_rows[0], arm="G8id"))  # no G8greedy: ignored
     factor, wlines = wide_factor(m, [{"rows": shape_rows}], wide)
-    ok &= factor is not None and close(factor, 0.6) and len(wlines) == 3
-    # a W64 arm: its ratio (here 0.5 of the model's W64 saving) joins the minimum
+    ok &= factor[W64] is None and factor[W128] is not None and close(factor[W128], 0.6) and len(wlines) == 3
+    # a W64 arm: its ratio (here 0.5 of the model's W64 saving) is W64's factor, W128's stays
     s64 = predict(m, {"rows": 15272, "w128": 0, "w64": 0, "pages": 0}, U4, W64)[0]
     shape_rows.append(dict(shape_rows[0], arm="G16greedy64", median_us=1000.0 - (0.5 * s64 - wide["cost"][0][W64])))
     factor, wlines = wide_factor(m, [{"rows": shape_rows}], wide)
-    ok &= factor is not None and close(factor, 0.5) and len(wlines) == 4
+    ok &= factor[W64] is not None and close(factor[W64], 0.5) and close(factor[W128], 0.6) and len(wlines) == 4
     ok &= any("W64 - W128 measured" in x for x in wlines)
     wtext = ("#define PW_TIME_GUARD_WIDE { /* cost_us */ {{13.02, 21.20}, {19.14, 30.74}}, {{1, 2}, {3, 4}}, "
-             "{{5, 6}, {7, 8}}, {{9, 10}, {11, 12}}, /* saving_factor */ 0.584, {{4.38, 5.85}, {4.74, 6.33}}, "
+             "{{5, 6}, {7, 8}}, {{9, 10}, {11, 12}}, /* saving_factor */ {0.465, 0.823}, {{4.38, 5.85}, {4.74, 6.33}}, "
              "{{2550.7, 2550.7}, {376.2, 376.2}}, 1.2566 }\n#endif\n")
     wb = read_wide_base(wtext)
-    ok &= wb["cost"] == [[13.02, 21.20], [19.14, 30.74]] and close(wb["saving_factor"], 0.584)
+    ok &= wb["cost"] == [[13.02, 21.20], [19.14, 30.74]] and wb["saving_factor"] == [0.465, 0.823]
     ok &= wb["saving_rate"] == [[4.38, 5.85], [4.74, 6.33]] and wb["saving_rows0"][U4] == [376.2, 376.2]
     ok &= close(wb["saving_fp8x2_factor"], 1.2566)
-    try:  # the shape before 2026-12-05 (17 numbers, no saving constants) is refused
-        read_wide_base(wtext.replace(", {{4.38, 5.85}, {4.74, 6.33}}, {{2550.7, 2550.7}, {376.2, 376.2}}, 1.2566", ""))
-        ok = False
-    except ValueError:
-        pass
+    for old in (wtext.replace(", {{4.38, 5.85}, {4.74, 6.33}}, {{2550.7, 2550.7}, {376.2, 376.2}}, 1.2566", ""),
+                wtext.replace("{0.465, 0.823}", "0.584")):
+        try:  # the shapes before 2026-12-05 (17 numbers) and before the per-window factor (26) are refused
+            read_wide_base(old)
+            ok = False
+        except ValueError:
+            pass
     # The installed header parses (the --base that scaling13 passes).
     installed = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "time_guard_constants.h")
     if os.path.exists(installed):
@@ -500,7 +503,7 @@ def self_test():
     installed_wide = os.path.join(os.path.dirname(installed), "time_guard_wide_constants.h")
     if os.path.exists(installed_wide):
         with open(installed_wide) as fh:
-            ok &= read_wide_base(fh.read())["saving_factor"] > 0
+            ok &= all(f > 0 for f in read_wide_base(fh.read())["saving_factor"])
     print("fit_time_guard self-test:", "ok" if ok else "FAILED", json.dumps(m), notes)
     return 0 if ok else 1
 
@@ -562,15 +565,18 @@ def main():
         factor, lines = wide_factor(m, shapes_docs, wide)
         for line in lines:
             print("wide:", line)
-        if factor is None:
+        if factor[W128] is None:
             print("wide: no K > 16 capture with both an id and a greedy arm; no factor")
         else:
-            print(f"wide saving_factor against this fit: {factor:.3f} (installed {wide['saving_factor']:.3f} "
-                  f"against its own K = 16 saving constants, rate {json.dumps(wide['saving_rate'])}, rows0 "
-                  f"{json.dumps(wide['saving_rows0'])}, FP8X2 {wide['saving_fp8x2_factor']:g})")
+            def fmt(f):
+                return "none (no W64 arm)" if f is None else f"{f:.3f}"
+            print(f"wide saving_factor against this fit: W64 {fmt(factor[W64])}, W128 {fmt(factor[W128])} "
+                  f"(installed {json.dumps(wide['saving_factor'])} against its own K = 16 saving constants, rate "
+                  f"{json.dumps(wide['saving_rate'])}, rows0 {json.dumps(wide['saving_rows0'])}, FP8X2 "
+                  f"{wide['saving_fp8x2_factor']:g})")
             print("wide: to install, set src/time_guard_wide_constants.h by hand: saving_factor "
-                  f"{factor:.3f}, saving_rate_ns_per_row {json.dumps(m['rate'])}, saving_rows0 "
-                  f"{json.dumps(m['rows0'])}, saving_fp8x2_factor {m['fp8x2_factor']:.6g} (this fit's)")
+                  f"{{{fmt(factor[W64])}, {fmt(factor[W128])}}}, saving_rate_ns_per_row {json.dumps(m['rate'])}, "
+                  f"saving_rows0 {json.dumps(m['rows0'])}, saving_fp8x2_factor {m['fp8x2_factor']:.6g} (this fit's)")
     if a.write:
         with open(a.write, "w") as fh:
             fh.write(header(m, [p.rsplit("/", 1)[-1] for p in a.json], rows, notes))

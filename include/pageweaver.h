@@ -1003,10 +1003,10 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * the model's predictions; nothing measured them.
  * Top-K wider than 16 (Kd = 32 / 64; since 2026-12-02, thirteenth session): the same
  * inputs, with
- *   saving_us = saving_factor * (the formula above, with the wide model's own rate, rows0
- *     and FP8X2 factor: the twentieth session's K = 16 constants, which the factor has been
- *     used with since 2026-12-03; since 2026-12-05 a refit of the K = 16 constants no
- *     longer moves the K > 16 choices until the factor is re-measured against it),
+ *   saving_us = saving_factor[W] * (the formula above at W, with the wide model's own
+ *     rate, rows0 and FP8X2 factor: since 2026-12-05 (forty-third session) the K = 16
+ *     constants installed that day, kept in the wide model so that a later K = 16 refit
+ *     does not move the K > 16 choices before the factors are re-measured against it),
  *   cost_us = wide_cost[Kd][W] * max(1, windows / wave_windows[Kd][W])
  * where wide_cost is the wide-Top-K regroup kernel's measured time per A-hot call, one
  * wave of CTAs (H200, guarded: 21.2 / 30.7 us at W128, 13.0 / 19.1 at W64 for Kd 32 / 64;
@@ -1014,16 +1014,22 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * every window as at K = 16, although the regroup runs the fast kernel for each window
  * whose pages fit), wave_windows the windows one wave holds (132 SMs x the CTAs per SM
  * the kernel's shared memory allows: 264 / 132 at W128, hash-set kernel 660 / 264;
- * derived, not measured), and saving_factor = 0.584, the least measured ratio of the
- * attention time regrouping saved at K 32 / 64 (G 16 / 8 / 4, both precisions) to the
- * K = 16 formula's: conservative at G = 16 (measured 1.3-2.2x the formula; measured
- * against the K = 16 constants of 2026-12-01, whose saving is 2-11% below the twentieth
- * session's, so the least case is 0.527 of the formula as used here). So
- * A-hot (504 pages) regroups at K 32 / 64; at W128 with a page table within the bound,
- * chunks below ~5,400 / 6,700 rows (Kd 32, FP8X2 / FP8) and ~7,400 / 9,200 rows (Kd 64)
- * keep identity order; with a wider table (e.g. one sized for 1M-token contexts) the hash
- * cost makes that ~17,500 / 21,900 rows (Kd 32) and ~30,100 rows (Kd 64 FP8X2), and Kd 64
- * FP8 at W128 never regroups (its cost per row past one wave exceeds the saving per row).
+ * derived, not measured), and saving_factor per window the least measured ratio of the
+ * attention time regrouping saved at K 32 / 64 (A-hot, G 16 / 8 / 4, both precisions) to
+ * the formula's: W128 0.823 (H200; 0.833 on an H100), W64 0.465 (H100 only; on the same
+ * inputs every W64 call was 13.6-43.1 us slower than the W128 one). Conservative at G = 16
+ * and 8 (measured 1.5-3.2x the formula at W128). So the window is W128 wherever a K > 16 regroup
+ * pays, and A-hot (504 pages) regroups at K 32 / 64; with one request and one KV head, a
+ * page table within the bound, chunks below ~5,460 / 6,800 rows (Kd 32, FP8X2 / FP8) and
+ * ~7,890 / 9,780 rows (Kd 64) keep identity order; with a wider table (e.g. one sized for
+ * 1M-token contexts) the hash cost makes that ~19,800 / 24,400 rows at Kd 32, and Kd 64
+ * never regroups there (its hash-set cost per row past one wave exceeds the saving per
+ * row). (Until 2026-12-05 one factor, 0.584, served both windows with the twentieth
+ * session's K = 16 constants; the thresholds were ~5,400 / 6,700 and ~7,400 / 9,200 rows,
+ * and W64 was chosen for some shapes: of bench/plan_sweep.py's K > 16 plans 19 that
+ * regrouped now keep identity order (most with page tables past the direct bound) and 5
+ * moved from W64 to W128. These changes are predictions: A-hot is the only K > 16 input
+ * measured.)
  * Constants: src/time_guard_wide_constants.h, with the command that re-measures them. */
 typedef struct pw_plan_info {
     uint32_t struct_size;      /* sizeof(pw_plan_info_t), set by PW_PLAN_INFO_INIT */

@@ -91,7 +91,7 @@ int pw_time_guard_wide(const pw_time_guard_wide_inputs_t *in, const pw_time_guar
     const int hash = in->base.max_pages_per_request > m->direct_max_pages[w];
     const double per_wave = hash ? wide->hash_wave_windows[kd][w] : wide->wave_windows[kd][w];
     const double waves = per_wave > 0.0 && windows > per_wave ? windows / per_wave : 1.0;
-    const double saving = wide->saving_factor * saving16;
+    const double saving = wide->saving_factor[w] * saving16;
     const double cost = (hash ? wide->hash_cost_us[kd][w] : wide->cost_us[kd][w]) * waves;
     if (saving_us) *saving_us = saving;
     if (cost_us) *cost_us = cost;

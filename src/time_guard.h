@@ -62,13 +62,15 @@ typedef struct pw_time_guard_wide_model {
     double hash_cost_us[PW_TG_WIDE_KS][PW_TG_WINDOWS];
     double wave_windows[PW_TG_WIDE_KS][PW_TG_WINDOWS];
     double hash_wave_windows[PW_TG_WIDE_KS][PW_TG_WINDOWS];
-    /* S_exec = saving_factor * the K = 16 formula (pw_time_guard's saving) evaluated with
-     * saving_rate_ns_per_row, saving_rows0 and saving_fp8x2_factor in place of the K = 16
-     * model's rate, rows0 and fp8x2_factor: the K = 16 saving constants the factor is used
-     * with, kept here (since 2026-12-05) so that a refit of the K = 16 model
+    /* S_exec = saving_factor[W] * the K = 16 formula (pw_time_guard's saving at window W)
+     * evaluated with saving_rate_ns_per_row, saving_rows0 and saving_fp8x2_factor in place
+     * of the K = 16 model's rate, rows0 and fp8x2_factor: the K = 16 saving constants the
+     * factor is used with, kept here (since 2026-12-05) so that a refit of the K = 16 model
      * (time_guard_constants.h) leaves the K > 16 choices as they are until the factor is
-     * re-measured against the new fit (bench/fit_time_guard.py --wide) */
-    double saving_factor;
+     * re-measured against the new fit (bench/fit_time_guard.py --wide). One factor per
+     * window [W64, W128] since the forty-third session: at K > 16 a W64 regroup keeps a
+     * smaller share of the K = 16 model's W64 saving than W128 does of W128's. */
+    double saving_factor[PW_TG_WINDOWS];
     double saving_rate_ns_per_row[PW_TG_KERNELS][PW_TG_WINDOWS];
     double saving_rows0[PW_TG_KERNELS][PW_TG_WINDOWS];
     double saving_fp8x2_factor;
@@ -90,7 +92,7 @@ const pw_time_guard_wide_model_t *pw_time_guard_wide_model(void);
 int pw_time_guard(const pw_time_guard_inputs_t *in, const pw_time_guard_model_t *model,
                   double *saving_us, double *cost_us);
 
-/* The same decision for Kd = 32 / 64: saving = wide->saving_factor * pw_time_guard's
+/* The same decision for Kd = 32 / 64: saving = wide->saving_factor[W] * pw_time_guard's
  * saving with wide's saving_rate_ns_per_row, saving_rows0 and saving_fp8x2_factor (model's
  * own rate, rows0 and fp8x2_factor are not read), cost = wide->cost_us[Kd][W] * max(1,
  * windows / wave_windows[Kd][W]) (hash_cost_us and hash_wave_windows past model's direct

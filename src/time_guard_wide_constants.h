@@ -9,17 +9,26 @@
  *     variant 6 (the hash-set kernel it runs past that bound), us:
  *         K32 W64 13.02 (variant 6: 49.98), K32 W128 21.20 (77.54),
  *         K64 W64 19.14 (105.63), K64 W128 30.74 (136.20);
- *   saving_factor: `bench/shapes.py --copies 3` on the same captures, two device calls
- *     (`PW_SHAPES_ARMS=G16id,G16greedy,G8id,G8greedy,G4id,G4greedy`, then
- *     `G16,G16id,G8,G8id,G4,G4id`, the default plan choosing GUARDED): the attention time
- *     regrouping saved (T_identity - T_guarded + the regroup's cost) over the K = 16 model's
- *     S_exec for the same rows (85.1 us FP8, 110.9 us FP8X2), smallest over both calls,
- *     G 16 / 8 / 4, K 32 / 64 and both precisions: 0.584 (G = 4, K = 32, FP8, second call:
- *     1033.9 - 1005.4 + 21.2 = 49.7 us; the first call gave 0.643 there); the others
- *     0.59-2.15 (G = 16: 1.31-2.15). So the K > 16 guard is conservative for G = 16 and 8.
- *     The factor multiplies the K = 16 formula with the saving constants below (not
- *     src/time_guard_constants.h's since 2026-12-05): re-measure it after a refit of the
- *     K = 16 model and install both together.
+ *   saving_factor [W64, W128]: the attention time a regroup saved (T_identity - T_regrouped +
+ *     the regroup's cost_us above: the regrouped arm's call includes the regroup) over the
+ *     K = 16 saving formula for the same rows, window and precision, evaluated with the
+ *     saving constants below; the smallest over G 16 / 8 / 4, K 32 / 64 and both precisions,
+ *     per window (`bench/shapes.py --copies 3`, arms G<g>id / G<g>greedy (W128) /
+ *     G<g>greedy64 (W64) on the same A-hot captures at K 32 / 64; then
+ *     `bench/fit_time_guard.py <scaling JSONs> --base <K = 16 header> --wide <shapes JSONs>`):
+ *       W128 0.823: H200, 2026-12-05 forty-second session (docs/shapes-wide-k32k64-h200.json;
+ *         K32 FP8X2 G4: 1298.1 - 1257.5 + 21.2 = 61.8 us over 75.1); the same arms on an
+ *         H100 in the forty-third session gave 0.833 there (the others 1.05-3.20);
+ *       W64 0.465: H100 only, forty-third session (docs/shapes-wide-k32k64-w64-h100.json; K32
+ *         FP8X2 G4: 1312.6 - 1295.8 + 13.0 = 29.8 us over the W64 model's 64.1; the others
+ *         0.66-2.90). Not yet measured on an H200. At every one of the 12 (K, precision,
+ *         G) cases W64's call was 13.6-43.1 us slower than W128's, so with these factors
+ *         the K > 16 guard picks W128 wherever a regroup pays at all.
+ *     Until 2026-12-05 one factor, 0.584 (thirteenth session, K32 FP8 G4, against that
+ *     session's K = 16 model), served both windows with the twentieth session's saving
+ *     constants (0.527 of those, 0.81 of the refit below).
+ *     Re-measure after a refit of the K = 16 model and install the factors and the saving
+ *     constants below together.
  * wave_windows, hash_wave_windows: windows one wave of CTAs holds on the H200 (132 SMs x
  * the CTAs per SM the kernel's shared memory allows: variant 7 48 / 64 KiB at W64, 96 /
  * 160 KiB at W128 for Kd 32 / 64, i.e. 4 / 3 and 2 / 1 per SM; variant 6 in guarded mode
@@ -28,23 +37,17 @@
  * one wave's; past a wave the cost is taken to grow linearly.
  * Re-measure after a change of the wide-Top-K regroup kernels or the attention kernels:
  *     PW_SHAPES_FILES=".data/workloads_k32/sel_A_hot_k32.safetensors .data/workloads_k64/sel_A_hot_k64.safetensors" \
- *     PW_SHAPES_ARMS=G16id,G16greedy,G8id,G8greedy,G4id,G4greedy PW_SHAPES_COPIES=3 PW_SHAPES_JSON=1 \
- *     scripts/gpu-check regroupwide shapes
+ *     PW_SHAPES_ARMS=G16id,G16greedy,G16greedy64,G8id,G8greedy,G8greedy64,G4id,G4greedy,G4greedy64 \
+ *     PW_SHAPES_COPIES=3 PW_SHAPES_JSON=1 scripts/gpu-check regroupwide shapes
  * then `python3 bench/fit_time_guard.py <scaling JSONs> --base src/time_guard_constants.h --wide
- * shapes.json` prints the factor against the K = 16 model it fits (since 2026-12-05). The
- * thirteenth session's smallest case, 49.7 us, is 0.527 of the saving constants below (the
- * twentieth session's K = 16 model, 94.3 us): this 0.584 was taken against the model of the
- * thirteenth session. Against the K = 16 constants installed on 2026-12-05 it is 0.81; the
- * forty-second session's re-measurement gives 0.823 against them (bench/NOTES.md).
- * (bench/NOTES.md, thirteenth session, has the table).
+ * shapes.json` prints both factors against the K = 16 model it fits and the saving
+ * constants to install with them.
  * saving_rate_ns_per_row, saving_rows0, saving_fp8x2_factor: the K = 16 saving constants
- * the factor multiplies, copied here on 2026-12-05 (forty-second session) from the
- * twentieth session's src/time_guard_constants.h, the K = 16 model the K > 16 guard has run
- * with since 2026-12-03: until then a refit of the K = 16 model moved the K > 16 saving with
- * it (the forty-first session's refit would have turned 22 K > 16 plans from regrouping to
- * identity order, none measured), and now it cannot before the factor is re-measured.
- * After that measurement, set these three to the K = 16 fit the factor was taken against
- * (bench/fit_time_guard.py --wide prints both). */
+ * the factors multiply: since the forty-third session (2026-12-05) those of
+ * src/time_guard_constants.h as refitted and installed in the forty-second (the fit of
+ * docs/scaling-h200.json + docs/scaling-w64-h200.json); from 2026-12-03 to then the
+ * twentieth session's. They are kept here, not read from that header, so that a later K =
+ * 16 refit cannot move the K > 16 choices before the factors are re-measured against it. */
 #ifndef PW_TIME_GUARD_WIDE_CONSTANTS_H
 #define PW_TIME_GUARD_WIDE_CONSTANTS_H
 
@@ -54,10 +57,10 @@
         /* hash_cost_us */ {{49.98, 77.54}, {105.63, 136.20}},                              \
         /* wave_windows [K32, K64][W64, W128] */ {{528.0, 264.0}, {396.0, 132.0}},          \
         /* hash_wave_windows */ {{1320.0, 660.0}, {660.0, 264.0}},                          \
-        /* saving_factor */ 0.584,                                                          \
-        /* saving_rate_ns_per_row [Union8, Union4][W64, W128] */ {{4.38034, 5.84769}, {4.7414, 6.3297}}, \
-        /* saving_rows0 */ {{2550.74, 2550.74}, {376.198, 376.198}},                        \
-        /* saving_fp8x2_factor */ 1.25661                                                   \
+        /* saving_factor [W64, W128] */ {0.465, 0.823},                                     \
+        /* saving_rate_ns_per_row [Union8, Union4][W64, W128] */ {{4.47086, 5.96854}, {3.36898, 3.89419}}, \
+        /* saving_rows0 */ {{2580.31, 2580.31}, {-234.566, -435.519}},                      \
+        /* saving_fp8x2_factor */ 1.22715                                                   \
     }
 
 #endif
