@@ -206,15 +206,15 @@ def wide_factor(m, shapes_docs, wide):
     and a line gives the measured W64 - W128 call time. Returns ([W64 factor or None, W128
     factor or None], report lines)."""
     groups = {}
-    for doc in shapes_docs:
+    for di, doc in enumerate(shapes_docs):  # each document's arms pair among themselves
         for r in doc.get("rows", []):
             mt = re.fullmatch(r"G(16|8|4)(id|greedy|greedy64)", r.get("arm", ""))
             if not mt or r.get("topk", 16) <= 16:
                 continue
-            key = (r["file"].rsplit("/", 1)[-1], r["precision"], int(mt.group(1)))
+            key = (r["file"].rsplit("/", 1)[-1], r["precision"], int(mt.group(1)), di)
             groups.setdefault(key, {"row": r})[mt.group(2)] = r["median_us"]
     lines, ratios = [], [[], []]
-    for (name, prec, g), v in sorted(groups.items()):
+    for (name, prec, g, _), v in sorted(groups.items()):
         if "id" not in v or "greedy" not in v:
             continue
         r = v["row"]
@@ -480,6 +480,13 @@ def self_test():
     factor, wlines = wide_factor(m, [{"rows": shape_rows}], wide)
     ok &= factor[W64] is not None and close(factor[W64], 0.5) and close(factor[W128], 0.6) and len(wlines) == 4
     ok &= any("W64 - W128 measured" in x for x in wlines)
+    # two documents of the same captures (e.g. two devices): each pairs its own arms, and
+    # the factor is the least over both (a later document does not replace an earlier one)
+    other = [dict(r, median_us=r["median_us"] + (0.2 * s_model if r["arm"] == "G4greedy" else 0.0))
+             for r in shape_rows if r["arm"] in ("G4id", "G4greedy")]  # a_k32 G4: 0.6 -> 0.4
+    factor2, _ = wide_factor(m, [{"rows": shape_rows}, {"rows": other}], wide)
+    factor3, _ = wide_factor(m, [{"rows": other}, {"rows": shape_rows}], wide)
+    ok &= close(factor2[W128], 0.4) and close(factor3[W128], 0.4) and close(factor2[W64], 0.5)
     wtext = ("#define PW_TIME_GUARD_WIDE { /* cost_us */ {{13.02, 21.20}, {19.14, 30.74}}, {{1, 2}, {3, 4}}, "
              "{{5, 6}, {7, 8}}, {{9, 10}, {11, 12}}, /* saving_factor */ {0.465, 0.823}, {{4.38, 5.85}, {4.74, 6.33}}, "
              "{{2550.7, 2550.7}, {376.2, 376.2}}, 1.2566 }\n#endif\n")
@@ -516,7 +523,9 @@ def main():
                     help="an installed constants header: what the fit cannot fit keeps its values, not the defaults")
     ap.add_argument("--wide", metavar="SHAPES_JSON", nargs="+",
                     help="bench/shapes.py --json runs of the K = 32 / 64 captures (arms G16id,G16greedy,G8id,"
-                         "G8greedy,G4id,G4greedy): print the Top-K > 16 saving factor against the fitted model")
+                         "G8greedy,G4id,G4greedy for W128, and G16greedy64,G8greedy64,G4greedy64 for W64): print "
+                         "the Top-K > 16 saving factor of each window against the fitted model (the least ratio "
+                         "over every document; arms pair within a document)")
     ap.add_argument("--wide-base", metavar="HEADER", default=None,
                     help="the wide constants header (default src/time_guard_wide_constants.h next to this script)")
     ap.add_argument("--margin", type=float, default=None,
@@ -565,11 +574,11 @@ def main():
         factor, lines = wide_factor(m, shapes_docs, wide)
         for line in lines:
             print("wide:", line)
-        if factor[W128] is None:
+        if factor[W128] is None and factor[W64] is None:
             print("wide: no K > 16 capture with both an id and a greedy arm; no factor")
         else:
             def fmt(f):
-                return "none (no W64 arm)" if f is None else f"{f:.3f}"
+                return "none (no arm at this window)" if f is None else f"{f:.3f}"
             print(f"wide saving_factor against this fit: W64 {fmt(factor[W64])}, W128 {fmt(factor[W128])} "
                   f"(installed {json.dumps(wide['saving_factor'])} against its own K = 16 saving constants, rate "
                   f"{json.dumps(wide['saving_rate'])}, rows0 {json.dumps(wide['saving_rows0'])}, FP8X2 "

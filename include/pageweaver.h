@@ -1018,18 +1018,21 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * attention time regrouping saved at K 32 / 64 (A-hot, G 16 / 8 / 4, both precisions) to
  * the formula's: W128 0.823 (H200; 0.833 on an H100), W64 0.465 (H100 only; on the same
  * inputs every W64 call was 13.6-43.1 us slower than the W128 one). Conservative at G = 16
- * and 8 (measured 1.5-3.2x the formula at W128). So the window is W128 wherever a K > 16 regroup
- * pays, and A-hot (504 pages) regroups at K 32 / 64; with one request and one KV head, a
- * page table within the bound, chunks below ~5,460 / 6,800 rows (Kd 32, FP8X2 / FP8) and
- * ~7,890 / 9,780 rows (Kd 64) keep identity order; with a wider table (e.g. one sized for
- * 1M-token contexts) the hash cost makes that ~19,800 / 24,400 rows at Kd 32, and Kd 64
- * never regroups there (its hash-set cost per row past one wave exceeds the saving per
- * row). (Until 2026-12-05 one factor, 0.584, served both windows with the twentieth
- * session's K = 16 constants; the thresholds were ~5,400 / 6,700 and ~7,400 / 9,200 rows,
- * and W64 was chosen for some shapes: of bench/plan_sweep.py's K > 16 plans 19 that
- * regrouped now keep identity order (most with page tables past the direct bound) and 5
- * moved from W64 to W128. These changes are predictions: A-hot is the only K > 16 input
- * measured.)
+ * and 8 (measured 1.5-3.3x the formula at W128). So with one request and one KV head:
+ * A-hot (504 pages) regroups at W128 at K 32 / 64; with a page table within 2,048 pages
+ * chunks from ~5,460 / 6,800 rows (Kd 32, FP8X2 / FP8) and ~7,890 / 9,780 rows (Kd 64)
+ * regroup, at W128; with 2,049-4,096 pages (where W128 would take the hash-set kernel and
+ * W64 does not) from ~7,580 / 9,350 (Kd 32) and ~10,760 / 13,260 rows (Kd 64), at W64; past
+ * 4,096 pages (e.g. a table sized for 1M-token contexts) from ~19,800 / 24,400 rows at Kd
+ * 32 (W128), and Kd 64 never (its hash-set cost past one wave exceeds the saving). Many
+ * requests x KV heads can make W64 win too (W128's windows past one wave). (Before the
+ * forty-third session one factor, 0.584, served both windows with the twentieth session's
+ * K = 16 constants: AUTO regrouped from ~4,690 / 5,800 rows (Kd 32) and ~6,450 / 8,010
+ * (Kd 64), at W64 up to ~7,390 / ~10,330 rows and at W128 above with 504 pages; past 4,096
+ * pages from ~15,300 / 19,150 rows (Kd 32, W64), ~30,130 (Kd 64 FP8X2, W128) and ~39,250
+ * (Kd 64 FP8, W64). Of bench/plan_sweep.py's K > 16 plans 19 that regrouped now keep
+ * identity order, 16 of them past the direct bound, and 5 moved from W64 to W128. These
+ * changes are predictions: A-hot is the only K > 16 input measured.)
  * Constants: src/time_guard_wide_constants.h, with the command that re-measures them. */
 typedef struct pw_plan_info {
     uint32_t struct_size;      /* sizeof(pw_plan_info_t), set by PW_PLAN_INFO_INIT */

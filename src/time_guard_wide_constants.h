@@ -15,16 +15,20 @@
  *     saving constants below; the smallest over G 16 / 8 / 4, K 32 / 64 and both precisions,
  *     per window (`bench/shapes.py --copies 3`, arms G<g>id / G<g>greedy (W128) /
  *     G<g>greedy64 (W64) on the same A-hot captures at K 32 / 64; then
- *     `bench/fit_time_guard.py <scaling JSONs> --base <K = 16 header> --wide <shapes JSONs>`):
+ *     `bench/fit_time_guard.py <scaling JSONs> --base <K = 16 header> --wide <shapes JSONs>`,
+ *     each document's arms paired within it, the least ratio over all):
  *       W128 0.823: H200, 2026-12-05 forty-second session (docs/shapes-wide-k32k64-h200.json;
  *         K32 FP8X2 G4: 1298.1 - 1257.5 + 21.2 = 61.8 us over 75.1); the same arms on an
  *         H100 in the forty-third session gave 0.833 there (the others 1.05-3.20);
  *       W64 0.465: H100 only, forty-third session (docs/shapes-wide-k32k64-w64-h100.json; K32
  *         FP8X2 G4: 1312.6 - 1295.8 + 13.0 = 29.8 us over the W64 model's 64.1; the others
  *         0.66-2.90). Not yet measured on an H200. At every one of the 12 (K, precision,
- *         G) cases W64's call was 13.6-43.1 us slower than W128's, so with these factors
- *         the K > 16 guard picks W128 wherever a regroup pays at all.
- *     Until 2026-12-05 one factor, 0.584 (thirteenth session, K32 FP8 G4, against that
+ *         G) cases W64's call was 13.6-43.1 us slower than W128's; with these factors the
+ *         guard picks W128 at K > 16 where both windows run the same regroup kernel and
+ *         W128's windows fit one wave (A-hot's shape), and still W64 where W128 alone
+ *         would need the hash-set kernel (page tables of 2,049-4,096 pages) or several
+ *         waves (many requests x KV heads): predictions, not measured.
+ *     Until the forty-third session one factor, 0.584 (thirteenth session, K32 FP8 G4, against that
  *     session's K = 16 model), served both windows with the twentieth session's saving
  *     constants (0.527 of those, 0.81 of the refit below).
  *     Re-measure after a refit of the K = 16 model and install the factors and the saving

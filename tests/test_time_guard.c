@@ -601,6 +601,11 @@ static void test_wide_topk(void **state)
             assert_int_equal(info.window, 128);
             in.base.num_tokens = 15272;
             assert_int_equal(pw_time_guard_window(&in.base, kd, pw_time_guard_model(), lib), 128);
+            /* 3,000 pages: past W128's direct bound (2,048; the hash-set kernel's cost) but
+             * within W64's (4,096): W64 (a prediction: nothing measured it) */
+            in.base.max_pages_per_request = 3000;
+            assert_int_equal(pw_time_guard_window(&in.base, kd, pw_time_guard_model(), lib), 64);
+            in.base.max_pages_per_request = 504;
             pw_time_guard_wide(&in, pw_time_guard_model(), lib, &s, &c);
             assert_close(info.saving_us, s);
             assert_close(info.cost_us, c);

@@ -589,9 +589,9 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    the wide-Top-K GPU regroup (windows of 128; the same outputs,
                    bitwise), "auto" does where the time guard predicts a net saving
                    (large chunks: A-hot's 15,272 queries with a 504-column page table
-                   do, a few thousand do not; a table wider than 2,048 columns needs
-                   ~19K-32K queries per KV head: pageweaver.check_gpu_support shows the
-                   choice).
+                   do, a few thousand do not; a table of 2,049-4,096 columns needs
+                   ~7.6K-13.3K queries per KV head, a wider one ~19.8K-24.4K at K <= 32
+                   and never at K > 32: pageweaver.check_gpu_support shows the choice).
       page_table   [R, max_pages] int32, rows may be strided: physical page per logical
                    page; kv_lens[r] <= max_pages * 128.
       cu_seqlens_q [R+1], kv_lens [R], prefix_lens [R] int32 contiguous: packed requests,

@@ -473,13 +473,18 @@ def test_page_size_64_on_the_cpu_equals_the_128_token_problem():
 
 
 def test_plan_sweep_reports_the_plans_choices(tmp_path, capsys, monkeypatch):
-    """bench/plan_sweep.py (host only): 324 plans; A-hot's shape regroups at W128 and a
-    1,024-query chunk keeps identity order with the installed constants, as pw_plan_info
-    says; --against its own output reports no change, and a doctored line one flip."""
+    """bench/plan_sweep.py (host only): 432 plans; A-hot's shape regroups at W128 (also at
+    Top-K 32 / 64), a 1,024-query chunk keeps identity order, and at Top-K 32 a 3,000-page
+    table (past W128's direct bound, within W64's) regroups A-hot's rows at W64, with the
+    installed constants, as pw_plan_info says; --against its own output reports no change,
+    and a doctored line one flip."""
     import plan_sweep
     now = plan_sweep.sweep()
-    assert len(now) == 324
+    assert len(now) == 432
     assert now["K16 FP8X2 hkv1 pages504 N15272"][:2] == ("regroup", 128)
+    assert now["K32 FP8X2 hkv1 pages504 N15272"][:2] == ("regroup", 128)
+    assert now["K64 FP8X2 hkv1 pages504 N15272"][:2] == ("regroup", 128)
+    assert now["K32 FP8X2 hkv1 pages3000 N15272"][:2] == ("regroup", 64)
     assert now["K16 FP8X2 hkv1 pages504 N1024"][:2] == ("identity", 0)
     lines = [plan_sweep.line(k, v) for k, v in now.items()]
     same = tmp_path / "same.txt"
