@@ -69,8 +69,13 @@ A-hot and C-hot calls read the same with 256 MiB as without: bench/NOTES.md, 32n
 end) as bench/flashinfer_peer.py does; by default the host waits for each replay before
 launching the next, so the GPU idles between them.
 --nrms-rows R adds each plain arm's NRMS against FP64 exact on R random rows (its copy 0's output).
+--table-pages T widens each capture's page table to T columns (the extra ones name page 0 and
+lie past every kv_len), as an engine's table sized for longer contexts: the time guard and the
+regroup see the width (e.g. 3,000: past W128's direct regroup bound, 2,048, within W64's,
+4,096, where the Top-K > 16 guard picks W64); the JSON rows carry table_pages, and
+bench/fit_time_guard.py --wide skips rows past 2,048 columns.
 Run: python bench/shapes.py FILE.safetensors... [--replays 50] [--warmup 5] [--copies 1] [--arms ...]
-     [--flush-mb 256] [--back-to-back] [--nrms-rows 256]
+     [--flush-mb 256] [--back-to-back] [--nrms-rows 256] [--table-pages 3000]
 (PAGEWEAVER_LIBRARY or an installed package, as for the tests; needs an sm_90 GPU).
 """
 import argparse
@@ -182,7 +187,10 @@ def call_window(info):
     return int(info.get("regroup_window", 128))
 
 
-def build(path, device, copies=1):
+def build(path, device, copies=1, table_pages=0):
+    """The capture's tensors on `device`; table_pages > 0 widens the page table to that many
+    columns (the extra ones name page 0 and lie past every kv_len: nothing reads them), as an
+    engine's table sized for longer contexts: the time guard and the regroup see its width."""
     t, meta = pageweaver.load_capture(path, device="cpu")
     P = int(meta.get("page_size", "128"))
     topk = t["topk_ids"].to(torch.int32)
@@ -194,6 +202,11 @@ def build(path, device, copies=1):
     if table is None:
         table = torch.arange(r * max_pages, dtype=torch.int32).view(r, max_pages)
     pages = int(table.max()) + 1
+    if table_pages > table.shape[1]:
+        table = torch.cat([table.to(torch.int32),
+                           torch.zeros((r, table_pages - table.shape[1]), dtype=torch.int32)], dim=1)
+    elif table_pages:
+        raise SystemExit(f"--table-pages {table_pages}: the capture's table already has {table.shape[1]} columns")
     gen = torch.Generator().manual_seed(0)
     q16 = torch.randn((n, hkv * 16, D), generator=gen).to(torch.bfloat16)
     more_q = [torch.randn((n, hkv * 16, D), generator=torch.Generator().manual_seed(c)).to(torch.bfloat16)
@@ -333,6 +346,9 @@ def main():
                          "bench/flashinfer_peer.py and `pageweaver bench` time; default: wait after each replay")
     ap.add_argument("--nrms-rows", type=int, default=0,
                     help="also print each plain arm's NRMS vs FP64 exact on this many random rows (copy 0)")
+    ap.add_argument("--table-pages", type=int, default=0,
+                    help="widen each capture's page table to this many columns (e.g. 3000: past W128's direct "
+                         "regroup bound, 2,048, within W64's, 4,096), as an engine's table sized for longer contexts")
     ap.add_argument("--json", metavar="PATH",
                     help="also write every timed row as JSON (bench/fit_time_guard.py --wide reads it)")
     a = ap.parse_args()
@@ -348,8 +364,8 @@ def main():
           + (", back to back" if a.back_to_back else ""))
     records = []  # --json: one per (file, precision, arm)
     for path in a.files:
-        b = build(path, torch.device("cuda"), a.copies)
-        name = path.rsplit("/", 1)[-1]
+        b = build(path, torch.device("cuda"), a.copies, a.table_pages)
+        name = path.rsplit("/", 1)[-1] + (f" table {a.table_pages}" if a.table_pages else "")
         for prec in ("fp8", "fp8x2"):
             outs, graphs, gs = {}, {}, {}
             for arm in arms:
@@ -395,6 +411,7 @@ def main():
                                 f"(x{flop / useful_flop:.2f} useful)")
                 records.append(dict(file=path, num_tokens=b["n"], num_kv_heads=b["hkv"],
                                     topk=int(b["rest"][0].shape[2]), page_size=b["P"], q_heads_per_kv=gs[arm],
+                                    table_pages=int(b["rest"][1].shape[1]),
                                     precision=prec, arm=arm, median_us=med, p90_us=x[int(0.9 * len(x))],
                                     regroup=str(b["modes"].get((arm, prec)))))
                 print(f"{name} N={b['n']} Hkv={b['hkv']} {prec:5s} {arm:10s}: median {med:8.1f}  "

@@ -501,3 +501,32 @@ def test_plan_sweep_reports_the_plans_choices(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "K16 FP8X2 hkv1 pages504 N1024: was regroup W64, now identity W0" in out
     assert "1 regroup / identity changes" in out
+
+
+def test_shapes_table_pages(tmp_path):
+    """bench/shapes.py --table-pages: the page table is widened to that many columns (the
+    extra ones page 0, past every kv_len), the capture's own columns unchanged, the caches
+    sized for the real pages only; a width below the capture's is refused. With a 3,000-column
+    table at Top-K 32 the time guard (check_gpu_support) picks W64 for 15,272 rows, and W128
+    with the capture's own 504 columns (the forty-third session's per-window factors)."""
+    import shapes
+    n, pages = 15272, 504
+    gen = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, pages, (1, n, 32), generator=gen, dtype=torch.int32)
+    i32 = lambda v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
+    path = tmp_path / "cap.safetensors"
+    pageweaver.save_capture(str(path), ids, i32([0, n]), i32([pages * 128 - n]), i32([pages * 128]))
+    b = shapes.build(str(path), torch.device("cpu"), 1, 3000)
+    table = b["rest"][1]
+    assert table.shape == (1, 3000)
+    assert torch.equal(table[0, :pages], torch.arange(pages, dtype=torch.int32))
+    assert int(table[0, pages:].abs().sum()) == 0
+    assert b["kc"].shape[0] == pages * 128
+    plain = shapes.build(str(path), torch.device("cpu"), 1)
+    assert plain["rest"][1].shape == (1, pages)
+    with pytest.raises(SystemExit, match="already has 504 columns"):
+        shapes.build(str(path), torch.device("cpu"), 1, 300)
+    for bb, window in ((b, 64), (plain, 128)):
+        q = torch.empty((n, 16, 128), dtype=torch.bfloat16)
+        info = pageweaver.check_gpu_support(q, bb["kc"], bb["vc"], *bb["rest"])
+        assert info["regroup"] != "identity" and info["regroup_window"] == window
