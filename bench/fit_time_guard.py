@@ -584,7 +584,7 @@ def main():
         factor, lines = wide_factor(m, shapes_docs, wide)
         for line in lines:
             print("wide:", line)
-        if factor[W128] is None and factor[W64] is None:
+        if factor[W128] is None:  # (W64's ratio needs the same capture's W128 pair)
             print("wide: no K > 16 capture with both an id and a greedy arm; no factor")
         else:
             def fmt(f):
