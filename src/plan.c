@@ -73,12 +73,13 @@ enum {
     PART_VT_SLOTS, PART_VT_LIST, PART_VT_COUNT, PART_VT_TILES, PART_SCHED, NUM_PARTS
 };
 #define PW_PLAN_CONFIG_V1_SIZE offsetof(pw_plan_config_t, vt_max_pages) /* before vt_max_pages */
-#define PW_PLAN_VT_MIN_QUERIES 4096 /* the pre-pass rule (pageweaver.h, PW_PLAN_VT_PREPASS) */
+#define PW_PLAN_VT_MIN_QUERIES 4096 /* the pre-pass rule (pageweaver.h, PW_PLAN_VT_PREPASS): N >= 4096, */
+#define PW_PLAN_VT_MIN_QUERIES_WIDE_TOPK 2048 /* or N >= 2048 ... */
+#define PW_PLAN_VT_MIN_SELECTIONS 65536       /* ... with N x K >= 65,536 (Top-K 32 / 64) */
 #define PW_PLAN_VT_MIN_PER_PAGE 64   /* the rule: selections per touched page (N x K / 64 tiles) */
 #define PW_PLAN_VT_DEFAULT_PAGES 2048 /* tiles per KV head when config.vt_max_pages is 0 ... */
 #define PW_PLAN_VT_DEFAULT_TOTAL 32768 /* ... and at most this many in all (1 GiB) */
 #define PW_PLAN_VT_MAX_ENTRIES_PER_SELECTION 4 /* the rule: page-table entries per selection */
-#define PW_PLAN_VT_MIN_QUERIES_WIDE 8192 /* the rule, when a KV head may fall back */
 #define PW_PLAN_VT_MAX_SCAN_CTAS 0x7fffffffLL /* the scan's 1-D grid of 256 threads */
 
 struct pw_plan {
@@ -476,9 +477,13 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
         int64_t cap = entries < max_tiles ? entries : max_tiles;
         if (config->flags & PW_PLAN_VT_PREPASS) {
             plan->vt_prepass = 1;
-        } else if (!(config->flags & PW_PLAN_NO_VT_PREPASS) && problem->num_tokens >= PW_PLAN_VT_MIN_QUERIES &&
+        } else if (!(config->flags & PW_PLAN_NO_VT_PREPASS) && (problem->num_tokens >= PW_PLAN_VT_MIN_QUERIES ||
+                    (problem->num_tokens >= PW_PLAN_VT_MIN_QUERIES_WIDE_TOPK &&
+                     selections >= PW_PLAN_VT_MIN_SELECTIONS)) &&
                    entries <= PW_PLAN_VT_MAX_ENTRIES_PER_SELECTION * selections && vt_scan_fits(problem)) {
-            /* Host half: enough queries, and a table whose per-call memset and scan (one
+            /* Host half: enough queries (4,096, or 2,048 with K >= 32: H200, forty-fourth
+             * session, 9-35% faster at 2,048 queries with K 32 / 64; at 1,024 queries with
+             * K 64 G = 8 / 4 ran 17-71% slower on the pre-pass), and a table whose per-call memset and scan (one
              * byte and one thread per entry) stay small against the call (at most 4 entries
              * per selection: an engine's 8,192-column table for 4,096 queries of one
              * request, 32 requests at 16,384 queries). Device half: a KV head runs on the
@@ -486,10 +491,16 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
              * 64 times on average), so C never exceeds that. */
             const int64_t pays = selections / PW_PLAN_VT_MIN_PER_PAGE;
             if (cap > pays) cap = pays;
-            /* Where a KV head may fall back (more entries than tiles), the fallback's extra
-             * launches cost ~10 us (H200: 4,096 queries over 256K / 1M tokens, +2.4-3.0%);
-             * only chunks of 8,192+ queries take that risk (bench/NOTES.md v8.1). */
-            plan->vt_prepass = entries <= cap || problem->num_tokens >= PW_PLAN_VT_MIN_QUERIES_WIDE;
+            /* A table with more entries than tiles (a KV head may fall back) takes the
+             * pre-pass too. Until the forty-fourth session such calls needed 8,192+ queries
+             * (the fallback's extra launches: +2.4-3.0% at 4,096 queries over 256K / 1M
+             * tokens), which left an engine's table sized for long contexts without the
+             * pre-pass on every smaller chunk: H200, 4,096 queries at a 48K prefix with an
+             * 8,192-column table ran 9-43% slower (K 16 / 32), against +1.3-7.4% now where
+             * the unions touch more than C pages (4,096 queries over 256K / 1M tokens at K
+             * 16, 1M at K 32 / 64: the device falls back; bench/NOTES.md, forty-fourth
+             * session). */
+            plan->vt_prepass = 1;
         }
         /* No tile to hand out (a table of no pages: only with N = 0, which enqueues
          * nothing): no pre-pass, whatever the flags. */

@@ -42,6 +42,54 @@ static size_t sched_part(const pw_problem_t *p)
     return sched_bytes((size_t)p->num_kv_heads, (size_t)pw_max_groups(p, &g));
 }
 
+/* The V^T pre-pass rule's host half (pageweaver.h, PW_PLAN_VT_PREPASS): N >= 4096, or N >=
+ * 2048 with N x K >= 65,536 (the caller's K); at most 4 page-table entries per selection;
+ * since 2026-12-05 also where a KV head may fall back (more entries than tiles). C = min(R x
+ * max_pages, N x K / 64, 2048). */
+static void test_vt_prepass_rule(void **state)
+{
+    (void)state;
+    static const struct {
+        int32_t n, k, r, max_pages;
+        uint32_t flags;
+        int vt;
+        int64_t cap;
+    } cases[] = {
+        {4096, 16, 1, 512, 0u, 1, 512},   {4095, 16, 1, 512, 0u, 0, 0},
+        {4096, 8, 1, 512, 0u, 1, 512},    {8192, 8, 1, 512, 0u, 1, 512},
+        {2048, 32, 1, 512, 0u, 1, 512},   {2047, 32, 1, 512, 0u, 0, 0},
+        {2048, 64, 1, 512, 0u, 1, 512},   {1024, 64, 1, 512, 0u, 0, 0},
+        {2114, 31, 1, 512, 0u, 0, 0},     {2115, 31, 1, 512, 0u, 1, 512},
+        {3000, 24, 1, 512, 0u, 1, 512},   {3000, 16, 1, 512, 0u, 0, 0},
+        /* a table sized for 1M-token contexts: on (it needed N >= 8192 until 2026-12-05) */
+        {4096, 16, 1, 8192, 0u, 1, 1024}, {2048, 32, 1, 8192, 0u, 1, 1024},
+        {4096, 16, 4, 8192, 0u, 1, 1024}, {16384, 16, 1, 8192, 0u, 1, 2048},
+        /* more than 4 entries per selection: off */
+        {4096, 16, 1, 4 * 4096 * 16 + 1, 0u, 0, 0}, {4096, 16, 1, 4 * 4096 * 16, 0u, 1, 1024},
+        /* the flags decide */
+        {4096, 16, 1, 512, PW_PLAN_NO_VT_PREPASS, 0, 0}, {1024, 16, 1, 512, PW_PLAN_VT_PREPASS, 1, 512},
+        {1024, 16, 1, 8192, PW_PLAN_VT_PREPASS, 1, 2048},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pw_problem_t p = fast_problem(cases[i].n, cases[i].r, 1);
+        p.topk = cases[i].k;
+        p.max_pages_per_request = cases[i].max_pages;
+        p.num_cache_pages = (int64_t)cases[i].max_pages * cases[i].r;
+        pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
+        cfg.flags = cases[i].flags;
+        pw_plan_t *plan = NULL;
+        assert_pw_ok(pw_plan_create(&p, &cfg, &plan));
+        pw_plan_info_t info = PW_PLAN_INFO_INIT;
+        assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &info));
+        if (info.vt_prepass != cases[i].vt || info.vt_capacity != cases[i].cap)
+            fail_msg("case %zu (N %d, K %d, R %d, max_pages %d, flags %u): vt_prepass %d capacity %lld, "
+                     "expected %d / %lld", i, cases[i].n, cases[i].k, cases[i].r, cases[i].max_pages,
+                     cases[i].flags, info.vt_prepass, (long long)info.vt_capacity, cases[i].vt,
+                     (long long)cases[i].cap);
+        pw_plan_destroy(plan);
+    }
+}
+
 /* The size query adds up the documented parts, each 256-byte aligned, + 255 bytes
  * (N >= 1; N = 0 needs no workspace, test_prefill_argument_errors). */
 static void test_workspace_size_formula(void **state)
@@ -90,8 +138,9 @@ static void test_workspace_size_formula(void **state)
         size_t cap = (size_t)r * 512;
         if (cap > (size_t)n * 16 / 64) cap = (size_t)n * 16 / 64;
         if (cap > 2048) cap = 2048;
-        /* ... and, where a KV head may fall back (R x max_pages > C), N >= 8192. */
-        if (n >= 4096 && ((size_t)r * 512 <= cap || n >= 8192)) {
+        /* ... also where a KV head may fall back (R x max_pages > C; until 2026-12-05 that
+         * needed N >= 8192). */
+        if (n >= 4096) {
             const size_t entries = (size_t)hkv * (size_t)r * 512;
             /* The regroup objective by tile: FP8X2 calls pick their tile per call here (G =
              * 16, K = 16, P = 128), so a plan that regroups in FP8X2 holds a second
@@ -332,7 +381,8 @@ static void test_create_errors(void **state)
     pw_plan_destroy(plan);
     assert_true(with > without);
     /* Fewer than 8,192 queries on a table with more entries than tiles (a KV head may fall
-     * back): the rule leaves it out; with as many entries as tiles it takes it. */
+     * back): the rule takes it since 2026-12-05 (it left it out before), as with as many
+     * entries as tiles. */
     pw_problem_t mid = fast_problem(4096, 1, 1); /* C = min(entries, 4096 x 16 / 64 = 1024, 2048) */
     mid.max_pages_per_request = 1025;
     mid.num_cache_pages = 1025;
@@ -344,7 +394,7 @@ static void test_create_errors(void **state)
     assert_pw_ok(pw_plan_create(&mid, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &with));
     pw_plan_destroy(plan);
-    assert_int_equal(with, without);
+    assert_true(with > without);
     mid.max_pages_per_request = 1024;
     assert_pw_ok(pw_plan_create(&mid, &cfg, &plan));
     assert_pw_ok(pw_plan_workspace_size(plan, &with));
@@ -942,6 +992,7 @@ int main(int argc, char **argv)
 {
     g_seed = pw_test_seed(argc, argv);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_vt_prepass_rule),
         cmocka_unit_test(test_workspace_size_formula),
         cmocka_unit_test(test_per_query_needs_no_workspace),
         cmocka_unit_test(test_create_errors),
