@@ -23,6 +23,9 @@ precisions:
              private plan-flags hook), e.g. on chunks below the rule's 4,096 queries;
   G16novt, G8novt, G4novt  forced off (PW_PLAN_NO_VT_PREPASS: the padded tile, the kernel
              transposing V itself);
+  G16fb, G8fb, G4fb  the pre-pass forced on with one tile per KV head (config.vt_max_pages
+             = 1 through the package's private hook): every KV head falls back on the device,
+             so G<g>fb - G<g>novt is what the fallback costs (its mark, scan and second launch);
   scales     G16 with per-token K / V scales [Hkv, slots] (K 2^U(-1,1), V 2^U(-3,3));
   scalesnovt the same with the V^T pre-pass forced off (the per-token-scale kernel that
              transposes V itself); G8scales, G4scales: per-token scales at G = 8 / 4 (FP8X2
@@ -92,7 +95,8 @@ D = 128  # head dim; the page size P is each capture's (metadata page_size: 128 
 ARMS = ("G16", "G8", "G4", "scales", "interleave", "sinkkeys", "G16greedy", "G8greedy", "G4greedy", "G16id", "G8id", "G4id",
         "G16vt", "G8vt", "G4vt", "G16novt", "G8novt", "G4novt", "scalesnovt", "G8scales", "G8dense", "G8stacked",
         "G4dense", "G4stacked", "G4scales", "scaleslean", "scalesstacked", "G8scaleslean", "G4scaleslean", "G16lean",
-        "G16stacked", "G8scalesstacked", "G4scalesstacked", "G16greedy64", "G8greedy64", "G4greedy64")
+        "G16stacked", "G8scalesstacked", "G4scalesstacked", "G16greedy64", "G8greedy64", "G4greedy64",
+        "G16fb", "G8fb", "G4fb")
 PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS = 1 << 1, 1 << 2  # pageweaver.h
 PW_PLAN_FP8X2_STACKED, PW_PLAN_NO_FP8X2_STACKED = 1 << 4, 1 << 5
 
@@ -101,6 +105,8 @@ def arm_flags(arm):
     """The plan flags an arm's calls are made with (the package's private hook), or 0."""
     if arm.endswith("novt"):
         return PW_PLAN_NO_VT_PREPASS
+    if arm.endswith("fb"):  # the pre-pass with one tile: every KV head falls back (vt_max_pages)
+        return PW_PLAN_VT_PREPASS
     if arm.endswith("vt"):
         return PW_PLAN_VT_PREPASS
     return {"G16lean": PW_PLAN_NO_FP8X2_STACKED, "G16stacked": PW_PLAN_FP8X2_STACKED,
@@ -226,7 +232,7 @@ def build(path, device, copies=1, table_pages=0):
 
 
 NRMS_ARMS = ("G16", "G8", "G4", "G16lean", "G16stacked", "G8dense", "G8stacked", "G4dense", "G4stacked", "G16greedy", "G8greedy", "G4greedy", "G16id", "G8id", "G4id",
-             "G16greedy64", "G8greedy64", "G4greedy64", "G16vt", "G8vt", "G4vt", "G16novt", "G8novt", "G4novt")  # no scales, sinks or other layouts
+             "G16greedy64", "G8greedy64", "G4greedy64", "G16vt", "G8vt", "G4vt", "G16novt", "G8novt", "G4novt", "G16fb", "G8fb", "G4fb")  # no scales, sinks or other layouts
 
 
 def exact_rows(b, g, rows):
@@ -303,21 +309,22 @@ def arm_call(arm, b, prec, outs, copy=0):
             visits = union_visits(b["capture"], _lib.REGROUP_MODES[info["regroup"]],
                                   call_window(info), {16: 2, 8: 4, 4: 8}[g], b["P"])
             b["steps"][(arm, prec)] = visits / 2 if prec == "fp8x2" else visits
-        elif arm.endswith("vt") or (arm in ("G8", "G4", "scales") and info.get("fp8x2_tile") == "per_call"):
+        elif arm.endswith("vt") or arm.endswith("fb") or (arm in ("G8", "G4", "scales") and info.get("fp8x2_tile") == "per_call"):
             b["steps"][(arm, prec)] = None  # not the default tile's, or picked per call on the device
         else:
             b["steps"][(arm, prec)] = executed_steps(b["capture"], info, b["P"])
         b["modes"][(arm, prec)] = info["regroup"] + (f" W{call_window(info)}" if info["regroup"] != "identity" else "")
     flags = arm_flags(arm)
+    vt_max_pages = 1 if arm.endswith("fb") else 0  # one tile: the fallback launch's cost
     if not flags and window is None:
         return call, g
 
     def fn():  # the plan is made (and cached under these flags / this window) at the first call
-        _op._plan_flags, _op._plan_window = flags, window
+        _op._plan_flags, _op._plan_window, _op._plan_vt_max_pages = flags, window, vt_max_pages
         try:
             call()
         finally:
-            _op._plan_flags, _op._plan_window = 0, None
+            _op._plan_flags, _op._plan_window, _op._plan_vt_max_pages = 0, None, 0
     return fn, g
 
 

@@ -266,10 +266,11 @@ class Plan:
 
     __slots__ = ("handle", "workspace_bytes", "lock")
 
-    def __init__(self, problem, regroup, window, kernel, flags=0):
+    def __init__(self, problem, regroup, window, kernel, flags=0, vt_max_pages=0):
         cfg = PlanConfig()
         cfg.struct_size = ctypes.sizeof(PlanConfig)
         cfg.regroup, cfg.window, cfg.kernel, cfg.flags = regroup, window, kernel, flags
+        cfg.vt_max_pages = vt_max_pages
         handle = ctypes.c_void_p()
         check(lib.pw_plan_create(ctypes.byref(problem), ctypes.byref(cfg),
                                  ctypes.byref(handle)), "pw_plan_create")

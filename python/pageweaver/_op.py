@@ -318,6 +318,9 @@ _plan_flags = 0
 # plans made while it is not None (64 or 128; the library's default, PW_WINDOW_AUTO, lets
 # the time guard pick); part of the cache key. check_gpu_support reports it too.
 _plan_window = None
+# Private, for benchmarks only (bench/shapes.py's fallback arms): pw_plan_config_t.vt_max_pages
+# of the plans made while it is set (0: the library's default); part of the cache key.
+_plan_vt_max_pages = 0
 
 
 def _window(window):
@@ -327,15 +330,15 @@ def _window(window):
 def _plan(key, problem, regroup, window, kernel):
     """The cached plan of (device, shapes, softmax scale, config). LRU of _MAX_PLANS; an
     evicted plan is destroyed when its last user drops it."""
-    flags = _plan_flags
+    flags, vt_max_pages = _plan_flags, _plan_vt_max_pages
     window = _window(window)
-    key = (key, flags, window)
+    key = (key, flags, window, vt_max_pages)
     with _plans_lock:
         p = _plans.get(key)
         if p is not None:
             _plans.move_to_end(key)
             return p
-    p = _lib.Plan(problem, regroup, window, kernel, flags)  # may raise: nothing cached then
+    p = _lib.Plan(problem, regroup, window, kernel, flags, vt_max_pages)  # may raise: nothing cached then
     with _plans_lock:
         p = _plans.setdefault(key, p)
         _plans.move_to_end(key)

@@ -530,3 +530,26 @@ def test_shapes_table_pages(tmp_path):
         q = torch.empty((n, 16, 128), dtype=torch.bfloat16)
         info = pageweaver.check_gpu_support(q, bb["kc"], bb["vc"], *bb["rest"])
         assert info["regroup"] != "identity" and info["regroup_window"] == window
+
+
+def test_private_vt_max_pages_hook():
+    """bench/shapes.py's fallback arms (G<g>fb): the private hooks make a plan with the
+    pre-pass forced on and one tile per KV head (pw_plan_config_t.vt_max_pages = 1), cached
+    apart from the default plan; the library's rule without them (docs/shapes.md)."""
+    from pageweaver import _lib, _op
+    problem = _op._problem(4096, 1, 1, 16, 128, 16, 8192, 8192, 0.088, 128)
+    auto = _lib.REGROUP_MODES["auto"]
+    kern = _lib.KERNELS["union4"]
+    fp8x2 = _lib.PRECISIONS["fp8x2"]
+    default = _op._plan(("t", 1), problem, auto, _lib.DEFAULT_WINDOW, kern)
+    info = default.info(fp8x2)
+    assert info.vt_prepass == 1 and info.vt_capacity == 4096 * 16 // 64  # wider table than tiles: on
+    _op._plan_flags, _op._plan_vt_max_pages = 1 << 1, 1  # PW_PLAN_VT_PREPASS
+    try:
+        fb = _op._plan(("t", 1), problem, auto, _lib.DEFAULT_WINDOW, kern)
+    finally:
+        _op._plan_flags, _op._plan_vt_max_pages = 0, 0
+    assert fb is not default
+    info = fb.info(fp8x2)
+    assert info.vt_prepass == 1 and info.vt_capacity == 1
+    assert _op._plan(("t", 1), problem, auto, _lib.DEFAULT_WINDOW, kern) is default
