@@ -24,7 +24,9 @@ What it fits (all times in us; rows = N * Hkv; windows = Hkv * (ceil(N / W) + R 
       max_pages_per_request <= 14,336 (the regroup's direct or long direct path; 2048 before
       2026-12-03, when past 2048 it took the hash path) and whose call runs without the
       V^T pre-pass (Union8 never runs it; Union4: default_plan.vt_prepass of the JSON, or,
-      in files written before that field, fewer than 4,096 queries, which never run it):
+      in files written before that field, fewer than 4,096 queries, which never ran it;
+      since 2026-12-05 the 4,096-query 256K / 1M chunks run it too, so their Union4 points
+      leave this fit, whose cost then rests on Union8's and the smaller chunks'):
       under capture the pre-pass is a graph branch beside the regroup and hides most of it
       (3-9 us instead of ~15 us), and the calls the guard decides on are small ones, which
       do not run it. Least squares C = fixed + per_window * windows. hash_factor: median of C / prediction over the
@@ -59,7 +61,7 @@ DEFAULTS = {
     "margin": 2.0,
 }
 U8, U4 = 0, 1
-PREPASS_MIN_QUERIES = 4096  # src/plan.c PW_PLAN_VT_MIN_QUERIES: fewer queries never run the V^T pre-pass
+PREPASS_MIN_QUERIES = 4096  # the pre-pass rule before 2026-12-05 (files written before default_plan.vt_prepass): fewer queries never ran it
 W64, W128 = 0, 1
 
 

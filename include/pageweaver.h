@@ -695,19 +695,20 @@ enum {
     PW_PLAN_CALLER_PERM = 1u << 0,
     /* PW_KERNEL_UNION4 only: always (VT_PREPASS) or never (NO_VT_PREPASS) run the V^T
      * pre-pass and the lean attention kernel, instead of the plan's rule. The rule has a
-     * host half and a device half. Host: the pre-pass when N >= 4096, or N >= 2048 with
-     * N x K >= 65,536 (Top-K 32 / 64: 9-35% faster at 2,048 queries; 1,024-query chunks
+     * host half and a device half. Host: the pre-pass when N >= 4096, or N >= 2048 with the
+     * caller's K >= 32 (H200, K 32 / 64: 9-35% faster at 2,048 queries; 1,024-query chunks
      * measured 10-16% slower with it at K = 16, and at K = 64 G = 8 / 4 17-71% slower), and
      * R x max_pages_per_request <= 4 x N x K (K: the caller's Top-K, before padding; each
      * call clears and scans one byte per page-table entry and KV head; an engine's
      * 8,192-column table qualifies from 2,048 queries per request on), and the scan's grid
-     * fits (Hkv x ceil(R x max_pages / 256) <= 2^31 - 1). Since 2026-12-05 that holds
-     * also when the table has more entries than C below (a KV head may fall back), which
-     * until then needed N >= 8192: H200, 4,096 queries at a 48K-token prefix with an
-     * 8,192-column table ran 9-43% faster on the pre-pass; where the device falls back
-     * (4,096 queries over 256K / 1M tokens at K = 16, 1M at K = 32 / 64) the pre-pass's
-     * mark and scan and the second launch cost 1.3-7.4%; callers who know their
-     * chunks' pages are spread that widely can pass NO_VT_PREPASS. Device, per
+     * fits (Hkv x ceil(R x max_pages / 256) <= 2^31 - 1). When the table has more entries
+     * than C below (a KV head may fall back), N >= 8192 is also needed unless the tile
+     * limit is the default 2,048 per KV head (Hkv <= 16, no smaller vt_max_pages); until
+     * 2026-12-05 it was needed always: H200, 4,096 queries at a 48K-token prefix with an
+     * 8,192-column table ran 9-43% faster on the pre-pass, and where the device falls back
+     * (4,096 queries over 256K / 1M tokens at K = 16, 1M at K = 32 / 64; one KV head)
+     * the pre-pass's mark and scan and the extra launches cost 1.3-7.4%; callers who know
+     * their chunks' pages are spread that widely can pass NO_VT_PREPASS. Device, per
      * call and KV head: the
      * KV head runs on the pre-pass's tiles when its unions touch at most C = min(R x
      * max_pages_per_request, N x K / 64 (the caller's K), the tile limit) pages (each page selected 64
@@ -989,7 +990,8 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * chunks of at most 20,000 rows (where the choice is made) and the cost on calls without
  * the V^T pre-pass: under stream capture the pre-pass runs beside the regroup and hides
  * most of it (C_online 4-8 us measured instead of ~11-13), but it runs only from 4,096
- * queries, where regrouping pays anyway. The installed constants (since 2026-12-05,
+ * queries (2,048 at K >= 32, where the K > 16 guard keeps identity order below ~5,400
+ * rows), where regrouping pays anyway. The installed constants (since 2026-12-05,
  * forty-second session; fitted on the forty-first session's H200 run of the scaling set at
  * W128 and W64, `PW_SCALING_WINDOWS="128 64" scripts/gpu-check scaling13`, which measures
  * Union4 at both windows in one device call for the fit): with one request, one KV head

@@ -75,7 +75,8 @@ enum {
 #define PW_PLAN_CONFIG_V1_SIZE offsetof(pw_plan_config_t, vt_max_pages) /* before vt_max_pages */
 #define PW_PLAN_VT_MIN_QUERIES 4096 /* the pre-pass rule (pageweaver.h, PW_PLAN_VT_PREPASS): N >= 4096, */
 #define PW_PLAN_VT_MIN_QUERIES_WIDE_TOPK 2048 /* or N >= 2048 ... */
-#define PW_PLAN_VT_MIN_SELECTIONS 65536       /* ... with N x K >= 65,536 (Top-K 32 / 64) */
+#define PW_PLAN_VT_MIN_TOPK_WIDE 32           /* ... with the caller's K >= 32 */
+#define PW_PLAN_VT_MIN_QUERIES_LIMITED 8192   /* the rule where the tile limit is below the default */
 #define PW_PLAN_VT_MIN_PER_PAGE 64   /* the rule: selections per touched page (N x K / 64 tiles) */
 #define PW_PLAN_VT_DEFAULT_PAGES 2048 /* tiles per KV head when config.vt_max_pages is 0 ... */
 #define PW_PLAN_VT_DEFAULT_TOTAL 32768 /* ... and at most this many in all (1 GiB) */
@@ -479,11 +480,12 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
             plan->vt_prepass = 1;
         } else if (!(config->flags & PW_PLAN_NO_VT_PREPASS) && (problem->num_tokens >= PW_PLAN_VT_MIN_QUERIES ||
                     (problem->num_tokens >= PW_PLAN_VT_MIN_QUERIES_WIDE_TOPK &&
-                     selections >= PW_PLAN_VT_MIN_SELECTIONS)) &&
+                     plan->given_topk >= PW_PLAN_VT_MIN_TOPK_WIDE)) &&
                    entries <= PW_PLAN_VT_MAX_ENTRIES_PER_SELECTION * selections && vt_scan_fits(problem)) {
             /* Host half: enough queries (4,096, or 2,048 with K >= 32: H200, forty-fourth
              * session, 9-35% faster at 2,048 queries with K 32 / 64; at 1,024 queries with
-             * K 64 G = 8 / 4 ran 17-71% slower on the pre-pass), and a table whose per-call memset and scan (one
+             * K 64 G = 8 / 4 ran 17-71% slower on the pre-pass; K 17-31 below 4,096 queries
+             * not measured), and a table whose per-call memset and scan (one
              * byte and one thread per entry) stay small against the call (at most 4 entries
              * per selection: an engine's 8,192-column table for 4,096 queries of one
              * request, 32 requests at 16,384 queries). Device half: a KV head runs on the
@@ -492,15 +494,19 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
             const int64_t pays = selections / PW_PLAN_VT_MIN_PER_PAGE;
             if (cap > pays) cap = pays;
             /* A table with more entries than tiles (a KV head may fall back) takes the
-             * pre-pass too. Until the forty-fourth session such calls needed 8,192+ queries
-             * (the fallback's extra launches: +2.4-3.0% at 4,096 queries over 256K / 1M
-             * tokens), which left an engine's table sized for long contexts without the
-             * pre-pass on every smaller chunk: H200, 4,096 queries at a 48K prefix with an
-             * 8,192-column table ran 9-43% slower (K 16 / 32), against +1.3-7.4% now where
-             * the unions touch more than C pages (4,096 queries over 256K / 1M tokens at K
-             * 16, 1M at K 32 / 64: the device falls back; bench/NOTES.md, forty-fourth
-             * session). */
-            plan->vt_prepass = 1;
+             * pre-pass too when the tile limit is the default 2,048 per KV head (Hkv <= 16,
+             * no smaller config.vt_max_pages). Until the forty-fourth session such calls
+             * needed 8,192+ queries (the fallback's extra launches: +2.4-3.0% at 4,096
+             * queries over 256K / 1M tokens), which kept an engine's table sized for long
+             * contexts off the pre-pass on every smaller chunk: H200, 4,096 queries at a
+             * 48K prefix with an 8,192-column table were 9-43% faster with it (K 16 / 32),
+             * against 1.3-7.4% slower where the unions touch more than C pages (4,096
+             * queries over 256K / 1M tokens at K 16, 1M at K 32 / 64: the device falls
+             * back; bench/NOTES.md, forty-fourth session; one KV head). With fewer tiles
+             * per KV head (more than 16 KV heads, or a smaller vt_max_pages) falling back
+             * is likelier and was not measured: there the 8,192 queries still hold. */
+            plan->vt_prepass = entries <= cap || max_tiles >= PW_PLAN_VT_DEFAULT_PAGES ||
+                               problem->num_tokens >= PW_PLAN_VT_MIN_QUERIES_LIMITED;
         }
         /* No tile to hand out (a table of no pages: only with N = 0, which enqueues
          * nothing): no pre-pass, whatever the flags. */
@@ -726,7 +732,8 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
         if (!caller_perm) PW_TRY(regroup_step(plan, args, dense_g, PW_STACK_NEVER, own_perm, parts, stream));
         /* Union preparation as the regroup's programmatic dependent where it computes its
          * own permutation at K <= 16: no pre-pass hides the regroup here (4,096 queries at
-         * a 1M-token context: C_online ~15.7 us, the regroup's ~14 us on the serial path),
+         * a 1M-token context before 2026-12-05, when the rule left it off: C_online ~15.7
+         * us, the regroup's ~14 us on the serial path),
          * so its request scan runs beside the regroup's greedy loop, and it waits
          * (griddepcontrol.wait) before reading the permutation. It relies on regroup_step
          * enqueuing exactly one kernel right before it (pw_regroup at K <= 16 and N > 0:

@@ -43,49 +43,62 @@ static size_t sched_part(const pw_problem_t *p)
 }
 
 /* The V^T pre-pass rule's host half (pageweaver.h, PW_PLAN_VT_PREPASS): N >= 4096, or N >=
- * 2048 with N x K >= 65,536 (the caller's K); at most 4 page-table entries per selection;
- * since 2026-12-05 also where a KV head may fall back (more entries than tiles). C = min(R x
- * max_pages, N x K / 64, 2048). */
+ * 2048 with the caller's K >= 32; at most 4 page-table entries per selection; the scan's
+ * grid fits; since 2026-12-05 also where a KV head may fall back (more entries than tiles)
+ * when the tile limit is the default 2,048 per KV head, else N >= 8192 there. C = min(R x
+ * max_pages, N x K / 64, the tile limit). */
 static void test_vt_prepass_rule(void **state)
 {
     (void)state;
     static const struct {
-        int32_t n, k, r, max_pages;
+        int32_t n, k, r, hkv;
+        int64_t max_pages;
+        int32_t vt_max_pages;
         uint32_t flags;
         int vt;
         int64_t cap;
     } cases[] = {
-        {4096, 16, 1, 512, 0u, 1, 512},   {4095, 16, 1, 512, 0u, 0, 0},
-        {4096, 8, 1, 512, 0u, 1, 512},    {8192, 8, 1, 512, 0u, 1, 512},
-        {2048, 32, 1, 512, 0u, 1, 512},   {2047, 32, 1, 512, 0u, 0, 0},
-        {2048, 64, 1, 512, 0u, 1, 512},   {1024, 64, 1, 512, 0u, 0, 0},
-        {2114, 31, 1, 512, 0u, 0, 0},     {2115, 31, 1, 512, 0u, 1, 512},
-        {3000, 24, 1, 512, 0u, 1, 512},   {3000, 16, 1, 512, 0u, 0, 0},
+        {4096, 16, 1, 1, 512, 0, 0u, 1, 512},   {4095, 16, 1, 1, 512, 0, 0u, 0, 0},
+        {4096, 8, 1, 1, 512, 0, 0u, 1, 512},    {4096, 1, 1, 1, 512, 0, 0u, 1, 64},
+        {2048, 32, 1, 1, 512, 0, 0u, 1, 512},   {2047, 32, 1, 1, 512, 0, 0u, 0, 0},
+        {2048, 64, 1, 1, 512, 0, 0u, 1, 512},   {2047, 64, 1, 1, 512, 0, 0u, 0, 0},
+        {1024, 64, 1, 1, 512, 0, 0u, 0, 0},     {2048, 31, 1, 1, 512, 0, 0u, 0, 0},
+        {4095, 31, 1, 1, 512, 0, 0u, 0, 0},     {4096, 31, 1, 1, 512, 0, 0u, 1, 512},
+        {3000, 40, 1, 1, 512, 0, 0u, 1, 512},
         /* a table sized for 1M-token contexts: on (it needed N >= 8192 until 2026-12-05) */
-        {4096, 16, 1, 8192, 0u, 1, 1024}, {2048, 32, 1, 8192, 0u, 1, 1024},
-        {4096, 16, 4, 8192, 0u, 1, 1024}, {16384, 16, 1, 8192, 0u, 1, 2048},
+        {4096, 16, 1, 1, 8192, 0, 0u, 1, 1024}, {2048, 32, 1, 1, 8192, 0, 0u, 1, 1024},
+        {4096, 16, 4, 1, 8192, 0, 0u, 1, 1024}, {16384, 16, 1, 1, 8192, 0, 0u, 1, 2048},
+        /* ... but not with fewer tiles than the default per KV head (32 KV heads: 1,024;
+         * a caller's vt_max_pages), where the 8,192 queries still hold */
+        {4096, 16, 1, 32, 8192, 0, 0u, 0, 0},   {8192, 16, 1, 32, 8192, 0, 0u, 1, 1024},
+        {4096, 16, 1, 1, 8192, 1024, 0u, 0, 0}, {4096, 16, 1, 1, 512, 1024, 0u, 1, 512},
+        {4096, 16, 1, 1, 8192, 4096, 0u, 1, 1024},
         /* more than 4 entries per selection: off */
-        {4096, 16, 1, 4 * 4096 * 16 + 1, 0u, 0, 0}, {4096, 16, 1, 4 * 4096 * 16, 0u, 1, 1024},
+        {4096, 16, 1, 1, 4 * 4096 * 16 + 1, 0, 0u, 0, 0}, {4096, 16, 1, 1, 4 * 4096 * 16, 0, 0u, 1, 1024},
+        /* the scan's grid past 2^31 - 1 CTAs (Hkv x ceil(R x max_pages / 256)): off */
+        {1 << 25, 64, 16, 64, (int64_t)1 << 29, 0, 0u, 0, 0},
+        {1 << 25, 64, 16, 64, ((int64_t)1 << 29) - 256, 0, 0u, 1, 512},
         /* the flags decide */
-        {4096, 16, 1, 512, PW_PLAN_NO_VT_PREPASS, 0, 0}, {1024, 16, 1, 512, PW_PLAN_VT_PREPASS, 1, 512},
-        {1024, 16, 1, 8192, PW_PLAN_VT_PREPASS, 1, 2048},
+        {4096, 16, 1, 1, 512, 0, PW_PLAN_NO_VT_PREPASS, 0, 0}, {1024, 16, 1, 1, 512, 0, PW_PLAN_VT_PREPASS, 1, 512},
+        {1024, 16, 1, 1, 8192, 0, PW_PLAN_VT_PREPASS, 1, 2048}, {4096, 16, 1, 1, 8192, 1, PW_PLAN_VT_PREPASS, 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        pw_problem_t p = fast_problem(cases[i].n, cases[i].r, 1);
+        pw_problem_t p = fast_problem(cases[i].n, cases[i].r, cases[i].hkv);
         p.topk = cases[i].k;
-        p.max_pages_per_request = cases[i].max_pages;
-        p.num_cache_pages = (int64_t)cases[i].max_pages * cases[i].r;
+        p.max_pages_per_request = (int32_t)cases[i].max_pages;
+        p.num_cache_pages = cases[i].max_pages * cases[i].r;
         pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
         cfg.flags = cases[i].flags;
+        cfg.vt_max_pages = cases[i].vt_max_pages;
         pw_plan_t *plan = NULL;
         assert_pw_ok(pw_plan_create(&p, &cfg, &plan));
         pw_plan_info_t info = PW_PLAN_INFO_INIT;
         assert_pw_ok(pw_plan_info(plan, PW_PRECISION_FP8X2, &info));
         if (info.vt_prepass != cases[i].vt || info.vt_capacity != cases[i].cap)
-            fail_msg("case %zu (N %d, K %d, R %d, max_pages %d, flags %u): vt_prepass %d capacity %lld, "
-                     "expected %d / %lld", i, cases[i].n, cases[i].k, cases[i].r, cases[i].max_pages,
-                     cases[i].flags, info.vt_prepass, (long long)info.vt_capacity, cases[i].vt,
-                     (long long)cases[i].cap);
+            fail_msg("case %zu (N %d, K %d, R %d, Hkv %d, max_pages %lld, vt_max_pages %d, flags %u): vt_prepass %d "
+                     "capacity %lld, expected %d / %lld", i, cases[i].n, cases[i].k, cases[i].r, cases[i].hkv,
+                     (long long)cases[i].max_pages, cases[i].vt_max_pages, cases[i].flags, info.vt_prepass,
+                     (long long)info.vt_capacity, cases[i].vt, (long long)cases[i].cap);
         pw_plan_destroy(plan);
     }
 }

@@ -767,7 +767,7 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     for this precision: 'identity', 'greedy' or 'guarded'), "regroup_group_size" (0
     without a regroup) and "regroup_window" (its window, 64 or 128: "auto" picks the one
     its cost model predicts saves more; 0 without a regroup); "vt_prepass" (bool: Union4's V^T pre-pass, the rule's "large
-    chunks": 4,096+ queries, or 2,048+ with N x K >= 65,536, and a page table of at most 4
+    chunks": 4,096+ queries, or 2,048+ at Top-K >= 32, and a page table of at most 4
     entries per selection; docs/shapes.md) and "vt_capacity"
     (its tiles per KV head, 0 without it); "tile": 'g16' (16 Q heads per KV head),
     'dense' (G = 8 or 4 on the pre-pass, in 'fp8x2' without per-token scales: 8 queries x 8

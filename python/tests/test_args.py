@@ -544,12 +544,15 @@ def test_private_vt_max_pages_hook():
     default = _op._plan(("t", 1), problem, auto, _lib.DEFAULT_WINDOW, kern)
     info = default.info(fp8x2)
     assert info.vt_prepass == 1 and info.vt_capacity == 4096 * 16 // 64  # wider table than tiles: on
-    _op._plan_flags, _op._plan_vt_max_pages = 1 << 1, 1  # PW_PLAN_VT_PREPASS
+    _op._plan_flags = 1 << 1  # PW_PLAN_VT_PREPASS (the G<g>vt arms)
     try:
+        vt = _op._plan(("t", 1), problem, auto, _lib.DEFAULT_WINDOW, kern)
+        _op._plan_vt_max_pages = 1  # ... with one tile (the G<g>fb arms)
         fb = _op._plan(("t", 1), problem, auto, _lib.DEFAULT_WINDOW, kern)
     finally:
         _op._plan_flags, _op._plan_vt_max_pages = 0, 0
-    assert fb is not default
+    assert len({id(default), id(vt), id(fb)}) == 3
+    assert vt.info(fp8x2).vt_capacity == 2048  # forced: C = min(entries, the tile limit)
     info = fb.info(fp8x2)
     assert info.vt_prepass == 1 and info.vt_capacity == 1
     assert _op._plan(("t", 1), problem, auto, _lib.DEFAULT_WINDOW, kern) is default

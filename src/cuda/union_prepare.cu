@@ -307,7 +307,8 @@ void launch_union_prepare_kernel(const UnionParams &params, dim3 grid, cudaStrea
 {
     static_assert(!kAlt || KPL == 4, "the stacked tile's calls have K <= 16");
     /* also the K <= 16 kernel without perm_alt (calls without the
-     * V^T pre-pass, whose regroup is on the serial path, e.g. 4,096 queries at 1M tokens) */
+     * V^T pre-pass, whose regroup is on the serial path, e.g. chunks of fewer than 4,096
+     * queries) */
     static_assert(!kPdl || KPL == 4, "only the K <= 16 kernels are launched as programmatic dependents");
     if constexpr (kAlt) launch_maybe_pdl<kPdl>(union_prepare_kernel_alt<kVecIn, kVecOut, kPdl>, grid, st, params);
     else if constexpr (KPL == 16) launch_maybe_pdl<false>(union_prepare_kernel_k64<kVecIn, kVecOut>, grid, st, params);
