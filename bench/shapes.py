@@ -105,9 +105,7 @@ def arm_flags(arm):
     """The plan flags an arm's calls are made with (the package's private hook), or 0."""
     if arm.endswith("novt"):
         return PW_PLAN_NO_VT_PREPASS
-    if arm.endswith("fb"):  # the pre-pass with one tile: every KV head falls back (vt_max_pages)
-        return PW_PLAN_VT_PREPASS
-    if arm.endswith("vt"):
+    if arm.endswith(("vt", "fb")):  # fb: with one tile (arm_call's vt_max_pages)
         return PW_PLAN_VT_PREPASS
     return {"G16lean": PW_PLAN_NO_FP8X2_STACKED, "G16stacked": PW_PLAN_FP8X2_STACKED,
             "G8scalesstacked": PW_PLAN_FP8X2_STACKED, "G4scalesstacked": PW_PLAN_FP8X2_STACKED,
@@ -309,7 +307,7 @@ def arm_call(arm, b, prec, outs, copy=0):
             visits = union_visits(b["capture"], _lib.REGROUP_MODES[info["regroup"]],
                                   call_window(info), {16: 2, 8: 4, 4: 8}[g], b["P"])
             b["steps"][(arm, prec)] = visits / 2 if prec == "fp8x2" else visits
-        elif arm.endswith("vt") or arm.endswith("fb") or (arm in ("G8", "G4", "scales") and info.get("fp8x2_tile") == "per_call"):
+        elif arm.endswith(("vt", "fb")) or (arm in ("G8", "G4", "scales") and info.get("fp8x2_tile") == "per_call"):
             b["steps"][(arm, prec)] = None  # not the default tile's, or picked per call on the device
         else:
             b["steps"][(arm, prec)] = executed_steps(b["capture"], info, b["P"])

@@ -482,10 +482,8 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
                     (problem->num_tokens >= PW_PLAN_VT_MIN_QUERIES_WIDE_TOPK &&
                      plan->given_topk >= PW_PLAN_VT_MIN_TOPK_WIDE)) &&
                    entries <= PW_PLAN_VT_MAX_ENTRIES_PER_SELECTION * selections && vt_scan_fits(problem)) {
-            /* Host half: enough queries (4,096, or 2,048 with K >= 32: H200, forty-fourth
-             * session, 9-35% faster at 2,048 queries with K 32 / 64; at 1,024 queries with
-             * K 64 G = 8 / 4 ran 17-71% slower on the pre-pass; K 17-31 below 4,096 queries
-             * not measured), and a table whose per-call memset and scan (one
+            /* Host half: enough queries (4,096, or 2,048 with K >= 32; the measurements:
+             * pageweaver.h, PW_PLAN_VT_PREPASS), and a table whose per-call memset and scan (one
              * byte and one thread per entry) stay small against the call (at most 4 entries
              * per selection: an engine's 8,192-column table for 4,096 queries of one
              * request, 32 requests at 16,384 queries). Device half: a KV head runs on the
@@ -494,17 +492,9 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
             const int64_t pays = selections / PW_PLAN_VT_MIN_PER_PAGE;
             if (cap > pays) cap = pays;
             /* A table with more entries than tiles (a KV head may fall back) takes the
-             * pre-pass too when the tile limit is the default 2,048 per KV head (Hkv <= 16,
-             * no smaller config.vt_max_pages). Until the forty-fourth session such calls
-             * needed 8,192+ queries (the fallback's extra launches: +2.4-3.0% at 4,096
-             * queries over 256K / 1M tokens), which kept an engine's table sized for long
-             * contexts off the pre-pass on every smaller chunk: H200, 4,096 queries at a
-             * 48K prefix with an 8,192-column table were 9-43% faster with it (K 16 / 32),
-             * against 1.3-7.4% slower where the unions touch more than C pages (4,096
-             * queries over 256K / 1M tokens at K 16, 1M at K 32 / 64: the device falls
-             * back; bench/NOTES.md, forty-fourth session; one KV head). With fewer tiles
-             * per KV head (more than 16 KV heads, or a smaller vt_max_pages) falling back
-             * is likelier and was not measured: there the 8,192 queries still hold. */
+             * pre-pass too at the default tile limit (measured there, one KV head:
+             * pageweaver.h); with fewer tiles per KV head (more than 16 KV heads, a smaller
+             * vt_max_pages), unmeasured, 8,192+ queries as before 2026-12-05. */
             plan->vt_prepass = entries <= cap || max_tiles >= PW_PLAN_VT_DEFAULT_PAGES ||
                                problem->num_tokens >= PW_PLAN_VT_MIN_QUERIES_LIMITED;
         }
