@@ -536,6 +536,7 @@ def test_private_vt_max_pages_hook():
     """bench/shapes.py's fallback arms (G<g>fb): the private hooks make a plan with the
     pre-pass forced on and one tile per KV head (pw_plan_config_t.vt_max_pages = 1), cached
     apart from the default plan; the library's rule without them (docs/shapes.md)."""
+    import shapes
     from pageweaver import _lib, _op
     problem = _op._problem(4096, 1, 1, 16, 128, 16, 8192, 8192, 0.088, 128)
     auto = _lib.REGROUP_MODES["auto"]
@@ -544,7 +545,7 @@ def test_private_vt_max_pages_hook():
     default = _op._plan(("t", 1), problem, auto, _lib.DEFAULT_WINDOW, kern)
     info = default.info(fp8x2)
     assert info.vt_prepass == 1 and info.vt_capacity == 4096 * 16 // 64  # wider table than tiles: on
-    _op._plan_flags = 1 << 1  # PW_PLAN_VT_PREPASS (the G<g>vt arms)
+    _op._plan_flags = shapes.arm_flags("G16fb")  # PW_PLAN_VT_PREPASS, as the G<g>vt / G<g>fb arms
     try:
         vt = _op._plan(("t", 1), problem, auto, _lib.DEFAULT_WINDOW, kern)
         _op._plan_vt_max_pages = 1  # ... with one tile (the G<g>fb arms)
