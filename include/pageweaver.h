@@ -609,9 +609,11 @@ typedef enum pw_kernel {
  * Runs asynchronously on stream; no allocation, no host synchronisation: capturable in a
  * CUDA graph. The scales are device data, read by the kernel: scales so large that the
  * scores overflow FP32 give NaN outputs (not detectable on the host; the reference
- * reports them). N = 0: success, nothing enqueued. Errors: PW_ERROR_INVALID_ARGUMENT,
- * PW_ERROR_UNSUPPORTED (also, after the checks of problem, args and kernel, in a build
- * without CUDA), PW_ERROR_NO_DEVICE, PW_ERROR_CUDA (launch failure; message names the
+ * reports them). N = 0: success, nothing enqueued. Errors: PW_ERROR_INVALID_ARGUMENT
+ * (also a NULL grouping, perm or meta buffer, or meta's union_capacity < 8 K or max_groups <
+ * pw_max_groups, for Union8 / Union4 with N > 0), PW_ERROR_UNSUPPORTED (grouping.group_size
+ * other than 8; also, after the checks of problem, args, kernel, grouping, perm and meta,
+ * in a build without CUDA), PW_ERROR_NO_DEVICE, PW_ERROR_CUDA (launch failure; message names the
  * CUDA error). */
 pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_args_t *args,
                                const pw_grouping_t *grouping, const int32_t *perm,

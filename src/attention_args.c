@@ -407,3 +407,25 @@ pw_status_t pw_check_gpu_attention_args_k(const pw_problem_t *problem, const pw_
     PW_TRY(pw_check_output_overlap(problem, args, ids_topk));
     return PW_SUCCESS;
 }
+
+pw_status_t pw_check_union_attention_buffers(const pw_problem_t *problem, const pw_grouping_t *grouping,
+                                             const int32_t *perm, const pw_union_meta_t *meta, pw_kernel_t kernel)
+{
+    if (problem->num_tokens == 0 || kernel == PW_KERNEL_PER_QUERY) return PW_SUCCESS;
+    if (!grouping || grouping->struct_size < sizeof(pw_grouping_t))
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "grouping is NULL or grouping.struct_size is too small "
+                                                  "(initialise with PW_GROUPING_INIT)");
+    if (grouping->group_size != PW_UNION_GROUP_SIZE)
+        return pw_fail(PW_ERROR_UNSUPPORTED, "the union kernels need grouping.group_size = %d (got %d)",
+                       PW_UNION_GROUP_SIZE, grouping->group_size);
+    if (!perm || !meta || !meta->num_groups || !meta->groups || !meta->union_pages || !meta->member_masks)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "perm and every meta buffer must be given for the union kernels");
+    const int64_t groups = pw_max_groups(problem, grouping);
+    if ((int64_t)meta->union_capacity < (int64_t)PW_UNION_GROUP_SIZE * problem->topk || meta->max_groups < groups)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "meta capacities too small: union_capacity %d (need >= 8 K = %d), max_groups %lld "
+                       "(need >= %lld)",
+                       meta->union_capacity, PW_UNION_GROUP_SIZE * problem->topk, (long long)meta->max_groups,
+                       (long long)groups);
+    return PW_SUCCESS;
+}

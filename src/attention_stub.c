@@ -1,6 +1,7 @@
 /* Device attention entry point in a build without CUDA: it exists (so programs link either
  * way), makes the host checks of the call's arguments that the CUDA build makes first
- * (pw_check_gpu_attention_args: problem, args, kernel, the GPU's shapes) and then returns
+ * (pw_check_gpu_attention_args: problem, args, kernel, the GPU's shapes;
+ * pw_check_union_attention_buffers: grouping, perm, meta) and then returns
  * PW_ERROR_UNSUPPORTED. The CUDA build defines it in src/cuda/attention.cu. */
 #include "pageweaver.h"
 #include "pw_internal.h"
@@ -12,11 +13,9 @@ pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_a
                                const pw_union_meta_t *meta, pw_kernel_t kernel,
                                pw_stream_t stream)
 {
-    (void)grouping;
-    (void)perm;
-    (void)meta;
     (void)stream;
     PW_TRY(pw_check_gpu_attention_args(problem, args, kernel));
+    PW_TRY(pw_check_union_attention_buffers(problem, grouping, perm, meta, kernel));
     return pw_fail(PW_ERROR_UNSUPPORTED, "pw_union_attention: built without CUDA");
 }
 

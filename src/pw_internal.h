@@ -99,14 +99,26 @@ pw_status_t pw_check_args_struct(const pw_attention_args_t *args);
 
 /* Every host-side check of a GPU attention call (src/attention_args.c): the problem, args
  * (struct, precision, tensors, strides, alignment), the kernel value and the fast-path
- * shape; with N = 0 the tensors are not required. Grouping and metadata are checked by
- * pw_union_attention itself. */
+ * shape; with N = 0 the tensors are not required. Grouping and metadata:
+ * pw_check_union_attention_buffers. */
 pw_status_t pw_check_gpu_attention_args(const pw_problem_t *problem, const pw_attention_args_t *args,
                                         pw_kernel_t kernel);
 /* The same, with args.topk_ids holding rows of ids_topk ids (pw_sparse_prefill: the caller's
  * K, which the plan pads to problem->topk = Kd on the device). */
 pw_status_t pw_check_gpu_attention_args_k(const pw_problem_t *problem, const pw_attention_args_t *args,
                                           pw_kernel_t kernel, int32_t ids_topk);
+
+/* The union kernels' group size: union metadata groups runs of 8 slots (Union8's cluster;
+ * Union4 walks each 4-slot half). */
+#define PW_UNION_GROUP_SIZE 8
+
+/* pw_union_attention's checks of its grouping, permutation and metadata (after
+ * pw_check_gpu_attention_args; both builds, src/attention_args.c): nothing for N = 0 or
+ * PW_KERNEL_PER_QUERY; otherwise grouping non-NULL and initialised, group_size 8
+ * (PW_ERROR_UNSUPPORTED otherwise), perm and every meta buffer given, union_capacity >= 8 K and
+ * max_groups >= pw_max_groups. PW_ERROR_INVALID_ARGUMENT. */
+pw_status_t pw_check_union_attention_buffers(const pw_problem_t *problem, const pw_grouping_t *grouping,
+                                             const int32_t *perm, const pw_union_meta_t *meta, pw_kernel_t kernel);
 
 /* The CUDA build: PW_ERROR_NO_DEVICE without a usable CUDA device, PW_ERROR_UNSUPPORTED for
  * a device other than sm_90 (src/cuda/attention.cu). */

@@ -43,6 +43,8 @@ pw_status_t pw_union_prepare(const pw_problem_t *problem, const int32_t *topk_id
 {
     (void)stream;
     PW_TRY(pw_check_union_prepare_call(problem, topk_ids, requests, grouping, perm, meta));
+    /* The GPU's order: a K past its limit is unsupported before the capacity is checked. */
+    if (problem->topk <= PW_UNION_MAX_TOPK) PW_TRY(pw_check_union_capacity(problem, grouping, meta));
     return pw_fail(PW_ERROR_UNSUPPORTED, "pw_union_prepare: built without CUDA");
 }
 

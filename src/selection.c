@@ -88,6 +88,15 @@ pw_status_t pw_check_union_prepare_call(const pw_problem_t *problem, const int32
     return PW_SUCCESS;
 }
 
+pw_status_t pw_check_union_capacity(const pw_problem_t *problem, const pw_grouping_t *grouping,
+                                    const pw_union_meta_t *meta)
+{
+    if ((int64_t)meta->union_capacity < (int64_t)grouping->group_size * problem->topk)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT, "meta.union_capacity is %d, < group_size %d * topk %d",
+                       meta->union_capacity, grouping->group_size, problem->topk);
+    return PW_SUCCESS;
+}
+
 pw_status_t pw_check_grouping(const pw_grouping_t *grouping)
 {
     if (!grouping) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "grouping is NULL");

@@ -56,6 +56,16 @@ pw_status_t pw_check_regroup_call(const pw_problem_t *problem, const int32_t *to
 /* The same for union preparation (pw_union_prepare): the problem, max_pages_per_request, the
  * grouping, the request pointers, topk_ids and perm (N > 0), meta's arrays and max_groups >=
  * pw_max_groups. PW_ERROR_INVALID_ARGUMENT. */
+/* The largest Top-K of the GPU's union preparation (src/cuda/union_group.cuh's kMaxUnionTopk):
+ * a larger K is PW_ERROR_UNSUPPORTED there, before meta's capacity is checked. */
+#define PW_UNION_MAX_TOPK 64
+
+/* meta.union_capacity >= group_size x topk (pw_union_prepare's, after
+ * pw_check_union_prepare_call and, on the GPU, its K <= PW_UNION_MAX_TOPK limit; the build
+ * without CUDA makes it too). PW_ERROR_INVALID_ARGUMENT. */
+pw_status_t pw_check_union_capacity(const pw_problem_t *problem, const pw_grouping_t *grouping,
+                                    const pw_union_meta_t *meta);
+
 pw_status_t pw_check_union_prepare_call(const pw_problem_t *problem, const int32_t *topk_ids,
                                         const pw_requests_t *requests, const pw_grouping_t *grouping,
                                         const int32_t *perm, const pw_union_meta_t *meta);

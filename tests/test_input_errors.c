@@ -343,6 +343,41 @@ static void test_no_device_everywhere(void **state)
         auto_mode.mode = PW_REGROUP_AUTO;
         assert_error_naming(pw_regroup(&p, topk, &a.requests, &auto_mode, perm, NULL, 0, NULL),
                             PW_ERROR_INVALID_ARGUMENT, "AUTO is a plan's mode");
+        /* The metadata's capacity and the union kernels' grouping, permutation and buffers:
+         * the build without CUDA makes these checks too (a review, 2026-12-05: it skipped
+         * them and answered "built without CUDA"). */
+        pw_union_meta_t short_meta = meta;
+        short_meta.union_capacity = 8 * p.topk - 1;
+        assert_error_naming(pw_union_prepare(&p, topk, &a.requests, &grouping, perm, &short_meta, NULL),
+                            PW_ERROR_INVALID_ARGUMENT, "meta.union_capacity is 127");
+        short_meta.union_capacity = -5;
+        assert_error_naming(pw_union_prepare(&p, topk, &a.requests, &grouping, perm, &short_meta, NULL),
+                            PW_ERROR_INVALID_ARGUMENT, "meta.union_capacity is -5");
+        for (int k = 0; k < 2; k++) { /* Union8, Union4 */
+            const pw_kernel_t kernel = (pw_kernel_t)k;
+            short_meta.union_capacity = 8 * p.topk - 1;
+            assert_error_naming(pw_union_attention(&p, &a, &grouping, perm, &short_meta, kernel, NULL),
+                                PW_ERROR_INVALID_ARGUMENT, "meta capacities too small");
+            short_meta = meta;
+            short_meta.max_groups -= 1;
+            assert_error_naming(pw_union_attention(&p, &a, &grouping, perm, &short_meta, kernel, NULL),
+                                PW_ERROR_INVALID_ARGUMENT, "meta capacities too small");
+            short_meta = meta;
+            short_meta.member_masks = NULL;
+            assert_error_naming(pw_union_attention(&p, &a, &grouping, perm, &short_meta, kernel, NULL),
+                                PW_ERROR_INVALID_ARGUMENT, "every meta buffer");
+            short_meta = meta;
+            assert_error_naming(pw_union_attention(&p, &a, &grouping, NULL, &meta, kernel, NULL),
+                                PW_ERROR_INVALID_ARGUMENT, "every meta buffer");
+            assert_error_naming(pw_union_attention(&p, &a, NULL, perm, &meta, kernel, NULL),
+                                PW_ERROR_INVALID_ARGUMENT, "grouping is NULL");
+            pw_grouping_t fours = grouping;
+            fours.group_size = 4;
+            assert_error_naming(pw_union_attention(&p, &a, &fours, perm, &meta, kernel, NULL),
+                                PW_ERROR_UNSUPPORTED, "group_size = 8");
+        }
+        /* Per-query attention reads no grouping or metadata. */
+        assert_error_naming(pw_union_attention(&p, &a, NULL, NULL, NULL, PW_KERNEL_PER_QUERY, NULL), expect, word);
     }
 #ifdef PW_HAVE_CUDA
     /* max_pages_per_request left at PW_PROBLEM_INIT's 0 with N > 0: the device steps name it

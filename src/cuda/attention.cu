@@ -796,22 +796,7 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
     }
     if (problem->num_tokens == 0) return PW_SUCCESS; // nothing enqueued: perm and meta are not read
     const pw_requests_t *rq = &args->requests;
-    if (kernel != PW_KERNEL_PER_QUERY) {
-        if (!grouping || grouping->struct_size < sizeof(pw_grouping_t))
-            return pw_fail(PW_ERROR_INVALID_ARGUMENT, "grouping is NULL or grouping.struct_size is too small "
-                                                      "(initialise with PW_GROUPING_INIT)");
-        if (grouping->group_size != pw::kGroupSize)
-            return pw_fail(PW_ERROR_UNSUPPORTED, "the union kernels need grouping.group_size = 8 (got %d)",
-                           grouping->group_size);
-        if (!perm || !meta || !meta->num_groups || !meta->groups || !meta->union_pages || !meta->member_masks)
-            return pw_fail(PW_ERROR_INVALID_ARGUMENT, "perm and every meta buffer must be given for the union kernels");
-        if (meta->union_capacity < pw::kGroupSize * problem->topk || meta->max_groups < pw_max_groups(problem, grouping))
-            return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                           "meta capacities too small: union_capacity %d (need >= 8 K = %d), max_groups %lld "
-                           "(need >= %lld)",
-                           meta->union_capacity, pw::kGroupSize * problem->topk, (long long)meta->max_groups,
-                           (long long)pw_max_groups(problem, grouping));
-    }
+    PW_TRY(pw_check_union_attention_buffers(problem, grouping, perm, meta, kernel)); // attention_args.c: both builds
     PW_TRY(pw_check_attention_device());
 
     pw::AttentionParams params;
@@ -983,6 +968,8 @@ pw_status_t union_attention(int impl, const pw_problem_t *problem, const pw_atte
  * plan's rule says so. */
 constexpr int kDefaultImplUnion = pw::kImplIdleVtDev;
 constexpr int kDefaultImplPerQuery = pw::kImplLeanDev;
+
+static_assert(pw::kGroupSize == PW_UNION_GROUP_SIZE, "pw_internal.h's copy of the union group size");
 
 extern "C" pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_args_t *args,
                                           const pw_grouping_t *grouping, const int32_t *perm,

@@ -341,6 +341,8 @@ void launch_union_prepare(const UnionParams &params, bool vec_in, bool vec_out, 
 
 } // namespace
 
+static_assert(pw_dev::kMaxUnionTopk == PW_UNION_MAX_TOPK, "selection.h's copy of the K limit");
+
 /* Host checks of pw_union_prepare (also made by the fused regroup entry, regroup.cu). */
 extern "C" pw_status_t pw_check_union_prepare_args(const pw_problem_t *problem,
                                                    const int32_t *topk_ids,
@@ -355,10 +357,7 @@ extern "C" pw_status_t pw_check_union_prepare_args(const pw_problem_t *problem,
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "pw_union_prepare: topk is %d; the GPU supports 1..%d", problem->topk,
                        pw_dev::kMaxUnionTopk);
-    if ((int64_t)meta->union_capacity < (int64_t)grouping->group_size * problem->topk)
-        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
-                       "meta.union_capacity is %d, < group_size %d * topk %d",
-                       meta->union_capacity, grouping->group_size, problem->topk);
+    PW_TRY(pw_check_union_capacity(problem, grouping, meta)); /* selection.c: both builds */
     if ((uint32_t)problem->max_pages_per_request > kMaxPageId)
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "pw_union_prepare: max_pages_per_request %d > 2^29",
