@@ -440,11 +440,29 @@ def _unique_keys(pairs):
     for key, value in pairs:
         if key in out:
             raise CaptureError(f"header: key {key[:40]!r} appears more than once")
-        # A NUL (\u0000) ends a C string: the C reader refuses it, so this one does too.
-        if "\0" in key or (isinstance(value, str) and "\0" in value):
+        # A NUL (\u0000) ends a C string: the C reader refuses it anywhere in the header
+        # (names, values, strings inside lists), so this one does too.
+        if "\0" in key or _holds_nul(value):
             raise CaptureError(f"header: a string holds a NUL character (\\u0000) near key {key[:40]!r}")
         out[key] = value
     return out
+
+
+def _holds_nul(value):
+    """Whether a parsed JSON value (objects already checked by _unique_keys) holds a string
+    with a NUL, inside lists included."""
+    if isinstance(value, str):
+        return "\0" in value
+    if isinstance(value, list):
+        return any(_holds_nul(v) for v in value)
+    return False
+
+
+def _not_an_integer(text):
+    """json's hook for a number that is not a JSON integer (60.0, 60e0) and for NaN /
+    Infinity: the C reader refuses them anywhere in the header (docs/capture-format.md)."""
+    raise CaptureError(f"header: number {text[:24]!r} is not a JSON integer (shapes and data_offsets "
+                       f"are written as integers)")
 
 
 def _parse_capture(raw):
@@ -459,7 +477,8 @@ def _parse_capture(raw):
         raise CaptureError(f"truncated: header length {hlen} exceeds the file "
                            f"({len(raw)} bytes)")
     try:
-        header = json.loads(raw[8:8 + hlen].decode("utf-8"), object_pairs_hook=_unique_keys)
+        header = json.loads(raw[8:8 + hlen].decode("utf-8"), object_pairs_hook=_unique_keys,
+                            parse_float=_not_an_integer, parse_constant=_not_an_integer)
     except UnicodeDecodeError as e:
         raise CaptureError(f"header is not valid UTF-8 ({e.reason} at byte {e.start})") from e
     except json.JSONDecodeError as e:

@@ -693,6 +693,13 @@ class ReadersAgree(unittest.TestCase):
             "60.0": compact.replace('"data_offsets":[0,', '"data_offsets":[0.0,', 1),
             "60e0": compact.replace('"data_offsets":[0,', '"data_offsets":[0e0,', 1),
             "060": compact.replace('"data_offsets":[0,', '"data_offsets":[00,', 1),
+            # Outside shape / data_offsets too (a review, 2026-12-05: Python checked the
+            # numbers of those two and the NULs of names and direct string values only).
+            "1.5 in an extra key": compact.replace('"data_offsets":[0,', '"note":1.5,"data_offsets":[0,', 1),
+            "NaN in an extra key": compact.replace('"data_offsets":[0,', '"note":NaN,"data_offsets":[0,', 1),
+            "\\u0000 in a list": compact.replace('"data_offsets":[0,', '"note":["a\\u0000b"],"data_offsets":[0,', 1),
+            "\\u0000 in a nested list": compact.replace('"data_offsets":[0,',
+                                                          '"note":[1,["a\\u0000"]],"data_offsets":[0,', 1),
         }
         results = {}
         for name, header in edits.items():
@@ -702,6 +709,11 @@ class ReadersAgree(unittest.TestCase):
             results[name] = (c_ok, py_ok)
         self.assertEqual({k: v for k, v in results.items() if v != (False, False)}, {},
                          "edits not refused by both readers: name -> (C ok, Python ok)")
+        # The control: an extra key of integers and strings is read by both.
+        f = os.path.join(self.dir, "edit.safetensors")
+        write_raw(f, compact.replace('"data_offsets":[0,', '"note":[1,["a",-0]],"data_offsets":[0,', 1).encode(),
+                  data)
+        self.assertEqual(verdicts(cli, f), (True, True))
         # The default table's bound: the writer refuses, as the reader would.
         with self.assertRaises(pw_capture.CaptureError):
             pw_capture.save_capture(os.path.join(self.dir, "big.safetensors"), ids, [0, 1, 2], [0, 0],
