@@ -1051,7 +1051,8 @@ typedef struct pw_plan_info {
     pw_regroup_mode_t configured; /* config.regroup as given */
     int32_t window;            /* W of the regroup (and of the union groups); 0 (the identity
                                   plan's runs of 8 per request) when no call regroups: IDENTITY,
-                                  and since 2026-12-02 (fifteenth session) an AUTO plan with
+                                  PW_KERNEL_PER_QUERY in every mode (since 2026-12-05; GREEDY /
+                                  GUARDED gave their W before), and since 2026-12-02 (fifteenth session) an AUTO plan with
                                   W 64 / 128 whose time guard keeps identity order in both
                                   precisions (it is then the identity plan, launch for
                                   launch; pw_plan_workspace_views gives its grouping as

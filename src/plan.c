@@ -445,8 +445,11 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
      * (window 0: the same group slots, grids and launches), so that its calls are the
      * identity plan's calls (a K > 16 plan's other window keeps cutting its groups). */
     if (caller_perm) plan->grouping.window = config->window;
-    else if (config->regroup == PW_REGROUP_AUTO && (config->window == 64 || config->window == 128) &&
-             !plan->regroup_pays[0] && !plan->regroup_pays[1]) {
+    else if ((config->regroup == PW_REGROUP_AUTO && (config->window == 64 || config->window == 128) &&
+              !plan->regroup_pays[0] && !plan->regroup_pays[1]) ||
+             config->kernel == PW_KERNEL_PER_QUERY) {
+        /* (per-query: no regroup, no groups; pw_plan_info's window 0 in every mode, as AUTO's
+         * already was: a review, 2026-12-05, found GREEDY / GUARDED reporting 128) */
         plan->grouping.window = 0;
         plan->grouping.mode = PW_REGROUP_IDENTITY; /* pw_plan_workspace_views: what ran */
     }

@@ -219,6 +219,28 @@ static void test_per_query_needs_no_workspace(void **state)
     assert_null(perm);
     assert_null(m.union_pages);
     pw_plan_destroy(plan);
+    /* No call of a per-query plan regroups: its info says IDENTITY and window 0 in every
+     * mode and window (a review, 2026-12-05: GREEDY / GUARDED reported window 128). */
+    const pw_regroup_mode_t modes[4] = {PW_REGROUP_IDENTITY, PW_REGROUP_GREEDY, PW_REGROUP_GUARDED,
+                                        PW_REGROUP_AUTO};
+    const int32_t windows[3] = {PW_WINDOW_AUTO, 64, 128};
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++) {
+            cfg.regroup = modes[i];
+            cfg.window = windows[j];
+            assert_pw_ok(pw_plan_create(&p, &cfg, &plan));
+            for (int prec = 0; prec < 2; prec++) {
+                pw_plan_info_t info = PW_PLAN_INFO_INIT;
+                assert_pw_ok(pw_plan_info(plan, (pw_precision_t)prec, &info));
+                assert_int_equal(info.regroup, PW_REGROUP_IDENTITY);
+                assert_int_equal(info.window, 0);
+            }
+            pw_grouping_t g;
+            assert_pw_ok(pw_plan_workspace_views(plan, NULL, 0, NULL, NULL, &g));
+            assert_int_equal(g.mode, PW_REGROUP_IDENTITY);
+            assert_int_equal(g.window, 0);
+            pw_plan_destroy(plan);
+        }
 }
 
 static void test_create_errors(void **state)
