@@ -1003,7 +1003,12 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * has since got faster, A-hot 118 us against 70 measured, 75 by these.)
  * W with config.window = PW_WINDOW_AUTO (the default): the W of 64 and 128 whose
  * saving_us - cost_us is larger in FP8X2 (ties: 128), then the rule above at that W in each
- * precision; the figures reported are that W's. With the installed constants an AUTO plan
+ * precision; the figures reported are that W's. A plan has one W for both precisions, the
+ * default arithmetic's: FP8 calls may therefore keep identity order at FP8X2's W where the
+ * model predicts that the other W would pay in FP8, and FP8's decision need not be monotone
+ * in N there (e.g. K 32, Hkv 8, R 128, 504 pages: FP8 regroups at 3,900 queries (W64),
+ * keeps identity order at 3,950 (W128, 0.8 us short; W64 would net +10.6 us) and regroups
+ * again at 4,100). With the installed constants an AUTO plan
  * (one request, one KV head, page table within the long bounds) regroups at W64 from ~1,700
  * queries in FP8X2 (~2,140 in FP8) to ~6,630, at W128 above (the twentieth session's
  * constants: ~1,960 (~2,360) to ~4,170); with a table past W128's long bound (14,336 pages)

@@ -104,9 +104,11 @@ int pw_time_guard_wide(const pw_time_guard_wide_inputs_t *in, const pw_time_guar
 /* PW_WINDOW_AUTO's window: of 64 and 128, the one whose predicted net saving (saving -
  * cost, by pw_time_guard at topk <= 16, pw_time_guard_wide at Kd = topk 32 / 64) is the
  * larger for in's kernel and precision; in->window is ignored. 128 on a tie and wherever
- * neither window can regroup (per-query, N = 0, bad enums or Kd), so that a window whose
- * net is larger but that does not pay leaves the plan in identity order anyway (the other
- * window's net is smaller still). */
+ * neither window can regroup (per-query, N = 0, bad enums or Kd). In in's precision a window
+ * whose net is larger but that does not pay leaves the plan in identity order rightly (the
+ * other window's net is smaller still); the plan asks in FP8X2 and uses that window for its
+ * FP8 calls too, where the other window may pay when this one does not (pageweaver.h,
+ * pw_plan_info). */
 int32_t pw_time_guard_window(const pw_time_guard_inputs_t *in, int32_t topk, const pw_time_guard_model_t *model,
                              const pw_time_guard_wide_model_t *wide);
 
