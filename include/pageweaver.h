@@ -980,6 +980,12 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * (pw_regroup), so a page table sized for 1M-token contexts costs what a short one does
  * (H200, 4,096 queries at a 1M-token context at W128: C_online 15.9 us measured, 15.1
  * predicted by the constants then; the installed ones predict 11.4).
+ * Requests: every input the constants come from is one request, so the fitted per_window
+ * is 0 and, at K <= 16, R changes neither figure. Short requests leave the regroup less to
+ * choose (a request of one query has one order; the K > 16 form prices R only in its cost's
+ * waves), and their windows add CTAs: a chunk of many short requests (e.g. 4,096 requests
+ * of one query each, where every grouping walks the same pages) may regroup for nothing.
+ * Not yet measured on a GPU: bench/make_scaling_set.py --requests writes such inputs.
  * The model does not price the launches that fall back to the 32 KB / hash path for lack
  * of waves (pw_regroup: on an H200, more than 264 CTAs past ~7,200 pages at W128, i.e.
  * more than ~33,800 rows); the decision there is unchanged: such calls save ~200 us or
