@@ -30,7 +30,7 @@ shared copy, as a cached common prefix: private pages would need 34 GB per cache
     req_verify_n04096_r512   512 requests x 8 queries (speculative verification) after
                              8K-64K-token prefixes
     req_verify_n02560_r512   512 x 5 queries (near the W64 / W128 thresholds)
-    req_decode_n04096_r4096  4,096 one-query requests at 8K-64K (no regroup can change
+    req_decode_n04096_r4096  4,096 one-query requests at 8K-32K (no regroup can change
                              anything: the guard's saving is 0 in truth)
     req_chunks_n16384_r16    16 requests x 1,024 queries after 48K tokens (a batch of chunks)
 
@@ -109,7 +109,7 @@ REQUEST_SETS = {
     "req_mixed_n04096_r257": [(1, 3840, (K48, K48)), (256, 1, (4096, 128 * 1024))],
     "req_verify_n04096_r512": [(512, 8, (8192, 64 * 1024))],
     "req_verify_n02560_r512": [(512, 5, (8192, 64 * 1024))],
-    "req_decode_n04096_r4096": [(4096, 1, (8192, 64 * 1024))],
+    "req_decode_n04096_r4096": [(4096, 1, (8192, 32 * 1024))],  # 8K-32K: a 4 MB page table
     "req_chunks_n16384_r16": [(16, 1024, (K48, K48))],
 }
 
