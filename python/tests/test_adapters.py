@@ -57,10 +57,14 @@ def sglang_case(gen, *, b=3, hkv=2, g=4, d=64, k=6, page=P):
                 prefix_lens=prefix), table
 
 
-def sglang_call(c, **kw):
-    return sglang.minimax_sparse_prefill(c["q"], c["k_cache"], c["v_cache"], None,
-                                         c["req_to_token"], c["slot_ids"], c["topk_idx"],
-                                         c["cu_seqlens"], c["seq_lens"], c["prefix_lens"], **kw)
+def sglang_call(c, sink=None, **kw):
+    """SGLang's positional form: (q, k_cache, v_cache, sink, req_to_token, slot_ids,
+    topk_idx, block_size_q, block_size_k, cu_seqlens, seq_lens, prefix_lens, max_seqlen_q)."""
+    block_size_k = kw.pop("block_size_k", P)
+    max_q = int((c["cu_seqlens"][1:] - c["cu_seqlens"][:-1]).max())
+    return sglang.minimax_sparse_prefill(c["q"], c["k_cache"], c["v_cache"], sink,
+                                         c["req_to_token"], c["slot_ids"], c["topk_idx"], 1, block_size_k,
+                                         c["cu_seqlens"], c["seq_lens"], c["prefix_lens"], max_q, **kw)
 
 
 def direct(c, table, **kw):
@@ -114,9 +118,7 @@ def test_sglang_sink_keys(seed):
     gen = torch.Generator().manual_seed(seed)
     c, table = sglang_case(gen, b=2, hkv=2, g=2, d=32, k=4)
     sink = torch.randn(4, 32, generator=gen) * 100  # logits of std ~100, on the scores' scale here
-    o = sglang.minimax_sparse_prefill(c["q"], c["k_cache"], c["v_cache"], sink,
-                                      c["req_to_token"], c["slot_ids"], c["topk_idx"],
-                                      c["cu_seqlens"], c["seq_lens"], c["prefix_lens"])
+    o = sglang_call(c, sink)
     want = direct(c, table, softmax_scale=32 ** -0.5, sink_keys=sink.to(torch.bfloat16))
     assert torch.equal(bits(o), bits(want)), f"seed {seed}"
     assert not torch.equal(bits(o), bits(direct(c, table, softmax_scale=32 ** -0.5))), f"seed {seed}"
@@ -159,17 +161,24 @@ def test_sglang_pages_of_64_tokens(seed):
 def test_sglang_refuses_what_it_cannot_do():
     c, _ = sglang_case(torch.Generator().manual_seed(3), b=1, hkv=1, g=2, d=32, k=4)
     with pytest.raises(TypeError, match="sink"):
-        sglang.minimax_sparse_prefill(c["q"], c["k_cache"], c["v_cache"], [[0.0] * 32] * 2,
-                                      c["req_to_token"], c["slot_ids"], c["topk_idx"],
-                                      c["cu_seqlens"], c["seq_lens"], c["prefix_lens"])
+        sglang_call(c, [[0.0] * 32] * 2)
     with pytest.raises(ValueError, match="sink"):  # logits instead of keys
-        sglang.minimax_sparse_prefill(c["q"], c["k_cache"], c["v_cache"], torch.zeros(2),
-                                      c["req_to_token"], c["slot_ids"], c["topk_idx"],
-                                      c["cu_seqlens"], c["seq_lens"], c["prefix_lens"])
+        sglang_call(c, torch.zeros(2))
+    # The block form (several query rows per Top-K row) and the caches PageWeaver cannot read.
+    for bad in (2, 0, None, 1.0, True):
+        with pytest.raises(ValueError, match="block_size_q"):
+            sglang.flash_prefill_with_gqa_share_sparse(c["q"], c["k_cache"], c["v_cache"], None,
+                                                       c["req_to_token"], c["slot_ids"], c["topk_idx"], bad, P,
+                                                       c["cu_seqlens"], c["seq_lens"], c["prefix_lens"], 8)
+    for name in ("per_query_topk_idx", "query_group_mask"):
+        with pytest.raises(ValueError, match=name):
+            sglang_call(c, **{name: c["topk_idx"]})
+    with pytest.raises(TypeError, match="k_cache"):  # SGLang's default bfloat16 KV cache
+        sglang_call(dict(c, k_cache=c["k_cache"].to(torch.bfloat16), v_cache=c["v_cache"].to(torch.bfloat16)))
     with pytest.raises(ValueError, match="k_scale"):
         sglang_call(c, k_scale=torch.ones(3))
-    with pytest.raises(TypeError, match="bfloat16"):
-        sglang_call(dict(c, q=c["q"].to(torch.float8_e4m3fn)))
+    with pytest.raises(TypeError, match="bfloat16"):  # float16 (FP8 is SGLang's quantised Q: test_sglang_fp8_q)
+        sglang_call(dict(c, q=c["q"].to(torch.float16)))
     for bad in (0, 64.0, True, 2 ** 21, "64"):
         with pytest.raises(ValueError, match="block_size_k"):
             sglang_call(c, block_size_k=bad)
@@ -189,6 +198,60 @@ def test_sglang_refuses_what_it_cannot_do():
     for bad in (0.0, float("nan")):
         with pytest.raises(ValueError, match="sm_scale 0.1 x q_scale"):
             sglang_call(c, sm_scale=0.1, q_scale=bad)
+
+
+def test_sglang_engine_call_forms(seed):
+    """SGLang's call of flash_prefill_with_gqa_share_sparse, positional and by keyword as its
+    ops wrapper makes it (block_size_q, max_seqlen_q, use_tma, cu_seqblocks_q, ...): the
+    same bits as the direct call; minimax_sparse_prefill is the same function."""
+    gen = torch.Generator().manual_seed(seed)
+    c, table = sglang_case(gen, b=2, hkv=2, g=2, d=32, k=4)
+    want = direct(c, table, k_scale=0.5, v_scale=0.25, softmax_scale=0.1 * 0.5)
+    assert sglang.minimax_sparse_prefill is sglang.flash_prefill_with_gqa_share_sparse
+    o = sglang.flash_prefill_with_gqa_share_sparse(c["q"], c["k_cache"], c["v_cache"], None, c["req_to_token"],
+                                                   c["slot_ids"], c["topk_idx"], 1, P, c["cu_seqlens"],
+                                                   c["seq_lens"], c["prefix_lens"], 64, 0.1, True, None, None,
+                                                   0.5, 0.5, 0.25)
+    assert torch.equal(bits(o), bits(want)), f"seed {seed}"
+    o = sglang.flash_prefill_with_gqa_share_sparse(
+        q=c["q"], k_cache=c["k_cache"], v_cache=c["v_cache"], sink=None, req_to_token=c["req_to_token"],
+        slot_ids=c["slot_ids"], topk_idx=c["topk_idx"], block_size_q=1, block_size_k=P,
+        cu_seqlens=c["cu_seqlens"], seq_lens=c["seq_lens"], prefix_lens=c["prefix_lens"], max_seqlen_q=64,
+        sm_scale=0.1, use_tma=False, cu_seqblocks_q=c["cu_seqlens"], max_seqblock_q=64, q_scale=0.5,
+        k_scale=0.5, v_scale=0.25, safe_slots=True)
+    assert torch.equal(bits(o), bits(want)), f"seed {seed}"
+
+
+def test_sglang_fp8_q(seed):
+    """SGLang's FP8 attention-GEMM mode passes q = Q / q_scale in float8_e4m3fn with q_scale:
+    multiplied back into bfloat16, q_scale not applied to the logits again (a review,
+    2026-12-05: a bfloat16 Q with the engine's q_scale kept scaled the logits twice)."""
+    gen = torch.Generator().manual_seed(seed)
+    c, table = sglang_case(gen, b=2, hkv=2, g=2, d=32, k=4)
+    q8 = (c["q"].float() / 0.75).to(torch.float8_e4m3fn)
+    o = sglang_call(dict(c, q=q8), sm_scale=0.1, q_scale=0.75)
+    want = direct(dict(c, q=(q8.float() * 0.75).to(torch.bfloat16)), table, softmax_scale=0.1)
+    assert torch.equal(bits(o), bits(want)), f"seed {seed}"
+
+
+def test_sglang_layout_refused_without_a_counter(seed):
+    """SGLang with --page-size 1: its allocator gives slots from 1, so even a contiguous
+    request is not one P-aligned run per page. Without layout_errors= the call refuses it
+    (it used to map every page outside the cache: all-zero output, silently); with it the
+    pages are counted and contribute nothing, as documented; an aligned layout passes."""
+    gen = torch.Generator().manual_seed(seed)
+    c, table = sglang_case(gen, b=2, hkv=1, g=2, d=32, k=4)
+    shifted = c["req_to_token"].clone()
+    for i in range(2):
+        row = int(c["slot_ids"][i])
+        shifted[row, : int(c["seq_lens"][i])] = 1 + torch.arange(int(c["seq_lens"][i]), dtype=torch.int32) + 300 * i
+    with pytest.raises(ValueError, match="--page-size 128"):
+        sglang_call(dict(c, req_to_token=shifted))
+    errors = torch.zeros(1, dtype=torch.int64)
+    sglang_call(dict(c, req_to_token=shifted), layout_errors=errors)
+    assert int(errors) == sum(-(-int(n) // P) for n in c["seq_lens"]), f"seed {seed}"
+    o = sglang_call(c)  # aligned: checked, accepted
+    assert torch.equal(bits(o), bits(direct(c, table, softmax_scale=32 ** -0.5))), f"seed {seed}"
 
 
 # ---- vLLM -----------------------------------------------------------------------------

@@ -575,7 +575,7 @@ def test_sglang_adapter_eager_and_graph(seed):
 
     def adapter(out=None):
         return sglang.minimax_sparse_prefill(p["q"], p["k_cache"], p["v_cache"], None, r2t, rows,
-                                             p["topk_idx"], p["cu_seqlens_q"], p["kv_lens"],
+                                             p["topk_idx"], 1, 128, p["cu_seqlens_q"], p["kv_lens"],
                                              p["prefix_lens"], k_scale=p["k_scale"],
                                              v_scale=p["v_scale"], layout_errors=errors, out=out)
 
@@ -633,7 +633,7 @@ def test_adapter_indices_out_of_range_on_the_device(seed):
         assert torch.equal(table[i, :used].cpu(), cpu["page_table"][i, :used])
     far = p["topk_idx"].to(torch.int64)
     far = torch.where(far >= 0, far + (1 << 32), far)
-    o = sglang.minimax_sparse_prefill(p["q"], p["k_cache"], p["v_cache"], None, r2t, rows, far,
+    o = sglang.minimax_sparse_prefill(p["q"], p["k_cache"], p["v_cache"], None, r2t, rows, far, 1, 128,
                                       p["cu_seqlens_q"], p["kv_lens"], p["prefix_lens"],
                                       page_table=p["page_table"], k_scale=p["k_scale"],
                                       v_scale=p["v_scale"])
@@ -694,8 +694,8 @@ def test_adapters_with_pages_of_64_tokens(seed):
 
     def adapter(out=None):
         return sglang.minimax_sparse_prefill(p["q"], p["k_cache"], p["v_cache"], None, r2t, rows,
-                                             p["topk_idx"], p["cu_seqlens_q"], p["kv_lens"],
-                                             p["prefix_lens"], block_size_k=64, k_scale=p["k_scale"],
+                                             p["topk_idx"], 1, 64, p["cu_seqlens_q"], p["kv_lens"],
+                                             p["prefix_lens"], k_scale=p["k_scale"],
                                              v_scale=p["v_scale"], layout_errors=errors, out=out)
 
     want = call(p, page_size=64)
@@ -768,6 +768,7 @@ def test_no_synchronisation(seed):
     r2t = torch.zeros(p["page_table"].shape[0], p["page_table"].shape[1] * 128,
                       dtype=torch.int32, device="cuda")
     rows = torch.arange(p["page_table"].shape[0], device="cuda")
+    errors = torch.zeros(1, dtype=torch.int64, device="cuda")
     out = torch.empty_like(p["q"])
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
@@ -775,9 +776,10 @@ def test_no_synchronisation(seed):
         call(p, return_lse=True)
         vllm.minimax_m3_sparse_attn(p["q"], kv_cache, p["topk_idx"], table, p["cu_seqlens_q"],
                                     p["kv_lens"], p["prefix_lens"], 32, 2, 0.1, out)
+        # with a layout_errors word: no host read (without one it checks the layout with one)
         sglang.minimax_sparse_prefill(p["q"], p["k_cache"], p["v_cache"], None, r2t, rows,
-                                      p["topk_idx"], p["cu_seqlens_q"], p["kv_lens"],
-                                      p["prefix_lens"])
+                                      p["topk_idx"], 1, 128, p["cu_seqlens_q"], p["kv_lens"],
+                                      p["prefix_lens"], layout_errors=errors)
     finally:
         torch.cuda.set_sync_debug_mode("default")
     torch.cuda.synchronize()

@@ -11,9 +11,11 @@ PageWeaver reads pages of P = block_size_k tokens (128 or 64 on the GPU) through
 table: page_table_from_req_to_token derives it on the device (torch ops, no
 synchronisation, capturable): logical page p of request b is physical page s // P when its
 token slots s, s+1, ... (those below the request's KV length) are one contiguous run
-starting at a multiple of P. A page whose slots are not is a layout error: it is counted in
-the caller's `layout_errors` word and mapped outside the cache, so it contributes nothing
-(and every selection of it is counted in `bad_page_count` by the kernel).
+starting at a multiple of P, which SGLang gives with --page-size P. A page whose slots are
+not is a layout error: page_table_from_req_to_token counts it in the caller's
+`layout_errors` word and maps it outside the cache, so it contributes nothing (and every
+selection of it is counted in `bad_page_count` by the kernel); the sparse prefill call
+refuses such a layout unless the caller passes that word (or its own page_table).
 """
 import math
 import operator
@@ -23,7 +25,7 @@ import torch
 from .._op import MAX_PAGE_SIZE, PAGE_SIZE, sparse_prefill
 from ._common import host_float, i32 as _i32, scale_kwargs
 
-__all__ = ["page_table_from_req_to_token", "minimax_sparse_prefill"]
+__all__ = ["page_table_from_req_to_token", "flash_prefill_with_gqa_share_sparse", "minimax_sparse_prefill"]
 
 
 def _page_size(name, value):
@@ -97,32 +99,63 @@ def page_table_from_req_to_token(req_to_token, slot_ids, seq_lens, *, layout_err
     return torch.where(good, phys, torch.full_like(phys, -1)).to(torch.int32)
 
 
-def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, topk_idx,
-                           cu_seqlens, seq_lens, prefix_lens, *, block_size_k=128,
-                           sm_scale=None, q_scale=None, k_scale=None, v_scale=None,
-                           page_table=None, layout_errors=None, bad_page_count=None,
-                           out=None, precision=None, regroup=None, kernel=None):
-    """SGLang's MiniMax sparse prefill through PageWeaver. Returns o [total_q, Hq, 128]
-    bfloat16 (in `out` when given).
+def flash_prefill_with_gqa_share_sparse(q, k_cache, v_cache, sink, req_to_token, slot_ids, topk_idx,
+                                        block_size_q, block_size_k, cu_seqlens, seq_lens, prefix_lens,
+                                        max_seqlen_q=None, sm_scale=None, use_tma=True, cu_seqblocks_q=None,
+                                        max_seqblock_q=None, q_scale=None, k_scale=None, v_scale=None, *,
+                                        per_query_topk_idx=None, query_group_mask=None, safe_slots=False,
+                                        page_table=None, layout_errors=None, bad_page_count=None,
+                                        out=None, precision=None, regroup=None, kernel=None):
+    """SGLang's MiniMax sparse prefill kernel through PageWeaver: the arguments, in the order
+    and with the names of SGLang's `flash_prefill_with_gqa_share_sparse` (its Triton kernel,
+    python/sglang/kernels/ops/attention/minimax_sparse/prefill/topk_sparse.py), so that the
+    engine's call, positional or by keyword, reaches it unchanged. Returns o [total_q, Hq,
+    128] bfloat16 (in `out` when given). `minimax_sparse_prefill` is the same function.
 
-    q [total_q, Hq, 128] bfloat16 (the unquantised Q: PageWeaver quantises it per row
-    itself; SGLang's native kernel takes a pre-quantised FP8 Q instead). k_cache, v_cache
-    [slots, Hkv, 128] float8_e4m3fn. sink: None, or SGLang's per-Q-head sink keys [Hq, 128]
-    (row n's sink logit for head h is softmax_scale * (q[n, h] . sink[h]), passed as
-    pageweaver.sparse_prefill(sink_keys=...); a dtype other than bfloat16 is rounded to
-    bfloat16 first, a copy). req_to_token, slot_ids: SGLang's token mapping (see
-    page_table_from_req_to_token), or page_table= a table made by it earlier in the
-    forward pass for the same block_size_k (then they are not read). topk_idx [Hkv,
-    total_q, topk] int32 logical pages of block_size_k tokens, cu_seqlens [B+1], seq_lens
-    [B] (KV lengths), prefix_lens [B] (int32 or int64). block_size_k: the page size P
-    (the GPU runs 128 and 64, other P raise pageweaver.UnsupportedError there; the CPU
-    any P). sm_scale: None for 1/sqrt(128); q_scale (a float) multiplies
+    q [total_q, Hq, 128]: bfloat16 (PageWeaver quantises Q per row itself), or SGLang's FP8
+    Q (float8_e4m3fn, = Q / q_scale: it is multiplied back by q_scale into bfloat16, a copy,
+    and q_scale is then not applied again). k_cache, v_cache [slots, Hkv, 128]
+    float8_e4m3fn: SGLang's FP8 KV cache (`--kv-cache-dtype fp8_e4m3`); a bfloat16 or E5M2
+    cache raises TypeError (PageWeaver reads E4M3 only). sink: None, or SGLang's per-Q-head
+    sink keys [Hq, 128] (row n's sink logit for head h is softmax_scale * (q[n, h] .
+    sink[h]), passed as pageweaver.sparse_prefill(sink_keys=...); a dtype other than
+    bfloat16 is rounded to bfloat16 first, a copy). req_to_token, slot_ids: SGLang's token
+    mapping (see page_table_from_req_to_token), or page_table= a table made by it earlier in
+    the forward pass for the same block_size_k (then they are not read). topk_idx [Hkv,
+    total_q, topk] int32 logical pages of block_size_k tokens (-1 padded), one row per query:
+    block_size_q must be 1 (SGLang's MiniMax backend runs 1; ValueError otherwise, and for
+    per_query_topk_idx / query_group_mask, which only its block form uses). cu_seqlens
+    [B+1], seq_lens [B] (KV lengths), prefix_lens [B] (int32 or int64). block_size_k: the
+    page size P (the GPU runs 128 and 64, other P raise pageweaver.UnsupportedError there;
+    the CPU any P). max_seqlen_q, use_tma, cu_seqblocks_q, max_seqblock_q, safe_slots:
+    accepted for the engine's call and not needed (with block_size_q = 1 the query blocks
+    are the rows). sm_scale: None for 1/sqrt(128); q_scale (with a bfloat16 q) multiplies
     every logit (folded into the softmax scale, as SGLang does); k_scale / v_scale: None
     (1.0), floats, one-element device tensors, or per-token scales [Hkv, slots] (passed as
-    k_token_scales / v_token_scales). layout_errors: see
-    page_table_from_req_to_token; bad_page_count, out, precision, regroup, kernel: as for
-    pageweaver.sparse_prefill. No synchronisation; capturable in a CUDA graph.
+    k_token_scales / v_token_scales).
+
+    The page layout: SGLang must run with --page-size equal to block_size_k, so that each
+    page's token slots are one run starting at a multiple of P (with --page-size 1 they are
+    not: PageWeaver reads pages, not tokens). With page_table= the caller vouches for it.
+    Otherwise the table is derived here and its layout errors (pages that are not such runs)
+    are counted: into `layout_errors` when given (no synchronisation, capturable; such pages
+    contribute nothing, and the caller reads the count), else checked here with one host
+    read and refused (ValueError naming --page-size); under stream capture without
+    page_table= or layout_errors= the call is refused (it could not check).
+    bad_page_count, out, precision, regroup, kernel: as for pageweaver.sparse_prefill.
     """
+    try:
+        rows_per_block = None if isinstance(block_size_q, bool) else operator.index(block_size_q)
+    except TypeError:
+        rows_per_block = None
+    if rows_per_block != 1:
+        raise ValueError(f"block_size_q is {block_size_q!r}: PageWeaver takes one Top-K row per "
+                         f"query (block_size_q = 1, as SGLang's MiniMax backend runs)")
+    for name, value in (("per_query_topk_idx", per_query_topk_idx), ("query_group_mask", query_group_mask)):
+        if value is not None:
+            raise ValueError(f"{name}: not supported (SGLang's block form, block_size_q > 1); pass "
+                             f"one Top-K row per query in topk_idx")
+    del max_seqlen_q, use_tma, cu_seqblocks_q, max_seqblock_q, safe_slots  # not needed, see above
     if sink is not None:
         if not isinstance(sink, torch.Tensor):
             raise TypeError("sink: expected None or a [Hq, 128] tensor of sink keys")
@@ -132,15 +165,30 @@ def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, to
                              f"sinks=...))")
         sink = sink.to(torch.bfloat16).contiguous()  # no copy when already bf16 and contiguous
     block_size_k = _page_size("block_size_k", block_size_k)
-    if isinstance(q, torch.Tensor) and q.dtype != torch.bfloat16:
-        raise TypeError(f"q: dtype {q.dtype}, expected torch.bfloat16 (PageWeaver quantises "
-                        f"Q itself; pass the unquantised Q)")
+    sm_scale, q_scale = host_float("sm_scale", sm_scale), host_float("q_scale", q_scale)
+    if isinstance(q, torch.Tensor) and q.dtype == torch.float8_e4m3fn:
+        # SGLang's FP8 attention-GEMM mode: q = Q / q_scale. Back to bfloat16; the scale is
+        # then in q and must not be applied to the logits again.
+        q = (q.float() * (1.0 if q_scale is None else float(q_scale))).to(torch.bfloat16)
+        q_scale = None
+    elif isinstance(q, torch.Tensor) and q.dtype != torch.bfloat16:
+        raise TypeError(f"q: dtype {q.dtype}, expected torch.bfloat16 (or SGLang's "
+                        f"float8_e4m3fn Q with its q_scale)")
     lens = _i32("seq_lens", seq_lens)
     if page_table is None:
+        check = layout_errors is None
+        if check and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+            raise ValueError("req_to_token: under stream capture pass layout_errors= (a counter the "
+                             "caller reads) or page_table= (a table made earlier): the page layout "
+                             "cannot be checked here without a host read")
+        counter = torch.zeros(1, dtype=torch.int64, device=req_to_token.device) if check else layout_errors
         page_table = page_table_from_req_to_token(req_to_token, slot_ids, lens,
-                                                  layout_errors=layout_errors,
-                                                  page_size=block_size_k)
-    sm_scale, q_scale = host_float("sm_scale", sm_scale), host_float("q_scale", q_scale)
+                                                  layout_errors=counter, page_size=block_size_k)
+        if check and int(counter) > 0:
+            raise ValueError(f"req_to_token: {int(counter)} page(s) of {block_size_k} tokens are not one "
+                             f"run of KV slots starting at a multiple of {block_size_k}: run SGLang with "
+                             f"--page-size {block_size_k} (PageWeaver reads whole pages), or pass "
+                             f"layout_errors= to count such pages instead (they then contribute nothing)")
     scale = float(sm_scale) if sm_scale is not None else q.shape[-1] ** -0.5
     if q_scale is not None:
         scale = scale * float(q_scale)
@@ -155,3 +203,6 @@ def minimax_sparse_prefill(q, k_cache, v_cache, sink, req_to_token, slot_ids, to
                           page_size=block_size_k,
                           **scale_kwargs(k_scale, v_scale, k_cache.shape[1] if cache_ok else None,
                                          k_cache.shape[0] if cache_ok else None))
+
+
+minimax_sparse_prefill = flash_prefill_with_gqa_share_sparse

@@ -56,7 +56,8 @@ def minimax_m3_sparse_attn(q, kv_cache, topk_idx, block_table, cu_seqlens_q, seq
                            precision=None, regroup=None, kernel=None):
     """Drop-in for vLLM's minimax_m3_sparse_attn (prefill): writes `output`, returns None.
 
-    q [total_q, Hq, D] bfloat16; kv_cache float8_e4m3fn, [num_blocks, Hkv, P, 2*D] (K in
+    q [total_q, Hq, D] bfloat16; kv_cache float8_e4m3fn (vLLM's `--kv-cache-dtype fp8_e4m3`:
+    PageWeaver reads E4M3 only, a bfloat16 or E5M2 cache raises TypeError), [num_blocks, Hkv, P, 2*D] (K in
     [..., :D], V in [..., D:]) or [num_blocks, 2, P, Hkv, D] (K in [:, 0], V in [:, 1]); P,
     the block size, is the page size: 128 or 64 on the GPU, other P raise
     pageweaver.UnsupportedError there; any P on the CPU;
