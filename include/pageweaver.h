@@ -947,8 +947,10 @@ pw_status_t pw_sparse_prefill(const pw_plan_t *plan, const pw_attention_args_t *
  * after an FP8X2 call that ran the stacked tile on a plan whose objective follows the
  * tile (the default; PW_PLAN_NO_REGROUP_BY_TILE) 2: union preparation copies that
  * permutation into *perm; its
- * mode is the plan's regroup mode with AUTO as GUARDED, not what a call ran: that is
- * pw_plan_info's regroup, e.g. IDENTITY when AUTO keeps identity order).
+ * mode is the plan's regroup mode with AUTO as GUARDED, IDENTITY (window 0) for a plan whose
+ * calls never regroup (IDENTITY, PW_KERNEL_PER_QUERY in every mode, AUTO keeping identity
+ * order in both precisions), and otherwise not what a call ran: that is pw_plan_info's
+ * regroup, e.g. IDENTITY for the precision in which AUTO keeps identity order).
  * The metadata's union_capacity is 8 x Kd (Kd = 16, 32 or 64: the padded K, e.g. 8 x 16
  * also for a plan of K < 16): size host copies from *meta, not from the problem's K.
  * Any output pointer may be NULL. After the call
@@ -1014,7 +1016,7 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * model predicts that the other W would pay in FP8, and FP8's decision need not be monotone
  * in N there (e.g. K 32, Hkv 8, R 128, 504 pages: FP8 regroups at 3,900 queries (W64),
  * keeps identity order at 3,950 (W128, 0.8 us short; W64 would net +10.6 us) and regroups
- * again at 4,100). With the installed constants an AUTO plan
+ * again from 4,010). With the installed constants an AUTO plan
  * (one request, one KV head, page table within the long bounds) regroups at W64 from ~1,700
  * queries in FP8X2 (~2,140 in FP8) to ~6,630, at W128 above (the twentieth session's
  * constants: ~1,960 (~2,360) to ~4,170); with a table past W128's long bound (14,336 pages)

@@ -56,6 +56,10 @@ pw_status_t pw_check_regroup_call(const pw_problem_t *problem, const int32_t *to
 /* The same for union preparation (pw_union_prepare): the problem, max_pages_per_request, the
  * grouping, the request pointers, topk_ids and perm (N > 0), meta's arrays and max_groups >=
  * pw_max_groups. PW_ERROR_INVALID_ARGUMENT. */
+pw_status_t pw_check_union_prepare_call(const pw_problem_t *problem, const int32_t *topk_ids,
+                                        const pw_requests_t *requests, const pw_grouping_t *grouping,
+                                        const int32_t *perm, const pw_union_meta_t *meta);
+
 /* The largest Top-K of the GPU's union preparation (src/cuda/union_group.cuh's kMaxUnionTopk):
  * a larger K is PW_ERROR_UNSUPPORTED there, before meta's capacity is checked. */
 #define PW_UNION_MAX_TOPK 64
@@ -65,10 +69,6 @@ pw_status_t pw_check_regroup_call(const pw_problem_t *problem, const int32_t *to
  * without CUDA makes it too). PW_ERROR_INVALID_ARGUMENT. */
 pw_status_t pw_check_union_capacity(const pw_problem_t *problem, const pw_grouping_t *grouping,
                                     const pw_union_meta_t *meta);
-
-pw_status_t pw_check_union_prepare_call(const pw_problem_t *problem, const int32_t *topk_ids,
-                                        const pw_requests_t *requests, const pw_grouping_t *grouping,
-                                        const int32_t *perm, const pw_union_meta_t *meta);
 
 #ifdef __cplusplus
 }

@@ -195,9 +195,11 @@ def test_sglang_refuses_what_it_cannot_do():
     with pytest.raises(TypeError, match="q_scale: a meta tensor"):
         sglang_call(c, q_scale=torch.ones((), device="meta"))
     # A scale that folds to 0 / NaN: the error names SGLang's arguments, not softmax_scale.
-    for bad in (0.0, float("nan")):
+    for bad in (0.0, float("nan"), -0.75, float("inf")):
         with pytest.raises(ValueError, match="sm_scale 0.1 x q_scale"):
             sglang_call(c, sm_scale=0.1, q_scale=bad)
+        with pytest.raises(ValueError, match="sm_scale 0.1 x q_scale"):  # also where it is folded into an FP8 q
+            sglang_call(dict(c, q=c["q"].to(torch.float8_e4m3fn)), sm_scale=0.1, q_scale=bad)
 
 
 def test_sglang_engine_call_forms(seed):
@@ -208,11 +210,16 @@ def test_sglang_engine_call_forms(seed):
     c, table = sglang_case(gen, b=2, hkv=2, g=2, d=32, k=4)
     want = direct(c, table, k_scale=0.5, v_scale=0.25, softmax_scale=0.1 * 0.5)
     assert sglang.minimax_sparse_prefill is sglang.flash_prefill_with_gqa_share_sparse
-    o = sglang.flash_prefill_with_gqa_share_sparse(c["q"], c["k_cache"], c["v_cache"], None, c["req_to_token"],
-                                                   c["slot_ids"], c["topk_idx"], 1, P, c["cu_seqlens"],
-                                                   c["seq_lens"], c["prefix_lens"], 64, 0.1, True, None, None,
-                                                   0.5, 0.5, 0.25)
+    lead = (c["q"], c["k_cache"], c["v_cache"], None, c["req_to_token"], c["slot_ids"], c["topk_idx"], 1, P,
+            c["cu_seqlens"], c["seq_lens"], c["prefix_lens"], 64)
+    o = sglang.flash_prefill_with_gqa_share_sparse(*lead, sm_scale=0.1, use_tma=True, q_scale=0.5, k_scale=0.5,
+                                                   v_scale=0.25)
     assert torch.equal(bits(o), bits(want)), f"seed {seed}"
+    # Past max_seqlen_q SGLang's versions order differently: keywords only, never misread.
+    with pytest.raises(TypeError):
+        sglang.flash_prefill_with_gqa_share_sparse(*lead, 0.1)
+    with pytest.raises(TypeError):
+        sglang.flash_prefill_with_gqa_share_sparse(*lead, None, None, sm_scale=0.1)
     o = sglang.flash_prefill_with_gqa_share_sparse(
         q=c["q"], k_cache=c["k_cache"], v_cache=c["v_cache"], sink=None, req_to_token=c["req_to_token"],
         slot_ids=c["slot_ids"], topk_idx=c["topk_idx"], block_size_q=1, block_size_k=P,

@@ -101,16 +101,22 @@ def page_table_from_req_to_token(req_to_token, slot_ids, seq_lens, *, layout_err
 
 def flash_prefill_with_gqa_share_sparse(q, k_cache, v_cache, sink, req_to_token, slot_ids, topk_idx,
                                         block_size_q, block_size_k, cu_seqlens, seq_lens, prefix_lens,
-                                        max_seqlen_q=None, sm_scale=None, use_tma=True, cu_seqblocks_q=None,
-                                        max_seqblock_q=None, q_scale=None, k_scale=None, v_scale=None, *,
+                                        max_seqlen_q=None, *, sm_scale=None, use_tma=True, cu_seqblocks_q=None,
+                                        max_seqblock_q=None, q_scale=None, k_scale=None, v_scale=None,
                                         per_query_topk_idx=None, query_group_mask=None, safe_slots=False,
                                         page_table=None, layout_errors=None, bad_page_count=None,
                                         out=None, precision=None, regroup=None, kernel=None):
-    """SGLang's MiniMax sparse prefill kernel through PageWeaver: the arguments, in the order
-    and with the names of SGLang's `flash_prefill_with_gqa_share_sparse` (its Triton kernel,
+    """SGLang's MiniMax sparse prefill kernel through PageWeaver: the arguments and names of
+    SGLang's `flash_prefill_with_gqa_share_sparse` (its Triton kernel,
     python/sglang/kernels/ops/attention/minimax_sparse/prefill/topk_sparse.py), so that the
-    engine's call, positional or by keyword, reaches it unchanged. Returns o [total_q, Hq,
-    128] bfloat16 (in `out` when given). `minimax_sparse_prefill` is the same function.
+    engine's call reaches it unchanged: its thirteen leading arguments (q ... max_seqlen_q)
+    by position or keyword, every later one by keyword only (SGLang's versions order those
+    differently: `per_query_topk_idx, query_group_mask` before `sm_scale` in one, `safe_slots`
+    after `use_tma` in another; a fourteenth positional argument raises TypeError rather
+    than being read as the wrong one). SGLang's form that takes `page_table` / `page_size`
+    instead of req_to_token / slot_ids maps to page_table= here when its page size is
+    block_size_k. Returns o [total_q, Hq, 128] bfloat16 (in `out` when given).
+    `minimax_sparse_prefill` is the same function.
 
     q [total_q, Hq, 128]: bfloat16 (PageWeaver quantises Q per row itself), or SGLang's FP8
     Q (float8_e4m3fn, = Q / q_scale: it is multiplied back by q_scale into bfloat16, a copy,
@@ -166,6 +172,15 @@ def flash_prefill_with_gqa_share_sparse(q, k_cache, v_cache, sink, req_to_token,
         sink = sink.to(torch.bfloat16).contiguous()  # no copy when already bf16 and contiguous
     block_size_k = _page_size("block_size_k", block_size_k)
     sm_scale, q_scale = host_float("sm_scale", sm_scale), host_float("q_scale", q_scale)
+    if q_scale is not None:
+        try:
+            q_ok = math.isfinite(float(q_scale)) and float(q_scale) > 0.0
+        except (TypeError, ValueError):
+            raise TypeError(f"q_scale: {type(q_scale).__name__} {q_scale!r}: expected None or a "
+                            f"float") from None
+        if not q_ok:  # also for an FP8 q, where it is folded into q below
+            raise ValueError(f"sm_scale {sm_scale!r} x q_scale {q_scale!r}: q_scale must be finite "
+                             f"and > 0")
     if isinstance(q, torch.Tensor) and q.dtype == torch.float8_e4m3fn:
         # SGLang's FP8 attention-GEMM mode: q = Q / q_scale. Back to bfloat16; the scale is
         # then in q and must not be applied to the logits again.
