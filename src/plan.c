@@ -63,7 +63,7 @@
 #include "time_guard.h"
 
 #define PW_PLAN_ALIGN ((size_t)256)
-#define PW_PLAN_GROUP_SIZE 8 /* union metadata groups (Union8's); Union4 walks each half */
+#define PW_PLAN_GROUP_SIZE PW_UNION_GROUP_SIZE /* union metadata groups (Union8's); Union4 walks each half */
 #define PW_PLAN_UNION4_REGROUP_SIZE 4 /* Union4's regroup objective: 4-query unions (C_4) */
 #define PW_PLAN_STACKED_REGROUP_SIZE 2 /* the stacked 2-slot tile's (G = 16): pair unions (by_tile plans) */
 #define PW_PLAN_STACKED8_REGROUP_SIZE 4 /* the stacked 4-slot tile's (G = 8): 4-query unions, C_4 */

@@ -28,13 +28,18 @@ from ._common import host_float, i32 as _i32, scale_kwargs
 __all__ = ["page_table_from_req_to_token", "flash_prefill_with_gqa_share_sparse", "minimax_sparse_prefill"]
 
 
+def _as_int(value):
+    """value as an int (any integer type but bool), else None."""
+    try:
+        return None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        return None
+
+
 def _page_size(name, value):
     """An int page size 1..MAX_PAGE_SIZE (any integer type but bool), else ValueError naming
     `name`."""
-    try:
-        size = None if isinstance(value, bool) else operator.index(value)
-    except TypeError:
-        size = None
+    size = _as_int(value)
     if size is None or not 1 <= size <= MAX_PAGE_SIZE:
         raise ValueError(f"{name} is {value!r}: expected an int in 1..{MAX_PAGE_SIZE} (tokens per "
                          f"page; the GPU runs 128 and 64)")
@@ -150,11 +155,7 @@ def flash_prefill_with_gqa_share_sparse(q, k_cache, v_cache, sink, req_to_token,
     page_table= or layout_errors= the call is refused (it could not check).
     bad_page_count, out, precision, regroup, kernel: as for pageweaver.sparse_prefill.
     """
-    try:
-        rows_per_block = None if isinstance(block_size_q, bool) else operator.index(block_size_q)
-    except TypeError:
-        rows_per_block = None
-    if rows_per_block != 1:
+    if _as_int(block_size_q) != 1:
         raise ValueError(f"block_size_q is {block_size_q!r}: PageWeaver takes one Top-K row per "
                          f"query (block_size_q = 1, as SGLang's MiniMax backend runs)")
     for name, value in (("per_query_topk_idx", per_query_topk_idx), ("query_group_mask", query_group_mask)):
@@ -199,8 +200,9 @@ def flash_prefill_with_gqa_share_sparse(q, k_cache, v_cache, sink, req_to_token,
         counter = torch.zeros(1, dtype=torch.int64, device=req_to_token.device) if check else layout_errors
         page_table = page_table_from_req_to_token(req_to_token, slot_ids, lens,
                                                   layout_errors=counter, page_size=block_size_k)
-        if check and int(counter) > 0:
-            raise ValueError(f"req_to_token: {int(counter)} page(s) of {block_size_k} tokens are not one "
+        bad = int(counter) if check else 0  # the one host read
+        if bad:
+            raise ValueError(f"req_to_token: {bad} page(s) of {block_size_k} tokens are not one "
                              f"run of KV slots starting at a multiple of {block_size_k}: run SGLang with "
                              f"--page-size {block_size_k} (PageWeaver reads whole pages), or pass "
                              f"layout_errors= to count such pages instead (they then contribute nothing)")
