@@ -849,6 +849,21 @@ typedef struct pw_plan_config {
                                   same outputs; FP8X2: semantics §4.5). Added after the first release: a config whose
                                   struct_size is that of the earlier struct (20 bytes) is
                                   read with 0; a larger one is read up to this field. */
+    int32_t max_query_rows;    /* the most query rows of any one request in this plan's calls,
+                                  when the host knows it (SGLang's and vLLM's max_seqlen_q /
+                                  max_query_len), else 0 (the default: not known). Read by
+                                  PW_REGROUP_AUTO only: where every request has at most g
+                                  rows (g: the smallest group size any call of the plan
+                                  regroups with, pw_plan_info's regroup_group_size or the
+                                  stacked tile's 2 at G = 16, 4 at G = 8), each window holds
+                                  one group, so no grouping changes any call's work and the
+                                  plan keeps identity order in that precision (saving_us 0)
+                                  without asking the time guard: the regroup launch is saved
+                                  (decode-like and speculative-verification batches). A call
+                                  with a longer request is still computed right (identity
+                                  order is always exact); it is only not regrouped. Must be
+                                  >= 0. Added after vt_max_pages: a config of the size
+                                  before it (24 bytes) is read with 0. */
 } pw_plan_config_t;
 
 /* config.window: the plan picks the regroup window (since 2026-12-05; the default before
@@ -866,7 +881,7 @@ typedef struct pw_plan_config {
  * IDENTITY ignores it. */
 #define PW_WINDOW_AUTO (-1)
 
-#define PW_PLAN_CONFIG_INIT {sizeof(pw_plan_config_t), PW_REGROUP_AUTO, PW_WINDOW_AUTO, PW_KERNEL_UNION4, 0u, 0}
+#define PW_PLAN_CONFIG_INIT {sizeof(pw_plan_config_t), PW_REGROUP_AUTO, PW_WINDOW_AUTO, PW_KERNEL_UNION4, 0u, 0, 0}
 
 /* Creates a plan (host only; touches no device).
  *   problem: copied. Fast path only: G = 16 (8 and 4 with Union4, the default, or
@@ -885,7 +900,7 @@ typedef struct pw_plan_config {
  *   out:     receives the plan (free with pw_plan_destroy); NULL on failure.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL problem/out, bad shapes, struct_size, mode,
  *         kernel or flags, CALLER_PERM with PER_QUERY, a window < 0 other than
- *         PW_WINDOW_AUTO, vt_max_pages < 0,
+ *         PW_WINDOW_AUTO, vt_max_pages < 0, max_query_rows < 0,
  *         N > 0 with max_pages_per_request or num_cache_pages < 1),
  *         PW_ERROR_UNSUPPORTED (a shape off the fast path, window not 64/128 for the
  *         in-call regroup, Hkv > 65535, max_pages_per_request > 2^29 for the union

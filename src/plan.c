@@ -73,6 +73,7 @@ enum {
     PART_VT_SLOTS, PART_VT_LIST, PART_VT_COUNT, PART_VT_TILES, PART_SCHED, NUM_PARTS
 };
 #define PW_PLAN_CONFIG_V1_SIZE offsetof(pw_plan_config_t, vt_max_pages) /* before vt_max_pages */
+#define PW_PLAN_CONFIG_V2_SIZE offsetof(pw_plan_config_t, max_query_rows) /* before max_query_rows */
 #define PW_PLAN_VT_MIN_QUERIES 4096 /* the pre-pass rule (pageweaver.h, PW_PLAN_VT_PREPASS): N >= 4096, */
 #define PW_PLAN_VT_MIN_QUERIES_WIDE_TOPK 2048 /* or N >= 2048 ... */
 #define PW_PLAN_VT_MIN_TOPK_WIDE 32           /* ... with the caller's K >= 32 */
@@ -283,6 +284,10 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "config.vt_max_pages is %d (< 0; 0 for the default min(%d, %d / Hkv))", c->vt_max_pages,
                        PW_PLAN_VT_DEFAULT_PAGES, PW_PLAN_VT_DEFAULT_TOTAL);
+    if (c->max_query_rows < 0)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "config.max_query_rows is %d (< 0; 0 when the most rows of a request is not known)",
+                       c->max_query_rows);
     if ((c->flags & PW_PLAN_VT_PREPASS) && !vt_scan_fits(p))
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "PW_PLAN_VT_PREPASS with Hkv x R x max_pages = %.4g page-table entries (the V^T "
@@ -375,14 +380,15 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
         /* A config of the size before vt_max_pages (callers built against the earlier
          * header) is read with vt_max_pages = 0, the default; a smaller one is refused
          * before anything past its size is read. */
-        if (config->struct_size == PW_PLAN_CONFIG_V1_SIZE) {
-            memcpy(&given, config, PW_PLAN_CONFIG_V1_SIZE);
+        if (config->struct_size == PW_PLAN_CONFIG_V1_SIZE || config->struct_size == PW_PLAN_CONFIG_V2_SIZE) {
+            memcpy(&given, config, config->struct_size);
             given.struct_size = sizeof(pw_plan_config_t);
         } else if (config->struct_size < sizeof(pw_plan_config_t)) {
             return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                            "config.struct_size is %u, expected %zu (initialise with PW_PLAN_CONFIG_INIT; "
-                           "%zu, the size before vt_max_pages, is also read)",
-                           config->struct_size, sizeof(pw_plan_config_t), (size_t)PW_PLAN_CONFIG_V1_SIZE);
+                           "%zu and %zu, the sizes before vt_max_pages and before max_query_rows, are also read)",
+                           config->struct_size, sizeof(pw_plan_config_t), (size_t)PW_PLAN_CONFIG_V1_SIZE,
+                           (size_t)PW_PLAN_CONFIG_V2_SIZE);
         } else {
             given = *config;
         }
@@ -425,7 +431,28 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
      * covered K > 16): it then keeps identity order, the guard rejecting that window. */
     const int can_regroup = !caller_perm && config->kernel != PW_KERNEL_PER_QUERY &&
                             config->regroup != PW_REGROUP_IDENTITY;
+    /* config.max_query_rows (AUTO): requests of at most g rows, g the smallest group size a
+     * call of that precision may regroup with, leave one group per window, so every grouping
+     * is the identity's (GUARDED keeps it) and the regroup launch is all cost. g: the plan's
+     * objective, or the stacked tile's (2 at G = 16, 4 at G = 8) where a call of that
+     * precision may run it with a by-tile regroup (regroup_size; by_tile is decided below,
+     * from this loop's result, so the shape's possibility is taken here: a smaller g only
+     * applies the rule less often). */
+    const int stack_shape = config->kernel == PW_KERNEL_UNION4 && !(config->flags & PW_PLAN_NO_REGROUP_BY_TILE) &&
+                            (problem->q_heads_per_kv == 16 || problem->q_heads_per_kv == 8) &&
+                            problem->topk == 16 && problem->page_size == 128;
+    const int32_t stack_g =
+        problem->q_heads_per_kv == 8 ? PW_PLAN_STACKED8_REGROUP_SIZE : PW_PLAN_STACKED_REGROUP_SIZE;
     for (int prec = 0; prec < 2; prec++) {
+        /* FP8X2 may run the stacked tile unless NO_FP8X2_STACKED; FP8 with
+         * PW_PLAN_FP8X2_STACKED, or at G = 8 with per-token scales (a call's choice). */
+        const int may_stack = stack_shape && (prec == PW_PRECISION_FP8X2
+                                                  ? !(config->flags & PW_PLAN_NO_FP8X2_STACKED)
+                                                  : (config->flags & PW_PLAN_FP8X2_STACKED) != 0 ||
+                                                        problem->q_heads_per_kv == 8);
+        const int32_t g_min = may_stack && stack_g < plan->regroup.group_size ? stack_g : plan->regroup.group_size;
+        const int one_group = config->regroup == PW_REGROUP_AUTO && config->max_query_rows > 0 &&
+                              config->max_query_rows <= g_min;
         const pw_time_guard_inputs_t in = {problem->num_tokens, problem->num_requests,
                                            problem->num_kv_heads, problem->max_pages_per_request,
                                            config->kernel, (pw_precision_t)prec, config->window};
@@ -436,7 +463,8 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
                  ? pw_time_guard(&in, pw_time_guard_model(), &plan->saving_us[prec], &plan->cost_us[prec])
                  : pw_time_guard_wide(&wide, pw_time_guard_model(), pw_time_guard_wide_model(),
                                       &plan->saving_us[prec], &plan->cost_us[prec]));
-        plan->regroup_pays[prec] = config->regroup == PW_REGROUP_AUTO ? pays : can_regroup;
+        if (one_group && can_regroup) plan->saving_us[prec] = 0.0; /* no grouping changes the work */
+        plan->regroup_pays[prec] = config->regroup == PW_REGROUP_AUTO ? pays && !one_group : can_regroup;
     }
     /* Identity order: runs of 8 inside each request (window 0). A caller's permutation is
      * grouped in the caller's windows. Either way the groups are runs of 8 slots from the

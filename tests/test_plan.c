@@ -598,7 +598,7 @@ static void test_create_errors(void **state)
     for (int k = 1; k <= 8; k += 7) {
         size_t bytes16 = 0, bytes_k = 0;
         const pw_plan_config_t kcfg[2] = {PW_PLAN_CONFIG_INIT, {sizeof(pw_plan_config_t), PW_REGROUP_AUTO, 128,
-                                                                PW_KERNEL_PER_QUERY, 0u, 0}};
+                                                                PW_KERNEL_PER_QUERY, 0u, 0, 0}};
         for (int c = 0; c < 2; c++) {
             q = p;
             assert_pw_ok(pw_plan_create(&q, &kcfg[c], &plan));

@@ -755,6 +755,127 @@ static void test_auto_window(void **state)
     }
 }
 
+/* config.max_query_rows: requests of at most g rows (g the smallest group size a call of that
+ * precision may regroup with) keep identity order in that precision under AUTO, saving 0;
+ * longer ones, 0 (not known), and the modes that always regroup are as before. */
+static pw_regroup_mode_t mode_of(const pw_problem_t *p, const pw_plan_config_t *cfg, pw_precision_t prec,
+                                 int32_t *window, double *saving)
+{
+    pw_plan_t *plan = NULL;
+    assert_pw_ok(pw_plan_create(p, cfg, &plan));
+    pw_plan_info_t info = PW_PLAN_INFO_INIT;
+    assert_pw_ok(pw_plan_info(plan, prec, &info));
+    if (window) *window = info.window;
+    if (saving) *saving = info.saving_us;
+    pw_plan_destroy(plan);
+    return info.regroup;
+}
+
+static void test_max_query_rows(void **state)
+{
+    (void)state;
+    const pw_plan_config_t defaults = PW_PLAN_CONFIG_INIT;
+    assert_int_equal(defaults.max_query_rows, 0);
+    assert_int_equal(pw_abi_query("init pw_plan_config_t.max_query_rows"), 0);
+    assert_int_equal(pw_abi_query("offsetof pw_plan_config_t.max_query_rows"),
+                     (int64_t)offsetof(pw_plan_config_t, max_query_rows));
+    const pw_problem_t hot = problem_of(15272, 1, 1, 512); /* regroups in both precisions */
+    pw_problem_t g8 = hot;
+    g8.q_heads_per_kv = 8;
+    struct {
+        const pw_problem_t *p;
+        pw_kernel_t kernel;
+        uint32_t flags;
+        int32_t rows;
+        int fp8, fp8x2; /* 1: regroups */
+    } cases[] = {
+        /* Union4, G = 16: FP8 regroups for 4-query unions, FP8X2 may run the stacked tile's pairs */
+        {&hot, PW_KERNEL_UNION4, 0u, 0, 1, 1},
+        {&hot, PW_KERNEL_UNION4, 0u, 1, 0, 0},
+        {&hot, PW_KERNEL_UNION4, 0u, 2, 0, 0},
+        {&hot, PW_KERNEL_UNION4, 0u, 3, 0, 1},
+        {&hot, PW_KERNEL_UNION4, 0u, 4, 0, 1},
+        {&hot, PW_KERNEL_UNION4, 0u, 5, 1, 1},
+        {&hot, PW_KERNEL_UNION4, 0u, 1 << 30, 1, 1},
+        {&hot, PW_KERNEL_UNION4, PW_PLAN_NO_REGROUP_BY_TILE, 4, 0, 0},
+        {&hot, PW_KERNEL_UNION4, PW_PLAN_NO_REGROUP_BY_TILE, 5, 1, 1},
+        {&hot, PW_KERNEL_UNION4, PW_PLAN_NO_FP8X2_STACKED, 4, 0, 0},
+        {&hot, PW_KERNEL_UNION4, PW_PLAN_FP8X2_STACKED, 3, 1, 1},
+        {&hot, PW_KERNEL_UNION4, PW_PLAN_FP8X2_STACKED, 2, 0, 0},
+        {&hot, PW_KERNEL_UNION4, PW_PLAN_REGROUP_GROUPS_OF_8, 8, 0, 1}, /* FP8: g 8; FP8X2: pairs */
+        {&hot, PW_KERNEL_UNION4, PW_PLAN_REGROUP_GROUPS_OF_8 | PW_PLAN_NO_REGROUP_BY_TILE, 8, 0, 0},
+        {&hot, PW_KERNEL_UNION4, PW_PLAN_REGROUP_GROUPS_OF_8 | PW_PLAN_NO_REGROUP_BY_TILE, 9, 1, 1},
+        {&hot, PW_KERNEL_UNION8, 0u, 8, 0, 0},
+        {&hot, PW_KERNEL_UNION8, 0u, 9, 1, 1},
+        {&hot, PW_KERNEL_PER_QUERY, 0u, 1, 0, 0},
+        /* G = 8: the stacked tile's g is 4, FP8 with per-token scales may run it too */
+        {&g8, PW_KERNEL_UNION4, 0u, 4, 0, 0},
+        {&g8, PW_KERNEL_UNION4, 0u, 5, 1, 1},
+        {&g8, PW_KERNEL_UNION4, PW_PLAN_REGROUP_GROUPS_OF_8, 5, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
+        cfg.kernel = cases[i].kernel;
+        cfg.flags = cases[i].flags;
+        cfg.max_query_rows = cases[i].rows;
+        int32_t w8 = -1, w82 = -1;
+        double s8 = -1.0, s82 = -1.0;
+        const pw_regroup_mode_t m8 = mode_of(cases[i].p, &cfg, PW_PRECISION_FP8, &w8, &s8);
+        const pw_regroup_mode_t m82 = mode_of(cases[i].p, &cfg, PW_PRECISION_FP8X2, &w82, &s82);
+        if ((m8 != PW_REGROUP_IDENTITY) != cases[i].fp8 || (m82 != PW_REGROUP_IDENTITY) != cases[i].fp8x2)
+            fail_msg("case %zu (kernel %d, flags 0x%x, max_query_rows %d): FP8 %d, FP8X2 %d; expected %d, %d", i,
+                     (int)cases[i].kernel, cases[i].flags, cases[i].rows, (int)m8, (int)m82, cases[i].fp8,
+                     cases[i].fp8x2);
+        if (cases[i].kernel == PW_KERNEL_PER_QUERY) continue;
+        if (!cases[i].fp8) assert_true(s8 == 0.0);
+        if (!cases[i].fp8x2) assert_true(s82 == 0.0);
+        if (cases[i].fp8) assert_true(s8 > 0.0);
+        /* neither precision regroups: the identity plan (window 0) */
+        if (!cases[i].fp8 && !cases[i].fp8x2) assert_int_equal(w8, 0);
+        if (cases[i].fp8x2) assert_int_equal(w8, w82);
+    }
+    /* The identity plan's workspace, launch for launch. */
+    {
+        pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
+        cfg.max_query_rows = 2;
+        pw_plan_t *a = NULL, *b = NULL;
+        size_t wa = 0, wb = 0;
+        assert_pw_ok(pw_plan_create(&hot, &cfg, &a));
+        cfg = (pw_plan_config_t)PW_PLAN_CONFIG_INIT;
+        cfg.regroup = PW_REGROUP_IDENTITY;
+        assert_pw_ok(pw_plan_create(&hot, &cfg, &b));
+        assert_pw_ok(pw_plan_workspace_size(a, &wa));
+        assert_pw_ok(pw_plan_workspace_size(b, &wb));
+        assert_int_equal(wa, wb);
+        pw_plan_destroy(a);
+        pw_plan_destroy(b);
+    }
+    /* Read by AUTO only: GUARDED and GREEDY regroup whatever it says. */
+    for (int m = 1; m <= 2; m++) {
+        pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
+        cfg.regroup = m == 1 ? PW_REGROUP_GUARDED : PW_REGROUP_GREEDY;
+        cfg.max_query_rows = 1;
+        assert_int_equal(mode_of(&hot, &cfg, PW_PRECISION_FP8, NULL, NULL), cfg.regroup);
+        assert_int_equal(mode_of(&hot, &cfg, PW_PRECISION_FP8X2, NULL, NULL), cfg.regroup);
+    }
+    /* < 0 is refused, naming the field. */
+    pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
+    pw_plan_t *plan = NULL;
+    cfg.max_query_rows = -1;
+    assert_int_equal(pw_plan_create(&hot, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
+    assert_null(plan);
+    assert_non_null(strstr(pw_last_error(), "max_query_rows"));
+    /* A config of the size before max_query_rows (callers built against the earlier header)
+     * is read with 0: the field past its size is not read. */
+    cfg.max_query_rows = 1;
+    cfg.struct_size = (uint32_t)offsetof(pw_plan_config_t, max_query_rows);
+    assert_int_equal(mode_of(&hot, &cfg, PW_PRECISION_FP8, NULL, NULL), PW_REGROUP_GUARDED);
+    cfg.max_query_rows = -1;
+    assert_int_equal(mode_of(&hot, &cfg, PW_PRECISION_FP8X2, NULL, NULL), PW_REGROUP_GUARDED);
+    cfg.struct_size -= 2; /* neither size */
+    assert_int_equal(pw_plan_create(&hot, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
+}
+
 int main(int argc, char **argv)
 {
     g_seed = pw_test_seed(argc, argv);
@@ -766,6 +887,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_plan_info),
         cmocka_unit_test(test_wide_topk),
         cmocka_unit_test(test_auto_window),
+        cmocka_unit_test(test_max_query_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -101,7 +101,8 @@ class Requests(ctypes.Structure):
 class PlanConfig(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("regroup", ctypes.c_int),
                 ("window", ctypes.c_int32), ("kernel", ctypes.c_int),
-                ("flags", ctypes.c_uint32), ("vt_max_pages", ctypes.c_int32)]
+                ("flags", ctypes.c_uint32), ("vt_max_pages", ctypes.c_int32),
+                ("max_query_rows", ctypes.c_int32)]
 
 
 class PlanInfo(ctypes.Structure):
@@ -266,11 +267,11 @@ class Plan:
 
     __slots__ = ("handle", "workspace_bytes", "lock")
 
-    def __init__(self, problem, regroup, window, kernel, flags=0, vt_max_pages=0):
+    def __init__(self, problem, regroup, window, kernel, flags=0, vt_max_pages=0, max_query_rows=0):
         cfg = PlanConfig()
         cfg.struct_size = ctypes.sizeof(PlanConfig)
         cfg.regroup, cfg.window, cfg.kernel, cfg.flags = regroup, window, kernel, flags
-        cfg.vt_max_pages = vt_max_pages
+        cfg.vt_max_pages, cfg.max_query_rows = vt_max_pages, max_query_rows
         handle = ctypes.c_void_p()
         check(lib.pw_plan_create(ctypes.byref(problem), ctypes.byref(cfg),
                                  ctypes.byref(handle)), "pw_plan_create")

@@ -19,6 +19,7 @@ precision, or PW_REF_EXACT for precision="exact".
 import ctypes
 import math
 import numbers
+import operator
 import threading
 from collections import OrderedDict
 from typing import Optional
@@ -323,22 +324,44 @@ _plan_window = None
 _plan_vt_max_pages = 0
 
 
+_INT32_MAX = 2**31 - 1
+
+
+def _max_seqlen_q_arg(value):
+    """max_seqlen_q: None -> 0 (not known); an int >= 0 (any integer type but bool; past
+    2^31 - 1 read as 2^31 - 1, which means the same: longer than any group), else
+    TypeError / ValueError. A tensor is refused: reading it would be a host read."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or isinstance(value, torch.Tensor):
+        raise TypeError(f"max_seqlen_q: {type(value).__name__} {value!r}, expected None or a host int "
+                        f"(the most query rows of one request)")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"max_seqlen_q: {type(value).__name__} {value!r}, expected None or a host int "
+                        f"(the most query rows of one request)") from None
+    if v < 0:
+        raise ValueError(f"max_seqlen_q is {v}: expected >= 0 (0 or None: not known)")
+    return min(v, _INT32_MAX)
+
+
 def _window(window):
     return window if _plan_window is None else _plan_window
 
 
-def _plan(key, problem, regroup, window, kernel):
+def _plan(key, problem, regroup, window, kernel, max_query_rows=0):
     """The cached plan of (device, shapes, softmax scale, config). LRU of _MAX_PLANS; an
     evicted plan is destroyed when its last user drops it."""
     flags, vt_max_pages = _plan_flags, _plan_vt_max_pages
     window = _window(window)
-    key = (key, flags, window, vt_max_pages)
+    key = (key, flags, window, vt_max_pages, max_query_rows)
     with _plans_lock:
         p = _plans.get(key)
         if p is not None:
             _plans.move_to_end(key)
             return p
-    p = _lib.Plan(problem, regroup, window, kernel, flags, vt_max_pages)  # may raise: nothing cached then
+    p = _lib.Plan(problem, regroup, window, kernel, flags, vt_max_pages, max_query_rows)  # may raise: nothing cached then
     with _plans_lock:
         p = _plans.setdefault(key, p)
         _plans.move_to_end(key)
@@ -443,14 +466,15 @@ def _sparse_prefill_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
                        sink_keys: Optional[torch.Tensor] = None,
                        k_token_scales: Optional[torch.Tensor] = None,
                        v_token_scales: Optional[torch.Tensor] = None,
-                       page_size: int = PAGE_SIZE) -> None:
+                       page_size: int = PAGE_SIZE, max_seqlen_q: int = 0) -> None:
     """The op behind pageweaver.sparse_prefill (see there). k_scale / v_scale: a device
     tensor, or None and the float in k_scale_value / v_scale_value. precision: a
     pw_precision_t, or -1 for the exact reference, -2 for FP8X2 with P in f16 (both CPU
     only). regroup / kernel:
     pw_regroup_mode_t / pw_kernel_t. sinks: [Hq] float32 sink logits or None; sink_keys:
     [Hq, D] bfloat16 sink keys or None; k_token_scales / v_token_scales: [Hkv, slots]
-    float32 per-token scales or None; page_size: tokens per KV page."""
+    float32 per-token scales or None; page_size: tokens per KV page; max_seqlen_q: the most
+    query rows of one request, 0 when not known (pw_plan_config_t.max_query_rows)."""
     n, r, hkv, g, d, k, max_pages, num_pages, kv_stride = check_args(
         q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens, prefix_lens,
         k_scale, v_scale, out, lse, bad_page_count, sinks, sink_keys, k_token_scales,
@@ -466,7 +490,7 @@ def _sparse_prefill_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
                        precision)
     elif q.device.type == "cuda":
         _run_cuda(problem, args, q.device, k_scale, v_scale, k_scale_value, v_scale_value,
-                  precision, regroup, kernel)
+                  precision, regroup, kernel, max_seqlen_q)
     else:
         raise ValueError(f"q is on {q.device}: pageweaver runs on 'cuda' (sm_90) and 'cpu' "
                          f"(the reference)")
@@ -506,7 +530,7 @@ def _run_reference(problem, args, k_scale, v_scale, k_value, v_value, precision)
 
 
 def _run_cuda(problem, args, device, k_scale, v_scale, k_value, v_value, precision,
-              regroup, kernel):
+              regroup, kernel, max_query_rows=0):
     if precision in (_EXACT, _FP8X2_PREPASS):
         raise ValueError(f"precision={'exact' if precision == _EXACT else 'fp8x2_prepass'!r} is the CPU "
                          "reference only; on the GPU use 'fp8x2' (two-term FP8, which takes P in f16 on "
@@ -519,7 +543,8 @@ def _run_cuda(problem, args, device, k_scale, v_scale, k_value, v_value, precisi
            problem.q_heads_per_kv, problem.head_dim, problem.page_size, problem.topk,
            problem.max_pages_per_request, problem.num_cache_pages, problem.softmax_scale,
            regroup, kernel)
-    plan = _plan(key, problem, regroup, _lib.DEFAULT_WINDOW, kernel)  # raises for shapes the GPU does not run
+    plan = _plan(key, problem, regroup, _lib.DEFAULT_WINDOW, kernel,
+                 max_query_rows)  # raises for shapes the GPU does not run
     if problem.num_tokens == 0:  # nothing to run (the cached plan checked the shapes, host only)
         return
     # Held until the call returns: a scale tensor freed here would hand its block to the
@@ -550,7 +575,7 @@ def _run_cuda(problem, args, device, k_scale, v_scale, k_value, v_value, precisi
 def _(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens, prefix_lens,
       k_scale, v_scale, k_scale_value, v_scale_value, softmax_scale, precision, regroup,
       kernel, out, lse, bad_page_count, sinks=None, sink_keys=None, k_token_scales=None,
-      v_token_scales=None, page_size=PAGE_SIZE):
+      v_token_scales=None, page_size=PAGE_SIZE, max_seqlen_q=0):
     check_args(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                prefix_lens, k_scale, v_scale, out, lse, bad_page_count, sinks, sink_keys,
                k_token_scales, v_token_scales, page_size)
@@ -560,7 +585,7 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    prefix_lens, *, k_scale=1.0, v_scale=1.0, softmax_scale=None, out=None,
                    return_lse=False, precision=None, regroup=None, kernel=None,
                    bad_page_count=None, sinks=None, sink_keys=None, k_token_scales=None,
-                   v_token_scales=None, page_size=None):
+                   v_token_scales=None, page_size=None, max_seqlen_q=None):
     """Sparse prefill attention over per-query Top-K KV pages, with online query regrouping.
 
     For every query row n (request r, causal position c = prefix_lens[r] + n -
@@ -666,6 +691,15 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    per-query kernels, each page one 128-column step with half its columns
                    masked; kernel="union8" and other P raise UnsupportedError naming it);
                    the CPU reference takes any P.
+      max_seqlen_q None (not known) or a host int: the most query rows of any one request
+                   in this call, as engines keep it (SGLang's and vLLM's max_seqlen_q /
+                   max_query_len). Read by regroup "auto" only: where every request has at
+                   most as many rows as the regroup's group (2 in "fp8x2" at G = 16 on the
+                   V^T pre-pass's tiles, 4 otherwise; pageweaver.h, max_query_rows), no
+                   grouping can change the work and the call keeps identity order without
+                   launching the regroup (decode-like and speculative-verification
+                   batches). A wrong value never changes an output: at worst a call is not
+                   regrouped. Part of the cached plan's key.
     Returns out, or (out, lse) with return_lse.
 
     Runs on q's device and the current CUDA stream, asynchronously: no synchronisation, no
@@ -696,6 +730,7 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
     mode = _enum("regroup", regroup, _lib.REGROUP_MODES, _lib.DEFAULT_REGROUP)
     kern = _enum("kernel", kernel, _lib.KERNELS, _lib.DEFAULT_KERNEL)
     psize = PAGE_SIZE if page_size is None else page_size
+    max_rows = _max_seqlen_q_arg(max_seqlen_q)
     _check_q(q)  # (before its shape is used below; check_args checks the rest)
     if out is None:
         out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
@@ -708,7 +743,7 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
         _sparse_prefill_out(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q,
                             kv_lens, prefix_lens, ks, vs, kv, vv, scale, prec, mode, kern,
                             out, lse, bad_page_count, sinks, sink_keys, k_token_scales,
-                            v_token_scales, psize)
+                            v_token_scales, psize, max_rows)
         _bump(out)
         if bad_page_count is not None:
             _bump(bad_page_count)
@@ -716,7 +751,7 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
         sparse_prefill_out(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                            prefix_lens, ks, vs, kv, vv, scale, prec, mode, kern, out, lse,
                            bad_page_count, sinks, sink_keys, k_token_scales, v_token_scales,
-                           psize)
+                           psize, max_rows)
     return (out, lse) if return_lse else out
 
 
@@ -746,7 +781,7 @@ def _check_gpu_layout(q, k_cache, v_cache, n, hq, d, kv_stride, page_size=PAGE_S
 def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens,
                       prefix_lens, *, softmax_scale=None, precision=None, regroup=None,
                       kernel=None, sinks=None, sink_keys=None, k_token_scales=None,
-                      v_token_scales=None, page_size=None):
+                      v_token_scales=None, page_size=None, max_seqlen_q=None):
     """Whether the GPU path would accept these arguments, decided on the host (any device,
     CPU tensors included): for an engine's CPU-only CI, where sparse_prefill runs the FP64
     reference, which takes shapes the GPU refuses (README: At a glance; docs/shapes.md).
@@ -802,6 +837,7 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     mode = _enum("regroup", regroup, _lib.REGROUP_MODES, _lib.DEFAULT_REGROUP)
     kern = _enum("kernel", kernel, _lib.KERNELS, _lib.DEFAULT_KERNEL)
     scale = _softmax_scale_arg(softmax_scale)  # sparse_prefill's checks and errors
+    max_rows = _max_seqlen_q_arg(max_seqlen_q)
     # A stand-in for out with the shape and row layout check_args wants, one row of storage.
     rows = q.shape[1] * q.shape[2]
     out = torch.empty(max(rows, 1), dtype=torch.bfloat16, device=q.device).as_strided(
@@ -821,7 +857,7 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     kernel_name = {v: name for name, v in _lib.KERNELS.items()}[kern]
     # The plan refuses unsupported shapes (G, D, P, K, kernel) at N = 0 too.
     plan = _lib.Plan(_problem(n, r, hkv, g, d, k, max_pages, num_pages, scale, psize), mode,
-                     _window(_lib.DEFAULT_WINDOW), kern)  # raises what the GPU would
+                     _window(_lib.DEFAULT_WINDOW), kern, max_query_rows=max_rows)  # raises what the GPU would
     if n == 0:
         del plan
         return {"kernel": kernel_name, "regroup": "identity", "regroup_group_size": 0, "regroup_window": 0,

@@ -417,3 +417,33 @@ def test_sglang_slot_ids_are_checked():
         sglang_call(c, sm_scale=torch.tensor(0.1, device="meta"))
     o = sglang_call(c, sm_scale=torch.tensor(0.1))  # a CPU tensor is a number
     assert torch.equal(bits(o), bits(sglang_call(c, sm_scale=0.1)))
+
+
+def test_adapters_pass_max_seqlen_q_as_a_hint(monkeypatch):
+    """Both adapters hand the engine's max_seqlen_q / max_query_len to sparse_prefill's
+    max_seqlen_q when it is a host int >= 0 (the regroup's hint), else None: a device
+    tensor is never read (that would be a host read), and a value that cannot be right
+    (negative, a bool, a float) is "not known" rather than an error, as the engines pass
+    it unchecked."""
+    from pageweaver.integrations import _common
+    for value, want in ((7, 7), (0, 0), (numpy.int64(3), 3), (None, None), (-1, None), (True, None),
+                        (2.0, None), (torch.tensor(5), None)):
+        assert _common.max_rows_hint(value) == want, value
+    seen = []
+
+    def spy(*args, **kw):
+        seen.append(kw.get("max_seqlen_q", "missing"))
+        return args[0]
+    monkeypatch.setattr(sglang, "sparse_prefill", spy)
+    monkeypatch.setattr(vllm, "sparse_prefill", spy)
+    gen = torch.Generator().manual_seed(3)
+    c, table = sglang_case(gen, b=2, hkv=2, g=2, d=32, k=4)
+    lead = (c["q"], c["k_cache"], c["v_cache"], None, c["req_to_token"], c["slot_ids"], c["topk_idx"], 1, P,
+            c["cu_seqlens"], c["seq_lens"], c["prefix_lens"])
+    for value in (9, torch.tensor(9), None):
+        sglang.flash_prefill_with_gqa_share_sparse(*lead, value, page_table=table)
+    q, kv_cache, topk, bt, cu, seq, prefix, _, _ = vllm_case(gen, hkv=2, g=2, d=32, extra_heads=0)
+    out = torch.empty(q.shape, dtype=torch.bfloat16)
+    vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 30, 2, 0.08, out)
+    vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, torch.tensor(30), 2, 0.08, out)
+    assert seen == [9, None, None, 30, None]

@@ -324,6 +324,48 @@ def test_check_gpu_support_names_the_window(n, regroup, window):
         assert steps != shapes.union_visits(t, mode, 192 - window, 4, 128)
 
 
+@pytest.mark.parametrize("precision", ["fp8", "fp8x2"])
+def test_max_seqlen_q_keeps_identity_order(precision):
+    """max_seqlen_q (pw_plan_config_t.max_query_rows): where every request has at most as
+    many rows as the regroup's group, "auto" keeps identity order (no grouping could change
+    the work; the regroup launch is saved): at G = 16 on the pre-pass's tiles 4 in "fp8"
+    (4-query halves) and 2 in "fp8x2" (the stacked tile's pairs). Longer requests, None
+    and 0 (not known) leave the time guard's choice (a 16,384-query chunk regroups); the
+    modes that always regroup ignore it. A hint only: check_gpu_support reports the plan."""
+    n, hkv, g, d, table_cols = 16384, 1, 16, 128, 640
+    i32 = lambda v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
+    args = (torch.empty((n, hkv * g, d), dtype=torch.bfloat16),
+            torch.empty((table_cols * 128, hkv, d), dtype=torch.float8_e4m3fn),
+            torch.empty((table_cols * 128, hkv, d), dtype=torch.float8_e4m3fn),
+            torch.zeros((hkv, n, 16), dtype=torch.int32), torch.arange(table_cols, dtype=torch.int32).view(1, table_cols),
+            i32([0, n]), i32([48 * 1024 + n]), i32([48 * 1024]))
+    group = 4 if precision == "fp8" else 2
+    for rows in (None, 0, 1, 2, 3, 4, 5, 15272, 2**40):
+        info = pageweaver.check_gpu_support(*args, precision=precision, max_seqlen_q=rows)
+        kept = rows is not None and 0 < rows <= group
+        assert (info["regroup"] == "identity") is kept, (rows, info)
+        assert info["regroup_window"] == (0 if kept else 128), (rows, info)
+    info = pageweaver.check_gpu_support(*args, precision=precision, regroup="guarded", max_seqlen_q=1)
+    assert info["regroup"] == "guarded"
+    for bad, error in ((-1, ValueError), (True, TypeError), (1.0, TypeError), ("4", TypeError),
+                       (torch.tensor(4), TypeError)):
+        with pytest.raises(error, match="max_seqlen_q"):
+            pageweaver.check_gpu_support(*args, precision=precision, max_seqlen_q=bad)
+
+
+def test_max_seqlen_q_on_the_cpu():
+    """The CPU reference takes max_seqlen_q and ignores it (a hint for the GPU's regroup):
+    the same output for any value, a wrong one included; a bad value is refused there too."""
+    p = random_problem(torch.Generator().manual_seed(11), max_requests=3, max_qlen=20)
+    want = pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"])
+    for rows in (None, 0, 1, 10**6):
+        got = pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"],
+                                        max_seqlen_q=rows)
+        assert torch.equal(got, want)
+    with pytest.raises(ValueError, match="max_seqlen_q"):
+        pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], max_seqlen_q=-2)
+
+
 def test_private_window_hook():
     """bench/shapes.py's W64 arms (G16greedy64 ...): the package's private _plan_window makes
     the plans W64 while it is set (guarded too, which otherwise takes 128), and

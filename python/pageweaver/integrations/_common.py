@@ -1,4 +1,6 @@
 """Argument conversions the engine adapters share."""
+import operator
+
 import torch
 
 
@@ -31,6 +33,19 @@ def host_float(name, x):
         raise TypeError(f"{name}: a {x.device.type} tensor of {x.numel()} elements; pass a "
                         f"Python float (reading a device tensor would synchronise the stream)")
     return float(x)
+
+
+def max_rows_hint(value):
+    """An engine's max_seqlen_q / max_query_len for sparse_prefill(max_seqlen_q=): a host
+    int >= 0 (any integer type but bool) as it is, anything else (None, a tensor, which
+    would take a host read) as None, "not known". Never raises: it is only a hint."""
+    if isinstance(value, (bool, torch.Tensor)):
+        return None
+    try:
+        v = operator.index(value)
+    except TypeError:
+        return None
+    return v if v >= 0 else None
 
 
 def scale_kwargs(k_scale, v_scale, hkv=None, slots=None):

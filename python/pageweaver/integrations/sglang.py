@@ -23,7 +23,7 @@ import operator
 import torch
 
 from .._op import MAX_PAGE_SIZE, PAGE_SIZE, sparse_prefill
-from ._common import host_float, i32 as _i32, scale_kwargs
+from ._common import host_float, i32 as _i32, max_rows_hint, scale_kwargs
 
 __all__ = ["page_table_from_req_to_token", "flash_prefill_with_gqa_share_sparse", "minimax_sparse_prefill"]
 
@@ -138,9 +138,10 @@ def flash_prefill_with_gqa_share_sparse(q, k_cache, v_cache, sink, req_to_token,
     per_query_topk_idx / query_group_mask, which only its block form uses). cu_seqlens
     [B+1], seq_lens [B] (KV lengths), prefix_lens [B] (int32 or int64). block_size_k: the
     page size P (the GPU runs 128 and 64, other P raise pageweaver.UnsupportedError there;
-    the CPU any P). max_seqlen_q, use_tma, cu_seqblocks_q, max_seqblock_q, safe_slots:
-    accepted for the engine's call and not needed (with block_size_q = 1 the query blocks
-    are the rows). sm_scale: None for 1/sqrt(128); q_scale (with a bfloat16 q) multiplies
+    the CPU any P). max_seqlen_q: a host int is passed on as sparse_prefill(max_seqlen_q=)
+    (lets regroup "auto" skip the regroup of decode-like batches; a tensor or None: not
+    known, never read). use_tma, cu_seqblocks_q, max_seqblock_q, safe_slots: accepted for
+    the engine's call and not needed (with block_size_q = 1 the query blocks are the rows). sm_scale: None for 1/sqrt(128); q_scale (with a bfloat16 q) multiplies
     every logit (folded into the softmax scale, as SGLang does); k_scale / v_scale: None
     (1.0), floats, one-element device tensors, or per-token scales [Hkv, slots] (passed as
     k_token_scales / v_token_scales).
@@ -162,7 +163,7 @@ def flash_prefill_with_gqa_share_sparse(q, k_cache, v_cache, sink, req_to_token,
         if value is not None:
             raise ValueError(f"{name}: not supported (SGLang's block form, block_size_q > 1); pass "
                              f"one Top-K row per query in topk_idx")
-    del max_seqlen_q, use_tma, cu_seqblocks_q, max_seqblock_q, safe_slots  # not needed, see above
+    del use_tma, cu_seqblocks_q, max_seqblock_q, safe_slots  # not needed, see above
     if sink is not None:
         if not isinstance(sink, torch.Tensor):
             raise TypeError("sink: expected None or a [Hq, 128] tensor of sink keys")
@@ -217,7 +218,7 @@ def flash_prefill_with_gqa_share_sparse(q, k_cache, v_cache, sink, req_to_token,
                           _i32("cu_seqlens", cu_seqlens), lens, _i32("prefix_lens", prefix_lens),
                           softmax_scale=scale, out=out, precision=precision, regroup=regroup,
                           kernel=kernel, bad_page_count=bad_page_count, sink_keys=sink,
-                          page_size=block_size_k,
+                          page_size=block_size_k, max_seqlen_q=max_rows_hint(max_seqlen_q),
                           **scale_kwargs(k_scale, v_scale, k_cache.shape[1] if cache_ok else None,
                                          k_cache.shape[0] if cache_ok else None))
 

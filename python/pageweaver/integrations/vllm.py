@@ -18,7 +18,7 @@ v_token_scales.
 import torch
 
 from .._op import sparse_prefill
-from ._common import host_float, i32 as _i32, scale_kwargs
+from ._common import host_float, i32 as _i32, max_rows_hint, scale_kwargs
 
 __all__ = ["minimax_m3_sparse_attn"]
 
@@ -64,7 +64,8 @@ def minimax_m3_sparse_attn(q, kv_cache, topk_idx, block_table, cu_seqlens_q, seq
     topk_idx [Hkv, total_q, topk] int32 logical block ids (blocks of P tokens);
     block_table [B, max_blocks] int32: physical block of each logical block; cu_seqlens_q
     [B+1], seq_lens [B] (KV lengths), prefix_lens [B] (int32 or int64). max_query_len:
-    unused (kept for the signature). num_kv_heads: must equal the cache's Hkv.
+    a host int is passed on as sparse_prefill(max_seqlen_q=) (lets regroup "auto" skip
+    the regroup of decode-like batches); a tensor or None: not known, never read. num_kv_heads: must equal the cache's Hkv.
     sm_scale: softmax scale. output [total_q, Hq, D] bfloat16, written. k_scale / v_scale:
     None (1.0), floats, one-element tensors (per-tensor), or per-token scales [Hkv, slots]
     (slot = block * P + offset; float32, or converted to it; passed as
@@ -91,5 +92,6 @@ def minimax_m3_sparse_attn(q, kv_cache, topk_idx, block_table, cu_seqlens_q, seq
     scales = scale_kwargs(k_scale, v_scale, hkv, k.shape[0] * page_size)
     sparse_prefill(q, k, v, topk, block_table, cu, lens, pre, softmax_scale=sm_scale, out=output,
                    precision=precision, regroup=regroup, kernel=kernel,
-                   bad_page_count=bad_page_count, page_size=page_size, **scales)
+                   bad_page_count=bad_page_count, page_size=page_size,
+                   max_seqlen_q=max_rows_hint(max_query_len), **scales)
     return None
