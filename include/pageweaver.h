@@ -1001,8 +1001,10 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * is 0 and, at K <= 16, R changes neither figure. Short requests leave the regroup less to
  * choose (a request of one query has one order; the K > 16 form prices R only in its cost's
  * waves), and their windows add CTAs: a chunk of many short requests (e.g. 4,096 requests
- * of one query each, where every grouping walks the same pages) may regroup for nothing.
- * Not yet measured on a GPU: bench/make_scaling_set.py --requests writes such inputs.
+ * of one query each, where every grouping walks the same pages) may regroup for nothing,
+ * unless the caller passes config.max_query_rows (pw_plan_config_t): with it, requests that
+ * fit one regroup group keep identity order exactly, without the guard. Not yet measured
+ * on a GPU: bench/make_scaling_set.py --requests writes such inputs.
  * The model does not price the launches that fall back to the 32 KB / hash path for lack
  * of waves (pw_regroup: on an H200, more than 264 CTAs past ~7,200 pages at W128, i.e.
  * more than ~33,800 rows); the decision there is unchanged: such calls save ~200 us or
