@@ -85,6 +85,10 @@ static void print_help(FILE *out)
             "                    default plan's included, and of their caller permutations\n"
             "                    (default: the default plan picks its window, PW_WINDOW_AUTO;\n"
             "                    the other Union4 arms and the permutations use 128)\n"
+            "  --max-query-rows N pw_plan_config_t.max_query_rows of every plan (read by the\n"
+            "                    default plan, AUTO): 0 (default: not known), N, or -1 for each\n"
+            "                    capture's own most query rows of a request (as an engine that\n"
+            "                    passes its max_seqlen_q)\n"
             "  --cpu-only        skip the GPU part even when a GPU is present\n"
             "  --no-rates        do not measure L2 bandwidth / FP8 GEMM rate (no floors)\n"
             "  -q, --quiet       no progress lines on stderr\n"
@@ -653,10 +657,11 @@ static void print_capture(const bench_capture_t *bc, const bench_rates_t *rates,
         printf("\n");
     }
     if (bc->default_known)
-        printf("default plan (W%d, union4, regroup %s, %s) runs: %s   [time guard: saving %.1f us vs cost %.1f "
+        printf("default plan (W%d, union4, regroup %s, %s%s) runs: %s   [time guard: saving %.1f us vs cost %.1f "
                "us + margin %.1f us]\n",
                bc->default_info.window, mode_word(bc->default_info.configured),
-               bench_default_precision() == PW_PRECISION_FP8X2 ? "FP8X2" : "FP8", mode_word(bc->default_info.regroup),
+               bench_default_precision() == PW_PRECISION_FP8X2 ? "FP8X2" : "FP8",
+               bc->max_query_rows ? ", max_query_rows given" : "", mode_word(bc->default_info.regroup),
                bc->default_info.saving_us, bc->default_info.cost_us, bc->default_info.margin_us);
     else
         printf("default plan: none, the library takes no plan for this shape (%s)\n", bc->default_note);
@@ -954,6 +959,7 @@ static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates
         cJSON_AddStringToObject(pj2, "precision", bench_default_precision() == PW_PRECISION_FP8X2 ? "fp8x2" : "fp8");
         cJSON_AddStringToObject(pj2, "runs", mode_word(bc->default_info.regroup));
         cJSON_AddNumberToObject(pj2, "window", bc->default_info.window);
+        cJSON_AddNumberToObject(pj2, "max_query_rows", bc->max_query_rows);
         add_num(pj2, "predicted_saving_us", bc->default_info.saving_us);
         add_num(pj2, "predicted_cost_us", bc->default_info.cost_us);
         add_num(pj2, "margin_us", bc->default_info.margin_us);
@@ -985,6 +991,7 @@ static int write_json(FILE *out, const char *path, const bench_options_t *o, con
     cJSON_AddNumberToObject(pj, "copies", o->copies);
     cJSON_AddNumberToObject(pj, "interleaved_replays", o->interleaved_replays);
     cJSON_AddNumberToObject(pj, "union4_window", o->union4_window);
+    cJSON_AddNumberToObject(pj, "max_query_rows", o->max_query_rows);
     cJSON *rj = cJSON_AddObjectToObject(root, "rates");
     cJSON_AddBoolToObject(rj, "measured", rates->measured);
     if (rates->measured) {
@@ -1012,6 +1019,16 @@ static int write_json(FILE *out, const char *path, const bench_options_t *o, con
 
 /* --table-pages: the page table [R, max_pages] becomes [R, pages], each row padded with
  * physical page 0 (as engines pad theirs); nothing else changes, so the results must not. */
+/* The most query rows of one request (what an engine passes as max_seqlen_q); a capture's
+ * layout was checked when it was read (cu_seqlens_q non-decreasing). */
+static int32_t most_rows_of_a_request(const pw_capture_t *c)
+{
+    int32_t most = 0;
+    for (int32_t r = 0; r < c->problem.num_requests; r++)
+        if (c->cu_seqlens_q[r + 1] - c->cu_seqlens_q[r] > most) most = c->cu_seqlens_q[r + 1] - c->cu_seqlens_q[r];
+    return most;
+}
+
 static int widen_page_table(pw_capture_t *c, int pages)
 {
     pw_problem_t *p = &c->problem;
@@ -1029,13 +1046,13 @@ static int widen_page_table(pw_capture_t *c, int pages)
 /* ---------------------------------------------------------------------------------- */
 int pw_cli_bench(int argc, char **argv)
 {
-    bench_options_t o = {100, 10, 3, 256, 1, 0, 1, 0, 200, 0, 0u, 0};
+    bench_options_t o = {100, 10, 3, 256, 1, 0, 1, 0, 200, 0, 0u, 0, 0};
     const char *json_path = NULL;
     const char *files[MAX_FILES];
     int nfiles = 0;
     long replays = o.replays, warmup = o.warmup, copies = o.copies, check_rows = o.check_rows, seed = 1;
     long interleaved = o.interleaved_replays;
-    long table_pages = 0, union4_window = 0;
+    long table_pages = 0, union4_window = 0, max_query_rows = 0;
     const struct {
         const char *name;
         long lo, hi;
@@ -1045,6 +1062,7 @@ int pw_cli_bench(int argc, char **argv)
         {"--copies", 1, 8, &copies},               {"--check-rows", 0, 1L << 30, &check_rows},
         {"--seed", 0, 1L << 62, &seed},            {"--interleaved-replays", 1, 100000, &interleaved},
         {"--table-pages", 0, 1L << 29, &table_pages}, {"--union4-window", 64, 128, &union4_window},
+        {"--max-query-rows", -1, 0x7fffffffL, &max_query_rows},
     };
     /* Options that force a pair of plan flags on every Union4 arm: auto (neither), or one. */
     const struct {
@@ -1125,6 +1143,7 @@ int pw_cli_bench(int argc, char **argv)
         return PW_CLI_USAGE;
     }
     o.union4_window = (int)union4_window;
+    o.max_query_rows = (int)max_query_rows;
     o.seed = (uint64_t)seed;
     o.interleaved_replays = (int)interleaved;
     o.table_pages = (int)table_pages;
@@ -1164,6 +1183,9 @@ int pw_cli_bench(int argc, char **argv)
                "groupings and the reference check.\n",
                reason);
     }
+    if (o.max_query_rows)
+        printf("max_query_rows %d on every plan (--max-query-rows%s)\n", o.max_query_rows,
+               o.max_query_rows < 0 ? ": each capture's own most rows of a request" : "");
     if (o.union4_window) /* the CPU part's Union4 permutations too */
         printf("regroup window %d on every Union4 arm, the default plan's included, and their caller "
                "permutations (--union4-window)\n",
@@ -1204,6 +1226,7 @@ int pw_cli_bench(int argc, char **argv)
         }
         bc->vt_flags = o.vt_flags;
         bc->union4_window = o.union4_window;
+        bc->max_query_rows = o.max_query_rows >= 0 ? o.max_query_rows : most_rows_of_a_request(bc->capture);
         if (widen_page_table(bc->capture, o.table_pages) != 0) {
             fprintf(stderr, "pageweaver bench: %s: no memory to widen the page table\n", files[f]);
             failed = 1;
@@ -1218,6 +1241,7 @@ int pw_cli_bench(int argc, char **argv)
             pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT; /* with --vt-prepass / --fp8x2-tile, as the Union4 arms */
             cfg.flags = o.vt_flags;
             if (o.union4_window) cfg.window = o.union4_window;
+            cfg.max_query_rows = bc->max_query_rows;
             if (pw_plan_create(p, &cfg, &plan) == PW_SUCCESS &&
                 pw_plan_info(plan, bench_default_precision(), &bc->default_info) == PW_SUCCESS)
                 bc->default_known = 1;

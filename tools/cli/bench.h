@@ -23,6 +23,9 @@ typedef struct bench_options {
     int union4_window; /* 64 or 128: the regroup window of every Union4 arm (the default plan's too) and of
                           their caller permutations; 0 (default): the default plan's arms PW_WINDOW_AUTO,
                           the other Union4 arms and the permutations 128 */
+    int max_query_rows; /* pw_plan_config_t.max_query_rows of every arm's plan (AUTO reads it): 0 (default,
+                           not known), N, or -1: each capture's own most rows of a request, as an
+                           engine passing its max_seqlen_q */
 } bench_options_t;
 
 /* Permutations computed on the CPU (pw_ref_regroup) for every capture. */
@@ -113,6 +116,8 @@ typedef struct bench_capture {
     pw_capture_t *capture;
     uint32_t vt_flags;             /* bench_options_t.vt_flags */
     int32_t union4_window;         /* bench_options_t.union4_window */
+    int32_t max_query_rows;        /* pw_plan_config_t.max_query_rows of every plan (bench_options_t's,
+                                      -1 resolved to the capture's most rows of a request) */
     int fast_path;                 /* G=16 D=128 P=128 K=16 */
     double visible_pairs;          /* sum over KV heads and rows of |A_i| */
     int64_t bad_pages;             /* (query, KV head, page) pairs of S_i whose physical page

@@ -534,6 +534,7 @@ static pw_plan_config_t arm_config(const bench_capture_t *bc, const arm_spec_t *
     }
     if (cfg.kernel == PW_KERNEL_UNION4) cfg.flags |= bc->vt_flags; /* --vt-prepass, --fp8x2-tile */
     cfg.flags |= spec->flags;
+    cfg.max_query_rows = bc->max_query_rows;
     return cfg;
 }
 
