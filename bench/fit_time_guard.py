@@ -256,10 +256,15 @@ def fit(pts, margin, s_max_rows=20000, base=None):
     if margin is not None:
         m["margin"] = margin
     notes = []
-    ratios = [p["red_ratio"] for p in pts if p.get("red_ratio")]
+    ratios = [p["red_ratio"] for p in pts if p.get("red_ratio") and p["problem"].get("num_requests", 1) == 1]
     ratio = statistics.median(ratios) if ratios else None
+    # S_exec from one-request inputs only: the saving's model has no R term (with requests of
+    # a few rows the saving falls towards 0, which pw_plan_config_t.max_query_rows covers), so
+    # a batch of short requests would bend the per-row rate; C_online counts R in its windows
+    # and takes every input.
+    one = [p for p in pts if p["problem"].get("num_requests", 1) == 1]
     for k, key in ((U8, "s_u8"), (U4, "s_u4")):
-        data = [(p["rows"], p[key]) for p in pts if key in p and p["rows"] <= s_max_rows]
+        data = [(p["rows"], p[key]) for p in one if key in p and p["rows"] <= s_max_rows]
         name = "Union8" if k == U8 else "Union4"
         if len({x for x, _ in data}) < 2:
             notes.append(f"{name} S_exec: fewer than two sizes measured; kept {m['rate'][k][W128]} ns/row above "
@@ -273,7 +278,7 @@ def fit(pts, margin, s_max_rows=20000, base=None):
         m["rows0"][k][W64] = rows0
         if not ratio:
             notes.append(f"{name} W64 rate: no W64/W128 reduction ratio; scaled as {kept}")
-    data = [(p["rows"], p["s_u4_64"]) for p in pts if "s_u4_64" in p and p["rows"] <= s_max_rows]
+    data = [(p["rows"], p["s_u4_64"]) for p in one if "s_u4_64" in p and p["rows"] <= s_max_rows]
     if len({x for x, _ in data}) >= 2:
         a, b = linear_fit([x for x, _ in data], [y for _, y in data])
         m["rate"][U4][W64], m["rows0"][U4][W64] = (a * 1000.0, -b / a) if a > 0 else (0.0, 0.0)

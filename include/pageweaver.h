@@ -852,18 +852,22 @@ typedef struct pw_plan_config {
     int32_t max_query_rows;    /* the most query rows of any one request in this plan's calls,
                                   when the host knows it (SGLang's and vLLM's max_seqlen_q /
                                   max_query_len), else 0 (the default: not known). Read by
-                                  PW_REGROUP_AUTO only: where every request has at most g
-                                  rows (g: the smallest group size any call of the plan
-                                  regroups with, pw_plan_info's regroup_group_size or the
-                                  stacked tile's 2 at G = 16, 4 at G = 8), each window holds
-                                  one group, so no grouping changes any call's work and the
-                                  plan keeps identity order in that precision (saving_us 0)
-                                  without asking the time guard: the regroup launch is saved
-                                  (decode-like and speculative-verification batches). A call
-                                  with a longer request is still computed right (identity
-                                  order is always exact); it is only not regrouped. Must be
-                                  >= 0. Added after vt_max_pages: a config of the size
-                                  before it (24 bytes) is read with 0. */
+                                  PW_REGROUP_AUTO only: where every request has at most 8
+                                  rows, the plan keeps identity order (saving_us 0; the
+                                  identity plan) without asking the time guard, and the
+                                  regroup launch is saved. Up to the group size a call
+                                  regroups with (2, 4 or 8: pw_plan_info's
+                                  regroup_group_size, the stacked tile's 2 / 4) no grouping
+                                  changes the work; from there to 8, only the split into
+                                  Union4's two 4-query halves can, which measured less than
+                                  the regroup costs (H100: 4,096 queries in 512 requests of
+                                  8, regrouped +4.3 us; 2,560 in 512 of 5, -1.3 us; 4,096
+                                  one-query requests +18.7 us, 2.4% slower, before the guard
+                                  priced windows). A call with a longer request is still
+                                  computed right (identity order is always exact); it is
+                                  only not regrouped. Must be >= 0. Added after
+                                  vt_max_pages: a config of the size before it (24 bytes)
+                                  is read with 0. */
 } pw_plan_config_t;
 
 /* config.window: the plan picks the regroup window (since 2026-12-05; the default before
@@ -982,7 +986,7 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * Time guard (src/time_guard.c, constants in src/time_guard_constants.h): the decision
  * uses only what the host knows when it enqueues, never device data (kv_lens and the
  * Top-K ids change under graph replay): N, R, Hkv, max_pages_per_request, the kernel,
- * args.precision and W. With rows = N * Hkv and windows = Hkv * (ceil(N / W) + R - 1):
+ * args.precision and W (and config.max_query_rows when given: see there). With rows = N * Hkv and windows = Hkv * (ceil(N / W) + R - 1):
  *   saving_us = rate[kernel][W] * precision_factor * (rows - rows0[kernel][W]) / 1000
  *     (S_exec: attention time saved by the regrouped order, a line fitted to chunks of
  *     1,024-20,000 rows; with a positive rows0, below it the attention kernel does not
@@ -997,14 +1001,16 @@ pw_status_t pw_plan_workspace_views(const pw_plan_t *plan, void *workspace,
  * (pw_regroup), so a page table sized for 1M-token contexts costs what a short one does
  * (H200, 4,096 queries at a 1M-token context at W128: C_online 15.9 us measured, 15.1
  * predicted by the constants then; the installed ones predict 11.4).
- * Requests: every input the constants come from is one request, so the fitted per_window
- * is 0 and, at K <= 16, R changes neither figure. Short requests leave the regroup less to
- * choose (a request of one query has one order; the K > 16 form prices R only in its cost's
- * waves), and their windows add CTAs: a chunk of many short requests (e.g. 4,096 requests
- * of one query each, where every grouping walks the same pages) may regroup for nothing,
- * unless the caller passes config.max_query_rows (pw_plan_config_t): with it, requests that
- * fit one regroup group keep identity order exactly, without the guard. Not yet measured
- * on a GPU: bench/make_scaling_set.py --requests writes such inputs.
+ * Requests: each request adds a window, and per_window (0.00717 us at both widths since
+ * 2026-12-05, from an H100 run of bench/make_scaling_set.py --requests' inputs; the other
+ * constants are the H200 fit's) prices them: 4,096 one-query requests cost ~36 us at W64
+ * and keep identity order (regrouped they measured 18.7 us, 2.4%, slower). The saving has
+ * no R term (it is fitted on one-request chunks): short requests leave the regroup less to
+ * choose (a request of one query has one order), so a batch of many requests of a few
+ * rows may still regroup for less than predicted (512 requests of 8 rows: +4.3 us
+ * measured, 1.1%). config.max_query_rows (pw_plan_config_t) covers that: requests of at
+ * most 8 rows keep identity order without the guard. The K > 16 form prices R only in its
+ * cost's waves.
  * The model does not price the launches that fall back to the 32 KB / hash path for lack
  * of waves (pw_regroup: on an H200, more than 264 CTAs past ~7,200 pages at W128, i.e.
  * more than ~33,800 rows); the decision there is unchanged: such calls save ~200 us or

@@ -67,6 +67,7 @@
 #define PW_PLAN_UNION4_REGROUP_SIZE 4 /* Union4's regroup objective: 4-query unions (C_4) */
 #define PW_PLAN_STACKED_REGROUP_SIZE 2 /* the stacked 2-slot tile's (G = 16): pair unions (by_tile plans) */
 #define PW_PLAN_STACKED8_REGROUP_SIZE 4 /* the stacked 4-slot tile's (G = 8): 4-query unions, C_4 */
+#define PW_PLAN_SHORT_REQUEST_ROWS 8 /* config.max_query_rows up to this: AUTO keeps identity order */
 
 enum {
     PART_TOPK_PADDED, PART_PERM, PART_PERM_ALT, PART_NUM_GROUPS, PART_GROUPS, PART_UNION_PAGES, PART_MASKS, PART_REGROUP, PART_VT_TOUCHED,
@@ -431,28 +432,16 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
      * covered K > 16): it then keeps identity order, the guard rejecting that window. */
     const int can_regroup = !caller_perm && config->kernel != PW_KERNEL_PER_QUERY &&
                             config->regroup != PW_REGROUP_IDENTITY;
-    /* config.max_query_rows (AUTO): requests of at most g rows, g the smallest group size a
-     * call of that precision may regroup with, leave one group per window, so every grouping
-     * is the identity's (GUARDED keeps it) and the regroup launch is all cost. g: the plan's
-     * objective, or the stacked tile's (2 at G = 16, 4 at G = 8) where a call of that
-     * precision may run it with a by-tile regroup (regroup_size; by_tile is decided below,
-     * from this loop's result, so the shape's possibility is taken here: a smaller g only
-     * applies the rule less often). */
-    const int stack_shape = config->kernel == PW_KERNEL_UNION4 && !(config->flags & PW_PLAN_NO_REGROUP_BY_TILE) &&
-                            (problem->q_heads_per_kv == 16 || problem->q_heads_per_kv == 8) &&
-                            problem->topk == 16 && problem->page_size == 128;
-    const int32_t stack_g =
-        problem->q_heads_per_kv == 8 ? PW_PLAN_STACKED8_REGROUP_SIZE : PW_PLAN_STACKED_REGROUP_SIZE;
+    /* config.max_query_rows (AUTO): where every request has at most PW_PLAN_SHORT_REQUEST_ROWS
+     * rows, the plan keeps identity order without asking the time guard (pageweaver.h). Up to
+     * the group size a call regroups with (2, 4 or 8) no grouping changes the work; from there
+     * to 8 only the split of <= 8 rows into Union4's two 4-query halves (or the stacked tile's
+     * pairs) can, which measured less than the regroup costs (H100: 512 requests of 8 rows,
+     * regrouped +4.3 us of 409 us; of 5 rows, -1.3 us of 260; bench/NOTES.md, forty-seventh
+     * session). */
+    const int short_requests = config->regroup == PW_REGROUP_AUTO && config->max_query_rows > 0 &&
+                               config->max_query_rows <= PW_PLAN_SHORT_REQUEST_ROWS;
     for (int prec = 0; prec < 2; prec++) {
-        /* FP8X2 may run the stacked tile unless NO_FP8X2_STACKED; FP8 with
-         * PW_PLAN_FP8X2_STACKED, or at G = 8 with per-token scales (a call's choice). */
-        const int may_stack = stack_shape && (prec == PW_PRECISION_FP8X2
-                                                  ? !(config->flags & PW_PLAN_NO_FP8X2_STACKED)
-                                                  : (config->flags & PW_PLAN_FP8X2_STACKED) != 0 ||
-                                                        problem->q_heads_per_kv == 8);
-        const int32_t g_min = may_stack && stack_g < plan->regroup.group_size ? stack_g : plan->regroup.group_size;
-        const int one_group = config->regroup == PW_REGROUP_AUTO && config->max_query_rows > 0 &&
-                              config->max_query_rows <= g_min;
         const pw_time_guard_inputs_t in = {problem->num_tokens, problem->num_requests,
                                            problem->num_kv_heads, problem->max_pages_per_request,
                                            config->kernel, (pw_precision_t)prec, config->window};
@@ -463,8 +452,8 @@ pw_status_t pw_plan_create(const pw_problem_t *problem, const pw_plan_config_t *
                  ? pw_time_guard(&in, pw_time_guard_model(), &plan->saving_us[prec], &plan->cost_us[prec])
                  : pw_time_guard_wide(&wide, pw_time_guard_model(), pw_time_guard_wide_model(),
                                       &plan->saving_us[prec], &plan->cost_us[prec]));
-        if (one_group && can_regroup) plan->saving_us[prec] = 0.0; /* no grouping changes the work */
-        plan->regroup_pays[prec] = config->regroup == PW_REGROUP_AUTO ? pays && !one_group : can_regroup;
+        if (short_requests && can_regroup) plan->saving_us[prec] = 0.0; /* (nothing to save: see above) */
+        plan->regroup_pays[prec] = config->regroup == PW_REGROUP_AUTO ? pays && !short_requests : can_regroup;
     }
     /* Identity order: runs of 8 inside each request (window 0). A caller's permutation is
      * grouped in the caller's windows. Either way the groups are runs of 8 slots from the

@@ -46,6 +46,18 @@
  *   scale_n65536_pre48k.safetensors (Union4 W64 run): S 265.0/271.9, C 24.9/6.0
  *   Thresholds (Union4, W128, one request, one KV head; the fewest queries that regroup, page table within / past the long direct bound): FP8X2 ~2,362 / ~5,007, FP8 ~2,998 / ~6,243
  * Note: hash_factor: no capture past the long direct bound; kept 2.11158 (the base header's)
+ *
+ * per_window_us, set by hand on 2026-12-05 (forty-seventh session): the fit above had only
+ * one-request inputs, so it could not see the windows that requests add (windows = Hkv x
+ * (ceil(N/W) + R - 1)) and fitted 0. `PW_BENCH_REPLAYS=20 PW_SCALING_EXTRA="<the request
+ * set of bench/make_scaling_set.py --requests> ..." scripts/gpu-check scaling13` on an H100
+ * (programs of 069e7da), fitted with `bench/fit_time_guard.py scaling.json scaling-extra.json`
+ * (every input's C_online; S_exec from one-request inputs only), gave W128 0.00717 us per
+ * window (4,096 one-query requests: C_online 42.8 us measured, 39.1 predicted; 512 requests
+ * of 8: 10.1 / 13.4). Only per_window is taken from that H100 run; the rest stays the H200
+ * fit above. W64: no request input was timed at W64; W128's figure is used (a window is one
+ * CTA at either width). With it the 4,096 one-query requests keep identity order (cost ~36
+ * us at W64 against a predicted saving of 17.9; measured regrouped +18.7 us, 2.4% slower).
  */
 #ifndef PW_TIME_GUARD_CONSTANTS_H
 #define PW_TIME_GUARD_CONSTANTS_H
@@ -56,7 +68,7 @@
         /* rows0 */ {{2580.31, 2580.31}, {-234.566, -435.519}},                       \
         /* fp8x2_factor */ 1.22715,                                              \
         /* fixed_us [W64, W128] */ {5.98467, 11.3685},                                          \
-        /* per_window_us */ {0, 0},                                            \
+        /* per_window_us */ {0.00717, 0.00717},                                \
         /* hash_factor */ 2.11158,                                                \
         /* direct_max_pages */ {4096, 2048},     \
         /* margin_us */ 2,                                                       \

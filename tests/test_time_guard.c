@@ -755,9 +755,9 @@ static void test_auto_window(void **state)
     }
 }
 
-/* config.max_query_rows: requests of at most g rows (g the smallest group size a call of that
- * precision may regroup with) keep identity order in that precision under AUTO, saving 0;
- * longer ones, 0 (not known), and the modes that always regroup are as before. */
+/* config.max_query_rows: requests of at most 8 rows keep identity order under AUTO (saving
+ * 0, the identity plan); longer ones, 0 (not known), and the modes that always regroup are
+ * as before. */
 static pw_regroup_mode_t mode_of(const pw_problem_t *p, const pw_plan_config_t *cfg, pw_precision_t prec,
                                  int32_t *window, double *saving)
 {
@@ -782,36 +782,31 @@ static void test_max_query_rows(void **state)
     const pw_problem_t hot = problem_of(15272, 1, 1, 512); /* regroups in both precisions */
     pw_problem_t g8 = hot;
     g8.q_heads_per_kv = 8;
+    /* Up to 8 rows per request: identity order in both precisions, whatever the kernel,
+     * flags or G (exact up to each call's group size, measured from there to 8). */
     struct {
         const pw_problem_t *p;
         pw_kernel_t kernel;
         uint32_t flags;
         int32_t rows;
-        int fp8, fp8x2; /* 1: regroups */
+        int regroups;
     } cases[] = {
-        /* Union4, G = 16: FP8 regroups for 4-query unions, FP8X2 may run the stacked tile's pairs */
-        {&hot, PW_KERNEL_UNION4, 0u, 0, 1, 1},
-        {&hot, PW_KERNEL_UNION4, 0u, 1, 0, 0},
-        {&hot, PW_KERNEL_UNION4, 0u, 2, 0, 0},
-        {&hot, PW_KERNEL_UNION4, 0u, 3, 0, 1},
-        {&hot, PW_KERNEL_UNION4, 0u, 4, 0, 1},
-        {&hot, PW_KERNEL_UNION4, 0u, 5, 1, 1},
-        {&hot, PW_KERNEL_UNION4, 0u, 1 << 30, 1, 1},
-        {&hot, PW_KERNEL_UNION4, PW_PLAN_NO_REGROUP_BY_TILE, 4, 0, 0},
-        {&hot, PW_KERNEL_UNION4, PW_PLAN_NO_REGROUP_BY_TILE, 5, 1, 1},
-        {&hot, PW_KERNEL_UNION4, PW_PLAN_NO_FP8X2_STACKED, 4, 0, 0},
-        {&hot, PW_KERNEL_UNION4, PW_PLAN_FP8X2_STACKED, 3, 1, 1},
-        {&hot, PW_KERNEL_UNION4, PW_PLAN_FP8X2_STACKED, 2, 0, 0},
-        {&hot, PW_KERNEL_UNION4, PW_PLAN_REGROUP_GROUPS_OF_8, 8, 0, 1}, /* FP8: g 8; FP8X2: pairs */
-        {&hot, PW_KERNEL_UNION4, PW_PLAN_REGROUP_GROUPS_OF_8 | PW_PLAN_NO_REGROUP_BY_TILE, 8, 0, 0},
-        {&hot, PW_KERNEL_UNION4, PW_PLAN_REGROUP_GROUPS_OF_8 | PW_PLAN_NO_REGROUP_BY_TILE, 9, 1, 1},
-        {&hot, PW_KERNEL_UNION8, 0u, 8, 0, 0},
-        {&hot, PW_KERNEL_UNION8, 0u, 9, 1, 1},
-        {&hot, PW_KERNEL_PER_QUERY, 0u, 1, 0, 0},
-        /* G = 8: the stacked tile's g is 4, FP8 with per-token scales may run it too */
-        {&g8, PW_KERNEL_UNION4, 0u, 4, 0, 0},
-        {&g8, PW_KERNEL_UNION4, 0u, 5, 1, 1},
-        {&g8, PW_KERNEL_UNION4, PW_PLAN_REGROUP_GROUPS_OF_8, 5, 1, 1},
+        {&hot, PW_KERNEL_UNION4, 0u, 0, 1},
+        {&hot, PW_KERNEL_UNION4, 0u, 1, 0},
+        {&hot, PW_KERNEL_UNION4, 0u, 2, 0},
+        {&hot, PW_KERNEL_UNION4, 0u, 5, 0},
+        {&hot, PW_KERNEL_UNION4, 0u, 8, 0},
+        {&hot, PW_KERNEL_UNION4, 0u, 9, 1},
+        {&hot, PW_KERNEL_UNION4, 0u, 1 << 30, 1},
+        {&hot, PW_KERNEL_UNION4, PW_PLAN_NO_REGROUP_BY_TILE, 8, 0},
+        {&hot, PW_KERNEL_UNION4, PW_PLAN_FP8X2_STACKED, 8, 0},
+        {&hot, PW_KERNEL_UNION4, PW_PLAN_FP8X2_STACKED, 9, 1},
+        {&hot, PW_KERNEL_UNION4, PW_PLAN_REGROUP_GROUPS_OF_8, 8, 0},
+        {&hot, PW_KERNEL_UNION8, 0u, 8, 0},
+        {&hot, PW_KERNEL_UNION8, 0u, 9, 1},
+        {&hot, PW_KERNEL_PER_QUERY, 0u, 1, 0},
+        {&g8, PW_KERNEL_UNION4, 0u, 8, 0},
+        {&g8, PW_KERNEL_UNION4, 0u, 9, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
@@ -822,17 +817,18 @@ static void test_max_query_rows(void **state)
         double s8 = -1.0, s82 = -1.0;
         const pw_regroup_mode_t m8 = mode_of(cases[i].p, &cfg, PW_PRECISION_FP8, &w8, &s8);
         const pw_regroup_mode_t m82 = mode_of(cases[i].p, &cfg, PW_PRECISION_FP8X2, &w82, &s82);
-        if ((m8 != PW_REGROUP_IDENTITY) != cases[i].fp8 || (m82 != PW_REGROUP_IDENTITY) != cases[i].fp8x2)
-            fail_msg("case %zu (kernel %d, flags 0x%x, max_query_rows %d): FP8 %d, FP8X2 %d; expected %d, %d", i,
-                     (int)cases[i].kernel, cases[i].flags, cases[i].rows, (int)m8, (int)m82, cases[i].fp8,
-                     cases[i].fp8x2);
+        if ((m8 != PW_REGROUP_IDENTITY) != cases[i].regroups || (m82 != PW_REGROUP_IDENTITY) != cases[i].regroups)
+            fail_msg("case %zu (kernel %d, flags 0x%x, max_query_rows %d): FP8 %d, FP8X2 %d; expected %s", i,
+                     (int)cases[i].kernel, cases[i].flags, cases[i].rows, (int)m8, (int)m82,
+                     cases[i].regroups ? "a regroup" : "identity");
         if (cases[i].kernel == PW_KERNEL_PER_QUERY) continue;
-        if (!cases[i].fp8) assert_true(s8 == 0.0);
-        if (!cases[i].fp8x2) assert_true(s82 == 0.0);
-        if (cases[i].fp8) assert_true(s8 > 0.0);
-        /* neither precision regroups: the identity plan (window 0) */
-        if (!cases[i].fp8 && !cases[i].fp8x2) assert_int_equal(w8, 0);
-        if (cases[i].fp8x2) assert_int_equal(w8, w82);
+        if (cases[i].regroups) {
+            assert_true(s8 > 0.0 && s82 > 0.0);
+            assert_int_equal(w8, w82);
+        } else {
+            assert_true(s8 == 0.0 && s82 == 0.0); /* nothing to save */
+            assert_int_equal(w8, 0);              /* the identity plan */
+        }
     }
     /* The identity plan's workspace, launch for launch. */
     {

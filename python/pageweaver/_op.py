@@ -694,12 +694,12 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
       max_seqlen_q None (not known) or a host int: the most query rows of any one request
                    in this call, as engines keep it (SGLang's and vLLM's max_seqlen_q /
                    max_query_len). Read by regroup "auto" only: where every request has at
-                   most as many rows as the regroup's group (2 in "fp8x2" at G = 16 on the
-                   V^T pre-pass's tiles, 4 otherwise; pageweaver.h, max_query_rows), no
-                   grouping can change the work and the call keeps identity order without
-                   launching the regroup (decode-like and speculative-verification
-                   batches). A wrong value never changes an output: at worst a call is not
-                   regrouped. Part of the cached plan's key.
+                   most 8 rows the call keeps identity order without launching the regroup
+                   (decode-like and speculative-verification batches: up to the regroup's
+                   group no grouping changes the work, and up to 8 the regroup measured
+                   costlier than what it saves; pageweaver.h, max_query_rows). A wrong value
+                   never changes an output: at worst a call is not regrouped. Part of the
+                   cached plan's key.
     Returns out, or (out, lse) with return_lse.
 
     Runs on q's device and the current CUDA stream, asynchronously: no synchronisation, no
