@@ -437,6 +437,20 @@ def self_test():
         if vt is not None:
             cap["default_plan"] = {"vt_prepass": vt}
         captures.append(cap)
+    # Batches of many short requests (no pre-pass): their cost is on the model's line (its
+    # windows count R), their saving far below it (a request of a few rows leaves the regroup
+    # little to choose): the cost joins the fit, the saving may not move the per-row rate.
+    for n, r, pages in ((4096, 4096, 256), (4096, 512, 512)):
+        prob = {"num_tokens": n, "num_requests": r, "num_kv_heads": 1, "max_pages_per_request": pages}
+        pt = {"rows": n, "w128": windows_of(prob, 128), "w64": windows_of(prob, 64), "pages": pages}
+        s4, c, _ = predict(truth, pt, U4)
+        s8, c8, _ = predict(truth, pt, U8)
+        tf = 1.0
+        arms = {"t0": tf + 0.05 * s8 / 1e3, "t_fixed_w128": tf, "t_online_w128": tf + c8 / 1e3}
+        captures.append({"path": f"synthetic_requests_{n}_{r}", "problem": prob, "default_plan": {"vt_prepass": False},
+                         "groupings": {"guarded_w64": {"reduction_pct": 0.1}, "guarded_w128": {"reduction_pct": 1.0}},
+                         "gpu": {"ran": True, "arms": {k: {"ran": True, "median_ms": v} for k, v in arms.items()},
+                                 "default_kernel": {"s_exec_us": 0.05 * s4, "c_online_us": c}}})
     m, notes = fit(points([{"captures": captures}]), 2.0)
     close = lambda a, b: abs(a - b) <= 1e-6 * max(1.0, abs(b))  # noqa: E731
     ok = all(close(m["rate"][k][W128], truth["rate"][k][W128]) and close(m["rows0"][k][W128], truth["rows0"][k][W128])

@@ -858,12 +858,14 @@ typedef struct pw_plan_config {
                                   regroup launch is saved. Up to the group size a call
                                   regroups with (2, 4 or 8: pw_plan_info's
                                   regroup_group_size, the stacked tile's 2 / 4) no grouping
-                                  changes the work; from there to 8, only the split into
-                                  Union4's two 4-query halves can, which measured less than
-                                  the regroup costs (H100: 4,096 queries in 512 requests of
-                                  8, regrouped +4.3 us; 2,560 in 512 of 5, -1.3 us; 4,096
-                                  one-query requests +18.7 us, 2.4% slower, before the guard
-                                  priced windows). A call with a longer request is still
+                                  changes the work; from there to 8 only the split into
+                                  Union4's two 4-query halves or the stacked tile's pairs
+                                  can, and the regroup measured slower or barely faster
+                                  (H100, regrouped against identity order: 4,096 queries in
+                                  512 requests of 8 rows +4.3 us; 2,560 in 512 of 5 rows
+                                  -1.3 us, the gain this gives up; 4,096 one-query
+                                  requests +18.7 us, 2.4% slower, before the guard priced
+                                  windows). A call with a longer request is still
                                   computed right (identity order is always exact); it is
                                   only not regrouped. Must be >= 0. Added after
                                   vt_max_pages: a config of the size before it (24 bytes)
@@ -884,6 +886,9 @@ typedef struct pw_plan_config {
  * windows of 128 (runs of 8 slots from each request start, as any multiple of 8 gives);
  * IDENTITY ignores it. */
 #define PW_WINDOW_AUTO (-1)
+
+/* config.max_query_rows up to this: PW_REGROUP_AUTO keeps identity order (see there). */
+#define PW_PLAN_SHORT_REQUEST_ROWS 8
 
 #define PW_PLAN_CONFIG_INIT {sizeof(pw_plan_config_t), PW_REGROUP_AUTO, PW_WINDOW_AUTO, PW_KERNEL_UNION4, 0u, 0, 0}
 
@@ -1235,6 +1240,7 @@ void pw_plan_destroy(pw_plan_t *plan);
  *                         precision; pw_plan_info_t's token_scales_stacked (-1). The other INIT fields are 0 / NULL, but for the ones
  *                         this query does not report: every struct_size (sizeof the struct)
  *                         and pw_problem_t's num_requests and num_kv_heads (1).
+ *   "PW_PLAN_SHORT_REQUEST_ROWS"  that macro's value (8; since 2026-12-05).
  * Returns -1 for a name it does not know (NULL included); records no error. Host only. */
 int64_t pw_abi_query(const char *name);
 

@@ -111,6 +111,7 @@ int64_t pw_abi_query(const char *name)
         {"init pw_attention_args_t.struct_size", (int64_t)args.struct_size},
         {"init pw_plan_config_t.struct_size", (int64_t)config.struct_size},
         {"init pw_plan_info_t.token_scales_stacked", (int64_t)info.token_scales_stacked},
+        {"PW_PLAN_SHORT_REQUEST_ROWS", PW_PLAN_SHORT_REQUEST_ROWS},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (strcmp(table[i].name, name) == 0) return table[i].value;

@@ -67,7 +67,6 @@
 #define PW_PLAN_UNION4_REGROUP_SIZE 4 /* Union4's regroup objective: 4-query unions (C_4) */
 #define PW_PLAN_STACKED_REGROUP_SIZE 2 /* the stacked 2-slot tile's (G = 16): pair unions (by_tile plans) */
 #define PW_PLAN_STACKED8_REGROUP_SIZE 4 /* the stacked 4-slot tile's (G = 8): 4-query unions, C_4 */
-#define PW_PLAN_SHORT_REQUEST_ROWS 8 /* config.max_query_rows up to this: AUTO keeps identity order */
 
 enum {
     PART_TOPK_PADDED, PART_PERM, PART_PERM_ALT, PART_NUM_GROUPS, PART_GROUPS, PART_UNION_PAGES, PART_MASKS, PART_REGROUP, PART_VT_TOUCHED,

@@ -4,6 +4,9 @@
  *     build-gpu/pageweaver bench --json bench.json <scaling set + A-hot + captures>
  *     python3 bench/fit_time_guard.py bench.json --write src/time_guard_constants.h
  * (`scripts/gpu-check scaling13` runs the bench on the scaling set and the fit; bench/NOTES.md).
+ * per_window needs inputs of many requests (bench/make_scaling_set.py --requests): a fit on
+ * one-request inputs alone fits it as 0 (it did before 2026-12-05); give the fit their JSON
+ * too (scaling13's PW_SCALING_EXTRA with PW_SCALING_EXTRA_FIT=1), or keep the value below.
  * Captures of Top-K > 16 are skipped. The K > 16 form (src/time_guard_wide_constants.h)
  * multiplies its own copy of the K = 16 saving constants: a refit here leaves its choices
  * as they are; re-measure its factor against the new fit (--wide) and install both there.
@@ -45,6 +48,7 @@
  *   scale_n16384_pre48k.safetensors (Union4 W64 run): S 64.3/68.7, C 4.3/6.0
  *   scale_n65536_pre48k.safetensors (Union4 W64 run): S 265.0/271.9, C 24.9/6.0
  *   Thresholds (Union4, W128, one request, one KV head; the fewest queries that regroup, page table within / past the long direct bound): FP8X2 ~2,362 / ~5,007, FP8 ~2,998 / ~6,243
+ *   (with per_window 0, as fitted; with the per_window set below: FP8X2 ~2,391 / ~5,137, FP8 ~3,042 / ~6,441)
  * Note: hash_factor: no capture past the long direct bound; kept 2.11158 (the base header's)
  *
  * per_window_us, set by hand on 2026-12-05 (forty-seventh session): the fit above had only

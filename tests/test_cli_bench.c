@@ -378,8 +378,9 @@ static void test_cpu_figures(void **state)
 /* A shape the bench's GPU arms do not run (G = 4) still gets the CPU figures and the
  * default plan's choice (printed for every shape a plan takes, K > 16 too). */
 /* --max-query-rows: -1 passes each capture's own most rows of a request to every plan (an
- * engine's max_seqlen_q); on a batch of one-query requests the default plan then keeps
- * identity order (pw_plan_config_t.max_query_rows), and the JSON records the value. */
+ * engine's max_seqlen_q). A batch of 512 requests of 8 rows regroups without it (the time
+ * guard's saving has no R term) and keeps identity order with it
+ * (pw_plan_config_t.max_query_rows); the JSON records the value. */
 static void test_max_query_rows(void **state)
 {
     (void)state;
@@ -387,20 +388,21 @@ static void test_max_query_rows(void **state)
     pw_rng_init(&rng, g_seed ^ 0x5eedu);
     pw_problem_t p = PW_PROBLEM_INIT;
     p.num_tokens = 4096;
-    p.num_requests = 4096;
-    p.max_pages_per_request = 8;
+    p.num_requests = 512;
+    p.max_pages_per_request = 8; /* ceil(1,008 / 128): the synthesised page table */
     pw_capture_t *c = NULL;
     assert_pw_ok(pw_capture_create(&p, 0, &c));
     c->cu_seqlens_q[0] = 0;
     for (int32_t r = 0; r < p.num_requests; r++) {
-        c->cu_seqlens_q[r + 1] = r + 1;
+        c->cu_seqlens_q[r + 1] = (r + 1) * 8;
         c->prefix_lens[r] = 1000;
-        c->kv_lens[r] = 1001;
-        for (int k = 0; k < 16; k++) c->topk_ids[(int64_t)r * 16 + k] = k < 8 ? (int32_t)pw_rng_range(&rng, 0, 7) : -1;
+        c->kv_lens[r] = 1008;
     }
+    for (int64_t i = 0; i < (int64_t)p.num_tokens * 16; i++)
+        c->topk_ids[i] = i % 16 < 6 ? (int32_t)pw_rng_range(&rng, 0, 7) : -1;
     char path[128], json_path[128], args[512];
-    snprintf(path, sizeof path, "%s/decode.safetensors", g_tmp);
-    snprintf(json_path, sizeof json_path, "%s/decode.json", g_tmp);
+    snprintf(path, sizeof path, "%s/verify.safetensors", g_tmp);
+    snprintf(json_path, sizeof json_path, "%s/verify.json", g_tmp);
     assert_pw_ok(pw_capture_write(path, c, 0));
     pw_capture_free(c);
     snprintf(args, sizeof args, "--cpu-only -q --check-rows 0 --max-query-rows -1 --json '%s' '%s'", json_path,
@@ -412,13 +414,14 @@ static void test_max_query_rows(void **state)
     free(text);
     assert_non_null(doc);
     const cJSON *cap = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "captures"), 0);
-    assert_int_equal((int)json_number(cap, "default_plan.max_query_rows"), 1);
+    assert_int_equal((int)json_number(cap, "default_plan.max_query_rows"), 8);
     assert_int_equal((int)json_number(cap, "default_plan.window"), 0);
     assert_int_equal((int)json_number(doc, "protocol.max_query_rows"), -1);
     cJSON_Delete(doc);
     snprintf(args, sizeof args, "--cpu-only -q --check-rows 0 --max-query-rows 0 --json '%s' '%s'", json_path, path);
     assert_int_equal(bench(args), 0);
     assert_null(strstr(g_stdout, "max_query_rows given"));
+    assert_non_null(strstr(g_stdout, "FP8X2) runs: guarded")); /* the same batch without the hint */
     text = read_all(json_path);
     doc = cJSON_Parse(text);
     free(text);

@@ -777,6 +777,8 @@ static void test_max_query_rows(void **state)
     const pw_plan_config_t defaults = PW_PLAN_CONFIG_INIT;
     assert_int_equal(defaults.max_query_rows, 0);
     assert_int_equal(pw_abi_query("init pw_plan_config_t.max_query_rows"), 0);
+    assert_int_equal(pw_abi_query("PW_PLAN_SHORT_REQUEST_ROWS"), PW_PLAN_SHORT_REQUEST_ROWS);
+    assert_int_equal(PW_PLAN_SHORT_REQUEST_ROWS, 8);
     assert_int_equal(pw_abi_query("offsetof pw_plan_config_t.max_query_rows"),
                      (int64_t)offsetof(pw_plan_config_t, max_query_rows));
     const pw_problem_t hot = problem_of(15272, 1, 1, 512); /* regroups in both precisions */

@@ -230,6 +230,9 @@ DEFAULT_REGROUP = abi("init pw_plan_config_t.regroup")
 # this name (128 before the window was picked by the plan), so -1 is the value here.
 DEFAULT_WINDOW = lib.pw_abi_query(b"init pw_plan_config_t.window")
 DEFAULT_KERNEL = abi("init pw_plan_config_t.kernel")
+# pw_plan_config_t.max_query_rows up to this keeps "auto" in identity order; any other value
+# plans as 0 does (the plan cache keys on the difference only)
+SHORT_REQUEST_ROWS = abi("PW_PLAN_SHORT_REQUEST_ROWS")
 _INIT_PROBLEM = tuple(abi(f"init pw_problem_t.{f}") for f in
                       ("q_heads_per_kv", "head_dim", "page_size", "topk"))
 
@@ -271,7 +274,10 @@ class Plan:
         cfg = PlanConfig()
         cfg.struct_size = ctypes.sizeof(PlanConfig)
         cfg.regroup, cfg.window, cfg.kernel, cfg.flags = regroup, window, kernel, flags
-        cfg.vt_max_pages, cfg.max_query_rows = vt_max_pages, max_query_rows
+        # (an int32 field: past its range, 0, which plans the same as any value above
+        # SHORT_REQUEST_ROWS; a negative value is the library's error)
+        cfg.vt_max_pages = vt_max_pages
+        cfg.max_query_rows = max_query_rows if max_query_rows < 2**31 else 0
         handle = ctypes.c_void_p()
         check(lib.pw_plan_create(ctypes.byref(problem), ctypes.byref(cfg),
                                  ctypes.byref(handle)), "pw_plan_create")

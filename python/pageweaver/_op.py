@@ -346,6 +346,15 @@ def _max_seqlen_q_arg(value):
     return min(v, _INT32_MAX)
 
 
+def _plan_max_rows(regroup, max_query_rows):
+    """max_query_rows as the plan reads it: "auto" with 1..SHORT_REQUEST_ROWS keeps identity
+    order, as SHORT_REQUEST_ROWS itself does; every other value (and mode) plans as 0. So one
+    of those two is passed and keyed: one cached plan per shape and choice, not one per
+    batch's max_seqlen_q."""
+    short = regroup == _lib.REGROUP_MODES["auto"] and 0 < max_query_rows <= _lib.SHORT_REQUEST_ROWS
+    return _lib.SHORT_REQUEST_ROWS if short else 0
+
+
 def _window(window):
     return window if _plan_window is None else _plan_window
 
@@ -355,6 +364,7 @@ def _plan(key, problem, regroup, window, kernel, max_query_rows=0):
     evicted plan is destroyed when its last user drops it."""
     flags, vt_max_pages = _plan_flags, _plan_vt_max_pages
     window = _window(window)
+    max_query_rows = _plan_max_rows(regroup, max_query_rows)
     key = (key, flags, window, vt_max_pages, max_query_rows)
     with _plans_lock:
         p = _plans.get(key)
@@ -857,7 +867,8 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     kernel_name = {v: name for name, v in _lib.KERNELS.items()}[kern]
     # The plan refuses unsupported shapes (G, D, P, K, kernel) at N = 0 too.
     plan = _lib.Plan(_problem(n, r, hkv, g, d, k, max_pages, num_pages, scale, psize), mode,
-                     _window(_lib.DEFAULT_WINDOW), kern, max_query_rows=max_rows)  # raises what the GPU would
+                     _window(_lib.DEFAULT_WINDOW), kern,
+                     max_query_rows=_plan_max_rows(mode, max_rows))  # raises what the GPU would
     if n == 0:
         del plan
         return {"kernel": kernel_name, "regroup": "identity", "regroup_group_size": 0, "regroup_window": 0,

@@ -352,6 +352,30 @@ def test_max_seqlen_q_keeps_identity_order(precision):
             pageweaver.check_gpu_support(*args, precision=precision, max_seqlen_q=bad)
 
 
+def test_max_seqlen_q_plans_are_shared():
+    """The plan cache keys on what the plan reads, not on the raw max_seqlen_q: every value
+    above 8 (and 0, and any value with a mode other than "auto") is one plan with the
+    hint's default, every value 1..8 one identity plan; a value past int32 is not wrapped
+    into a small one."""
+    from pageweaver import _op
+    lib = pageweaver._lib
+    assert lib.SHORT_REQUEST_ROWS == 8
+    auto, guarded = lib.REGROUP_MODES["auto"], lib.REGROUP_MODES["guarded"]
+    assert [_op._plan_max_rows(auto, m) for m in (0, 1, 5, 8, 9, 4096, 2**40)] == [0, 8, 8, 8, 0, 0, 0]
+    assert _op._plan_max_rows(guarded, 1) == 0
+    problem = lib.new_problem()
+    problem.num_tokens, problem.max_pages_per_request, problem.num_cache_pages = 16384, 640, 640
+    key = ("test_max_seqlen_q_plans_are_shared",)
+    plans = {m: _op._plan(key, problem, auto, lib.DEFAULT_WINDOW, lib.DEFAULT_KERNEL, m)
+             for m in (0, 9, 100, 4096, 1, 3, 8)}
+    assert len({id(p) for p in plans.values()}) == 2
+    assert plans[0] is plans[4096] and plans[1] is plans[8] and plans[0] is not plans[1]
+    assert plans[0].info(lib.DEFAULT_PRECISION).regroup == guarded
+    assert plans[1].info(lib.DEFAULT_PRECISION).regroup == lib.REGROUP_MODES["identity"]
+    wrapped = lib.Plan(problem, auto, lib.DEFAULT_WINDOW, lib.DEFAULT_KERNEL, max_query_rows=2**32 + 1)
+    assert wrapped.info(lib.DEFAULT_PRECISION).regroup == guarded  # read as 0, not as 1
+
+
 def test_max_seqlen_q_on_the_cpu():
     """The CPU reference takes max_seqlen_q and ignores it (a hint for the GPU's regroup):
     the same output for any value, a wrong one included; a bad value is refused there too."""
