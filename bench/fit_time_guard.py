@@ -256,13 +256,13 @@ def fit(pts, margin, s_max_rows=20000, base=None):
     if margin is not None:
         m["margin"] = margin
     notes = []
-    ratios = [p["red_ratio"] for p in pts if p.get("red_ratio") and p["problem"].get("num_requests", 1) == 1]
-    ratio = statistics.median(ratios) if ratios else None
-    # S_exec from one-request inputs only: the saving's model has no R term (with requests of
-    # a few rows the saving falls towards 0, which pw_plan_config_t.max_query_rows covers), so
-    # a batch of short requests would bend the per-row rate; C_online counts R in its windows
-    # and takes every input.
+    # S_exec (and the W64 / W128 reduction ratio) from one-request inputs only: the saving's
+    # model has no R term (with requests of a few rows the saving falls towards 0, which
+    # pw_plan_config_t.max_query_rows covers), so a batch of short requests would bend the
+    # per-row rate; C_online counts R in its windows and takes every input.
     one = [p for p in pts if p["problem"].get("num_requests", 1) == 1]
+    ratios = [p["red_ratio"] for p in one if p.get("red_ratio")]
+    ratio = statistics.median(ratios) if ratios else None
     for k, key in ((U8, "s_u8"), (U4, "s_u4")):
         data = [(p["rows"], p[key]) for p in one if key in p and p["rows"] <= s_max_rows]
         name = "Union8" if k == U8 else "Union4"

@@ -324,6 +324,19 @@ def test_check_gpu_support_names_the_window(n, regroup, window):
         assert steps != shapes.union_visits(t, mode, 192 - window, 4, 128)
 
 
+def chunk_16k_args():
+    """check_gpu_support's tensors for one 16,384-query chunk at a 48K prefix (Hkv 1, G 16, a
+    640-column table; zero ids: the plan reads no data), which regroups in windows of 128
+    under "auto"."""
+    n, hkv, g, d, table_cols = 16384, 1, 16, 128, 640
+    i32 = lambda v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
+    return (torch.empty((n, hkv * g, d), dtype=torch.bfloat16),
+            torch.empty((table_cols * 128, hkv, d), dtype=torch.float8_e4m3fn),
+            torch.empty((table_cols * 128, hkv, d), dtype=torch.float8_e4m3fn),
+            torch.zeros((hkv, n, 16), dtype=torch.int32), torch.arange(table_cols, dtype=torch.int32).view(1, table_cols),
+            i32([0, n]), i32([48 * 1024 + n]), i32([48 * 1024]))
+
+
 @pytest.mark.parametrize("precision", ["fp8", "fp8x2"])
 def test_max_seqlen_q_keeps_identity_order(precision):
     """max_seqlen_q (pw_plan_config_t.max_query_rows): where every request has at most 8
@@ -332,13 +345,7 @@ def test_max_seqlen_q_keeps_identity_order(precision):
     is saved). Longer requests, None and 0 (not known) leave the time guard's choice (a
     16,384-query chunk regroups); the modes that always regroup ignore it. A hint only:
     check_gpu_support reports the plan."""
-    n, hkv, g, d, table_cols = 16384, 1, 16, 128, 640
-    i32 = lambda v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
-    args = (torch.empty((n, hkv * g, d), dtype=torch.bfloat16),
-            torch.empty((table_cols * 128, hkv, d), dtype=torch.float8_e4m3fn),
-            torch.empty((table_cols * 128, hkv, d), dtype=torch.float8_e4m3fn),
-            torch.zeros((hkv, n, 16), dtype=torch.int32), torch.arange(table_cols, dtype=torch.int32).view(1, table_cols),
-            i32([0, n]), i32([48 * 1024 + n]), i32([48 * 1024]))
+    args = chunk_16k_args()
     for rows in (None, 0, 1, 2, 4, 8, 9, 15272, 2**40):
         info = pageweaver.check_gpu_support(*args, precision=precision, max_seqlen_q=rows)
         kept = rows is not None and 0 < rows <= 8
@@ -394,13 +401,8 @@ def test_private_window_hook():
     the plans W64 while it is set (guarded too, which otherwise takes 128), and
     check_gpu_support reports it; unset, the default again."""
     from pageweaver import _op
-    n, hkv, g, d, table_cols = 16384, 1, 16, 128, 640
-    i32 = lambda v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
-    args = (torch.empty((n, hkv * g, d), dtype=torch.bfloat16),
-            torch.empty((table_cols * 128, hkv, d), dtype=torch.float8_e4m3fn),
-            torch.empty((table_cols * 128, hkv, d), dtype=torch.float8_e4m3fn),
-            torch.zeros((hkv, n, 16), dtype=torch.int32), torch.arange(table_cols, dtype=torch.int32).view(1, table_cols),
-            i32([0, n]), i32([48 * 1024 + n]), i32([48 * 1024]))
+    args = chunk_16k_args()
+    n, hkv, table_cols = 16384, 1, 640  # (chunk_16k_args' shapes)
     assert pageweaver.check_gpu_support(*args, regroup="guarded")["regroup_window"] == 128
     _op._plan_window = 64
     try:

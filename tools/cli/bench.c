@@ -1017,18 +1017,20 @@ static int write_json(FILE *out, const char *path, const bench_options_t *o, con
     return rc;
 }
 
-/* --table-pages: the page table [R, max_pages] becomes [R, pages], each row padded with
- * physical page 0 (as engines pad theirs); nothing else changes, so the results must not. */
 /* The most query rows of one request (what an engine passes as max_seqlen_q); a capture's
  * layout was checked when it was read (cu_seqlens_q non-decreasing). */
 static int32_t most_rows_of_a_request(const pw_capture_t *c)
 {
     int32_t most = 0;
-    for (int32_t r = 0; r < c->problem.num_requests; r++)
-        if (c->cu_seqlens_q[r + 1] - c->cu_seqlens_q[r] > most) most = c->cu_seqlens_q[r + 1] - c->cu_seqlens_q[r];
+    for (int32_t r = 0; r < c->problem.num_requests; r++) {
+        const int32_t rows = c->cu_seqlens_q[r + 1] - c->cu_seqlens_q[r];
+        if (rows > most) most = rows;
+    }
     return most;
 }
 
+/* --table-pages: the page table [R, max_pages] becomes [R, pages], each row padded with
+ * physical page 0 (as engines pad theirs); nothing else changes, so the results must not. */
 static int widen_page_table(pw_capture_t *c, int pages)
 {
     pw_problem_t *p = &c->problem;

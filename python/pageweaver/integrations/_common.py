@@ -35,17 +35,20 @@ def host_float(name, x):
     return float(x)
 
 
+def as_int(value):
+    """value as an int (any integer type but bool), else None."""
+    try:
+        return None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        return None
+
+
 def max_rows_hint(value):
     """An engine's max_seqlen_q / max_query_len for sparse_prefill(max_seqlen_q=): a host
     int >= 0 (any integer type but bool) as it is, anything else (None, a tensor, which
     would take a host read) as None, "not known". Never raises: it is only a hint."""
-    if isinstance(value, (bool, torch.Tensor)):
-        return None
-    try:
-        v = operator.index(value)
-    except TypeError:
-        return None
-    return v if v >= 0 else None
+    v = None if isinstance(value, torch.Tensor) else as_int(value)
+    return v if v is not None and v >= 0 else None
 
 
 def scale_kwargs(k_scale, v_scale, hkv=None, slots=None):

@@ -18,22 +18,13 @@ selection of it is counted in `bad_page_count` by the kernel); the sparse prefil
 refuses such a layout unless the caller passes that word (or its own page_table).
 """
 import math
-import operator
 
 import torch
 
 from .._op import MAX_PAGE_SIZE, PAGE_SIZE, sparse_prefill
-from ._common import host_float, i32 as _i32, max_rows_hint, scale_kwargs
+from ._common import as_int as _as_int, host_float, i32 as _i32, max_rows_hint, scale_kwargs
 
 __all__ = ["page_table_from_req_to_token", "flash_prefill_with_gqa_share_sparse", "minimax_sparse_prefill"]
-
-
-def _as_int(value):
-    """value as an int (any integer type but bool), else None."""
-    try:
-        return None if isinstance(value, bool) else operator.index(value)
-    except TypeError:
-        return None
 
 
 def _page_size(name, value):
