@@ -867,9 +867,12 @@ typedef struct pw_plan_config {
                                   requests +18.7 us, 2.4% slower, before the guard priced
                                   windows). A call with a longer request is still
                                   computed right (identity order is always exact); it is
-                                  only not regrouped. Must be >= 0. Added after
-                                  vt_max_pages: a config of the size before it (24 bytes)
-                                  is read with 0. */
+                                  only not regrouped. Must be >= 0, and consistent with
+                                  the problem: N <= R x max_query_rows (cu_seqlens_q[R] =
+                                  N), else PW_ERROR_INVALID_ARGUMENT in every mode (an
+                                  engine passing the wrong value would lose the regroup
+                                  silently). Added after vt_max_pages: a config of the
+                                  size before it (24 bytes) is read with 0. */
 } pw_plan_config_t;
 
 /* config.window: the plan picks the regroup window (since 2026-12-05; the default before
@@ -909,7 +912,7 @@ typedef struct pw_plan_config {
  *   out:     receives the plan (free with pw_plan_destroy); NULL on failure.
  * Errors: PW_ERROR_INVALID_ARGUMENT (NULL problem/out, bad shapes, struct_size, mode,
  *         kernel or flags, CALLER_PERM with PER_QUERY, a window < 0 other than
- *         PW_WINDOW_AUTO, vt_max_pages < 0, max_query_rows < 0,
+ *         PW_WINDOW_AUTO, vt_max_pages < 0, max_query_rows < 0 or below N / R,
  *         N > 0 with max_pages_per_request or num_cache_pages < 1),
  *         PW_ERROR_UNSUPPORTED (a shape off the fast path, window not 64/128 for the
  *         in-call regroup, Hkv > 65535, max_pages_per_request > 2^29 for the union
@@ -1235,7 +1238,7 @@ void pw_plan_destroy(pw_plan_t *plan);
  *                         page_size, topk; pw_plan_config_t's struct_size, regroup, window
  *                         (PW_WINDOW_AUTO, -1, since 2026-12-05; 128 before: every version
  *                         knows the name, so -1 is the value), kernel (and its flags,
- *                         vt_max_pages: 0); pw_attention_args_t's
+ *                         vt_max_pages, max_query_rows: 0); pw_attention_args_t's
  *                         struct_size, o_dtype (FLOAT32: the GPU needs BFLOAT16) and
  *                         precision; pw_plan_info_t's token_scales_stacked (-1). The other INIT fields are 0 / NULL, but for the ones
  *                         this query does not report: every struct_size (sizeof the struct)

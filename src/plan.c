@@ -288,6 +288,14 @@ static pw_status_t check_config(const pw_problem_t *p, const pw_plan_config_t *c
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "config.max_query_rows is %d (< 0; 0 when the most rows of a request is not known)",
                        c->max_query_rows);
+    /* cu_seqlens_q[R] = N: R requests of at most max_query_rows rows hold at most R x that
+     * many. A hint the shape contradicts is an engine passing the wrong value (it would keep
+     * identity order on long requests): refused, not ignored. */
+    if (c->max_query_rows > 0 && (int64_t)p->num_tokens > (int64_t)p->num_requests * c->max_query_rows)
+        return pw_fail(PW_ERROR_INVALID_ARGUMENT,
+                       "config.max_query_rows is %d, but N = %d query rows in R = %d requests: some request "
+                       "has more rows (pass the most rows of any request, or 0 when not known)",
+                       c->max_query_rows, p->num_tokens, p->num_requests);
     if ((c->flags & PW_PLAN_VT_PREPASS) && !vt_scan_fits(p))
         return pw_fail(PW_ERROR_UNSUPPORTED,
                        "PW_PLAN_VT_PREPASS with Hkv x R x max_pages = %.4g page-table entries (the V^T "

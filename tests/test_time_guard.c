@@ -781,9 +781,17 @@ static void test_max_query_rows(void **state)
     assert_int_equal(PW_PLAN_SHORT_REQUEST_ROWS, 8);
     assert_int_equal(pw_abi_query("offsetof pw_plan_config_t.max_query_rows"),
                      (int64_t)offsetof(pw_plan_config_t, max_query_rows));
-    const pw_problem_t hot = problem_of(15272, 1, 1, 512); /* regroups in both precisions */
+    /* A-hot's rows in 1,909 requests of 8 rows (15,272 = 1,909 x 8, so every hint from 8
+     * up is consistent with the shape): regroups in both precisions without the hint. */
+    const pw_problem_t hot = problem_of(15272, 1909, 1, 512);
     pw_problem_t g8 = hot;
     g8.q_heads_per_kv = 8;
+    /* 65,536 rows in 32,768 requests of 2: regroups without the hint too (the guard prices
+     * its 33,279 windows, which the saving still pays for at this size). One-row requests
+     * keep identity order without it as well (a window per row costs more than a row
+     * saves), so the hint's 1-row case cannot tell the rule from the guard. */
+    const pw_problem_t two_rows = problem_of(65536, 32768, 1, 512);
+    const pw_problem_t one_row = problem_of(16384, 16384, 1, 512);
     /* Up to 8 rows per request: identity order in both precisions, whatever the kernel,
      * flags or G (exact up to each call's group size, measured from there to 8). */
     struct {
@@ -794,9 +802,11 @@ static void test_max_query_rows(void **state)
         int regroups;
     } cases[] = {
         {&hot, PW_KERNEL_UNION4, 0u, 0, 1},
-        {&hot, PW_KERNEL_UNION4, 0u, 1, 0},
-        {&hot, PW_KERNEL_UNION4, 0u, 2, 0},
-        {&hot, PW_KERNEL_UNION4, 0u, 5, 0},
+        {&one_row, PW_KERNEL_UNION4, 0u, 1, 0},
+        {&two_rows, PW_KERNEL_UNION4, 0u, 0, 1},
+        {&two_rows, PW_KERNEL_UNION4, 0u, 2, 0},
+        {&two_rows, PW_KERNEL_UNION4, 0u, 5, 0},
+        {&two_rows, PW_KERNEL_UNION4, 0u, 9, 1},
         {&hot, PW_KERNEL_UNION4, 0u, 8, 0},
         {&hot, PW_KERNEL_UNION4, 0u, 9, 1},
         {&hot, PW_KERNEL_UNION4, 0u, 1 << 30, 1},
@@ -806,7 +816,7 @@ static void test_max_query_rows(void **state)
         {&hot, PW_KERNEL_UNION4, PW_PLAN_REGROUP_GROUPS_OF_8, 8, 0},
         {&hot, PW_KERNEL_UNION8, 0u, 8, 0},
         {&hot, PW_KERNEL_UNION8, 0u, 9, 1},
-        {&hot, PW_KERNEL_PER_QUERY, 0u, 1, 0},
+        {&two_rows, PW_KERNEL_PER_QUERY, 0u, 2, 0},
         {&g8, PW_KERNEL_UNION4, 0u, 8, 0},
         {&g8, PW_KERNEL_UNION4, 0u, 9, 1},
     };
@@ -835,7 +845,7 @@ static void test_max_query_rows(void **state)
     /* The identity plan's workspace, launch for launch. */
     {
         pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
-        cfg.max_query_rows = 2;
+        cfg.max_query_rows = 8;
         pw_plan_t *a = NULL, *b = NULL;
         size_t wa = 0, wb = 0;
         assert_pw_ok(pw_plan_create(&hot, &cfg, &a));
@@ -848,13 +858,43 @@ static void test_max_query_rows(void **state)
         pw_plan_destroy(a);
         pw_plan_destroy(b);
     }
-    /* Read by AUTO only: GUARDED and GREEDY regroup whatever it says. */
+    /* Read by AUTO only: GUARDED and GREEDY regroup whatever it says (a regroup plan: the
+     * guard's saving reported, a window taken). */
     for (int m = 1; m <= 2; m++) {
         pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
         cfg.regroup = m == 1 ? PW_REGROUP_GUARDED : PW_REGROUP_GREEDY;
+        cfg.max_query_rows = 2;
+        for (int prec = 0; prec < 2; prec++) {
+            int32_t w = 0;
+            double saving = 0.0;
+            assert_int_equal(mode_of(&two_rows, &cfg, (pw_precision_t)prec, &w, &saving), cfg.regroup);
+            assert_true(saving > 0.0);
+            assert_true(w == 64 || w == 128);
+        }
+    }
+    /* A hint the shape contradicts (N rows in R requests of at most max_query_rows: N <= R x
+     * max_query_rows) is refused in every mode, naming the field and the shape; at the
+     * bound it is accepted. */
+    for (int m = 0; m < 3; m++) {
+        pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
+        cfg.regroup = m == 0 ? PW_REGROUP_AUTO : m == 1 ? PW_REGROUP_GUARDED : PW_REGROUP_IDENTITY;
+        pw_plan_t *plan = NULL;
+        cfg.max_query_rows = 7; /* 1,909 x 7 = 13,363 < 15,272 */
+        assert_int_equal(pw_plan_create(&hot, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
+        assert_null(plan);
+        assert_non_null(strstr(pw_last_error(), "max_query_rows is 7"));
+        assert_non_null(strstr(pw_last_error(), "N = 15272"));
+        const pw_problem_t one = problem_of(2, 1, 1, 4); /* 2 rows in one request */
         cfg.max_query_rows = 1;
-        assert_int_equal(mode_of(&hot, &cfg, PW_PRECISION_FP8, NULL, NULL), cfg.regroup);
-        assert_int_equal(mode_of(&hot, &cfg, PW_PRECISION_FP8X2, NULL, NULL), cfg.regroup);
+        assert_int_equal(pw_plan_create(&one, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
+        cfg.max_query_rows = 2;
+        assert_pw_ok(pw_plan_create(&one, &cfg, &plan));
+        pw_plan_destroy(plan);
+        plan = NULL;
+        const pw_problem_t empty = problem_of(0, 1, 1, 4); /* N = 0: any hint holds */
+        cfg.max_query_rows = 1;
+        assert_pw_ok(pw_plan_create(&empty, &cfg, &plan));
+        pw_plan_destroy(plan);
     }
     /* < 0 is refused, naming the field. */
     pw_plan_config_t cfg = PW_PLAN_CONFIG_INIT;
@@ -867,9 +907,9 @@ static void test_max_query_rows(void **state)
      * is read with 0: the field past its size is not read. */
     cfg.max_query_rows = 1;
     cfg.struct_size = (uint32_t)offsetof(pw_plan_config_t, max_query_rows);
-    assert_int_equal(mode_of(&hot, &cfg, PW_PRECISION_FP8, NULL, NULL), PW_REGROUP_GUARDED);
+    assert_int_equal(mode_of(&two_rows, &cfg, PW_PRECISION_FP8, NULL, NULL), PW_REGROUP_GUARDED);
     cfg.max_query_rows = -1;
-    assert_int_equal(mode_of(&hot, &cfg, PW_PRECISION_FP8X2, NULL, NULL), PW_REGROUP_GUARDED);
+    assert_int_equal(mode_of(&two_rows, &cfg, PW_PRECISION_FP8X2, NULL, NULL), PW_REGROUP_GUARDED);
     cfg.struct_size -= 2; /* neither size */
     assert_int_equal(pw_plan_create(&hot, &cfg, &plan), PW_ERROR_INVALID_ARGUMENT);
 }

@@ -62,23 +62,28 @@ def _precision_code(precision):
 
 
 def _softmax_scale_arg(softmax_scale):
-    """The float32 value the library gets for softmax_scale (0.0 for None = 1/sqrt(D)).
-    A value that is not a positive finite float32 (rounds to 0, or past the float32 range)
-    is refused: the library reads 0 as the default, so a tiny scale must not turn into it."""
+    """The value the library gets for softmax_scale (0.0 for None = 1/sqrt(D)). A value that
+    is not a positive finite float32 (rounds to 0, or past the float32 range) is refused:
+    the library reads 0 as the default, so a tiny scale must not turn into it. Plain
+    comparisons, no ctypes or math calls: torch.compile traces this function, and makes a
+    float that changes between calls a SymFloat (the comparisons then guard on the range
+    only, not on the value)."""
     if softmax_scale is None:
         return 0.0
-    if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real):
+    if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, (numbers.Real, torch.SymFloat)):
         raise TypeError(f"softmax_scale: {type(softmax_scale).__name__} {softmax_scale!r}: "
                         f"expected None or a Python float (a tensor would need a host read)")
-    scale = float(softmax_scale)
-    as_f32 = ctypes.c_float(scale).value if math.isfinite(scale) else scale
-    if not (math.isfinite(scale) and scale > 0.0 and math.isfinite(as_f32) and as_f32 > 0.0):
+    scale = softmax_scale if isinstance(softmax_scale, torch.SymFloat) else float(softmax_scale)
+    # As a float32: x rounds to 0 iff x <= 2^-150 (half the smallest subnormal, a tie to
+    # even), to inf iff x >= _F32_OVERFLOW; NaN fails both comparisons.
+    if not (_F32_UNDERFLOW < scale < _F32_OVERFLOW):
         raise ValueError(f"softmax_scale is {softmax_scale!r}: must be finite and > 0 as a float32 "
                          f"(about 1.4e-45 .. 3.4e38; None for 1/sqrt(D))")
     return scale
 
 
 _F32_OVERFLOW = 2.0 ** 128 - 2.0 ** 103  # the smallest magnitude that rounds to inf as a float32
+_F32_UNDERFLOW = 2.0 ** -150             # the largest positive value that rounds to 0 as a float32
 
 
 def _scale_arg(name, s):
@@ -86,20 +91,23 @@ def _scale_arg(name, s):
     if isinstance(s, torch.Tensor):
         return s, 0.0
     # Any real number: Python's int / float and NumPy's scalars (numpy.float32 etc.), not bool.
-    if isinstance(s, bool) or not isinstance(s, numbers.Real):
+    if isinstance(s, bool) or not isinstance(s, (numbers.Real, torch.SymFloat)):
         t = type(s)
         kind = t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
         raise TypeError(f"{name}: expected a real number or a 0-dim / 1-element float32 tensor, got {kind}")
     # The library takes it as a float32 (args.k_scale / v_scale; on the GPU a float32 tensor):
     # a double at or past float32's overflow threshold (2^128 - 2^103, halfway between the
     # largest float32 and 2^128) would round to inf; an int past the double range does not
-    # convert at all (inf here). Plain arithmetic: torch.compile traces this function (no
-    # ctypes here).
-    try:
-        v = float(s)
-    except OverflowError:
-        v = math.inf
-    if not (math.isfinite(v) and abs(v) < _F32_OVERFLOW):
+    # convert at all (inf here). Plain comparisons: torch.compile traces this function and
+    # makes a float that changes between calls a SymFloat (no ctypes or math calls here).
+    if isinstance(s, torch.SymFloat):
+        v = s
+    else:
+        try:
+            v = float(s)
+        except OverflowError:
+            v = math.inf
+    if not (-_F32_OVERFLOW < v < _F32_OVERFLOW):  # NaN fails both
         raise ValueError(f"{name} is {s!r}: must be finite as a float32 (|x| <= about 3.4e38)")
     return None, v
 
@@ -327,23 +335,64 @@ _plan_vt_max_pages = 0
 _INT32_MAX = 2**31 - 1
 
 
+def _page_size_arg(value):
+    """page_size: None -> 128; any integer type but bool (numpy's too) as an int in
+    1..MAX_PAGE_SIZE, else TypeError (not an integer) / ValueError (out of range). A Python
+    int is kept as it is (under torch.compile it may be a SymInt: check_args accepts it)."""
+    if value is None:
+        return PAGE_SIZE
+    v = value if isinstance(value, int) and not isinstance(value, bool) else None
+    if v is None:
+        try:
+            v = None if isinstance(value, bool) else operator.index(value)
+        except TypeError:
+            pass
+        if v is None:
+            raise TypeError(f"page_size: {type(value).__name__} {value!r}, expected None or an int "
+                            f"(tokens per KV page)")
+    if not 1 <= v <= MAX_PAGE_SIZE:
+        raise ValueError(f"page_size is {v}: an int in 1..{MAX_PAGE_SIZE} (tokens per KV page; "
+                         f"the GPU runs 128 and 64)")
+    return v
+
+
 def _max_seqlen_q_arg(value):
     """max_seqlen_q: None -> 0 (not known); an int >= 0 (any integer type but bool; past
     2^31 - 1 read as 2^31 - 1, which means the same: longer than any group), else
-    TypeError / ValueError. A tensor is refused: reading it would be a host read."""
+    TypeError / ValueError. A tensor is refused: reading it would be a host read. A SymInt
+    (torch.compile makes an int that changes between calls one) is kept as it is: the
+    caller buckets it with _plan_max_rows, so a compiled graph guards on the bucket, not
+    on the value."""
     if value is None:
         return 0
     if isinstance(value, bool) or isinstance(value, torch.Tensor):
         raise TypeError(f"max_seqlen_q: {type(value).__name__} {value!r}, expected None or a host int "
                         f"(the most query rows of one request)")
-    try:
-        v = operator.index(value)
-    except TypeError:
-        raise TypeError(f"max_seqlen_q: {type(value).__name__} {value!r}, expected None or a host int "
-                        f"(the most query rows of one request)") from None
+    # A Python int as it is: under torch.compile an int that changes between calls is a
+    # SymInt that Dynamo presents as an int, which operator.index would specialise (a
+    # recompile per value); the comparisons below guard on ranges only.
+    v = value if isinstance(value, int) else None
+    if v is None:
+        try:
+            v = operator.index(value)
+        except TypeError:
+            raise TypeError(f"max_seqlen_q: {type(value).__name__} {value!r}, expected None or a host int "
+                            f"(the most query rows of one request)") from None
     if v < 0:
         raise ValueError(f"max_seqlen_q is {v}: expected >= 0 (0 or None: not known)")
-    return min(v, _INT32_MAX)
+    return v if v <= _INT32_MAX else _INT32_MAX
+
+
+def _check_max_seqlen_q(max_rows, n, r):
+    """A max_seqlen_q that the batch contradicts (N rows in R requests, each of at most
+    max_rows: N <= R * max_rows) is an engine passing the wrong value: ValueError, as the
+    library's pw_plan_create refuses it. Checked where all three are plain ints (under
+    torch.compile a SymInt is not checked here: the plan refuses its bucket's bound)."""
+    if (type(max_rows) is int and type(n) is int and type(r) is int and max_rows
+            and n > r * max_rows):
+        raise ValueError(f"max_seqlen_q is {max_rows}, but q has {n} rows in {r} requests "
+                         f"(cu_seqlens_q has {r + 1} entries): a request then has more than "
+                         f"{max_rows} rows (pass the most query rows of any request, or None)")
 
 
 def _plan_max_rows(regroup, max_query_rows):
@@ -642,7 +691,9 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    with whatever the tensor holds then; its value is not checked). Any
                    finite value is used as given, 0 and negative ones included
                    (docs/semantics.md §4.5: k_scale = 0 makes every visible score 0).
-      softmax_scale  None for 1/sqrt(D).
+      softmax_scale  None for 1/sqrt(D), or a float > 0 (finite as a float32). Under
+                   torch.compile a compile-time constant (a graph per value, as a model
+                   has one); k_scale / v_scale floats may change between calls.
       out          None (allocated) or [N, Hq, D] bfloat16 (CPU also float32 / float64),
                    rows may be strided; written in place. It, lse and bad_page_count
                    must not overlap any input (q, the caches, topk_ids, the request
@@ -707,9 +758,11 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
                    most 8 rows the call keeps identity order without launching the regroup
                    (decode-like and speculative-verification batches: up to the regroup's
                    group no grouping changes the work, and up to 8 the regroup measured
-                   costlier than what it saves; pageweaver.h, max_query_rows). A wrong value
-                   never changes an output: at worst a call is not regrouped. Part of the
-                   cached plan's key.
+                   costlier than what it saves; pageweaver.h, max_query_rows). A value
+                   below a request's rows never changes an output (at worst a call is
+                   not regrouped), but one the shapes contradict (N > R x max_seqlen_q)
+                   raises ValueError. The cached plan's key and a torch.compile graph
+                   take its bucket (1..8 or not), not the value.
     Returns out, or (out, lse) with return_lse.
 
     Runs on q's device and the current CUDA stream, asynchronously: no synchronisation, no
@@ -739,9 +792,24 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
     prec = _precision_code(precision)
     mode = _enum("regroup", regroup, _lib.REGROUP_MODES, _lib.DEFAULT_REGROUP)
     kern = _enum("kernel", kernel, _lib.KERNELS, _lib.DEFAULT_KERNEL)
-    psize = PAGE_SIZE if page_size is None else page_size
+    psize = _page_size_arg(page_size)
     max_rows = _max_seqlen_q_arg(max_seqlen_q)
     _check_q(q)  # (before its shape is used below; check_args checks the rest)
+    if torch.compiler.is_compiling():
+        # A float scale that changes between calls is a SymFloat under torch.compile:
+        # passed as the op's float it would be specialised (a recompile per value); as a
+        # one-element tensor on q's device (what the GPU path makes of a float anyway) it
+        # stays a graph value (ones * v: AOT autograd keeps it symbolic, torch.full and
+        # torch.scalar_tensor of it are specialised, torch 2.11).
+        if ks is None:
+            ks, kv = torch.ones((1,), dtype=torch.float32, device=q.device) * kv, 0.0
+        if vs is None:
+            vs, vv = torch.ones((1,), dtype=torch.float32, device=q.device) * vv, 0.0
+    if isinstance(cu_seqlens_q, torch.Tensor) and cu_seqlens_q.dim() == 1:
+        _check_max_seqlen_q(max_rows, q.shape[0], cu_seqlens_q.shape[0] - 1)
+    # What the plan reads of it (SHORT_REQUEST_ROWS or 0): the op and its cache key get the
+    # bucket, so a compiled graph guards on it, not on each batch's value.
+    max_rows = _plan_max_rows(mode, max_rows)
     if out is None:
         out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
     lse = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device) if return_lse else None
@@ -852,10 +920,11 @@ def check_gpu_support(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, k
     rows = q.shape[1] * q.shape[2]
     out = torch.empty(max(rows, 1), dtype=torch.bfloat16, device=q.device).as_strided(
         q.shape, (0, q.shape[2], 1))
-    psize = PAGE_SIZE if page_size is None else page_size
+    psize = _page_size_arg(page_size)
     n, r, hkv, g, d, k, max_pages, num_pages, kv_stride = check_args(
         q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_lens, prefix_lens,
         None, None, out, None, None, sinks, sink_keys, k_token_scales, v_token_scales, psize)
+    _check_max_seqlen_q(max_rows, n, r)
     if (k_token_scales is not None or v_token_scales is not None) and kern == _lib.KERNELS["union8"]:
         raise _lib.UnsupportedError("PW_ERROR_UNSUPPORTED", "k_token_scales / v_token_scales: "
                                     "the Union8 kernel does not read per-token scales "

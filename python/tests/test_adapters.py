@@ -447,3 +447,24 @@ def test_adapters_pass_max_seqlen_q_as_a_hint(monkeypatch):
     vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 30, 2, 0.08, out)
     vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, torch.tensor(30), 2, 0.08, out)
     assert seen == [9, None, None, 30, None]
+
+
+def test_adapters_refuse_a_max_seqlen_q_the_batch_contradicts():
+    """An engine's max_seqlen_q below what its own batch holds (N rows in R requests,
+    N > R x max_seqlen_q) is an error, not a hint to drop: sparse_prefill refuses it, naming
+    the argument, through both adapters (a review, 2026-12-06: it silently kept identity
+    order)."""
+    gen = torch.Generator().manual_seed(3)
+    c, table = sglang_case(gen, b=2, hkv=2, g=2, d=32, k=4)
+    n, r = c["q"].shape[0], c["cu_seqlens"].numel() - 1
+    assert n > r  # so that 1 is too small
+    lead = (c["q"], c["k_cache"], c["v_cache"], None, c["req_to_token"], c["slot_ids"], c["topk_idx"], 1, P,
+            c["cu_seqlens"], c["seq_lens"], c["prefix_lens"])
+    with pytest.raises(ValueError, match="max_seqlen_q is 1"):
+        sglang.flash_prefill_with_gqa_share_sparse(*lead, 1, page_table=table)
+    sglang.flash_prefill_with_gqa_share_sparse(*lead, n, page_table=table)  # a true bound: fine
+    q, kv_cache, topk, bt, cu, seq, prefix, _, _ = vllm_case(gen, hkv=2, g=2, d=32, extra_heads=0)
+    assert q.shape[0] > cu.numel() - 1
+    out = torch.empty(q.shape, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="max_seqlen_q is 1"):
+        vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 1, 2, 0.08, out)

@@ -324,17 +324,21 @@ def test_check_gpu_support_names_the_window(n, regroup, window):
         assert steps != shapes.union_visits(t, mode, 192 - window, 4, 128)
 
 
-def chunk_16k_args():
+def chunk_16k_args(rows_per_request=None):
     """check_gpu_support's tensors for one 16,384-query chunk at a 48K prefix (Hkv 1, G 16, a
     640-column table; zero ids: the plan reads no data), which regroups in windows of 128
-    under "auto"."""
+    under "auto"; with rows_per_request, the same rows as 16,384 / rows_per_request requests
+    of that many rows, each at a 48K prefix (8 rows: 2,048 requests, which regroup too)."""
     n, hkv, g, d, table_cols = 16384, 1, 16, 128, 640
+    rows = rows_per_request or n
+    r = n // rows
     i32 = lambda v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
     return (torch.empty((n, hkv * g, d), dtype=torch.bfloat16),
             torch.empty((table_cols * 128, hkv, d), dtype=torch.float8_e4m3fn),
             torch.empty((table_cols * 128, hkv, d), dtype=torch.float8_e4m3fn),
-            torch.zeros((hkv, n, 16), dtype=torch.int32), torch.arange(table_cols, dtype=torch.int32).view(1, table_cols),
-            i32([0, n]), i32([48 * 1024 + n]), i32([48 * 1024]))
+            torch.zeros((hkv, n, 16), dtype=torch.int32),
+            torch.arange(table_cols, dtype=torch.int32).repeat(r, 1),
+            torch.arange(0, n + 1, rows, dtype=torch.int32), i32([48 * 1024 + rows] * r), i32([48 * 1024] * r))
 
 
 @pytest.mark.parametrize("precision", ["fp8", "fp8x2"])
@@ -342,17 +346,25 @@ def test_max_seqlen_q_keeps_identity_order(precision):
     """max_seqlen_q (pw_plan_config_t.max_query_rows): where every request has at most 8
     rows, "auto" keeps identity order (up to the regroup's group no grouping changes the
     work, and from there to 8 the regroup measured costlier than what it saves; the launch
-    is saved). Longer requests, None and 0 (not known) leave the time guard's choice (a
-    16,384-query chunk regroups); the modes that always regroup ignore it. A hint only:
-    check_gpu_support reports the plan."""
-    args = chunk_16k_args()
-    for rows in (None, 0, 1, 2, 4, 8, 9, 15272, 2**40):
+    is saved). Longer requests, None and 0 (not known) leave the time guard's choice (2,048
+    requests of 8 rows regroup, as a 16,384-query chunk does); the modes that always
+    regroup ignore it. A value the batch contradicts (N > R x max_seqlen_q: some request is
+    longer) is refused. check_gpu_support reports the plan."""
+    args = chunk_16k_args(rows_per_request=8)
+    for rows in (None, 0, 8, 9, 15272, 2**40):
         info = pageweaver.check_gpu_support(*args, precision=precision, max_seqlen_q=rows)
-        kept = rows is not None and 0 < rows <= 8
+        kept = rows == 8
         assert (info["regroup"] == "identity") is kept, (rows, info)
-        assert info["regroup_window"] == (0 if kept else 128), (rows, info)
-    info = pageweaver.check_gpu_support(*args, precision=precision, regroup="guarded", max_seqlen_q=1)
+        assert (info["regroup_window"] == 0) is kept, (rows, info)
+    info = pageweaver.check_gpu_support(*args, precision=precision, regroup="guarded", max_seqlen_q=8)
     assert info["regroup"] == "guarded"
+    for rows in (1, 2, 7):  # 2,048 x 7 < 16,384
+        with pytest.raises(ValueError, match=f"max_seqlen_q is {rows}, but q has 16384 rows in 2048 requests"):
+            pageweaver.check_gpu_support(*args, precision=precision, max_seqlen_q=rows)
+    one = chunk_16k_args()
+    assert pageweaver.check_gpu_support(*one, precision=precision, max_seqlen_q=16384)["regroup"] == "guarded"
+    with pytest.raises(ValueError, match="max_seqlen_q is 8"):
+        pageweaver.check_gpu_support(*one, precision=precision, max_seqlen_q=8)
     for bad, error in ((-1, ValueError), (True, TypeError), (1.0, TypeError), ("4", TypeError),
                        (torch.tensor(4), TypeError)):
         with pytest.raises(error, match="max_seqlen_q"):
@@ -370,8 +382,9 @@ def test_max_seqlen_q_plans_are_shared():
     auto, guarded = lib.REGROUP_MODES["auto"], lib.REGROUP_MODES["guarded"]
     assert [_op._plan_max_rows(auto, m) for m in (0, 1, 5, 8, 9, 4096, 2**40)] == [0, 8, 8, 8, 0, 0, 0]
     assert _op._plan_max_rows(guarded, 1) == 0
-    problem = lib.new_problem()
-    problem.num_tokens, problem.max_pages_per_request, problem.num_cache_pages = 16384, 640, 640
+    problem = lib.new_problem()  # 16,384 rows in 2,048 requests of 8 (consistent with any hint >= 8)
+    problem.num_tokens, problem.num_requests = 16384, 2048
+    problem.max_pages_per_request, problem.num_cache_pages = 640, 640
     key = ("test_max_seqlen_q_plans_are_shared",)
     plans = {m: _op._plan(key, problem, auto, lib.DEFAULT_WINDOW, lib.DEFAULT_KERNEL, m)
              for m in (0, 9, 100, 4096, 1, 3, 8)}
@@ -379,21 +392,30 @@ def test_max_seqlen_q_plans_are_shared():
     assert plans[0] is plans[4096] and plans[1] is plans[8] and plans[0] is not plans[1]
     assert plans[0].info(lib.DEFAULT_PRECISION).regroup == guarded
     assert plans[1].info(lib.DEFAULT_PRECISION).regroup == lib.REGROUP_MODES["identity"]
-    wrapped = lib.Plan(problem, auto, lib.DEFAULT_WINDOW, lib.DEFAULT_KERNEL, max_query_rows=2**32 + 1)
-    assert wrapped.info(lib.DEFAULT_PRECISION).regroup == guarded  # read as 0, not as 1
+    for big in (2**32 + 1, 2**32 + 8, 2**40):  # read as 0, not wrapped to 1 / 8 / 0
+        wrapped = lib.Plan(problem, auto, lib.DEFAULT_WINDOW, lib.DEFAULT_KERNEL, max_query_rows=big)
+        assert wrapped.info(lib.DEFAULT_PRECISION).regroup == guarded, big
 
 
 def test_max_seqlen_q_on_the_cpu():
     """The CPU reference takes max_seqlen_q and ignores it (a hint for the GPU's regroup):
-    the same output for any value, a wrong one included; a bad value is refused there too."""
+    the same output for any value the batch allows, one below the longest request included
+    (the check is N <= R x max_seqlen_q, what the shapes tell); a bad value, or one the
+    shapes contradict, is refused there too."""
     p = random_problem(torch.Generator().manual_seed(11), max_requests=3, max_qlen=20)
     want = pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"])
-    for rows in (None, 0, 1, 10**6):
+    n, r = p["q"].shape[0], p["cu_seqlens_q"].numel() - 1
+    cu = p["cu_seqlens_q"].tolist()
+    longest = max(b - a for a, b in zip(cu, cu[1:]))
+    fits = -(-n // r)  # the smallest value the shapes allow
+    assert fits <= longest
+    for rows in (None, 0, fits, longest, 10**6):
         got = pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"],
                                         max_seqlen_q=rows)
         assert torch.equal(got, want)
-    with pytest.raises(ValueError, match="max_seqlen_q"):
-        pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], max_seqlen_q=-2)
+    for bad in (-2, fits - 1) if fits > 1 else (-2,):
+        with pytest.raises(ValueError, match="max_seqlen_q"):
+            pageweaver.sparse_prefill(*op_args(p), k_scale=p["k_scale"], v_scale=p["v_scale"], max_seqlen_q=bad)
 
 
 def test_private_window_hook():

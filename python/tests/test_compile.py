@@ -120,3 +120,39 @@ def test_torch_compile_with_two_page_sizes_cpu():
         want = call(topk, table, page_size)
         got = compiled(topk, table, page_size)
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), page_size
+
+
+def test_torch_compile_with_changing_host_scalars_cpu():
+    """torch.compile(fullgraph=True) of a call whose host scalars change between calls, as
+    an engine's do (a review, 2026-12-06): an explicit softmax_scale (both adapters pass
+    one; it went through ctypes, which Dynamo cannot trace), a float k_scale / v_scale
+    (a SymFloat once it changes: math.isfinite failed on it, and as the op's float it was
+    specialised per value) and max_seqlen_q (operator.index pinned each value: a graph per
+    batch, fullgraph failing after 8). Now a few graphs in all, each output the eager
+    call's bits."""
+    from torch._dynamo.utils import counters
+    p = random_problem(torch.Generator().manual_seed(1), hkv=2, g=4, d=32, k=4, max_qlen=6,
+                       max_requests=4)
+    n, r = p["q"].shape[0], p["cu_seqlens_q"].numel() - 1
+    rest = op_args(p)[1:]
+
+    def call(q, max_rows, ks, vs):
+        return pageweaver.sparse_prefill(q, *rest, max_seqlen_q=max_rows, k_scale=ks, v_scale=vs,
+                                         softmax_scale=0.125) * 2
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(call, fullgraph=True, backend="aot_eager")
+    values = [6, 7, 8, 9, 10, 11, 12, 13, 14, 100, 6, 2**40]
+    assert min(values) * r >= n  # every value is one the batch allows
+    for i, max_rows in enumerate(values):
+        ks, vs = 0.01 * (i + 1), 0.02 + 0.001 * i
+        got = compiled(p["q"], max_rows, ks, vs)
+        want = call(p["q"], max_rows, ks, vs)
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), max_rows
+    # the first (static) graph, then one per bucket of max_seqlen_q (<= 8, above, past int32)
+    assert counters["stats"]["unique_graphs"] <= 4, dict(counters["stats"])
+    # The default backend (inductor) with the adapters' explicit softmax_scale.
+    torch._dynamo.reset()
+    got = torch.compile(call, fullgraph=True)(p["q"], 6, 0.01, 0.02)
+    assert torch.equal(got.view(torch.int16), call(p["q"], 6, 0.01, 0.02).view(torch.int16))

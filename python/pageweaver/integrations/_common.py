@@ -46,7 +46,8 @@ def as_int(value):
 def max_rows_hint(value):
     """An engine's max_seqlen_q / max_query_len for sparse_prefill(max_seqlen_q=): a host
     int >= 0 (any integer type but bool) as it is, anything else (None, a tensor, which
-    would take a host read) as None, "not known". Never raises: it is only a hint."""
+    would take a host read) as None, "not known". Never raises itself; sparse_prefill
+    refuses a value the batch contradicts (N > R x value: some request is longer)."""
     v = None if isinstance(value, torch.Tensor) else as_int(value)
     return v if v is not None and v >= 0 else None
 
