@@ -72,6 +72,15 @@ enum {
  * allocate and fill gigabytes. Such captures store their page_table (since 2026-12-05). */
 #define PW_CAPTURE_MAX_DEFAULT_TABLE_ENTRIES (1ll << 26)
 
+/* Most bytes of Q and K / V caches that PW_CAPTURE_GENERATE_QKV generates for a file that
+ * lacks them (N x Hq x D x 2 for Q, 2 x num_cache_pages x P x Hkv x D for the caches): 2^31
+ * (2 GiB; the largest shipped or generated input needs ~0.3 GB). Their size comes from the
+ * header alone (a 700-byte file with kv_lens of 2M tokens and 8 KV heads asked for 4 GB
+ * and minutes of generation), so a file past it is refused (PW_ERROR_FORMAT, naming the
+ * sizes): such a capture stores its Q / K / V. pw_capture_generate_qkv itself has no cap
+ * (since 2026-12-06). */
+#define PW_CAPTURE_MAX_GENERATED_BYTES (1ll << 31)
+
 /* Flags of pw_capture_write. */
 enum {
     PW_CAPTURE_WRITE_TOPK_I16 = 1u << 0 /* store topk_ids as I16 (every id must fit) */

@@ -1041,6 +1041,34 @@ static pw_status_t load_tensors(const reader_t *rd, const layout_t *l, unsigned 
         unsigned parts = 0;
         if (!c->q) parts |= PW_CAPTURE_PART_Q;
         if (!c->k_cache) parts |= PW_CAPTURE_PART_KV;
+        /* What the header alone asks for: bounded before anything is allocated. */
+        const double q_bytes = (parts & PW_CAPTURE_PART_Q)
+                                   ? (double)p->num_tokens * p->num_kv_heads * p->q_heads_per_kv * p->head_dim * 2.0
+                                   : 0.0;
+        const double kv_bytes = (parts & PW_CAPTURE_PART_KV)
+                                    ? 2.0 * (double)p->num_cache_pages * p->page_size * p->num_kv_heads * p->head_dim
+                                    : 0.0;
+        if (q_bytes + kv_bytes > (double)PW_CAPTURE_MAX_GENERATED_BYTES && kv_bytes > 0.0 && max_id_at >= 0) {
+            /* The caches' size came from the file's largest page id: name it. */
+            const int64_t row = max_id_at / p->max_pages_per_request, col = max_id_at % p->max_pages_per_request;
+            return pw_fail(PW_ERROR_FORMAT,
+                           "%s: page_table[%lld][%lld] = %d: the file has no K/V caches, so they would be "
+                           "generated for physical pages 0..%d (%.3g GB with Q), more than the %.3g GB a reader "
+                           "generates (PW_CAPTURE_MAX_GENERATED_BYTES); store the caches in the file or number "
+                           "the pages densely",
+                           rd->path, (long long)row, (long long)col, c->page_table[max_id_at],
+                           c->page_table[max_id_at], (q_bytes + kv_bytes) / 1e9,
+                           (double)PW_CAPTURE_MAX_GENERATED_BYTES / 1e9);
+        }
+        if (q_bytes + kv_bytes > (double)PW_CAPTURE_MAX_GENERATED_BYTES)
+            return pw_fail(PW_ERROR_FORMAT,
+                           "%s: the file has no %s, and generating %s takes %.3g GB (Q %.3g GB, K and V "
+                           "%.3g GB: %lld cache pages of %d tokens x %d KV heads), more than the %.3g GB a "
+                           "reader generates (PW_CAPTURE_MAX_GENERATED_BYTES): such a file stores its Q / K / V",
+                           rd->path, parts == PW_CAPTURE_PART_Q ? "q" : parts == PW_CAPTURE_PART_KV ? "k_cache / v_cache" : "q, k_cache, v_cache",
+                           parts == PW_CAPTURE_PART_Q ? "it" : "them", (q_bytes + kv_bytes) / 1e9, q_bytes / 1e9,
+                           kv_bytes / 1e9, (long long)p->num_cache_pages, p->page_size, p->num_kv_heads,
+                           (double)PW_CAPTURE_MAX_GENERATED_BYTES / 1e9);
         const pw_status_t st = parts ? pw_capture_generate_parts(c, c->qkv_seed, parts) : PW_SUCCESS;
         if (st == PW_ERROR_OUT_OF_MEMORY && (parts & PW_CAPTURE_PART_KV) && max_id_at >= 0) {
             /* The caches' size came from the file's largest page id: name it. */

@@ -897,6 +897,26 @@ static void test_json_spellings_and_default_bound(void **state)
     c->page_table_synthesised = 0; /* stored: fine */
     assert_pw_ok(pw_capture_write(small, c, 0));
     pw_capture_free(c);
+
+    /* Generated Q / K / V past PW_CAPTURE_MAX_GENERATED_BYTES (a review, 2026-12-06: a
+     * 714-byte file asked for 4 GB of caches and minutes of generation): 2 x (2^22 + 1)
+     * one-token pages x 128 bytes x 2 caches > 2^31, refused before anything is
+     * generated; without the generate flag (nothing generated) the same file reads. */
+    c = two_query_capture(1);
+    assert_pw_ok(pw_capture_write(small, c, 0));
+    pw_capture_free(c);
+    image_t gen = image_read(small);
+    image_set_i32(&gen, "kv_lens", 1, (1 << 22) + 1);
+    image_save(path, &gen);
+    back = NULL;
+    assert_int_equal(pw_capture_read(path, PW_CAPTURE_LOAD_QKV | PW_CAPTURE_GENERATE_QKV, &back),
+                     PW_ERROR_FORMAT);
+    assert_null(back);
+    assert_non_null(strstr(pw_last_error(), "PW_CAPTURE_MAX_GENERATED_BYTES"));
+    assert_non_null(strstr(pw_last_error(), "K and V 2.15 GB"));
+    assert_pw_ok(pw_capture_read(path, PW_CAPTURE_LOAD_QKV, &back));
+    pw_capture_free(back);
+    image_free(&gen);
 }
 
 /* A file without a page table is checked before its default table is made: a broken
@@ -1351,7 +1371,9 @@ static void test_messages_name_the_value(void **state)
     image_free(&im);
 
     /* The file has a page table and no caches: generating them for page ids 0..2^31 - 1
-     * cannot work, and the message says which page-table entry asks for it. */
+     * is past PW_CAPTURE_MAX_GENERATED_BYTES (refused before any allocation; it was an
+     * allocation failure before 2026-12-06), and the message says which page-table entry
+     * asks for it. */
     im = valid_image();
     image_set_i32(&im, "page_table", 7, INT32_MAX);
     image_save(path, &im);
@@ -1362,10 +1384,11 @@ static void test_messages_name_the_value(void **state)
     c = (pw_capture_t *)(uintptr_t)1;
     const pw_status_t st = pw_capture_read(path, PW_CAPTURE_LOAD_QKV | PW_CAPTURE_GENERATE_QKV, &c);
     print_message("  generate -> %s: %s\n", pw_status_string(st), pw_last_error());
-    assert_int_equal(st, PW_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(st, PW_ERROR_FORMAT);
     assert_null(c);
     assert_non_null(strstr(pw_last_error(), path));
     assert_non_null(strstr(pw_last_error(), "page_table[1][1] = 2147483647"));
+    assert_non_null(strstr(pw_last_error(), "PW_CAPTURE_MAX_GENERATED_BYTES"));
     image_free(&im);
 }
 

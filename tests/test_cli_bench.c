@@ -162,6 +162,13 @@ static void test_usage(void **state)
     assert_int_equal(bench("--json --replays 5 x.safetensors"), 2);
     assert_non_null(strstr(g_stderr, "--json needs a file name, got the option-like '--replays'"));
     if (!replays_existed) assert_int_equal(access("--replays", F_OK), -1);
+    /* `--json a.safetensors b.safetensors` (stats' --json takes no value) overwrote the
+     * first capture with the report (a review, 2026-12-06): refused before anything opens. */
+    const int capture_existed = access("pw_json_target.safetensors", F_OK) == 0;
+    assert_int_equal(bench("--json pw_json_target.safetensors x.safetensors"), 2);
+    assert_non_null(strstr(g_stderr, "--json pw_json_target.safetensors: the report would overwrite a capture"));
+    if (!capture_existed) assert_int_equal(access("pw_json_target.safetensors", F_OK), -1);
+    assert_int_equal(bench("--json=b.safetensors x.safetensors"), 2);
     assert_int_equal(bench("--vt-prepass maybe x.safetensors"), 2);
     assert_non_null(strstr(g_stderr, "--vt-prepass needs auto, on or off, got 'maybe'"));
     assert_int_equal(bench("--fp8x2-tile=both x.safetensors"), 2);

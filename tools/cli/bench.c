@@ -65,7 +65,7 @@ static void print_help(FILE *out)
             "\n"
             "options:\n"
             "  --json FILE       write every figure as JSON (opened before the work; '-' = stdout,\n"
-            "                    the text report then goes to stderr)\n"
+            "                    the text report then goes to stderr; a .safetensors name is refused)\n"
             "  --replays N       timed replays per arm (default 100; the protocol wants >= 50)\n"
             "  --warmup N        warm-up replays per arm (default 10)\n"
             "  --copies N        input copies rotated by the replays, 1..8 (default 3)\n"
@@ -1101,6 +1101,16 @@ int pw_cli_bench(int argc, char **argv)
                         "pageweaver bench: --json needs a file name, got the option-like '%s' (for a file "
                         "of that name: --json=./%s)\n",
                         json_path, json_path);
+                return PW_CLI_USAGE;
+            }
+            /* `--json a.safetensors b.safetensors` (stats takes --json without a value) would
+             * overwrite a capture with the report: a .safetensors destination is refused. */
+            const size_t len = strlen(json_path), ext = strlen(".safetensors");
+            if (len >= ext && strcmp(json_path + len - ext, ".safetensors") == 0) {
+                fprintf(stderr,
+                        "pageweaver bench: --json %s: the report would overwrite a capture (--json takes "
+                        "the report's file name, e.g. --json bench.json)\n",
+                        json_path);
                 return PW_CLI_USAGE;
             }
         } else if (n >= 0) {
