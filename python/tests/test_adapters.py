@@ -164,6 +164,12 @@ def test_sglang_refuses_what_it_cannot_do():
         sglang_call(c, [[0.0] * 32] * 2)
     with pytest.raises(ValueError, match="sink"):  # logits instead of keys
         sglang_call(c, torch.zeros(2))
+    # Keys of the wrong shape name SGLang's argument and q's [Hq, D] (they were reported
+    # as sparse_prefill's sink_keys: a review, 2026-12-06).
+    hq, d = c["q"].shape[1:]
+    for shape in ((hq, 16), (1, d), (hq + 1, d)):
+        with pytest.raises(ValueError, match=rf"sink: shape \[{shape[0]}, {shape[1]}\].*\[{hq}, {d}\]"):
+            sglang_call(c, torch.zeros(shape))
     # The block form (several query rows per Top-K row) and the caches PageWeaver cannot read.
     for bad in (2, 0, None, 1.0, True):
         with pytest.raises(ValueError, match="block_size_q"):

@@ -158,10 +158,12 @@ def flash_prefill_with_gqa_share_sparse(q, k_cache, v_cache, sink, req_to_token,
     if sink is not None:
         if not isinstance(sink, torch.Tensor):
             raise TypeError("sink: expected None or a [Hq, 128] tensor of sink keys")
-        if sink.dim() != 2:
+        if sink.dim() != 2 or (isinstance(q, torch.Tensor) and q.dim() == 3 and
+                               tuple(sink.shape) != (q.shape[1], q.shape[2])):
+            want = f"[{q.shape[1]}, {q.shape[2]}]" if isinstance(q, torch.Tensor) and q.dim() == 3 else "[Hq, 128]"
             raise ValueError(f"sink: shape {list(sink.shape)}: SGLang's sink is one key per Q "
-                             f"head, [Hq, 128] (logits [Hq] go to pageweaver.sparse_prefill("
-                             f"sinks=...))")
+                             f"head, {want} (Hq, D of q; logits [Hq] go to "
+                             f"pageweaver.sparse_prefill(sinks=...))")
         sink = sink.to(torch.bfloat16).contiguous()  # no copy when already bf16 and contiguous
     block_size_k = _page_size("block_size_k", block_size_k)
     sm_scale, q_scale = host_float("sm_scale", sm_scale), host_float("q_scale", q_scale)
