@@ -278,9 +278,12 @@ static pw_status_t parse_tensor_entry(const reader_t *rd, const cJSON *item, ten
     cJSON_ArrayForEach(dim, shape)
     {
         if (!json_uint(dim, &t->shape[i])) {
-            if (cJSON_IsNumber(dim))
-                return pw_fail(PW_ERROR_FORMAT, "%s: %s: shape[%d] = %.17g %s", rd->path, t->name, i,
-                               dim->valuedouble, json_uint_problem(dim));
+            if (cJSON_IsNumber(dim)) /* an integer as one (2^62, not 4.6116860184273879e+18) */
+                return pw_fail(PW_ERROR_FORMAT,
+                               floor(dim->valuedouble) == dim->valuedouble && fabs(dim->valuedouble) < 1e30
+                                   ? "%s: %s: shape[%d] = %.0f %s"
+                                   : "%s: %s: shape[%d] = %.17g %s",
+                               rd->path, t->name, i, dim->valuedouble, json_uint_problem(dim));
             return pw_fail(PW_ERROR_FORMAT, "%s: %s: shape[%d] %s (a non-negative integer)", rd->path,
                            t->name, i, json_uint_problem(dim));
         }
