@@ -71,14 +71,14 @@ static int bench(const char *args)
 /* A small capture: 2 requests (one with a prefix), Hkv heads, G Q heads per KV head,
  * Top-16 rows mixing a drifting hot set, the query's own page and -1 padding. Q/K/V are not
  * stored: the tool generates them. */
-static pw_capture_t *small_capture(pw_rng_t *rng, int32_t hkv, int32_t g)
+static pw_capture_t *capture_of_pages(pw_rng_t *rng, int32_t hkv, int32_t g, int32_t max_pages)
 {
     pw_problem_t p = PW_PROBLEM_INIT;
     p.num_tokens = 300;
     p.num_requests = 2;
     p.num_kv_heads = hkv;
     p.q_heads_per_kv = g;
-    p.max_pages_per_request = 21; /* ceil(max kv_len / P): the synthesised page table */
+    p.max_pages_per_request = max_pages; /* ceil(max kv_len / P): the synthesised page table */
     pw_capture_t *c = NULL;
     assert_pw_ok(pw_capture_create(&p, 0, &c));
     const int32_t qlen[2] = {180, 120}, prefix[2] = {0, 2500};
@@ -88,6 +88,7 @@ static pw_capture_t *small_capture(pw_rng_t *rng, int32_t hkv, int32_t g)
         c->prefix_lens[r] = prefix[r];
         c->kv_lens[r] = prefix[r] + qlen[r];
     }
+    if (max_pages > 21) c->kv_lens[1] = max_pages * 128; /* a longer context, no more queries */
     for (int32_t h = 0; h < hkv; h++)
         for (int r = 0; r < 2; r++)
             for (int32_t i = c->cu_seqlens_q[r]; i < c->cu_seqlens_q[r + 1]; i++) {
@@ -102,6 +103,11 @@ static pw_capture_t *small_capture(pw_rng_t *rng, int32_t hkv, int32_t g)
                 }
             }
     return c;
+}
+
+static pw_capture_t *small_capture(pw_rng_t *rng, int32_t hkv, int32_t g)
+{
+    return capture_of_pages(rng, hkv, g, 21);
 }
 
 static double visible_pairs(const pw_capture_t *c)
@@ -207,6 +213,30 @@ static void test_json_destination(void **state)
     cJSON_Delete(doc);
     assert_non_null(strstr(g_stderr, "guarded W128")); /* the report went to stderr */
     if (!dash_existed) assert_int_equal(access("-", F_OK), -1); /* no file named '-' */
+    remove(path);
+    pw_capture_free(c);
+}
+
+/* `--cpu-only --check-rows 0` reads no Q / K / V: a capture whose generated caches would
+ * be past PW_CAPTURE_MAX_GENERATED_BYTES (a review, 2026-12-06: a 714-byte file made the
+ * tool fill 4 GB) reports its plans and statistics; anything that reads them is refused by
+ * the reader, naming the bound. */
+static void test_no_generation_without_a_reader(void **state)
+{
+    (void)state;
+    pw_rng_t rng;
+    pw_rng_init(&rng, g_seed ^ 0x17u);
+    /* 2^23 pages of context (kv_lens[1] = 2^30): caches of 2 x 2^24 pages x 16 KB */
+    pw_capture_t *c = capture_of_pages(&rng, 1, 16, 1 << 23);
+    char path[128], args[512];
+    snprintf(path, sizeof path, "%s/huge_kv.safetensors", g_tmp);
+    assert_pw_ok(pw_capture_write(path, c, 0));
+    snprintf(args, sizeof args, "--cpu-only -q --check-rows 0 '%s'", path);
+    assert_int_equal(bench(args), 0);
+    assert_non_null(strstr(g_stdout, "union visits"));
+    snprintf(args, sizeof args, "--cpu-only -q --check-rows 2 '%s'", path);
+    assert_int_equal(bench(args), 1);
+    assert_non_null(strstr(g_stderr, "PW_CAPTURE_MAX_GENERATED_BYTES"));
     remove(path);
     pw_capture_free(c);
 }
@@ -488,6 +518,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_json_destination),
         cmocka_unit_test(test_bad_pages_warned),
         cmocka_unit_test(test_max_query_rows),
+        cmocka_unit_test(test_no_generation_without_a_reader),
     };
     const int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char path[128];

@@ -1228,7 +1228,11 @@ int pw_cli_bench(int argc, char **argv)
     for (int f = 0; f < nfiles; f++) {
         bench_capture_t *bc = &bcs[f];
         bc->path = files[f];
-        const pw_status_t st = pw_capture_read(files[f], PW_CAPTURE_LOAD_QKV | PW_CAPTURE_GENERATE_QKV, &bc->capture);
+        /* Q / K / V only where something reads them (the GPU arms, the reference check):
+         * `--cpu-only --check-rows 0` reports plans and union statistics from the ids. */
+        const unsigned read_flags =
+            o.cpu_only && o.check_rows == 0 ? 0u : (unsigned)(PW_CAPTURE_LOAD_QKV | PW_CAPTURE_GENERATE_QKV);
+        const pw_status_t st = pw_capture_read(files[f], read_flags, &bc->capture);
         if (st != PW_SUCCESS) {
             fputs("pageweaver bench: ", stderr);
             pw_cli_fputs_escaped(pw_last_error(), stderr);
