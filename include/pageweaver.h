@@ -37,13 +37,13 @@ extern "C" {
 /* Version                                                                              */
 /* ------------------------------------------------------------------------------------ */
 #define PW_VERSION_MAJOR 0
-#define PW_VERSION_MINOR 2
+#define PW_VERSION_MINOR 3
 #define PW_VERSION_PATCH 0
 #define PW_VERSION_NUMBER (PW_VERSION_MAJOR * 10000 + PW_VERSION_MINOR * 100 + PW_VERSION_PATCH)
 
 /* Runtime version of the linked library, as PW_VERSION_NUMBER. */
 int pw_version_number(void);
-/* Runtime version string, e.g. "0.2.0". Static storage. */
+/* Runtime version string, e.g. "0.3.0". Static storage. */
 const char *pw_version_string(void);
 
 /* ------------------------------------------------------------------------------------ */
@@ -166,7 +166,8 @@ typedef enum pw_regroup_mode {
                                 precisions is the identity plan, window 0: the same
                                 launches and workspace); the
                                 grouping functions (pw_regroup, pw_ref_regroup, ...) reject
-                                it with PW_ERROR_INVALID_ARGUMENT */
+                                it with PW_ERROR_INVALID_ARGUMENT (pw_ref_union_prepare,
+                                which ignores the mode, takes it) */
 } pw_regroup_mode_t;
 
 typedef struct pw_grouping {
@@ -612,7 +613,7 @@ typedef enum pw_kernel {
  * reports them). N = 0: success, nothing enqueued. Errors: PW_ERROR_INVALID_ARGUMENT
  * (also a NULL grouping, perm or meta buffer, or meta's union_capacity < 8 K or max_groups <
  * pw_max_groups, for Union8 / Union4 with N > 0), PW_ERROR_UNSUPPORTED (grouping.group_size
- * other than 8; also, after the checks of problem, args, kernel, grouping, perm and meta,
+ * other than 8, args.o_dtype other than PW_DTYPE_BFLOAT16; also, after the checks of problem, args, kernel, grouping, perm and meta,
  * in a build without CUDA), PW_ERROR_NO_DEVICE, PW_ERROR_CUDA (launch failure; message names the
  * CUDA error). */
 pw_status_t pw_union_attention(const pw_problem_t *problem, const pw_attention_args_t *args,

@@ -16,7 +16,7 @@ static void test_version(void **state)
 {
     (void)state;
     assert_int_equal(pw_version_number(), PW_VERSION_NUMBER);
-    assert_string_equal(pw_version_string(), "0.2.0");
+    assert_string_equal(pw_version_string(), "0.3.0");
 }
 
 int main(void)
