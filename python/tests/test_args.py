@@ -646,3 +646,42 @@ def test_private_vt_max_pages_hook():
     info = fb.info(fp8x2)
     assert info.vt_prepass == 1 and info.vt_capacity == 1
     assert _op._plan(("t", 1), problem, auto, _lib.DEFAULT_WINDOW, kern) is default
+
+
+def test_float32_bounds_of_the_scales_exactly():
+    """The float32 range checks are plain comparisons (torch.compile traces them; they used
+    ctypes): softmax_scale x is refused iff x rounds to 0 or inf as a float32, i.e. x <=
+    2^-150 (half the smallest subnormal: a tie to even, 0) or x >= 2^128 - 2^103; each
+    bound checked against numpy's own rounding, and k_scale's overflow bound too."""
+    import math
+    np = pytest.importorskip("numpy")
+    p = random_problem(torch.Generator().manual_seed(17), hkv=1, g=16, d=128, k=16)
+    lo, hi = 2.0 ** -150, 2.0 ** 128 - 2.0 ** 103
+    assert np.float32(lo) == 0 and np.float32(math.nextafter(lo, 1)) > 0
+    assert np.isinf(np.float32(hi)) and np.isfinite(np.float32(math.nextafter(hi, 0)))
+    for bad in (lo, hi, math.inf, math.nan, -1.0):
+        with pytest.raises(ValueError, match="softmax_scale"):
+            pageweaver.check_gpu_support(*op_args(p), softmax_scale=bad)
+    for good in (math.nextafter(lo, 1), math.nextafter(hi, 0)):
+        pageweaver.check_gpu_support(*op_args(p), softmax_scale=good)
+    for bad in (hi, -hi, math.nan):
+        with pytest.raises(ValueError, match="k_scale"):
+            run(p, k_scale=bad)
+    run(p, k_scale=math.nextafter(hi, 0) / 2**120)  # finite as a float32 (and not huge)
+
+
+def test_page_size_types():
+    """page_size: any integer type (NumPy's too: it was refused as "np.int64(128): an int in
+    1..2^20", a review, 2026-12-06), TypeError for bools, floats and strings, ValueError
+    out of range."""
+    np = pytest.importorskip("numpy")
+    p = random_problem(torch.Generator().manual_seed(19), hkv=1, g=4, d=32, k=4)
+    want = run(p)
+    assert torch.equal(run(p, page_size=np.int64(128)), want)
+    assert torch.equal(run(p, page_size=np.int32(128)), want)
+    for bad in (True, 128.0, "128"):
+        with pytest.raises(TypeError, match="page_size"):
+            run(p, page_size=bad)
+    for bad in (0, -128, 2**20 + 1):
+        with pytest.raises(ValueError, match="page_size is"):
+            run(p, page_size=bad)
