@@ -970,6 +970,20 @@ static pw_status_t fail_layout(const reader_t *rd, const layout_t *l, const pw_c
     return pw_fail(PW_ERROR_FORMAT, "%s: %s%s", rd->path, why, swapped ? PW_SWAP_HINT : "");
 }
 
+/* A file without K / V caches whose largest page id (page_table cell `at`) sizes the caches
+ * to generate past what can be made: the error names the cell. */
+static pw_status_t fail_caches_of_page_id(const reader_t *rd, const pw_capture_t *c, int64_t at, pw_status_t status,
+                                          double bytes, const char *why)
+{
+    const int64_t cols = c->problem.max_pages_per_request;
+    return pw_fail(status,
+                   "%s: page_table[%lld][%lld] = %d: the file has no K/V caches, so they would be generated "
+                   "for physical pages 0..%d (%.3g GB with Q), %s; store the caches in the file or number the "
+                   "pages densely",
+                   rd->path, (long long)(at / cols), (long long)(at % cols), c->page_table[at], c->page_table[at],
+                   bytes / 1e9, why);
+}
+
 static pw_status_t load_tensors(const reader_t *rd, const layout_t *l, unsigned flags,
                                 pw_capture_t *c)
 {
@@ -1052,16 +1066,10 @@ static pw_status_t load_tensors(const reader_t *rd, const layout_t *l, unsigned 
                                     ? 2.0 * (double)p->num_cache_pages * p->page_size * p->num_kv_heads * p->head_dim
                                     : 0.0;
         if (q_bytes + kv_bytes > (double)PW_CAPTURE_MAX_GENERATED_BYTES && kv_bytes > 0.0 && max_id_at >= 0) {
-            /* The caches' size came from the file's largest page id: name it. */
-            const int64_t row = max_id_at / p->max_pages_per_request, col = max_id_at % p->max_pages_per_request;
-            return pw_fail(PW_ERROR_FORMAT,
-                           "%s: page_table[%lld][%lld] = %d: the file has no K/V caches, so they would be "
-                           "generated for physical pages 0..%d (%.3g GB with Q), more than the %.3g GB a reader "
-                           "generates (PW_CAPTURE_MAX_GENERATED_BYTES); store the caches in the file or number "
-                           "the pages densely",
-                           rd->path, (long long)row, (long long)col, c->page_table[max_id_at],
-                           c->page_table[max_id_at], (q_bytes + kv_bytes) / 1e9,
-                           (double)PW_CAPTURE_MAX_GENERATED_BYTES / 1e9);
+            char why[96];
+            snprintf(why, sizeof why, "more than the %.3g GB a reader generates (PW_CAPTURE_MAX_GENERATED_BYTES)",
+                     (double)PW_CAPTURE_MAX_GENERATED_BYTES / 1e9);
+            return fail_caches_of_page_id(rd, c, max_id_at, PW_ERROR_FORMAT, q_bytes + kv_bytes, why);
         }
         if (q_bytes + kv_bytes > (double)PW_CAPTURE_MAX_GENERATED_BYTES)
             return pw_fail(PW_ERROR_FORMAT,
@@ -1073,17 +1081,9 @@ static pw_status_t load_tensors(const reader_t *rd, const layout_t *l, unsigned 
                            kv_bytes / 1e9, (long long)p->num_cache_pages, p->page_size, p->num_kv_heads,
                            (double)PW_CAPTURE_MAX_GENERATED_BYTES / 1e9);
         const pw_status_t st = parts ? pw_capture_generate_parts(c, c->qkv_seed, parts) : PW_SUCCESS;
-        if (st == PW_ERROR_OUT_OF_MEMORY && (parts & PW_CAPTURE_PART_KV) && max_id_at >= 0) {
-            /* The caches' size came from the file's largest page id: name it. */
-            const int64_t row = max_id_at / p->max_pages_per_request, col = max_id_at % p->max_pages_per_request;
-            const double bytes = (double)p->num_cache_pages * p->page_size * p->num_kv_heads * p->head_dim;
-            return pw_fail(PW_ERROR_OUT_OF_MEMORY,
-                           "%s: page_table[%lld][%lld] = %d: the file has no K/V caches, so they are "
-                           "generated for physical pages 0..%d (%.3g GB each), which cannot be "
-                           "allocated; store the caches in the file or number the pages densely",
-                           rd->path, (long long)row, (long long)col, c->page_table[max_id_at],
-                           c->page_table[max_id_at], bytes / 1e9);
-        }
+        if (st == PW_ERROR_OUT_OF_MEMORY && (parts & PW_CAPTURE_PART_KV) && max_id_at >= 0)
+            return fail_caches_of_page_id(rd, c, max_id_at, PW_ERROR_OUT_OF_MEMORY, q_bytes + kv_bytes,
+                                          "which cannot be allocated");
         PW_TRY(st);
     }
     return PW_SUCCESS;
