@@ -65,15 +65,14 @@ def _softmax_scale_arg(softmax_scale):
     """The value the library gets for softmax_scale (0.0 for None = 1/sqrt(D)). A value that
     is not a positive finite float32 (rounds to 0, or past the float32 range) is refused:
     the library reads 0 as the default, so a tiny scale must not turn into it. Plain
-    comparisons, no ctypes or math calls: torch.compile traces this function, and makes a
-    float that changes between calls a SymFloat (the comparisons then guard on the range
-    only, not on the value)."""
+    comparisons, no ctypes or math calls: torch.compile traces this function (a float that
+    changes between calls is symbolic there; the comparisons guard on the range only)."""
     if softmax_scale is None:
         return 0.0
-    if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, (numbers.Real, torch.SymFloat)):
+    if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real):
         raise TypeError(f"softmax_scale: {type(softmax_scale).__name__} {softmax_scale!r}: "
                         f"expected None or a Python float (a tensor would need a host read)")
-    scale = softmax_scale if isinstance(softmax_scale, torch.SymFloat) else float(softmax_scale)
+    scale = float(softmax_scale)
     # As a float32: x rounds to 0 iff x <= 2^-150 (half the smallest subnormal, a tie to
     # even), to inf iff x >= _F32_OVERFLOW; NaN fails both comparisons.
     if not (_F32_UNDERFLOW < scale < _F32_OVERFLOW):
@@ -91,22 +90,19 @@ def _scale_arg(name, s):
     if isinstance(s, torch.Tensor):
         return s, 0.0
     # Any real number: Python's int / float and NumPy's scalars (numpy.float32 etc.), not bool.
-    if isinstance(s, bool) or not isinstance(s, (numbers.Real, torch.SymFloat)):
+    if isinstance(s, bool) or not isinstance(s, numbers.Real):
         t = type(s)
         kind = t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
         raise TypeError(f"{name}: expected a real number or a 0-dim / 1-element float32 tensor, got {kind}")
     # The library takes it as a float32 (args.k_scale / v_scale; on the GPU a float32 tensor):
     # a double at or past float32's overflow threshold (2^128 - 2^103, halfway between the
     # largest float32 and 2^128) would round to inf; an int past the double range does not
-    # convert at all (inf here). Plain comparisons: torch.compile traces this function and
-    # makes a float that changes between calls a SymFloat (no ctypes or math calls here).
-    if isinstance(s, torch.SymFloat):
-        v = s
-    else:
-        try:
-            v = float(s)
-        except OverflowError:
-            v = math.inf
+    # convert at all (inf here). Plain comparisons: torch.compile traces this function (no
+    # ctypes or math calls here).
+    try:
+        v = float(s)
+    except OverflowError:
+        v = math.inf
     if not (-_F32_OVERFLOW < v < _F32_OVERFLOW):  # NaN fails both
         raise ValueError(f"{name} is {s!r}: must be finite as a float32 (|x| <= about 3.4e38)")
     return None, v
@@ -335,21 +331,29 @@ _plan_vt_max_pages = 0
 _INT32_MAX = 2**31 - 1
 
 
+def host_int(value):
+    """value as an int (any integer type but bool: NumPy's too), else None. A Python int is
+    returned as it is: under torch.compile an int that changes between calls is symbolic,
+    and operator.index would pin it to its value (a recompile per value)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def _page_size_arg(value):
-    """page_size: None -> 128; any integer type but bool (numpy's too) as an int in
-    1..MAX_PAGE_SIZE, else TypeError (not an integer) / ValueError (out of range). A Python
-    int is kept as it is (under torch.compile it may be a SymInt: check_args accepts it)."""
+    """page_size: None -> 128; any integer type but bool as an int in 1..MAX_PAGE_SIZE, else
+    TypeError (not an integer) / ValueError (out of range)."""
     if value is None:
         return PAGE_SIZE
-    v = value if isinstance(value, int) and not isinstance(value, bool) else None
+    v = None if isinstance(value, torch.Tensor) else host_int(value)  # (a tensor: a host read)
     if v is None:
-        try:
-            v = None if isinstance(value, bool) else operator.index(value)
-        except TypeError:
-            pass
-        if v is None:
-            raise TypeError(f"page_size: {type(value).__name__} {value!r}, expected None or an int "
-                            f"(tokens per KV page)")
+        raise TypeError(f"page_size: {type(value).__name__} {value!r}, expected None or an int "
+                        f"(tokens per KV page)")
     if not 1 <= v <= MAX_PAGE_SIZE:
         raise ValueError(f"page_size is {v}: an int in 1..{MAX_PAGE_SIZE} (tokens per KV page; "
                          f"the GPU runs 128 and 64)")
@@ -359,25 +363,15 @@ def _page_size_arg(value):
 def _max_seqlen_q_arg(value):
     """max_seqlen_q: None -> 0 (not known); an int >= 0 (any integer type but bool; past
     2^31 - 1 read as 2^31 - 1, which means the same: longer than any group), else
-    TypeError / ValueError. A tensor is refused: reading it would be a host read. A SymInt
-    (torch.compile makes an int that changes between calls one) is kept as it is: the
-    caller buckets it with _plan_max_rows, so a compiled graph guards on the bucket, not
-    on the value."""
+    TypeError / ValueError. A tensor is refused: reading it would be a host read. Under
+    torch.compile a symbolic int stays symbolic (host_int): the caller buckets it with
+    _plan_max_rows, so a compiled graph guards on the bucket, not on the value."""
     if value is None:
         return 0
-    if isinstance(value, bool) or isinstance(value, torch.Tensor):
+    v = None if isinstance(value, torch.Tensor) else host_int(value)
+    if v is None:
         raise TypeError(f"max_seqlen_q: {type(value).__name__} {value!r}, expected None or a host int "
                         f"(the most query rows of one request)")
-    # A Python int as it is: under torch.compile an int that changes between calls is a
-    # SymInt that Dynamo presents as an int, which operator.index would specialise (a
-    # recompile per value); the comparisons below guard on ranges only.
-    v = value if isinstance(value, int) else None
-    if v is None:
-        try:
-            v = operator.index(value)
-        except TypeError:
-            raise TypeError(f"max_seqlen_q: {type(value).__name__} {value!r}, expected None or a host int "
-                            f"(the most query rows of one request)") from None
     if v < 0:
         raise ValueError(f"max_seqlen_q is {v}: expected >= 0 (0 or None: not known)")
     return v if v <= _INT32_MAX else _INT32_MAX

@@ -1,7 +1,7 @@
 """Argument conversions the engine adapters share."""
-import operator
-
 import torch
+
+from .._op import host_int as as_int  # value as an int (any integer type but bool), else None
 
 
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
@@ -33,14 +33,6 @@ def host_float(name, x):
         raise TypeError(f"{name}: a {x.device.type} tensor of {x.numel()} elements; pass a "
                         f"Python float (reading a device tensor would synchronise the stream)")
     return float(x)
-
-
-def as_int(value):
-    """value as an int (any integer type but bool), else None."""
-    try:
-        return None if isinstance(value, bool) else operator.index(value)
-    except TypeError:
-        return None
 
 
 def max_rows_hint(value):

@@ -158,9 +158,9 @@ def flash_prefill_with_gqa_share_sparse(q, k_cache, v_cache, sink, req_to_token,
     if sink is not None:
         if not isinstance(sink, torch.Tensor):
             raise TypeError("sink: expected None or a [Hq, 128] tensor of sink keys")
-        if sink.dim() != 2 or (isinstance(q, torch.Tensor) and q.dim() == 3 and
-                               tuple(sink.shape) != (q.shape[1], q.shape[2])):
-            want = f"[{q.shape[1]}, {q.shape[2]}]" if isinstance(q, torch.Tensor) and q.dim() == 3 else "[Hq, 128]"
+        want = tuple(q.shape[1:]) if isinstance(q, torch.Tensor) and q.dim() == 3 else None  # (Hq, D)
+        if sink.dim() != 2 or (want is not None and tuple(sink.shape) != want):
+            want = f"[{want[0]}, {want[1]}]" if want is not None else "[Hq, 128]"
             raise ValueError(f"sink: shape {list(sink.shape)}: SGLang's sink is one key per Q "
                              f"head, {want} (Hq, D of q; logits [Hq] go to "
                              f"pageweaver.sparse_prefill(sinks=...))")
