@@ -1301,7 +1301,7 @@ static double stream_normal(qkv_stream_t *s)
 
 pw_status_t pw_capture_generate_parts(pw_capture_t *c, uint64_t seed, unsigned parts)
 {
-    if (!c) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_capture_generate_qkv: capture is NULL");
+    if (!c) return pw_fail(PW_ERROR_INVALID_ARGUMENT, "pw_capture_generate_parts: capture is NULL");
     if (parts & ~(unsigned)(PW_CAPTURE_PART_Q | PW_CAPTURE_PART_KV))
         return pw_fail(PW_ERROR_INVALID_ARGUMENT,
                        "pw_capture_generate_parts: unknown parts 0x%x (PW_CAPTURE_PART_Q | "

@@ -153,6 +153,8 @@ static void test_usage(void **state)
     assert_non_null(strstr(g_out, "--window"));
     assert_int_equal(run_cli("help stats"), 0);
     assert_non_null(strstr(g_out, "--window"));
+    assert_int_equal(run_cli("help help"), 0); /* was "unknown command 'help'" */
+    assert_non_null(strstr(g_out, "usage: pageweaver"));
     assert_int_equal(run_cli("stats"), 2);
     assert_int_equal(run_cli("stats --window abc x.safetensors"), 2);
     assert_non_null(strstr(g_err, "--window"));
@@ -380,7 +382,7 @@ static void test_json_destination(void **state)
     pw_capture_t *c = overlap_capture(&rng);
     char path[160], out[160], args[512];
     snprintf(path, sizeof path, "%s/a.safetensors", g_dir);
-    snprintf(out, sizeof out, "%s/b.safetensors", g_dir); /* removed by teardown */
+    snprintf(out, sizeof out, "%s/b.json", g_dir); /* removed by teardown */
     assert_pw_ok(pw_capture_write(path, c, 0));
     pw_capture_free(c);
     const int dash_existed = access("-", F_OK) == 0;
@@ -403,6 +405,33 @@ static void test_json_destination(void **state)
     snprintf(args, sizeof args, "stats --json=/nonexistent/dir/x.json '%s'", path);
     assert_int_equal(run_cli(args), 1);
     assert_non_null(strstr(g_err, "/nonexistent/dir/x.json"));
+
+    /* The report never replaces a capture (a review, 2026-12-06: `stats --json=X X` truncated
+     * X before reading it, then blamed X for being empty): not an input under any spelling or
+     * link, not any name ending in .safetensors. The input still reads afterwards. */
+    char alias[160], hard[160], soft[160], upper[160];
+    snprintf(alias, sizeof alias, "%s/./a.safetensors", g_dir);
+    snprintf(hard, sizeof hard, "%s/capture.st", g_dir);  /* the same file by a hard link */
+    snprintf(soft, sizeof soft, "%s/report.json", g_dir); /* ... and by a symbolic link */
+    snprintf(upper, sizeof upper, "%s/B.SafeTensors", g_dir);
+    assert_int_equal(link(path, hard), 0);
+    assert_int_equal(symlink(hard, soft), 0);
+    const struct {
+        const char *report, *input, *why;
+    } refused[] = {{path, path, "would replace a capture"},
+                   {alias, path, "would replace a capture"},
+                   {upper, path, "would replace a capture"},
+                   {hard, hard, "is the input"},
+                   {hard, path, "is the input"},
+                   {soft, hard, "is the input"}};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        snprintf(args, sizeof args, "stats --json='%s' '%s'", refused[i].report, refused[i].input);
+        assert_int_equal(run_cli(args), 2);
+        assert_non_null(strstr(g_err, refused[i].why));
+        snprintf(args, sizeof args, "stats '%s'", refused[i].input);
+        assert_int_equal(run_cli(args), 0); /* still a capture */
+    }
+    assert_int_equal(access(upper, F_OK), -1);
 }
 
 /* A full disk (/dev/full) must fail the command, text tables as well as --json (the tables

@@ -172,7 +172,7 @@ static void test_usage(void **state)
      * first capture with the report (a review, 2026-12-06): refused before anything opens. */
     const int capture_existed = access("pw_json_target.safetensors", F_OK) == 0;
     assert_int_equal(bench("--json pw_json_target.safetensors x.safetensors"), 2);
-    assert_non_null(strstr(g_stderr, "--json pw_json_target.safetensors: the report would overwrite a capture"));
+    assert_non_null(strstr(g_stderr, "--json pw_json_target.safetensors: the report would replace a capture"));
     if (!capture_existed) assert_int_equal(access("pw_json_target.safetensors", F_OK), -1);
     assert_int_equal(bench("--json=b.safetensors x.safetensors"), 2);
     assert_int_equal(bench("--vt-prepass maybe x.safetensors"), 2);
@@ -213,7 +213,22 @@ static void test_json_destination(void **state)
     cJSON_Delete(doc);
     assert_non_null(strstr(g_stderr, "guarded W128")); /* the report went to stderr */
     if (!dash_existed) assert_int_equal(access("-", F_OK), -1); /* no file named '-' */
-    remove(path);
+
+    /* The report never overwrites an input (a review, 2026-12-06: `--json cap.st cap.st`
+     * truncated the capture, then called it truncated), nor a .safetensors name in any case. */
+    char other[160], upper[160];
+    snprintf(other, sizeof other, "%s/dest.st", g_tmp);
+    snprintf(upper, sizeof upper, "%s/DEST.SAFETENSORS", g_tmp);
+    assert_int_equal(rename(path, other), 0);
+    snprintf(args, sizeof args, "--cpu-only --check-rows 2 --json '%s' '%s'", other, other);
+    assert_int_equal(bench(args), 2);
+    assert_non_null(strstr(g_stderr, "is the input"));
+    snprintf(args, sizeof args, "--cpu-only -q --check-rows 2 '%s'", other);
+    assert_int_equal(bench(args), 0); /* still a capture */
+    snprintf(args, sizeof args, "--cpu-only --check-rows 2 --json '%s' '%s'", upper, other);
+    assert_int_equal(bench(args), 2);
+    assert_int_equal(access(upper, F_OK), -1);
+    remove(other);
     pw_capture_free(c);
 }
 
@@ -466,6 +481,16 @@ static void test_max_query_rows(void **state)
     cap = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "captures"), 0);
     assert_int_equal((int)json_number(cap, "default_plan.max_query_rows"), 0);
     cJSON_Delete(doc);
+    /* A value the capture contradicts names the flag (it printed "no plan for this shape"
+     * and exited 0, a review, 2026-12-06); `--` ends the options, as in stats. */
+    snprintf(args, sizeof args, "--cpu-only -q --check-rows 0 --max-query-rows 7 -- '%s'", path);
+    assert_int_equal(bench(args), 1);
+    assert_non_null(strstr(g_stderr, "--max-query-rows 7 is below this capture's longest request (8 query rows)"));
+    assert_null(strstr(g_stdout, "default plan"));
+    snprintf(args, sizeof args, "--cpu-only -q --check-rows 0 -- '%s'", path);
+    assert_int_equal(bench(args), 0);
+    assert_int_equal(bench("--cpu-only -q -- --replays"), 1); /* a capture named --replays */
+    assert_non_null(strstr(g_stderr, "--replays"));
     assert_int_equal(bench("--max-query-rows -2 x.safetensors"), 2);
     assert_non_null(strstr(g_stderr, "--max-query-rows needs an integer in -1..2147483647"));
 }

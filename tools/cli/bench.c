@@ -73,9 +73,9 @@ static void print_help(FILE *out)
             "  --seed N          random order and check rows (default 1)\n"
             "  --interleaved-replays N  replays per arm of the interleaved default-kernel\n"
             "                    arms (default 200)\n"
-            "  --table-pages N   widen every page table to N columns, padded with page 0 (an\n"
-            "                    engine's table sized for its longest context; the padding is\n"
-            "                    never visible), before anything runs\n"
+            "  --table-pages N   widen every page table to at least N columns, padded with page\n"
+            "                    0 (an engine's table sized for its longest context; the padding\n"
+            "                    is never visible), before anything runs; a wider table is kept\n"
             "  --vt-prepass M    auto (default: the plan's rule), on or off: the V^T pre-pass of\n"
             "                    every Union4 arm (PW_PLAN_VT_PREPASS / PW_PLAN_NO_VT_PREPASS)\n"
             "  --fp8x2-tile T    auto (default: the device decides per call), stacked or lean: the\n"
@@ -93,6 +93,7 @@ static void print_help(FILE *out)
             "  --no-rates        do not measure L2 bandwidth / FP8 GEMM rate (no floors)\n"
             "  -q, --quiet       no progress lines on stderr\n"
             "  -h, --help        this help\n"
+            "  --                every later argument is a capture, also one that starts with '-'\n"
             "\n"
             "Exit status: 0 success, 1 a capture could not be read or a GPU step failed,\n"
             "2 usage error.\n");
@@ -590,7 +591,9 @@ static void print_protocol(const bench_options_t *o)
            "(K/V cache, page table and request arrays shared); median (min, p90) per arm.\n",
            o->warmup, o->replays, o->copies);
     if (o->replays < 50) printf("note: %d replays is fewer than the protocol's 50\n", o->replays);
-    if (o->table_pages > 0) printf("page tables widened to %d columns (--table-pages)\n", o->table_pages);
+    if (o->table_pages > 0)
+        printf("page tables widened to %d columns (--table-pages; a capture's wider table is kept as it is)\n",
+               o->table_pages);
     if (o->vt_flags & (PW_PLAN_VT_PREPASS | PW_PLAN_NO_VT_PREPASS))
         printf("V^T pre-pass forced %s on every Union4 arm (--vt-prepass)\n",
                o->vt_flags & PW_PLAN_VT_PREPASS ? "on" : "off");
@@ -1074,8 +1077,21 @@ int pw_cli_bench(int argc, char **argv)
         {"--vt-prepass", "on", "off", PW_PLAN_VT_PREPASS, PW_PLAN_NO_VT_PREPASS},
         {"--fp8x2-tile", "stacked", "lean", PW_PLAN_FP8X2_STACKED, PW_PLAN_NO_FP8X2_STACKED},
     };
+    int options_done = 0; /* after "--" every argument is a capture, as in stats */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!options_done && strcmp(a, "--") == 0) {
+            options_done = 1;
+            continue;
+        }
+        if (options_done) {
+            if (nfiles == MAX_FILES) {
+                fprintf(stderr, "pageweaver bench: more than %d captures\n", MAX_FILES);
+                return PW_CLI_USAGE;
+            }
+            files[nfiles++] = a;
+            continue;
+        }
         const char *eq = strchr(a, '=');
         const size_t name_len = a[0] == '-' && a[1] == '-' && eq ? (size_t)(eq - a) : strlen(a);
         int n = -1;
@@ -1101,16 +1117,6 @@ int pw_cli_bench(int argc, char **argv)
                         "pageweaver bench: --json needs a file name, got the option-like '%s' (for a file "
                         "of that name: --json=./%s)\n",
                         json_path, json_path);
-                return PW_CLI_USAGE;
-            }
-            /* `--json a.safetensors b.safetensors` (stats takes --json without a value) would
-             * overwrite a capture with the report: a .safetensors destination is refused. */
-            const size_t len = strlen(json_path), ext = strlen(".safetensors");
-            if (len >= ext && strcmp(json_path + len - ext, ".safetensors") == 0) {
-                fprintf(stderr,
-                        "pageweaver bench: --json %s: the report would overwrite a capture (--json takes "
-                        "the report's file name, e.g. --json bench.json)\n",
-                        json_path);
                 return PW_CLI_USAGE;
             }
         } else if (n >= 0) {
@@ -1163,6 +1169,9 @@ int pw_cli_bench(int argc, char **argv)
         fprintf(stderr, "pageweaver bench: no capture given (try --help)\n");
         return PW_CLI_USAGE;
     }
+    /* `--json a.safetensors b.safetensors` (stats takes --json without a value) would destroy
+     * a.safetensors; `--json x.st x.st` would destroy its own input. */
+    if (pw_cli_check_output("bench", "--json", json_path, files, nfiles) != 0) return PW_CLI_USAGE;
     /* The JSON destination is opened before the work, so that a bad path fails at once.
      * '-' is stdout: the text report then goes to stderr, keeping stdout one document. */
     FILE *json_out = NULL;
@@ -1243,8 +1252,21 @@ int pw_cli_bench(int argc, char **argv)
         bc->vt_flags = o.vt_flags;
         bc->union4_window = o.union4_window;
         bc->max_query_rows = o.max_query_rows >= 0 ? o.max_query_rows : most_rows_of_a_request(bc->capture);
+        if (bc->max_query_rows > 0 && most_rows_of_a_request(bc->capture) > bc->max_query_rows) {
+            /* pw_plan_create refuses such a config; say it is the flag, not the shape */
+            fprintf(stderr,
+                    "pageweaver bench: %s: --max-query-rows %d is below this capture's longest request (%d "
+                    "query rows); every plan would refuse it (use -1 for each capture's own)\n",
+                    files[f], bc->max_query_rows, most_rows_of_a_request(bc->capture));
+            pw_capture_free(bc->capture);
+            bc->capture = NULL; /* skipped by everything after, as an unreadable file */
+            failed = 1;
+            continue;
+        }
         if (widen_page_table(bc->capture, o.table_pages) != 0) {
             fprintf(stderr, "pageweaver bench: %s: no memory to widen the page table\n", files[f]);
+            pw_capture_free(bc->capture);
+            bc->capture = NULL;
             failed = 1;
             continue;
         }

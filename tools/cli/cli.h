@@ -23,6 +23,13 @@ int pw_cli_parse_long(const char *text, long lo, long hi, long *out);
  * error messages that quote file contents. */
 void pw_cli_fputs_escaped(const char *s, FILE *out);
 
+/* Checks a report's output path before it is opened for writing: refuses (message on stderr
+ * naming cmd and option, returns PW_CLI_USAGE) a name ending in ".safetensors" (any case: the
+ * report would replace a capture, or read as one) and a path that is the same file as one of
+ * the n inputs (same device and inode, through any link or spelling); 0 when it may be
+ * written. "-" (stdout) is always allowed. */
+int pw_cli_check_output(const char *cmd, const char *option, const char *path, const char *const *inputs, int n);
+
 /* pageweaver stats [--json] [--window W]... [--group-size G] FILE... (tools/cli/stats.c) */
 int pw_cli_stats(int argc, char **argv);
 

@@ -3,6 +3,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -51,4 +54,28 @@ void pw_cli_fputs_escaped(const char *s, FILE *out)
             fprintf(out, "\\x%02x", *b++);
         }
     }
+}
+
+int pw_cli_check_output(const char *cmd, const char *option, const char *path, const char *const *inputs, int n)
+{
+    if (!path || strcmp(path, "-") == 0) return 0;
+    const size_t len = strlen(path), ext = strlen(".safetensors");
+    if (len >= ext && strcasecmp(path + len - ext, ".safetensors") == 0) {
+        fprintf(stderr,
+                "pageweaver %s: %s %s: the report would replace a capture (%s takes the report's file "
+                "name, e.g. bench.json)\n",
+                cmd, option, path, option);
+        return PW_CLI_USAGE;
+    }
+    struct stat out;
+    if (stat(path, &out) != 0) return 0; /* not there yet: no input can be it */
+    for (int i = 0; i < n; i++) {
+        struct stat in;
+        if (inputs[i] && stat(inputs[i], &in) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino) {
+            fprintf(stderr, "pageweaver %s: %s %s is the input %s: the report would overwrite it\n", cmd, option,
+                    path, inputs[i]);
+            return PW_CLI_USAGE;
+        }
+    }
+    return 0;
 }

@@ -70,7 +70,7 @@ int main(int argc, char **argv)
         return PW_CLI_OK;
     }
     if (strcmp(first, "help") == 0) {
-        if (argc < 3) {
+        if (argc < 3 || strcmp(argv[2], "help") == 0) { /* `help help`: help's own help is the usage */
             print_usage(stdout);
             return PW_CLI_OK;
         }

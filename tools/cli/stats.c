@@ -343,6 +343,10 @@ int pw_cli_stats(int argc, char **argv)
         free(files);
         return PW_CLI_USAGE;
     }
+    if (pw_cli_check_output("stats", "--json=", json_path, files, num_files) != 0) {
+        free(files);
+        return PW_CLI_USAGE;
+    }
     /* The JSON file is opened before the work: a bad path fails at once. */
     FILE *json_out = stdout;
     if (json_path && strcmp(json_path, "-") != 0) {
