@@ -799,7 +799,10 @@ def sparse_prefill(q, k_cache, v_cache, topk_idx, page_table, cu_seqlens_q, kv_l
             ks, kv = torch.ones((1,), dtype=torch.float32, device=q.device) * kv, 0.0
         if vs is None:
             vs, vv = torch.ones((1,), dtype=torch.float32, device=q.device) * vv, 0.0
-    if isinstance(cu_seqlens_q, torch.Tensor) and cu_seqlens_q.dim() == 1:
+    # Only where cu_seqlens_q's length agrees with kv_lens / prefix_lens: otherwise that is
+    # the error, and check_args (in the op) names it, not max_seqlen_q (a review, 2026-12-06).
+    if all(isinstance(t, torch.Tensor) and t.dim() == 1 for t in (cu_seqlens_q, kv_lens, prefix_lens)) and \
+            cu_seqlens_q.shape[0] - 1 == kv_lens.shape[0] == prefix_lens.shape[0]:
         _check_max_seqlen_q(max_rows, q.shape[0], cu_seqlens_q.shape[0] - 1)
     # What the plan reads of it (SHORT_REQUEST_ROWS or 0): the op and its cache key get the
     # bucket, so a compiled graph guards on it, not on each batch's value.

@@ -6,6 +6,7 @@ import torch
 
 import pageweaver
 from pageweaver.integrations import sglang, vllm
+from pageweaver.integrations._common import engine_names
 from problems import P
 
 
@@ -472,5 +473,54 @@ def test_adapters_refuse_a_max_seqlen_q_the_batch_contradicts():
     q, kv_cache, topk, bt, cu, seq, prefix, _, _ = vllm_case(gen, hkv=2, g=2, d=32, extra_heads=0)
     assert q.shape[0] > cu.numel() - 1
     out = torch.empty(q.shape, dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="max_seqlen_q is 1"):
+    with pytest.raises(ValueError, match="max_query_len is 1"):  # vLLM's name for it
         vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 1, 2, 0.08, out)
+
+
+def test_adapter_errors_name_the_engines_arguments():
+    """sparse_prefill's errors reach the engine in its own words (a review, 2026-12-06: a bad
+    block_table read "page_table: ...", a short seq_lens "kv_lens: ..."), the same exception
+    type; and a cu_seqlens of the wrong length is that error, not a max_seqlen_q one."""
+    gen = torch.Generator().manual_seed(11)
+    q, kv_cache, topk, bt, cu, seq, prefix, _, _ = vllm_case(gen, hkv=1, g=2, d=32)
+    out = torch.empty(q.shape, dtype=torch.bfloat16)
+    call = vllm.minimax_m3_sparse_attn
+    with pytest.raises(ValueError, match=r"^block_table: \d+ rows"):
+        call(q, kv_cache, topk, torch.cat([bt, bt[:1]]), cu, seq, prefix, 30, 1, 0.1, out)
+    with pytest.raises(ValueError, match=r"^seq_lens: shape"):
+        call(q, kv_cache, topk, bt, cu, seq[:-1], prefix, 30, 1, 0.1, out)
+    with pytest.raises(ValueError, match=r"^output: shape"):
+        call(q, kv_cache, topk, bt, cu, seq, prefix, 30, 1, 0.1, out[:-1])
+    with pytest.raises(ValueError, match=r"^cu_seqlens_q: shape"):  # not "max_query_len is 30"
+        call(q, kv_cache, topk, bt, cu[:-1], seq, prefix, 30, 1, 0.1, out)
+    c, table = sglang_case(gen, b=2, hkv=1, g=2, d=32, k=4)
+    with pytest.raises(ValueError, match=r"^seq_lens: shape"):
+        sglang_call(dict(c, seq_lens=c["seq_lens"][:1]), page_table=table[:1])
+    with pytest.raises(ValueError, match=r"^cu_seqlens: shape"):  # max_seqlen_q is passed: not its error
+        sglang_call(dict(c, cu_seqlens=c["cu_seqlens"][:-1]), page_table=table)
+    with pytest.raises(ValueError, match=r"^page_table: \d+ rows"):  # the caller's own table
+        sglang_call(c, page_table=torch.cat([table, table[:1]]))
+    with pytest.raises(ValueError, match=r"^sink: "):
+        sglang_call(c, sink=torch.zeros(c["q"].shape[1], 32, dtype=torch.bfloat16)[:, ::2])
+    # the library's own (C) errors keep their text; prose after a leading name is untouched
+    with pytest.raises(ValueError) as info:
+        with engine_names({"out": "output"}):
+            raise ValueError("outline: out of range")
+    assert str(info.value) == "outline: out of range"
+
+
+def test_sglang_takes_its_page_size(seed):
+    """SGLang passes page_size=<--page-size> with req_to_token / slot_ids: accepted (the layout
+    check decides), named in the layout error; not an int >= 1: ValueError."""
+    gen = torch.Generator().manual_seed(seed)
+    c, table = sglang_case(gen, b=2, hkv=1, g=2, d=32, k=4)
+    o = sglang_call(c, page_size=P)
+    assert torch.equal(bits(o), bits(direct(c, table, softmax_scale=32 ** -0.5))), f"seed {seed}"
+    assert torch.equal(bits(sglang_call(c, page_size=2 * P)), bits(o))
+    shifted = c["req_to_token"].clone()
+    shifted[int(c["slot_ids"][0]), : int(c["seq_lens"][0])] += 1
+    with pytest.raises(ValueError, match=r"--page-size 128 \(it is 1\)"):
+        sglang_call(dict(c, req_to_token=shifted), page_size=1)
+    for bad in (0, -4, "128", 1.5, True):
+        with pytest.raises(ValueError, match="page_size"):
+            sglang_call(c, page_size=bad)

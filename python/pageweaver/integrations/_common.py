@@ -1,4 +1,7 @@
 """Argument conversions the engine adapters share."""
+import contextlib
+import re
+
 import torch
 
 from .._op import host_int as as_int  # value as an int (any integer type but bool), else None
@@ -76,3 +79,25 @@ def scale_kwargs(k_scale, v_scale, hkv=None, slots=None):
     if k_tok is not None and v_tok is not None and k_tok.stride() != v_tok.stride():
         kw["k_token_scales"], kw["v_token_scales"] = k_tok.contiguous(), v_tok.contiguous()
     return kw
+
+
+_LEADING_NAME = re.compile(r"^([A-Za-z_][A-Za-z_0-9]*)")
+
+
+@contextlib.contextmanager
+def engine_names(names):
+    """Errors of the pageweaver.sparse_prefill call inside, in the engine's words: a
+    ValueError / TypeError (pageweaver's own errors included) whose message starts with one
+    of sparse_prefill's parameter names (its messages name the argument first: "kv_lens:
+    shape [1], expected [2]", "max_seqlen_q is 2, ...") gets the engine's name from `names`
+    ({pageweaver name: engine name}) in its place, the same exception otherwise (type,
+    other arguments, traceback). Only the leading name is replaced: the rest of a message
+    may use the same words as prose."""
+    try:
+        yield
+    except (ValueError, TypeError) as e:
+        if e.args and isinstance(e.args[0], str):
+            m = _LEADING_NAME.match(e.args[0])
+            if m and m.group(1) in names:
+                e.args = (names[m.group(1)] + e.args[0][m.end():],) + e.args[1:]
+        raise

@@ -22,9 +22,14 @@ import math
 import torch
 
 from .._op import MAX_PAGE_SIZE, PAGE_SIZE, sparse_prefill
-from ._common import as_int as _as_int, host_float, i32 as _i32, max_rows_hint, scale_kwargs
+from ._common import as_int as _as_int, engine_names, host_float, i32 as _i32, max_rows_hint, scale_kwargs
 
 __all__ = ["page_table_from_req_to_token", "flash_prefill_with_gqa_share_sparse", "minimax_sparse_prefill"]
+
+
+# sparse_prefill's parameter names as SGLang's (its errors name the engine's arguments)
+_NAMES = {"kv_lens": "seq_lens", "cu_seqlens_q": "cu_seqlens", "sink_keys": "sink",
+          "k_token_scales": "k_scale", "v_token_scales": "v_scale"}
 
 
 def _page_size(name, value):
@@ -100,8 +105,9 @@ def flash_prefill_with_gqa_share_sparse(q, k_cache, v_cache, sink, req_to_token,
                                         max_seqlen_q=None, *, sm_scale=None, use_tma=True, cu_seqblocks_q=None,
                                         max_seqblock_q=None, q_scale=None, k_scale=None, v_scale=None,
                                         per_query_topk_idx=None, query_group_mask=None, safe_slots=False,
-                                        page_table=None, layout_errors=None, bad_page_count=None,
-                                        out=None, precision=None, regroup=None, kernel=None):
+                                        page_table=None, page_size=None, layout_errors=None,
+                                        bad_page_count=None, out=None, precision=None, regroup=None,
+                                        kernel=None):
     """SGLang's MiniMax sparse prefill kernel through PageWeaver: the arguments and names of
     SGLang's `flash_prefill_with_gqa_share_sparse` (its Triton kernel,
     python/sglang/kernels/ops/attention/minimax_sparse/prefill/topk_sparse.py), so that the
@@ -145,7 +151,11 @@ def flash_prefill_with_gqa_share_sparse(q, k_cache, v_cache, sink, req_to_token,
     contribute nothing, and the caller reads the count), else checked here with one host
     read and refused (ValueError naming --page-size); under stream capture without
     page_table= or layout_errors= the call is refused (it could not check).
-    bad_page_count, out, precision, regroup, kernel: as for pageweaver.sparse_prefill.
+    page_size: None, or SGLang's KV pool page size (`--page-size`, a host int >= 1), as SGLang
+    passes it: not needed (PageWeaver's page is block_size_k tokens, and the layout is checked
+    as above); it names the setting in the layout error. bad_page_count, out, precision,
+    regroup, kernel: as for pageweaver.sparse_prefill. Errors name SGLang's arguments
+    (seq_lens, cu_seqlens, sink, ...), not sparse_prefill's.
     """
     if _as_int(block_size_q) != 1:
         raise ValueError(f"block_size_q is {block_size_q!r}: PageWeaver takes one Top-K row per "
@@ -166,6 +176,13 @@ def flash_prefill_with_gqa_share_sparse(q, k_cache, v_cache, sink, req_to_token,
                              f"pageweaver.sparse_prefill(sinks=...))")
         sink = sink.to(torch.bfloat16).contiguous()  # no copy when already bf16 and contiguous
     block_size_k = _page_size("block_size_k", block_size_k)
+    if page_size is not None:
+        pool = _as_int(page_size)
+        if pool is None or pool < 1:
+            raise ValueError(f"page_size is {page_size!r}: expected None or SGLang's --page-size, an "
+                             f"int >= 1")
+        page_size = pool
+    derived = page_table is None
     sm_scale, q_scale = host_float("sm_scale", sm_scale), host_float("q_scale", q_scale)
     if q_scale is not None:
         try:
@@ -198,7 +215,9 @@ def flash_prefill_with_gqa_share_sparse(q, k_cache, v_cache, sink, req_to_token,
         if bad:
             raise ValueError(f"req_to_token: {bad} page(s) of {block_size_k} tokens are not one "
                              f"run of KV slots starting at a multiple of {block_size_k}: run SGLang with "
-                             f"--page-size {block_size_k} (PageWeaver reads whole pages), or pass "
+                             f"--page-size {block_size_k}"
+                             f"{'' if page_size is None else f' (it is {page_size})'} "
+                             f"(PageWeaver reads whole pages), or pass "
                              f"layout_errors= to count such pages instead (they then contribute nothing)")
     scale = float(sm_scale) if sm_scale is not None else q.shape[-1] ** -0.5
     if q_scale is not None:
@@ -207,13 +226,17 @@ def flash_prefill_with_gqa_share_sparse(q, k_cache, v_cache, sink, req_to_token,
             raise ValueError(f"sm_scale {sm_scale!r} x q_scale {q_scale!r} = {scale!r}: the "
                              f"softmax scale must be finite and > 0")
     cache_ok = isinstance(k_cache, torch.Tensor) and k_cache.dim() == 3
-    return sparse_prefill(q, k_cache, v_cache, _i32("topk_idx", topk_idx), page_table,
-                          _i32("cu_seqlens", cu_seqlens), lens, _i32("prefix_lens", prefix_lens),
-                          softmax_scale=scale, out=out, precision=precision, regroup=regroup,
-                          kernel=kernel, bad_page_count=bad_page_count, sink_keys=sink,
-                          page_size=block_size_k, max_seqlen_q=max_rows_hint(max_seqlen_q),
-                          **scale_kwargs(k_scale, v_scale, k_cache.shape[1] if cache_ok else None,
-                                         k_cache.shape[0] if cache_ok else None))
+    names = dict(_NAMES, softmax_scale="sm_scale" if q_scale is None else "sm_scale x q_scale")
+    if derived:
+        names["page_table"] = "req_to_token / slot_ids (as a page table)"
+    with engine_names(names):
+        return sparse_prefill(q, k_cache, v_cache, _i32("topk_idx", topk_idx), page_table,
+                              _i32("cu_seqlens", cu_seqlens), lens, _i32("prefix_lens", prefix_lens),
+                              softmax_scale=scale, out=out, precision=precision, regroup=regroup,
+                              kernel=kernel, bad_page_count=bad_page_count, sink_keys=sink,
+                              page_size=block_size_k, max_seqlen_q=max_rows_hint(max_seqlen_q),
+                              **scale_kwargs(k_scale, v_scale, k_cache.shape[1] if cache_ok else None,
+                                             k_cache.shape[0] if cache_ok else None))
 
 
 minimax_sparse_prefill = flash_prefill_with_gqa_share_sparse

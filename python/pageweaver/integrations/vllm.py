@@ -18,11 +18,17 @@ v_token_scales.
 import torch
 
 from .._op import sparse_prefill
-from ._common import host_float, i32 as _i32, max_rows_hint, scale_kwargs
+from ._common import engine_names, host_float, i32 as _i32, max_rows_hint, scale_kwargs
 
 __all__ = ["minimax_m3_sparse_attn"]
 
 _FP8 = torch.float8_e4m3fn
+
+# sparse_prefill's parameter names as vLLM's (its errors name the engine's arguments)
+_NAMES = {"page_table": "block_table", "kv_lens": "seq_lens", "out": "output",
+          "max_seqlen_q": "max_query_len", "softmax_scale": "sm_scale", "k_token_scales": "k_scale",
+          "v_token_scales": "v_scale", "k_cache": "kv_cache (its K view [num_blocks, Hkv, P, D])",
+          "v_cache": "kv_cache (its V view [num_blocks, Hkv, P, D])"}
 
 
 def _views(kv_cache):
@@ -71,7 +77,8 @@ def minimax_m3_sparse_attn(q, kv_cache, topk_idx, block_table, cu_seqlens_q, seq
     (slot = block * P + offset; float32, or converted to it; passed as
     k_token_scales / v_token_scales: Union4 and per-query kernels only). Keywords as for
     pageweaver.sparse_prefill. One library call for every KV head; no synchronisation;
-    capturable."""
+    capturable. Errors name vLLM's arguments (block_table, seq_lens, output, max_query_len,
+    ...), not sparse_prefill's."""
     if not isinstance(kv_cache, torch.Tensor):
         raise TypeError(f"kv_cache: expected a torch.Tensor [num_blocks, Hkv, P, 2*D] or "
                         f"[num_blocks, 2, P, Hkv, D], got {type(kv_cache).__name__}")
@@ -90,8 +97,9 @@ def minimax_m3_sparse_attn(q, kv_cache, topk_idx, block_table, cu_seqlens_q, seq
                      _i32("prefix_lens", prefix_lens))
     sm_scale = host_float("sm_scale", sm_scale)
     scales = scale_kwargs(k_scale, v_scale, hkv, k.shape[0] * page_size)
-    sparse_prefill(q, k, v, topk, block_table, cu, lens, pre, softmax_scale=sm_scale, out=output,
-                   precision=precision, regroup=regroup, kernel=kernel,
-                   bad_page_count=bad_page_count, page_size=page_size,
-                   max_seqlen_q=max_rows_hint(max_query_len), **scales)
+    with engine_names(_NAMES):
+        sparse_prefill(q, k, v, topk, block_table, cu, lens, pre, softmax_scale=sm_scale, out=output,
+                       precision=precision, regroup=regroup, kernel=kernel,
+                       bad_page_count=bad_page_count, page_size=page_size,
+                       max_seqlen_q=max_rows_hint(max_query_len), **scales)
     return None
