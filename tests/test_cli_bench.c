@@ -210,6 +210,14 @@ static void test_json_destination(void **state)
     cJSON *doc = cJSON_Parse(g_stdout); /* stdout is the JSON document alone */
     assert_non_null(doc);
     assert_non_null(cJSON_GetObjectItemCaseSensitive(doc, "captures"));
+    /* the checked rows are listed (bench/flashinfer_peer.py checks the same ones), ascending */
+    const cJSON *ids = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "captures"), 0),
+                                         "reference_check"),
+        "row_ids");
+    assert_int_equal(cJSON_GetArraySize(ids), 2);
+    assert_true(cJSON_GetArrayItem(ids, 0)->valueint < cJSON_GetArrayItem(ids, 1)->valueint);
+    assert_int_equal((int)json_number(doc, "protocol.seed"), 1);
     cJSON_Delete(doc);
     assert_non_null(strstr(g_stderr, "guarded W128")); /* the report went to stderr */
     if (!dash_existed) assert_int_equal(access("-", F_OK), -1); /* no file named '-' */

@@ -389,6 +389,9 @@ static int reference_check(bench_capture_t *bc, const bench_options_t *o, check_
         return 1;
     }
     bc->check_rows = (int)want;
+    if (want <= BENCH_MAX_LISTED_ROWS && (bc->check_row_ids = malloc((size_t)want * sizeof(int32_t))) != NULL)
+        for (int64_t i = 0, w = 0; i < n; i++)
+            if (cs->rows[i]) bc->check_row_ids[w++] = (int32_t)i;
     bc->nrms_emulate_vs_exact = nrms_rows(p, cs->rows, cs->exact, cs->emulate, NULL, NULL);
     bc->nrms_emulate_x2_vs_exact = nrms_rows(p, cs->rows, cs->exact, cs->emulate_x2, NULL, NULL);
     return 0;
@@ -838,6 +841,8 @@ static cJSON *capture_json(const bench_capture_t *bc, const bench_rates_t *rates
     cJSON_AddItemToObject(gj, "reordered_w128_identity", stats_json(&bc->reordered_stats));
     cJSON *rj = cJSON_AddObjectToObject(j, "reference_check");
     cJSON_AddNumberToObject(rj, "rows", bc->check_rows);
+    if (bc->check_row_ids) /* the same rows in bench/flashinfer_peer.py (its --seed = this run's --seed) */
+        cJSON_AddItemToObject(rj, "row_ids", cJSON_CreateIntArray(bc->check_row_ids, bc->check_rows));
     if (bc->check_rows > 0) {
         add_num(rj, "nrms_emulate_vs_exact", bc->nrms_emulate_vs_exact);
         add_num(rj, "nrms_emulate_fp8x2_vs_exact", bc->nrms_emulate_x2_vs_exact);
@@ -995,6 +1000,7 @@ static int write_json(FILE *out, const char *path, const bench_options_t *o, con
     cJSON_AddNumberToObject(pj, "interleaved_replays", o->interleaved_replays);
     cJSON_AddNumberToObject(pj, "union4_window", o->union4_window);
     cJSON_AddNumberToObject(pj, "max_query_rows", o->max_query_rows);
+    cJSON_AddNumberToObject(pj, "seed", (double)o->seed); /* random order, check rows (<= 2^62: exact) */
     cJSON *rj = cJSON_AddObjectToObject(root, "rates");
     cJSON_AddBoolToObject(rj, "measured", rates->measured);
     if (rates->measured) {
@@ -1345,6 +1351,7 @@ int pw_cli_bench(int argc, char **argv)
     if (json_out && write_json(json_out, json_path, &o, &rates, gpu, reason, bcs, nfiles) != 0) failed = 1;
     for (int f = 0; f < nfiles; f++) {
         for (int i = 0; i < NUM_PERMS; i++) free(bcs[f].perms[i]);
+        free(bcs[f].check_row_ids);
         pw_capture_free(bcs[f].capture);
     }
     free(bcs);

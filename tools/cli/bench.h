@@ -111,6 +111,8 @@ typedef struct bench_paired {
     double median_us, lo_us, hi_us;
 } bench_paired_t;
 
+#define BENCH_MAX_LISTED_ROWS 4096 /* reference_check.row_ids in the JSON up to this many rows */
+
 typedef struct bench_capture {
     const char *path;
     pw_capture_t *capture;
@@ -130,6 +132,8 @@ typedef struct bench_capture {
     pw_union_stats_t reordered_stats; /* identity grouping of the W128-reordered rows */
     /* reference check on a slice of rows (FP64 exact reference) */
     int check_rows;
+    int32_t *check_row_ids;        /* the rows, ascending, when check_rows <= BENCH_MAX_LISTED_ROWS (the
+                                      JSON lists them: bench/flashinfer_peer.py checks the same ones) */
     double nrms_emulate_vs_exact;  /* the FP8 arithmetic's own error */
     double nrms_emulate_x2_vs_exact; /* the same for PW_PRECISION_FP8X2 */
     int gpu_checked;               /* ARM_ONLINE_W128's output (PW_PRECISION_FP8) */
