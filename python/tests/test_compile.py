@@ -156,3 +156,31 @@ def test_torch_compile_with_changing_host_scalars_cpu():
     torch._dynamo.reset()
     got = torch.compile(call, fullgraph=True)(p["q"], 6, 0.01, 0.02)
     assert torch.equal(got.view(torch.int16), call(p["q"], 6, 0.01, 0.02).view(torch.int16))
+
+
+def test_engine_adapters_compile_fullgraph_cpu():
+    """Both engine adapters inside torch.compile(fullgraph=True), as engines compile their
+    attention backends: no graph break (the adapters' error renaming is a context manager,
+    since 2026-12-06), and the outputs are the eager call's bits."""
+    import test_adapters as T
+    from pageweaver.integrations import sglang, vllm
+    gen = torch.Generator().manual_seed(3)
+    q, kv_cache, topk, bt, cu, seq, prefix, _, _ = T.vllm_case(gen, hkv=2, g=2, d=32)
+
+    def v(q, out):
+        vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 30, 2, 0.08, out)
+        return out
+
+    want = v(q, torch.empty(q.shape, dtype=torch.bfloat16))
+    got = torch.compile(v, fullgraph=True)(q, torch.empty(q.shape, dtype=torch.bfloat16))
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    c, table = T.sglang_case(gen, b=2, hkv=2, g=2, d=32, k=4)
+
+    def s(q):
+        return sglang.flash_prefill_with_gqa_share_sparse(
+            q, c["k_cache"], c["v_cache"], None, c["req_to_token"], c["slot_ids"], c["topk_idx"], 1, T.P,
+            c["cu_seqlens"], c["seq_lens"], c["prefix_lens"], 40, page_table=table, sm_scale=0.1)
+
+    want = s(c["q"])
+    got = torch.compile(s, fullgraph=True)(c["q"])
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
