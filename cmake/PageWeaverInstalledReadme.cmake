@@ -15,10 +15,13 @@ function(pw_installed_readme source output)
   string(REPLACE "](include/pageweaver.h)" "](${header})" text "${text}")
   # [label](bench/x) -> label (bench/x in the source repository), or `x` (in the source
   # repository) where the label is the path
-  string(REGEX MATCHALL "\\[[^]]*\\]\\((bench|tests|scripts|src)/[^)]*\\)" links "${text}")
+  # (a label holds no bracket: an earlier unclosed "[", as in "[0, n)", must not start a
+  # match, whose "[" would also make CMake's list splitting merge the later matches)
+  string(REGEX MATCHALL "\\[[^][]*\\]\\((bench|tests|scripts|src)/[^)]*\\)" links "${text}")
   foreach(link IN LISTS links)
-    string(REGEX REPLACE "^\\[([^]]*)\\]\\(([^)]*)\\)$" "\\1" label "${link}")
-    string(REGEX REPLACE "^\\[([^]]*)\\]\\(([^)]*)\\)$" "\\2" path "${link}")
+    string(REGEX REPLACE "^\\[([^][]*)\\]\\(([^)]*)\\)$" "\\1" label "${link}")
+    string(REGEX REPLACE "^\\[([^][]*)\\]\\(([^)]*)\\)$" "\\2" path "${link}")
+    string(REPLACE "!${link}" "${link}" text "${text}") # an image of a source-only file: its text
     if(label STREQUAL path)
       string(REPLACE "${link}" "`${path}` (in the source repository)" text "${text}")
     else()

@@ -493,7 +493,7 @@ static void test_max_query_rows(void **state)
      * and exited 0, a review, 2026-12-06); `--` ends the options, as in stats. */
     snprintf(args, sizeof args, "--cpu-only -q --check-rows 0 --max-query-rows 7 -- '%s'", path);
     assert_int_equal(bench(args), 1);
-    assert_non_null(strstr(g_stderr, "--max-query-rows 7 is below this capture's longest request (8 query rows)"));
+    assert_non_null(strstr(g_stderr, "--max-query-rows 7: this capture has 4096 query rows in 512 requests"));
     assert_null(strstr(g_stdout, "default plan"));
     snprintf(args, sizeof args, "--cpu-only -q --check-rows 0 -- '%s'", path);
     assert_int_equal(bench(args), 0);

@@ -184,3 +184,22 @@ def test_engine_adapters_compile_fullgraph_cpu():
     want = s(c["q"])
     got = torch.compile(s, fullgraph=True)(c["q"])
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
+def test_engine_adapter_errors_under_compile_cpu():
+    """A bad engine argument under torch.compile(fullgraph=True) still shows the message
+    (the adapters' eager-only renaming leaves it alone: assigning e.args while compiling
+    replaced it with Dynamo's "Unsupported attribute assignment", a review, 2026-12-06)."""
+    import test_adapters as T
+    from pageweaver.integrations import vllm
+    gen = torch.Generator().manual_seed(3)
+    q, kv_cache, topk, bt, cu, seq, prefix, _, _ = T.vllm_case(gen, hkv=2, g=2, d=32)
+    assert q.shape[0] > cu.numel() - 1  # so that max_query_len 1 contradicts the batch
+
+    def v(q, out):
+        vllm.minimax_m3_sparse_attn(q, kv_cache, topk, bt, cu, seq, prefix, 1, 2, 0.08, out)
+        return out
+
+    with pytest.raises(Exception) as info:
+        torch.compile(v, fullgraph=True)(q, torch.empty(q.shape, dtype=torch.bfloat16))
+    assert "max_seqlen_q is 1, but q has" in str(info.value), str(info.value)[:500]

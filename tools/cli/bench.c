@@ -1000,7 +1000,12 @@ static int write_json(FILE *out, const char *path, const bench_options_t *o, con
     cJSON_AddNumberToObject(pj, "interleaved_replays", o->interleaved_replays);
     cJSON_AddNumberToObject(pj, "union4_window", o->union4_window);
     cJSON_AddNumberToObject(pj, "max_query_rows", o->max_query_rows);
-    cJSON_AddNumberToObject(pj, "seed", (double)o->seed); /* random order, check rows (<= 2^62: exact) */
+    { /* random order and check rows; written as the integer itself (a double loses seeds past
+       * 2^53, and cJSON prints 15 digits): bench/flashinfer_peer.py --seed takes it */
+        char seed_text[24];
+        snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)o->seed);
+        cJSON_AddRawToObject(pj, "seed", seed_text);
+    }
     cJSON *rj = cJSON_AddObjectToObject(root, "rates");
     cJSON_AddBoolToObject(rj, "measured", rates->measured);
     if (rates->measured) {
@@ -1258,12 +1263,17 @@ int pw_cli_bench(int argc, char **argv)
         bc->vt_flags = o.vt_flags;
         bc->union4_window = o.union4_window;
         bc->max_query_rows = o.max_query_rows >= 0 ? o.max_query_rows : most_rows_of_a_request(bc->capture);
-        if (bc->max_query_rows > 0 && most_rows_of_a_request(bc->capture) > bc->max_query_rows) {
-            /* pw_plan_create refuses such a config; say it is the flag, not the shape */
+        const pw_problem_t *shape = &bc->capture->problem;
+        if (bc->max_query_rows > 0 &&
+            (int64_t)shape->num_tokens > (int64_t)shape->num_requests * bc->max_query_rows) {
+            /* pw_plan_create refuses such a config (N > R x value: some request must be longer);
+             * say it is the flag, not the shape */
             fprintf(stderr,
-                    "pageweaver bench: %s: --max-query-rows %d is below this capture's longest request (%d "
-                    "query rows); every plan would refuse it (use -1 for each capture's own)\n",
-                    files[f], bc->max_query_rows, most_rows_of_a_request(bc->capture));
+                    "pageweaver bench: %s: --max-query-rows %d: this capture has %d query rows in %d requests, "
+                    "so some request has more; every plan refuses it (its longest has %d; -1 passes each "
+                    "capture's own)\n",
+                    files[f], bc->max_query_rows, shape->num_tokens, shape->num_requests,
+                    most_rows_of_a_request(bc->capture));
             pw_capture_free(bc->capture);
             bc->capture = NULL; /* skipped by everything after, as an unreadable file */
             failed = 1;

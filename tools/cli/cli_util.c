@@ -60,11 +60,12 @@ int pw_cli_check_output(const char *cmd, const char *option, const char *path, c
 {
     if (!path || strcmp(path, "-") == 0) return 0;
     const size_t len = strlen(path), ext = strlen(".safetensors");
+    const char *sep = option[0] && option[strlen(option) - 1] == '=' ? "" : " "; /* --json=X, --json X */
     if (len >= ext && strcasecmp(path + len - ext, ".safetensors") == 0) {
         fprintf(stderr,
-                "pageweaver %s: %s %s: the report would replace a capture (%s takes the report's file "
-                "name, e.g. bench.json)\n",
-                cmd, option, path, option);
+                "pageweaver %s: %s%s%s: the report would replace a capture (%s takes the report's file "
+                "name, e.g. report.json)\n",
+                cmd, option, sep, path, option);
         return PW_CLI_USAGE;
     }
     struct stat out;
@@ -72,8 +73,8 @@ int pw_cli_check_output(const char *cmd, const char *option, const char *path, c
     for (int i = 0; i < n; i++) {
         struct stat in;
         if (inputs[i] && stat(inputs[i], &in) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino) {
-            fprintf(stderr, "pageweaver %s: %s %s is the input %s: the report would overwrite it\n", cmd, option,
-                    path, inputs[i]);
+            fprintf(stderr, "pageweaver %s: %s%s%s is the input %s: the report would overwrite it\n", cmd, option,
+                    sep, path, inputs[i]);
             return PW_CLI_USAGE;
         }
     }

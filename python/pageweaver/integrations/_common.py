@@ -86,7 +86,8 @@ _LEADING_NAME = re.compile(r"^([A-Za-z_][A-Za-z_0-9]*)")
 
 @contextlib.contextmanager
 def engine_names(names):
-    """Errors of the pageweaver.sparse_prefill call inside, in the engine's words: a
+    """Errors of the pageweaver.sparse_prefill call inside, in the engine's words (eager
+    calls; under torch.compile they keep sparse_prefill's names): a
     ValueError / TypeError (pageweaver's own errors included) whose message starts with one
     of sparse_prefill's parameter names (its messages name the argument first: "kv_lens:
     shape [1], expected [2]", "max_seqlen_q is 2, ...") gets the engine's name from `names`
@@ -96,6 +97,11 @@ def engine_names(names):
     try:
         yield
     except (ValueError, TypeError) as e:
+        # Under torch.compile the exception is left as it is: Dynamo cannot trace an
+        # assignment to e.args, and its error would then hide the message (a review,
+        # 2026-12-06); the errors of the op's fake implementation never reach here anyway.
+        if torch.compiler.is_compiling():
+            raise
         if e.args and isinstance(e.args[0], str):
             m = _LEADING_NAME.match(e.args[0])
             if m and m.group(1) in names:

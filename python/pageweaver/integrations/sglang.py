@@ -154,7 +154,7 @@ def flash_prefill_with_gqa_share_sparse(q, k_cache, v_cache, sink, req_to_token,
     page_size: None, or SGLang's KV pool page size (`--page-size`, a host int >= 1), as SGLang
     passes it: not needed (PageWeaver's page is block_size_k tokens, and the layout is checked
     as above); it names the setting in the layout error. bad_page_count, out, precision,
-    regroup, kernel: as for pageweaver.sparse_prefill. Errors name SGLang's arguments
+    regroup, kernel: as for pageweaver.sparse_prefill. Errors (eager calls) name SGLang's arguments
     (seq_lens, cu_seqlens, sink, ...), not sparse_prefill's.
     """
     if _as_int(block_size_q) != 1:

@@ -77,7 +77,7 @@ def minimax_m3_sparse_attn(q, kv_cache, topk_idx, block_table, cu_seqlens_q, seq
     (slot = block * P + offset; float32, or converted to it; passed as
     k_token_scales / v_token_scales: Union4 and per-query kernels only). Keywords as for
     pageweaver.sparse_prefill. One library call for every KV head; no synchronisation;
-    capturable. Errors name vLLM's arguments (block_table, seq_lens, output, max_query_len,
+    capturable. Errors (eager calls) name vLLM's arguments (block_table, seq_lens, output, max_query_len,
     ...), not sparse_prefill's."""
     if not isinstance(kv_cache, torch.Tensor):
         raise TypeError(f"kv_cache: expected a torch.Tensor [num_blocks, Hkv, P, 2*D] or "
