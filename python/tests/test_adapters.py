@@ -503,6 +503,9 @@ def test_adapter_errors_name_the_engines_arguments():
     with pytest.raises(ValueError, match=r"^sink: "):
         sglang_call(c, sink=torch.zeros(c["q"].shape[1], 32, dtype=torch.bfloat16)[:, ::2])
     # the library's own (C) errors keep their text; prose after a leading name is untouched
+    with pytest.raises(ValueError, match=r"^sink: .*block_size_k sets the page size") as info:
+        with engine_names({"sink_keys": "sink"}, [("pass page_size=", "block_size_k sets the page size")]):
+            raise ValueError("sink_keys: bad (pass page_size= for other pages)")
     with pytest.raises(ValueError) as info:
         with engine_names({"out": "output"}):
             raise ValueError("outline: out of range")
@@ -524,3 +527,16 @@ def test_sglang_takes_its_page_size(seed):
     for bad in (0, -4, "128", 1.5, True):
         with pytest.raises(ValueError, match="page_size"):
             sglang_call(c, page_size=bad)
+
+
+def test_adapter_hints_name_the_engines_setting():
+    """sparse_prefill's advice "pass page_size=" is wrong for an engine (SGLang's page is
+    block_size_k; vLLM's the cache's block size): the adapters say that instead (a review,
+    2026-12-06)."""
+    gen = torch.Generator().manual_seed(5)
+    c, table = sglang_case(gen, b=2, hkv=1, g=2, d=32, k=4)
+    slots = (c["k_cache"].shape[0] // 64) * 64
+    four_d = c["k_cache"][:slots].view(slots // 64, 64, 1, 32).transpose(1, 2)  # [pages, Hkv, 64, D]
+    with pytest.raises(ValueError, match="block_size_k sets the page size") as info:
+        sglang_call(dict(c, k_cache=four_d, v_cache=four_d), page_table=table)
+    assert "pass page_size=" not in str(info.value)

@@ -85,7 +85,7 @@ _LEADING_NAME = re.compile(r"^([A-Za-z_][A-Za-z_0-9]*)")
 
 
 @contextlib.contextmanager
-def engine_names(names):
+def engine_names(names, hints=()):
     """Errors of the pageweaver.sparse_prefill call inside, in the engine's words (eager
     calls; under torch.compile they keep sparse_prefill's names): a
     ValueError / TypeError (pageweaver's own errors included) whose message starts with one
@@ -93,7 +93,8 @@ def engine_names(names):
     shape [1], expected [2]", "max_seqlen_q is 2, ...") gets the engine's name from `names`
     ({pageweaver name: engine name}) in its place, the same exception otherwise (type,
     other arguments, traceback). Only the leading name is replaced: the rest of a message
-    may use the same words as prose."""
+    may use the same words as prose, except the (old, new) phrases of `hints`, replaced
+    wherever they occur (sparse_prefill's advice that names its own keywords)."""
     try:
         yield
     except (ValueError, TypeError) as e:
@@ -103,7 +104,11 @@ def engine_names(names):
         if torch.compiler.is_compiling():
             raise
         if e.args and isinstance(e.args[0], str):
-            m = _LEADING_NAME.match(e.args[0])
+            msg = e.args[0]
+            for old, new in hints:
+                msg = msg.replace(old, new)
+            m = _LEADING_NAME.match(msg)
             if m and m.group(1) in names:
-                e.args = (names[m.group(1)] + e.args[0][m.end():],) + e.args[1:]
+                msg = names[m.group(1)] + msg[m.end():]
+            e.args = (msg,) + e.args[1:]
         raise

@@ -229,7 +229,7 @@ def flash_prefill_with_gqa_share_sparse(q, k_cache, v_cache, sink, req_to_token,
     names = dict(_NAMES, softmax_scale="sm_scale" if q_scale is None else "sm_scale x q_scale")
     if derived:
         names["page_table"] = "req_to_token / slot_ids (as a page table)"
-    with engine_names(names):
+    with engine_names(names, [("pass page_size= for other pages", "block_size_k sets the page size")]):
         return sparse_prefill(q, k_cache, v_cache, _i32("topk_idx", topk_idx), page_table,
                               _i32("cu_seqlens", cu_seqlens), lens, _i32("prefix_lens", prefix_lens),
                               softmax_scale=scale, out=out, precision=precision, regroup=regroup,
