@@ -124,6 +124,11 @@ def _check_index(name, t, shape, device):
         raise ValueError(f"{name} must be contiguous (call .contiguous())")
 
 
+# The advice of a cache whose pages are not page_size tokens; the engine adapters put their
+# own setting in its place (integrations._common.engine_names' hints).
+PAGE_SIZE_ADVICE = "pass page_size= for other pages"
+
+
 def _check_cache(name, c, dev, d, page_size=PAGE_SIZE):
     if not isinstance(c, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(c).__name__}")
@@ -139,8 +144,8 @@ def _check_cache(name, c, dev, d, page_size=PAGE_SIZE):
         if c.shape[2] != page_size or c.stride(3) != 1 or any(
                 st <= 0 and n > 1 for st, n in zip(c.stride()[:3], c.shape[:3])):
             raise ValueError(f"{name}: shape {list(c.shape)}, strides {list(c.stride())}: a "
-                             f"4-D cache is [pages, Hkv, {page_size}, D] (page_size={page_size}: pass "
-                             f"page_size= for other pages) with D contiguous and positive page / head / "
+                             f"4-D cache is [pages, Hkv, {page_size}, D] (page_size={page_size}: "
+                             f"{PAGE_SIZE_ADVICE}) with D contiguous and positive page / head / "
                              f"token strides (no broadcast views)")
         return
     if c.dim() != 3:

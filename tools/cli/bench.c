@@ -1095,7 +1095,7 @@ int pw_cli_bench(int argc, char **argv)
             options_done = 1;
             continue;
         }
-        if (options_done) {
+        if (options_done || a[0] != '-' || a[1] == '\0') { /* a capture ('-' included, as before) */
             if (nfiles == MAX_FILES) {
                 fprintf(stderr, "pageweaver bench: more than %d captures\n", MAX_FILES);
                 return PW_CLI_USAGE;
@@ -1153,13 +1153,8 @@ int pw_cli_bench(int argc, char **argv)
             o.rates = 0;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             o.quiet = 1;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "pageweaver bench: unknown option '%s' (try --help)\n", a);
-            return PW_CLI_USAGE;
-        } else if (nfiles < MAX_FILES) {
-            files[nfiles++] = a;
         } else {
-            fprintf(stderr, "pageweaver bench: more than %d captures\n", MAX_FILES);
+            fprintf(stderr, "pageweaver bench: unknown option '%s' (try --help)\n", a);
             return PW_CLI_USAGE;
         }
     }

@@ -21,7 +21,7 @@ import math
 
 import torch
 
-from .._op import MAX_PAGE_SIZE, PAGE_SIZE, sparse_prefill
+from .._op import MAX_PAGE_SIZE, PAGE_SIZE, PAGE_SIZE_ADVICE, sparse_prefill
 from ._common import as_int as _as_int, engine_names, host_float, i32 as _i32, max_rows_hint, scale_kwargs
 
 __all__ = ["page_table_from_req_to_token", "flash_prefill_with_gqa_share_sparse", "minimax_sparse_prefill"]
@@ -229,7 +229,7 @@ def flash_prefill_with_gqa_share_sparse(q, k_cache, v_cache, sink, req_to_token,
     names = dict(_NAMES, softmax_scale="sm_scale" if q_scale is None else "sm_scale x q_scale")
     if derived:
         names["page_table"] = "req_to_token / slot_ids (as a page table)"
-    with engine_names(names, [("pass page_size= for other pages", "block_size_k sets the page size")]):
+    with engine_names(names, [(PAGE_SIZE_ADVICE, "block_size_k sets the page size")]):
         return sparse_prefill(q, k_cache, v_cache, _i32("topk_idx", topk_idx), page_table,
                               _i32("cu_seqlens", cu_seqlens), lens, _i32("prefix_lens", prefix_lens),
                               softmax_scale=scale, out=out, precision=precision, regroup=regroup,

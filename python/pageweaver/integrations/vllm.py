@@ -17,7 +17,7 @@ v_token_scales.
 """
 import torch
 
-from .._op import sparse_prefill
+from .._op import PAGE_SIZE_ADVICE, sparse_prefill
 from ._common import engine_names, host_float, i32 as _i32, max_rows_hint, scale_kwargs
 
 __all__ = ["minimax_m3_sparse_attn"]
@@ -97,7 +97,7 @@ def minimax_m3_sparse_attn(q, kv_cache, topk_idx, block_table, cu_seqlens_q, seq
                      _i32("prefix_lens", prefix_lens))
     sm_scale = host_float("sm_scale", sm_scale)
     scales = scale_kwargs(k_scale, v_scale, hkv, k.shape[0] * page_size)
-    with engine_names(_NAMES, [("pass page_size= for other pages", "the block size is kv_cache's P")]):
+    with engine_names(_NAMES, [(PAGE_SIZE_ADVICE, "the block size is kv_cache's P")]):
         sparse_prefill(q, k, v, topk, block_table, cu, lens, pre, softmax_scale=sm_scale, out=output,
                        precision=precision, regroup=regroup, kernel=kernel,
                        bad_page_count=bad_page_count, page_size=page_size,
